@@ -1,0 +1,46 @@
+"""moe-select: choose, check and build the Mixture-of-Experts kernel backend of a deployment.
+
+Planning (``explain``, ``plan``) is pure and imports no torch; ``resolve`` checks a plan against this
+machine at engine startup and returns a ready :class:`~moe_select.runner.MoeRunner`.
+
+    >>> import moe_select
+    >>> report = moe_select.explain({"gpu": "H200", "quant": "bf16", "model": {...}, "tp": 8})
+    >>> plan = moe_select.plan("deployment.yaml")          # or raises SelectionError
+    >>> runner = moe_select.resolve(plan)                   # at startup, before weights load
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "explain": ("moe_select.selector", "explain"),
+    "plan": ("moe_select.selector", "plan"),
+    "resolve": ("moe_select.resolver", "resolve"),
+    "Plan": ("moe_select.report", "Plan"),
+    "Report": ("moe_select.report", "Report"),
+    "Reason": ("moe_select.report", "Reason"),
+    "REASON_CODES": ("moe_select.report", "REASON_CODES"),
+    "Deployment": ("moe_select.deployment", "Deployment"),
+    "load_catalog": ("moe_select.catalog", "load_catalog"),
+    "MoeRunner": ("moe_select.runner", "MoeRunner"),
+    "InputError": ("moe_select.errors", "InputError"),
+    "SelectionError": ("moe_select.errors", "SelectionError"),
+    "ResolveError": ("moe_select.errors", "ResolveError"),
+    "RunnerInputError": ("moe_select.errors", "RunnerInputError"),
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy exports keep `import moe_select` light: the runner (torch) loads only when asked for.
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'moe_select' has no attribute {name!r}")

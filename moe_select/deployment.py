@@ -1,0 +1,230 @@
+"""The deployment: what an operator asks for (file or CLI flags), and :func:`understand`, which turns it
+into the fully-stated input the selector reads, recording where every value came from.
+
+Format (YAML/JSON; see README "Deployment format"): ``gpu`` or ``arch``; ``quant`` (``auto``/omitted:
+from the model config); ``model`` (shape) or ``model_config`` (checkpoint folder or config.json, relative
+to the deployment file); ``tp``, ``ep``, ``a2a``, ``deepep_mode``; ``runner`` (``auto`` or a runner
+name); ``cuda_graph``; environment facts for planning another machine: ``packages``, ``nvcc``, ``cuda``.
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .errors import InputError, Issue
+from .located import Located
+from .model_config import read_model_config
+from .vocab import A2A, GPUS, Activation, Arch, DeepEPMode, Quant, Routing, gpu_arch
+from .yamlio import MarkedDict, load_file, validate
+
+
+class ModelShape(Located):
+    """The MoE layer's shape: ``num_experts`` routed experts (E), ``top_k`` (K), ``hidden_size`` (H),
+    ``moe_intermediate_size`` (I, per expert, before tensor parallelism), the gated ``activation`` and the
+    ``routing`` method. Optional router parameters are used by ``moe-select run`` only."""
+
+    num_experts: int = Field(gt=0)
+    top_k: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    moe_intermediate_size: int = Field(gt=0)
+    activation: Activation = "silu"
+    routing: Routing = "renormalize"
+    num_shared_experts: int = Field(default=0, ge=0)
+    n_group: int | None = Field(default=None, gt=0)
+    topk_group: int | None = Field(default=None, gt=0)
+    routed_scaling_factor: float | None = None
+    swiglu_limit: float | None = None
+
+    @model_validator(mode="after")
+    def _k_le_e(self) -> "ModelShape":
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k {self.top_k} exceeds num_experts {self.num_experts}")
+        return self
+
+
+class Deployment(Located):
+    """A deployment as written by an operator. Validation is strict: unknown keys, wrong types and
+    unknown names are errors naming file, line and field."""
+
+    gpu: str | None = None
+    arch: Arch | Literal["auto"] | None = None
+    quant: Quant | Literal["auto"] | None = None
+    model: ModelShape | None = None
+    model_config_path: str | None = Field(default=None, alias="model_config")
+    tp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    a2a: A2A = "none"
+    deepep_mode: DeepEPMode | None = None
+    runner: str = Field(default="auto", pattern=r"^[a-z][a-z0-9_]*$")
+    cuda_graph: bool | None = None
+    require_adapter: bool = False
+    packages: dict[str, str | None] | None = None
+    nvcc: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
+    cuda: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
+    flashinfer_prebuilt: bool | None = None
+
+
+class Understood(BaseModel):
+    """The deployment as the selector reads it: every field stated, with ``provenance`` (field ->
+    where the value came from: ``file:line``, ``model_config ...``, ``default``, ``detected``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+    gpu: str | None
+    arch: Arch
+    quant: Quant
+    model: dict[str, Any]
+    model_config_path: str | None = None
+    tp: int
+    ep: int
+    moe_tp: int | None
+    a2a: A2A
+    deepep_mode: DeepEPMode | None
+    runner: str
+    cuda_graph: bool
+    require_adapter: bool
+    provenance: dict[str, str]
+    notes: list[str] = []
+
+    @property
+    def shape(self) -> ModelShape:
+        return ModelShape.model_validate(self.model)
+
+    def brief(self) -> str:
+        """One line: ``sm90 (H200) fp8_block E=256 K=8 H=7168 I=2048 tp 8 ep 8 a2a none runner auto``."""
+        m = self.model
+        gpu = f" ({self.gpu})" if self.gpu else ""
+        mode = f"/{self.deepep_mode}" if self.deepep_mode else ""
+        return (f"{self.arch}{gpu} {self.quant} E={m['num_experts']} K={m['top_k']} H={m['hidden_size']} "
+                f"I={m['moe_intermediate_size']} {m['activation']} {m['routing']} tp {self.tp} ep {self.ep} "
+                f"a2a {self.a2a}{mode} runner {self.runner}")
+
+
+def load_deployment(path: str | Path) -> tuple[Deployment, Path]:
+    """Read a deployment file (YAML or JSON). Returns the model and the folder that relative
+    ``model_config`` paths resolve against. Raises :class:`InputError`."""
+    p = Path(path)
+    data = load_file(p)
+    if not isinstance(data, MarkedDict):
+        raise InputError(Issue(str(p), getattr(data, "line", 0), "", "a deployment file holds a mapping"))
+    return validate(Deployment, data, str(p)), p.resolve().parent
+
+
+def deployment_from_dict(values: dict[str, Any], file: str = "<flags>") -> Deployment:
+    """Build a deployment from plain values (CLI flags, Python callers). Raises :class:`InputError`."""
+    data = MarkedDict(values)
+    data.file = file
+    return validate(Deployment, data, file)
+
+
+def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: str | None = None,
+               detected_gpu: str | None = None) -> Understood:
+    """State every field of ``dep``: the arch from ``gpu`` (or the detected one for ``arch: auto``), the
+    shape and quant from ``model_config``, and the defaults. Raises :class:`InputError` on conflicts
+    (``gpu`` vs ``arch``, ``model`` and ``model_config`` together, a quantized checkpoint with another
+    ``quant``, ``deepep_mode`` without DeepEP)."""
+    prov: dict[str, str] = {}
+    notes: list[str] = []
+    issues: list[Issue] = []
+
+    def here(field: str) -> str:
+        return dep.where(field)
+
+    def bad(field: str, msg: str) -> None:
+        line = dep._lines.get(field, dep._line)
+        issues.append(Issue(dep._file, line, field, msg))
+
+    # Architecture.
+    arch: str | None = None
+    gpu = dep.gpu
+    if gpu is not None:
+        arch = gpu_arch(gpu)
+        if arch is None:
+            close = difflib.get_close_matches(gpu.upper(), list(GPUS), n=1, cutoff=0.5)
+            bad("gpu", f"unknown GPU {gpu!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                + "; give arch: sm80 ... sm121, gfx942, gfx950 instead")
+        else:
+            prov["arch"] = f"{here('gpu')} (gpu {gpu})"
+    if dep.arch not in (None, "auto"):
+        if arch is not None and dep.arch != arch:
+            bad("arch", f"arch {dep.arch} contradicts gpu {gpu} ({arch})")
+        arch = dep.arch
+        prov["arch"] = here("arch")
+    elif dep.arch == "auto" or (dep.arch is None and gpu is None):
+        if detected_arch is None:
+            bad("arch", "no gpu or arch given, and this machine's arch was not detected")
+        else:
+            arch, gpu = detected_arch, detected_gpu
+            prov["arch"] = "detected on this machine" + ("" if dep.arch == "auto" else " (no gpu or arch given)")
+
+    # Model shape and quantization.
+    model: dict[str, Any] | None = None
+    quant: str | None = None
+    cfg_path: str | None = None
+    if dep.model is not None and dep.model_config_path is not None:
+        bad("model_config", "give model (shape) or model_config, not both")
+    elif dep.model is not None:
+        model = dep.model.model_dump(exclude_none=True)
+        for k in model:
+            prov[f"model.{k}"] = dep.model.where(k) if k in dep.model._lines else "default"
+    elif dep.model_config_path is not None:
+        p = Path(dep.model_config_path)
+        if not p.is_absolute() and base_dir is not None:
+            p = base_dir / p
+        cfg_path = str(p)
+        try:
+            info = read_model_config(p)
+        except InputError as exc:
+            issues.extend(Issue(i.file, i.line, i.field, i.message + f" (model_config at {here('model_config')})")
+                          for i in exc.issues)
+        else:
+            model = ModelShape.model_validate(info.shape).model_dump(exclude_none=True)
+            for k in model:
+                prov[f"model.{k}"] = info.provenance.get(k, f"{info.path} (default)")
+            quant = info.quant
+            prov["quant"] = "model_config " + info.provenance.get("quant", info.path)
+    else:
+        bad("model", "give model (num_experts, top_k, hidden_size, moe_intermediate_size, ...) or model_config")
+
+    if dep.quant not in (None, "auto"):
+        if quant is not None and quant != dep.quant:
+            if quant in ("bf16", "fp16"):
+                notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization")
+            else:
+                bad("quant", f"quant {dep.quant} contradicts the checkpoint's format {quant} ({prov.get('quant')})")
+        quant = dep.quant
+        prov["quant"] = here("quant")
+    elif quant is None and model is not None:
+        bad("quant", "quant not given and no model_config to read it from")
+
+    # Parallelism and a2a.
+    deepep_mode = dep.deepep_mode
+    if dep.a2a == "deepep" and deepep_mode is None:
+        deepep_mode = "auto"
+        prov["deepep_mode"] = "default (auto: normal for prefill, low_latency for decode, as SGLang)"
+    elif dep.a2a != "deepep" and deepep_mode is not None:
+        bad("deepep_mode", f"deepep_mode is given but a2a is {dep.a2a}")
+    elif deepep_mode is not None:
+        prov["deepep_mode"] = here("deepep_mode")
+    for k in ("tp", "ep", "a2a", "runner", "require_adapter"):
+        prov[k] = here(k) if k in dep._lines else "default"
+
+    cuda_graph = dep.cuda_graph
+    if cuda_graph is None:
+        cuda_graph = arch not in (None, "cpu")
+        prov["cuda_graph"] = f"default ({'on for GPUs, as SGLang' if cuda_graph else 'off on cpu'})"
+    else:
+        prov["cuda_graph"] = here("cuda_graph")
+
+    if issues:
+        raise InputError(issues)
+    assert arch is not None and quant is not None and model is not None
+    moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
+    return Understood(
+        gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, tp=dep.tp, ep=dep.ep,
+        moe_tp=moe_tp, a2a=dep.a2a, deepep_mode=deepep_mode, runner=dep.runner, cuda_graph=cuda_graph,
+        require_adapter=dep.require_adapter, provenance=prov, notes=notes,
+    )
