@@ -1,0 +1,99 @@
+"""``torch_native``: the PyTorch reference runner (any device, incl. CPU). Facts: ``torch_native.yaml``.
+
+Per local expert: gather its tokens, ``h = x @ w13[e].T`` in float32, gated activation,
+``y = act(h) @ w2[e].T``, scale by the routing weight and add into the output (float32), cast to the
+input dtype at the end. FP8 weights are dequantized once in ``prepare_weights`` (activations are not
+quantized). Not CUDA-graph capturable (``nonzero`` gives data-dependent shapes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from moe_select.errors import RunnerInputError
+from moe_select.layer import LayerSpec
+from moe_select.ops import dequantize, gated_act
+
+FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
+FP8_DTYPES = (torch.float8_e4m3fn,)
+
+
+@dataclass
+class TorchNativeWeights:
+    """``w13 [E_local, 2*I or I, H]`` and ``w2 [E_local, H, I]`` in a float dtype (fp8 dequantized to float32)."""
+
+    w13: torch.Tensor
+    w2: torch.Tensor
+
+
+class TorchNativeCore:
+    """Expert compute core of ``torch_native`` for one rank (see :class:`~moe_select.layer.LayerSpec`)."""
+
+    def __init__(self, spec: LayerSpec, device: torch.device | str):
+        if spec.quant not in FORMATS:
+            raise RunnerInputError(f"torch_native does not implement {spec.quant} (it runs {', '.join(FORMATS)})")
+        self.spec = spec
+        self.device = torch.device(device)
+
+    def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
+                        w2_scale: torch.Tensor | None = None) -> TorchNativeWeights:
+        """Canonical ``w13 [E_local, 2*I, H]`` (gate rows, then up rows) and ``w2 [E_local, H, I]``.
+
+        16-bit formats: float tensors (bf16/fp16, or fp32/fp64 for reference use). FP8 formats: e4m3
+        tensors plus ``w13_scale``/``w2_scale`` (shapes in :mod:`moe_select.ops`). Raises
+        :class:`RunnerInputError` naming the tensor on a wrong dtype or scale."""
+        q = self.spec.quant
+        if q.startswith("fp8"):
+            for name, t, s in (("w13", w13, w13_scale), ("w2", w2, w2_scale)):
+                if t.dtype not in FP8_DTYPES:
+                    raise RunnerInputError(f"{name}: {q} weights must be float8_e4m3fn, got {t.dtype}")
+                if s is None:
+                    raise RunnerInputError(f"{name}_scale is required for {q}")
+            try:
+                w13 = dequantize(w13, w13_scale, q)
+                w2 = dequantize(w2, w2_scale, q)
+            except ValueError as exc:
+                raise RunnerInputError(str(exc)) from None
+        else:
+            if w13_scale is not None or w2_scale is not None:
+                raise RunnerInputError(f"{q} weights take no scales")
+            for name, t in (("w13", w13), ("w2", w2)):
+                if t.dtype not in FLOAT_DTYPES:
+                    raise RunnerInputError(f"{name}: {q} weights must be a float dtype, got {t.dtype}")
+        return TorchNativeWeights(w13.contiguous(), w2.contiguous())
+
+    def forward(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                weights: TorchNativeWeights) -> torch.Tensor:
+        """``[T, H]`` in ``hidden_states.dtype``: the sum over this rank's experts of routing weight x expert output."""
+        spec = self.spec
+        t, k = topk_ids.shape
+        out = torch.zeros(t, spec.hidden_size, dtype=torch.float32, device=hidden_states.device)
+        local = topk_ids.to(torch.int64) - spec.expert_offset
+        flat = local.reshape(-1)
+        valid = (flat >= 0) & (flat < spec.num_local_experts)
+        slots = torch.nonzero(valid).squeeze(1)
+        if slots.numel():
+            experts = flat[slots]
+            order = torch.argsort(experts, stable=True)
+            slots, experts = slots[order], experts[order]
+            counts = torch.bincount(experts, minlength=spec.num_local_experts).tolist()
+            tokens = slots // k
+            wts = topk_weights.reshape(-1)[slots].float()
+            start = 0
+            for e, n in enumerate(counts):
+                if n == 0:
+                    continue
+                tok = tokens[start:start + n]
+                xe = hidden_states[tok].float()
+                h = xe @ weights.w13[e].float().t()
+                y = gated_act(h, spec.activation, spec.swiglu_limit) @ weights.w2[e].float().t()
+                out.index_add_(0, tok, y * wts[start:start + n, None])
+                start += n
+        return out.to(hidden_states.dtype)
+
+
+def register(registry) -> None:
+    """Register the torch_native core for standard (token-major) dispatch."""
+    registry.register_core("torch_native", "none", TorchNativeCore)

@@ -1,0 +1,64 @@
+"""The per-rank description of one MoE layer that cores and dispatchers are built for (no torch)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .vocab import GATED_ACTIVATIONS
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One rank's view of a MoE layer.
+
+    ``num_experts`` (E, global), ``top_k`` (K), ``hidden_size`` (H), ``intermediate_size`` (I on this
+    rank: ``moe_intermediate_size / (tp / ep)``), the gated ``activation``, the weight ``quant`` format,
+    ``tp``/``ep`` and this rank's ``ep_rank``. The rank keeps experts
+    ``[expert_offset, expert_offset + num_local_experts)``; top-k ids outside that range (and -1) are
+    skipped by its core, so partial outputs of the ranks sum to the layer's output.
+    """
+
+    num_experts: int
+    top_k: int
+    hidden_size: int
+    intermediate_size: int
+    activation: str = "silu"
+    quant: str = "bf16"
+    tp: int = 1
+    ep: int = 1
+    ep_rank: int = 0
+    tp_rank: int = 0
+    swiglu_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_experts % self.ep:
+            raise ValueError(f"num_experts {self.num_experts} is not divisible by ep {self.ep}")
+        if not 0 <= self.ep_rank < self.ep:
+            raise ValueError(f"ep_rank {self.ep_rank} outside [0, {self.ep})")
+
+    @property
+    def num_local_experts(self) -> int:
+        return self.num_experts // self.ep
+
+    @property
+    def expert_offset(self) -> int:
+        return self.ep_rank * self.num_local_experts
+
+    @property
+    def gated(self) -> bool:
+        return self.activation in GATED_ACTIVATIONS
+
+    @property
+    def w13_rows(self) -> int:
+        """Rows of w13 per expert: 2*I for gated activations (gate then up), I for relu2."""
+        return 2 * self.intermediate_size if self.gated else self.intermediate_size
+
+    @classmethod
+    def from_plan(cls, plan, *, ep_rank: int = 0, tp_rank: int = 0) -> "LayerSpec":
+        """The spec of rank (ep_rank, tp_rank) of ``plan``'s deployment."""
+        d = plan.deployment
+        m = d.model
+        moe_tp = d.tp // d.ep
+        return cls(num_experts=m["num_experts"], top_k=m["top_k"], hidden_size=m["hidden_size"],
+                   intermediate_size=m["moe_intermediate_size"] // moe_tp, activation=m["activation"],
+                   quant=plan.quant, tp=d.tp, ep=d.ep, ep_rank=ep_rank, tp_rank=tp_rank,
+                   swiglu_limit=m.get("swiglu_limit"))

@@ -1,0 +1,197 @@
+"""``resolve(plan)``: at engine startup, before weights load, make a plan ready on this machine or refuse.
+
+Steps, each refusing with a :class:`~moe_select.errors.ResolveError` that names what is wrong:
+1. re-detect the machine (arch through torch, packages from their metadata) and compare with the
+   plan: a different arch, changed rule/capability files, or a changed package version is
+   ``plan_mismatch`` (each differing field named); a missing package or version is ``dependency_missing``;
+2. with ``require_prebuilt=True``, refuse a runner whose first call would JIT-compile;
+3. import the adapter module and the dispatcher module eagerly and call their ``register(registry)``
+   (a plan-only runner without a plugin is ``no_adapter``);
+4. check that every (a2a, runner) pair the capability file promises is registered;
+5. build the core and the dispatcher for this rank and return a :class:`~moe_select.runner.MoeRunner`.
+All of it runs under one lock, so concurrent resolves are safe.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from pathlib import Path
+from typing import Any
+
+from .catalog import load_catalog, plugin_adapters
+from .environment import Environment, detect
+from .errors import InputError, ResolveError
+from .report import Plan, Reason
+from .versions import satisfies
+from .yamlio import MarkedDict, load_file, validate
+
+_lock = threading.RLock()
+
+
+def load_plan(plan: Plan | dict | str | Path) -> Plan:
+    """A :class:`Plan` from a Plan, a dict, or a JSON file (errors name file, line and field)."""
+    if isinstance(plan, Plan):
+        return plan
+    if isinstance(plan, (str, Path)):
+        data = load_file(plan)
+        name = str(plan)
+    else:
+        data, name = plan, "<plan>"
+    from pydantic import ValidationError
+
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        from .yamlio import validation_issues
+
+        raise InputError(validation_issues(exc, data, name, Plan)) from None
+
+
+def torch_arch() -> tuple[str, str | None]:
+    """``(arch, gpu name)`` of the current CUDA device through torch; ``("cpu", None)`` without one."""
+    import torch
+
+    if torch.cuda.is_available():
+        if getattr(torch.version, "hip", None):
+            name = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
+            return name, torch.cuda.get_device_name(0)
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm{major}{minor}", torch.cuda.get_device_name(0)
+    return "cpu", None
+
+
+def _rule_dirs(plan: Plan) -> list[Path]:
+    dirs: list[Path] = []
+    for name in plan.files:
+        if not name.startswith(("backends/", "rules/")):
+            d = Path(name).parent
+            if d not in dirs:
+                dirs.append(d)
+    return dirs
+
+
+def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = False) -> list[Reason]:
+    """Every reason ``plan`` cannot be used on ``env`` (the machine as detected)."""
+    out: list[Reason] = []
+    if env.arch != plan.arch:
+        made = f"{plan.arch} ({plan.gpu})" if plan.gpu else plan.arch
+        here = f"{env.arch} ({env.gpu})" if env.gpu else env.arch
+        out.append(Reason(code="plan_mismatch", detail=f"arch: the plan was made for {made}; this machine is {here}",
+                          source=plan.deployment.provenance.get("arch", "plan"), fix="plan again on this machine (arch: auto)"))
+    try:
+        catalog = load_catalog(_rule_dirs(plan), use_env=False)
+        now = catalog.files
+    except InputError as exc:
+        out.append(Reason(code="plan_mismatch", detail=f"the rule/capability files no longer load: {exc}", source="catalog"))
+        now = {}
+    for name in sorted(set(plan.files) | set(now)):
+        before, after = plan.files.get(name), now.get(name)
+        if before != after and now:
+            what = "is new" if before is None else "is gone" if after is None else "changed"
+            out.append(Reason(code="plan_mismatch", detail=f"{name} {what} since the plan was made", source=name,
+                              fix="plan again with the current files"))
+    for need in plan.packages:
+        found = env.package(need.name, need.module)[1]
+        spec = f" {need.version}" if need.version else ""
+        if found is None:
+            out.append(Reason(code="dependency_missing", detail=f"{need.needed_by} needs {need.name}{spec} (import {need.module}); "
+                              "not installed on this machine", source=need.source, fix=f"pip install '{need.name}{need.version or ''}'"))
+        elif need.state == "present" and need.found not in (None, "unknown") and found != need.found:
+            out.append(Reason(code="plan_mismatch", detail=f"{need.name}: {need.found} when planned, {found} on this machine",
+                              source=need.source, fix="plan again on this machine"))
+        elif found != "unknown" and not satisfies(found, need.version):
+            out.append(Reason(code="dependency_missing", detail=f"{need.needed_by} needs {need.name}{spec}; {found} is installed",
+                              source=need.source, fix=f"pip install '{need.name}{need.version}'"))
+    if require_prebuilt and plan.jit is not None and env.flashinfer_prebuilt is not True:
+        out.append(Reason(code="dependency_missing", detail=f"{plan.runner} would JIT-compile at its first call and "
+                          f"require_prebuilt is set: {plan.jit}", source="resolve(require_prebuilt=True)",
+                          fix="pip install flashinfer-jit-cache (matching flashinfer-python), or plan another runner"))
+    return out
+
+
+def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        return [Reason(code="dependency_missing", detail=f"importing {what} module {module} failed: {exc}", source=module)]
+    reg = getattr(mod, "register", None)
+    if not callable(reg):
+        return [Reason(code="no_adapter", detail=f"{what} module {module} has no register(registry) function", source=module)]
+    reg(registry)
+    registry.loaded_modules.add(module)
+    return []
+
+
+def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int | None = None, tp_rank: int | None = None,
+            group: Any = None, environment: Environment | None = None, require_prebuilt: bool = False,
+            verify: bool = False, registry: Any = None, timeout_s: float = 60.0) -> Any:
+    """Make ``plan`` ready on this machine; return a :class:`~moe_select.runner.MoeRunner`.
+
+    ``device``: where the runner's tensors live (default: ``cuda`` on a GPU plan, else ``cpu``).
+    ``ep_rank``/``tp_rank``: this rank (default: from ``group`` when given, else 0).
+    ``group``: a torch.distributed process group whose ranks must all resolve the same plan.
+    ``environment``: machine facts (default: detected now, arch through torch).
+    ``require_prebuilt``: refuse a runner whose first call would JIT-compile.
+    ``verify``: run a few tokens through the runner and the float64 reference; refuse on disagreement.
+    Raises :class:`ResolveError` (codes plan_mismatch, dependency_missing, no_adapter, ...) or
+    :class:`InputError` (the plan file is invalid).
+    """
+    from .registry import REGISTRY
+
+    registry = registry or REGISTRY
+    p = load_plan(plan)
+    rank = None
+    if group is not None:
+        import torch.distributed as dist
+
+        rank = dist.get_rank(group)
+    with _lock:
+        env = environment or detect([(n.name, n.module) for n in p.packages], arch=torch_arch(),
+                                    need_nvcc=p.jit is not None)
+        reasons = check_environment(p, env, require_prebuilt=require_prebuilt)
+        if group is not None:
+            from .parallel import agree_on_plan
+
+            agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s)
+        if reasons:
+            raise ResolveError(reasons, rank=rank)
+        module = p.module or plugin_adapters().get(p.runner)
+        if module is None:
+            raise ResolveError([Reason(code="no_adapter", detail=f"{p.runner} has no adapter in this install (plan-only); "
+                                       "install a plugin that registers one under the moe_select.adapters entry-point group",
+                                       source=f"backends/{p.runner}.yaml")], rank=rank)
+        reasons = _load_adapter(module, f"runner {p.runner}", registry)
+        if p.a2a_module is None:
+            reasons.append(Reason(code="no_adapter", detail=f"a2a {p.a2a} has no dispatcher in this install",
+                                  source=f"backends/a2a/{p.a2a}.yaml"))
+        else:
+            reasons += _load_adapter(p.a2a_module, f"a2a {p.a2a}", registry)
+        if reasons:
+            raise ResolveError(reasons, rank=rank)
+        promised = sorted(set(p.registers) | {p.a2a})
+        missing = [a for a in promised if registry.core(p.runner, a) is None]
+        if missing:
+            raise ResolveError([Reason(code="no_adapter", detail=f"module {module} did not register "
+                                       + ", ".join(f"({a}, {p.runner})" for a in missing)
+                                       + f" (registered: {sorted(registry.pairs())})", source=f"backends/{p.runner}.yaml")], rank=rank)
+        if registry.dispatcher(p.a2a) is None:
+            raise ResolveError([Reason(code="no_adapter", detail=f"module {p.a2a_module} did not register dispatcher {p.a2a}",
+                                       source=f"backends/a2a/{p.a2a}.yaml")], rank=rank)
+        import torch
+
+        from .layer import LayerSpec
+        from .runner import MoeRunner
+
+        if group is not None and ep_rank is None:
+            ep_rank = rank // (p.deployment.tp // p.deployment.ep) if p.deployment.ep > 1 else 0
+            tp_rank = rank % (p.deployment.tp // p.deployment.ep) if tp_rank is None else tp_rank
+        spec = LayerSpec.from_plan(p, ep_rank=ep_rank or 0, tp_rank=tp_rank or 0)
+        dev = torch.device(device if device is not None else ("cuda" if p.arch != "cpu" else "cpu"))
+        core = registry.core(p.runner, p.a2a)(spec, dev)
+        dispatcher = registry.dispatcher(p.a2a)(spec, group)
+        runner = MoeRunner(p, spec, core, dispatcher, dev)
+    if verify:
+        from .verify import verify_runner
+
+        verify_runner(runner)
+    return runner

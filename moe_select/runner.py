@@ -1,0 +1,101 @@
+"""``MoeRunner``: a token dispatcher (a2a) composed with an expert compute core, as ``resolve`` builds it.
+
+The hot path (``run``) does no imports, string parsing or registry look-ups: it checks shapes, dtypes
+and devices with plain attribute compares, then calls the dispatcher, which calls the core.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .errors import RunnerInputError
+from .layer import LayerSpec
+
+_ID_DTYPES = (torch.int32, torch.int64)
+
+
+class PreparedWeights:
+    """Weights converted once by ``MoeRunner.prepare_weights``; opaque, tied to the runner that made them."""
+
+    __slots__ = ("owner", "data")
+
+    def __init__(self, owner: "MoeRunner", data: Any):
+        self.owner = owner
+        self.data = data
+
+
+class MoeRunner:
+    """A ready MoE layer runner for one rank.
+
+    ``plan``: the :class:`~moe_select.report.Plan` it was resolved from; ``spec``: this rank's
+    :class:`~moe_select.layer.LayerSpec`; ``device``: where tensors must live.
+    """
+
+    def __init__(self, plan: Any, spec: LayerSpec, core: Any, dispatcher: Any, device: torch.device):
+        self.plan = plan
+        self.spec = spec
+        self.core = core
+        self.dispatcher = dispatcher
+        self.device = torch.device(device)
+        self._check = True
+
+    @property
+    def name(self) -> str:
+        return self.plan.runner
+
+    def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, **scales: torch.Tensor) -> PreparedWeights:
+        """Convert canonical weights once, at load.
+
+        ``w13 [E_local, 2*I, H]`` (gate rows then up rows; ``[E_local, I, H]`` for relu2), ``w2
+        [E_local, H, I]``, on ``self.device``; ``E_local = num_experts / ep``, ``I`` per rank.
+        ``scales``: ``w13_scale``/``w2_scale`` for FP8 formats (shapes: :mod:`moe_select.ops`).
+        Raises :class:`RunnerInputError` naming the tensor and the expected shape/dtype/device."""
+        s = self.spec
+        want13 = (s.num_local_experts, s.w13_rows, s.hidden_size)
+        want2 = (s.num_local_experts, s.hidden_size, s.intermediate_size)
+        for name, t, want in (("w13", w13, want13), ("w2", w2, want2)):
+            if not isinstance(t, torch.Tensor):
+                raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            if tuple(t.shape) != want:
+                raise RunnerInputError(f"{name} must be [E_local, {'2*I' if name == 'w13' and s.gated else 'I' if name == 'w13' else 'H'}, "
+                                       f"{'H' if name == 'w13' else 'I'}] = {list(want)} for this rank "
+                                       f"(E={s.num_experts}, ep={s.ep}, I per rank={s.intermediate_size}), got {list(t.shape)}")
+            if t.device != self.device and not (t.device.type == self.device.type and self.device.index is None):
+                raise RunnerInputError(f"{name} is on {t.device}; this runner runs on {self.device}")
+        return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
+
+    def run(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+            weights: PreparedWeights) -> torch.Tensor:
+        """The MoE layer: ``hidden_states [T, H]`` (float), ``topk_ids [T, K]`` (int32/int64, global
+        expert ids), ``topk_weights [T, K]`` float32 -> ``[T, H]`` in ``hidden_states.dtype``.
+
+        With tp or ep > 1 and ``a2a: none`` the result is this rank's partial sum. Raises
+        :class:`RunnerInputError` on a wrong shape, dtype or device, or weights from another runner."""
+        if self._check:
+            s = self.spec
+            hs, ids, tw = hidden_states.shape, topk_ids.shape, topk_weights.shape
+            if len(hs) != 2 or hs[1] != s.hidden_size:
+                raise RunnerInputError(f"hidden_states must be [T, H={s.hidden_size}], got {list(hs)}")
+            if len(ids) != 2 or ids[1] != s.top_k or ids[0] != hs[0]:
+                raise RunnerInputError(f"topk_ids must be [T={hs[0]}, K={s.top_k}], got {list(ids)}")
+            if tw != ids:
+                raise RunnerInputError(f"topk_weights must be [T={hs[0]}, K={s.top_k}], got {list(tw)}")
+            if topk_ids.dtype not in _ID_DTYPES:
+                raise RunnerInputError(f"topk_ids must be int32 or int64, got {topk_ids.dtype}")
+            if topk_weights.dtype != torch.float32:
+                raise RunnerInputError(f"topk_weights must be float32, got {topk_weights.dtype}")
+            if not hidden_states.is_floating_point():
+                raise RunnerInputError(f"hidden_states must be a float tensor, got {hidden_states.dtype}")
+            dev = hidden_states.device
+            if dev.type != self.device.type or topk_ids.device != dev or topk_weights.device != dev:
+                raise RunnerInputError(f"hidden_states ({dev}), topk_ids ({topk_ids.device}) and topk_weights "
+                                       f"({topk_weights.device}) must all be on {self.device}")
+            if not isinstance(weights, PreparedWeights) or weights.owner is not self:
+                raise RunnerInputError("weights must come from this runner's prepare_weights")
+        return self.dispatcher.run(self.core, hidden_states, topk_ids, topk_weights, weights.data)
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (f"MoeRunner({self.plan.runner}, a2a={self.plan.a2a}, {s.quant}, E={s.num_experts} (local "
+                f"{s.num_local_experts}), K={s.top_k}, H={s.hidden_size}, I={s.intermediate_size}, device={self.device})")
