@@ -103,7 +103,7 @@ def rule_dirs_from_env() -> list[Path]:
 def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                  backends_dir: Path | None = None, bundled_rules: bool = True) -> Catalog:
     """Read and cross-check the bundled capability and rule files, then each operator rule directory
-    (``rules_dirs``, then ``$MOE_SELECT_RULES`` when ``use_env``). Raises :class:`InputError` listing
+    or file (``rules_dirs``, then ``$MOE_SELECT_RULES`` when ``use_env``). Raises :class:`InputError` listing
     every problem with file, line and field."""
     bdir, rdir = bundled_dirs()
     bdir = backends_dir or bdir
@@ -145,10 +145,12 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         layers.append(("bundled", [(p, f"rules/{p.name}") for p in sorted(rdir.glob("*.yaml"))]))
     dirs = [Path(d) for d in rules_dirs] + (rule_dirs_from_env() if use_env else [])
     for d in dirs:
-        if not d.is_dir():
-            issues.append(Issue(str(d), 0, "", "rules directory not found"))
-            continue
-        layers.append((str(d), [(p, str(p)) for p in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml"))]))
+        if d.is_file():
+            layers.append((str(d), [(d, str(d))]))
+        elif d.is_dir():
+            layers.append((str(d), [(p, str(p)) for p in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml"))]))
+        else:
+            issues.append(Issue(str(d), 0, "", "rules file or directory not found"))
     for layer, paths in layers:
         layer_rules: list[Rule] = []
         for path, display in paths:

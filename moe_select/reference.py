@@ -44,15 +44,13 @@ def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.T
     wts = topk_weights.detach().to("cpu", torch.float64)
     e_local = w13.shape[0]
     out = torch.zeros_like(x64)
-    cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-    for t in range(x64.shape[0]):
-        for k in range(ids.shape[1]):
-            e = int(ids[t, k]) - expert_offset
-            if not 0 <= e < e_local:
-                continue
-            if e not in cache:
-                cache[e] = (w13[e].detach().to("cpu", torch.float64), w2[e].detach().to("cpu", torch.float64))
-            a, b = cache[e]
+    # Expert by expert (one expert's weights in float64 at a time), then token by token.
+    for e in sorted({int(v) - expert_offset for v in ids.flatten().tolist()}):
+        if not 0 <= e < e_local:
+            continue
+        a = w13[e].detach().to("cpu", torch.float64)
+        b = w2[e].detach().to("cpu", torch.float64)
+        for t, k in (ids == e + expert_offset).nonzero().tolist():
             out[t] += wts[t, k] * (b @ _act64(a @ x64[t], activation, swiglu_limit))
     return out
 

@@ -214,15 +214,27 @@ class Report(BaseModel):
         else:
             out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
         out.append("")
-        out.append("Candidates")
+        # Reasons shared by every candidate (common facts, the a2a backend) are printed once.
+        def key(r: Reason) -> tuple:
+            return (r.code, r.detail, r.source)
+
+        shared = set.intersection(*(set(map(key, c.reasons)) for c in self.candidates)) if self.candidates else set()
+        if shared:
+            out.append("Every runner is refused because:")
+            first = self.candidates[0].reasons
+            out += [f"  {r.render()}" for r in first if key(r) in shared]
+            out.append("")
+        out.append("Candidates (in rule order; then runners no matching rule prefers)")
         width = max(len(c.backend) for c in self.candidates) if self.candidates else 8
         for c in self.candidates:
             mark = "eligible" if c.eligible else "rejected"
             chosen = " <- chosen" if self.plan and c.backend == self.plan.runner else ""
             pref = f" (preferred by {c.preferred_by})" if c.preferred_by else ""
-            out.append(f"  {c.backend:<{width}}  {mark}{chosen}{pref}")
-            for r in c.reasons:
+            own = [r for r in c.reasons if key(r) not in shared]
+            more = " (and the reasons above)" if shared and not c.eligible else ""
+            out.append(f"  {c.backend:<{width}}  {mark}{chosen}{pref}{more}")
+            for r in own:
                 out.append(f"  {'':<{width}}    {r.render()}")
         out.append("")
-        out.append("Files: " + ", ".join(self.rule_files + self.capability_files[:0]) + f" (+{len(self.capability_files)} capability files)")
+        out.append(f"Rule files: {', '.join(self.rule_files)}; capability files: {len(self.capability_files)} under backends/")
         return "\n".join(out)

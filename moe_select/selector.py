@@ -44,7 +44,7 @@ def _constraint_reasons(cons: Iterable[Constraint], facts: dict[str, Any], owner
         if v is None:
             continue
         why = f" ({c.why})" if c.why else ""
-        cond = f" for {c.when.describe()}" if c.when else ""
+        cond = f" (when {c.when.describe()})" if c.when else ""
         fix = parallel_fixes(c, facts) if c.field in ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank",
                                                         "intermediate_per_rank", "moe_intermediate_size") else None
         out.append(Reason(code=c.code, detail=f"{owner}{cond}: {v}{why}", source=c.where(), fix=fix, backend=backend))

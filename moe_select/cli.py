@@ -1,0 +1,223 @@
+"""``moe-select``: explain, plan, check, run, schemas.
+
+Exit codes: 0 planned / clean / within tolerance; 1 refused / lint findings / error above tolerance;
+2 invalid input (the message names file, line and field).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import InputError, MoeSelectError, ResolveError
+
+DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "tp", "ep", "a2a", "deepep_mode", "runner", "nvcc", "cuda")
+
+
+def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("deployment (a file, flags, or both: flags override the file's keys)")
+    g.add_argument("--deployment", "-d", metavar="FILE", help="deployment file (YAML or JSON)")
+    g.add_argument("--gpu", help="GPU product name: H200, B300, RTX PRO 6000, MI300X, ...")
+    g.add_argument("--arch", help="sm80 ... sm121, gfx942, gfx950, cpu, or auto (this machine)")
+    g.add_argument("--quant", help="bf16, fp16, fp8_tensor, fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4, int8_w8a8, int8_w8a16, int4_w4a16, auto")
+    g.add_argument("--model-config", dest="model_config", metavar="PATH", help="Hugging Face checkpoint folder or its config.json")
+    g.add_argument("--model", metavar="K=V,...", help="model shape, e.g. num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768,activation=silu,routing=renormalize")
+    g.add_argument("--tp", type=int)
+    g.add_argument("--ep", type=int)
+    g.add_argument("--a2a", help="none, torch, deepep, flashinfer, mooncake, pplx, mori")
+    g.add_argument("--deepep-mode", dest="deepep_mode", help="normal, low_latency, auto")
+    g.add_argument("--runner", help="auto or a runner name")
+    g.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--require-adapter", dest="require_adapter", action="store_true", default=None,
+                   help="refuse runners that have no adapter in this install (no_adapter)")
+    g.add_argument("--nvcc", help="nvcc version of the target machine, e.g. 12.8")
+    g.add_argument("--cuda", help="CUDA runtime version of the target machine")
+    g.add_argument("--package", action="append", default=[], metavar="NAME=VERSION",
+                   help="declare a package of the target machine (NAME=none: absent); repeatable")
+    g.add_argument("--rules", action="append", default=[], metavar="DIR", help="operator rules directory or file (repeatable; also $MOE_SELECT_RULES)")
+
+
+def _model_flag(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        if "=" not in part:
+            raise InputError(f"--model: {part!r} is not KEY=VALUE", file="<flags>", field="model")
+        k, v = (s.strip() for s in part.split("=", 1))
+        try:
+            out[k] = int(v)
+        except ValueError:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
+    from .deployment import Deployment, deployment_from_dict, load_deployment
+    from .yamlio import MarkedDict, validate
+
+    flags: dict[str, Any] = {k: getattr(args, k) for k in DEPLOYMENT_FLAGS if getattr(args, k, None) is not None}
+    for k in ("cuda_graph", "require_adapter"):
+        if getattr(args, k, None) is not None:
+            flags[k] = getattr(args, k)
+    if getattr(args, "model", None):
+        flags["model"] = _model_flag(args.model)
+    if getattr(args, "package", None):
+        pk: dict[str, Any] = {}
+        for item in args.package:
+            if "=" not in item:
+                raise InputError(f"--package {item!r}: use NAME=VERSION or NAME=none", file="<flags>", field="packages")
+            name, ver = item.split("=", 1)
+            pk[name.strip()] = None if ver.strip().lower() in ("none", "null", "") else ver.strip()
+        flags["packages"] = pk
+    flags.update(extra or {})
+    if args.deployment:
+        dep, base = load_deployment(args.deployment)
+        if not flags:
+            return dep, base
+        data = dep.model_dump(by_alias=True, exclude_unset=True)
+        data.update(flags)
+        merged = MarkedDict(data)
+        merged.file = f"{args.deployment} + command line"
+        return validate(Deployment, merged, merged.file), base
+    if not flags:
+        raise InputError("give --deployment FILE or deployment flags (see moe-select explain --help)", file="<flags>")
+    return deployment_from_dict(flags), Path.cwd()
+
+
+def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
+    from .selector import explain
+
+    dep, base = _deployment(args, extra)
+    return explain(dep, base_dir=base, rules_dirs=args.rules)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Why this plan, why not the others. ``--json``: the machine-readable report."""
+    report = _explain(args)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.render_text())
+        print()
+        print(report.summary())
+    return 0 if report.plan else 1
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Write the plan as JSON (``-o FILE``, default stdout); refuse with every reason."""
+    report = _explain(args)
+    if report.plan is None:
+        print(report.render_text(), file=sys.stderr)
+        print(report.summary(), file=sys.stderr)
+        return 1
+    text = report.plan.to_json()
+    if args.output and args.output != "-":
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{report.summary()}\nplan written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Lint rule files (and capability files): schema, unknown names, duplicate ids, dead rules."""
+    from .lint import check
+
+    findings, catalog = check(args.paths)
+    for f in findings:
+        print(f)
+    n_rules = len(catalog.rules)
+    print(f"checked {len(catalog.rule_files)} rule files ({n_rules} rules) and {len(catalog.runners)} runner + "
+          f"{len(catalog.a2a)} a2a capability files: {len(findings)} finding(s)")
+    return 1 if findings else 0
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    """Write (``--write``) or check (default) the JSON Schemas against the models."""
+    from .schema_gen import drift, write
+
+    target = Path(args.dir) if args.dir else None
+    if args.write:
+        for p in write(target):
+            print(f"wrote {p}")
+        return 0
+    bad = drift(target)
+    for name in bad:
+        print(f"{name} differs from the models: run moe-select schemas --write")
+    return 1 if bad else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Plan for this machine, resolve, build one MoE layer of a real model and run it (see run.py)."""
+    if args.nproc and args.nproc > 1:
+        from .launch import run_distributed
+
+        result = run_distributed(model_config=args.model_config, tokens=args.tokens, nproc=args.nproc,
+                                 tp=args.tp or args.nproc, ep=args.ep or 1, a2a=args.a2a or "none", seed=args.seed)
+        print(json.dumps(result, indent=2, default=str))
+        return 0 if result.get("ok", True) else 1
+    from .run import run_layer
+
+    return run_layer(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("explain", help="why this plan, why not the others")
+    _add_deployment_flags(e)
+    e.add_argument("--json", action="store_true", help="print the report as JSON")
+    e.set_defaults(fn=cmd_explain)
+    pl = sub.add_parser("plan", help="write the plan as JSON")
+    _add_deployment_flags(pl)
+    pl.add_argument("-o", "--output", help="plan file (default: stdout)")
+    pl.set_defaults(fn=cmd_plan)
+    c = sub.add_parser("check", help="lint rule files (default: the bundled ones)")
+    c.add_argument("paths", nargs="*", help="operator rule files or directories; capability files are validated alone")
+    c.set_defaults(fn=cmd_check)
+    r = sub.add_parser("run", help="build one MoE layer of a real model config on this machine and run it")
+    r.add_argument("--model-config", dest="model_config", required=True, metavar="PATH")
+    r.add_argument("--tokens", type=int, default=16)
+    r.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a GPU is present")
+    r.add_argument("--runner", default="auto")
+    r.add_argument("--quant", default=None, help="override the checkpoint's format (online quantization of a bf16 checkpoint)")
+    r.add_argument("--tp", type=int, default=None)
+    r.add_argument("--ep", type=int, default=None)
+    r.add_argument("--a2a", default=None)
+    r.add_argument("--nproc", type=int, default=1, help="run over N CPU processes (gloo), tp/ep across them")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--repeat", type=int, default=3, help="timed forwards after one warm-up")
+    r.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
+    r.add_argument("--rules", action="append", default=[], metavar="DIR")
+    r.set_defaults(fn=cmd_run)
+    s = sub.add_parser("schemas", help="check (default) or --write the JSON Schemas")
+    s.add_argument("--write", action="store_true")
+    s.add_argument("--dir", default=None, help="schemas directory (default: the installed one)")
+    s.set_defaults(fn=cmd_schemas)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``moe-select`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except InputError as exc:
+        print("invalid input:", file=sys.stderr)
+        for issue in exc.issues:
+            print(f"  {issue}", file=sys.stderr)
+        return 2
+    except ResolveError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except MoeSelectError as exc:
+        print(f"moe-select: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""``moe-select run``: plan for this machine, resolve, build one MoE layer of a real model at its real
+shapes (seeded random weights), route tokens with the model's routing, run it, and compare with the
+float64 reference.
+
+Weights are drawn per expert (``randn / sqrt(fan_in)``, so activations stay O(1)) and quantized to the
+checkpoint's format when it is one the runner takes (FP8 via :mod:`moe_select.ops`); the reference
+uses the same (dequantized) weights, so the error measures the runner, not the quantization.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any
+
+BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1}
+
+
+def layer_bytes(num_local_experts: int, w13_rows: int, hidden: int, inter: int, quant: str) -> int:
+    """Bytes of one rank's expert weights (w13 + w2) in ``quant`` (16-bit for unknown formats)."""
+    return num_local_experts * (w13_rows * hidden + hidden * inter) * BYTES.get(quant, 2)
+
+
+def available_memory() -> int:
+    """Available RAM in bytes (``MemAvailable`` from /proc/meminfo; 8 GiB when unreadable)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 << 30
+
+
+def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any]:
+    """Seeded canonical weights for ``spec``'s local experts: ``w13 [E_local, 2I|I, H]``, ``w2
+    [E_local, H, I]`` in ``quant`` (with ``w13_scale``/``w2_scale`` for FP8), built expert by expert."""
+    import torch
+
+    from .ops import quantize
+
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    e, rows, h, i = spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size
+    w13 = w2 = s13 = s2 = None
+    for k in range(e):
+        a = torch.randn(1, rows, h, generator=g) / h ** 0.5
+        b = torch.randn(1, h, i, generator=g) / i ** 0.5
+        qa, sa = quantize(a, quant)
+        qb, sb = quantize(b, quant)
+        if w13 is None:
+            w13 = torch.empty(e, rows, h, dtype=qa.dtype, device=device)
+            w2 = torch.empty(e, h, i, dtype=qb.dtype, device=device)
+            if sa is not None:
+                s13 = torch.empty((e, *sa.shape[1:]), dtype=sa.dtype, device=device)
+                s2 = torch.empty((e, *sb.shape[1:]), dtype=sb.dtype, device=device)
+        w13[k], w2[k] = qa[0], qb[0]
+        if sa is not None:
+            s13[k], s2[k] = sa[0], sb[0]
+    out = {"w13": w13, "w2": w2}
+    if s13 is not None:
+        out.update(w13_scale=s13, w2_scale=s2)
+    return out
+
+
+def dequantized(weights: dict[str, Any], quant: str) -> tuple[Any, Any]:
+    """The canonical weights as float32 (for the reference), dequantizing FP8 formats."""
+    from .ops import dequantize
+
+    return (dequantize(weights["w13"], weights.get("w13_scale"), quant),
+            dequantize(weights["w2"], weights.get("w2_scale"), quant))
+
+
+def run_layer(args: argparse.Namespace) -> int:
+    """Body of ``moe-select run`` (single process). Returns the exit code: 0 when the error against the
+    float64 reference is within the format's tolerance, 1 otherwise or when refused."""
+    import torch
+
+    from .deployment import deployment_from_dict
+    from .layer import LayerSpec
+    from .reference import TOLERANCE, reference_moe, rel_error
+    from .resolver import resolve
+    from .routing import route
+    from .selector import explain
+
+    if (args.tp or 1) > 1 or (args.ep or 1) > 1:
+        print("moe-select run: tp/ep > 1 in one process would build one rank's shard only; use --nproc N", file=sys.stderr)
+        return 2
+    values: dict[str, Any] = {"arch": "auto", "model_config": args.model_config, "runner": args.runner, "require_adapter": True}
+    if args.device == "cpu":
+        values["arch"] = "cpu"
+        values["packages"] = None
+    for k in ("quant", "a2a", "cuda_graph"):
+        if getattr(args, k, None) is not None:
+            values[k] = getattr(args, k)
+    values = {k: v for k, v in values.items() if v is not None}
+    dep = deployment_from_dict(values, "<moe-select run>")
+    environment = None
+    if args.device == "cpu":
+        from .catalog import default_catalog
+        from .environment import detect
+
+        environment = detect(default_catalog(args.rules).packages(), arch=("cpu", None), need_nvcc=False)
+    report = explain(dep, environment=environment, rules_dirs=args.rules)
+    print(report.summary())
+    if report.plan is None:
+        print(report.render_text())
+        return 1
+    plan = report.plan
+    spec = LayerSpec.from_plan(plan)
+    need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant)
+    avail = available_memory() if plan.arch == "cpu" else None
+    print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
+          f"{plan.deployment.model['routing']} {plan.quant}; expert weights {need / 2**30:.2f} GiB")
+    if avail is not None and need * 2.5 > avail:
+        print(f"moe-select run: the layer needs about {need * 2.5 / 2**30:.1f} GiB with conversion headroom, "
+              f"{avail / 2**30:.1f} GiB is available; split it with --nproc N --ep N", file=sys.stderr)
+        return 2
+    runner = resolve(plan, device=args.device, environment=environment)
+    device = runner.device
+    t0 = time.perf_counter()
+    weights = make_weights(spec, plan.quant, device, args.seed)
+    prepared = runner.prepare_weights(weights["w13"], weights["w2"],
+                                      **{k: v for k, v in weights.items() if k.endswith("_scale")})
+    t_load = time.perf_counter() - t0
+    g = torch.Generator(device="cpu").manual_seed(args.seed + 1)
+    dtype = torch.float16 if plan.quant == "fp16" else torch.bfloat16
+    x = torch.randn(args.tokens, spec.hidden_size, generator=g).to(device=device, dtype=dtype)
+    router = torch.randn(spec.num_experts, spec.hidden_size, generator=g) / spec.hidden_size ** 0.5
+    m = plan.deployment.model
+    bias = torch.randn(spec.num_experts, generator=g) * 0.1 if m["routing"] == "deepseek_v3" else None
+    topk_w, topk_ids = route(x.float().cpu() @ router.t(), m["routing"], spec.top_k, n_group=m.get("n_group"),
+                             topk_group=m.get("topk_group"), routed_scaling_factor=m.get("routed_scaling_factor"),
+                             correction_bias=bias)
+    topk_w, topk_ids = topk_w.to(device), topk_ids.to(device)
+    out = runner.run(x, topk_ids, topk_w, prepared)  # warm-up
+    times = []
+    for _ in range(max(1, args.repeat)):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        out = runner.run(x, topk_ids, topk_w, prepared)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    w13f, w2f = dequantized(weights, plan.quant)
+    del weights
+    ref = reference_moe(x, topk_ids, topk_w, w13f, w2f, spec.activation, swiglu_limit=spec.swiglu_limit)
+    err = rel_error(out, ref)
+    tol = TOLERANCE[str(out.dtype).removeprefix("torch.")]
+    touched = len(set(topk_ids.flatten().tolist()))
+    print(f"runner: {runner}")
+    print(f"tokens {args.tokens}, experts touched {touched}/{spec.num_experts}; weights built and prepared in {t_load:.2f} s")
+    print(f"forward: median {statistics.median(times) * 1e3:.2f} ms over {len(times)} runs ({device.type})")
+    print(f"max relative error vs float64 reference: {err:.2e} (tolerance {tol:.0e} for {out.dtype}): "
+          f"{'OK' if err <= tol else 'TOO LARGE'}")
+    return 0 if err <= tol else 1

@@ -1,0 +1,64 @@
+"""JSON Schemas of the file formats, generated from the pydantic models (``schemas/*.schema.json``).
+
+``moe-select schemas --write`` regenerates them; ``tests/test_schemas.py`` fails when the committed
+files drift from the models. Rule and capability files reference them with a ``yaml-language-server``
+modeline so editors validate as operators type.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .capability import A2ACapability, CommonFacts, RunnerCapability
+from .deployment import Deployment
+from .policy import RuleFile
+from .report import Plan
+
+SCHEMAS = {
+    "deployment": Deployment,
+    "runner": RunnerCapability,
+    "a2a": A2ACapability,
+    "common": CommonFacts,
+    "rules": RuleFile,
+    "plan": Plan,
+}
+
+
+def generate() -> dict[str, dict[str, Any]]:
+    """``{file name: schema}`` for every format."""
+    out = {}
+    for name, model in SCHEMAS.items():
+        schema = model.model_json_schema(by_alias=True)
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["$id"] = f"https://moe-select.invalid/schemas/{name}.schema.json"
+        out[f"{name}.schema.json"] = schema
+    return out
+
+
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def schemas_dir() -> Path:
+    import moe_select.schemas as pkg
+
+    return Path(pkg.__file__).parent
+
+
+def write(directory: Path | None = None) -> list[Path]:
+    """Write every schema into ``directory`` (default: the installed ``schemas/``)."""
+    d = directory or schemas_dir()
+    paths = []
+    for name, schema in generate().items():
+        p = d / name
+        p.write_text(render(schema), encoding="utf-8")
+        paths.append(p)
+    return paths
+
+
+def drift(directory: Path | None = None) -> list[str]:
+    """Names of the schema files that differ from the models (empty: in sync)."""
+    d = directory or schemas_dir()
+    return [name for name, schema in generate().items()
+            if not (d / name).is_file() or (d / name).read_text(encoding="utf-8") != render(schema)]
