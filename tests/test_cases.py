@@ -1,0 +1,74 @@
+"""Every real startup case (tests/cases/startup_cases.yaml) through `moe-select explain --deployment FILE --json`."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import CASES, explain_json
+
+CASE_LIST = yaml.safe_load(CASES.read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", CASE_LIST, ids=[c["id"] for c in CASE_LIST])
+def test_startup_case(case, tmp_path, capsys):
+    dep = dict(case["deployment"])
+    if "model_config" in dep:  # relative to the cases folder, as the deployment format says
+        dep["model_config"] = str((CASES.parent / dep["model_config"]).resolve())
+    f = tmp_path / "deployment.yaml"
+    f.write_text(yaml.safe_dump(dep))
+    rc, out = explain_json(capsys, ["--deployment", str(f)])
+    expect = case["expect"]
+    assert out["status"] == expect["status"], out["reasons"]
+    assert rc == (0 if expect["status"] == "ok" else 1)
+    codes = {r["code"] for r in out["reasons"]}
+    if "reason_in" in expect:
+        assert codes & set(expect["reason_in"]), f"{case['id']}: got {sorted(codes)}"
+    runner = out["plan"]["runner"] if out["plan"] else None
+    if "runner" in expect:
+        assert runner == expect["runner"]
+    if "runner_in" in expect:
+        assert runner in expect["runner_in"]
+    if "runner_not_in" in expect:
+        assert runner not in expect["runner_not_in"]
+    # Every reason carries a source file:line and a detail.
+    for r in out["reasons"]:
+        assert r["detail"] and ":" in r["source"], r
+
+
+def test_relative_model_config_resolves_against_the_deployment_file(tmp_path, capsys, configs):
+    (tmp_path / "sub").mkdir()
+    f = tmp_path / "sub" / "d.yaml"
+    rel = "../" + str(configs.relative_to(configs.anchor)) if False else None
+    import os
+
+    rel = os.path.relpath(configs / "Qwen__Qwen3-30B-A3B-FP8", f.parent)
+    f.write_text(f"gpu: H100\nmodel_config: {rel}\ntp: 8\nep: 8\n")
+    rc, out = explain_json(capsys, ["--deployment", str(f)])
+    assert rc == 0 and out["deployment"]["quant"] == "fp8_block"
+
+
+def test_explain_imports_no_torch_and_answers_fast(tmp_path):
+    f = tmp_path / "d.yaml"
+    case = CASE_LIST[0]["deployment"]
+    f.write_text(yaml.safe_dump(case))
+    code = (
+        "import sys, time; t = time.perf_counter(); from moe_select.cli import main; "
+        f"rc = main(['explain', '--deployment', {str(f)!r}, '--json']); "
+        "el = time.perf_counter() - t; "
+        "assert 'torch' not in sys.modules, 'explain imported torch'; "
+        "print('ELAPSED', el, file=sys.stderr); sys.exit(rc)"
+    )
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    assert p.returncode == 1, p.stderr  # the first case is a refusal
+    assert json.loads(p.stdout)["status"] == "rejected"
+    in_process = float(p.stderr.split("ELAPSED")[1].split()[0])
+    # "well under a second" for the selection itself; the whole interpreter start stays bounded too.
+    assert in_process < 1.0, in_process
+    assert wall < 5.0, wall

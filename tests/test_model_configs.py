@@ -1,0 +1,93 @@
+"""Every bundled real Hugging Face config parses to the right layer shape, routing and format."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from moe_select.errors import InputError
+from moe_select.model_config import read_model_config
+
+# name: (num_experts, top_k, hidden, moe_intermediate, activation, routing, quant, shared)
+EXPECTED = {
+    "Qwen__Qwen1.5-MoE-A2.7B-Chat": (60, 4, 2048, 1408, "silu", "softmax_topk", "bf16", 1),
+    "Qwen__Qwen3-235B-A22B": (128, 8, 4096, 1536, "silu", "renormalize", "bf16", 0),
+    "Qwen__Qwen3-235B-A22B-FP8": (128, 8, 4096, 1536, "silu", "renormalize", "fp8_block", 0),
+    "Qwen__Qwen3-30B-A3B": (128, 8, 2048, 768, "silu", "renormalize", "bf16", 0),
+    "Qwen__Qwen3-30B-A3B-FP8": (128, 8, 2048, 768, "silu", "renormalize", "fp8_block", 0),
+    "allenai__OLMoE-1B-7B-0125-Instruct": (64, 8, 2048, 1024, "silu", "softmax_topk", "bf16", 0),
+    "deepseek-ai__DeepSeek-R1": (256, 8, 7168, 2048, "silu", "deepseek_v3", "fp8_block", 1),
+    "deepseek-ai__DeepSeek-V3": (256, 8, 7168, 2048, "silu", "deepseek_v3", "fp8_block", 1),
+    "ibm-granite__granite-3.1-3b-a800m-instruct": (40, 8, 1536, 512, "silu", "renormalize", "bf16", 0),
+    "llm-compressor__Llama-4-Scout-17B-16E-Instruct-FP8-dynamic": (16, 1, 5120, 8192, "silu", "llama4", "fp8_channel", 1),
+    "meta-llama__Llama-4-Scout-17B-16E-Instruct": (16, 1, 5120, 8192, "silu", "llama4", "bf16", 1),
+    "mistralai__Mixtral-8x7B-v0.1": (8, 2, 4096, 14336, "silu", "renormalize", "bf16", 0),
+    "nvidia__DeepSeek-V3.1-NVFP4": (256, 8, 7168, 2048, "silu", "deepseek_v3", "nvfp4", 1),
+    "nvidia__Qwen3-30B-A3B-NVFP4": (128, 8, 2048, 768, "silu", "renormalize", "nvfp4", 0),
+    "openai__gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai", "renormalize", "mxfp4", 0),
+}
+
+
+def test_every_bundled_config_is_covered(configs):
+    assert sorted(p.name for p in configs.iterdir()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_config_parses(name, configs):
+    info = read_model_config(configs / name)
+    e, k, h, i, act, routing, quant, shared = EXPECTED[name]
+    s = info.shape
+    assert (s["num_experts"], s["top_k"], s["hidden_size"], s["moe_intermediate_size"]) == (e, k, h, i)
+    assert (s["activation"], s["routing"], info.quant, s["num_shared_experts"]) == (act, routing, quant, shared)
+    # Every value says where it came from (file:line or the rule that derived it).
+    for key in ("num_experts", "top_k", "hidden_size", "moe_intermediate_size", "routing", "quant"):
+        assert info.provenance[key]
+
+
+def test_deepseek_router_parameters(configs):
+    s = read_model_config(configs / "deepseek-ai__DeepSeek-V3").shape
+    assert (s["n_group"], s["topk_group"], s["routed_scaling_factor"]) == (8, 4, 2.5)
+
+
+def test_config_json_path_and_line_numbers(configs):
+    info = read_model_config(configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json")
+    assert info.provenance["num_experts"].endswith("config.json:9 (num_experts)")
+
+
+def _write(tmp_path, cfg):
+    (tmp_path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return tmp_path
+
+
+def test_unknown_quantization_names_what_was_found(tmp_path, configs):
+    cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B" / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    with pytest.raises(InputError) as exc:
+        read_model_config(_write(tmp_path, cfg))
+    msg = str(exc.value)
+    assert "bitsandbytes" in msg and "config.json:" in msg and "quant_method" in msg
+
+
+def test_unsupported_block_size_is_refused(tmp_path, configs):
+    cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json").read_text())
+    cfg["quantization_config"]["weight_block_size"] = [64, 64]
+    with pytest.raises(InputError, match=r"weight_block_size \[64, 64\]"):
+        read_model_config(_write(tmp_path, cfg))
+
+
+def test_dense_model_is_not_a_moe(tmp_path):
+    with pytest.raises(InputError, match="not a MoE config"):
+        read_model_config(_write(tmp_path, {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008}))
+
+
+def test_missing_folder_and_missing_config(tmp_path):
+    with pytest.raises(InputError, match="no such file or folder"):
+        read_model_config(tmp_path / "nope")
+    with pytest.raises(InputError, match="no config.json"):
+        read_model_config(tmp_path)
+
+
+def test_fp8_without_blocks_is_per_tensor(tmp_path, configs):
+    cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json").read_text())
+    del cfg["quantization_config"]["weight_block_size"]
+    assert read_model_config(_write(tmp_path, cfg)).quant == "fp8_tensor"

@@ -1,0 +1,161 @@
+"""Every closed reason code has a deployment that produces it, with a source file:line and a fix where one exists."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import moe_select
+from moe_select.report import REASON_CODES
+
+DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048,
+        "activation": "silu", "routing": "deepseek_v3"}
+QWEN = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
+        "activation": "silu", "routing": "renormalize"}
+
+
+def reasons(dep: dict, **kw) -> list:
+    report = moe_select.explain(dep, **kw)
+    return report.reasons
+
+
+def codes(dep: dict, **kw) -> set[str]:
+    return {r.code for r in reasons(dep, **kw)}
+
+
+def find(dep: dict, code: str, **kw):
+    rs = [r for r in reasons(dep, **kw) if r.code == code]
+    assert rs, f"{code} not produced; got {codes(dep, **kw)}"
+    return rs[0]
+
+
+def test_arch_unsupported():
+    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "runner": "flashinfer_trtllm"}, "arch_unsupported")
+    assert "sm100, sm103" in r.detail and "sm90 (H200)" in r.detail and r.source.startswith("backends/flashinfer_trtllm.yaml:")
+
+
+def test_quant_unsupported_names_where_the_format_runs():
+    r = find({"gpu": "H100", "quant": "fp8_block", "model": QWEN, "tp": 1, "runner": "torch_grouped_mm"}, "quant_unsupported")
+    assert "not fp8_block" in r.detail
+
+
+def test_activation_unsupported():
+    r = find({"gpu": "H200", "quant": "fp8_block", "model": {**DSV3, "activation": "gelu"}, "tp": 8, "ep": 8,
+              "runner": "deep_gemm"}, "activation_unsupported")
+    assert "gelu" in r.detail and "silu" in r.detail
+
+
+def test_routing_unsupported():
+    r = find({"gpu": "B200", "quant": "nvfp4", "model": {**DSV3, "routing": "sigmoid_topk"}, "tp": 8,
+              "runner": "flashinfer_trtllm"}, "routing_unsupported")
+    assert "sigmoid_topk" in r.detail
+
+
+def test_a2a_unsupported_with_fix():
+    r = find({"gpu": "B300", "quant": "nvfp4", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep",
+              "runner": "flashinfer_trtllm"}, "a2a_unsupported")
+    assert "deepep" in r.detail and r.fix and "none" in r.fix
+
+
+def test_deepep_mode_unsupported_by_runner():
+    r = find({"gpu": "B200", "quant": "nvfp4", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "deepep_mode": "normal",
+              "runner": "flashinfer_cutedsl", "cuda_graph": False}, "a2a_unsupported")
+    assert "low_latency" in r.detail and r.fix == "deepep_mode: low_latency"
+
+
+def test_parallelism_unsupported_with_fix():
+    r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 8, "ep": 4, "runner": "flashinfer_cutlass"},
+             "parallelism_unsupported")
+    assert "ep = 4" in r.detail and "tp (8)" in r.detail
+    assert r.fix is not None and "1" in r.fix and "8" in r.fix
+
+
+def test_deepep_needs_ep():
+    r = find({"gpu": "H100", "quant": "fp8_block", "model": QWEN, "tp": 8, "ep": 1, "a2a": "deepep"}, "parallelism_unsupported")
+    assert r.source.startswith("backends/a2a/deepep.yaml:")
+
+
+def test_experts_not_divisible_with_fix():
+    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 6, "ep": 3}, "experts_not_divisible")
+    assert "256" in r.detail and r.source.startswith("backends/common.yaml:")
+    assert r.fix and "ep in {1, 2}" in r.fix
+
+
+def test_shape_unaligned_with_fix():
+    r = find({"gpu": "H100", "quant": "fp8_block", "model": QWEN, "tp": 8, "ep": 1}, "shape_unaligned")
+    assert "96" in r.detail and "ep in {4, 8}" in r.fix and "tp in {1, 2, 3, 6}" in r.fix
+
+
+def test_dependency_missing_absent_and_too_old():
+    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm",
+              "packages": {"deep_gemm": None}}, "dependency_missing")
+    assert "deep-gemm" in r.detail and "not installed" in r.detail and r.fix.startswith("pip install")
+    r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 1, "runner": "flashinfer_cutlass",
+              "packages": {"flashinfer-python": "0.5.3"}}, "dependency_missing")
+    assert ">=0.6.4" in r.detail and "0.5.3" in r.detail
+
+
+def test_toolchain_unsupported():
+    r = find({"gpu": "RTX PRO 6000", "quant": "bf16", "model": QWEN, "runner": "flashinfer_cutlass", "nvcc": "12.8"},
+             "toolchain_unsupported")
+    assert "12.9" in r.detail and "12.8" in r.detail
+
+
+def test_toolchain_not_needed_when_prebuilt():
+    assert "toolchain_unsupported" not in codes({"gpu": "RTX PRO 6000", "quant": "bf16", "model": QWEN, "runner": "flashinfer_cutlass",
+                                                 "nvcc": "12.8", "flashinfer_prebuilt": True})
+
+
+def test_cuda_graph_unsupported_runner_and_deepep_normal():
+    r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "runner": "torch_native"}, "cuda_graph_unsupported")
+    assert r.fix and "cuda_graph: false" in r.fix
+    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "deepep_mode": "normal",
+              "runner": "deep_gemm"}, "cuda_graph_unsupported")
+    assert "normal" in r.detail and r.source.startswith("backends/a2a/deepep.yaml:")
+
+
+def test_disabled_by_rule(tmp_path):
+    (tmp_path / "ops.yaml").write_text(
+        "schema_version: 1\nrules:\n  - id: no-deep-gemm\n    when: {arch: [sm90]}\n    disable: [deep_gemm]\n"
+        "    reason: deep_gemm warm-up hangs on our driver\n")
+    dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm"}
+    r = find(dep, "disabled_by_rule", rules_dirs=[tmp_path])
+    assert "warm-up hangs" in r.detail and r.source == f"{tmp_path / 'ops.yaml'}:3"
+    # auto moves on to the next preferred runner, and says which rule disabled deep_gemm
+    report = moe_select.explain({**dep, "runner": "auto"}, rules_dirs=[tmp_path])
+    assert report.plan.runner == "triton"
+
+
+def test_no_adapter_when_required():
+    r = find({"gpu": "L40", "quant": "bf16", "model": QWEN, "runner": "triton", "require_adapter": True}, "no_adapter")
+    assert "plan-only" in r.detail
+
+
+def test_plan_mismatch_and_no_adapter_at_resolve():
+    plan = moe_select.plan({"gpu": "L40", "quant": "bf16", "model": QWEN, "tp": 1})
+    assert plan.runner == "triton"
+    with pytest.raises(moe_select.ResolveError) as exc:
+        moe_select.resolve(plan)
+    assert "plan_mismatch" in exc.value.codes  # planned for sm89, this machine is cpu
+    assert "sm89 (L40)" in str(exc.value)
+
+
+def test_every_code_is_covered_by_this_file():
+    text = Path(__file__).read_text()
+    missing = [c for c in REASON_CODES if f'"{c}"' not in text and f"'{c}'" not in text]
+    assert not missing, missing
+
+
+def test_sources_point_at_real_lines():
+    """A reason's source is file:line of the fact: that line of the bundled file exists and is not blank."""
+    from moe_select.catalog import bundled_dirs
+
+    bdir, rdir = bundled_dirs()
+    report = moe_select.explain({"gpu": "H100", "quant": "fp8_block", "model": QWEN, "tp": 8, "ep": 1, "a2a": "deepep"})
+    assert report.reasons
+    for r in report.reasons:
+        path, line = r.source.rsplit(":", 1)
+        base = bdir.parent if path.startswith("backends/") else rdir.parent
+        f = (bdir / path.removeprefix("backends/")) if path.startswith("backends/") else (rdir / path.removeprefix("rules/"))
+        lines = f.read_text().splitlines()
+        assert 1 <= int(line) <= len(lines) and lines[int(line) - 1].strip(), r

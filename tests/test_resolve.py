@@ -1,0 +1,153 @@
+"""resolve(plan): refuses at startup what would fail later, and returns a working runner otherwise."""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+import pytest
+import torch
+
+import moe_select
+from moe_select.environment import Environment
+from moe_select.errors import InputError, ResolveError
+from moe_select.registry import Registry, RegistrationError
+
+SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32, "activation": "silu", "routing": "renormalize"}
+
+
+def cpu_plan(**kw):
+    return moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True, **kw})
+
+
+def env_like(plan, **changes) -> Environment:
+    data = plan.environment.model_dump()
+    data.update(changes)
+    return Environment(**data)
+
+
+def test_resolve_on_this_machine_gives_a_working_runner():
+    plan = cpu_plan()
+    assert plan.runner == "torch_native" and plan.arch == "cpu"
+    runner = moe_select.resolve(plan)
+    w13 = torch.randn(8, 64, 64, dtype=torch.bfloat16)
+    w2 = torch.randn(8, 64, 32, dtype=torch.bfloat16)
+    out = runner.run(torch.randn(3, 64, dtype=torch.bfloat16), torch.tensor([[0, 1], [2, 3], [7, 0]]),
+                     torch.full((3, 2), 0.5), runner.prepare_weights(w13, w2))
+    assert out.shape == (3, 64) and out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+
+
+def test_plan_file_round_trip(tmp_path):
+    from moe_select.cli import main
+
+    f = tmp_path / "plan.json"
+    assert main(["plan", "--arch", "auto", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32",
+                 "--require-adapter", "-o", str(f)]) == 0
+    data = json.loads(f.read_text())
+    assert data["runner"] == "torch_native" and data["fingerprint"].startswith("sha256:")
+    assert moe_select.resolve(f).name == "torch_native"
+
+
+def test_invalid_plan_file_names_line_and_field(tmp_path):
+    f = tmp_path / "plan.json"
+    data = json.loads(cpu_plan().to_json())
+    data["runnr"] = data.pop("runner")
+    f.write_text(json.dumps(data, indent=2))
+    with pytest.raises(InputError) as exc:
+        moe_select.resolve(f)
+    assert "runnr" in str(exc.value) and f"{f}:" in str(exc.value)
+
+
+def test_plan_for_another_arch_is_refused():
+    plan = moe_select.plan({"gpu": "H200", "quant": "bf16", "model": SMALL, "runner": "torch_native", "cuda_graph": False})
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan)
+    assert exc.value.codes == ["plan_mismatch"]
+    assert "sm90 (H200)" in str(exc.value) and "cpu" in str(exc.value)
+
+
+def test_changed_rule_file_is_a_plan_mismatch(tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("schema_version: 1\nrules:\n  - id: mine\n    when: {arch: [cpu]}\n    prefer: [torch_native]\n")
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL}, rules_dirs=[tmp_path])
+    assert plan.chosen_by.rule == "mine"
+    rules.write_text(rules.read_text() + "    note: edited\n")
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan)
+    assert "plan_mismatch" in exc.value.codes and "rules.yaml changed" in str(exc.value)
+
+
+def test_package_version_change_and_absence():
+    plan = cpu_plan()
+    torch_need = next(n for n in plan.packages if n.name == "torch")
+    assert torch_need.state == "present"
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan, environment=env_like(plan, packages={"torch": "2.4.0"}))
+    assert "plan_mismatch" in exc.value.codes and "torch" in str(exc.value)
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan, environment=env_like(plan, packages={"torch": None}))
+    assert exc.value.codes == ["dependency_missing"] and "torch >=2.4" in str(exc.value)
+
+
+def test_plan_only_runner_is_no_adapter():
+    plan = moe_select.plan({"gpu": "L40", "quant": "bf16", "model": SMALL})
+    assert plan.runner == "triton" and plan.module is None
+    env = Environment(detected=True, arch="sm89", gpu="L40", packages={"triton": "3.4.0"})
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan, environment=env)
+    assert exc.value.codes == ["no_adapter"] and "moe_select.adapters" in str(exc.value)
+
+
+@pytest.fixture
+def fake_modules(tmp_path, monkeypatch):
+    (tmp_path / "adapter_registers_nothing.py").write_text("def register(registry):\n    pass\n")
+    (tmp_path / "adapter_without_register.py").write_text("X = 1\n")
+    (tmp_path / "adapter_broken_import.py").write_text("import not_a_real_package_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    for m in ("adapter_registers_nothing", "adapter_without_register", "adapter_broken_import"):
+        sys.modules.pop(m, None)
+
+
+@pytest.mark.parametrize("module, code, text", [
+    ("adapter_registers_nothing", "no_adapter", "did not register (none, torch_native)"),
+    ("adapter_without_register", "no_adapter", "has no register(registry)"),
+    ("adapter_broken_import", "dependency_missing", "not_a_real_package_xyz"),
+])
+def test_adapter_module_problems_are_startup_errors(fake_modules, module, code, text):
+    plan = cpu_plan().model_copy(update={"module": module})
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan, registry=Registry())
+    assert exc.value.codes == [code] and text in str(exc.value) and module in str(exc.value)
+
+
+def test_registration_is_explicit_idempotent_and_guarded():
+    from moe_select.backends import torch_native
+
+    reg = Registry()
+    assert reg.pairs() == set()  # importing the module registered nothing
+    torch_native.register(reg)
+    torch_native.register(reg)
+    assert ("none", "torch_native") in reg.pairs()
+    with pytest.raises(RegistrationError, match="torch_native"):
+        reg.register_core("torch_native", "none", object)
+
+
+def test_concurrent_resolves_are_safe():
+    plan = cpu_plan()
+    reg = Registry()
+    results, errors = [], []
+
+    def go():
+        try:
+            results.append(moe_select.resolve(plan, registry=reg))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 8
+    assert len({type(r.core) for r in results}) == 1

@@ -1,0 +1,151 @@
+"""torch_native against the float64 reference, on fresh random inputs, with stated tolerances.
+
+Tolerances (max |out - ref| / max |ref|): float32 compute with float32 in/out 1e-4; bf16 in/out 3e-2
+(bf16 keeps 8 significant bits, the output is rounded once); fp16 5e-3. FP8 formats: the reference
+uses the same dequantized weights, so only the bf16 activations/output round (3e-2).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moe_select.backends.torch_native import TorchNativeCore
+from moe_select.errors import RunnerInputError
+from moe_select.layer import LayerSpec
+from moe_select.ops import dequantize, quantize
+from moe_select.reference import TOLERANCE, reference_moe, rel_error
+from moe_select.routing import route
+from moe_select.runner import MoeRunner
+
+
+class _Plan:
+    runner, a2a = "torch_native", "none"
+
+
+def make_runner(spec: LayerSpec) -> MoeRunner:
+    from moe_select.backends.a2a.dispatch_none import NoDispatch
+
+    return MoeRunner(_Plan(), spec, TorchNativeCore(spec, "cpu"), NoDispatch(spec), torch.device("cpu"))
+
+
+def inputs(spec: LayerSpec, tokens: int, seed: int, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    e = spec.num_local_experts
+    w13 = torch.randn(e, spec.w13_rows, spec.hidden_size, generator=g) / spec.hidden_size ** 0.5
+    w2 = torch.randn(e, spec.hidden_size, spec.intermediate_size, generator=g) / spec.intermediate_size ** 0.5
+    x = torch.randn(tokens, spec.hidden_size, generator=g).to(dtype)
+    wts, ids = route(torch.randn(tokens, spec.num_experts, generator=g), "renormalize", spec.top_k)
+    return x, ids, wts, w13, w2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("activation", ["silu", "gelu", "relu2", "swiglu_oai"])
+def test_matches_float64_reference(dtype, activation):
+    spec = LayerSpec(num_experts=8, top_k=2, hidden_size=64, intermediate_size=48, activation=activation,
+                     quant={torch.float16: "fp16"}.get(dtype, "bf16"))
+    x, ids, wts, w13, w2 = inputs(spec, 24, seed=hash((str(dtype), activation)) % 1000)
+    x, w13, w2 = x.to(dtype), w13.to(dtype), w2.to(dtype)
+    r = make_runner(spec)
+    out = r.run(x, ids, wts, r.prepare_weights(w13, w2))
+    assert out.dtype == dtype and out.abs().max() > 0
+    err = rel_error(out, reference_moe(x, ids, wts, w13, w2, activation))
+    assert err <= TOLERANCE[str(dtype).removeprefix("torch.")], err
+
+
+@pytest.mark.parametrize("quant", ["fp8_tensor", "fp8_channel", "fp8_block"])
+def test_fp8_formats_by_dequantization(quant):
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=256, intermediate_size=128, quant=quant)
+    x, ids, wts, w13, w2 = inputs(spec, 16, seed=7)
+    q13, s13 = quantize(w13, quant)
+    q2, s2 = quantize(w2, quant)
+    assert q13.dtype == torch.float8_e4m3fn
+    r = make_runner(spec)
+    xb = x.to(torch.bfloat16)
+    out = r.run(xb, ids, wts, r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2))
+    ref = reference_moe(xb, ids, wts, dequantize(q13, s13, quant), dequantize(q2, s2, quant))
+    assert rel_error(out, ref) <= TOLERANCE["bfloat16"]
+    # the quantization itself is close to the float weights (e4m3: 3 mantissa bits)
+    assert rel_error(dequantize(q13, s13, quant), w13.double()) < 0.07
+
+
+def test_fp8_block_scale_shape_is_checked():
+    spec = LayerSpec(num_experts=2, top_k=1, hidden_size=256, intermediate_size=128, quant="fp8_block")
+    q13, s13 = quantize(torch.randn(2, 256, 256), "fp8_block")
+    q2, s2 = quantize(torch.randn(2, 256, 128), "fp8_block")
+    with pytest.raises(RunnerInputError, match=r"ceil\(N/128\)"):
+        make_runner(spec).prepare_weights(q13, q2, w13_scale=s13[:, :1], w2_scale=s2)
+    with pytest.raises(RunnerInputError, match="w13_scale is required"):
+        make_runner(spec).prepare_weights(q13, q2)
+
+
+def test_uneven_routing_empty_experts_and_one_hot_expert():
+    spec = LayerSpec(num_experts=8, top_k=2, hidden_size=32, intermediate_size=16)
+    x, _, _, w13, w2 = inputs(spec, 12, seed=3)
+    ids = torch.stack([torch.full((12,), 5), torch.full((12,), 2)], 1).int()  # all tokens on experts 5 and 2
+    wts = torch.rand(12, 2, generator=torch.Generator().manual_seed(4))
+    r = make_runner(spec)
+    out = r.run(x, ids, wts, r.prepare_weights(w13, w2))
+    assert rel_error(out, reference_moe(x, ids, wts, w13, w2)) <= TOLERANCE["float32"]
+
+
+def test_expert_parallel_shards_sum_to_the_layer():
+    full = LayerSpec(num_experts=8, top_k=3, hidden_size=32, intermediate_size=16)
+    x, ids, wts, w13, w2 = inputs(full, 10, seed=11)
+    total = torch.zeros(10, 32)
+    for rank in range(4):
+        spec = LayerSpec(num_experts=8, top_k=3, hidden_size=32, intermediate_size=16, ep=4, ep_rank=rank)
+        sl = slice(spec.expert_offset, spec.expert_offset + spec.num_local_experts)
+        r = make_runner(spec)
+        total += r.run(x, ids, wts, r.prepare_weights(w13[sl], w2[sl]))
+    assert rel_error(total, reference_moe(x, ids, wts, w13, w2)) <= TOLERANCE["float32"]
+
+
+def test_ids_of_minus_one_are_skipped():
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=16, intermediate_size=8)
+    x, ids, wts, w13, w2 = inputs(spec, 6, seed=5)
+    ids = ids.clone()
+    ids[:, 1] = -1
+    r = make_runner(spec)
+    out = r.run(x, ids, wts, r.prepare_weights(w13, w2))
+    assert rel_error(out, reference_moe(x, ids, wts, w13, w2)) <= TOLERANCE["float32"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(e=st.sampled_from([1, 2, 4, 8]), k=st.integers(1, 4), h=st.integers(1, 40), i=st.integers(1, 24),
+       t=st.integers(1, 20), seed=st.integers(0, 10_000), act=st.sampled_from(["silu", "gelu", "relu2", "swiglu_oai"]))
+def test_property_any_shape_matches_reference(e, k, h, i, t, seed, act):
+    k = min(k, e)
+    spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, activation=act)
+    x, ids, wts, w13, w2 = inputs(spec, t, seed)
+    r = make_runner(spec)
+    out = r.run(x, ids, wts, r.prepare_weights(w13, w2))
+    assert rel_error(out, reference_moe(x, ids, wts, w13, w2, act)) <= TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda x, i, w: (x[:, :-1], i, w), r"hidden_states must be \[T, H=32\]"),
+    (lambda x, i, w: (x, i[:, :1], w), r"topk_ids must be \[T=4, K=2\]"),
+    (lambda x, i, w: (x, i.float(), w), "topk_ids must be int32 or int64"),
+    (lambda x, i, w: (x, i, w.double()), "topk_weights must be float32"),
+    (lambda x, i, w: (x.int(), i, w), "hidden_states must be a float tensor"),
+])
+def test_run_input_errors_are_clear(bad, message):
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=8)
+    x, ids, wts, w13, w2 = inputs(spec, 4, seed=1)
+    r = make_runner(spec)
+    weights = r.prepare_weights(w13, w2)
+    with pytest.raises(RunnerInputError, match=message):
+        r.run(*bad(x, ids, wts), weights)
+
+
+def test_weights_shape_and_owner_are_checked():
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=8)
+    x, ids, wts, w13, w2 = inputs(spec, 4, seed=1)
+    r = make_runner(spec)
+    with pytest.raises(RunnerInputError, match=r"w13 must be \[E_local, 2\*I, H\] = \[4, 16, 32\]"):
+        r.prepare_weights(w13[:, :8], w2)
+    other = make_runner(spec).prepare_weights(w13, w2)
+    with pytest.raises(RunnerInputError, match="this runner's prepare_weights"):
+        r.run(x, ids, wts, other)
