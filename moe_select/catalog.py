@@ -118,12 +118,15 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
             return None
 
     runners: dict[str, RunnerCapability] = {}
+    failed: set[str] = set()  # runner files that did not load: rules naming them are not reported again
     for path in sorted(bdir.glob("*.yaml")):
         if path.stem == "common":
             continue
         display = f"backends/{path.name}"
         cap = collect(lambda p, d: validate(RunnerCapability, _read(p, d, files), d), path, display)
-        if cap is not None:
+        if cap is None:
+            failed.add(path.stem)
+        else:
             if cap.runner != path.stem:
                 issues.append(Issue(display, cap._lines.get("runner", 0), "runner", f"runner {cap.runner!r} must match the file name {path.stem!r}"))
             runners[cap.runner] = cap
@@ -179,7 +182,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
 
     for r in rules:
         for name in r.runners:
-            if name not in runners:
+            if name not in runners and name not in failed:
                 close = difflib.get_close_matches(name, list(runners), n=1)
                 field_ = r.action
                 issues.append(Issue(r._file, r._lines.get(field_, r._line), f"{field_}",

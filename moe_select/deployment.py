@@ -143,8 +143,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     if gpu is not None:
         arch = gpu_arch(gpu)
         if arch is None:
-            close = difflib.get_close_matches(gpu.upper(), list(GPUS), n=1, cutoff=0.5)
-            bad("gpu", f"unknown GPU {gpu!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            close = difflib.get_close_matches(gpu.upper(), list(GPUS), n=3, cutoff=0.5)
+            bad("gpu", f"unknown GPU {gpu!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
                 + "; give arch: sm80 ... sm121, gfx942, gfx950 instead")
         else:
             prov["arch"] = f"{here('gpu')} (gpu {gpu})"

@@ -165,44 +165,63 @@ def _field_path(loc: tuple[Any, ...], data: Any) -> str:
     parts: list[str] = []
     cur = data
     for i, part in enumerate(loc):
-        last = i == len(loc) - 1
         if isinstance(cur, dict) and part in cur:
             parts.append(str(part))
             cur = cur[part]
         elif isinstance(cur, list) and isinstance(part, int):
             parts.append(f"[{part}]")
             cur = cur[part] if 0 <= part < len(cur) else None
-        elif last or not isinstance(cur, (dict, list)):
-            parts.append(str(part))  # a missing/unknown key, or a path below a scalar
+        elif i == len(loc) - 1 and isinstance(cur, dict):
+            parts.append(str(part))  # a missing or unknown key
+        # anything else is a union/validator tag (e.g. "literal['a','b']", "IntRange"): not a field
     return ".".join(parts).replace(".[", "[")
+
+
+def _choices(expected: str) -> list[str]:
+    return [c.strip().strip("'") for c in str(expected).replace(" or ", ", ").split(",") if c.strip()]
 
 
 def validation_issues(exc: ValidationError, data: Any, file: str, model: type[BaseModel]) -> list[Issue]:
     """Turn a pydantic ``ValidationError`` on ``data`` (loaded with marks) into located issues.
 
-    Unknown keys get a did-you-mean suggestion from the model's own field names.
+    Unknown keys get a did-you-mean suggestion from the model's own field names; the branches of a
+    union (``quant: <format> | auto``) are merged into one message per field.
     """
-    issues: list[Issue] = []
+    grouped: dict[tuple[int, str], list[dict]] = {}
     for err in exc.errors(include_url=False):
         loc = tuple(err.get("loc", ()))
         line = line_of(data, loc) or getattr(data, "line", 0)
         field = _field_path(loc, data) or ".".join(str(p) for p in loc if isinstance(p, (str, int)))
-        msg = err.get("msg", "invalid")
-        if err.get("type") == "extra_forbidden":
+        grouped.setdefault((line, field), []).append(err)
+    issues: list[Issue] = []
+    where = getattr(data, "file", file) or file
+    for (line, field), errs in grouped.items():
+        literal = [e for e in errs if e.get("type") == "literal_error"]
+        err = errs[0]
+        loc = tuple(err.get("loc", ()))
+        if literal:
+            choices: list[str] = []
+            for e in literal:
+                choices += [c for c in _choices((e.get("ctx") or {}).get("expected", "")) if c not in choices]
+            got = literal[0].get("input")
+            close = difflib.get_close_matches(str(got), choices, n=1, cutoff=0.6)
+            msg = f"{got!r} is not one of {', '.join(choices)}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        elif err.get("type") == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1])
             close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
             msg = f"unknown key {loc[-1]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
             if allowed:
                 msg += f"; allowed here: {', '.join(sorted(allowed))}"
-        elif err.get("type") == "literal_error":
-            expected = (err.get("ctx") or {}).get("expected", "")
-            got = err.get("input")
-            choices = [c.strip().strip("'") for c in str(expected).replace(" or ", ", ").split(",")]
-            close = difflib.get_close_matches(str(got), choices, n=1, cutoff=0.6)
-            msg = f"{got!r} is not one of {expected}" + (f" (did you mean {close[0]!r}?)" if close else "")
-        elif err.get("type") == "string_type" and isinstance(err.get("input"), float):
-            msg += f" (got the number {err['input']!r}: quote versions, e.g. \"12.8\", so 12.10 does not read as 12.1)"
-        issues.append(Issue(getattr(data, "file", file) or file, line, field, msg))
+        else:
+            msgs = []
+            for e in errs:
+                m = e.get("msg", "invalid")
+                if e.get("type") == "string_type" and isinstance(e.get("input"), float):
+                    m += f" (got the number {e['input']!r}: quote versions, e.g. \"12.8\", so 12.10 does not read as 12.1)"
+                if m not in msgs:
+                    msgs.append(m)
+            msg = "; or ".join(msgs)
+        issues.append(Issue(where, line, field, msg))
     return issues
 
 

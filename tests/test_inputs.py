@@ -1,0 +1,146 @@
+"""Bad input gets a typed error naming file, line and field; nothing is silently changed."""
+from __future__ import annotations
+
+import pytest
+
+import moe_select
+from moe_select.catalog import load_catalog
+from moe_select.deployment import load_deployment
+from moe_select.errors import InputError
+
+SHAPE = "model: {num_experts: 8, top_k: 2, hidden_size: 64, moe_intermediate_size: 32}\n"
+
+
+def dep_file(tmp_path, text: str):
+    f = tmp_path / "d.yaml"
+    f.write_text(text)
+    return f
+
+
+def error_of(fn, *a, **kw) -> str:
+    with pytest.raises(InputError) as exc:
+        fn(*a, **kw)
+    return str(exc.value)
+
+
+def test_unknown_key_did_you_mean(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "tensor_parallel: 8\n")
+    msg = error_of(load_deployment, f)
+    assert f"{f}:4: tensor_parallel: unknown key" in msg
+
+
+def test_unknown_key_close_match(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "a2b: none\n")
+    assert "(did you mean 'a2a'?)" in error_of(load_deployment, f)
+
+
+def test_nested_unknown_key_and_bad_enum(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: fp8_blok\nmodel:\n  num_experts: 8\n  top_k: 2\n  hidden_size: 64\n"
+                           "  moe_intermediate_size: 32\n  activaton: silu\n")
+    msg = error_of(load_deployment, f)
+    assert f"{f}:2: quant: 'fp8_blok' is not one of" in msg and "did you mean 'fp8_block'" in msg
+    assert f"{f}:8: model.activaton: unknown key 'activaton' (did you mean 'activation'?)" in msg
+
+
+def test_no_silent_coercion(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "tp: '8'\nnvcc: 12.10\n")
+    msg = error_of(load_deployment, f)
+    assert f"{f}:4: tp:" in msg  # a string is not an integer
+    assert f"{f}:5: nvcc:" in msg and "12.10 does not read as 12.1" in msg
+
+
+def test_duplicate_key_and_syntax_error(tmp_path):
+    assert ":2: tp: duplicate key (first given on line 1)" in error_of(load_deployment, dep_file(tmp_path, "tp: 1\ntp: 2\n"))
+    assert "not valid YAML" in error_of(load_deployment, dep_file(tmp_path, "tp: [1\n"))
+
+
+def test_unknown_gpu_and_contradictions(tmp_path):
+    msg = error_of(moe_select.explain, dep_file(tmp_path, "gpu: H201\nquant: bf16\n" + SHAPE))
+    assert "unknown GPU 'H201'" in msg and "'H200'" in msg and ":1: gpu" in msg
+    msg = error_of(moe_select.explain, dep_file(tmp_path, "gpu: H200\narch: sm100\nquant: bf16\n" + SHAPE))
+    assert "arch sm100 contradicts gpu H200 (sm90)" in msg
+    msg = error_of(moe_select.explain, dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "deepep_mode: normal\n"))
+    assert "deepep_mode is given but a2a is none" in msg
+
+
+def test_gpu_names_are_forgiving_but_exact():
+    from moe_select.vocab import gpu_arch
+
+    assert gpu_arch("h200") == gpu_arch("NVIDIA H200 NVL") == "sm90"
+    assert gpu_arch("rtx-pro-6000") == "sm120"
+    assert gpu_arch("H2000") is None
+
+
+def test_quantized_checkpoint_with_other_quant_is_refused(tmp_path, configs):
+    f = dep_file(tmp_path, f"gpu: H200\nquant: bf16\nmodel_config: {configs / 'Qwen__Qwen3-30B-A3B-FP8'}\n")
+    msg = error_of(moe_select.explain, f)
+    assert "quant bf16 contradicts the checkpoint's format fp8_block" in msg and ":2: quant" in msg
+
+
+def test_online_quantization_of_a_bf16_checkpoint_is_stated(tmp_path, configs):
+    f = dep_file(tmp_path, f"gpu: H200\nquant: fp8_channel\nmodel_config: {configs / 'Qwen__Qwen3-30B-A3B'}\n")
+    report = moe_select.explain(f)
+    assert report.deployment.quant == "fp8_channel"
+    assert any("online quantization" in n for n in report.deployment.notes)
+
+
+def test_model_and_model_config_together(tmp_path, configs):
+    f = dep_file(tmp_path, f"gpu: H200\n{SHAPE}model_config: {configs / 'Qwen__Qwen3-30B-A3B'}\n")
+    assert "give model (shape) or model_config, not both" in error_of(moe_select.explain, f)
+
+
+def test_unknown_runner(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "runner: deepgemm\n")
+    msg = error_of(moe_select.explain, f)
+    assert f"{f}:4: runner: unknown runner 'deepgemm' (did you mean 'deep_gemm'?)" in msg
+
+
+def test_top_k_above_experts(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\nmodel: {num_experts: 4, top_k: 8, hidden_size: 64, moe_intermediate_size: 32}\n")
+    assert "top_k 8 exceeds num_experts 4" in error_of(load_deployment, f)
+
+
+def test_defaults_are_reported_not_hidden(tmp_path):
+    report = moe_select.explain(dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE))
+    prov = report.deployment.provenance
+    assert prov["cuda_graph"].startswith("default") and prov["a2a"] == "default"
+    assert prov["model.routing"] == "default" and prov["arch"].endswith("(gpu H200)")
+    assert report.environment.provenance["packages"].startswith("not declared")
+
+
+def test_rule_file_errors_name_file_line_field(tmp_path):
+    (tmp_path / "r.yaml").write_text(
+        "schema_version: 1\nrules:\n  - id: a\n    when: {arch: [sm90], quantt: [bf16]}\n    prefer: [triton]\n"
+        "  - id: b\n    prefer: [tritn]\n  - id: c\n    disable: [triton]\n")
+    msg = error_of(load_catalog, [tmp_path], use_env=False)
+    r = tmp_path / "r.yaml"
+    assert f"{r}:4: rules[0].when.quantt: unknown key 'quantt' (did you mean 'quant'?)" in msg
+    # unknown runner names are checked once the file validates: fix the first error and load again
+    (tmp_path / "r.yaml").write_text("schema_version: 1\nrules:\n  - id: b\n    prefer: [tritn]\n  - id: c\n    disable: [triton]\n")
+    msg = error_of(load_catalog, [tmp_path], use_env=False)
+    assert f"{r}:5: rules[1]: Value error, a disable rule needs a reason" in msg
+
+
+def test_rule_with_unknown_runner(tmp_path):
+    (tmp_path / "r.yaml").write_text("schema_version: 1\nrules:\n  - id: b\n    prefer: [tritn]\n")
+    msg = error_of(load_catalog, [tmp_path], use_env=False)
+    assert f"{tmp_path / 'r.yaml'}:4: prefer: rule 'b' names unknown runner 'tritn' (did you mean 'triton'?)" in msg
+
+
+def test_duplicate_rule_ids_in_one_layer(tmp_path):
+    (tmp_path / "r.yaml").write_text("schema_version: 1\nrules:\n  - {id: x, prefer: [triton]}\n  - {id: x, prefer: [marlin]}\n")
+    assert "duplicate rule id 'x'" in error_of(load_catalog, [tmp_path], use_env=False)
+
+
+def test_capability_file_errors(tmp_path):
+    import shutil
+
+    from moe_select.catalog import bundled_dirs
+
+    bdir, _ = bundled_dirs()
+    shutil.copytree(bdir, tmp_path / "backends", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    f = tmp_path / "backends" / "marlin.yaml"
+    f.write_text(f.read_text().replace("formats: [int4_w4a16, mxfp4, nvfp4]", "formats: [int4_w4a16, mxfp5]"))
+    msg = error_of(load_catalog, backends_dir=tmp_path / "backends", use_env=False)
+    assert "backends/marlin.yaml:" in msg and "support[0].formats[1]: 'mxfp5' is not one of" in msg
+    assert "did you mean 'mxfp" in msg and "unknown runner 'marlin'" not in msg
