@@ -1,0 +1,109 @@
+"""The command line: exit codes, text and JSON reports, plan files, run, schemas."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from moe_select.cli import main
+
+from conftest import CONFIGS
+
+
+def test_explain_text_says_why(capsys):
+    rc = main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "Every runner is refused because:" in out and "intermediate_per_rank = 96" in out
+    assert "Fix: ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)" in out
+    assert "config.json:9 (num_experts)" in out and "moe-select: refused" in out
+
+
+def test_explain_ok_names_rule_and_alternatives(capsys):
+    rc = main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8", "--ep", "8"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "Plan: deep_gemm  chosen by rule hopper-fp8-block (rules/10-nvidia.yaml:" in out
+    assert "other eligible: triton" in out and "deep-gemm assumed installed" in out
+
+
+def test_explain_json_shape(capsys):
+    rc = main(["explain", "--gpu", "B200", "--quant", "nvfp4", "--model",
+               "num_experts=256,top_k=8,hidden_size=7168,moe_intermediate_size=2048,routing=deepseek_v3", "--tp", "8", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["status"] == "ok" and out["plan"]["runner"] == "flashinfer_trtllm"
+    d = out["deployment"]
+    for key in ("arch", "quant", "tp", "ep", "a2a", "runner", "num_experts", "top_k", "hidden_size",
+                "moe_intermediate_size", "activation", "routing"):
+        assert key in d
+    assert d["arch"] == "sm100" and d["routing"] == "deepseek_v3"
+    for c in out["candidates"]:
+        assert set(c) >= {"backend", "eligible", "reasons"}
+        for r in c["reasons"]:
+            assert set(r) >= {"code", "detail", "source", "fix"}
+
+
+def test_invalid_input_exit_2(capsys, tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("gpu: H200\nquant: bf16\nmodel: {num_experts: 8, top_k: 2, hidden_size: 64, moe_intermediate_size: 32}\ntp: 0\n")
+    assert main(["explain", "-d", str(f)]) == 2
+    assert f"{f}:4: tp:" in capsys.readouterr().err
+    assert main(["explain"]) == 2
+
+
+def test_flags_override_file(capsys, tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("gpu: H200\nquant: bf16\nmodel: {num_experts: 8, top_k: 2, hidden_size: 64, moe_intermediate_size: 32}\n")
+    rc = main(["explain", "-d", str(f), "--runner", "triton", "--package", "triton=none", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["deployment"]["runner"] == "triton"
+    assert [r["code"] for r in out["reasons"]] == ["dependency_missing"]
+
+
+def test_plan_refusal_goes_to_stderr(capsys, tmp_path):
+    rc = main(["plan", "--gpu", "H200", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32",
+               "--runner", "flashinfer_trtllm", "-o", str(tmp_path / "p.json")])
+    cap = capsys.readouterr()
+    assert rc == 1 and "arch_unsupported" in cap.err and not (tmp_path / "p.json").exists()
+
+
+def test_schemas_in_sync(capsys):
+    assert main(["schemas"]) == 0
+
+
+def test_run_bundled_config_small(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--tokens", "8",
+               "--device", "cpu", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "using torch_native" in out and "E=40 K=8 H=1536 I=512" in out
+    assert "max relative error vs float64 reference" in out and "OK" in out
+
+
+def test_run_online_fp8_block(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--quant", "fp8_block",
+               "--tokens", "4", "--device", "cpu", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "fp8_block" in out and "OK" in out
+
+
+def test_run_refuses_a_format_no_local_runner_has(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "openai__gpt-oss-20b"), "--tokens", "4", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "quant_unsupported" in out and "mxfp4" in out
+
+
+def test_run_refuses_what_does_not_fit_in_memory(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "deepseek-ai__DeepSeek-V3"), "--quant", "fp8_block", "--tokens", "4", "--device", "cpu"])
+    cap = capsys.readouterr()
+    if rc == 0:  # pragma: no cover - a machine with > 50 GB free
+        pytest.skip("enough memory for the whole DeepSeek-V3 layer")
+    assert rc == 2 and "--nproc" in cap.err
+
+
+def test_python_dash_m_and_console_script():
+    p = subprocess.run([sys.executable, "-m", "moe_select", "check"], capture_output=True, text=True)
+    assert p.returncode == 0 and "0 finding(s)" in p.stdout

@@ -1,0 +1,106 @@
+"""Operator rules: override by id, add in front, environment variable; `moe-select check` lint."""
+from __future__ import annotations
+
+import pytest
+
+import moe_select
+from moe_select.catalog import load_catalog
+from moe_select.cli import main
+from moe_select.lint import check
+
+H200_BF16 = {"gpu": "H200", "quant": "bf16", "model": {"num_experts": 128, "top_k": 8, "hidden_size": 2048,
+                                                      "moe_intermediate_size": 768}, "tp": 1}
+
+
+def write(d, name, text):
+    d.mkdir(exist_ok=True)
+    (d / name).write_text("schema_version: 1\nrules:\n" + text)
+    return d / name
+
+
+def test_bundled_choice_for_reference():
+    assert moe_select.plan(H200_BF16).runner == "torch_grouped_mm"
+
+
+def test_operator_rule_overrides_bundled_one_by_id_in_place(tmp_path):
+    f = write(tmp_path, "ops.yaml", "  - id: hopper-16bit-and-fp8-rowwise\n    when: {arch: [sm90], quant: [bf16]}\n"
+                                    "    prefer: [flashinfer_cutlass, triton]\n")
+    cat = load_catalog([tmp_path], use_env=False)
+    ids = [r.id for r in cat.rules]
+    assert ids.count("hopper-16bit-and-fp8-rowwise") == 1
+    assert cat.overridden["hopper-16bit-and-fp8-rowwise"].startswith("rules/10-nvidia.yaml:")
+    p = moe_select.plan(H200_BF16, rules_dirs=[tmp_path])
+    assert p.runner == "flashinfer_cutlass" and p.chosen_by.source == f"{f}:3"
+    assert str(f) in p.files
+
+
+def test_new_operator_rule_goes_first(tmp_path):
+    write(tmp_path, "ops.yaml", "  - id: always-triton\n    prefer: [triton]\n")
+    cat = load_catalog([tmp_path], use_env=False)
+    assert cat.rules[0].id == "always-triton"
+    assert moe_select.plan(H200_BF16, rules_dirs=[tmp_path]).runner == "triton"
+
+
+def test_rules_from_environment_variable(tmp_path, monkeypatch):
+    write(tmp_path, "ops.yaml", "  - id: always-triton\n    prefer: [triton]\n")
+    monkeypatch.setenv("MOE_SELECT_RULES", str(tmp_path))
+    cat = load_catalog()
+    assert cat.rules[0].id == "always-triton" and str(tmp_path / "ops.yaml") in cat.rule_files
+
+
+def test_fingerprint_changes_with_rules(tmp_path):
+    a = moe_select.plan(H200_BF16).fingerprint
+    write(tmp_path, "ops.yaml", "  - id: unrelated\n    when: {arch: [gfx950]}\n    prefer: [aiter]\n")
+    b = moe_select.plan(H200_BF16, rules_dirs=[tmp_path]).fingerprint
+    assert a != b and a == moe_select.plan(H200_BF16).fingerprint
+
+
+def test_explicit_runner_is_honoured_or_refused_never_replaced():
+    p = moe_select.plan({**H200_BF16, "runner": "triton"})
+    assert p.runner == "triton" and p.chosen_by.how == "explicit"
+    report = moe_select.explain({**H200_BF16, "runner": "deep_gemm"})
+    assert report.status == "rejected" and report.plan is None
+    assert {r.backend for r in report.reasons} == {"deep_gemm"}
+    assert any(c.eligible for c in report.candidates)  # alternatives exist, but are not taken
+
+
+def test_auto_refusal_lists_every_candidate():
+    report = moe_select.explain({**H200_BF16, "quant": "fp8_block", "tp": 8})
+    assert report.status == "rejected"
+    assert {c.backend for c in report.candidates} == set(load_catalog(use_env=False).runners)
+    assert all(c.reasons for c in report.candidates)
+
+
+def test_bundled_rules_lint_clean():
+    findings, _ = check()
+    assert findings == []
+
+
+def test_check_finds_dead_and_misdirected_rules(tmp_path):
+    f = write(tmp_path, "ops.yaml",
+              "  - id: empty-range\n    when: {tp: {min: 8, max: 4}}\n    prefer: [triton]\n"
+              "  - id: a2a-without-ep\n    when: {a2a: [deepep], ep: [1]}\n    prefer: [deep_gemm]\n"
+              "  - id: wrong-arch\n    when: {arch: [sm80]}\n    prefer: [flashinfer_trtllm, triton]\n"
+              "  - id: broad\n    when: {arch: [sm90]}\n    prefer: [triton, deep_gemm]\n"
+              "  - id: shadowed\n    when: {arch: [sm90], quant: [fp8_block]}\n    prefer: [deep_gemm]\n")
+    findings, _ = check([f])
+    text = "\n".join(map(str, findings))
+    assert f"{f}:3: rule empty-range never fires: when.tp: min 8 > max 4" in text
+    assert "rule a2a-without-ep never fires" in text
+    assert f"{f}:11: rule wrong-arch prefers flashinfer_trtllm, which the capability files exclude" in text
+    assert "rule shadowed never fires: rule broad" in text
+    assert main(["check", str(f)]) == 1
+
+
+def test_check_invalid_file_exit_2(tmp_path, capsys):
+    f = write(tmp_path, "bad.yaml", "  - id: x\n    prefr: [triton]\n")
+    assert main(["check", str(f)]) == 2
+    assert "unknown key 'prefr' (did you mean 'prefer'?)" in capsys.readouterr().err
+
+
+def test_check_validates_capability_files(tmp_path, capsys):
+    f = tmp_path / "runner.yaml"
+    f.write_text("schema_version: 1\nrunner: mine\nsummary: x\nsource: y\nsupport: []\n")
+    assert main(["check", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "support" in err and "activations" in err
