@@ -151,3 +151,18 @@ def test_concurrent_resolves_are_safe():
         t.join()
     assert not errors and len(results) == 8
     assert len({type(r.core) for r in results}) == 1
+
+
+def test_plugin_adapter_from_entry_point(tmp_path, monkeypatch):
+    """A plan-only runner gets an adapter from a plugin registered under the moe_select.adapters group."""
+    (tmp_path / "my_triton_plugin.py").write_text(
+        "from moe_select.backends.torch_native import TorchNativeCore\n"
+        "class Core(TorchNativeCore):\n    pass\n"
+        "def register(registry):\n    registry.register_core('triton', 'none', Core)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("moe_select.resolver.plugin_adapters", lambda: {"triton": "my_triton_plugin"})
+    plan = moe_select.plan({"gpu": "L40", "quant": "bf16", "model": SMALL})
+    env = Environment(detected=True, arch="sm89", gpu="L40", packages={"triton": "3.4.0"})
+    runner = moe_select.resolve(plan, environment=env, device="cpu", registry=Registry())
+    assert type(runner.core).__name__ == "Core" and runner.name == "triton"
+    sys.modules.pop("my_triton_plugin", None)
