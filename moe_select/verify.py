@@ -1,0 +1,100 @@
+"""Startup self-check: a few fresh random tokens through a resolved runner and through the float64
+reference (:func:`moe_select.reference.reference_moe`); ``resolve(plan, verify=True)`` calls it.
+
+Inputs (seeded, drawn on the runner's device): ``x ~ N(0, 1)`` in the runner's activation dtype,
+``w13 ~ N(0, 1/H)``, ``w2 ~ N(0, 1/I)`` (so every stage stays O(1)), quantized to the plan's format
+with :mod:`moe_select.ops`; routing ``K`` distinct global experts per token drawn from all ranks'
+experts (so an ep > 1 rank also sees ids it must skip), one slot set to -1, weights uniform in
+[0.1, 1) renormalised to sum 1. The reference gets the dequantized weights, so weight quantization
+error is not counted; what is counted is the runner's arithmetic.
+
+Size cap: when the rank's local experts take more than ``max_weight_bytes`` (default 256 MiB), the
+check runs a twin of the runner (same core class, dispatcher class, H, I, K, activation, format and
+rank) built for a spec with ``max(K, 8)`` local experts, so a DeepSeek-V3 rank is checked with 8
+experts' weights rather than 256. What differs from the real runner is only the number of groups.
+
+Tolerances on :func:`~moe_select.reference.rel_error` (``max |out - ref| / max |ref|``), per format:
+- ``bf16`` 3e-2: operands and the intermediate ``h``/``a``/``y`` rounded to bf16 (2^-9 relative
+  each), float32 accumulation (``reference.TOLERANCE['bfloat16']``);
+- ``fp16`` 5e-3: the same with fp16 roundings (2^-12 each);
+- ``fp8_tensor``, ``fp8_channel``, ``fp8_block`` 1e-1: activations quantized to e4m3 twice (3 mantissa
+  bits: up to 2^-4 relative per element before the dot products average it); measured 4.5e-2 to
+  5.4e-2 on the CPU emulation of torch_grouped_mm's FP8 path (tests/test_torch_grouped_mm.py, H=256),
+  so 1e-1 leaves a factor of about 2 while still catching a wrong scale, layout or expert (errors
+  of order 1: a doubled w2 scale gives > 0.5).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from .errors import MoeSelectError, ResolveError
+from .ops import dequantize, quantize
+from .reference import reference_moe, rel_error
+from .report import Reason
+
+TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp8_tensor": 1e-1, "fp8_channel": 1e-1, "fp8_block": 1e-1}
+_ACT_DTYPE = {"fp16": torch.float16}
+SOURCE = "moe_select.verify (resolve(verify=True))"
+
+
+def _refuse(detail: str, code: str = "plan_mismatch", fix: str | None = None) -> ResolveError:
+    return ResolveError([Reason(code=code, detail=f"verify: {detail}", source=SOURCE, fix=fix)])
+
+
+def _twin(runner: Any, num_local: int) -> Any:
+    """A runner like ``runner`` whose spec has ``num_local`` local experts (same class of core and dispatcher)."""
+    from .runner import MoeRunner
+
+    spec = dataclasses.replace(runner.spec, num_experts=num_local * runner.spec.ep)
+    core = type(runner.core)(spec, runner.device)
+    dispatcher = type(runner.dispatcher)(spec, getattr(runner.dispatcher, "group", None))
+    return MoeRunner(runner.plan, spec, core, dispatcher, runner.device)
+
+
+def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_bytes: int = 256 << 20) -> float:
+    """Check ``runner`` (a :class:`~moe_select.runner.MoeRunner`) against the float64 reference on
+    ``tokens`` fresh random tokens; return the relative error (module doc) when within tolerance.
+
+    Raises :class:`ResolveError`: ``plan_mismatch`` when the output differs from the reference by more
+    than the format's tolerance, has the wrong shape or dtype, is not finite, or the runner raises;
+    ``quant_unsupported`` for a format this check cannot generate weights for (FP4, int)."""
+    spec = runner.spec
+    quant = spec.quant
+    if quant not in TOLERANCE:
+        raise _refuse(f"cannot generate {quant} test weights (moe_select.ops makes {', '.join(TOLERANCE)})",
+                      code="quant_unsupported", fix="resolve without verify=True, and check this runner another way")
+    h_size, i_size = spec.hidden_size, spec.intermediate_size
+    bytes_per_expert = 3 * h_size * i_size * (1 if quant.startswith("fp8") else 2)
+    if spec.num_local_experts * bytes_per_expert > max_weight_bytes:
+        runner = _twin(runner, max(spec.top_k, 8))
+        spec = runner.spec
+    dev, e_local = runner.device, spec.num_local_experts
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    act_dtype = _ACT_DTYPE.get(quant, torch.bfloat16)
+    x = torch.randn(tokens, h_size, generator=gen, device=dev).to(act_dtype)
+    w13 = torch.randn(e_local, spec.w13_rows, h_size, generator=gen, device=dev) / h_size ** 0.5
+    w2 = torch.randn(e_local, h_size, i_size, generator=gen, device=dev) / i_size ** 0.5
+    keys = torch.rand(tokens, spec.num_experts, generator=gen, device=dev)
+    ids = keys.argsort(dim=1)[:, :spec.top_k].to(torch.int32)
+    ids[0, -1] = -1
+    wts = torch.rand(tokens, spec.top_k, generator=gen, device=dev) * 0.9 + 0.1
+    wts = (wts / wts.sum(dim=1, keepdim=True)).float()
+    (q13, s13), (q2, s2) = quantize(w13, quant), quantize(w2, quant)
+    scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
+    try:
+        out = runner.run(x, ids, wts, runner.prepare_weights(q13, q2, **scales))
+    except (MoeSelectError, RuntimeError, ValueError, TypeError) as exc:
+        raise _refuse(f"{runner.name} raised {type(exc).__name__}: {exc}") from exc
+    if tuple(out.shape) != (tokens, h_size) or out.dtype != x.dtype:
+        raise _refuse(f"{runner.name} returned {list(out.shape)} {out.dtype}; expected [{tokens}, {h_size}] {x.dtype}")
+    ref = reference_moe(x, ids, wts, dequantize(q13, s13, quant), dequantize(q2, s2, quant), spec.activation,
+                        expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit)
+    err = rel_error(out, ref)
+    tol = TOLERANCE[quant]
+    if not err <= tol:  # also refuses NaN
+        raise _refuse(f"{runner.name} output differs from the float64 reference by {err:.3g} (tolerance {tol:g} for "
+                      f"{quant}) on {tokens} random tokens", fix="do not serve with this runner; report it with the plan")
+    return err
