@@ -95,5 +95,7 @@ class TorchNativeCore:
 
 
 def register(registry) -> None:
-    """Register the torch_native core for standard (token-major) dispatch."""
+    """Register the torch_native core for standard (token-major) dispatch from a2a ``none`` and ``torch``
+    (both give rows of tokens with global ``topk_ids``; ids of other ranks' experts and -1 are skipped)."""
     registry.register_core("torch_native", "none", TorchNativeCore)
+    registry.register_core("torch_native", "torch", TorchNativeCore)

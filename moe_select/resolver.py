@@ -8,7 +8,9 @@ Steps, each refusing with a :class:`~moe_select.errors.ResolveError` that names 
 3. import the adapter module and the dispatcher module eagerly and call their ``register(registry)``
    (a plan-only runner without a plugin is ``no_adapter``);
 4. check that every (a2a, runner) pair the capability file promises is registered;
-5. build the core and the dispatcher for this rank and return a :class:`~moe_select.runner.MoeRunner`.
+5. with ``group=``: every rank's reasons from steps 1-4 and its plan's key fields are gathered
+   (:func:`moe_select.parallel.agree_on_plan`, with a timeout); all ranks refuse if any refused or differ;
+6. build the core and the dispatcher for this rank and return a :class:`~moe_select.runner.MoeRunner`.
 All of it runs under one lock, so concurrent resolves are safe.
 """
 from __future__ import annotations
@@ -122,6 +124,33 @@ def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
     return []
 
 
+def _adapter_reasons(p: Plan, registry: Any) -> list[Reason]:
+    """Steps 3-4: load the runner's and the dispatcher's modules, check what they registered."""
+    module = p.module or plugin_adapters().get(p.runner)
+    if module is None:
+        return [Reason(code="no_adapter", detail=f"{p.runner} has no adapter in this install (plan-only); "
+                       "install a plugin that registers one under the moe_select.adapters entry-point group",
+                       source=f"backends/{p.runner}.yaml")]
+    reasons = _load_adapter(module, f"runner {p.runner}", registry)
+    if p.a2a_module is None:
+        reasons.append(Reason(code="no_adapter", detail=f"a2a {p.a2a} has no dispatcher in this install",
+                              source=f"backends/a2a/{p.a2a}.yaml"))
+    else:
+        reasons += _load_adapter(p.a2a_module, f"a2a {p.a2a}", registry)
+    if reasons:
+        return reasons
+    promised = sorted(set(p.registers) | {p.a2a})
+    missing = [a for a in promised if registry.core(p.runner, a) is None]
+    if missing:
+        return [Reason(code="no_adapter", detail=f"module {module} did not register "
+                       + ", ".join(f"({a}, {p.runner})" for a in missing)
+                       + f" (registered: {sorted(registry.pairs())})", source=f"backends/{p.runner}.yaml")]
+    if registry.dispatcher(p.a2a) is None:
+        return [Reason(code="no_adapter", detail=f"module {p.a2a_module} did not register dispatcher {p.a2a}",
+                       source=f"backends/a2a/{p.a2a}.yaml")]
+    return []
+
+
 def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int | None = None, tp_rank: int | None = None,
             group: Any = None, environment: Environment | None = None, require_prebuilt: bool = False,
             verify: bool = False, registry: Any = None, timeout_s: float = 60.0) -> Any:
@@ -129,7 +158,12 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
 
     ``device``: where the runner's tensors live (default: ``cuda`` on a GPU plan, else ``cpu``).
     ``ep_rank``/``tp_rank``: this rank (default: from ``group`` when given, else 0).
-    ``group``: a torch.distributed process group whose ranks must all resolve the same plan.
+    ``group``: the torch.distributed process group of the layer's ``tp`` ranks (group rank ``r`` is
+    ``ep_rank = r // (tp/ep)``, ``tp_rank = r % (tp/ep)``). Every rank must call ``resolve`` with it:
+    all of steps 1-4 run on each rank, then :func:`moe_select.parallel.agree_on_plan` gathers every
+    rank's plan fields and reasons (waiting at most ``timeout_s`` seconds for the others), and every
+    rank refuses when any rank refused or the plans differ. A rank that cannot read its plan file still
+    takes part (the others refuse naming it) and raises its :class:`InputError`.
     ``environment``: machine facts (default: detected now, arch through torch).
     ``require_prebuilt``: refuse a runner whose first call would JIT-compile.
     ``verify``: run a few tokens through the runner and the float64 reference; refuse on disagreement.
@@ -139,52 +173,46 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     from .registry import REGISTRY
 
     registry = registry or REGISTRY
-    p = load_plan(plan)
     rank = None
     if group is not None:
         import torch.distributed as dist
 
         rank = dist.get_rank(group)
+    try:
+        p = load_plan(plan)
+    except InputError as exc:
+        if group is not None:
+            from .parallel import agree_on_plan, unreadable_plan
+
+            where = str(plan) if isinstance(plan, (str, Path)) else "<plan>"
+            try:
+                agree_on_plan(None, group, local_reasons=[unreadable_plan(exc, where)], timeout_s=timeout_s)
+            except ResolveError:
+                pass  # every rank now refuses; this one with its own error
+        raise
     with _lock:
         env = environment or detect([(n.name, n.module) for n in p.packages], arch=torch_arch(),
                                     need_nvcc=p.jit is not None)
         reasons = check_environment(p, env, require_prebuilt=require_prebuilt)
         if group is not None:
-            from .parallel import agree_on_plan
+            from .parallel import agree_on_plan, group_reasons
 
-            agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s)
+            reasons += group_reasons(p, group)
+        if not reasons:
+            reasons = _adapter_reasons(p, registry)
+        if group is not None:
+            agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s, environment=env)
         if reasons:
             raise ResolveError(reasons, rank=rank)
-        module = p.module or plugin_adapters().get(p.runner)
-        if module is None:
-            raise ResolveError([Reason(code="no_adapter", detail=f"{p.runner} has no adapter in this install (plan-only); "
-                                       "install a plugin that registers one under the moe_select.adapters entry-point group",
-                                       source=f"backends/{p.runner}.yaml")], rank=rank)
-        reasons = _load_adapter(module, f"runner {p.runner}", registry)
-        if p.a2a_module is None:
-            reasons.append(Reason(code="no_adapter", detail=f"a2a {p.a2a} has no dispatcher in this install",
-                                  source=f"backends/a2a/{p.a2a}.yaml"))
-        else:
-            reasons += _load_adapter(p.a2a_module, f"a2a {p.a2a}", registry)
-        if reasons:
-            raise ResolveError(reasons, rank=rank)
-        promised = sorted(set(p.registers) | {p.a2a})
-        missing = [a for a in promised if registry.core(p.runner, a) is None]
-        if missing:
-            raise ResolveError([Reason(code="no_adapter", detail=f"module {module} did not register "
-                                       + ", ".join(f"({a}, {p.runner})" for a in missing)
-                                       + f" (registered: {sorted(registry.pairs())})", source=f"backends/{p.runner}.yaml")], rank=rank)
-        if registry.dispatcher(p.a2a) is None:
-            raise ResolveError([Reason(code="no_adapter", detail=f"module {p.a2a_module} did not register dispatcher {p.a2a}",
-                                       source=f"backends/a2a/{p.a2a}.yaml")], rank=rank)
         import torch
 
         from .layer import LayerSpec
         from .runner import MoeRunner
 
         if group is not None and ep_rank is None:
-            ep_rank = rank // (p.deployment.tp // p.deployment.ep) if p.deployment.ep > 1 else 0
-            tp_rank = rank % (p.deployment.tp // p.deployment.ep) if tp_rank is None else tp_rank
+            moe_tp = p.deployment.tp // p.deployment.ep
+            ep_rank = rank // moe_tp
+            tp_rank = rank % moe_tp if tp_rank is None else tp_rank
         spec = LayerSpec.from_plan(p, ep_rank=ep_rank or 0, tp_rank=tp_rank or 0)
         dev = torch.device(device if device is not None else ("cuda" if p.arch != "cpu" else "cpu"))
         core = registry.core(p.runner, p.a2a)(spec, dev)

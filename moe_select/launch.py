@@ -1,0 +1,332 @@
+"""Run one MoE layer over ``nproc`` local processes (gloo on the CPU): the distributed path end to end.
+
+:func:`run_distributed` backs ``moe-select run --nproc N``; :func:`spawn` is the process launcher it,
+the tests and ``benchmarks/ep_nccl_check.py`` share (fresh ``spawn`` processes, 127.0.0.1, a free port).
+Weights are synthetic and seeded per (expert, intermediate slice), so a rank builds only its shard and
+the parent rebuilds, for the float64 reference, only the experts the tokens touch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import MoeSelectError
+
+DTYPES = ("bfloat16", "float16", "float32")
+#: bytes per expert-weight element a torch_native rank holds: the weights as given, plus for FP8 the
+#: float32 copy its prepare_weights dequantizes to (backends/torch_native.py).
+WEIGHT_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4}
+PROCESS_OVERHEAD = 450 * 2**20  # resident size of a Python process with torch (CPU) imported, measured ~0.4 GiB
+
+
+class LaunchError(MoeSelectError):
+    """A distributed run could not start (memory, arguments) or a rank failed or timed out.
+    ``problems``: one line per problem, each naming the rank where there is one."""
+
+    def __init__(self, problems: Sequence[str] | str):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(fn: Callable, rank: int, nproc: int, init: str, backend: str, timeout_s: float, threads: int | None,
+           outdir: str, args: tuple) -> None:
+    import torch
+    import torch.distributed as dist
+
+    out = Path(outdir) / f"rank{rank}.pt"
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=nproc, timeout=timedelta(seconds=timeout_s))
+        result = fn(rank, nproc, *args)
+        torch.save({"result": result}, out)
+    except BaseException as exc:  # reported to the parent by rank (exit code 1, no second traceback)
+        torch.save({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}, out)
+        raise SystemExit(1) from None
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def spawn(fn: Callable, nproc: int, args: tuple = (), *, timeout_s: float, backend: str = "gloo",
+          threads: int | None = None) -> list[Any]:
+    """Run ``fn(rank, nproc, *args)`` in ``nproc`` fresh processes joined in one process group (``backend``
+    over tcp://127.0.0.1, group timeout ``timeout_s``; ``nccl`` puts rank r on cuda:r). ``fn`` must be a
+    module-level function; its return value must pickle. Returns the per-rank results. Raises
+    :class:`LaunchError` naming every rank that raised (its exception) or was still running after
+    ``timeout_s`` seconds (then killed)."""
+    import multiprocessing as mp
+
+    import torch
+
+    ctx = mp.get_context("spawn")
+    init = f"tcp://127.0.0.1:{free_port()}"
+    with tempfile.TemporaryDirectory(prefix="moe-select-") as tmp:
+        procs = [ctx.Process(target=_entry, args=(fn, r, nproc, init, backend, timeout_s, threads, tmp, args))
+                 for r in range(nproc)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout_s
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        late = [r for r, p in enumerate(procs) if p.is_alive()]
+        for r in late:
+            procs[r].kill()
+            procs[r].join()
+        results, problems = [], []
+        for r, p in enumerate(procs):
+            f = Path(tmp) / f"rank{r}.pt"
+            got = torch.load(f, weights_only=False) if f.exists() else None
+            if got is not None and "result" in got:
+                results.append(got["result"])
+                continue
+            results.append(None)
+            if got is not None:
+                problems.append(f"rank {r}: {got['error']}\n{got['traceback']}")
+            elif r in late:
+                problems.append(f"rank {r}: still running after {timeout_s:g} s (killed)")
+            else:
+                problems.append(f"rank {r}: exited with code {p.exitcode} and no result")
+    if problems:
+        raise LaunchError(problems)
+    return results
+
+
+# ------------------------------------------------------------------------------------- one MoE layer
+
+def token_range(rank: int, size: int, tokens: int) -> tuple[int, int]:
+    """``[lo, hi)`` of the ``tokens`` a rank owns when tokens are split over ``size`` ranks (the first
+    ``tokens % size`` ranks get one more)."""
+    base, extra = divmod(tokens, size)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (rank < extra)
+
+
+def tokens_for(model: dict, tokens: int, seed: int, dtype: str) -> tuple[Any, Any, Any]:
+    """The seeded batch: ``x [T, H]`` in ``dtype`` (standard normal), and ``(topk_ids [T, K] int32,
+    topk_weights [T, K] float32)`` from router logits ``[T, E]`` (standard normal) routed with the
+    model's method (:func:`moe_select.routing.route`; no correction bias)."""
+    import torch
+
+    from .routing import route
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, model["hidden_size"], generator=g).to(getattr(torch, dtype))
+    logits = torch.randn(tokens, model["num_experts"], generator=g)
+    wts, ids = route(logits, model["routing"], model["top_k"], n_group=model.get("n_group"),
+                     topk_group=model.get("topk_group"), routed_scaling_factor=model.get("routed_scaling_factor"))
+    return x, ids, wts
+
+
+def expert_slice(model: dict, quant: str, moe_tp: int, seed: int, e: int, j: int) -> tuple[Any, Any, Any, Any]:
+    """Expert ``e``'s intermediate slice ``j`` of ``moe_tp``, as stored: ``(w13 [1, rows, H], w2 [1, H,
+    I/moe_tp], w13_scale, w2_scale)``; rows = the gate slice then the up slice (2*I/moe_tp; I/moe_tp for
+    relu2), in ``quant`` (:func:`moe_select.ops.quantize`; scales None for bf16/fp16). Seeded by (seed,
+    e, j): standard normal scaled by 1/sqrt(H) (w13) and 1/sqrt(I) (w2)."""
+    import torch
+
+    from .ops import quantize
+
+    h, i = model["hidden_size"], model["moe_intermediate_size"]
+    ir = i // moe_tp
+    rows = ir if model.get("activation") == "relu2" else 2 * ir
+    g = torch.Generator().manual_seed((seed * 1_000_003 + e) * 1_009 + j)
+    q13, s13 = quantize(torch.randn(1, rows, h, generator=g) * h ** -0.5, quant)
+    q2, s2 = quantize(torch.randn(1, h, ir, generator=g) * i ** -0.5, quant)
+    return q13, q2, s13, s2
+
+
+def _cat(parts: list, dim: int = 0) -> Any:
+    import torch
+
+    return None if parts[0] is None else torch.cat(parts, dim=dim)
+
+
+def full_expert(model: dict, quant: str, moe_tp: int, seed: int, e: int) -> tuple[Any, Any]:
+    """Expert ``e`` as the reference sees it: ``(w13 [1, 2*I, H], w2 [1, H, I])`` float64, dequantized
+    slice by slice and put back in canonical order (all gate rows, then all up rows)."""
+    import torch
+
+    from .ops import dequantize
+
+    g13, u13, w2s = [], [], []
+    for j in range(moe_tp):
+        q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j)
+        w13 = dequantize(q13, s13, quant, torch.float64)
+        half = w13.shape[1] // 2 if model.get("activation") != "relu2" else w13.shape[1]
+        g13.append(w13[:, :half])
+        u13.append(w13[:, half:])
+        w2s.append(dequantize(q2, s2, quant, torch.float64))
+    return torch.cat(g13 + u13, dim=1), torch.cat(w2s, dim=2)
+
+
+def reference(model: dict, quant: str, moe_tp: int, seed: int, x: Any, ids: Any, wts: Any) -> tuple[Any, int]:
+    """The float64 layer output ``[T, H]`` (:func:`moe_select.reference.reference_moe`), built one touched
+    expert at a time so that only one expert is ever held in float64. Returns it and the number of
+    experts touched."""
+    import torch
+
+    from .reference import reference_moe
+
+    ref = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    touched = sorted(int(e) for e in ids.unique() if e >= 0)
+    for e in touched:
+        rows = (ids == e).any(dim=1).nonzero().squeeze(1)
+        w13, w2 = full_expert(model, quant, moe_tp, seed, e)
+        ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
+                                              expert_offset=e, swiglu_limit=model.get("swiglu_limit")))
+    return ref, len(touched)
+
+
+def worker(rank: int, size: int, cfg: dict) -> dict:
+    """One rank of :func:`run_distributed` (run by :func:`spawn`): resolve with the group, build the
+    shard, run the forward; returns timings, the shard's bounds and ``out`` (this rank's output rows)."""
+    import torch
+    import torch.distributed as dist
+
+    from .parallel import all_reduce, set_tokens
+    from .resolver import resolve
+
+    t0 = time.perf_counter()
+    world = dist.group.WORLD
+    runner = resolve(json.loads(cfg["plan"]), group=world, timeout_s=cfg["timeout_s"])
+    if cfg["layout"] == "sharded":
+        set_tokens(runner, "sharded")
+    t1 = time.perf_counter()
+    s, m, quant = runner.spec, runner.plan.deployment.model, runner.plan.quant
+    moe_tp = s.tp // s.ep
+    parts = [expert_slice(m, quant, moe_tp, cfg["seed"], e, s.tp_rank)
+             for e in range(s.expert_offset, s.expert_offset + s.num_local_experts)]
+    w13, w2, s13, s2 = (_cat([p[k] for p in parts]) for k in range(4))
+    scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
+    weights = runner.prepare_weights(w13, w2, **scales)
+    t2 = time.perf_counter()
+    x, ids, wts = tokens_for(m, cfg["tokens"], cfg["seed"], cfg["dtype"])
+    lo, hi = (0, cfg["tokens"]) if cfg["layout"] == "replicated" else token_range(rank, size, cfg["tokens"])
+    dist.barrier(world)
+    t3 = time.perf_counter()
+    out = runner.run(x[lo:hi], ids[lo:hi], wts[lo:hi], weights)
+    if cfg["layout"] == "replicated" and size > 1:
+        all_reduce(out, world)
+    t4 = time.perf_counter()
+    ir = s.intermediate_size
+    return {"rank": rank, "ep_rank": s.ep_rank, "tp_rank": s.tp_rank,
+            "experts": [s.expert_offset, s.expert_offset + s.num_local_experts],
+            "intermediate": [s.tp_rank * ir, (s.tp_rank + 1) * ir], "token_range": [lo, hi],
+            "resolve_s": t1 - t0, "build_s": t2 - t1, "forward_s": t4 - t3, "out": out}
+
+
+# ------------------------------------------------------------------------------------- one MoE layer
+
+def estimate_bytes(model: dict, quant: str, *, tp: int, ep: int, nproc: int, tokens: int) -> dict[str, int]:
+    """Bytes a :func:`run_distributed` run holds on this machine: ``per_rank`` (the weight shard
+    ``E/ep x (w13 rows + I) / (tp/ep) x H`` elements at :data:`WEIGHT_BYTES`, one expert slice in
+    float32 while generating, tokens, a process), ``parent`` (one full expert in float64 for the
+    reference, a process) and ``total``."""
+    e, h, i, k = model["num_experts"], model["hidden_size"], model["moe_intermediate_size"], model["top_k"]
+    rows = 2 * i if model.get("activation", "silu") != "relu2" else i
+    moe_tp = tp // ep
+    slice_elems = (rows + i) * h // moe_tp
+    act = tokens * h * 4 * (k + 6)
+    per_rank = (e // ep) * slice_elems * WEIGHT_BYTES[quant] + slice_elems * 4 + act + PROCESS_OVERHEAD
+    parent = (rows + i) * h * 8 * 3 + act + PROCESS_OVERHEAD
+    return {"per_rank": per_rank, "parent": parent, "total": nproc * per_rank + parent}
+
+
+def available_bytes() -> int:
+    """``MemAvailable`` of /proc/meminfo (Linux), else total physical memory."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: int, a2a: str, seed: int = 0,
+                    dtype: str = "bfloat16", timeout_s: float = 120) -> dict:
+    """Plan, then run one MoE layer of ``model_config`` over ``nproc`` gloo processes and check it.
+
+    ``model_config``: a checkpoint folder or config.json (shape, routing, quant read from it);
+    ``tokens``: the batch (T); ``nproc`` must equal ``tp`` (the layer spans tp ranks; ``ep`` divides
+    ``tp``); ``a2a``: ``none`` or ``torch``; ``dtype``: activations (bfloat16, float16, float32); weights
+    are the checkpoint's format (bf16/fp16 stored as such, FP8 quantized per slice with ops.quantize).
+    Steps: plan (``arch: auto``, ``require_adapter``); estimate memory and refuse before starting;
+    spawn ``nproc`` processes, each ``resolve(plan, group=WORLD)`` (all ranks agree), builds its shard
+    (experts ``[ep_rank*E/ep, +E/ep)``, intermediate rows ``[tp_rank*I/(tp/ep), +I/(tp/ep))``, seeded
+    random weights), routes the seeded tokens with the model's routing (:func:`moe_select.routing.route`)
+    and runs the forward. Token layout: ``a2a torch`` and ``none`` with ep > 1 give each rank its own
+    token range (``torch``: all-to-all; ``none``: all-gather/reduce-scatter); pure TP (``none``, ep 1)
+    gives every rank all tokens and sums the partial outputs with :func:`moe_select.parallel.all_reduce`.
+
+    Returns a dict: ``plan`` (runner, a2a, arch, quant, fingerprint, summary), ``nproc``, ``tp``, ``ep``,
+    ``a2a``, ``tokens``, ``token_layout``, ``dtype``, ``max_rel_error`` (of the assembled output against
+    the float64 reference, :func:`moe_select.reference.rel_error`), ``tolerance``, ``ok``,
+    ``reference_experts`` (experts touched), ``memory`` (estimate, bytes), ``ranks`` (per rank:
+    ep_rank, tp_rank, experts, intermediate rows, token range, ``resolve_s``, ``build_s``, ``forward_s``
+    in seconds), ``wall_s``. Raises :class:`~moe_select.errors.InputError` /
+    :class:`~moe_select.errors.SelectionError` from planning, :class:`LaunchError` for bad arguments,
+    too little memory, or a failed or late rank (naming it)."""
+    from .selector import plan as make_plan
+
+    t0 = time.perf_counter()
+    problems = []
+    if nproc != tp:
+        problems.append(f"nproc {nproc} must equal tp {tp}: the MoE layer spans tp ranks, one process each")
+    if dtype not in DTYPES:
+        problems.append(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if tokens < 1:
+        problems.append(f"tokens must be >= 1, got {tokens}")
+    if problems:
+        raise LaunchError(problems)
+    p = make_plan({"arch": "auto", "model_config": str(Path(model_config).resolve()), "tp": tp, "ep": ep,
+                   "a2a": a2a, "require_adapter": True})
+    m = p.deployment.model
+    if p.quant not in WEIGHT_BYTES:
+        raise LaunchError(f"run_distributed builds {', '.join(WEIGHT_BYTES)} weights; the plan's quant is {p.quant}")
+    mem = estimate_bytes(m, p.quant, tp=tp, ep=ep, nproc=nproc, tokens=tokens)
+    avail = available_bytes()
+    if mem["total"] > 0.85 * avail:
+        gib = 2**30
+        raise LaunchError(f"not enough memory: {nproc} ranks x {mem['per_rank'] / gib:.1f} GiB (E={m['num_experts']}/ep {ep} experts "
+                          f"x {m['moe_intermediate_size']}/{tp // ep} intermediate rows x H={m['hidden_size']} in {p.quant}, plus a "
+                          f"process) + {mem['parent'] / gib:.1f} GiB for the reference = {mem['total'] / gib:.1f} GiB; "
+                          f"{avail / gib:.1f} GiB available (85% usable). Use a larger ep, or a smaller model")
+    layout = "own" if a2a != "none" else ("replicated" if ep == 1 else "sharded")
+    cfg = {"plan": p.to_json(), "seed": seed, "tokens": tokens, "dtype": dtype, "layout": layout,
+           "timeout_s": min(timeout_s, 60.0)}
+    threads = max(1, (os.cpu_count() or 1) // nproc)
+    ranks = spawn(worker, nproc, (cfg,), timeout_s=timeout_s, threads=threads)
+    tr = time.perf_counter()
+    x, ids, wts = tokens_for(m, tokens, seed, dtype)
+    ref, touched = reference(m, p.quant, tp // ep, seed, x, ids, wts)
+    out = ranks[0]["out"] if layout == "replicated" else _cat([r["out"] for r in ranks])
+    from .reference import TOLERANCE, rel_error
+
+    err = rel_error(out, ref)
+    tol = TOLERANCE[dtype]
+    return {
+        "plan": {"runner": p.runner, "a2a": p.a2a, "arch": p.arch, "quant": p.quant, "fingerprint": p.fingerprint,
+                 "summary": f"{p.runner} ({p.chosen_by.how}{' ' + p.chosen_by.rule if p.chosen_by.rule else ''}) for {p.deployment.brief()}"},
+        "nproc": nproc, "tp": tp, "ep": ep, "a2a": a2a, "tokens": tokens, "token_layout": layout, "dtype": dtype,
+        "max_rel_error": err, "tolerance": tol, "ok": err <= tol, "reference_experts": touched,
+        "reference_s": time.perf_counter() - tr, "memory": {**mem, "available": avail},
+        "ranks": [{k: v for k, v in r.items() if k != "out"} for r in ranks], "wall_s": time.perf_counter() - t0,
+    }
