@@ -1,0 +1,90 @@
+"""moe_select.verify: a correct runner passes, a runner with wrong numbers is refused (CPU)."""
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+import moe_select
+from moe_select.backends.torch_native import TorchNativeCore
+from moe_select.errors import ResolveError
+from moe_select.registry import Registry
+from moe_select.verify import TOLERANCE, verify_runner
+
+SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32, "activation": "silu",
+         "routing": "renormalize"}
+
+
+def _plan(quant="bf16", model=SMALL, **kw):
+    return moe_select.plan({"arch": "cpu", "quant": quant, "model": model, "runner": "torch_native", **kw})
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp16", "fp8_channel", "fp8_tensor", "fp8_block"])
+def test_torch_native_passes(quant):
+    model = dict(SMALL, hidden_size=256, moe_intermediate_size=128) if quant == "fp8_block" else SMALL
+    runner = moe_select.resolve(_plan(quant, model), registry=Registry())
+    err = verify_runner(runner, tokens=8, seed=3)
+    assert 0 <= err <= TOLERANCE[quant]
+
+
+def test_resolve_verify_true_passes_and_ep_rank_is_checked():
+    runner = moe_select.resolve(_plan(ep=2, tp=2), ep_rank=1, registry=Registry(), verify=True)
+    assert runner.spec.ep_rank == 1
+
+
+def test_large_rank_is_checked_with_a_twin():
+    big = dict(SMALL, num_experts=256, hidden_size=512, moe_intermediate_size=256)
+    runner = moe_select.resolve(_plan(model=big), registry=Registry())
+    assert verify_runner(runner, tokens=4, max_weight_bytes=1 << 20) <= TOLERANCE["bf16"]
+
+
+class OffByOneExpert(TorchNativeCore):
+    """Broken on purpose: uses the next expert's weights."""
+
+    def prepare_weights(self, w13, w2, **kw):
+        w = super().prepare_weights(w13, w2, **kw)
+        w.w13, w.w2 = w.w13.roll(1, 0), w.w2.roll(1, 0)
+        return w
+
+
+class Raises(TorchNativeCore):
+    def forward(self, *a):
+        raise RuntimeError("kernel exploded")
+
+
+@pytest.mark.parametrize("core,match", [(OffByOneExpert, "differs from the float64 reference by"),
+                                        (Raises, "raised RuntimeError: kernel exploded")])
+def test_broken_core_is_refused(monkeypatch, core, match):
+    mod = types.ModuleType("broken_moe_adapter")
+    mod.register = lambda reg: reg.register_core("torch_native", "none", core)
+    monkeypatch.setitem(sys.modules, "broken_moe_adapter", mod)
+    plan = _plan().model_copy(update={"module": "broken_moe_adapter", "registers": ["none"]})
+    runner = moe_select.resolve(plan, registry=Registry())          # resolves: only verify can tell
+    with pytest.raises(ResolveError, match=match) as err:
+        verify_runner(runner)
+    assert err.value.codes == ["plan_mismatch"]
+    with pytest.raises(ResolveError, match=match):
+        moe_select.resolve(plan, registry=Registry(), verify=True)
+
+
+def test_format_without_generator_is_refused():
+    runner = moe_select.resolve(_plan(), registry=Registry())
+    runner.spec = type(runner.spec)(**{**runner.spec.__dict__, "quant": "nvfp4"})
+    with pytest.raises(ResolveError) as err:
+        verify_runner(runner)
+    assert err.value.codes == ["quant_unsupported"]
+
+
+def test_nan_is_refused(monkeypatch):
+    class NaNCore(TorchNativeCore):
+        def forward(self, x, *a):
+            return torch.full_like(x, float("nan"))
+
+    mod = types.ModuleType("nan_moe_adapter")
+    mod.register = lambda reg: reg.register_core("torch_native", "none", NaNCore)
+    monkeypatch.setitem(sys.modules, "nan_moe_adapter", mod)
+    runner = moe_select.resolve(_plan().model_copy(update={"module": "nan_moe_adapter", "registers": ["none"]}), registry=Registry())
+    with pytest.raises(ResolveError, match="by nan"):
+        verify_runner(runner)
