@@ -1,0 +1,346 @@
+"""MoE layer benchmark: every runner eligible on this machine against the roofline floor.
+
+Run on the GPU machine in one call:  ``python benchmarks/moe_layer.py [--out PATH] [--budget-s 420]``
+(``--smoke``: a tiny shape on the CPU, to check the script itself).
+
+For the layer shapes of Qwen3-30B-A3B, Qwen3-235B-A22B, DeepSeek-V3, Mixtral-8x7B and gpt-oss-20b
+(one rank, tp = ep = 1; random weights ~N(0, 1/fan_in); routing: random logits, softmax top-k,
+renormalised) at 1, 32, 256, 2048 and 8192 tokens, for bf16 and fp8_channel weights:
+
+- runners: those ``moe_select.explain`` finds eligible here (arch auto, ``require_adapter``), built
+  with ``moe_select.resolve``. A runner whose first call would JIT-compile (``plan.jit``) is listed
+  and skipped. torch_native (the slow reference runner) only at <= 32 tokens on layers of <= 1e9 weights.
+- time: median of per-call CUDA-event times (``--reps`` calls, at least 5, after 3 warm-ups), rotating
+  over 4 input sets (different tokens and experts, so weights are not served from L2); eager (one
+  synchronisation before each call, so launch gaps count) and CUDA-graph replay (inputs copied into the
+  captured buffers before each replay, outside the timed region). Graph replay is checked to equal eager.
+- error: :func:`moe_select.reference.rel_error` of the first few tokens (as many as keep the float64
+  reference under 4e8 weights; at least 1) against :func:`moe_select.reference.reference_moe` on the
+  dequantized weights.
+- roofline: bytes = distinct experts touched x 3 x I x H x bytes per weight + T x H x 2 x 2 (bf16 in,
+  out); flops = 2 x T x K x 3 x I x H; floor = max(bytes / copy bandwidth, flops / matmul peak),
+  with the copy bandwidth (device-to-device, bytes read + written) and the matmul peak (8192^3 bf16;
+  for fp8_channel rows the 8192^3 FP8 ``torch._scaled_mm`` peak, measured too) measured in this run.
+  ``frac`` = floor / time (1.0 = at the floor).
+- overhead: host time per call of ``MoeRunner.run`` minus the core's ``forward``, on the smallest
+  shape, with the real core and with a no-op core (the latter isolates the Python checks exactly).
+Prints a table and writes JSON (default ``$OUT/moe_layer.json``, else ``./moe_layer.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import moe_select
+from moe_select.ops import dequantize, quantize_fp8_channel
+from moe_select.reference import reference_moe, rel_error
+from moe_select.routing import route
+from moe_select.verify import TOLERANCE
+
+MODELS = {  # E, K, H, I, activation
+    "Qwen3-30B-A3B": (128, 8, 2048, 768, "silu"),
+    "Qwen3-235B-A22B": (128, 8, 4096, 1536, "silu"),
+    "DeepSeek-V3": (256, 8, 7168, 2048, "silu"),
+    "Mixtral-8x7B": (8, 2, 4096, 14336, "silu"),
+    "gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai"),
+}
+TOKENS = (1, 32, 256, 2048, 8192)
+QUANTS = ("bf16", "fp8_channel")
+SETS = 4
+
+
+class Clock:
+    """CUDA events on a GPU, perf_counter on the CPU (``--smoke``); times in microseconds."""
+
+    def __init__(self, dev):
+        self.cuda = dev.type == "cuda"
+
+    def time(self, fn, before=lambda i: None, reps=20, sync_each=True):
+        out = []
+        for i in range(reps):
+            before(i)
+            if self.cuda:
+                if sync_each:
+                    torch.cuda.synchronize()
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn(i)
+                b.record()
+                out.append((a, b))
+            else:
+                t0 = time.perf_counter()
+                fn(i)
+                out.append(time.perf_counter() - t0)
+        if self.cuda:
+            torch.cuda.synchronize()
+            return statistics.median(a.elapsed_time(b) * 1e3 for a, b in out)
+        return statistics.median(out) * 1e6
+
+
+def ceilings(dev, clock):
+    if dev.type != "cuda":
+        return {"copy_GBps": 50.0, "bf16_TFLOPs": 1.0, "fp8_TFLOPs": 1.0}
+    n = 1 << 31
+    a, b = torch.empty(n, dtype=torch.uint8, device=dev), torch.empty(n, dtype=torch.uint8, device=dev)
+    a.random_(0, 255)
+    for _ in range(3):
+        b.copy_(a)
+    copy_us = clock.time(lambda i: b.copy_(a), reps=20)
+    del a, b
+    m = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    for _ in range(3):
+        m @ k
+    bf16_us = clock.time(lambda i: m @ k, reps=10)
+    mf, kf, one = m.to(torch.float8_e4m3fn), k.to(torch.float8_e4m3fn).t(), torch.ones((), device=dev)
+    for _ in range(3):
+        torch._scaled_mm(mf, kf, one, one, out_dtype=torch.bfloat16)
+    fp8_us = clock.time(lambda i: torch._scaled_mm(mf, kf, one, one, out_dtype=torch.bfloat16), reps=10)
+    flops = 2 * 8192 ** 3
+    return {"copy_GBps": 2 * n / copy_us / 1e3, "bf16_TFLOPs": flops / bf16_us / 1e6, "fp8_TFLOPs": flops / fp8_us / 1e6}
+
+
+def deployment(name, quant, runner="auto"):
+    e, k, h, i, act = MODELS[name]
+    model = {"num_experts": e, "top_k": k, "hidden_size": h, "moe_intermediate_size": i, "activation": act,
+             "routing": "renormalize"}
+    if act == "swiglu_oai":
+        model["swiglu_limit"] = 7.0
+    return {"arch": "auto", "quant": quant, "model": model, "tp": 1, "require_adapter": True, "cuda_graph": False,
+            "runner": runner}
+
+
+def make_weights(name, quant, dev, seed):
+    """Random weights of the format (bf16, or fp8_channel quantized 8 experts at a time); returns
+    (w13, w2, scales, deq(experts) -> float dequantized w13, w2 of those experts)."""
+    e, _, h, i, _ = MODELS[name]
+    g = torch.Generator(device=dev).manual_seed(seed)
+    if quant == "bf16":
+        w13 = torch.randn(e, 2 * i, h, device=dev, dtype=torch.bfloat16, generator=g).mul_(h ** -0.5)
+        w2 = torch.randn(e, h, i, device=dev, dtype=torch.bfloat16, generator=g).mul_(i ** -0.5)
+        return w13, w2, {}, lambda idx: (w13[idx], w2[idx])
+    out = []
+    for shape, fan in (((e, 2 * i, h), h), ((e, h, i), i)):
+        q = torch.empty(shape, device=dev, dtype=torch.float8_e4m3fn)
+        s = torch.empty(shape[:2], device=dev)
+        for c in range(0, e, 8):
+            q[c:c + 8], s[c:c + 8] = quantize_fp8_channel(torch.randn((min(8, e - c),) + shape[1:], device=dev, generator=g) * fan ** -0.5)
+        out.append((q, s))
+    (q13, s13), (q2, s2) = out
+    return q13, q2, {"w13_scale": s13, "w2_scale": s2}, lambda idx: (
+        dequantize(q13[idx], s13[idx], quant), dequantize(q2[idx], s2[idx], quant))
+
+
+def inputs(name, t, dev, seed):
+    e, k, h, _, _ = MODELS[name]
+    g = torch.Generator(device=dev).manual_seed(seed)
+    x = torch.randn(t, h, device=dev, generator=g).to(torch.bfloat16)
+    w, ids = route(torch.randn(t, e, device=dev, generator=g), "renormalize", k)
+    return x, ids, w
+
+
+def roofline(name, quant, t, ids_sets, ceil):
+    e, k, h, i, _ = MODELS[name]
+    bpw = 1 if quant.startswith("fp8") else 2
+    touched = statistics.mean(len(torch.unique(ids)) for ids in ids_sets)
+    nbytes = touched * 3 * i * h * bpw + t * h * 2 * 2
+    flops = 2 * t * k * 3 * i * h
+    peak = ceil["fp8_TFLOPs" if bpw == 1 else "bf16_TFLOPs"] * 1e12
+    floor = max(nbytes / (ceil["copy_GBps"] * 1e9), flops / peak) * 1e6
+    return {"bytes": nbytes, "flops": flops, "experts_touched": touched, "floor_us": floor,
+            "bound": "bytes" if nbytes / (ceil["copy_GBps"] * 1e9) >= flops / peak else "flops"}
+
+
+def ref_error(name, runner, deq, x, ids, w, out):
+    e, k, h, i, act = MODELS[name]
+    n = max(1, min(x.shape[0], 4, int(4e8 // (k * 3 * h * i))))
+    sub = ids[:n].to(torch.int64)
+    experts = torch.unique(sub)
+    local = torch.searchsorted(experts, sub)
+    w13, w2 = deq(experts)
+    ref = reference_moe(x[:n], local, w[:n], w13, w2, act, swiglu_limit=runner.spec.swiglu_limit)
+    return rel_error(out[:n], ref), n
+
+
+def bench_runner(runner, pw, sets, clock, reps, graph):
+    """(eager_us, graph_us or None, graph_equals_eager or None, the eager output of set 0)."""
+    run = lambda i: runner.run(*sets[i % SETS], pw)  # noqa: E731
+    for i in range(3):
+        run(i)
+    eager = clock.time(run, reps=reps)
+    out0 = runner.run(*sets[0], pw)
+    if not graph:
+        return eager, None, None, out0
+    static = [tt.clone() for tt in sets[0]]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            runner.run(*static, pw)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        gout = runner.run(*static, pw)
+
+    def load(i):
+        for dst, src in zip(static, sets[i % SETS]):
+            dst.copy_(src)
+    load(1)
+    g.replay()
+    same = bool(torch.equal(gout, runner.run(*sets[1], pw)))
+    gus = clock.time(lambda i: g.replay(), before=load, reps=reps, sync_each=False)
+    del g
+    return eager, gus, same, out0
+
+
+def overhead(runner, sets, pw, reps=7, calls=300):
+    """Host microseconds per call: MoeRunner.run, the core's forward, and both with a no-op core."""
+    from moe_select.runner import MoeRunner
+
+    class Noop:
+        def prepare_weights(self, w13, w2, **kw):
+            return None
+
+        def forward(self, x, ids, w, weights):
+            return x
+
+    x, ids, w = sets[0]
+    noop = MoeRunner(runner.plan, runner.spec, Noop(), runner.dispatcher, runner.device)
+    npw = noop.prepare_weights(torch.empty(runner.spec.num_local_experts, runner.spec.w13_rows, runner.spec.hidden_size,
+                                           device=runner.device, dtype=torch.bfloat16),
+                               torch.empty(runner.spec.num_local_experts, runner.spec.hidden_size,
+                                           runner.spec.intermediate_size, device=runner.device, dtype=torch.bfloat16))
+    fns = {"run": lambda: runner.run(x, ids, w, pw), "core": lambda: runner.core.forward(x, ids, w, pw.data),
+           "noop_run": lambda: noop.run(x, ids, w, npw), "noop_core": lambda: noop.core.forward(x, ids, w, None)}
+    res = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            if runner.device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            res[k].append((time.perf_counter() - t0) / calls * 1e6)
+    med = {k: statistics.median(v) for k, v in res.items()}
+    return {**med, "run_minus_core_us": med["run"] - med["core"], "noop_run_minus_core_us": med["noop_run"] - med["noop_core"]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "moe_layer.json"))
+    ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new configurations after this")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true", help="tiny shape on the CPU (checks the script)")
+    args = ap.parse_args(argv)
+    t_start = time.time()
+    dev = torch.device("cpu" if args.smoke else "cuda")
+    if args.smoke:
+        MODELS.clear()
+        MODELS["smoke"] = (8, 2, 64, 32, "silu")
+    clock = Clock(dev)
+    ceil = ceilings(dev, clock)
+    print(f"machine: {torch.cuda.get_device_name(0) if dev.type == 'cuda' else 'cpu'}, torch {torch.__version__}; "
+          f"copy {ceil['copy_GBps']:.0f} GB/s, bf16 {ceil['bf16_TFLOPs']:.0f} TFLOP/s, fp8 {ceil['fp8_TFLOPs']:.0f} TFLOP/s", flush=True)
+    result = {"machine": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu", "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d"), "ceilings": ceil, "rows": [], "skipped": [], "failed": [], "overhead": None}
+
+    def save():
+        result["elapsed_s"] = time.time() - t_start
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+    from moe_select.catalog import default_catalog
+
+    catalog = default_catalog()
+    for name in MODELS:
+        for quant in ("bf16",) if args.smoke else QUANTS:
+            if time.time() - t_start > args.budget_s:
+                result["skipped"].append({"model": name, "quant": quant, "why": "time budget"})
+                continue
+            try:
+                run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result)
+            except Exception as exc:  # noqa: BLE001 - one failing configuration must not lose the others
+                result["failed"].append({"model": name, "quant": quant, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+                print(f"FAILED {name} {quant}: {type(exc).__name__}: {exc}", flush=True)
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+            save()
+    save()
+    print_table(result)
+    return 0
+
+
+def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
+    """Every eligible runner on every token count of one (layer, format); rows go into ``result``."""
+    report = moe_select.explain(deployment(name, quant))
+    names = [c.backend for c in report.candidates if c.eligible]
+    w13, w2, scales, deq = make_weights(name, quant, dev, seed=1)
+    e, k, h, i, _ = MODELS[name]
+    for rname in names:
+        plan = moe_select.plan(deployment(name, quant, rname))
+        if plan.jit is not None:
+            result["skipped"].append({"model": name, "quant": quant, "runner": rname, "why": plan.jit})
+            continue
+        if rname == "torch_native" and e * 3 * h * i > 1e9:
+            result["skipped"].append({"model": name, "quant": quant, "runner": rname, "why": "torch_native kept to layers <= 1e9 weights"})
+            continue
+        runner = moe_select.resolve(plan, device=dev)
+        pw = runner.prepare_weights(w13, w2, **scales)
+        graph = dev.type == "cuda" and catalog.runners[rname].cuda_graph.supported
+        for t in (1, 8) if args.smoke else TOKENS:
+            if rname == "torch_native" and t > 32:
+                continue
+            if time.time() - t_start > args.budget_s:
+                result["skipped"].append({"model": name, "quant": quant, "runner": rname, "tokens": t, "why": "time budget"})
+                continue
+            try:
+                sets = [inputs(name, t, dev, seed=100 * t + j) for j in range(SETS)]
+                eager, gus, same, out0 = bench_runner(runner, pw, sets, clock, args.reps, graph)
+                err, nref = ref_error(name, runner, deq, *sets[0], out0)
+            except Exception as exc:  # noqa: BLE001
+                result["failed"].append({"model": name, "quant": quant, "runner": rname, "tokens": t,
+                                         "error": f"{type(exc).__name__}: {exc}"[:2000]})
+                print(f"FAILED {name} {quant} {rname} T={t}: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            roof = roofline(name, quant, t, [s[1] for s in sets], ceil)
+            best = min(v for v in (eager, gus) if v is not None)
+            row = {"model": name, "quant": quant, "tokens": t, "runner": rname, "eager_us": eager, "graph_us": gus,
+                   "graph_equals_eager": same, "rel_error": err, "ref_tokens": nref, "tolerance": TOLERANCE[quant],
+                   **roof, "frac_of_floor": roof["floor_us"] / best}
+            result["rows"].append(row)
+            print(f"{name:16s} {quant:11s} T={t:5d} {rname:16s} eager {eager:9.1f} us  graph "
+                  f"{gus if gus is None else round(gus, 1)!s:>9} us  floor {roof['floor_us']:8.1f} us "
+                  f"({roof['bound']})  frac {row['frac_of_floor']:.2f}  err {err:.2e}  same {same}", flush=True)
+            if result["overhead"] is None and rname != "torch_native":
+                result["overhead"] = {"model": name, "quant": quant, "tokens": t, **overhead(runner, sets, pw)}
+        del runner, pw
+
+
+def print_table(result):
+    print(f"\n## {result['machine']}, torch {result['torch']}, {result['date']}: copy {result['ceilings']['copy_GBps']:.0f} GB/s, "
+          f"bf16 {result['ceilings']['bf16_TFLOPs']:.0f} TFLOP/s, fp8 {result['ceilings']['fp8_TFLOPs']:.0f} TFLOP/s")
+    print("| model | format | tokens | runner | eager us | graph us | floor us | frac | rel err |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    for r in result["rows"]:
+        g = f"{r['graph_us']:.1f}" if r["graph_us"] is not None else "-"
+        print(f"| {r['model']} | {r['quant']} | {r['tokens']} | {r['runner']} | {r['eager_us']:.1f} | {g} | "
+              f"{r['floor_us']:.1f} ({r['bound']}) | {r['frac_of_floor']:.2f} | {r['rel_error']:.1e} |")
+    o = result["overhead"]
+    if o:
+        print(f"\nMoeRunner.run over the core ({o['model']} {o['quant']} T={o['tokens']}): {o['run_minus_core_us']:.2f} us/call "
+              f"(run {o['run']:.1f}, core {o['core']:.1f}); with a no-op core {o['noop_run_minus_core_us']:.2f} us/call")
+    for s in result["skipped"]:
+        print(f"skipped: {s}")
+    for s in result["failed"]:
+        print(f"FAILED: {s}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

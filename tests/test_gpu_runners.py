@@ -1,0 +1,135 @@
+"""GPU tests of the torch_grouped_mm runner (marked ``gpu``; skipped without CUDA).
+
+Correctness against the float64 reference on fresh random inputs, eager and replayed from a CUDA
+graph (replay must equal eager bit for bit on new inputs copied into the captured buffers), for bf16,
+fp16 (eager; capture is refused), fp8_channel and fp8_tensor, with empty experts, all tokens on one
+expert, expert-parallel ranks (ep_rank > 0, some ids on other ranks, a rank with no tokens) and -1 ids.
+Tolerances (rel_error = max|out - ref| / max|ref|): bf16 3e-2, fp16 5e-3, FP8 1e-1 (moe_select.verify).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import moe_select
+from moe_select.errors import RunnerInputError
+from moe_select.layer import LayerSpec
+from moe_select.ops import dequantize, quantize
+from moe_select.reference import reference_moe, rel_error
+from moe_select.registry import Registry
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+TOL = {"bf16": 3e-2, "fp16": 5e-3, "fp8_channel": 1e-1, "fp8_tensor": 1e-1}
+DT = {"fp16": torch.float16}
+
+
+def _tgm():
+    from moe_select.backends import torch_grouped_mm
+
+    return torch_grouped_mm
+
+
+def build(spec, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    h, i = spec.hidden_size, spec.intermediate_size
+    w13 = torch.randn(spec.num_local_experts, spec.w13_rows, h, device="cuda", generator=g) / h ** 0.5
+    w2 = torch.randn(spec.num_local_experts, h, i, device="cuda", generator=g) / i ** 0.5
+    (q13, s13), (q2, s2) = quantize(w13, spec.quant), quantize(w2, spec.quant)
+    core = _tgm().TorchGroupedMMCore(spec, "cuda")
+    scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
+    return core, core.prepare_weights(q13, q2, **scales), dequantize(q13, s13, spec.quant), dequantize(q2, s2, spec.quant)
+
+
+def routing(spec, t, seed, pool=None):
+    """``t`` tokens, K distinct global experts each from ``pool`` (default: all), one id set to -1."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    pool = torch.arange(spec.num_experts, device="cuda") if pool is None else torch.as_tensor(pool, device="cuda")
+    pick = torch.rand(t, len(pool), device="cuda", generator=g).argsort(1)[:, :spec.top_k]
+    ids = pool[pick].to(torch.int32)
+    if t > 2:
+        ids[2, 0] = -1
+    w = torch.rand(t, spec.top_k, device="cuda", generator=g) + 0.1
+    x = torch.randn(t, spec.hidden_size, device="cuda", generator=g).to(DT.get(spec.quant, torch.bfloat16))
+    return x, ids, (w / w.sum(1, keepdim=True)).float()
+
+
+def check(spec, core, pw, d13, d2, x, ids, w, out):
+    ref = reference_moe(x, ids, w, d13, d2, spec.activation, expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit)
+    assert out.dtype == x.dtype and out.shape == x.shape and torch.isfinite(out).all()
+    if ref.abs().max() == 0:
+        assert (out == 0).all()
+        return 0.0
+    err = rel_error(out, ref)
+    assert err < TOL[spec.quant], f"{spec.quant}: rel_error {err:.3g} >= {TOL[spec.quant]}"
+    return err
+
+
+def capture(core, pw, x, ids, w):
+    static = [x.clone(), ids.clone(), w.clone()]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            core.forward(*static, pw)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = core.forward(*static, pw)
+    return g, static, out
+
+
+CASES = {  # name: (E, K, H, I, ep, ep_rank, pool of routed experts or None)
+    "random": (32, 4, 512, 256, 1, 0, None),
+    "empty_experts": (32, 4, 512, 256, 1, 0, [3, 9, 17, 30, 31]),
+    "one_expert": (16, 1, 256, 128, 1, 0, [5]),
+    "ep_rank3": (64, 8, 512, 256, 4, 3, None),
+    "ep_rank_without_tokens": (64, 4, 256, 128, 4, 2, list(range(16))),
+}
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_tensor"])
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("t", [1, 77, 600])
+def test_eager_and_graph_match_reference(quant, case, t):
+    e, k, h, i, ep, rank, pool = CASES[case]
+    spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, quant=quant, ep=ep, ep_rank=rank)
+    core, pw, d13, d2 = build(spec, seed=t)
+    x, ids, w = routing(spec, t, seed=t + 1, pool=pool)
+    check(spec, core, pw, d13, d2, x, ids, w, core.forward(x, ids, w, pw))
+    g, static, out = capture(core, pw, x, ids, w)
+    x2, ids2, w2 = routing(spec, t, seed=t + 2, pool=pool)           # fresh inputs into the captured buffers
+    for dst, src in zip(static, (x2, ids2, w2)):
+        dst.copy_(src)
+    g.replay()
+    eager = core.forward(x2, ids2, w2, pw)
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager), f"graph replay differs from eager by {(out.float() - eager.float()).abs().max()}"
+    check(spec, core, pw, d13, d2, x2, ids2, w2, out)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "relu2", "swiglu_oai"])
+def test_other_activations(activation):
+    spec = LayerSpec(num_experts=16, top_k=4, hidden_size=512, intermediate_size=256, activation=activation,
+                     swiglu_limit=7.0 if activation == "swiglu_oai" else None)
+    core, pw, d13, d2 = build(spec, seed=5)
+    x, ids, w = routing(spec, 300, seed=6)
+    x = (x.float() * 3).to(x.dtype)                                   # make the swiglu clamp engage
+    check(spec, core, pw, d13, d2, x, ids, w, core.forward(x, ids, w, pw))
+
+
+def test_fp16_eager_matches_and_capture_is_refused():
+    spec = LayerSpec(num_experts=16, top_k=4, hidden_size=256, intermediate_size=128, quant="fp16", ep=2, ep_rank=1)
+    core, pw, d13, d2 = build(spec, seed=7)
+    x, ids, w = routing(spec, 65, seed=8)
+    check(spec, core, pw, d13, d2, x, ids, w, core.forward(x, ids, w, pw))
+    with pytest.raises(RunnerInputError, match="fp16 cannot be captured"):
+        capture(core, pw, x, ids, w)
+
+
+def test_resolved_runner_on_this_gpu_with_verify():
+    model = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+             "routing": "renormalize"}
+    for quant in ("bf16", "fp8_channel"):
+        plan = moe_select.plan({"arch": "auto", "quant": quant, "model": model, "runner": "torch_grouped_mm"})
+        runner = moe_select.resolve(plan, registry=Registry(), verify=True)
+        assert runner.device.type == "cuda" and runner.name == "torch_grouped_mm"
