@@ -156,7 +156,7 @@ def test_a_rank_that_never_arrives_makes_the_others_fail_within_the_timeout(late
         if rank == late:
             continue
         assert not r["ok"] and r["type"] == "ResolveError", r
-        assert r["s"] < timeout_s + 2.0, r
+        assert r["s"] < 2 * timeout_s + 2.0, r  # rank 0 waits timeout_s; others wait on rank 0 (up to ~2x)
         assert f"rank {rank}: cannot resolve the plan:" in r["msg"]
         assert "not every rank of the 3-rank group reached the plan agreement within 1.5 s" in r["msg"]
     if how == "sleep" and late != 0:
