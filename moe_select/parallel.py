@@ -133,9 +133,10 @@ def plan_fields(plan: Any, environment: Any = None) -> dict[str, str]:
     for need in plan.packages:
         f.setdefault(f"package:{need.name}", need.found or need.state)
     f.update({"nvcc": env.nvcc, "flashinfer_prebuilt": env.flashinfer_prebuilt})
-    if environment is not None:
+    if environment is not None:  # only what the plan needs, so ranks given wider environments still compare
         f.update({"detected arch": environment.arch, "detected gpu": environment.gpu})
-        f.update({f"detected package:{k}": v or "absent" for k, v in sorted(environment.packages.items())})
+        for need in sorted(plan.packages, key=lambda n: n.name):
+            f[f"detected package:{need.name}"] = environment.package(need.name, need.module)[1] or "absent"
     f["fingerprint"] = plan.fingerprint
     return {k: str(v) for k, v in f.items()}
 
@@ -155,6 +156,7 @@ def _line(key: str, value: str, ranks: list[int], ref: str, ref_ranks: list[int]
             return f"{who}: {name} is present (absent on {on})"
         return f"{who}: {name} hash differs ({value[:12]} vs {ref[:12]} on {on})"
     name = key.replace(":", " ", 1)
+    value, ref = (("(not recorded)" if v == _ABSENT else v) for v in (value, ref))
     return f"{who}: {name} {value} vs {ref} on {on}"
 
 

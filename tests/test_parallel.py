@@ -41,6 +41,8 @@ def test_compare_files_packages_and_ties():
     assert two == ["rank 1: arch sm100 vs sm90 on rank 0", "rank 1: gpu B200 vs H200 on rank 0"]
     absent = {"rank": 1, "fields": {k: v for k, v in rec(1)["fields"].items() if not k.startswith("file:")}, "reasons": []}
     assert compare([rec(0), absent]) == ["rank 1: rules/10-nvidia.yaml is absent (present on rank 0)"]
+    extra = rec(1, **{"package:triton": "3.6.0"})
+    assert compare([rec(0), extra]) == ["rank 1: package triton 3.6.0 vs (not recorded) on rank 0"]
 
 
 def test_compare_falls_back_to_the_fingerprint_and_skips_unreadable_plans():
@@ -51,6 +53,8 @@ def test_compare_falls_back_to_the_fingerprint_and_skips_unreadable_plans():
 def test_plan_fields_cover_the_key_fields():
     plan = cpu_plan()
     f = plan_fields(plan, plan.environment)
+    detected = sorted(k for k in f if k.startswith("detected package:"))
+    assert detected == sorted(f"detected package:{n.name}" for n in plan.packages)  # the plan's needs only
     for key in ("arch", "gpu", "runner", "quant", "tp", "ep", "a2a", "fingerprint", "package:torch", "detected arch",
                 "rules/90-fallback.yaml", "backends/a2a/none.yaml"):
         assert key in f or f"file:{key}" in f, key
