@@ -9,8 +9,9 @@ Pipeline for one rank (``S = T*K`` routing slots, ``E`` local experts), every sh
    offset (other ranks' slots) are never computed; the combine reads row 0 (exactly zero) for them,
    so no uninitialised output row is ever read and no mask pass is needed.
 3. ``h = A @ w13[e].T`` by ``torch._grouped_mm`` (bf16, fp16) or ``torch._scaled_grouped_mm`` (FP8
-   e4m3 with row-wise scales), gated activation in float32 (:func:`moe_select.ops.gated_act`) times the
-   routing weight, ``y = a @ w2[e].T`` by the same kernel, then ``out[t] = sum_k y[row(t, k)]``.
+   e4m3 with row-wise scales), the gated activation (:func:`moe_select.ops.gated_act`, in the dtype of
+   ``h``) times the routing weight (FP8: folded into the row scale of the second GEMM), ``y = a @
+   w2[e].T`` by the same kernel, then ``out[t] = sum_k y[row(t, k)]`` (float32 accumulation).
 
 No host synchronisation in ``forward`` for bf16 and FP8 (no ``.item()``, ``nonzero``, ``unique``,
 ``bincount``, ``.tolist()``; no data-dependent shape), so it can be captured in a CUDA graph.
@@ -18,8 +19,8 @@ fp16: PyTorch has no fast grouped kernel for fp16 and runs a per-group fallback 
 offsets to the host (``_grouped_mm_fallback``, aten/src/ATen/native/cuda/GroupedBlas.cpp, torch 2.11),
 so fp16 runs eagerly only and ``forward`` refuses while a CUDA graph is being captured.
 
-Precision: bf16/fp16 operands, float32 accumulation inside the kernels, the activation in float32,
-``h``, ``a`` and ``y`` rounded to the weight dtype. FP8: the hidden states are quantized per token
+Precision: bf16/fp16 operands, float32 accumulation inside the kernels; ``h``, the activation's
+steps (e.g. ``silu(gate)``, ``* up``, ``* weight``) and ``y`` each rounded to the weight dtype. FP8: the hidden states are quantized per token
 (row) to e4m3 with scale ``amax/448``, the activation per row the same way; weight scales as in
 :mod:`moe_select.ops` (``fp8_tensor``'s per-expert scale broadcast to every row); output bf16.
 """
@@ -77,10 +78,14 @@ def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def quantize_rows_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-row FP8: ``x [M, C]`` float -> (``q [M, C]`` e4m3, ``scale [M]`` float32), ``x ~ q * scale``."""
-    xf = x.float()
-    scale = (xf.abs().amax(dim=1) / FP8_MAX).clamp(min=1e-12)
-    return (xf / scale[:, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE), scale
+    """Dynamic per-row FP8: ``x [M, C]`` (bf16/fp16/fp32) -> (``q [M, C]`` e4m3, ``scale [M]`` float32),
+    ``x ~ q * scale``. The multiplier ``448 / amax`` is rounded to ``x.dtype`` and ``scale`` is its exact
+    reciprocal, so the only extra error is one rounding of ``x * multiplier`` to ``x.dtype`` before e4m3
+    (2^-9 relative for bf16, against e4m3's 2^-4). Zero rows give ``q = 0``."""
+    amax = torch.linalg.vector_norm(x, ord=float("inf"), dim=1, dtype=torch.float32).clamp_(min=1e-12)
+    mult = (FP8_MAX / amax).to(x.dtype)
+    q = (x * mult[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+    return q, mult.float().reciprocal()
 
 
 def combine(y: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -164,13 +169,13 @@ class TorchGroupedMMCore:
             xq, xs = quantize_rows_fp8(hidden_states)
             a1, s1 = gather_rows(xq, plan.tokens), gather_rows(xs[:, None], plan.tokens)[:, 0]
             h = torch._scaled_grouped_mm(a1, weights.w13, s1, weights.s13, offs=plan.offs, out_dtype=torch.bfloat16)
-            a2, s2 = quantize_rows_fp8(gated_act(h.float(), s.activation, s.swiglu_limit) * w_rows[:, None])
-            y = torch._scaled_grouped_mm(a2, weights.w2, s2, weights.s2, offs=plan.offs, out_dtype=torch.bfloat16)
+            a2, s2 = quantize_rows_fp8(gated_act(h, s.activation, s.swiglu_limit))
+            y = torch._scaled_grouped_mm(a2, weights.w2, s2 * w_rows, weights.s2, offs=plan.offs, out_dtype=torch.bfloat16)
         else:
             dt = weights.w13.dtype
             a1 = gather_rows(hidden_states.to(dt), plan.tokens)
             h = torch._grouped_mm(a1, weights.w13, offs=plan.offs)
-            a2 = (gated_act(h.float(), s.activation, s.swiglu_limit) * w_rows[:, None]).to(dt)
+            a2 = gated_act(h, s.activation, s.swiglu_limit).mul_(w_rows.to(dt)[:, None])
             y = torch._grouped_mm(a2, weights.w2, offs=plan.offs)
         return combine(y, plan.rows).to(hidden_states.dtype)
 

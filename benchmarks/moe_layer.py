@@ -22,6 +22,8 @@ renormalised) at 1, 32, 256, 2048 and 8192 tokens, for bf16 and fp8_channel weig
   with the copy bandwidth (device-to-device, bytes read + written) and the matmul peak (8192^3 bf16;
   for fp8_channel rows the 8192^3 FP8 ``torch._scaled_mm`` peak, measured too) measured in this run.
   ``frac`` = floor / time (1.0 = at the floor).
+- GEMMs alone: graph-replay time of torch_grouped_mm's two grouped GEMMs on the same operands, so
+  the rest of its time (permutation, activation, combine) is the difference.
 - overhead: host time per call of ``MoeRunner.run`` minus the core's ``forward``, on the smallest
   shape, with the real core and with a no-op core (the latter isolates the Python checks exactly).
 Prints a table and writes JSON (default ``$OUT/moe_layer.json``, else ``./moe_layer.json``).
@@ -199,6 +201,39 @@ def bench_runner(runner, pw, sets, clock, reps, graph):
     return eager, gus, same, out0
 
 
+def gemm_only_us(runner, pw, sets, clock, reps):
+    """Graph-replay time of torch_grouped_mm's two grouped GEMMs alone (same operands as a forward of
+    set 0), to split a runner's time into GEMMs and the rest (permutation, activation, combine)."""
+    from moe_select.backends import torch_grouped_mm as tgm
+
+    x, ids, _ = sets[0]
+    core, w = runner.core, pw.data
+    plan = tgm.route_plan(ids, core.spec.num_local_experts, core.spec.expert_offset)
+    if core.fp8:
+        xq, xs = tgm.quantize_rows_fp8(x)
+        a1, s1 = tgm.gather_rows(xq, plan.tokens), tgm.gather_rows(xs[:, None], plan.tokens)[:, 0]
+        h = torch._scaled_grouped_mm(a1, w.w13, s1, w.s13, offs=plan.offs, out_dtype=torch.bfloat16)
+        a2, s2 = tgm.quantize_rows_fp8(h[:, :runner.spec.intermediate_size].contiguous())
+        fn = lambda: (torch._scaled_grouped_mm(a1, w.w13, s1, w.s13, offs=plan.offs, out_dtype=torch.bfloat16),  # noqa: E731
+                      torch._scaled_grouped_mm(a2, w.w2, s2, w.s2, offs=plan.offs, out_dtype=torch.bfloat16))
+    else:
+        a1 = tgm.gather_rows(x.to(w.w13.dtype), plan.tokens)
+        h = torch._grouped_mm(a1, w.w13, offs=plan.offs)
+        a2 = h[:, :runner.spec.intermediate_size].contiguous()
+        fn = lambda: (torch._grouped_mm(a1, w.w13, offs=plan.offs), torch._grouped_mm(a2, w.w2, offs=plan.offs))  # noqa: E731
+    if runner.device.type != "cuda":
+        return clock.time(lambda i: fn(), reps=reps)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return clock.time(lambda i: g.replay(), reps=reps, sync_each=False)
+
+
 def overhead(runner, sets, pw, reps=7, calls=300):
     """Host microseconds per call: MoeRunner.run, the core's forward, and both with a no-op core."""
     from moe_select.runner import MoeRunner
@@ -311,13 +346,15 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
                 continue
             roof = roofline(name, quant, t, [s[1] for s in sets], ceil)
             best = min(v for v in (eager, gus) if v is not None)
-            row = {"model": name, "quant": quant, "tokens": t, "runner": rname, "eager_us": eager, "graph_us": gus,
+            gemm = gemm_only_us(runner, pw, sets, clock, args.reps) if rname == "torch_grouped_mm" else None
+            row = {"model": name, "quant": quant, "tokens": t, "runner": rname, "eager_us": eager, "graph_us": gus, "gemms_us": gemm,
                    "graph_equals_eager": same, "rel_error": err, "ref_tokens": nref, "tolerance": TOLERANCE[quant],
                    **roof, "frac_of_floor": roof["floor_us"] / best}
             result["rows"].append(row)
             print(f"{name:16s} {quant:11s} T={t:5d} {rname:16s} eager {eager:9.1f} us  graph "
                   f"{gus if gus is None else round(gus, 1)!s:>9} us  floor {roof['floor_us']:8.1f} us "
-                  f"({roof['bound']})  frac {row['frac_of_floor']:.2f}  err {err:.2e}  same {same}", flush=True)
+                  f"({roof['bound']})  frac {row['frac_of_floor']:.2f}  gemms {gemm if gemm is None else round(gemm, 1)}  "
+                  f"err {err:.2e}  same {same}", flush=True)
             if result["overhead"] is None and rname != "torch_native":
                 result["overhead"] = {"model": name, "quant": quant, "tokens": t, **overhead(runner, sets, pw)}
         del runner, pw
@@ -326,11 +363,12 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
 def print_table(result):
     print(f"\n## {result['machine']}, torch {result['torch']}, {result['date']}: copy {result['ceilings']['copy_GBps']:.0f} GB/s, "
           f"bf16 {result['ceilings']['bf16_TFLOPs']:.0f} TFLOP/s, fp8 {result['ceilings']['fp8_TFLOPs']:.0f} TFLOP/s")
-    print("| model | format | tokens | runner | eager us | graph us | floor us | frac | rel err |")
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    print("| model | format | tokens | runner | eager us | graph us | GEMMs alone us | floor us | frac | rel err |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in result["rows"]:
         g = f"{r['graph_us']:.1f}" if r["graph_us"] is not None else "-"
-        print(f"| {r['model']} | {r['quant']} | {r['tokens']} | {r['runner']} | {r['eager_us']:.1f} | {g} | "
+        gm = f"{r['gemms_us']:.1f}" if r.get("gemms_us") is not None else "-"
+        print(f"| {r['model']} | {r['quant']} | {r['tokens']} | {r['runner']} | {r['eager_us']:.1f} | {g} | {gm} | "
               f"{r['floor_us']:.1f} ({r['bound']}) | {r['frac_of_floor']:.2f} | {r['rel_error']:.1e} |")
     o = result["overhead"]
     if o:

@@ -9,6 +9,7 @@ import torch
 
 import moe_select
 from moe_select.backends.torch_native import TorchNativeCore
+from moe_select.environment import Environment, detect_package
 from moe_select.errors import ResolveError
 from moe_select.registry import Registry
 from moe_select.verify import TOLERANCE, verify_runner
@@ -21,22 +22,28 @@ def _plan(quant="bf16", model=SMALL, **kw):
     return moe_select.plan({"arch": "cpu", "quant": quant, "model": model, "runner": "torch_native", **kw})
 
 
+def _resolve(plan, **kw):
+    """resolve on the CPU whatever this machine has (the plan is for arch cpu; a GPU machine runs these too)."""
+    env = Environment(detected=True, arch="cpu", packages={n.name: detect_package(n.name, n.module) for n in plan.packages})
+    return moe_select.resolve(plan, environment=env, device="cpu", registry=Registry(), **kw)
+
+
 @pytest.mark.parametrize("quant", ["bf16", "fp16", "fp8_channel", "fp8_tensor", "fp8_block"])
 def test_torch_native_passes(quant):
     model = dict(SMALL, hidden_size=256, moe_intermediate_size=128) if quant == "fp8_block" else SMALL
-    runner = moe_select.resolve(_plan(quant, model), registry=Registry())
+    runner = _resolve(_plan(quant, model))
     err = verify_runner(runner, tokens=8, seed=3)
     assert 0 <= err <= TOLERANCE[quant]
 
 
 def test_resolve_verify_true_passes_and_ep_rank_is_checked():
-    runner = moe_select.resolve(_plan(ep=2, tp=2), ep_rank=1, registry=Registry(), verify=True)
+    runner = _resolve(_plan(ep=2, tp=2), ep_rank=1, verify=True)
     assert runner.spec.ep_rank == 1
 
 
 def test_large_rank_is_checked_with_a_twin():
     big = dict(SMALL, num_experts=256, hidden_size=512, moe_intermediate_size=256)
-    runner = moe_select.resolve(_plan(model=big), registry=Registry())
+    runner = _resolve(_plan(model=big))
     assert verify_runner(runner, tokens=4, max_weight_bytes=1 << 20) <= TOLERANCE["bf16"]
 
 
@@ -61,16 +68,16 @@ def test_broken_core_is_refused(monkeypatch, core, match):
     mod.register = lambda reg: reg.register_core("torch_native", "none", core)
     monkeypatch.setitem(sys.modules, "broken_moe_adapter", mod)
     plan = _plan().model_copy(update={"module": "broken_moe_adapter", "registers": ["none"]})
-    runner = moe_select.resolve(plan, registry=Registry())          # resolves: only verify can tell
+    runner = _resolve(plan)                                          # resolves: only verify can tell
     with pytest.raises(ResolveError, match=match) as err:
         verify_runner(runner)
     assert err.value.codes == ["plan_mismatch"]
     with pytest.raises(ResolveError, match=match):
-        moe_select.resolve(plan, registry=Registry(), verify=True)
+        _resolve(plan, verify=True)
 
 
 def test_format_without_generator_is_refused():
-    runner = moe_select.resolve(_plan(), registry=Registry())
+    runner = _resolve(_plan())
     runner.spec = type(runner.spec)(**{**runner.spec.__dict__, "quant": "nvfp4"})
     with pytest.raises(ResolveError) as err:
         verify_runner(runner)
@@ -85,6 +92,6 @@ def test_nan_is_refused(monkeypatch):
     mod = types.ModuleType("nan_moe_adapter")
     mod.register = lambda reg: reg.register_core("torch_native", "none", NaNCore)
     monkeypatch.setitem(sys.modules, "nan_moe_adapter", mod)
-    runner = moe_select.resolve(_plan().model_copy(update={"module": "nan_moe_adapter", "registers": ["none"]}), registry=Registry())
+    runner = _resolve(_plan().model_copy(update={"module": "nan_moe_adapter", "registers": ["none"]}))
     with pytest.raises(ResolveError, match="by nan"):
         verify_runner(runner)
