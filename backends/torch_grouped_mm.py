@@ -36,6 +36,10 @@ from moe_select.layer import LayerSpec
 from moe_select.ops import FP8_DTYPE, FP8_MAX, gated_act
 
 FORMATS = ("bf16", "fp16", "fp8_channel", "fp8_tensor")
+#: ``use_fast_accum`` of torch._scaled_grouped_mm (FP8): Hopper's FP8 tensor-core accumulation without
+#: periodic promotion to float32 (faster, less exact). Default chosen by benchmarks/moe_layer.py, which
+#: measures both; a core's ``fast_accum`` attribute overrides it.
+FP8_FAST_ACCUM = False
 _WEIGHT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -55,16 +59,17 @@ def route_plan(topk_ids: torch.Tensor, num_local: int, offset: int) -> RoutePlan
     ``[0, num_local)`` after the shift (other ranks, -1) sort last and map to row 0. Pure torch, no sync."""
     t, k = topk_ids.shape
     dev = topk_ids.device
-    local = topk_ids.reshape(-1).to(torch.int64) - offset
-    valid = (local >= 0) & (local < num_local)
-    key = torch.where(valid, local, num_local)
-    _, order = torch.sort(key, stable=True)
-    counts = torch.zeros(num_local + 1, dtype=torch.int64, device=dev).scatter_add_(0, key, torch.ones_like(key))
-    ends = counts[:num_local].cumsum(0)
-    last = torch.arange(num_local, device=dev) == num_local - 1
-    offs = torch.where((ends > 0) | last, ends + 1, 0).to(torch.int32)
+    local = topk_ids.reshape(-1)
+    if offset:
+        local = local - offset
+    key = local.clamp(-1, num_local).remainder_(num_local + 1)        # -1 and >= num_local -> num_local
+    sorted_key, order = torch.sort(key, stable=True)
+    experts = torch.arange(num_local, device=dev, dtype=key.dtype)
+    ends = torch.searchsorted(sorted_key, experts, right=True, out_int32=True)   # end of each group
+    last = (experts == num_local - 1).to(torch.int32)
+    offs = ends + ((ends + last) > 0)           # +1 for the zero row from the first non-empty (or last) group
     pos = torch.empty_like(order).scatter_(0, order, torch.arange(1, t * k + 1, device=dev))
-    rows = torch.where(valid, pos, 0).view(t, k)
+    rows = torch.where(key < num_local, pos, 0).view(t, k)
     return RoutePlan(order, torch.div(order, k, rounding_mode="floor"), offs, rows)
 
 
@@ -136,6 +141,7 @@ class TorchGroupedMMCore:
         self.spec = spec
         self.device = torch.device(device)
         self.fp8 = spec.quant.startswith("fp8")
+        self.fast_accum = FP8_FAST_ACCUM
 
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
                         w2_scale: torch.Tensor | None = None) -> GroupedWeights:
@@ -168,9 +174,11 @@ class TorchGroupedMMCore:
         if self.fp8:
             xq, xs = quantize_rows_fp8(hidden_states)
             a1, s1 = gather_rows(xq, plan.tokens), gather_rows(xs[:, None], plan.tokens)[:, 0]
-            h = torch._scaled_grouped_mm(a1, weights.w13, s1, weights.s13, offs=plan.offs, out_dtype=torch.bfloat16)
+            h = torch._scaled_grouped_mm(a1, weights.w13, s1, weights.s13, offs=plan.offs, out_dtype=torch.bfloat16,
+                                         use_fast_accum=self.fast_accum)
             a2, s2 = quantize_rows_fp8(gated_act(h, s.activation, s.swiglu_limit))
-            y = torch._scaled_grouped_mm(a2, weights.w2, s2 * w_rows, weights.s2, offs=plan.offs, out_dtype=torch.bfloat16)
+            y = torch._scaled_grouped_mm(a2, weights.w2, s2 * w_rows, weights.s2, offs=plan.offs, out_dtype=torch.bfloat16,
+                                         use_fast_accum=self.fast_accum)
         else:
             dt = weights.w13.dtype
             a1 = gather_rows(hidden_states.to(dt), plan.tokens)

@@ -8,7 +8,8 @@ For the layer shapes of Qwen3-30B-A3B, Qwen3-235B-A22B, DeepSeek-V3, Mixtral-8x7
 renormalised) at 1, 32, 256, 2048 and 8192 tokens, for bf16 and fp8_channel weights:
 
 - runners: those ``moe_select.explain`` finds eligible here (arch auto, ``require_adapter``), built
-  with ``moe_select.resolve``. A runner whose first call would JIT-compile (``plan.jit``) is listed
+  with ``moe_select.resolve``; torch_grouped_mm on FP8 twice, with ``use_fast_accum`` False and True
+  (the latter labelled ``[fast_accum]``). A runner whose first call would JIT-compile (``plan.jit``) is listed
   and skipped. torch_native (the slow reference runner) only at <= 32 tokens on layers of <= 1e9 weights.
 - time: median of per-call CUDA-event times (``--reps`` calls, at least 5, after 3 warm-ups), rotating
   over 4 input sets (different tokens and experts, so weights are not served from L2); eager (one
@@ -214,8 +215,11 @@ def gemm_only_us(runner, pw, sets, clock, reps):
         a1, s1 = tgm.gather_rows(xq, plan.tokens), tgm.gather_rows(xs[:, None], plan.tokens)[:, 0]
         h = torch._scaled_grouped_mm(a1, w.w13, s1, w.s13, offs=plan.offs, out_dtype=torch.bfloat16)
         a2, s2 = tgm.quantize_rows_fp8(h[:, :runner.spec.intermediate_size].contiguous())
-        fn = lambda: (torch._scaled_grouped_mm(a1, w.w13, s1, w.s13, offs=plan.offs, out_dtype=torch.bfloat16),  # noqa: E731
-                      torch._scaled_grouped_mm(a2, w.w2, s2, w.s2, offs=plan.offs, out_dtype=torch.bfloat16))
+        fast = core.fast_accum
+        fn = lambda: (torch._scaled_grouped_mm(a1, w.w13, s1, w.s13, offs=plan.offs, out_dtype=torch.bfloat16,  # noqa: E731
+                                               use_fast_accum=fast),
+                      torch._scaled_grouped_mm(a2, w.w2, s2, w.s2, offs=plan.offs, out_dtype=torch.bfloat16,
+                                               use_fast_accum=fast))
     else:
         a1 = tgm.gather_rows(x.to(w.w13.dtype), plan.tokens)
         h = torch._grouped_mm(a1, w.w13, offs=plan.offs)
@@ -272,7 +276,13 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new configurations after this")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true", help="tiny shape on the CPU (checks the script)")
+    ap.add_argument("--profile", action="append", default=[], metavar="MODEL:FORMAT:TOKENS",
+                    help="only print torch.profiler's kernel table of torch_grouped_mm's forward on this shape")
     args = ap.parse_args(argv)
+    if args.profile:
+        for spec in args.profile:
+            profile_one(*spec.split(":"))
+        return 0
     t_start = time.time()
     dev = torch.device("cpu" if args.smoke else "cuda")
     if args.smoke:
@@ -329,7 +339,11 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
         runner = moe_select.resolve(plan, device=dev)
         pw = runner.prepare_weights(w13, w2, **scales)
         graph = dev.type == "cuda" and catalog.runners[rname].cuda_graph.supported
-        for t in (1, 8) if args.smoke else TOKENS:
+        variants = [False, True] if rname == "torch_grouped_mm" and quant.startswith("fp8") else [None]
+        for t, fast in [(t, f) for t in ((1, 8) if args.smoke else TOKENS) for f in variants]:
+            label = rname if fast is None else f"{rname}{'[fast_accum]' if fast else ''}"
+            if fast is not None:
+                runner.core.fast_accum = fast
             if rname == "torch_native" and t > 32:
                 continue
             if time.time() - t_start > args.budget_s:
@@ -339,25 +353,46 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
                 sets = [inputs(name, t, dev, seed=100 * t + j) for j in range(SETS)]
                 eager, gus, same, out0 = bench_runner(runner, pw, sets, clock, args.reps, graph)
                 err, nref = ref_error(name, runner, deq, *sets[0], out0)
+                gemm = gemm_only_us(runner, pw, sets, clock, args.reps) if rname == "torch_grouped_mm" else None
             except Exception as exc:  # noqa: BLE001
-                result["failed"].append({"model": name, "quant": quant, "runner": rname, "tokens": t,
+                result["failed"].append({"model": name, "quant": quant, "runner": label, "tokens": t,
                                          "error": f"{type(exc).__name__}: {exc}"[:2000]})
-                print(f"FAILED {name} {quant} {rname} T={t}: {type(exc).__name__}: {exc}", flush=True)
+                print(f"FAILED {name} {quant} {label} T={t}: {type(exc).__name__}: {exc}", flush=True)
                 continue
             roof = roofline(name, quant, t, [s[1] for s in sets], ceil)
             best = min(v for v in (eager, gus) if v is not None)
-            gemm = gemm_only_us(runner, pw, sets, clock, args.reps) if rname == "torch_grouped_mm" else None
-            row = {"model": name, "quant": quant, "tokens": t, "runner": rname, "eager_us": eager, "graph_us": gus, "gemms_us": gemm,
+            row = {"model": name, "quant": quant, "tokens": t, "runner": label, "eager_us": eager, "graph_us": gus, "gemms_us": gemm,
                    "graph_equals_eager": same, "rel_error": err, "ref_tokens": nref, "tolerance": TOLERANCE[quant],
                    **roof, "frac_of_floor": roof["floor_us"] / best}
             result["rows"].append(row)
-            print(f"{name:16s} {quant:11s} T={t:5d} {rname:16s} eager {eager:9.1f} us  graph "
+            print(f"{name:16s} {quant:11s} T={t:5d} {label:28s} eager {eager:9.1f} us  graph "
                   f"{gus if gus is None else round(gus, 1)!s:>9} us  floor {roof['floor_us']:8.1f} us "
                   f"({roof['bound']})  frac {row['frac_of_floor']:.2f}  gemms {gemm if gemm is None else round(gemm, 1)}  "
                   f"err {err:.2e}  same {same}", flush=True)
-            if result["overhead"] is None and rname != "torch_native":
+            if result["overhead"] is None and rname != "torch_native" and not fast:
                 result["overhead"] = {"model": name, "quant": quant, "tokens": t, **overhead(runner, sets, pw)}
         del runner, pw
+
+
+def profile_one(name, quant, tokens, rows=14):
+    """Kernel-by-kernel GPU time of one torch_grouped_mm forward (torch.profiler), to see where the
+    time between the GEMMs and the total goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dev = torch.device("cuda")
+    runner = moe_select.resolve(moe_select.plan(deployment(name, quant, "torch_grouped_mm")), device=dev)
+    w13, w2, scales, _ = make_weights(name, quant, dev, seed=1)
+    pw = runner.prepare_weights(w13, w2, **scales)
+    x, ids, w = inputs(name, int(tokens), dev, seed=5)
+    for _ in range(3):
+        runner.run(x, ids, w, pw)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            runner.run(x, ids, w, pw)
+        torch.cuda.synchronize()
+    print(f"\n# profile: {name} {quant} T={tokens} (5 forwards; times summed)")
+    print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=60))
 
 
 def print_table(result):
@@ -370,6 +405,17 @@ def print_table(result):
         gm = f"{r['gemms_us']:.1f}" if r.get("gemms_us") is not None else "-"
         print(f"| {r['model']} | {r['quant']} | {r['tokens']} | {r['runner']} | {r['eager_us']:.1f} | {g} | {gm} | "
               f"{r['floor_us']:.1f} ({r['bound']}) | {r['frac_of_floor']:.2f} | {r['rel_error']:.1e} |")
+    best = {}
+    for r in result["rows"]:
+        key = (r["model"], r["quant"], r["tokens"])
+        if key not in best or r["frac_of_floor"] > best[key]["frac_of_floor"]:
+            best[key] = r
+    print("\nTargets (fastest runner per shape): >= 0.60 of the floor at >= 256 tokens; graph <= 3x the floor at 1 token")
+    for (m, q, t), r in best.items():
+        if t >= 256 and r["frac_of_floor"] < 0.6:
+            print(f"  miss: {m} {q} T={t}: {r['frac_of_floor']:.2f} of the floor ({r['runner']})")
+        if t == 1 and r["graph_us"] is not None and r["graph_us"] > 3 * r["floor_us"]:
+            print(f"  miss: {m} {q} T=1: graph {r['graph_us'] / r['floor_us']:.1f}x the floor ({r['runner']})")
     o = result["overhead"]
     if o:
         print(f"\nMoeRunner.run over the core ({o['model']} {o['quant']} T={o['tokens']}): {o['run_minus_core_us']:.2f} us/call "

@@ -2,7 +2,7 @@
 
 Correctness against the float64 reference on fresh random inputs, eager and replayed from a CUDA
 graph (replay must equal eager bit for bit on new inputs copied into the captured buffers), for bf16,
-fp16 (eager; capture is refused), fp8_channel and fp8_tensor, with empty experts, all tokens on one
+fp16 (eager; capture is refused), fp8_channel (also with use_fast_accum) and fp8_tensor, with empty experts, all tokens on one
 expert, expert-parallel ranks (ep_rank > 0, some ids on other ranks, a rank with no tokens) and -1 ids.
 Tolerances (rel_error = max|out - ref| / max|ref|): bf16 3e-2, fp16 5e-3, FP8 1e-1 (moe_select.verify).
 """
@@ -87,13 +87,15 @@ CASES = {  # name: (E, K, H, I, ep, ep_rank, pool of routed experts or None)
 }
 
 
-@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_tensor"])
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_tensor", "fp8_channel/fast_accum"])
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("t", [1, 77, 600])
 def test_eager_and_graph_match_reference(quant, case, t):
     e, k, h, i, ep, rank, pool = CASES[case]
+    quant, fast = quant.split("/")[0], quant.endswith("/fast_accum")
     spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, quant=quant, ep=ep, ep_rank=rank)
     core, pw, d13, d2 = build(spec, seed=t)
+    core.fast_accum = fast
     x, ids, w = routing(spec, t, seed=t + 1, pool=pool)
     check(spec, core, pw, d13, d2, x, ids, w, core.forward(x, ids, w, pw))
     g, static, out = capture(core, pw, x, ids, w)

@@ -43,7 +43,7 @@ def fake_scaled_grouped_mm(a, b, scale_a, scale_b, offs=None, out_dtype=None, **
     assert a.stride(1) == 1 and b.stride(1) == 1 and b.stride(2) > 1, "a row-major, b column-major"
     assert scale_a.shape == (a.shape[0],) and scale_a.is_contiguous() and scale_a.dtype == torch.float32
     assert scale_b.shape == (b.shape[0], b.shape[2]) and scale_b.stride(1) == 1
-    assert offs.dtype == torch.int32 and out_dtype == torch.bfloat16 and not kw
+    assert offs.dtype == torch.int32 and out_dtype == torch.bfloat16 and set(kw) <= {"use_fast_accum"}
     return torch._grouped_mm(a.float() * scale_a[:, None], b.float() * scale_b[:, None, :], offs=offs).to(out_dtype)
 
 
