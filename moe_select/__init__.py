@@ -25,6 +25,7 @@ _LAZY = {
     "Deployment": ("moe_select.deployment", "Deployment"),
     "load_catalog": ("moe_select.catalog", "load_catalog"),
     "MoeRunner": ("moe_select.runner", "MoeRunner"),
+    "MoeSelectError": ("moe_select.errors", "MoeSelectError"),
     "InputError": ("moe_select.errors", "InputError"),
     "SelectionError": ("moe_select.errors", "SelectionError"),
     "ResolveError": ("moe_select.errors", "ResolveError"),

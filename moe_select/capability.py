@@ -62,12 +62,14 @@ class ArchFact(ListFact):
 
 class Package(Located):
     """A Python distribution the backend needs: ``name`` (distribution), ``module`` (import name),
-    ``version`` (a specifier such as ``>=0.6.4,<0.7``; see :mod:`moe_select.versions`)."""
+    ``version`` (a specifier such as ``>=0.6.4,<0.7``; see :mod:`moe_select.versions`), and ``install``:
+    how to install it when ``pip install NAME`` is not the way (built from source, not on PyPI)."""
 
     name: str = Field(min_length=1)
     module: str = Field(min_length=1)
     version: str | None = None
     when: When | None = None
+    install: str | None = None
     source: str = Field(min_length=1)
 
     @field_validator("version")

@@ -9,16 +9,23 @@ name); ``cuda_graph``; environment facts for planning another machine: ``package
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .errors import InputError, Issue
 from .located import Located
 from .model_config import read_model_config
 from .vocab import A2A, GPUS, Activation, Arch, DeepEPMode, Quant, Routing, gpu_arch
 from .yamlio import MarkedDict, load_file, validate
+
+#: Upper bound on tp and ep: far above any deployment (the largest published EP runs use hundreds of
+#: ranks), low enough that fix suggestions stay cheap to enumerate.
+MAX_RANKS = 4096
+#: Formats an engine can make from a bf16/fp16 checkpoint at load (SGLang --quantization fp8 / w8a8_fp8).
+ONLINE_QUANT = ("fp8_tensor", "fp8_channel")
 
 
 class ModelShape(Located):
@@ -54,17 +61,37 @@ class Deployment(Located):
     quant: Quant | Literal["auto"] | None = None
     model: ModelShape | None = None
     model_config_path: str | None = Field(default=None, alias="model_config")
-    tp: int = Field(default=1, ge=1)
-    ep: int = Field(default=1, ge=1)
+    tp: int = Field(default=1, ge=1, le=MAX_RANKS)
+    ep: int = Field(default=1, ge=1, le=MAX_RANKS)
     a2a: A2A = "none"
     deepep_mode: DeepEPMode | None = None
-    runner: str = Field(default="auto", pattern=r"^[a-z][a-z0-9_]*$")
+    runner: str = Field(default="auto", min_length=1)
     cuda_graph: bool | None = None
     require_adapter: bool = False
     packages: dict[str, str | None] | None = None
     nvcc: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     cuda: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     flashinfer_prebuilt: bool | None = None
+
+    @field_validator("packages")
+    @classmethod
+    def _packages(cls, v: dict[str, str | None] | None) -> dict[str, str | None] | None:
+        from .versions import release
+
+        for name, version in (v or {}).items():
+            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name):
+                raise ValueError(f"package name {name!r} is not a distribution name")
+            if version is not None:
+                try:
+                    release(version)
+                except ValueError:
+                    raise ValueError(f"{name}: {version!r} is not a version (write e.g. \"0.6.4\", or null for not installed)") from None
+        return v
+
+    @property
+    def declares_environment(self) -> list[str]:
+        """The environment facts this deployment declares (for another machine)."""
+        return [k for k in ("packages", "nvcc", "cuda", "flashinfer_prebuilt") if getattr(self, k) is not None]
 
 
 class Understood(BaseModel):
@@ -191,8 +218,11 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
 
     if dep.quant not in (None, "auto"):
         if quant is not None and quant != dep.quant:
-            if quant in ("bf16", "fp16"):
+            if quant in ("bf16", "fp16") and dep.quant in ONLINE_QUANT + ("bf16", "fp16"):
                 notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization")
+            elif quant in ("bf16", "fp16"):
+                bad("quant", f"quant {dep.quant} for a {quant} checkpoint: engines quantize online only to "
+                    f"{', '.join(ONLINE_QUANT)}; use a checkpoint in {dep.quant}")
             else:
                 bad("quant", f"quant {dep.quant} contradicts the checkpoint's format {quant} ({prov.get('quant')})")
         quant = dep.quant
@@ -213,7 +243,10 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         prov[k] = here(k) if k in dep._lines else "default"
 
     cuda_graph = dep.cuda_graph
-    if cuda_graph is None:
+    if cuda_graph is None and deepep_mode == "normal":
+        cuda_graph = False
+        prov["cuda_graph"] = "default (off: SGLang disables CUDA graphs with DeepEP normal mode)"
+    elif cuda_graph is None:
         cuda_graph = arch not in (None, "cpu")
         prov["cuda_graph"] = f"default ({'on for GPUs, as SGLang' if cuda_graph else 'off on cpu'})"
     else:

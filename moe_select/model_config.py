@@ -54,6 +54,8 @@ def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
             raise InputError(Issue(str(p), 0, "model_config", "the folder has no config.json"))
     elif p.is_file():
         cfg = p
+    elif p.exists():
+        raise InputError(Issue(str(p), 0, "model_config", "not a regular file or a folder"))
     else:
         raise InputError(Issue(str(p), 0, "model_config", "no such file or folder"))
     quant = cfg.parent / "hf_quant_config.json"
@@ -140,15 +142,29 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: MarkedDict | None, prov: d
                  "(known: fp8, mxfp4, compressed-tensors, awq, gptq, modelopt)")
 
 
+def _load_json(path: Path, name: str) -> Any:
+    """Strict JSON (what Hugging Face writes), read through the marked loader for line numbers."""
+    import json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        json.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(Issue(name, 0, "", f"cannot read: {exc}")) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(Issue(name, exc.lineno, "", f"not valid JSON: {exc.msg} (column {exc.colno})")) from None
+    return load_file(path, name)
+
+
 def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo:
     """Parse a checkpoint folder or config.json. Raises :class:`InputError` (file:line, key) when the
     config is not a MoE model or its quantization is unknown or unsupported."""
     cfg_path, hfq_path = resolve_config_path(path)
     name = display or str(cfg_path)
-    cfg = load_file(cfg_path, name)
+    cfg = _load_json(cfg_path, name)
     if not isinstance(cfg, MarkedDict):
-        raise InputError(Issue(name, 0, "", "config.json is not a JSON object"))
-    hfq = load_file(hfq_path, str(Path(name).parent / hfq_path.name)) if hfq_path else None
+        raise InputError(Issue(name, 0, "", f"{cfg_path.name} does not hold a JSON object"))
+    hfq = _load_json(hfq_path, str(Path(name).parent / hfq_path.name)) if hfq_path else None
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), MarkedDict) else cfg
     model_type = str(cfg.get("model_type", text.get("model_type", "?")))
     prov: dict[str, str] = {}
@@ -174,7 +190,7 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
     if model_type == "gpt_oss" or mt == "gpt_oss":
         shape["activation"], prov["activation"] = "swiglu_oai", f"{name} (model_type gpt_oss: clamped SwiGLU, alpha 1.702)"
         if isinstance(text.get("swiglu_limit"), (int, float)):
-            shape["swiglu_limit"] = float(text["swiglu_limit"])
+            shape["swiglu_limit"], prov["swiglu_limit"] = float(text["swiglu_limit"]), _at(text, "swiglu_limit")
     else:
         act = text.get("hidden_act", "silu")
         table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu", "relu2": "relu2"}
@@ -187,9 +203,10 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
         shape["routing"], prov["routing"] = "deepseek_v3", _at(text, "scoring_func")
         for k in ("n_group", "topk_group"):
             if isinstance(text.get(k), int):
-                shape[k] = text[k]
+                shape[k], prov[k] = text[k], _at(text, k)
         if isinstance(text.get("routed_scaling_factor"), (int, float)):
             shape["routed_scaling_factor"] = float(text["routed_scaling_factor"])
+            prov["routed_scaling_factor"] = _at(text, "routed_scaling_factor")
     elif text.get("scoring_func") == "sigmoid":
         shape["routing"], prov["routing"] = "sigmoid_topk", _at(text, "scoring_func")
     elif model_type == "llama4" or mt.startswith("llama4"):
@@ -202,9 +219,14 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
     else:
         raise _issue(text, "model_type", f"model_type {mt!r}: routing not known (set model.routing in the deployment)")
 
-    shared = text.get("n_shared_experts") or (1 if text.get("shared_expert_intermediate_size") else 0)
-    if model_type == "llama4":
-        shared = 1
+    if text.get("n_shared_experts"):
+        shared, prov["num_shared_experts"] = text["n_shared_experts"], _at(text, "n_shared_experts")
+    elif text.get("shared_expert_intermediate_size"):
+        shared, prov["num_shared_experts"] = 1, _at(text, "shared_expert_intermediate_size")
+    elif model_type == "llama4":
+        shared, prov["num_shared_experts"] = 1, f"{name} (model_type llama4: one shared expert)"
+    else:
+        shared, prov["num_shared_experts"] = 0, f"{name} (no shared-expert key)"
     shape["num_shared_experts"] = int(shared)
     quant = _quant_of(cfg, text, hfq, prov)
     dtype = text.get("torch_dtype") or cfg.get("torch_dtype")

@@ -74,6 +74,7 @@ class PackageNeed(BaseModel):
     found: str | None = None
     needed_by: str
     source: str
+    install: str | None = None
 
 
 class Plan(BaseModel):

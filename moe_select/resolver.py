@@ -72,8 +72,36 @@ def _rule_dirs(plan: Plan) -> list[Path]:
     return dirs
 
 
-def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = False) -> list[Reason]:
-    """Every reason ``plan`` cannot be used on ``env`` (the machine as detected)."""
+#: Plan fields that the selector derives; a plan whose fields differ from a fresh selection over its own
+#: inputs was edited (or made by other code) and is refused.
+DERIVED_FIELDS = ("runner", "module", "registers", "a2a", "a2a_module", "deepep_mode", "arch", "gpu", "quant",
+                  "activation_precision", "weight_layout", "cuda_graph", "fingerprint")
+
+
+def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
+    """Select again over the plan's own inputs (deployment and environment as understood) with the
+    current files; every derived field that differs is a ``plan_mismatch``. This is what makes a
+    hand-edited plan (another module, quant, cuda_graph, fingerprint) fail at startup."""
+    from .selector import _select
+
+    report = _select(plan.deployment, plan.environment, catalog)
+    if report.plan is None:
+        codes = ", ".join(sorted({r.code for r in report.reasons}))
+        return [Reason(code="plan_mismatch", detail=f"the selector refuses this plan's own inputs ({codes}): the plan was "
+                       "edited or made by other code", source="plan", fix="plan again (moe-select plan)")]
+    out = []
+    for field in DERIVED_FIELDS:
+        mine, fresh = getattr(plan, field), getattr(report.plan, field)
+        if mine != fresh:
+            out.append(Reason(code="plan_mismatch", detail=f"{field}: the plan says {mine!r}, selection over its own inputs "
+                              f"gives {fresh!r} (the plan was edited or made by other code)", source="plan",
+                              fix="plan again (moe-select plan)"))
+    return out
+
+
+def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = False, catalog: Any = None) -> list[Reason]:
+    """Every reason ``plan`` cannot be used on ``env`` (the machine as detected): arch, files, a fresh
+    selection over the plan's inputs, packages, JIT state, and a runner with no adapter."""
     out: list[Reason] = []
     if env.arch != plan.arch:
         made = f"{plan.arch} ({plan.gpu})" if plan.gpu else plan.arch
@@ -81,23 +109,31 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
         out.append(Reason(code="plan_mismatch", detail=f"arch: the plan was made for {made}; this machine is {here}",
                           source=plan.deployment.provenance.get("arch", "plan"), fix="plan again on this machine (arch: auto)"))
     try:
-        catalog = load_catalog(_rule_dirs(plan), use_env=False)
+        catalog = catalog or load_catalog(_rule_dirs(plan), use_env=False)
         now = catalog.files
     except InputError as exc:
         out.append(Reason(code="plan_mismatch", detail=f"the rule/capability files no longer load: {exc}", source="catalog"))
         now = {}
+    changed = False
     for name in sorted(set(plan.files) | set(now)):
         before, after = plan.files.get(name), now.get(name)
         if before != after and now:
+            changed = True
             what = "is new" if before is None else "is gone" if after is None else "changed"
             out.append(Reason(code="plan_mismatch", detail=f"{name} {what} since the plan was made", source=name,
                               fix="plan again with the current files"))
+    if now and not changed:
+        out += _replan_reasons(plan, catalog)
+        if plan.module is None and plugin_adapters().get(plan.runner) is None:
+            out.append(Reason(code="no_adapter", detail=f"{plan.runner} has no adapter in this install (plan-only); install a "
+                              "plugin that registers one under the moe_select.adapters entry-point group",
+                              source=f"backends/{plan.runner}.yaml"))
     for need in plan.packages:
         found = env.package(need.name, need.module)[1]
         spec = f" {need.version}" if need.version else ""
         if found is None:
             out.append(Reason(code="dependency_missing", detail=f"{need.needed_by} needs {need.name}{spec} (import {need.module}); "
-                              "not installed on this machine", source=need.source, fix=f"pip install '{need.name}{need.version or ''}'"))
+                              "not installed on this machine", source=need.source, fix=need.install or f"pip install '{need.name}{need.version or ''}'"))
         elif need.state == "present" and need.found not in (None, "unknown") and found != need.found:
             out.append(Reason(code="plan_mismatch", detail=f"{need.name}: {need.found} when planned, {found} on this machine",
                               source=need.source, fix="plan again on this machine"))
@@ -109,6 +145,26 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
                           f"require_prebuilt is set: {plan.jit}", source="resolve(require_prebuilt=True)",
                           fix="pip install flashinfer-jit-cache (matching flashinfer-python), or plan another runner"))
     return out
+
+
+def _device(device: Any, plan: Plan, rank: int | None) -> Any:
+    """The runner's torch device: ``device``, or cuda for a GPU plan and cpu otherwise; refused when
+    it is not a device torch knows or not present on this machine."""
+    import torch
+
+    try:
+        dev = torch.device(device if device is not None else ("cuda" if plan.arch != "cpu" else "cpu"))
+    except (RuntimeError, TypeError) as exc:
+        raise ResolveError([Reason(code="plan_mismatch", detail=f"device {device!r}: {exc}", source="resolve(device=...)")],
+                           rank=rank) from None
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ResolveError([Reason(code="plan_mismatch", detail=f"device {dev} is not available on this machine "
+                                   f"(torch.cuda.is_available() = {torch.cuda.is_available()})", source="resolve(device=...)",
+                                   fix="device='cpu', or run on a machine with that GPU")], rank=rank)
+    if dev.type not in ("cpu", "cuda"):
+        raise ResolveError([Reason(code="plan_mismatch", detail=f"device {dev}: runners run on cpu or cuda",
+                                   source="resolve(device=...)")], rank=rank)
+    return dev
 
 
 def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
@@ -153,7 +209,7 @@ def _adapter_reasons(p: Plan, registry: Any) -> list[Reason]:
 
 def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int | None = None, tp_rank: int | None = None,
             group: Any = None, environment: Environment | None = None, require_prebuilt: bool = False,
-            verify: bool = False, registry: Any = None, timeout_s: float = 60.0) -> Any:
+            verify: bool = False, registry: Any = None, timeout_s: float = 60.0, catalog: Any = None) -> Any:
     """Make ``plan`` ready on this machine; return a :class:`~moe_select.runner.MoeRunner`.
 
     ``device``: where the runner's tensors live (default: ``cuda`` on a GPU plan, else ``cpu``).
@@ -193,7 +249,7 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     with _lock:
         env = environment or detect([(n.name, n.module) for n in p.packages], arch=torch_arch(),
                                     need_nvcc=p.jit is not None)
-        reasons = check_environment(p, env, require_prebuilt=require_prebuilt)
+        reasons = check_environment(p, env, require_prebuilt=require_prebuilt, catalog=catalog)
         if group is not None:
             from .parallel import agree_on_plan, group_reasons
 
@@ -213,8 +269,12 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
             moe_tp = p.deployment.tp // p.deployment.ep
             ep_rank = rank // moe_tp
             tp_rank = rank % moe_tp if tp_rank is None else tp_rank
-        spec = LayerSpec.from_plan(p, ep_rank=ep_rank or 0, tp_rank=tp_rank or 0)
-        dev = torch.device(device if device is not None else ("cuda" if p.arch != "cpu" else "cpu"))
+        try:
+            spec = LayerSpec.from_plan(p, ep_rank=ep_rank or 0, tp_rank=tp_rank or 0)
+        except ValueError as exc:
+            raise ResolveError([Reason(code="parallelism_unsupported", detail=f"rank: {exc}", source="resolve(ep_rank=...)")],
+                               rank=rank) from None
+        dev = _device(device, p, rank)
         core = registry.core(p.runner, p.a2a)(spec, dev)
         dispatcher = registry.dispatcher(p.a2a)(spec, group)
         runner = MoeRunner(p, spec, core, dispatcher, dev)

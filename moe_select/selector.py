@@ -59,13 +59,13 @@ def _package_reasons(pkgs: Iterable[Package], env: Environment, facts: dict[str,
             continue
         state, found = env.package(p.name, p.module)
         needs.append(PackageNeed(name=p.name, module=p.module, version=p.version, state=state, found=found,
-                                 needed_by=owner, source=p.where()))
+                                 needed_by=owner, source=p.where(), install=p.install))
         spec = f" {p.version}" if p.version else ""
         where = "on this machine" if env.detected else "in the deployment's packages"
         if state == "absent":
             out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec} (import {p.module}); "
                               f"it is not installed ({where})", source=p.where(),
-                              fix=f"pip install '{p.name}{p.version or ''}'", backend=backend))
+                              fix=p.install or f"pip install '{p.name}{p.version or ''}'", backend=backend))
         elif state == "present" and found not in (None, "unknown") and not satisfies(found, p.version):
             out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec}; {found} is installed ({where})",
                               source=p.where(), fix=f"pip install '{p.name}{p.version}'", backend=backend))
@@ -175,8 +175,12 @@ def explain(deployment: Deployment | str | Path | dict, *, catalog: Catalog | No
         from .deployment import deployment_from_dict
 
         deployment = deployment_from_dict(deployment, "<dict>")
+    elif not isinstance(deployment, Deployment):
+        raise InputError(f"a deployment is a Deployment, a file path or a dict, not {type(deployment).__name__}",
+                         file="<python>", field="deployment")
     catalog = catalog or default_catalog(rules_dirs)
     this_machine = deployment.arch == "auto" or (deployment.arch is None and deployment.gpu is None)
+    _check_declared(deployment, catalog, this_machine and environment is None)
     if environment is None:
         if this_machine:
             environment = detect(catalog.packages())
@@ -190,6 +194,28 @@ def explain(deployment: Deployment | str | Path | dict, *, catalog: Catalog | No
                                f"unknown runner {u.runner!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                                + f"; runners: auto, {', '.join(sorted(catalog.runners))}"))
     return _select(u, environment, catalog)
+
+
+def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
+    """Declared environment facts are for planning another machine: refuse them when this machine is
+    detected (they would be ignored), and refuse package names no capability file knows."""
+    issues = []
+    if detecting and dep.declares_environment:
+        for k in dep.declares_environment:
+            issues.append(Issue(dep._file, dep._lines.get(k, dep._line), k, f"{k} declares a fact of another machine, but "
+                                "arch is auto (this machine, detected): give gpu/arch to plan for another machine, or drop it"))
+    known: dict[str, str] = {}
+    for name, module in catalog.packages():
+        known[name.lower().replace("_", "-")] = name
+        known[module.lower().replace("_", "-")] = name
+    for name in (dep.packages or {}):
+        if name.lower().replace("_", "-") not in known:
+            close = difflib.get_close_matches(name, sorted(set(known.values())), n=1)
+            issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{name}",
+                                f"unknown package {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                                + f"; the capability files name: {', '.join(sorted(set(known.values())))}"))
+    if issues:
+        raise InputError(issues)
 
 
 def _select(u: Understood, env: Environment, catalog: Catalog) -> Report:

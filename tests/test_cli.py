@@ -82,12 +82,25 @@ def test_run_bundled_config_small(capsys):
     assert "max relative error vs float64 reference" in out and "OK" in out
 
 
-def test_run_online_fp8_block(capsys):
-    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--quant", "fp8_block",
+def test_run_real_fp8_block_checkpoint(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tokens", "4", "--device", "cpu", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "fp8_block" in out and "E=128 K=8 H=2048 I=768" in out and "OK" in out
+
+
+def test_run_online_fp8_channel(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--quant", "fp8_channel",
                "--tokens", "4", "--device", "cpu", "--repeat", "1"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "fp8_block" in out and "OK" in out
+    assert "fp8_channel" in out and "OK" in out
+
+
+def test_online_quantization_only_to_fp8_rowwise(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--quant", "nvfp4",
+               "--device", "cpu"])
+    assert rc == 2 and "engines quantize online only to fp8_tensor, fp8_channel" in capsys.readouterr().err
 
 
 def test_run_refuses_a_format_no_local_runner_has(capsys):

@@ -84,10 +84,17 @@ def test_resolve_refuses_a_promised_pair_the_module_does_not_register():
     mod.register = lambda registry: registry.register_core("torch_native", "none", TorchNativeCore)
     sys.modules[mod.__name__] = mod
     try:
-        plan = cpu_plan().model_copy(update={"module": mod.__name__})
-        assert "torch" in plan.registers
+        import dataclasses
+
+        from moe_select.catalog import load_catalog
+
+        cat = load_catalog(use_env=False)
+        cat = dataclasses.replace(cat, runners={**cat.runners, "torch_native": cat.runners["torch_native"].model_copy(
+            update={"module": mod.__name__})})
+        plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}, catalog=cat)
+        assert "torch" in plan.registers and plan.module == mod.__name__
         with pytest.raises(ResolveError) as exc:
-            moe_select.resolve(plan, registry=Registry())
+            moe_select.resolve(plan, registry=Registry(), catalog=cat)
         assert exc.value.codes == ["no_adapter"] and "did not register (torch, torch_native)" in str(exc.value)
     finally:
         del sys.modules[mod.__name__]

@@ -89,7 +89,7 @@ def test_shape_unaligned_with_fix():
 def test_dependency_missing_absent_and_too_old():
     r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm",
               "packages": {"deep_gemm": None}}, "dependency_missing")
-    assert "deep-gemm" in r.detail and "not installed" in r.detail and r.fix.startswith("pip install")
+    assert "deep-gemm" in r.detail and "not installed" in r.detail and r.fix.startswith("build from source")
     r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 1, "runner": "flashinfer_cutlass",
               "packages": {"flashinfer-python": "0.5.3"}}, "dependency_missing")
     assert ">=0.6.4" in r.detail and "0.5.3" in r.detail
@@ -109,9 +109,14 @@ def test_toolchain_not_needed_when_prebuilt():
 def test_cuda_graph_unsupported_runner_and_deepep_normal():
     r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "runner": "torch_native"}, "cuda_graph_unsupported")
     assert r.fix and "cuda_graph: false" in r.fix
-    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "deepep_mode": "normal",
-              "runner": "deep_gemm"}, "cuda_graph_unsupported")
+    dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "deepep_mode": "normal",
+           "runner": "deep_gemm"}
+    r = find({**dep, "cuda_graph": True}, "cuda_graph_unsupported")
     assert "normal" in r.detail and r.source.startswith("backends/a2a/deepep.yaml:")
+    # Left to its default, cuda_graph is off with DeepEP normal mode, as SGLang does, and the report says so.
+    report = moe_select.explain(dep)
+    assert report.plan.runner == "deep_gemm" and report.plan.cuda_graph is False
+    assert "DeepEP normal" in report.deployment.provenance["cuda_graph"]
 
 
 def test_disabled_by_rule(tmp_path):

@@ -115,9 +115,17 @@ def fake_modules(tmp_path, monkeypatch):
     ("adapter_broken_import", "dependency_missing", "not_a_real_package_xyz"),
 ])
 def test_adapter_module_problems_are_startup_errors(fake_modules, module, code, text):
-    plan = cpu_plan().model_copy(update={"module": module})
+    import dataclasses
+
+    from moe_select.catalog import load_catalog
+
+    cat = load_catalog(use_env=False)
+    cap = cat.runners["torch_native"].model_copy(update={"module": module})
+    cat = dataclasses.replace(cat, runners={**cat.runners, "torch_native": cap})
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}, catalog=cat)
+    assert plan.module == module
     with pytest.raises(ResolveError) as exc:
-        moe_select.resolve(plan, registry=Registry())
+        moe_select.resolve(plan, registry=Registry(), catalog=cat)
     assert exc.value.codes == [code] and text in str(exc.value) and module in str(exc.value)
 
 
@@ -166,3 +174,43 @@ def test_plugin_adapter_from_entry_point(tmp_path, monkeypatch):
     runner = moe_select.resolve(plan, environment=env, device="cpu", registry=Registry())
     assert type(runner.core).__name__ == "Core" and runner.name == "triton"
     sys.modules.pop("my_triton_plugin", None)
+
+
+@pytest.mark.parametrize("field, value", [("module", "os"), ("quant", "fp8_block"), ("cuda_graph", True),
+                                          ("fingerprint", "sha256:00"), ("a2a_module", "json")])
+def test_hand_edited_plan_is_refused(tmp_path, field, value):
+    data = json.loads(cpu_plan().to_json())
+    data[field] = value
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(f, registry=Registry())
+    assert "plan_mismatch" in exc.value.codes and f"{field}: the plan says" in str(exc.value)
+
+
+def test_edited_deployment_inside_the_plan_is_refused(tmp_path):
+    data = json.loads(cpu_plan().to_json())
+    data["deployment"]["model"]["num_experts"] = 16
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(f, registry=Registry())
+    assert "fingerprint: the plan says" in str(exc.value)
+
+
+def test_unavailable_device_and_bad_rank_are_resolve_errors():
+    plan = cpu_plan()
+    with pytest.raises(ResolveError, match="device cuda is not available"):
+        moe_select.resolve(plan, device="cuda", registry=Registry())
+    with pytest.raises(ResolveError, match="device 'tpu:7'"):
+        moe_select.resolve(plan, device="tpu:7", registry=Registry())
+    with pytest.raises(ResolveError, match="ep_rank 5 outside"):
+        moe_select.resolve(plan, ep_rank=5, registry=Registry())
+
+
+def test_refusal_lists_no_adapter_with_the_other_reasons():
+    plan = moe_select.plan({"gpu": "H200", "quant": "fp8_block", "model": {**SMALL, "hidden_size": 128,
+                            "moe_intermediate_size": 128}, "runner": "deep_gemm"})
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan)
+    assert {"plan_mismatch", "no_adapter"} <= set(exc.value.codes)
