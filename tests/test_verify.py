@@ -1,9 +1,6 @@
 """moe_select.verify: a correct runner passes, a runner with wrong numbers is refused (CPU)."""
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 import torch
 
@@ -61,14 +58,21 @@ class Raises(TorchNativeCore):
         raise RuntimeError("kernel exploded")
 
 
+def _broken_adapter(monkeypatch, core):
+    """Make torch_native's own register() register ``core`` (the plan stays as selected)."""
+    from moe_select.backends import torch_native
+
+    plan = _plan()
+    monkeypatch.setattr(torch_native, "register", lambda reg: [reg.register_core("torch_native", a, core) for a in plan.registers])
+    return plan
+
+
 @pytest.mark.parametrize("core,match", [(OffByOneExpert, "differs from the float64 reference by"),
                                         (Raises, "raised RuntimeError: kernel exploded")])
 def test_broken_core_is_refused(monkeypatch, core, match):
-    mod = types.ModuleType("broken_moe_adapter")
-    mod.register = lambda reg: reg.register_core("torch_native", "none", core)
-    monkeypatch.setitem(sys.modules, "broken_moe_adapter", mod)
-    plan = _plan().model_copy(update={"module": "broken_moe_adapter", "registers": ["none"]})
+    plan = _broken_adapter(monkeypatch, core)
     runner = _resolve(plan)                                          # resolves: only verify can tell
+    assert isinstance(runner.core, core)
     with pytest.raises(ResolveError, match=match) as err:
         verify_runner(runner)
     assert err.value.codes == ["plan_mismatch"]
@@ -89,9 +93,6 @@ def test_nan_is_refused(monkeypatch):
         def forward(self, x, *a):
             return torch.full_like(x, float("nan"))
 
-    mod = types.ModuleType("nan_moe_adapter")
-    mod.register = lambda reg: reg.register_core("torch_native", "none", NaNCore)
-    monkeypatch.setitem(sys.modules, "nan_moe_adapter", mod)
-    runner = _resolve(_plan().model_copy(update={"module": "nan_moe_adapter", "registers": ["none"]}))
+    runner = _resolve(_broken_adapter(monkeypatch, NaNCore))
     with pytest.raises(ResolveError, match="by nan"):
         verify_runner(runner)
