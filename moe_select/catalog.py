@@ -20,6 +20,8 @@ from .policy import Rule, RuleFile
 from .yamlio import MarkedDict, load_text, validate
 
 RULES_ENV = "MOE_SELECT_RULES"
+#: Files read from an operator rules directory (JSON is YAML).
+RULE_GLOBS = ("*.yaml", "*.yml", "*.json")
 ADAPTER_ENTRY_POINTS = "moe_select.adapters"
 
 
@@ -151,7 +153,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         if d.is_file():
             layers.append((str(d), [(d, str(d))]))
         elif d.is_dir():
-            layers.append((str(d), [(p, str(p)) for p in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml"))]))
+            layers.append((str(d), [(p, str(p)) for p in sorted(f for g in RULE_GLOBS for f in d.glob(g))]))
         else:
             issues.append(Issue(str(d), 0, "", "rules file or directory not found"))
     for layer, paths in layers:

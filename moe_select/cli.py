@@ -24,7 +24,7 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quant", help="bf16, fp16, fp8_tensor, fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4, int8_w8a8, int8_w8a16, int4_w4a16, auto")
     g.add_argument("--model-config", dest="model_config", metavar="PATH", help="Hugging Face checkpoint folder or its config.json")
     g.add_argument("--model", metavar="K=V,...", help="model shape, e.g. num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768,activation=silu,routing=renormalize")
-    g.add_argument("--tp", type=int)
+    g.add_argument("--tp", type=int)  # range checked by the Deployment model (file:line-style errors)
     g.add_argument("--ep", type=int)
     g.add_argument("--a2a", help="none, torch, deepep, flashinfer, mooncake, pplx, mori")
     g.add_argument("--deepep-mode", dest="deepep_mode", help="normal, low_latency, auto")
@@ -56,8 +56,8 @@ def _model_flag(text: str) -> dict[str, Any]:
 
 
 def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
-    from .deployment import Deployment, deployment_from_dict, load_deployment
-    from .yamlio import MarkedDict, validate
+    from .deployment import Deployment, load_deployment
+    from .yamlio import MarkedDict, load_file, validate
 
     flags: dict[str, Any] = {k: getattr(args, k) for k in DEPLOYMENT_FLAGS if getattr(args, k, None) is not None}
     for k in ("cuda_graph", "require_adapter"):
@@ -78,14 +78,17 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
         dep, base = load_deployment(args.deployment)
         if not flags:
             return dep, base
-        data = dep.model_dump(by_alias=True, exclude_unset=True)
-        data.update(flags)
-        merged = MarkedDict(data)
-        merged.file = f"{args.deployment} + command line"
-        return validate(Deployment, merged, merged.file), base
-    if not flags:
-        raise InputError("give --deployment FILE or deployment flags (see moe-select explain --help)", file="<flags>")
-    return deployment_from_dict(flags), Path.cwd()
+        data = load_file(args.deployment)  # the file's own keys keep their lines
+        file = str(args.deployment)
+    else:
+        if not flags:
+            raise InputError("give --deployment FILE or deployment flags (see moe-select explain --help)", file="<flags>")
+        data, file, base = MarkedDict(), "<command line>", Path.cwd()
+        data.file = file
+    for k, v in flags.items():
+        data[k] = v
+        data.key_sources[k] = f"command line (--{k.replace('_', '-')})"
+    return validate(Deployment, data, file), base
 
 
 def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
@@ -153,16 +156,46 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Plan for this machine, resolve, build one MoE layer of a real model and run it (see run.py)."""
-    if args.nproc and args.nproc > 1:
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: no CUDA device is available on this machine (torch.cuda.is_available() is False)",
+                             file="<command line>", field="device")
+    if args.nproc > 1:
         from .launch import run_distributed
 
+        tp = args.tp or args.nproc
+        if tp != args.nproc:
+            raise InputError(f"--nproc {args.nproc} runs one rank per process: tp must equal nproc (got --tp {tp})",
+                             file="<command line>", field="tp")
+
         result = run_distributed(model_config=args.model_config, tokens=args.tokens, nproc=args.nproc,
-                                 tp=args.tp or args.nproc, ep=args.ep or 1, a2a=args.a2a or "none", seed=args.seed)
-        print(json.dumps(result, indent=2, default=str))
-        return 0 if result.get("ok", True) else 1
+                                 tp=tp, ep=args.ep or 1, a2a=args.a2a or "none", seed=args.seed)
+        if args.json:
+            print(json.dumps(result, indent=2, default=str))
+        else:
+            print(_render_distributed(result))
+        return 0 if result.get("ok") else 1
     from .run import run_layer
 
     return run_layer(args)
+
+
+def _render_distributed(r: dict[str, Any]) -> str:
+    """Text form of :func:`moe_select.launch.run_distributed`'s result."""
+    lines = [f"moe-select: using {r['plan']['summary']}",
+             f"{r['nproc']} processes (gloo), tp {r['tp']}, ep {r['ep']}, a2a {r['a2a']}, token layout {r['token_layout']}, "
+             f"{r['tokens']} tokens, {r['dtype']}",
+             "rank  ep_rank  tp_rank  experts      intermediate  tokens      resolve_s  build_s  forward_ms"]
+    for k in r.get("ranks", []):
+        if k is None:
+            continue
+        lines.append(f"{k['rank']:>4}  {k['ep_rank']:>7}  {k['tp_rank']:>7}  {str(k['experts']):<11}  {str(k['intermediate']):<12}  "
+                     f"{str(k['token_range']):<10}  {k['resolve_s']:>9.2f}  {k['build_s']:>7.2f}  {k['forward_s'] * 1e3:>10.1f}")
+    lines.append(f"max relative error vs float64 reference: {r['max_rel_error']:.2e} (tolerance {r['tolerance']:.0e}): "
+                 f"{'OK' if r.get('ok') else 'TOO LARGE'}; wall {r['wall_s']:.1f} s")
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,18 +214,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_check)
     r = sub.add_parser("run", help="build one MoE layer of a real model config on this machine and run it")
     r.add_argument("--model-config", dest="model_config", required=True, metavar="PATH")
-    r.add_argument("--tokens", type=int, default=16)
+    r.add_argument("--tokens", type=_positive, default=16, help="tokens to route (the float64 reference checks at most 256 of them)")
     r.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a GPU is present")
     r.add_argument("--runner", default="auto")
     r.add_argument("--quant", default=None, help="override the checkpoint's format (online quantization of a bf16 checkpoint)")
     r.add_argument("--tp", type=int, default=None)
     r.add_argument("--ep", type=int, default=None)
     r.add_argument("--a2a", default=None)
-    r.add_argument("--nproc", type=int, default=1, help="run over N CPU processes (gloo), tp/ep across them")
+    r.add_argument("--nproc", type=_positive, default=1, help="run over N CPU processes (gloo), tp/ep across them")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--repeat", type=int, default=3, help="timed forwards after one warm-up")
+    r.add_argument("--repeat", type=_positive, default=3, help="timed forwards after one warm-up")
     r.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
     r.add_argument("--rules", action="append", default=[], metavar="DIR")
+    r.add_argument("--json", action="store_true", help="with --nproc: print the result as JSON")
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("schemas", help="check (default) or --write the JSON Schemas")
     s.add_argument("--write", action="store_true")
@@ -201,8 +235,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``moe-select`` console script."""
+    if argv is None:  # the console script: a closed pipe (| head) ends quietly
+        import signal
+
+        if hasattr(signal, "SIGPIPE"):
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)

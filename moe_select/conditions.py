@@ -9,7 +9,7 @@ Quantities are exact fractions, so an uneven split is visible instead of being r
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Literal, Mapping, Union
+from typing import Any, Literal, Mapping, Sequence, Union
 
 from pydantic import Field, model_validator
 
@@ -188,8 +188,10 @@ def facts_of(*, arch: str, quant: str, a2a: str, deepep_mode: str | None, activa
     }
 
 
-def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64) -> str | None:
-    """Suggest tp/ep values that satisfy ``constraint`` with everything else unchanged.
+def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64,
+                   also: Sequence[Constraint] = ()) -> str | None:
+    """Suggest tp/ep values that satisfy ``constraint`` (and every constraint in ``also``, e.g. the
+    rules every runner obeys) with everything else unchanged.
 
     Returns e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``, or None when nothing helps.
     """
@@ -199,7 +201,7 @@ def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int
                           activation=f["activation"], routing=f["routing"], cuda_graph=f["cuda_graph"], tp=tp, ep=ep,
                           num_experts=f["num_experts"], top_k=f["top_k"], hidden_size=f["hidden_size"],
                           moe_intermediate_size=f["moe_intermediate_size"]))
-        return tp % ep == 0 and (not constraint.applies(f) or constraint.violation(f) is None)
+        return tp % ep == 0 and all(not c.applies(f) or c.violation(f) is None for c in (constraint, *also))
 
     tp, ep = facts["tp"], facts["ep"]
     eps = [e for e in range(1, tp + 1) if tp % e == 0 and e != ep and ok(tp, e)]
@@ -209,4 +211,9 @@ def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int
         parts.append(f"ep in {{{', '.join(map(str, eps))}}} (tp {tp})" if len(eps) > 1 else f"set ep: {eps[0]} (tp {tp})")
     if tps:
         parts.append(f"tp in {{{', '.join(map(str, tps[:8]))}{', ...' if len(tps) > 8 else ''}}} (ep {ep})")
+    if not parts:  # no single change helps: the nearest (tp, ep) pairs that do
+        pairs = sorted(((t, e) for t in range(1, max_tp + 1) for e in range(1, t + 1) if t % e == 0 and ok(t, e)),
+                       key=lambda p: (abs(p[0] - tp), p[0], abs(p[1] - ep)))[:4]
+        if pairs:
+            parts.append("(tp, ep) in {" + ", ".join(f"({t}, {e})" for t, e in pairs) + "}")
     return ", or ".join(parts) or None

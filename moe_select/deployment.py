@@ -158,7 +158,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     issues: list[Issue] = []
 
     def here(field: str) -> str:
-        return dep.where(field)
+        return dep.source_of(field) or dep.where(field)
 
     def bad(field: str, msg: str) -> None:
         line = dep._lines.get(field, dep._line)
@@ -195,8 +195,9 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         bad("model_config", "give model (shape) or model_config, not both")
     elif dep.model is not None:
         model = dep.model.model_dump(exclude_none=True)
+        given = dep._sources.get("model")
         for k in model:
-            prov[f"model.{k}"] = dep.model.where(k) if k in dep.model._lines else "default"
+            prov[f"model.{k}"] = dep.model.source_of(k) or (given if given and k in dep.model.model_fields_set else "default")
     elif dep.model_config_path is not None:
         p = Path(dep.model_config_path)
         if not p.is_absolute() and base_dir is not None:
@@ -240,7 +241,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     elif deepep_mode is not None:
         prov["deepep_mode"] = here("deepep_mode")
     for k in ("tp", "ep", "a2a", "runner", "require_adapter"):
-        prov[k] = here(k) if k in dep._lines else "default"
+        prov[k] = dep.source_of(k) or "default"
 
     cuda_graph = dep.cuda_graph
     if cuda_graph is None and deepep_mode == "normal":

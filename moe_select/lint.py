@@ -90,35 +90,41 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
     return out
 
 
-def _check_file(path: Path) -> None:
+def _kind(path: Path) -> str:
+    """``rules``, ``capability`` (validated, returns nothing) for one file; raises InputError."""
     data = load_file(path)
     if not isinstance(data, MarkedDict):
-        raise InputError(Issue(str(path), 0, "", "the file must hold a mapping"))
+        raise InputError(Issue(str(path), getattr(data, "line", 0), "", "the file must hold a mapping"))
     model = (RuleFile if "rules" in data else RunnerCapability if "runner" in data else A2ACapability if "a2a" in data
              else CommonFacts if "constraints" in data else None)
     if model is None:
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "not a rule file (rules:) or capability file "
                                "(runner:, a2a:, constraints:)"))
     validate(model, data, str(path))
+    return "rules" if model is RuleFile else "capability"
 
 
-def check(paths: Iterable[str | Path] = ()) -> tuple[list[Finding], Catalog]:
-    """Validate ``paths`` (rule files or directories; capability files are validated alone) together with
-    the bundled files, then lint. Raises :class:`InputError` for files that do not load."""
+def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[list[Finding], Catalog]:
+    """Validate ``paths`` (files, or directories of ``*.yaml``/``*.yml``/``*.json``) with the bundled files,
+    then lint. Rule files join the catalog (as ``--rules`` would); capability files are validated on
+    their own. ``$MOE_SELECT_RULES`` is included when ``use_env``, as ``explain`` does. Raises
+    :class:`InputError` for files that do not load."""
+    from .catalog import RULE_GLOBS
+
     rule_paths: list[Path] = []
     issues: list[Issue] = []
     for p in map(Path, paths):
-        if p.is_file():
+        if not p.exists():
+            issues.append(Issue(str(p), 0, "", "no such file or directory"))
+            continue
+        files = sorted(f for g in RULE_GLOBS for f in p.glob(g)) if p.is_dir() else [p]
+        for f in files:
             try:
-                _check_file(p)
+                if _kind(f) == "rules":
+                    rule_paths.append(f)
             except InputError as exc:
                 issues += exc.issues
-                continue
-            if "rules" in load_file(p):
-                rule_paths.append(p)
-        else:
-            rule_paths.append(p)
     if issues:
         raise InputError(issues)
-    catalog = load_catalog(rule_paths, use_env=False)
+    catalog = load_catalog(rule_paths, use_env=use_env)
     return lint_catalog(catalog), catalog

@@ -20,6 +20,7 @@ class Located(BaseModel):
     _file: str = PrivateAttr("<input>")
     _line: int = PrivateAttr(0)
     _lines: dict = PrivateAttr(default_factory=dict)
+    _sources: dict = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -27,10 +28,22 @@ class Located(BaseModel):
         obj = handler(data)
         if isinstance(data, MarkedDict) and isinstance(obj, Located):
             obj._file, obj._line, obj._lines = data.file, data.line, dict(data.key_lines)
+            obj._sources = dict(getattr(data, "key_sources", {}))
         return obj
+
+    def source_of(self, field: str) -> str | None:
+        """Where ``field`` was given: ``file:line``, a recorded source (e.g. ``command line (--tp)``),
+        or None when it was not given (a default)."""
+        if field in self._sources:
+            return self._sources[field]
+        if field in self._lines:
+            return self.where(field)
+        return None
 
     def where(self, field: str | None = None) -> str:
         """``file:line`` of this object, or of the key ``field`` inside it when given and known."""
+        if field and field in self._sources:
+            return self._sources[field]
         line = self._lines.get(field, self._line) if field else self._line
         return f"{self._file}:{line}" if line else self._file
 

@@ -39,6 +39,9 @@ class MoeRunner:
         self.dispatcher = dispatcher
         self.device = torch.device(device)
         self._check = True
+        #: Also check that every top-k id is in [-1, num_experts). On by default on the CPU; off on GPUs,
+        #: where it costs a host synchronisation (and breaks CUDA-graph capture): turn it on to debug.
+        self.check_ids = self.device.type == "cpu"
 
     @property
     def name(self) -> str:
@@ -63,7 +66,10 @@ class MoeRunner:
                                        f"(E={s.num_experts}, ep={s.ep}, I per rank={s.intermediate_size}), got {list(t.shape)}")
             if t.device != self.device and not (t.device.type == self.device.type and self.device.index is None):
                 raise RunnerInputError(f"{name} is on {t.device}; this runner runs on {self.device}")
-        return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
+        try:
+            return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
+        except TypeError as exc:  # an unexpected keyword: say which scales this format takes
+            raise RunnerInputError(f"prepare_weights for {s.quant} ({self.plan.runner}): {exc}") from None
 
     def run(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
             weights: PreparedWeights) -> torch.Tensor:
@@ -93,6 +99,11 @@ class MoeRunner:
                                        f"({topk_weights.device}) must all be on {self.device}")
             if not isinstance(weights, PreparedWeights) or weights.owner is not self:
                 raise RunnerInputError("weights must come from this runner's prepare_weights")
+            if self.check_ids and topk_ids.numel():
+                lo, hi = int(topk_ids.min()), int(topk_ids.max())
+                if lo < -1 or hi >= s.num_experts:
+                    raise RunnerInputError(f"topk_ids must be global expert ids in [0, {s.num_experts}) or -1 (skipped); "
+                                           f"got values in [{lo}, {hi}]")
         return self.dispatcher.run(self.core, hidden_states, topk_ids, topk_weights, weights.data)
 
     def __repr__(self) -> str:

@@ -35,8 +35,10 @@ def _arch_label(u: Understood) -> str:
     return f"{u.arch} ({u.gpu})" if u.gpu else u.arch
 
 
-def _constraint_reasons(cons: Iterable[Constraint], facts: dict[str, Any], owner: str, backend: str) -> list[Reason]:
+def _constraint_reasons(cons: Iterable[Constraint], facts: dict[str, Any], owner: str, backend: str,
+                        common: Iterable[Constraint] = ()) -> list[Reason]:
     out = []
+    common = list(common)
     for c in cons:
         if not c.applies(facts):
             continue
@@ -45,7 +47,7 @@ def _constraint_reasons(cons: Iterable[Constraint], facts: dict[str, Any], owner
             continue
         why = f" ({c.why})" if c.why else ""
         cond = f" (when {c.when.describe()})" if c.when else ""
-        fix = parallel_fixes(c, facts) if c.field in ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank",
+        fix = parallel_fixes(c, facts, also=common) if c.field in ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank",
                                                         "intermediate_per_rank", "moe_intermediate_size") else None
         out.append(Reason(code=c.code, detail=f"{owner}{cond}: {v}{why}", source=c.where(), fix=fix, backend=backend))
     return out
@@ -73,14 +75,14 @@ def _package_reasons(pkgs: Iterable[Package], env: Environment, facts: dict[str,
 
 
 def _a2a_reasons(a2a: A2ACapability, u: Understood, env: Environment, facts: dict[str, Any],
-                 needs: list[PackageNeed]) -> list[Reason]:
+                 needs: list[PackageNeed], common: Iterable[Constraint] = ()) -> list[Reason]:
     """Deployment-level reasons of the all-to-all backend (they apply to every candidate)."""
     owner = f"a2a {a2a.a2a}"
     out: list[Reason] = []
     if u.arch not in a2a.archs.values:
         out.append(Reason(code="a2a_unsupported", detail=f"{owner} runs on {', '.join(a2a.archs.values)}; this deployment is {_arch_label(u)}",
                           source=a2a.archs.where(), fix="a2a: none"))
-    out += _constraint_reasons(a2a.constraints, facts, owner, None)  # type: ignore[arg-type]
+    out += _constraint_reasons(a2a.constraints, facts, owner, None, common)  # type: ignore[arg-type]
     out += _package_reasons(a2a.packages, env, facts, owner, None, needs)  # type: ignore[arg-type]
     if u.cuda_graph:
         modes = DEEPEP_MODES_OF.get(u.deepep_mode or "", ())
@@ -93,6 +95,15 @@ def _a2a_reasons(a2a: A2ACapability, u: Understood, env: Environment, facts: dic
             out.append(Reason(code="cuda_graph_unsupported", detail=f"{owner} cannot be captured in a CUDA graph",
                               source=a2a.cuda_graph.where(), fix="cuda_graph: false"))
     return out
+
+
+def _mode_fix(modes: list[str], cuda_graph: bool, deepep: A2ACapability | None) -> str | None:
+    """``deepep_mode: X`` for a runner that accepts one mode, with ``cuda_graph: false`` when X cannot be captured."""
+    if len(modes) != 1:
+        return None
+    mode = modes[0]
+    capturable = deepep is None or mode not in deepep.modes or deepep.modes[mode].cuda_graph
+    return f"deepep_mode: {mode}" + ("" if capturable or not cuda_graph else " and cuda_graph: false")
 
 
 def check_runner(cap: RunnerCapability, u: Understood, env: Environment, facts: dict[str, Any],
@@ -131,8 +142,8 @@ def check_runner(cap: RunnerCapability, u: Understood, env: Environment, facts: 
             have = ", ".join(cap.a2a.deepep_modes) or "no mode"
             out.append(Reason(code="a2a_unsupported", detail=f"{name} accepts DeepEP {have}; deepep_mode {u.deepep_mode} "
                               f"also uses {', '.join(missing)}", source=cap.a2a.where(),
-                              fix=(f"deepep_mode: {cap.a2a.deepep_modes[0]}" if len(cap.a2a.deepep_modes) == 1 else None), backend=name))
-    out += _constraint_reasons(cap.constraints, facts, name, name)
+                              fix=_mode_fix(cap.a2a.deepep_modes, u.cuda_graph, catalog.a2a.get("deepep")), backend=name))
+    out += _constraint_reasons(cap.constraints, facts, name, name, catalog.common.constraints)
     out += _package_reasons(cap.packages, env, facts, name, name, needs)
     prebuilt = cap.jit is not None and env.flashinfer_prebuilt is True
     for t in cap.toolchain:
@@ -156,7 +167,8 @@ def check_runner(cap: RunnerCapability, u: Understood, env: Environment, facts: 
 
 
 def _common_reasons(catalog: Catalog, facts: dict[str, Any]) -> list[Reason]:
-    return _constraint_reasons(catalog.common.constraints, facts, "every runner", None)  # type: ignore[arg-type]
+    return _constraint_reasons(catalog.common.constraints, facts, "every runner", None,  # type: ignore[arg-type]
+                               catalog.common.constraints)
 
 
 def explain(deployment: Deployment | str | Path | dict, *, catalog: Catalog | None = None,
@@ -226,7 +238,7 @@ def _select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     if a2a_cap is None:
         base.append(Reason(code="a2a_unsupported", detail=f"no capability file for a2a {u.a2a}", source="backends/a2a/"))
     else:
-        base += _a2a_reasons(a2a_cap, u, env, facts, base_needs)
+        base += _a2a_reasons(a2a_cap, u, env, facts, base_needs, catalog.common.constraints)
     matching = [r for r in catalog.rules if r.when.matches(facts)]
     disabled: dict[str, list] = {}
     for r in matching:

@@ -8,6 +8,7 @@ through the same loader, so their errors carry lines too.
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from pathlib import Path
 from typing import Any, Iterable
@@ -27,6 +28,7 @@ class MarkedDict(dict):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.key_lines: dict[Any, int] = {}
+        self.key_sources: dict[Any, str] = {}  # keys given elsewhere than the file (e.g. CLI flags)
 
 
 class MarkedList(list):
@@ -76,6 +78,14 @@ def _construct_sequence(loader: _MarkedLoader, node: yaml.SequenceNode) -> Marke
     return out
 
 
+# YAML 1.1 reads `yes`/`on` as true and `0x8`, `1_000`, `1:30` as integers; YAML 1.2 (and JSON) do not.
+# Keep only the 1.2 forms, so such values stay strings and the models refuse them instead of coercing.
+_MarkedLoader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _first, _resolvers in _MarkedLoader.yaml_implicit_resolvers.items():
+    _MarkedLoader.yaml_implicit_resolvers[_first] = [
+        (tag, regexp) for tag, regexp in _resolvers if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")]
+_MarkedLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_MarkedLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
 _MarkedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _MarkedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
@@ -160,7 +170,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return keys
 
 
-def _field_path(loc: tuple[Any, ...], data: Any) -> str:
+def _field_path(loc: tuple[Any, ...], data: Any, kind: str = "missing") -> str:
     """Dotted field path of ``loc`` in ``data``, without pydantic's union/validator tags."""
     parts: list[str] = []
     cur = data
@@ -171,7 +181,7 @@ def _field_path(loc: tuple[Any, ...], data: Any) -> str:
         elif isinstance(cur, list) and isinstance(part, int):
             parts.append(f"[{part}]")
             cur = cur[part] if 0 <= part < len(cur) else None
-        elif i == len(loc) - 1 and isinstance(cur, dict):
+        elif i == len(loc) - 1 and isinstance(cur, dict) and kind in ("missing", "extra_forbidden"):
             parts.append(str(part))  # a missing or unknown key
         # anything else is a union/validator tag (e.g. "literal['a','b']", "IntRange"): not a field
     return ".".join(parts).replace(".[", "[")
@@ -191,8 +201,14 @@ def validation_issues(exc: ValidationError, data: Any, file: str, model: type[Ba
     for err in exc.errors(include_url=False):
         loc = tuple(err.get("loc", ()))
         line = line_of(data, loc) or getattr(data, "line", 0)
-        field = _field_path(loc, data) or ".".join(str(p) for p in loc if isinstance(p, (str, int)))
+        field = _field_path(loc, data, str(err.get("type"))) or ".".join(str(p) for p in loc if isinstance(p, (str, int)))
         grouped.setdefault((line, field), []).append(err)
+    # A union such as `list[int] | {min, max, multiple_of}` reports one error per branch; when the value
+    # went into one branch (an error deeper inside it), the other branch's "not a list" is noise.
+    for key in list(grouped):
+        deeper = any(f.startswith(key[1] + ".") or f.startswith(key[1] + "[") for _, f in grouped if f != key[1])
+        if deeper and all(str(e.get("type", "")).endswith("_type") for e in grouped[key]):
+            del grouped[key]
     issues: list[Issue] = []
     where = getattr(data, "file", file) or file
     for (line, field), errs in grouped.items():

@@ -120,3 +120,20 @@ def test_run_refuses_what_does_not_fit_in_memory(capsys):
 def test_python_dash_m_and_console_script():
     p = subprocess.run([sys.executable, "-m", "moe_select", "check"], capture_output=True, text=True)
     assert p.returncode == 0 and "0 finding(s)" in p.stdout
+
+
+def test_run_argument_errors_exit_2(capsys):
+    cfg = str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct")
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--model-config", cfg, "--tokens", "0"])
+    assert exc.value.code == 2
+    assert main(["run", "--model-config", cfg, "--nproc", "3", "--tp", "2"]) == 2
+    assert main(["run", "--model-config", cfg, "--device", "cuda"]) == (2 if not __import__("torch").cuda.is_available() else 0)
+
+
+def test_run_nproc_text(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--nproc", "2", "--ep", "2",
+               "--a2a", "torch", "--tokens", "4"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "2 processes (gloo), tp 2, ep 2, a2a torch" in out and "OK" in out

@@ -144,3 +144,57 @@ def test_capability_file_errors(tmp_path):
     msg = error_of(load_catalog, backends_dir=tmp_path / "backends", use_env=False)
     assert "backends/marlin.yaml:" in msg and "support[0].formats[1]: 'mxfp5' is not one of" in msg
     assert "did you mean 'mxfp" in msg and "unknown runner 'marlin'" not in msg
+
+
+# --- found by a fresh user trying to break it -------------------------------------------------
+
+def test_huge_tp_is_refused_not_enumerated(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "tp: 99999999999999999999999\n")
+    assert f"{f}:4: tp: Input should be less than or equal to 4096" in error_of(load_deployment, f)
+
+
+def test_yaml_1_1_coercions_are_refused(tmp_path):
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "tp: 0x8\ncuda_graph: yes\n")
+    msg = error_of(load_deployment, f)
+    assert f"{f}:4: tp:" in msg and f"{f}:5: cuda_graph:" in msg
+
+
+def test_package_versions_and_names_are_checked(tmp_path):
+    msg = error_of(load_deployment, dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "packages: {flashinfer-python: banana}\n"))
+    assert "'banana' is not a version" in msg
+    msg = error_of(moe_select.explain, dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "packages: {deepgemm: '1.0'}\n"))
+    assert "packages.deepgemm: unknown package 'deepgemm' (did you mean 'deep-gemm'?)" in msg
+
+
+def test_declared_facts_with_arch_auto_are_refused(tmp_path):
+    msg = error_of(moe_select.explain, dep_file(tmp_path, "arch: auto\nquant: bf16\n" + SHAPE + "nvcc: '11.0'\n"))
+    assert f"{tmp_path / 'd.yaml'}:4: nvcc: nvcc declares a fact of another machine, but arch is auto" in msg
+
+
+def test_explain_of_a_wrong_type_is_an_input_error():
+    assert "a deployment is a Deployment, a file path or a dict, not list" in error_of(moe_select.explain, [1])
+
+
+def test_union_branches_give_one_message(tmp_path):
+    (tmp_path / "r.yaml").write_text("schema_version: 1\nrules:\n  - id: a\n    when: {tp: {multiple_of: 0}}\n    prefer: [triton]\n")
+    msg = error_of(load_catalog, [tmp_path], use_env=False)
+    assert "rules[0].when.tp.multiple_of: Input should be greater than 0" in msg and "valid list" not in msg
+
+
+def test_config_json_errors(tmp_path):
+    from moe_select.model_config import read_model_config
+
+    (tmp_path / "config.json").write_text("model_type: qwen3_moe\n")
+    assert "config.json:1: not valid JSON" in error_of(read_model_config, tmp_path)
+    assert "not a regular file or a folder" in error_of(read_model_config, "/dev/null")
+
+
+def test_flag_provenance(capsys, tmp_path):
+    from moe_select.cli import main
+
+    f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "tp: 8\n")
+    assert main(["explain", "-d", str(f), "--ep", "8", "--json"]) == 0
+    import json
+
+    prov = json.loads(capsys.readouterr().out)["deployment"]["provenance"]
+    assert prov["tp"] == f"{f}:4" and prov["ep"] == "command line (--ep)" and prov["arch"].startswith(f"{f}:1")

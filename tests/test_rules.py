@@ -104,3 +104,12 @@ def test_check_validates_capability_files(tmp_path, capsys):
     assert main(["check", str(f)]) == 2
     err = capsys.readouterr().err
     assert "support" in err and "activations" in err
+
+
+def test_check_a_capability_directory_and_json_rules(tmp_path):
+    from moe_select.catalog import bundled_dirs
+
+    assert main(["check", str(bundled_dirs()[0])]) == 0
+    (tmp_path / "a.json").write_text('{"schema_version": 1, "rules": [{"id": "j", "prefer": ["triton"]}]}')
+    _, cat = check([tmp_path])
+    assert str(tmp_path / "a.json") in cat.rule_files and cat.rules[0].id == "j"

@@ -149,3 +149,20 @@ def test_weights_shape_and_owner_are_checked():
     other = make_runner(spec).prepare_weights(w13, w2)
     with pytest.raises(RunnerInputError, match="this runner's prepare_weights"):
         r.run(x, ids, wts, other)
+
+
+def test_ids_outside_the_experts_are_refused_on_cpu():
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=16, intermediate_size=8)
+    x, ids, wts, w13, w2 = inputs(spec, 6, seed=2)
+    r = make_runner(spec)
+    weights = r.prepare_weights(w13, w2)
+    for bad in (ids + 100, ids - 100):
+        with pytest.raises(RunnerInputError, match=r"global expert ids in \[0, 4\) or -1"):
+            r.run(x, bad, wts, weights)
+
+
+def test_unknown_scale_keyword_is_a_runner_input_error():
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=16, intermediate_size=8)
+    _, _, _, w13, w2 = inputs(spec, 1, seed=2)
+    with pytest.raises(RunnerInputError, match="foo"):
+        make_runner(spec).prepare_weights(w13, w2, foo=torch.ones(1))
