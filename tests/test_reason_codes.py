@@ -78,7 +78,7 @@ def test_deepep_needs_ep():
 def test_experts_not_divisible_with_fix():
     r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 6, "ep": 3}, "experts_not_divisible")
     assert "256" in r.detail and r.source.startswith("backends/common.yaml:")
-    assert r.fix and "ep in {1, 2}" in r.fix
+    assert r.fix == "(tp, ep) in {(4, 2), (4, 4), (4, 1), (8, 2)}"  # no single change works: 2048 / 6 is uneven
 
 
 def test_shape_unaligned_with_fix():
