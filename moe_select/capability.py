@@ -118,6 +118,14 @@ class JitFact(Located):
     source: str = Field(min_length=1)
 
 
+class AdapterFormats(Located):
+    """The formats this install's adapter module implements, when fewer than the runner runs: for the
+    other formats of ``support`` the runner is plan-only here (an engine brings its own implementation)."""
+
+    values: list[Quant] = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
 class RunnerCapability(Located):
     """Facts of one runner (``backends/<runner>.yaml``)."""
 
@@ -126,6 +134,7 @@ class RunnerCapability(Located):
     summary: str
     source: str = Field(min_length=1)
     module: str | None = None
+    adapter_formats: AdapterFormats | None = None
     registers: list[A2A] = []
     weight_layout: WeightLayout | None = None
     support: list[Support] = Field(min_length=1)
@@ -148,7 +157,20 @@ class RunnerCapability(Located):
         bad = [a for a in self.registers if a not in self.a2a.values]
         if bad:
             raise ValueError(f"registers names a2a backends the runner does not accept: {bad}")
+        if self.adapter_formats is not None:
+            if self.module is None:
+                raise ValueError("adapter_formats needs a module")
+            runs = {f for s in self.support for f in s.formats}
+            extra = [f for f in self.adapter_formats.values if f not in runs]
+            if extra:
+                raise ValueError(f"adapter_formats names formats the runner does not run: {extra}")
         return self
+
+    def implements(self, quant: str) -> bool:
+        """True when this install's adapter module implements ``quant`` (False without a module)."""
+        if self.module is None:
+            return False
+        return self.adapter_formats is None or quant in self.adapter_formats.values
 
     def formats_on(self, arch: str) -> list[str]:
         """Formats this runner runs on ``arch`` (may be empty)."""

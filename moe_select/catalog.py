@@ -48,11 +48,12 @@ class Catalog:
     rule_files: list[str] = field(default_factory=list)
     overridden: dict[str, str] = field(default_factory=dict)  # rule id -> the bundled location replaced
 
-    def adapter(self, runner: str) -> str | None:
-        """The module that implements ``runner`` here: its capability file's ``module``, else a plugin
-        registered under the ``moe_select.adapters`` entry-point group, else None (plan-only)."""
+    def adapter(self, runner: str, quant: str | None = None) -> str | None:
+        """The module that implements ``runner`` (for ``quant``, when given) here: its capability file's
+        ``module`` (unless ``adapter_formats`` leaves ``quant`` out), else a plugin registered under the
+        ``moe_select.adapters`` entry-point group, else None (plan-only)."""
         cap = self.runners[runner]
-        if cap.module:
+        if cap.module and (quant is None or cap.implements(quant)):
             return cap.module
         return plugin_adapters().get(runner)
 

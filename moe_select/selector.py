@@ -160,9 +160,14 @@ def check_runner(cap: RunnerCapability, u: Understood, env: Environment, facts: 
     if u.cuda_graph and not cap.cuda_graph.supported:
         out.append(Reason(code="cuda_graph_unsupported", detail=f"{name} cannot be captured in a CUDA graph",
                           source=cap.cuda_graph.where(), fix="cuda_graph: false (SGLang: --disable-cuda-graph)", backend=name))
-    if u.require_adapter and catalog.adapter(name) is None:
-        out.append(Reason(code="no_adapter", detail=f"{name} has no adapter in this install (plan-only: an engine must bring "
-                          "its own implementation)", source=cap.where("module"), backend=name))
+    if u.require_adapter and catalog.adapter(name, u.quant) is None:
+        if cap.module is not None and cap.adapter_formats is not None:
+            out.append(Reason(code="no_adapter", detail=f"{name}'s adapter in this install implements "
+                              f"{', '.join(cap.adapter_formats.values)}; {u.quant} is plan-only here",
+                              source=cap.adapter_formats.where(), backend=name))
+        else:
+            out.append(Reason(code="no_adapter", detail=f"{name} has no adapter in this install (plan-only: an engine must "
+                              "bring its own implementation)", source=cap.where("module"), backend=name))
     return out
 
 
@@ -265,7 +270,7 @@ def _select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         pref = preferred.get(name)
         candidates[name] = Candidate(backend=name, eligible=not reasons, reasons=reasons, notes=notes,
                                      preferred_by=f"{pref.id} ({pref.where()})" if pref else None,
-                                     adapter=catalog.adapter(name))
+                                     adapter=catalog.adapter(name, u.quant))
         needs_of[name] = base_needs + needs
 
     ranked = [candidates[n] for n, _ in order] + [c for n, c in candidates.items() if n not in preferred]
@@ -310,7 +315,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     a2a_cap = catalog.a2a.get(u.a2a)
     files = dict(sorted(catalog.files.items()))
     return Plan(
-        runner=cap.runner, module=catalog.adapter(cap.runner), registers=list(cap.registers), a2a=u.a2a,
+        runner=cap.runner, module=catalog.adapter(cap.runner, u.quant), registers=list(cap.registers), a2a=u.a2a,
         a2a_module=a2a_cap.module if a2a_cap else None, deepep_mode=u.deepep_mode, arch=u.arch, gpu=u.gpu,
         quant=u.quant, activation_precision=act,
         weight_layout={"w13": cap.weight_layout.w13, "w2": cap.weight_layout.w2} if cap.weight_layout else None,
