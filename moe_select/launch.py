@@ -205,7 +205,6 @@ def reference(model: dict, quant: str, moe_tp: int, seed: int, x: Any, ids: Any,
 def worker(rank: int, size: int, cfg: dict) -> dict:
     """One rank of :func:`run_distributed` (run by :func:`spawn`): resolve with the group, build the
     shard, run the forward; returns timings, the shard's bounds and ``out`` (this rank's output rows)."""
-    import torch
     import torch.distributed as dist
 
     from .parallel import all_reduce, set_tokens

@@ -25,7 +25,7 @@ from .environment import Environment, detect
 from .errors import InputError, ResolveError
 from .report import Plan, Reason
 from .versions import satisfies
-from .yamlio import MarkedDict, load_file, validate
+from .yamlio import load_file
 
 _lock = threading.RLock()
 
@@ -260,7 +260,6 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
             agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s, environment=env)
         if reasons:
             raise ResolveError(reasons, rank=rank)
-        import torch
 
         from .layer import LayerSpec
         from .runner import MoeRunner

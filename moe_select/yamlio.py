@@ -60,7 +60,7 @@ def _construct_mapping(loader: _MarkedLoader, node: yaml.MappingNode) -> MarkedD
         try:
             hash(key)
         except TypeError:
-            raise InputError(Issue(loader.filename, key_node.start_mark.line + 1, "", "a mapping key must be a scalar"))
+            raise InputError(Issue(loader.filename, key_node.start_mark.line + 1, "", "a mapping key must be a scalar")) from None
         if key in out:
             raise InputError(
                 Issue(loader.filename, key_node.start_mark.line + 1, str(key),

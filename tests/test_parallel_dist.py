@@ -2,7 +2,6 @@
 refuses, naming ranks and fields; a rank that never arrives makes the others fail within the timeout."""
 from __future__ import annotations
 
-import json
 import os
 import time
 

@@ -160,7 +160,6 @@ def test_sources_point_at_real_lines():
     assert report.reasons
     for r in report.reasons:
         path, line = r.source.rsplit(":", 1)
-        base = bdir.parent if path.startswith("backends/") else rdir.parent
         f = (bdir / path.removeprefix("backends/")) if path.startswith("backends/") else (rdir / path.removeprefix("rules/"))
         lines = f.read_text().splitlines()
         assert 1 <= int(line) <= len(lines) and lines[int(line) - 1].strip(), r

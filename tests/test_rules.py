@@ -1,7 +1,6 @@
 """Operator rules: override by id, add in front, environment variable; `moe-select check` lint."""
 from __future__ import annotations
 
-import pytest
 
 import moe_select
 from moe_select.catalog import load_catalog
