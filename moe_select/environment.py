@@ -169,4 +169,4 @@ def detect(packages: Iterable[tuple[str, str | None]], *, arch: tuple[str, str |
     prov = {"arch": "detected (torch.cuda)" if arch else "detected (nvidia-smi)", "packages": "detected (importlib.metadata)",
             "nvcc": "detected (nvcc --version)", "flashinfer_prebuilt": "detected (flashinfer-jit-cache installed?)"}
     return Environment(detected=True, arch=a, gpu=gpu, packages=pk, nvcc=detect_nvcc() if need_nvcc else None,
-                       flashinfer_prebuilt=detect_flashinfer_prebuilt(), provenance=prov)
+                       flashinfer_prebuilt=detect_flashinfer_prebuilt(a), provenance=prov)
