@@ -175,7 +175,12 @@ def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
     reg = getattr(mod, "register", None)
     if not callable(reg):
         return [Reason(code="no_adapter", detail=f"{what} module {module} has no register(registry) function", source=module)]
-    reg(registry)
+    from .registry import RegistrationError
+
+    try:
+        reg(registry)
+    except RegistrationError as exc:
+        return [Reason(code="no_adapter", detail=f"{what} module {module} could not register: {exc}", source=module)]
     registry.loaded_modules.add(module)
     return []
 
