@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -52,23 +51,16 @@ def test_relative_model_config_resolves_against_the_deployment_file(tmp_path, ca
     assert rc == 0 and out["deployment"]["quant"] == "fp8_block"
 
 
-def test_explain_imports_no_torch_and_answers_fast(tmp_path):
+def test_explain_imports_no_torch(tmp_path):
+    """The planning path stays light. (Its latency is measured by benchmarks/explain_latency.py, not
+    asserted here.)"""
     f = tmp_path / "d.yaml"
-    case = CASE_LIST[0]["deployment"]
-    f.write_text(yaml.safe_dump(case))
+    f.write_text(yaml.safe_dump(CASE_LIST[0]["deployment"]))
     code = (
-        "import sys, time; t = time.perf_counter(); from moe_select.cli import main; "
+        "import sys; from moe_select.cli import main; "
         f"rc = main(['explain', '--deployment', {str(f)!r}, '--json']); "
-        "el = time.perf_counter() - t; "
-        "assert 'torch' not in sys.modules, 'explain imported torch'; "
-        "print('ELAPSED', el, file=sys.stderr); sys.exit(rc)"
+        "assert 'torch' not in sys.modules, 'explain imported torch'; sys.exit(rc)"
     )
-    t = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    wall = time.perf_counter() - t
     assert p.returncode == 1, p.stderr  # the first case is a refusal
     assert json.loads(p.stdout)["status"] == "rejected"
-    in_process = float(p.stderr.split("ELAPSED")[1].split()[0])
-    # "well under a second" for the selection itself; the whole interpreter start stays bounded too.
-    assert in_process < 1.0, in_process
-    assert wall < 5.0, wall
