@@ -8,8 +8,12 @@ For the layer shapes of Qwen3-30B-A3B, Qwen3-235B-A22B, DeepSeek-V3, Mixtral-8x7
 renormalised) at 1, 32, 256, 2048 and 8192 tokens, for bf16 and fp8_channel weights:
 
 - runners: those ``moe_select.explain`` finds eligible here (arch auto, ``require_adapter``), built
-  with ``moe_select.resolve``; torch_grouped_mm on FP8 twice, with ``use_fast_accum`` False and True
-  (the latter labelled ``[fast_accum]``). A runner whose first call would JIT-compile (``plan.jit``) is listed
+  with ``moe_select.resolve``. torch_grouped_mm on each of its paths: ``torch_grouped_mm`` is its
+  default (the fused path on CUDA, FP8 with ``use_fast_accum``), ``[unfused]`` the same core on its
+  eager path, and on FP8 also ``[exact_accum]`` (fused, ``use_fast_accum=False``); each row records
+  the path that ran, the core's compile and warm-up time (``compile_s``, in ``prepare_weights``) and
+  ``recompiles``: graphs dynamo compiled during that row's measurements (0 expected: sizes are dynamic
+  and warmed up at prepare). A runner whose first call would JIT-compile (``plan.jit``) is listed
   and skipped. torch_native (the slow reference runner) only at <= 32 tokens on layers of <= 1e9 weights.
 - time: median of per-call CUDA-event times (``--reps`` calls, at least 5, after 3 warm-ups), rotating
   over 4 input sets (different tokens and experts, so weights are not served from L2); eager (one
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -171,6 +176,14 @@ def ref_error(name, runner, deq, x, ids, w, out):
     return rel_error(out[:n], ref), n
 
 
+def dynamo_graphs():
+    """Graphs dynamo has compiled in this process so far (None where torch has no dynamo counters)."""
+    try:
+        return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def bench_runner(runner, pw, sets, clock, reps, graph):
     """(eager_us, graph_us or None, graph_equals_eager or None, the eager output of set 0)."""
     run = lambda i: runner.run(*sets[i % SETS], pw)  # noqa: E731
@@ -276,9 +289,15 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new configurations after this")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true", help="tiny shape on the CPU (checks the script)")
-    ap.add_argument("--profile", action="append", default=[], metavar="MODEL:FORMAT:TOKENS",
-                    help="only print torch.profiler's kernel table of torch_grouped_mm's forward on this shape")
+    ap.add_argument("--profile", action="append", default=[], metavar="MODEL:FORMAT:TOKENS[:PATH]",
+                    help="only print torch.profiler's kernel table of torch_grouped_mm's forward on this shape "
+                         "(PATH: fused or eager; default the core's default)")
+    ap.add_argument("--models", default=None, help="comma-separated subset of the layer shapes, run in that order")
+    ap.add_argument("--variants", default="default,unfused,exact_accum",
+                    help="torch_grouped_mm variants to time (comma-separated subset of the default)")
     args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("moe_select").setLevel(logging.INFO)
     if args.profile:
         for spec in args.profile:
             profile_one(*spec.split(":"))
@@ -288,6 +307,10 @@ def main(argv=None):
     if args.smoke:
         MODELS.clear()
         MODELS["smoke"] = (8, 2, 64, 32, "silu")
+    elif args.models:                                   # this subset, in this order
+        keep = {m: MODELS[m] for m in args.models.split(",")}
+        MODELS.clear()
+        MODELS.update(keep)
     clock = Clock(dev)
     ceil = ceilings(dev, clock)
     print(f"machine: {torch.cuda.get_device_name(0) if dev.type == 'cuda' else 'cpu'}, torch {torch.__version__}; "
@@ -337,13 +360,26 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
             result["skipped"].append({"model": name, "quant": quant, "runner": rname, "why": "torch_native kept to layers <= 1e9 weights"})
             continue
         runner = moe_select.resolve(plan, device=dev)
+        t0 = time.perf_counter()
         pw = runner.prepare_weights(w13, w2, **scales)
+        prep_s = time.perf_counter() - t0
+        print(f"{name} {quant}: {runner!r}, prepare_weights {prep_s:.1f} s", flush=True)
         graph = dev.type == "cuda" and catalog.runners[rname].cuda_graph.supported
-        variants = [False, True] if rname == "torch_grouped_mm" and quant.startswith("fp8") else [None]
-        for t, fast in [(t, f) for t in ((1, 8) if args.smoke else TOKENS) for f in variants]:
-            label = rname if fast is None else f"{rname}{'[fast_accum]' if fast else ''}"
-            if fast is not None:
-                runner.core.fast_accum = fast
+        gemm_cache = {}
+        # (label suffix, core path, FP8 use_fast_accum); path None: the core's own default
+        variants = [(None, None, None)]
+        if rname == "torch_grouped_mm":
+            default = runner.core.path
+            variants = [("", default, True), ("[unfused]", "eager", True)]
+            if quant.startswith("fp8"):
+                variants.append(("[exact_accum]", default, False))
+            variants = [v for v in variants if (v[0].strip("[]") or "default") in args.variants.split(",")]
+        for t, (suffix, path, fast) in [(t, v) for t in ((1, 8) if args.smoke else TOKENS) for v in variants]:
+            label = rname if suffix is None else rname + suffix
+            if path is not None:
+                runner.core.set_path(path)
+                if runner.core.fp8:
+                    runner.core.fast_accum = fast
             if rname == "torch_native" and t > 32:
                 continue
             if time.time() - t_start > args.budget_s:
@@ -351,9 +387,15 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
                 continue
             try:
                 sets = [inputs(name, t, dev, seed=100 * t + j) for j in range(SETS)]
+                g0 = dynamo_graphs()
                 eager, gus, same, out0 = bench_runner(runner, pw, sets, clock, args.reps, graph)
+                recompiles = None if g0 is None else dynamo_graphs() - g0
                 err, nref = ref_error(name, runner, deq, *sets[0], out0)
-                gemm = gemm_only_us(runner, pw, sets, clock, args.reps) if rname == "torch_grouped_mm" else None
+                gemm = None
+                if rname == "torch_grouped_mm":          # the same GEMMs on either path: time them once
+                    gkey = (t, runner.core.fp8 and runner.core.fast_accum)
+                    gemm = gemm_cache[gkey] if gkey in gemm_cache else gemm_only_us(runner, pw, sets, clock, args.reps)
+                    gemm_cache[gkey] = gemm
             except Exception as exc:  # noqa: BLE001
                 result["failed"].append({"model": name, "quant": quant, "runner": label, "tokens": t,
                                          "error": f"{type(exc).__name__}: {exc}"[:2000]})
@@ -363,26 +405,29 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
             best = min(v for v in (eager, gus) if v is not None)
             row = {"model": name, "quant": quant, "tokens": t, "runner": label, "eager_us": eager, "graph_us": gus, "gemms_us": gemm,
                    "graph_equals_eager": same, "rel_error": err, "ref_tokens": nref, "tolerance": TOLERANCE[quant],
-                   **roof, "frac_of_floor": roof["floor_us"] / best}
+                   **roof, "frac_of_floor": roof["floor_us"] / best, "path": getattr(runner.core, "path", None),
+                   "compile_s": getattr(runner.core, "compile_s", None), "prepare_s": prep_s, "recompiles": recompiles}
             result["rows"].append(row)
             print(f"{name:16s} {quant:11s} T={t:5d} {label:28s} eager {eager:9.1f} us  graph "
                   f"{gus if gus is None else round(gus, 1)!s:>9} us  floor {roof['floor_us']:8.1f} us "
                   f"({roof['bound']})  frac {row['frac_of_floor']:.2f}  gemms {gemm if gemm is None else round(gemm, 1)}  "
-                  f"err {err:.2e}  same {same}", flush=True)
-            if result["overhead"] is None and rname != "torch_native" and not fast:
+                  f"err {err:.2e}  same {same}  path {row['path']}  recompiles {recompiles}", flush=True)
+            if result["overhead"] is None and rname != "torch_native" and not suffix:
                 result["overhead"] = {"model": name, "quant": quant, "tokens": t, **overhead(runner, sets, pw)}
         del runner, pw
 
 
-def profile_one(name, quant, tokens, rows=14):
+def profile_one(name, quant, tokens, path=None, rows=14):
     """Kernel-by-kernel GPU time of one torch_grouped_mm forward (torch.profiler), to see where the
-    time between the GEMMs and the total goes."""
+    time between the GEMMs and the total goes. ``path``: the core's path (default: its default)."""
     from torch.profiler import ProfilerActivity, profile
 
     dev = torch.device("cuda")
     runner = moe_select.resolve(moe_select.plan(deployment(name, quant, "torch_grouped_mm")), device=dev)
     w13, w2, scales, _ = make_weights(name, quant, dev, seed=1)
     pw = runner.prepare_weights(w13, w2, **scales)
+    if path:
+        runner.core.set_path(path)
     x, ids, w = inputs(name, int(tokens), dev, seed=5)
     for _ in range(3):
         runner.run(x, ids, w, pw)
@@ -391,7 +436,7 @@ def profile_one(name, quant, tokens, rows=14):
         for _ in range(5):
             runner.run(x, ids, w, pw)
         torch.cuda.synchronize()
-    print(f"\n# profile: {name} {quant} T={tokens} (5 forwards; times summed)")
+    print(f"\n# profile: {name} {quant} T={tokens} path={runner.core.path} (5 forwards; times summed)")
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=60))
 
 

@@ -108,5 +108,7 @@ class MoeRunner:
 
     def __repr__(self) -> str:
         s = self.spec
+        path = getattr(self.core, "path", None)  # a core with several implementations says which one runs
         return (f"MoeRunner({self.plan.runner}, a2a={self.plan.a2a}, {s.quant}, E={s.num_experts} (local "
-                f"{s.num_local_experts}), K={s.top_k}, H={s.hidden_size}, I={s.intermediate_size}, device={self.device})")
+                f"{s.num_local_experts}), K={s.top_k}, H={s.hidden_size}, I={s.intermediate_size}, device={self.device}"
+                f"{'' if path is None else f', path={path}'})")

@@ -3,7 +3,9 @@
 Correctness against the float64 reference on fresh random inputs, eager and replayed from a CUDA
 graph (replay must equal eager bit for bit on new inputs copied into the captured buffers), for bf16,
 fp16 (eager; capture is refused), fp8_channel (also with use_fast_accum) and fp8_tensor, with empty experts, all tokens on one
-expert, expert-parallel ranks (ep_rank > 0, some ids on other ranks, a rank with no tokens) and -1 ids.
+expert, expert-parallel ranks (ep_rank > 0, some ids on other ranks, a rank with no tokens) and -1 ids,
+on both paths of the core: ``fused`` (torch.compile, the default on CUDA; it must compile here, and no
+forward after ``prepare_weights`` may compile again) and ``eager``.
 Tolerances (rel_error = max|out - ref| / max|ref|): bf16 3e-2, fp16 5e-3, FP8 1e-1 (moe_select.verify).
 """
 from __future__ import annotations
@@ -29,7 +31,11 @@ def _tgm():
     return torch_grouped_mm
 
 
-def build(spec, seed=0):
+def graphs() -> int:
+    return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+
+
+def build(spec, seed=0, path="fused"):
     g = torch.Generator(device="cuda").manual_seed(seed)
     h, i = spec.hidden_size, spec.intermediate_size
     w13 = torch.randn(spec.num_local_experts, spec.w13_rows, h, device="cuda", generator=g) / h ** 0.5
@@ -37,7 +43,13 @@ def build(spec, seed=0):
     (q13, s13), (q2, s2) = quantize(w13, spec.quant), quantize(w2, spec.quant)
     core = _tgm().TorchGroupedMMCore(spec, "cuda")
     scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
-    return core, core.prepare_weights(q13, q2, **scales), dequantize(q13, s13, spec.quant), dequantize(q2, s2, spec.quant)
+    pw = core.prepare_weights(q13, q2, **scales)
+    if spec.quant == "fp16":
+        assert core.path == "eager"
+    else:
+        assert core.path == "fused", f"the fused path is the default on CUDA: {core!r}"
+        core.set_path(path)
+    return core, pw, dequantize(q13, s13, spec.quant), dequantize(q2, s2, spec.quant)
 
 
 def routing(spec, t, seed, pool=None):
@@ -87,18 +99,21 @@ CASES = {  # name: (E, K, H, I, ep, ep_rank, pool of routed experts or None)
 }
 
 
+@pytest.mark.parametrize("path", ["fused", "eager"])
 @pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_tensor", "fp8_channel/fast_accum"])
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("t", [1, 77, 600])
-def test_eager_and_graph_match_reference(quant, case, t):
+def test_eager_and_graph_match_reference(quant, case, t, path):
     e, k, h, i, ep, rank, pool = CASES[case]
     quant, fast = quant.split("/")[0], quant.endswith("/fast_accum")
     spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, quant=quant, ep=ep, ep_rank=rank)
-    core, pw, d13, d2 = build(spec, seed=t)
+    core, pw, d13, d2 = build(spec, seed=t, path=path)
     core.fast_accum = fast
     x, ids, w = routing(spec, t, seed=t + 1, pool=pool)
+    before = graphs()
     check(spec, core, pw, d13, d2, x, ids, w, core.forward(x, ids, w, pw))
     g, static, out = capture(core, pw, x, ids, w)
+    assert graphs() == before, "a forward after prepare_weights compiled"
     x2, ids2, w2 = routing(spec, t, seed=t + 2, pool=pool)           # fresh inputs into the captured buffers
     for dst, src in zip(static, (x2, ids2, w2)):
         dst.copy_(src)
@@ -109,11 +124,12 @@ def test_eager_and_graph_match_reference(quant, case, t):
     check(spec, core, pw, d13, d2, x2, ids2, w2, out)
 
 
+@pytest.mark.parametrize("path", ["fused", "eager"])
 @pytest.mark.parametrize("activation", ["gelu", "relu2", "swiglu_oai"])
-def test_other_activations(activation):
+def test_other_activations(activation, path):
     spec = LayerSpec(num_experts=16, top_k=4, hidden_size=512, intermediate_size=256, activation=activation,
                      swiglu_limit=7.0 if activation == "swiglu_oai" else None)
-    core, pw, d13, d2 = build(spec, seed=5)
+    core, pw, d13, d2 = build(spec, seed=5, path=path)
     x, ids, w = routing(spec, 300, seed=6)
     x = (x.float() * 3).to(x.dtype)                                   # make the swiglu clamp engage
     check(spec, core, pw, d13, d2, x, ids, w, core.forward(x, ids, w, pw))
@@ -135,3 +151,32 @@ def test_resolved_runner_on_this_gpu_with_verify():
         plan = moe_select.plan({"arch": "auto", "quant": quant, "model": model, "runner": "torch_grouped_mm"})
         runner = moe_select.resolve(plan, registry=Registry(), verify=True)
         assert runner.device.type == "cuda" and runner.name == "torch_grouped_mm"
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel"])
+def test_fused_no_recompile_over_token_counts_modes_and_capture(quant):
+    """After prepare_weights: forwards at many token counts, int64 ids, a [1, K] slice, inference mode
+    and a capture compile nothing (dynamo's graph count stays)."""
+    spec = LayerSpec(num_experts=64, top_k=8, hidden_size=1024, intermediate_size=384, quant=quant, ep=2, ep_rank=1)
+    core, pw, d13, d2 = build(spec, seed=3)
+    assert core.compile_s is not None and "path=fused" in repr(core)
+    before = graphs()
+    for t in (1, 2, 3, 16, 255, 256, 1024, 4099):
+        x, ids, w = routing(spec, t, seed=t)
+        ids_in = ids.long() if t % 2 else ids
+        check(spec, core, pw, d13, d2, x, ids, w, core.forward(x, ids_in, w, pw))
+    x, ids, w = routing(spec, 8, seed=9)
+    check(spec, core, pw, d13, d2, x[3:4], ids[3:4], w[3:4], core.forward(x[3:4], ids[3:4], w[3:4], pw))
+    with torch.inference_mode():
+        x, ids, w = routing(spec, 33, seed=10)
+        core.forward(x, ids, w, pw)
+    capture(core, pw, *routing(spec, 100, seed=11))
+    assert graphs() == before, "a forward after prepare_weights compiled"
+
+
+def test_runner_repr_names_the_path():
+    model = {"num_experts": 16, "top_k": 4, "hidden_size": 256, "moe_intermediate_size": 128, "activation": "silu",
+             "routing": "renormalize"}
+    runner = moe_select.resolve(moe_select.plan({"arch": "auto", "quant": "bf16", "model": model, "runner": "torch_grouped_mm"}))
+    runner.prepare_weights(torch.randn(16, 256, 256, device="cuda").bfloat16(), torch.randn(16, 256, 128, device="cuda").bfloat16())
+    assert repr(runner).endswith("path=fused)") and runner.core.fused_error is None

@@ -9,6 +9,8 @@ FP8 1e-1 (moe_select.verify's, with the measured error printed on failure).
 """
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -164,3 +166,132 @@ def test_register_is_explicit_and_idempotent():
     tgm.register(reg)
     assert reg.pairs() == {("none", "torch_grouped_mm")}
     assert reg.core("torch_grouped_mm", "none") is tgm.TorchGroupedMMCore
+
+
+# --- fused path (torch.compile): on the CPU with the aot_eager backend (dynamo traces the same
+# functions with fullgraph=True and dynamic shapes; Inductor's code generation is exercised on the
+# H200 by tests/test_gpu_runners.py, and on the CPU by the one slow test below) ---------------------
+
+@pytest.fixture
+def aot_eager(monkeypatch):
+    monkeypatch.setattr(tgm, "FUSED_BACKEND", "aot_eager")
+
+
+def _graphs() -> int:
+    return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+
+
+def test_fused_route_equals_route_plan():
+    g = torch.Generator().manual_seed(4)
+    for t, k, e_local, off in [(37, 4, 8, 8), (1, 8, 16, 0), (5, 2, 4, 12), (9, 3, 8, 0)]:
+        ids = torch.randint(-1, 16, (t, k), generator=g)
+        p = tgm.route_plan(ids, e_local, off)
+        order, offs, rows = tgm._route_fused(ids.to(torch.int32), torch.arange(off, off + e_local, dtype=torch.int32))
+        assert torch.equal(offs, p.offs) and torch.equal(rows, p.rows) and torch.equal(order, p.order)
+
+
+def test_cpu_default_is_eager_and_says_so():
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16)
+    core = tgm.TorchGroupedMMCore(spec, "cpu")
+    assert core.path == "eager" and "path=eager" in repr(core)
+    core.prepare_weights(torch.randn(4, 32, 32).bfloat16(), torch.randn(4, 32, 16).bfloat16())
+    assert core.path == "eager" and core.compile_s is None
+    with pytest.raises(RunnerInputError, match="not fp16"):
+        tgm.TorchGroupedMMCore(LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16, quant="fp16"), "cpu",
+                               fused=True)
+    assert tgm.TorchGroupedMMCore(spec, "cpu", fused=False).path == "eager"
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_tensor"])
+@pytest.mark.parametrize("activation", ["silu", "swiglu_oai", "relu2"])
+def test_fused_path_matches_reference_without_recompiles(aot_eager, monkeypatch, quant, activation):
+    monkeypatch.setattr(torch, "_scaled_grouped_mm", fake_scaled_grouped_mm)
+    spec = LayerSpec(num_experts=16, top_k=4, hidden_size=128, intermediate_size=64, quant=quant, ep=2, ep_rank=1,
+                     activation=activation, swiglu_limit=1.5 if activation == "swiglu_oai" else None)
+    _, _, _, w13, w2 = make_inputs(spec, 1, seed=21)
+    (q13, s13), (q2, s2) = quantize(w13, quant), quantize(w2, quant)
+    scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
+    d13, d2 = dequantize(q13, s13, quant), dequantize(q2, s2, quant)
+    core = tgm.TorchGroupedMMCore(spec, "cpu", fused=True)
+    assert core.path == "pending"
+    pw = core.prepare_weights(q13, q2, **scales)
+    assert core.path == "fused" and "path=fused" in repr(core) and core.compile_s is not None
+    eager = tgm.TorchGroupedMMCore(spec, "cpu", fused=False)
+    tol = 3e-2 if quant == "bf16" else 1e-1
+    before = _graphs()
+    for t in (1, 2, 19, 40):
+        x, ids, wts, _, _ = make_inputs(spec, t, seed=30 + t)
+        ids[0, 0] = -1
+        if t > 2:
+            ids[:2] = torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])            # rank 0's experts only
+        out = core.forward(x, ids if t % 2 else ids.to(torch.int64), wts, pw)
+        r = ref(spec, x, ids, wts, d13, d2)
+        assert out.dtype == x.dtype and out.shape == x.shape
+        if r.abs().max() > 0:
+            assert rel_error(out, r) < tol, rel_error(out, r)
+            assert rel_error(out, r) < 2 * rel_error(eager.forward(x, ids, wts, pw), r) + 1e-2
+        else:
+            assert (out == 0).all()
+    with torch.inference_mode():                                         # inference tensors: warmed up too
+        x, ids, wts, _, _ = make_inputs(spec, 7, seed=3)
+        core.forward(x, ids, wts, pw)
+    assert _graphs() == before, "a forward after prepare_weights compiled again"
+    x, ids, wts, _, _ = make_inputs(spec, 0, seed=0)
+    assert core.forward(x, ids, wts, pw).shape == (0, 128)              # no tokens: eager path, no compile
+
+
+def test_set_path_switches_and_runner_repr_names_it(aot_eager):
+    from moe_select.runner import MoeRunner
+
+    spec = LayerSpec(num_experts=8, top_k=2, hidden_size=64, intermediate_size=32)
+    x, ids, wts, w13, w2 = make_inputs(spec, 11, seed=8)
+    core = tgm.TorchGroupedMMCore(spec, "cpu")
+    runner = MoeRunner(type("P", (), {"runner": "torch_grouped_mm", "a2a": "none"})(), spec, core, None, "cpu")
+    pw = core.prepare_weights(w13.bfloat16(), w2.bfloat16())
+    assert core.path == "eager" and repr(runner).endswith("path=eager)")
+    out_eager = core.forward(x, ids, wts, pw)
+    core.set_path("fused")
+    assert core.path == "fused" and repr(runner).endswith("path=fused)")
+    out_fused = core.forward(x, ids, wts, pw)
+    assert rel_error(out_fused, ref(spec, x, ids, wts, w13.bfloat16(), w2.bfloat16())) < 3e-2
+    assert (out_fused.float() - out_eager.float()).abs().max() <= 0.05 * out_eager.float().abs().max()
+    core.set_path("eager")
+    assert torch.equal(core.forward(x, ids, wts, pw), out_eager)
+    with pytest.raises(ValueError):
+        core.set_path("fast")
+
+
+def test_failed_compile_is_reported_not_silent(monkeypatch, caplog):
+    def broken(gm, example_inputs):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(tgm, "FUSED_BACKEND", broken)
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16)
+    w13, w2 = torch.randn(4, 32, 32).bfloat16(), torch.randn(4, 32, 16).bfloat16()
+    with pytest.raises(RunnerInputError, match="fused path did not compile.*no compiler here"):
+        tgm.TorchGroupedMMCore(spec, "cpu", fused=True).prepare_weights(w13, w2)
+    auto = tgm.TorchGroupedMMCore(spec, "cpu")
+    auto.path = "pending"                      # what fused=None gives on CUDA
+    with caplog.at_level("WARNING", logger=tgm.__name__):
+        pw = auto.prepare_weights(w13, w2)
+    assert auto.path == "eager" and "no compiler here" in auto.fused_error and "fused_error=" in repr(auto)
+    assert any("fused path unavailable" in r.getMessage() for r in caplog.records)
+    x, ids, wts, _, _ = make_inputs(spec, 5, seed=1)
+    assert auto.forward(x, ids, wts, pw).shape == (5, 32)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None, reason="Inductor on the CPU needs a C++ compiler")
+def test_fused_path_with_inductor_on_cpu():
+    spec = LayerSpec(num_experts=8, top_k=2, hidden_size=64, intermediate_size=32, ep=2, ep_rank=1)
+    x, ids, wts, w13, w2 = make_inputs(spec, 13, seed=12)
+    ids[1, 0] = -1
+    core = tgm.TorchGroupedMMCore(spec, "cpu", fused=True)
+    pw = core.prepare_weights(w13.bfloat16(), w2.bfloat16())
+    assert core.path == "fused"
+    before = _graphs()
+    for t in (1, 13, 50):
+        x, ids, wts, _, _ = make_inputs(spec, t, seed=40 + t)
+        err = rel_error(core.forward(x, ids, wts, pw), ref(spec, x, ids, wts, w13.bfloat16(), w2.bfloat16()))
+        assert err < 3e-2, err
+    assert _graphs() == before
