@@ -2,8 +2,9 @@
 
 Per local expert: gather its tokens, ``h = x @ w13[e].T`` in float32, gated activation,
 ``y = act(h) @ w2[e].T``, scale by the routing weight and add into the output (float32), cast to the
-input dtype at the end. FP8 weights are dequantized once in ``prepare_weights`` (activations are not
-quantized). Not CUDA-graph capturable (``nonzero`` gives data-dependent shapes).
+input dtype at the end. FP8 weights, and MXFP4 weights (packed e2m1 with e8m0 block scales), are
+dequantized once in ``prepare_weights`` (activations are not quantized). Not CUDA-graph capturable
+(``nonzero`` gives data-dependent shapes).
 """
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import dequantize, gated_act
 
-FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")
+FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp4")
+#: Stored dtype of the weights of each scaled format.
+_STORED = {"fp8_tensor": (torch.float8_e4m3fn,), "fp8_channel": (torch.float8_e4m3fn,), "fp8_block": (torch.float8_e4m3fn,),
+           "mxfp4": (torch.uint8,)}
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
-FP8_DTYPES = (torch.float8_e4m3fn,)
 
 
 @dataclass
@@ -42,13 +45,14 @@ class TorchNativeCore:
         """Canonical ``w13 [E_local, 2*I, H]`` (gate rows, then up rows) and ``w2 [E_local, H, I]``.
 
         16-bit formats: float tensors (bf16/fp16, or fp32/fp64 for reference use). FP8 formats: e4m3
-        tensors plus ``w13_scale``/``w2_scale`` (shapes in :mod:`moe_select.ops`). Raises
+        tensors plus ``w13_scale``/``w2_scale``; mxfp4: packed uint8 ``[E, N, K/2]`` plus e8m0 uint8
+        scales ``[E, N, K/32]`` (shapes in :mod:`moe_select.ops`). Raises
         :class:`RunnerInputError` naming the tensor on a wrong dtype or scale."""
         q = self.spec.quant
-        if q.startswith("fp8"):
+        if q in _STORED:
             for name, t, s in (("w13", w13, w13_scale), ("w2", w2, w2_scale)):
-                if t.dtype not in FP8_DTYPES:
-                    raise RunnerInputError(f"{name}: {q} weights must be float8_e4m3fn, got {t.dtype}")
+                if t.dtype not in _STORED[q]:
+                    raise RunnerInputError(f"{name}: {q} weights must be {_STORED[q][0]}, got {t.dtype}")
                 if s is None:
                     raise RunnerInputError(f"{name}_scale is required for {q}")
             try:

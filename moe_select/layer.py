@@ -52,6 +52,11 @@ class LayerSpec:
         """Rows of w13 per expert: 2*I for gated activations (gate then up), I for relu2."""
         return 2 * self.intermediate_size if self.gated else self.intermediate_size
 
+    @property
+    def k_pack(self) -> int:
+        """Elements per stored weight element along K: 2 for packed FP4 formats (mxfp4), else 1."""
+        return 2 if self.quant == "mxfp4" else 1
+
     @classmethod
     def from_plan(cls, plan, *, ep_rank: int = 0, tp_rank: int = 0) -> "LayerSpec":
         """The spec of rank (ep_rank, tp_rank) of ``plan``'s deployment."""

@@ -5,6 +5,10 @@ FP8 conventions (as in SGLang/vLLM checkpoints): e4m3 (``torch.float8_e4m3fn``, 
 multiplies (``w = q * scale``, DeepSeek's ``weight_scale_inv``). Scale shapes for expert weights
 ``w [E, N, K]``: ``fp8_tensor`` -> ``[E]``; ``fp8_channel`` -> ``[E, N]`` (one per output row);
 ``fp8_block`` -> ``[E, ceil(N/128), ceil(K/128)]``.
+
+MXFP4 (OCP Microscaling v1.0; gpt-oss checkpoints): e2m1 values packed two per byte, element ``2j`` in
+the low nibble and ``2j+1`` in the high nibble, ``q [E, N, K/2]`` uint8; one e8m0 scale per 32
+elements along K, ``scale [E, N, K/32]`` uint8, value ``2^(scale - 127)``. K must be a multiple of 32.
 """
 from __future__ import annotations
 
@@ -76,13 +80,16 @@ def quantize_fp8_block(w: torch.Tensor, block: int = BLOCK) -> tuple[torch.Tenso
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Expert weights ``q [E, N, K]`` of format ``quant`` back to ``dtype`` (scale shapes: module doc).
+    """Expert weights ``q [E, N, K]`` (mxfp4: ``[E, N, K/2]`` packed) of format ``quant`` back to ``dtype``
+    (scale shapes: module doc).
 
     Raises ValueError naming the expected scale shape when ``scale`` does not fit ``quant``."""
     if quant in ("bf16", "fp16"):
         return q.to(dtype)
     if scale is None:
         raise ValueError(f"{quant} weights need a scale")
+    if quant == "mxfp4":
+        return dequantize_mxfp4(q, scale, dtype)
     e, n, k = q.shape
     s = scale.float()
     if quant == "fp8_tensor":
@@ -104,13 +111,55 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: t
     raise ValueError(f"dequantize does not handle {quant!r}")
 
 
+#: e2m1 code -> value (sign bit 3; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6), OCP MX v1.0 table 5.
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+MX_BLOCK = 32
+
+
+def quantize_mxfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w [E, N, K]`` float (K a multiple of 32) -> (``q [E, N, K/2]`` uint8 packed e2m1, ``scale
+    [E, N, K/32]`` uint8 e8m0). Block scale ``2^ceil(log2(amax / 6))`` (no element clips), values rounded
+    to the nearest e2m1 (ties to the smaller magnitude). Raises ValueError when K is not a multiple of 32."""
+    e, n, k = w.shape
+    if k % MX_BLOCK:
+        raise ValueError(f"mxfp4 needs K a multiple of {MX_BLOCK}, got {k}")
+    blocks = w.float().reshape(e, n, k // MX_BLOCK, MX_BLOCK)
+    amax = blocks.abs().amax(dim=-1).clamp(min=2.0 ** -126)
+    exp = torch.ceil(torch.log2(amax / 6.0)).clamp(-127, 127)
+    scaled = blocks / torch.exp2(exp)[..., None]
+    # nearest e2m1 magnitude: bucketize against the midpoints of the table (a tie goes to the smaller one)
+    mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device=w.device)
+    code = torch.bucketize(scaled.abs(), mids).to(torch.uint8)
+    code = code | ((scaled < 0).to(torch.uint8) << 3)
+    code = code.reshape(e, n, k)
+    packed = code[..., 0::2] | (code[..., 1::2] << 4)
+    return packed.contiguous(), (exp + 127).to(torch.uint8)
+
+
+def dequantize_mxfp4(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Packed ``q [E, N, K/2]`` uint8 and ``scale [E, N, K/32]`` uint8 -> ``[E, N, K]`` in ``dtype``.
+    Raises ValueError naming the expected shapes and dtypes."""
+    if q.dtype != torch.uint8 or scale.dtype != torch.uint8:
+        raise ValueError(f"mxfp4 weights and scales are uint8 (packed e2m1, e8m0), got {q.dtype} and {scale.dtype}")
+    e, n, half = q.shape
+    k = 2 * half
+    if k % MX_BLOCK or tuple(scale.shape) != (e, n, k // MX_BLOCK):
+        raise ValueError(f"mxfp4 scale must be [E, N, K/32] = [{e}, {n}, {k // MX_BLOCK}] for packed weights "
+                         f"[{e}, {n}, {half}], got {list(scale.shape)}")
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=q.device)
+    vals = torch.stack([lut[(q & 0xF).long()], lut[(q >> 4).long()]], dim=-1).reshape(e, n, k)
+    factor = torch.exp2(scale.float() - 127.0).repeat_interleave(MX_BLOCK, dim=-1)
+    return (vals * factor).to(dtype)
+
+
 def quantize(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Quantize float ``w [E, N, K]`` to ``quant`` (bf16/fp16: a cast, scale None)."""
     if quant == "bf16":
         return w.to(torch.bfloat16), None
     if quant == "fp16":
         return w.to(torch.float16), None
-    fn = {"fp8_tensor": quantize_fp8_tensor, "fp8_channel": quantize_fp8_channel, "fp8_block": quantize_fp8_block}.get(quant)
+    fn = {"fp8_tensor": quantize_fp8_tensor, "fp8_channel": quantize_fp8_channel, "fp8_block": quantize_fp8_block,
+          "mxfp4": quantize_mxfp4}.get(quant)
     if fn is None:
         raise ValueError(f"quantize does not handle {quant!r}")
     return fn(w)

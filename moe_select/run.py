@@ -16,12 +16,17 @@ from typing import Any
 
 #: At most this many tokens are checked against the float64 reference (it loops token by token).
 REFERENCE_TOKENS = 256
-BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1}
+#: Bytes per stored expert-weight element (mxfp4: two e2m1 per byte; its e8m0 scales are 1/32 more).
+STORED_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1, "mxfp4": 0.5}
+#: Bytes per element while the layer is built: the stored weights plus, for the formats torch_native
+#: dequantizes in prepare_weights, its float32 copy (the accounting of launch.WEIGHT_BYTES).
+BUILD_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4, "mxfp4": 0.5 + 4}
 
 
-def layer_bytes(num_local_experts: int, w13_rows: int, hidden: int, inter: int, quant: str) -> int:
-    """Bytes of one rank's expert weights (w13 + w2) in ``quant`` (16-bit for unknown formats)."""
-    return num_local_experts * (w13_rows * hidden + hidden * inter) * BYTES.get(quant, 2)
+def layer_bytes(num_local_experts: int, w13_rows: int, hidden: int, inter: int, quant: str, table=STORED_BYTES) -> int:
+    """Bytes of one rank's expert weights (w13 + w2) in ``quant``, per element as ``table`` counts them
+    (16-bit for formats it does not list)."""
+    return int(num_local_experts * (w13_rows * hidden + hidden * inter) * table.get(quant, 2))
 
 
 def available_memory() -> int:
@@ -51,9 +56,9 @@ def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any
         b = torch.randn(1, h, i, generator=g) / i ** 0.5
         qa, sa = quantize(a, quant)
         qb, sb = quantize(b, quant)
-        if w13 is None:
-            w13 = torch.empty(e, rows, h, dtype=qa.dtype, device=device)
-            w2 = torch.empty(e, h, i, dtype=qb.dtype, device=device)
+        if w13 is None:  # shapes from the quantized tensors: packed formats store K/2 columns
+            w13 = torch.empty((e, *qa.shape[1:]), dtype=qa.dtype, device=device)
+            w2 = torch.empty((e, *qb.shape[1:]), dtype=qb.dtype, device=device)
             if sa is not None:
                 s13 = torch.empty((e, *sa.shape[1:]), dtype=sa.dtype, device=device)
                 s2 = torch.empty((e, *sb.shape[1:]), dtype=sb.dtype, device=device)
@@ -115,8 +120,10 @@ def run_layer(args: argparse.Namespace) -> int:
     avail = available_memory() if plan.arch == "cpu" else None
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
           f"{plan.deployment.model['routing']} {plan.quant}; expert weights {need / 2**30:.2f} GiB")
-    if avail is not None and need * 2.5 > avail:
-        print(f"moe-select run: the layer needs about {need * 2.5 / 2**30:.1f} GiB with conversion headroom, "
+    build = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant, BUILD_BYTES)
+    build += need if plan.quant in ("bf16", "fp16") else 0  # the float64 reference converts one expert at a time; headroom
+    if avail is not None and build * 1.25 > avail:
+        print(f"moe-select run: the layer needs about {build * 1.25 / 2**30:.1f} GiB while it is built, "
               f"{avail / 2**30:.1f} GiB is available; split it with --nproc N --ep N", file=sys.stderr)
         return 2
     runner = resolve(plan, device=args.device, environment=environment)

@@ -52,17 +52,20 @@ class MoeRunner:
 
         ``w13 [E_local, 2*I, H]`` (gate rows then up rows; ``[E_local, I, H]`` for relu2), ``w2
         [E_local, H, I]``, on ``self.device``; ``E_local = num_experts / ep``, ``I`` per rank.
-        ``scales``: ``w13_scale``/``w2_scale`` for FP8 formats (shapes: :mod:`moe_select.ops`).
+        ``scales``: ``w13_scale``/``w2_scale`` for FP8 and MXFP4 formats (shapes: :mod:`moe_select.ops`;
+        mxfp4 weights are packed two per byte along the last dimension).
         Raises :class:`RunnerInputError` naming the tensor and the expected shape/dtype/device."""
         s = self.spec
-        want13 = (s.num_local_experts, s.w13_rows, s.hidden_size)
-        want2 = (s.num_local_experts, s.hidden_size, s.intermediate_size)
+        pk = s.k_pack
+        want13 = (s.num_local_experts, s.w13_rows, s.hidden_size // pk)
+        want2 = (s.num_local_experts, s.hidden_size, s.intermediate_size // pk)
+        packed = f"/{pk} (packed)" if pk > 1 else ""
         for name, t, want in (("w13", w13, want13), ("w2", w2, want2)):
             if not isinstance(t, torch.Tensor):
                 raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
             if tuple(t.shape) != want:
                 raise RunnerInputError(f"{name} must be [E_local, {'2*I' if name == 'w13' and s.gated else 'I' if name == 'w13' else 'H'}, "
-                                       f"{'H' if name == 'w13' else 'I'}] = {list(want)} for this rank "
+                                       f"{'H' if name == 'w13' else 'I'}{packed}] = {list(want)} for this rank "
                                        f"(E={s.num_experts}, ep={s.ep}, I per rank={s.intermediate_size}), got {list(t.shape)}")
             if t.device != self.device and not (t.device.type == self.device.type and self.device.index is None):
                 raise RunnerInputError(f"{name} is on {t.device}; this runner runs on {self.device}")

@@ -166,3 +166,51 @@ def test_unknown_scale_keyword_is_a_runner_input_error():
     _, _, _, w13, w2 = inputs(spec, 1, seed=2)
     with pytest.raises(RunnerInputError, match="foo"):
         make_runner(spec).prepare_weights(w13, w2, foo=torch.ones(1))
+
+
+def test_mxfp4_pack_and_scale_layout():
+    from moe_select.ops import dequantize_mxfp4, quantize_mxfp4
+
+    # representable values round-trip exactly; element 2j sits in the low nibble, 2j+1 in the high one
+    v = torch.tensor([0.5, -1.0, 1.5, 2.0, -3.0, 4.0, 6.0, -6.0] * 8).reshape(1, 1, 64)
+    q, s = quantize_mxfp4(v)
+    assert q.dtype == torch.uint8 and q.shape == (1, 1, 32) and s.shape == (1, 1, 2)
+    assert int(q[0, 0, 0]) == 0x1 | (0x8 | 0x2) << 4 and s.tolist() == [[[127, 127]]]
+    assert torch.equal(dequantize_mxfp4(q, s), v)
+    # random weights: each element within half an e2m1 step of its block's scale (6 * 2^e >= amax)
+    w = torch.randn(3, 16, 96, generator=torch.Generator().manual_seed(9))
+    q, s = quantize_mxfp4(w)
+    err = (dequantize_mxfp4(q, s) - w).abs().reshape(3, 16, 3, 32)
+    assert (err <= torch.exp2(s.float() - 127)[..., None] * 1.0 + 1e-7).all()
+    with pytest.raises(ValueError, match="multiple of 32"):
+        quantize_mxfp4(torch.randn(1, 4, 48))
+    with pytest.raises(ValueError, match=r"\[E, N, K/32\]"):
+        dequantize_mxfp4(q, s[..., :1])
+
+
+@pytest.mark.parametrize("activation", ["silu", "swiglu_oai"])
+def test_mxfp4_by_dequantization(activation):
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=128, intermediate_size=64, quant="mxfp4", activation=activation)
+    x, ids, wts, w13, w2 = inputs(spec, 12, seed=21)
+    q13, s13 = quantize(w13, "mxfp4")
+    q2, s2 = quantize(w2, "mxfp4")
+    r = make_runner(spec)
+    xb = x.to(torch.bfloat16)
+    out = r.run(xb, ids, wts, r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2))
+    ref = reference_moe(xb, ids, wts, dequantize(q13, s13, "mxfp4"), dequantize(q2, s2, "mxfp4"), activation)
+    assert rel_error(out, ref) <= TOLERANCE["bfloat16"]
+    with pytest.raises(RunnerInputError, match=r"w13 must be \[E_local, 2\*I, H/2 \(packed\)\] = \[4, 128, 64\]"):
+        r.prepare_weights(w13.to(torch.bfloat16), q2, w13_scale=s13, w2_scale=s2)
+    with pytest.raises(RunnerInputError, match="mxfp4 weights must be torch.uint8"):
+        r.prepare_weights(q13.view(torch.int8), q2, w13_scale=s13, w2_scale=s2)
+
+
+def test_mxfp4_plans_on_cpu_with_the_block_constraint():
+    import moe_select
+
+    plan = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
+                            "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
+    assert plan.runner == "torch_native" and plan.activation_precision == "bf16 (weights dequantized)"
+    report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "model": {
+        "num_experts": 32, "top_k": 4, "hidden_size": 2888, "moe_intermediate_size": 2880}})
+    assert [r.code for r in report.reasons] == ["shape_unaligned"] and "2888" in report.reasons[0].detail
