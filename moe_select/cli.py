@@ -70,8 +70,11 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
         for item in args.package:
             if "=" not in item:
                 raise InputError(f"--package {item!r}: use NAME=VERSION or NAME=none", file="<flags>", field="packages")
-            name, ver = item.split("=", 1)
-            pk[name.strip()] = None if ver.strip().lower() in ("none", "null", "") else ver.strip()
+            name, ver = (x.strip() for x in item.split("=", 1))
+            if not ver:
+                raise InputError(f"--package {item!r}: give a version, or NAME=none for not installed", file="<flags>",
+                                 field="packages")
+            pk[name] = None if ver.lower() in ("none", "null") else ver
         flags["packages"] = pk
     flags.update(extra or {})
     if args.deployment:

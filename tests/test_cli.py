@@ -137,3 +137,11 @@ def test_run_nproc_text(capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "2 processes (gloo), tp 2, ep 2, a2a torch" in out and "OK" in out
+
+
+def test_package_flag_needs_a_version_or_none(capsys):
+    model = "num_experts=8,top_k=2,hidden_size=128,moe_intermediate_size=128"
+    assert main(["explain", "--gpu", "H200", "--quant", "bf16", "--model", model, "--package", "deep_gemm="]) == 2
+    assert "NAME=none for not installed" in capsys.readouterr().err
+    assert main(["explain", "--gpu", "H200", "--quant", "bf16", "--model", model, "--package", "deep_gemm=none",
+                 "--runner", "deep_gemm", "--json"]) == 1
