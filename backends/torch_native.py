@@ -2,8 +2,8 @@
 
 Per local expert: gather its tokens, ``h = x @ w13[e].T`` in float32, gated activation,
 ``y = act(h) @ w2[e].T``, scale by the routing weight and add into the output (float32), cast to the
-input dtype at the end. FP8 weights, and MXFP4 weights (packed e2m1 with e8m0 block scales), are
-dequantized once in ``prepare_weights`` (activations are not quantized). Not CUDA-graph capturable
+input dtype at the end. FP8 weights, and MXFP4 / NVFP4 weights (packed e2m1 with e8m0, or e4m3 plus a
+global, block scales), are dequantized once in ``prepare_weights`` (activations are not quantized). Not CUDA-graph capturable
 (``nonzero`` gives data-dependent shapes).
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import dequantize, gated_act
 
-FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp4")
+FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp4", "nvfp4")
 #: Stored dtype of the weights of each scaled format.
 _STORED = {"fp8_tensor": (torch.float8_e4m3fn,), "fp8_channel": (torch.float8_e4m3fn,), "fp8_block": (torch.float8_e4m3fn,),
-           "mxfp4": (torch.uint8,)}
+           "mxfp4": (torch.uint8,), "nvfp4": (torch.uint8,)}
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 
@@ -41,12 +41,14 @@ class TorchNativeCore:
         self.device = torch.device(device)
 
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
-                        w2_scale: torch.Tensor | None = None) -> TorchNativeWeights:
+                        w2_scale: torch.Tensor | None = None, w13_global_scale: torch.Tensor | None = None,
+                        w2_global_scale: torch.Tensor | None = None) -> TorchNativeWeights:
         """Canonical ``w13 [E_local, 2*I, H]`` (gate rows, then up rows) and ``w2 [E_local, H, I]``.
 
         16-bit formats: float tensors (bf16/fp16, or fp32/fp64 for reference use). FP8 formats: e4m3
         tensors plus ``w13_scale``/``w2_scale``; mxfp4: packed uint8 ``[E, N, K/2]`` plus e8m0 uint8
-        scales ``[E, N, K/32]`` (shapes in :mod:`moe_select.ops`). Raises
+        scales ``[E, N, K/32]``; nvfp4: packed uint8 plus e4m3 scales ``[E, N, K/16]`` and
+        ``w13_global_scale``/``w2_global_scale`` ``[E]`` float32 (shapes in :mod:`moe_select.ops`). Raises
         :class:`RunnerInputError` naming the tensor on a wrong dtype or scale."""
         q = self.spec.quant
         if q in _STORED:
@@ -55,13 +57,15 @@ class TorchNativeCore:
                     raise RunnerInputError(f"{name}: {q} weights must be {_STORED[q][0]}, got {t.dtype}")
                 if s is None:
                     raise RunnerInputError(f"{name}_scale is required for {q}")
+            if q != "nvfp4" and (w13_global_scale is not None or w2_global_scale is not None):
+                raise RunnerInputError(f"{q} weights take no global scales")
             try:
-                w13 = dequantize(w13, w13_scale, q)
-                w2 = dequantize(w2, w2_scale, q)
+                w13 = dequantize(w13, w13_scale, q, global_scale=w13_global_scale)
+                w2 = dequantize(w2, w2_scale, q, global_scale=w2_global_scale)
             except ValueError as exc:
                 raise RunnerInputError(str(exc)) from None
         else:
-            if w13_scale is not None or w2_scale is not None:
+            if any(t is not None for t in (w13_scale, w2_scale, w13_global_scale, w2_global_scale)):
                 raise RunnerInputError(f"{q} weights take no scales")
             for name, t in (("w13", w13), ("w2", w2)):
                 if t.dtype not in FLOAT_DTYPES:

@@ -54,8 +54,8 @@ class LayerSpec:
 
     @property
     def k_pack(self) -> int:
-        """Elements per stored weight element along K: 2 for packed FP4 formats (mxfp4), else 1."""
-        return 2 if self.quant == "mxfp4" else 1
+        """Elements per stored weight element along K: 2 for packed FP4 formats (mxfp4, nvfp4), else 1."""
+        return 2 if self.quant in ("mxfp4", "nvfp4") else 1
 
     @classmethod
     def from_plan(cls, plan, *, ep_rank: int = 0, tp_rank: int = 0) -> "LayerSpec":

@@ -9,6 +9,11 @@ multiplies (``w = q * scale``, DeepSeek's ``weight_scale_inv``). Scale shapes fo
 MXFP4 (OCP Microscaling v1.0; gpt-oss checkpoints): e2m1 values packed two per byte, element ``2j`` in
 the low nibble and ``2j+1`` in the high nibble, ``q [E, N, K/2]`` uint8; one e8m0 scale per 32
 elements along K, ``scale [E, N, K/32]`` uint8, value ``2^(scale - 127)``. K must be a multiple of 32.
+
+NVFP4 (NVIDIA ModelOpt checkpoints): the same packed e2m1 ``q [E, N, K/2]`` uint8, one e4m3 scale per 16
+elements ``scale [E, N, K/16]`` (``float8_e4m3fn``) and one float32 ``global_scale [E]`` per expert:
+``w = e2m1 * scale * global_scale`` (ModelOpt's ``weight_scale`` and ``weight_scale_2``). K must be a
+multiple of 16.
 """
 from __future__ import annotations
 
@@ -79,7 +84,8 @@ def quantize_fp8_block(w: torch.Tensor, block: int = BLOCK) -> tuple[torch.Tenso
     return q.to(FP8_DTYPE).contiguous(), scale
 
 
-def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: torch.dtype = torch.float32,
+               global_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Expert weights ``q [E, N, K]`` (mxfp4: ``[E, N, K/2]`` packed) of format ``quant`` back to ``dtype``
     (scale shapes: module doc).
 
@@ -90,6 +96,10 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: t
         raise ValueError(f"{quant} weights need a scale")
     if quant == "mxfp4":
         return dequantize_mxfp4(q, scale, dtype)
+    if quant == "nvfp4":
+        if global_scale is None:
+            raise ValueError("nvfp4 weights need a global_scale [E] besides the block scale")
+        return dequantize_nvfp4(q, scale, global_scale, dtype)
     e, n, k = q.shape
     s = scale.float()
     if quant == "fp8_tensor":
@@ -127,13 +137,7 @@ def quantize_mxfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     amax = blocks.abs().amax(dim=-1).clamp(min=2.0 ** -126)
     exp = torch.ceil(torch.log2(amax / 6.0)).clamp(-127, 127)
     scaled = blocks / torch.exp2(exp)[..., None]
-    # nearest e2m1 magnitude: bucketize against the midpoints of the table (a tie goes to the smaller one)
-    mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device=w.device)
-    code = torch.bucketize(scaled.abs(), mids).to(torch.uint8)
-    code = code | ((scaled < 0).to(torch.uint8) << 3)
-    code = code.reshape(e, n, k)
-    packed = code[..., 0::2] | (code[..., 1::2] << 4)
-    return packed.contiguous(), (exp + 127).to(torch.uint8)
+    return _pack(_e2m1_codes(scaled).reshape(e, n, k)), (exp + 127).to(torch.uint8)
 
 
 def dequantize_mxfp4(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -146,14 +150,67 @@ def dequantize_mxfp4(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = 
     if k % MX_BLOCK or tuple(scale.shape) != (e, n, k // MX_BLOCK):
         raise ValueError(f"mxfp4 scale must be [E, N, K/32] = [{e}, {n}, {k // MX_BLOCK}] for packed weights "
                          f"[{e}, {n}, {half}], got {list(scale.shape)}")
-    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=q.device)
-    vals = torch.stack([lut[(q & 0xF).long()], lut[(q >> 4).long()]], dim=-1).reshape(e, n, k)
     factor = torch.exp2(scale.float() - 127.0).repeat_interleave(MX_BLOCK, dim=-1)
-    return (vals * factor).to(dtype)
+    return (_unpack(q) * factor).to(dtype)
+
+
+NV_BLOCK = 16
+
+
+def _e2m1_codes(scaled: torch.Tensor) -> torch.Tensor:
+    """Nearest e2m1 code of each value (a tie goes to the smaller magnitude), sign in bit 3."""
+    mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device=scaled.device)
+    code = torch.bucketize(scaled.abs(), mids).to(torch.uint8)
+    return code | ((scaled < 0).to(torch.uint8) << 3)
+
+
+def _pack(code: torch.Tensor) -> torch.Tensor:
+    return (code[..., 0::2] | (code[..., 1::2] << 4)).contiguous()
+
+
+def _unpack(q: torch.Tensor) -> torch.Tensor:
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=q.device)
+    e, n, half = q.shape
+    return torch.stack([lut[(q & 0xF).long()], lut[(q >> 4).long()]], dim=-1).reshape(e, n, 2 * half)
+
+
+def quantize_nvfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``w [E, N, K]`` float (K a multiple of 16) -> (``q [E, N, K/2]`` uint8 packed e2m1, ``scale
+    [E, N, K/16]`` float8_e4m3fn, ``global_scale [E]`` float32), as ModelOpt computes them: global =
+    amax / (448 * 6) per expert, block scale = block amax / (6 * global) rounded to e4m3, values to the
+    nearest e2m1. Raises ValueError when K is not a multiple of 16."""
+    e, n, k = w.shape
+    if k % NV_BLOCK:
+        raise ValueError(f"nvfp4 needs K a multiple of {NV_BLOCK}, got {k}")
+    wf = w.float()
+    glob = (wf.abs().amax(dim=(1, 2)) / (FP8_MAX * 6.0)).clamp(min=1e-12)
+    blocks = wf.reshape(e, n, k // NV_BLOCK, NV_BLOCK)
+    scale = (blocks.abs().amax(dim=-1) / (6.0 * glob[:, None, None])).clamp(max=FP8_MAX).to(FP8_DTYPE)
+    denom = (scale.float() * glob[:, None, None]).clamp(min=1e-30)[..., None]
+    code = _e2m1_codes((blocks / denom).clamp(-6.0, 6.0)).reshape(e, n, k)
+    return _pack(code), scale, glob
+
+
+def dequantize_nvfp4(q: torch.Tensor, scale: torch.Tensor, global_scale: torch.Tensor,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Packed ``q [E, N, K/2]`` uint8, ``scale [E, N, K/16]`` e4m3 and ``global_scale [E]`` -> ``[E, N, K]``.
+    Raises ValueError naming the expected shapes and dtypes."""
+    e, n, half = q.shape
+    k = 2 * half
+    if q.dtype != torch.uint8 or scale.dtype != FP8_DTYPE:
+        raise ValueError(f"nvfp4 weights are uint8 (packed e2m1) with float8_e4m3fn scales, got {q.dtype} and {scale.dtype}")
+    if k % NV_BLOCK or tuple(scale.shape) != (e, n, k // NV_BLOCK):
+        raise ValueError(f"nvfp4 scale must be [E, N, K/16] = [{e}, {n}, {k // NV_BLOCK}] for packed weights "
+                         f"[{e}, {n}, {half}], got {list(scale.shape)}")
+    if tuple(global_scale.shape) != (e,):
+        raise ValueError(f"nvfp4 global_scale must be [E] = [{e}], got {list(global_scale.shape)}")
+    factor = scale.float().repeat_interleave(NV_BLOCK, dim=-1) * global_scale.float()[:, None, None]
+    return (_unpack(q) * factor).to(dtype)
 
 
 def quantize(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Quantize float ``w [E, N, K]`` to ``quant`` (bf16/fp16: a cast, scale None)."""
+    """Quantize float ``w [E, N, K]`` to ``quant`` (bf16/fp16: a cast, scale None). nvfp4 has two scales:
+    use :func:`quantize_nvfp4`."""
     if quant == "bf16":
         return w.to(torch.bfloat16), None
     if quant == "fp16":
@@ -161,5 +218,6 @@ def quantize(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, torch.Tensor | 
     fn = {"fp8_tensor": quantize_fp8_tensor, "fp8_channel": quantize_fp8_channel, "fp8_block": quantize_fp8_block,
           "mxfp4": quantize_mxfp4}.get(quant)
     if fn is None:
-        raise ValueError(f"quantize does not handle {quant!r}")
+        hint = " (it has two scales: use quantize_nvfp4)" if quant == "nvfp4" else ""
+        raise ValueError(f"quantize does not handle {quant!r}{hint}")
     return fn(w)

@@ -17,10 +17,11 @@ from typing import Any
 #: At most this many tokens are checked against the float64 reference (it loops token by token).
 REFERENCE_TOKENS = 256
 #: Bytes per stored expert-weight element (mxfp4: two e2m1 per byte; its e8m0 scales are 1/32 more).
-STORED_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1, "mxfp4": 0.5}
+STORED_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1, "mxfp4": 0.5, "nvfp4": 0.5}
 #: Bytes per element while the layer is built: the stored weights plus, for the formats torch_native
 #: dequantizes in prepare_weights, its float32 copy (the accounting of launch.WEIGHT_BYTES).
-BUILD_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4, "mxfp4": 0.5 + 4}
+BUILD_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4, "mxfp4": 0.5 + 4,
+               "nvfp4": 0.5 + 4}
 
 
 def layer_bytes(num_local_experts: int, w13_rows: int, hidden: int, inter: int, quant: str, table=STORED_BYTES) -> int:
@@ -43,40 +44,51 @@ def available_memory() -> int:
 
 def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any]:
     """Seeded canonical weights for ``spec``'s local experts: ``w13 [E_local, 2I|I, H]``, ``w2
-    [E_local, H, I]`` in ``quant`` (with ``w13_scale``/``w2_scale`` for FP8), built expert by expert."""
+    [E_local, H, I]`` in ``quant`` (with ``w13_scale``/``w2_scale`` for FP8 and FP4, and
+    ``w13_global_scale``/``w2_global_scale`` for nvfp4), built expert by expert."""
     import torch
-
-    from .ops import quantize
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     e, rows, h, i = spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size
-    w13 = w2 = s13 = s2 = None
+    w13 = w2 = None
+    s13: dict[str, Any] = {}
+    s2: dict[str, Any] = {}
     for k in range(e):
         a = torch.randn(1, rows, h, generator=g) / h ** 0.5
         b = torch.randn(1, h, i, generator=g) / i ** 0.5
-        qa, sa = quantize(a, quant)
-        qb, sb = quantize(b, quant)
+        qa, sa = _quantize(a, quant)
+        qb, sb = _quantize(b, quant)
         if w13 is None:  # shapes from the quantized tensors: packed formats store K/2 columns
             w13 = torch.empty((e, *qa.shape[1:]), dtype=qa.dtype, device=device)
             w2 = torch.empty((e, *qb.shape[1:]), dtype=qb.dtype, device=device)
-            if sa is not None:
-                s13 = torch.empty((e, *sa.shape[1:]), dtype=sa.dtype, device=device)
-                s2 = torch.empty((e, *sb.shape[1:]), dtype=sb.dtype, device=device)
+            s13 = {n: torch.empty((e, *t.shape[1:]), dtype=t.dtype, device=device) for n, t in sa.items()}
+            s2 = {n: torch.empty((e, *t.shape[1:]), dtype=t.dtype, device=device) for n, t in sb.items()}
         w13[k], w2[k] = qa[0], qb[0]
-        if sa is not None:
-            s13[k], s2[k] = sa[0], sb[0]
+        for n in sa:
+            s13[n][k], s2[n][k] = sa[n][0], sb[n][0]
     out = {"w13": w13, "w2": w2}
-    if s13 is not None:
-        out.update(w13_scale=s13, w2_scale=s2)
+    out.update({f"w13_{n}": t for n, t in s13.items()})
+    out.update({f"w2_{n}": t for n, t in s2.items()})
     return out
+
+
+def _quantize(w: Any, quant: str) -> tuple[Any, dict[str, Any]]:
+    """``w [1, N, K]`` -> (stored weights, named scales: ``scale``, and ``global_scale`` for nvfp4)."""
+    from .ops import quantize, quantize_nvfp4
+
+    if quant == "nvfp4":
+        q, scale, glob = quantize_nvfp4(w)
+        return q, {"scale": scale, "global_scale": glob}
+    q, scale = quantize(w, quant)
+    return q, ({} if scale is None else {"scale": scale})
 
 
 def dequantized(weights: dict[str, Any], quant: str) -> tuple[Any, Any]:
     """The canonical weights as float32 (for the reference), dequantizing FP8 formats."""
     from .ops import dequantize
 
-    return (dequantize(weights["w13"], weights.get("w13_scale"), quant),
-            dequantize(weights["w2"], weights.get("w2_scale"), quant))
+    return (dequantize(weights["w13"], weights.get("w13_scale"), quant, global_scale=weights.get("w13_global_scale")),
+            dequantize(weights["w2"], weights.get("w2_scale"), quant, global_scale=weights.get("w2_global_scale")))
 
 
 def run_layer(args: argparse.Namespace) -> int:
@@ -131,7 +143,7 @@ def run_layer(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     weights = make_weights(spec, plan.quant, device, args.seed)
     prepared = runner.prepare_weights(weights["w13"], weights["w2"],
-                                      **{k: v for k, v in weights.items() if k.endswith("_scale")})
+                                      **{k: v for k, v in weights.items() if k not in ("w13", "w2")})
     t_load = time.perf_counter() - t0
     g = torch.Generator(device="cpu").manual_seed(args.seed + 1)
     dtype = torch.float16 if plan.quant == "fp16" else torch.bfloat16

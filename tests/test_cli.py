@@ -104,9 +104,10 @@ def test_online_quantization_only_to_fp8_rowwise(capsys):
 
 
 def test_run_refuses_a_format_no_local_runner_has(capsys):
-    rc = main(["run", "--model-config", str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4"), "--tokens", "4", "--device", "cpu"])
+    rc = main(["run", "--model-config", str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4"), "--tokens", "4", "--device", "cpu",
+               "--runner", "flashinfer_trtllm"])
     out = capsys.readouterr().out
-    assert rc == 1 and "quant_unsupported" in out and "nvfp4" in out
+    assert rc == 1 and "arch_unsupported" in out and "no_adapter" in out
 
 
 def test_run_refuses_what_does_not_fit_in_memory(capsys):

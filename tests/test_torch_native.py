@@ -214,3 +214,35 @@ def test_mxfp4_plans_on_cpu_with_the_block_constraint():
     report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "model": {
         "num_experts": 32, "top_k": 4, "hidden_size": 2888, "moe_intermediate_size": 2880}})
     assert [r.code for r in report.reasons] == ["shape_unaligned"] and "2888" in report.reasons[0].detail
+
+
+def test_nvfp4_scales_and_dequantization():
+    from moe_select.ops import dequantize_nvfp4, quantize_nvfp4
+
+    w = torch.randn(2, 8, 64, generator=torch.Generator().manual_seed(13))
+    q, s, g = quantize_nvfp4(w)
+    assert (q.dtype, s.dtype, g.dtype) == (torch.uint8, torch.float8_e4m3fn, torch.float32)
+    assert q.shape == (2, 8, 32) and s.shape == (2, 8, 4) and g.shape == (2,)
+    d = dequantize_nvfp4(q, s, g)
+    # every element within one e2m1 step (at most 2 at the top of the range) of its block scale
+    step = (s.float() * g[:, None, None]).repeat_interleave(16, dim=-1) * 2.0
+    assert ((d - w).abs() <= step + 1e-6).all() and rel_error(d, w.double()) < 0.2
+    with pytest.raises(ValueError, match="global_scale must be"):
+        dequantize_nvfp4(q, s, g[:1])
+    with pytest.raises(ValueError, match="quantize_nvfp4"):
+        quantize(w, "nvfp4")
+
+
+def test_nvfp4_by_dequantization():
+    from moe_select.ops import quantize_nvfp4
+
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, quant="nvfp4")
+    x, ids, wts, w13, w2 = inputs(spec, 10, seed=17)
+    (q13, s13, g13), (q2, s2, g2) = quantize_nvfp4(w13), quantize_nvfp4(w2)
+    r = make_runner(spec)
+    xb = x.to(torch.bfloat16)
+    out = r.run(xb, ids, wts, r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2, w13_global_scale=g13, w2_global_scale=g2))
+    ref = reference_moe(xb, ids, wts, dequantize(q13, s13, "nvfp4", global_scale=g13), dequantize(q2, s2, "nvfp4", global_scale=g2))
+    assert rel_error(out, ref) <= TOLERANCE["bfloat16"]
+    with pytest.raises(RunnerInputError, match="global_scale"):
+        r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2)
