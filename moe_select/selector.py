@@ -250,11 +250,12 @@ def _select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         if r.action == "disable":
             for name in r.runners:
                 disabled.setdefault(name, []).append(r)
-    order: list[tuple[str, Any]] = []
+    preferred: dict[str, Any] = {}  # runner -> the first matching prefer rule naming it, in rule order
     for r in matching:
         if r.action == "prefer":
-            order += [(n, r) for n in r.runners if n not in [o[0] for o in order]]
-    preferred = {n: r for n, r in order}
+            for n in r.runners:
+                preferred.setdefault(n, r)
+    order = list(preferred.items())
 
     candidates: dict[str, Candidate] = {}
     needs_of: dict[str, list[PackageNeed]] = {}
