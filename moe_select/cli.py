@@ -168,6 +168,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.nproc > 1:
         from .launch import run_distributed
 
+        ignored = [f"--{k.replace('_', '-')}" for k, default in (("quant", None), ("runner", "auto"), ("rules", []),
+                   ("cuda_graph", None), ("repeat", 3), ("device", None)) if getattr(args, k) != default]
+        if ignored:
+            raise InputError(f"--nproc runs on the CPU with the checkpoint's format, runner auto and the bundled rules: "
+                             f"{', '.join(ignored)} cannot be honoured with it", file="<command line>", field="nproc")
+
         tp = args.tp or args.nproc
         if tp != args.nproc:
             raise InputError(f"--nproc {args.nproc} runs one rank per process: tp must equal nproc (got --tp {tp})",
@@ -225,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ep", type=int, default=None)
     r.add_argument("--a2a", default=None)
     r.add_argument("--nproc", type=_positive, default=1, help="run over N CPU processes (gloo), tp/ep across them")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=_seed, default=0)
     r.add_argument("--repeat", type=_positive, default=3, help="timed forwards after one warm-up")
     r.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
     r.add_argument("--rules", action="append", default=[], metavar="DIR")
@@ -245,6 +251,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not -(2**62) < value < 2**62:
+        raise argparse.ArgumentTypeError(f"{value} is outside (-2**62, 2**62)")
     return value
 
 

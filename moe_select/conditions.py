@@ -150,6 +150,10 @@ class Constraint(Located):
     def _one_test(self) -> "Constraint":
         if self.multiple_of is None and self.min is None and self.one_of is None:
             raise ValueError("a constraint needs multiple_of, min or one_of")
+        if isinstance(self.multiple_of, int) and self.multiple_of <= 0:
+            raise ValueError(f"multiple_of must be a positive integer or a quantity, got {self.multiple_of}")
+        if self.when is not None and self.when.unsatisfiable():
+            raise ValueError(f"when can never match: {self.when.unsatisfiable()}")
         return self
 
     def applies(self, facts: Mapping[str, Any]) -> bool:

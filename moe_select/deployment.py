@@ -98,7 +98,7 @@ class Understood(BaseModel):
     """The deployment as the selector reads it: every field stated, with ``provenance`` (field ->
     where the value came from: ``file:line``, ``model_config ...``, ``default``, ``detected``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=(), strict=True)
 
     gpu: str | None
     arch: Arch
@@ -115,6 +115,12 @@ class Understood(BaseModel):
     require_adapter: bool
     provenance: dict[str, str]
     notes: list[str] = []
+
+    @field_validator("model")
+    @classmethod
+    def _model_is_a_shape(cls, v: dict[str, Any]) -> dict[str, Any]:
+        ModelShape.model_validate(v)  # strict: a plan edited to num_experts 8.0 is refused here
+        return v
 
     @property
     def shape(self) -> ModelShape:

@@ -26,7 +26,7 @@ class Environment(BaseModel):
     """Machine facts. ``packages`` maps a distribution name to its version (None: not installed);
     a name not in the map is unknown. ``detected`` says whether these were read from this machine."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     detected: bool
     arch: str | None = None

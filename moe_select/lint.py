@@ -118,6 +118,8 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
             issues.append(Issue(str(p), 0, "", "no such file or directory"))
             continue
         files = sorted(f for g in RULE_GLOBS for f in p.glob(g)) if p.is_dir() else [p]
+        if not files:
+            issues.append(Issue(str(p), 0, "", f"no {', '.join(RULE_GLOBS)} files in this directory"))
         for f in files:
             try:
                 if _kind(f) == "rules":

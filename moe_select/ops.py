@@ -101,6 +101,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: t
             raise ValueError("nvfp4 weights need a global_scale [E] besides the block scale")
         return dequantize_nvfp4(q, scale, global_scale, dtype)
     e, n, k = q.shape
+    if not scale.is_floating_point() or scale.dtype == FP8_DTYPE:
+        raise ValueError(f"{quant} scales must be float32 (a scale multiplies), got {scale.dtype}")
     s = scale.float()
     if quant == "fp8_tensor":
         if s.shape != (e,):
@@ -202,8 +204,10 @@ def dequantize_nvfp4(q: torch.Tensor, scale: torch.Tensor, global_scale: torch.T
     if k % NV_BLOCK or tuple(scale.shape) != (e, n, k // NV_BLOCK):
         raise ValueError(f"nvfp4 scale must be [E, N, K/16] = [{e}, {n}, {k // NV_BLOCK}] for packed weights "
                          f"[{e}, {n}, {half}], got {list(scale.shape)}")
-    if tuple(global_scale.shape) != (e,):
-        raise ValueError(f"nvfp4 global_scale must be [E] = [{e}], got {list(global_scale.shape)}")
+    if tuple(global_scale.shape) != (e,) or global_scale.dtype != torch.float32:
+        raise ValueError(f"nvfp4 global_scale must be float32 [E] = [{e}], got {global_scale.dtype} {list(global_scale.shape)}")
+    if not bool(torch.isfinite(global_scale).all()):  # at load time: a sync here is fine
+        raise ValueError("nvfp4 global_scale has non-finite values")
     factor = scale.float().repeat_interleave(NV_BLOCK, dim=-1) * global_scale.float()[:, None, None]
     return (_unpack(q) * factor).to(dtype)
 

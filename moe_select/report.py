@@ -26,7 +26,7 @@ class Reason(BaseModel):
     """Why a candidate cannot serve: a closed ``code``, a ``detail`` naming the values, the ``source``
     (``file:line`` of the fact or rule), and a ``fix`` where one exists."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     code: ReasonCode
     detail: str
@@ -42,7 +42,7 @@ class Reason(BaseModel):
 class Candidate(BaseModel):
     """One runner as evaluated: eligible or not, with every reason, and the rule that prefers it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     backend: str
     eligible: bool
@@ -55,7 +55,7 @@ class Candidate(BaseModel):
 class ChosenBy(BaseModel):
     """How the runner was chosen: by a rule (``rule`` id at ``source``), or asked for explicitly."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     how: Literal["rule", "explicit"]
     rule: str | None = None
@@ -65,7 +65,7 @@ class ChosenBy(BaseModel):
 class PackageNeed(BaseModel):
     """A package the plan needs, with what the planning environment said of it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str
     module: str
@@ -88,7 +88,7 @@ class Plan(BaseModel):
     capability file read) and ``fingerprint`` (sha256 over the canonical inputs and those files).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     schema_version: Literal[1] = PLAN_SCHEMA_VERSION
     runner: str

@@ -74,8 +74,7 @@ def _rule_dirs(plan: Plan) -> list[Path]:
 
 #: Plan fields that the selector derives; a plan whose fields differ from a fresh selection over its own
 #: inputs was edited (or made by other code) and is refused.
-DERIVED_FIELDS = ("runner", "module", "registers", "a2a", "a2a_module", "deepep_mode", "arch", "gpu", "quant",
-                  "activation_precision", "weight_layout", "cuda_graph", "fingerprint")
+DERIVED_FIELDS = tuple(f for f in Plan.model_fields if f not in ("schema_version", "deployment", "environment", "files"))
 
 
 def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
@@ -84,7 +83,11 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
     hand-edited plan (another module, quant, cuda_graph, fingerprint) fail at startup."""
     from .selector import _select
 
-    report = _select(plan.deployment, plan.environment, catalog)
+    try:
+        report = _select(plan.deployment, plan.environment, catalog)
+    except (TypeError, ValueError, KeyError) as exc:  # inputs a selector never wrote
+        return [Reason(code="plan_mismatch", detail=f"the plan's deployment/environment cannot be selected over ({exc}): the "
+                       "plan was edited or made by other code", source="plan", fix="plan again (moe-select plan)")]
     if report.plan is None:
         codes = ", ".join(sorted({r.code for r in report.reasons}))
         return [Reason(code="plan_mismatch", detail=f"the selector refuses this plan's own inputs ({codes}): the plan was "
@@ -92,6 +95,11 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
     out = []
     for field in DERIVED_FIELDS:
         mine, fresh = getattr(plan, field), getattr(report.plan, field)
+        if field == "fingerprint" and mine != fresh and not out:
+            out.append(Reason(code="plan_mismatch", detail="fingerprint: the plan's inputs (deployment or environment) differ "
+                              "from those it was made for: the plan was edited after planning", source="plan",
+                              fix="plan again (moe-select plan)"))
+            continue
         if mine != fresh:
             out.append(Reason(code="plan_mismatch", detail=f"{field}: the plan says {mine!r}, selection over its own inputs "
                               f"gives {fresh!r} (the plan was edited or made by other code)", source="plan",

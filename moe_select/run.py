@@ -133,11 +133,13 @@ def run_layer(args: argparse.Namespace) -> int:
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
           f"{plan.deployment.model['routing']} {plan.quant}; expert weights {need / 2**30:.2f} GiB")
     build = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant, BUILD_BYTES)
-    build += need if plan.quant in ("bf16", "fp16") else 0  # the float64 reference converts one expert at a time; headroom
+    # The reference dequantizes (float32) the experts the first REFERENCE_TOKENS tokens touch.
+    ref_experts = min(spec.num_local_experts, min(args.tokens, REFERENCE_TOKENS) * spec.top_k)
+    build += layer_bytes(ref_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant, {plan.quant: 4})
     if avail is not None and build * 1.25 > avail:
         print(f"moe-select run: the layer needs about {build * 1.25 / 2**30:.1f} GiB while it is built, "
               f"{avail / 2**30:.1f} GiB is available; split it with --nproc N --ep N", file=sys.stderr)
-        return 2
+        return 1
     runner = resolve(plan, device=args.device, environment=environment)
     device = runner.device
     t0 = time.perf_counter()
@@ -165,10 +167,15 @@ def run_layer(args: argparse.Namespace) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
-    w13f, w2f = dequantized(weights, plan.quant)
-    del weights
     n_ref = min(args.tokens, REFERENCE_TOKENS)  # the float64 reference is a token-by-token loop
-    ref = reference_moe(x[:n_ref], topk_ids[:n_ref], topk_w[:n_ref], w13f, w2f, spec.activation, swiglu_limit=spec.swiglu_limit)
+    # Only the experts the checked tokens touch are dequantized for the reference (ids remapped to them).
+    ref_ids = topk_ids[:n_ref].cpu().long()
+    touched_ids = torch.unique(ref_ids[ref_ids >= 0])
+    remap = torch.full((spec.num_experts,), -1, dtype=torch.long)
+    remap[touched_ids] = torch.arange(len(touched_ids))
+    w13f, w2f = dequantized({k: v[touched_ids.to(v.device)] for k, v in weights.items()}, plan.quant)
+    del weights
+    ref = reference_moe(x[:n_ref], remap[ref_ids], topk_w[:n_ref], w13f, w2f, spec.activation, swiglu_limit=spec.swiglu_limit)
     err = rel_error(out[:n_ref], ref)
     tol = TOLERANCE[str(out.dtype).removeprefix("torch.")]
     touched = len(set(topk_ids.flatten().tolist()))

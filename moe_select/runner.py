@@ -13,6 +13,7 @@ from .errors import RunnerInputError
 from .layer import LayerSpec
 
 _ID_DTYPES = (torch.int32, torch.int64)
+_ACT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 
 class PreparedWeights:
@@ -69,6 +70,9 @@ class MoeRunner:
                                        f"(E={s.num_experts}, ep={s.ep}, I per rank={s.intermediate_size}), got {list(t.shape)}")
             if t.device != self.device and not (t.device.type == self.device.type and self.device.index is None):
                 raise RunnerInputError(f"{name} is on {t.device}; this runner runs on {self.device}")
+        for name, t in scales.items():
+            if t is not None and not isinstance(t, torch.Tensor):
+                raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         try:
             return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
         except TypeError as exc:  # an unexpected keyword: say which scales this format takes
@@ -94,8 +98,8 @@ class MoeRunner:
                 raise RunnerInputError(f"topk_ids must be int32 or int64, got {topk_ids.dtype}")
             if topk_weights.dtype != torch.float32:
                 raise RunnerInputError(f"topk_weights must be float32, got {topk_weights.dtype}")
-            if not hidden_states.is_floating_point():
-                raise RunnerInputError(f"hidden_states must be a float tensor, got {hidden_states.dtype}")
+            if hidden_states.dtype not in _ACT_DTYPES:
+                raise RunnerInputError(f"hidden_states must be bfloat16, float16, float32 or float64, got {hidden_states.dtype}")
             dev = hidden_states.device
             if dev.type != self.device.type or topk_ids.device != dev or topk_weights.device != dev:
                 raise RunnerInputError(f"hidden_states ({dev}), topk_ids ({topk_ids.device}) and topk_weights "

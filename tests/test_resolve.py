@@ -185,7 +185,8 @@ def test_hand_edited_plan_is_refused(tmp_path, field, value):
     f.write_text(json.dumps(data))
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(f, registry=Registry())
-    assert "plan_mismatch" in exc.value.codes and f"{field}: the plan says" in str(exc.value)
+    said = "fingerprint: the plan's inputs" if field == "fingerprint" else f"{field}: the plan says"
+    assert "plan_mismatch" in exc.value.codes and said in str(exc.value)
 
 
 def test_edited_deployment_inside_the_plan_is_refused(tmp_path):
@@ -195,7 +196,7 @@ def test_edited_deployment_inside_the_plan_is_refused(tmp_path):
     f.write_text(json.dumps(data))
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(f, registry=Registry())
-    assert "fingerprint: the plan says" in str(exc.value)
+    assert "fingerprint: the plan's inputs (deployment or environment) differ" in str(exc.value)
 
 
 def test_unavailable_device_and_bad_rank_are_resolve_errors():
@@ -214,3 +215,19 @@ def test_refusal_lists_no_adapter_with_the_other_reasons():
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan)
     assert {"plan_mismatch", "no_adapter"} <= set(exc.value.codes)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.update(jit="x"), lambda d: d.update(packages=[]), lambda d: d.update(alternatives=["triton"]),
+    lambda d: d.update(notes=["ok"]), lambda d: d["chosen_by"].update(rule="other"),
+    lambda d: d["deployment"].update(tp="1"), lambda d: d["deployment"].update(tp=True),
+    lambda d: d["deployment"]["model"].update(num_experts=8.0),
+])
+def test_any_edit_of_a_plan_is_refused(tmp_path, edit):
+    data = json.loads(cpu_plan().to_json())
+    edit(data)
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises((ResolveError, InputError)) as exc:
+        moe_select.resolve(f, registry=Registry())
+    assert isinstance(exc.value, InputError) or "plan_mismatch" in exc.value.codes

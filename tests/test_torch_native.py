@@ -129,7 +129,8 @@ def test_property_any_shape_matches_reference(e, k, h, i, t, seed, act):
     (lambda x, i, w: (x, i[:, :1], w), r"topk_ids must be \[T=4, K=2\]"),
     (lambda x, i, w: (x, i.float(), w), "topk_ids must be int32 or int64"),
     (lambda x, i, w: (x, i, w.double()), "topk_weights must be float32"),
-    (lambda x, i, w: (x.int(), i, w), "hidden_states must be a float tensor"),
+    (lambda x, i, w: (x.int(), i, w), "hidden_states must be bfloat16, float16, float32 or float64"),
+    (lambda x, i, w: (x.to(torch.float8_e4m3fn), i, w), "hidden_states must be bfloat16, float16, float32 or float64"),
 ])
 def test_run_input_errors_are_clear(bad, message):
     spec = LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=8)
@@ -246,3 +247,24 @@ def test_nvfp4_by_dequantization():
     assert rel_error(out, ref) <= TOLERANCE["bfloat16"]
     with pytest.raises(RunnerInputError, match="global_scale"):
         r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2)
+
+
+def test_scales_must_be_float_tensors():
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=128, intermediate_size=64, quant="fp8_channel")
+    _, _, _, w13, w2 = inputs(spec, 1, seed=3)
+    (q13, s13), (q2, s2) = quantize(w13, "fp8_channel"), quantize(w2, "fp8_channel")
+    r = make_runner(spec)
+    with pytest.raises(RunnerInputError, match="w13_scale must be a torch.Tensor, got float"):
+        r.prepare_weights(q13, q2, w13_scale=1.0, w2_scale=s2)
+    with pytest.raises(RunnerInputError, match="scales must be float32"):
+        r.prepare_weights(q13, q2, w13_scale=s13.long(), w2_scale=s2)
+
+
+def test_nvfp4_global_scale_dtype_and_values():
+    from moe_select.ops import dequantize_nvfp4, quantize_nvfp4
+
+    q, s, g = quantize_nvfp4(torch.randn(2, 4, 32))
+    with pytest.raises(ValueError, match="float32"):
+        dequantize_nvfp4(q, s, g.long())
+    with pytest.raises(ValueError, match="non-finite"):
+        dequantize_nvfp4(q, s, torch.tensor([float("nan"), 1.0]))
