@@ -225,3 +225,20 @@ def quantize(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, torch.Tensor | 
         hint = " (it has two scales: use quantize_nvfp4)" if quant == "nvfp4" else ""
         raise ValueError(f"quantize does not handle {quant!r}{hint}")
     return fn(w)
+
+
+def quantize_named(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Quantize ``w [E, N, K]`` to ``quant`` for any format here: (stored weights, named scales), the
+    names being the suffixes of ``prepare_weights``' keywords: ``scale`` (FP8, FP4 formats) and
+    ``global_scale`` (nvfp4). bf16/fp16: no scales."""
+    if quant == "nvfp4":
+        q, scale, glob = quantize_nvfp4(w)
+        return q, {"scale": scale, "global_scale": glob}
+    q, scale = quantize(w, quant)
+    return q, ({} if scale is None else {"scale": scale})
+
+
+def dequantize_named(q: torch.Tensor, scales: dict[str, torch.Tensor], quant: str,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Inverse of :func:`quantize_named`."""
+    return dequantize(q, scales.get("scale"), quant, dtype, global_scale=scales.get("global_scale"))

@@ -48,6 +48,8 @@ def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any
     ``w13_global_scale``/``w2_global_scale`` for nvfp4), built expert by expert."""
     import torch
 
+    from .ops import quantize_named
+
     g = torch.Generator(device="cpu").manual_seed(seed)
     e, rows, h, i = spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size
     w13 = w2 = None
@@ -56,8 +58,8 @@ def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any
     for k in range(e):
         a = torch.randn(1, rows, h, generator=g) / h ** 0.5
         b = torch.randn(1, h, i, generator=g) / i ** 0.5
-        qa, sa = _quantize(a, quant)
-        qb, sb = _quantize(b, quant)
+        qa, sa = quantize_named(a, quant)
+        qb, sb = quantize_named(b, quant)
         if w13 is None:  # shapes from the quantized tensors: packed formats store K/2 columns
             w13 = torch.empty((e, *qa.shape[1:]), dtype=qa.dtype, device=device)
             w2 = torch.empty((e, *qb.shape[1:]), dtype=qb.dtype, device=device)
@@ -72,23 +74,15 @@ def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any
     return out
 
 
-def _quantize(w: Any, quant: str) -> tuple[Any, dict[str, Any]]:
-    """``w [1, N, K]`` -> (stored weights, named scales: ``scale``, and ``global_scale`` for nvfp4)."""
-    from .ops import quantize, quantize_nvfp4
-
-    if quant == "nvfp4":
-        q, scale, glob = quantize_nvfp4(w)
-        return q, {"scale": scale, "global_scale": glob}
-    q, scale = quantize(w, quant)
-    return q, ({} if scale is None else {"scale": scale})
-
-
 def dequantized(weights: dict[str, Any], quant: str) -> tuple[Any, Any]:
-    """The canonical weights as float32 (for the reference), dequantizing FP8 formats."""
-    from .ops import dequantize
+    """The canonical weights as float32 (for the reference), dequantizing scaled formats."""
+    from .ops import dequantize_named
 
-    return (dequantize(weights["w13"], weights.get("w13_scale"), quant, global_scale=weights.get("w13_global_scale")),
-            dequantize(weights["w2"], weights.get("w2_scale"), quant, global_scale=weights.get("w2_global_scale")))
+    def part(name: str) -> Any:
+        prefix = f"{name}_"
+        return dequantize_named(weights[name], {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}, quant)
+
+    return part("w13"), part("w2")
 
 
 def run_layer(args: argparse.Namespace) -> int:

@@ -32,14 +32,14 @@ from typing import Any
 import torch
 
 from .errors import MoeSelectError, ResolveError
-from .ops import dequantize, quantize
+from .ops import dequantize_named, quantize_named
 from .reference import reference_moe, rel_error
 from .report import Reason
 
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp8_tensor": 1e-1, "fp8_channel": 1e-1, "fp8_block": 1e-1,
-             # mxfp4: the only mxfp4 runner here (torch_native) dequantizes the weights and keeps bf16
+             # mxfp4, nvfp4: the only FP4 runner here (torch_native) dequantizes the weights and keeps bf16
              # activations, so its error is bf16's; a runner quantizing activations needs its own entry.
-             "mxfp4": 3e-2}
+             "mxfp4": 3e-2, "nvfp4": 3e-2}
 _ACT_DTYPE = {"fp16": torch.float16}
 SOURCE = "moe_select.verify (resolve(verify=True))"
 
@@ -71,7 +71,7 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
         raise _refuse(f"cannot generate {quant} test weights (moe_select.ops makes {', '.join(TOLERANCE)})",
                       code="quant_unsupported", fix="resolve without verify=True, and check this runner another way")
     h_size, i_size = spec.hidden_size, spec.intermediate_size
-    bytes_per_expert = 3 * h_size * i_size * (0.5 if quant == "mxfp4" else 1 if quant.startswith("fp8") else 2)
+    bytes_per_expert = 3 * h_size * i_size * (0.5 if quant in ("mxfp4", "nvfp4") else 1 if quant.startswith("fp8") else 2)
     if spec.num_local_experts * bytes_per_expert > max_weight_bytes:
         runner = _twin(runner, max(spec.top_k, 8))
         spec = runner.spec
@@ -86,15 +86,15 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
     ids[0, -1] = -1
     wts = torch.rand(tokens, spec.top_k, generator=gen, device=dev) * 0.9 + 0.1
     wts = (wts / wts.sum(dim=1, keepdim=True)).float()
-    (q13, s13), (q2, s2) = quantize(w13, quant), quantize(w2, quant)
-    scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
+    (q13, s13), (q2, s2) = quantize_named(w13, quant), quantize_named(w2, quant)
+    scales = {**{f"w13_{k}": v for k, v in s13.items()}, **{f"w2_{k}": v for k, v in s2.items()}}
     try:
         out = runner.run(x, ids, wts, runner.prepare_weights(q13, q2, **scales))
     except (MoeSelectError, RuntimeError, ValueError, TypeError) as exc:
         raise _refuse(f"{runner.name} raised {type(exc).__name__}: {exc}") from exc
     if tuple(out.shape) != (tokens, h_size) or out.dtype != x.dtype:
         raise _refuse(f"{runner.name} returned {list(out.shape)} {out.dtype}; expected [{tokens}, {h_size}] {x.dtype}")
-    ref = reference_moe(x, ids, wts, dequantize(q13, s13, quant), dequantize(q2, s2, quant), spec.activation,
+    ref = reference_moe(x, ids, wts, dequantize_named(q13, s13, quant), dequantize_named(q2, s2, quant), spec.activation,
                         expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit)
     err = rel_error(out, ref)
     tol = TOLERANCE[quant]

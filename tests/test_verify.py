@@ -82,7 +82,7 @@ def test_broken_core_is_refused(monkeypatch, core, match):
 
 def test_format_without_generator_is_refused():
     runner = _resolve(_plan())
-    runner.spec = type(runner.spec)(**{**runner.spec.__dict__, "quant": "nvfp4"})
+    runner.spec = type(runner.spec)(**{**runner.spec.__dict__, "quant": "int4_w4a16"})
     with pytest.raises(ResolveError) as err:
         verify_runner(runner)
     assert err.value.codes == ["quant_unsupported"]
@@ -106,3 +106,12 @@ def test_verify_passes_torch_native_mxfp4():
         "num_experts": 8, "top_k": 2, "hidden_size": 128, "moe_intermediate_size": 64, "activation": "swiglu_oai"}})
     runner = moe_select.resolve(plan, verify=True, registry=Registry())
     assert runner.spec.quant == "mxfp4"
+
+
+def test_verify_passes_torch_native_nvfp4():
+    import moe_select
+    from moe_select.registry import Registry
+
+    plan = moe_select.plan({"arch": "auto", "quant": "nvfp4", "require_adapter": True, "model": {
+        "num_experts": 8, "top_k": 2, "hidden_size": 128, "moe_intermediate_size": 64}})
+    assert moe_select.resolve(plan, verify=True, registry=Registry()).spec.quant == "nvfp4"
