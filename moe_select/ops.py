@@ -86,10 +86,28 @@ def quantize_fp8_block(w: torch.Tensor, block: int = BLOCK) -> tuple[torch.Tenso
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: torch.dtype = torch.float32,
                global_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Expert weights ``q [E, N, K]`` (mxfp4: ``[E, N, K/2]`` packed) of format ``quant`` back to ``dtype``
-    (scale shapes: module doc).
+    """Expert weights ``q [E, N, K]`` (FP4: ``[E, N, K/2]`` packed) of format ``quant`` back to ``dtype``,
+    one expert at a time (the temporaries stay one expert large; scale shapes: module doc). Raises
+    ValueError naming the expected scale shape when ``scale`` does not fit ``quant``."""
+    if quant in ("bf16", "fp16") or q.shape[0] <= 1:
+        return _dequantize(q, scale, quant, dtype, global_scale)
+    if scale is not None and scale.shape[:1] != q.shape[:1]:
+        raise ValueError(f"{quant} scale has {scale.shape[0]} experts, the weights {q.shape[0]}")
+    if global_scale is not None and global_scale.shape[:1] != q.shape[:1]:
+        raise ValueError(f"{quant} global_scale has {global_scale.shape[0]} experts, the weights {q.shape[0]}")
+    first = _dequantize(q[:1], None if scale is None else scale[:1], quant, dtype,  # checks the shapes
+                        None if global_scale is None else global_scale[:1])
+    out = torch.empty((q.shape[0], *first.shape[1:]), dtype=dtype, device=q.device)
+    out[0] = first[0]
+    for i in range(1, q.shape[0]):
+        out[i] = _dequantize(q[i:i + 1], None if scale is None else scale[i:i + 1], quant, dtype,
+                             None if global_scale is None else global_scale[i:i + 1])[0]
+    return out
 
-    Raises ValueError naming the expected scale shape when ``scale`` does not fit ``quant``."""
+
+def _dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: torch.dtype = torch.float32,
+                global_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """One batch of experts; see :func:`dequantize`."""
     if quant in ("bf16", "fp16"):
         return q.to(dtype)
     if scale is None:
