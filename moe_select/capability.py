@@ -35,6 +35,7 @@ class ListFact(Located):
 
 
 class ActivationFact(ListFact):
+    """The gated activations the runner computes."""
     values: list[Activation] = Field(min_length=1)
 
 
@@ -52,11 +53,13 @@ class A2AFact(ListFact):
 
 
 class BoolFact(Located):
+    """A yes/no fact with its source (e.g. CUDA-graph capture)."""
     supported: bool
     source: str = Field(min_length=1)
 
 
 class ArchFact(ListFact):
+    """The architectures an all-to-all backend runs on."""
     values: list[Arch] = Field(min_length=1)
 
 
@@ -177,10 +180,12 @@ class RunnerCapability(Located):
         return [f for s in self.support if arch in s.archs for f in s.formats]
 
     def support_for(self, arch: str, quant: str) -> Support | None:
+        """The support entry that runs ``quant`` on ``arch``, or None."""
         return next((s for s in self.support if arch in s.archs and quant in s.formats), None)
 
     @property
     def archs(self) -> list[str]:
+        """Every architecture of the support entries, in file order."""
         seen: list[str] = []
         for s in self.support:
             seen += [a for a in s.archs if a not in seen]

@@ -208,6 +208,7 @@ def _render_distributed(r: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of every subcommand (explain, plan, check, run, schemas)."""
     p = argparse.ArgumentParser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("explain", help="why this plan, why not the others")

@@ -37,6 +37,7 @@ class IntRange(Located):
     multiple_of: int | None = Field(default=None, gt=0)
 
     def contains(self, value: Fraction | int) -> bool:
+        """True when ``value`` is within the range and a multiple of ``multiple_of``."""
         value = Fraction(value)
         if self.min is not None and value < self.min:
             return False
@@ -45,6 +46,7 @@ class IntRange(Located):
         return self.multiple_of is None or value % self.multiple_of == 0
 
     def empty(self) -> bool:
+        """True when ``min > max`` (no value can match)."""
         return self.min is not None and self.max is not None and self.min > self.max
 
 
@@ -157,6 +159,7 @@ class Constraint(Located):
         return self
 
     def applies(self, facts: Mapping[str, Any]) -> bool:
+        """True when the constraint's ``when`` matches ``facts`` (always without one)."""
         return self.when is None or self.when.matches(facts)
 
     def violation(self, facts: Mapping[str, Any]) -> str | None:

@@ -124,6 +124,7 @@ class Understood(BaseModel):
 
     @property
     def shape(self) -> ModelShape:
+        """The model shape as a validated :class:`ModelShape`."""
         return ModelShape.model_validate(self.model)
 
     def brief(self) -> str:

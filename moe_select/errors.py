@@ -67,6 +67,7 @@ class ResolveError(MoeSelectError):
 
     @property
     def codes(self) -> list[str]:
+        """The reason codes of this refusal, in order."""
         return [r.code for r in self.reasons]
 
 

@@ -37,14 +37,17 @@ class LayerSpec:
 
     @property
     def num_local_experts(self) -> int:
+        """Experts on this rank: ``num_experts / ep``."""
         return self.num_experts // self.ep
 
     @property
     def expert_offset(self) -> int:
+        """Global id of this rank's first expert: ``ep_rank * num_local_experts``."""
         return self.ep_rank * self.num_local_experts
 
     @property
     def gated(self) -> bool:
+        """True for activations that read gate and up halves from w13."""
         return self.activation in GATED_ACTIVATIONS
 
     @property

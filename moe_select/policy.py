@@ -41,10 +41,12 @@ class Rule(Located):
 
     @property
     def runners(self) -> list[str]:
+        """The runners the rule prefers or disables."""
         return list(self.prefer or self.disable or [])
 
     @property
     def action(self) -> Literal["prefer", "disable"]:
+        """``prefer`` or ``disable``."""
         return "prefer" if self.prefer is not None else "disable"
 
 

@@ -53,10 +53,12 @@ class Registry:
             self._dispatchers[a2a] = factory
 
     def core(self, runner: str, a2a: str) -> Callable[..., Any] | None:
+        """The core factory registered for (``a2a``, ``runner``), or None."""
         with self._lock:
             return self._cores.get((a2a, runner))
 
     def dispatcher(self, a2a: str) -> Callable[..., Any] | None:
+        """The dispatcher factory registered for ``a2a``, or None."""
         with self._lock:
             return self._dispatchers.get(a2a)
 

@@ -35,6 +35,7 @@ class Reason(BaseModel):
     backend: str | None = None
 
     def render(self) -> str:
+        """One line: ``code: detail [source] Fix: ...``."""
         fix = f" Fix: {self.fix}." if self.fix else ""
         return f"{self.code}: {self.detail} [{self.source}]{fix}"
 
@@ -115,6 +116,7 @@ class Plan(BaseModel):
     fingerprint: str
 
     def to_json(self) -> str:
+        """The plan as indented JSON text (what ``moe-select plan -o`` writes)."""
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
 
 

@@ -46,6 +46,7 @@ class MoeRunner:
 
     @property
     def name(self) -> str:
+        """The runner's name (the plan's runner)."""
         return self.plan.runner
 
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, **scales: torch.Tensor) -> PreparedWeights:

@@ -37,10 +37,12 @@ def generate() -> dict[str, dict[str, Any]]:
 
 
 def render(schema: dict[str, Any]) -> str:
+    """Canonical text of a schema (sorted keys, 2-space indent, final newline)."""
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 def schemas_dir() -> Path:
+    """The installed ``schemas/`` directory."""
     import moe_select.schemas as pkg
 
     return Path(pkg.__file__).parent
