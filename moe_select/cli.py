@@ -245,24 +245,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return value
+def _int_in(lo: int, hi: int, what: str):
+    """argparse type: an integer with ``lo <= value < hi``; ``what`` names the range in the error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= value < hi:
+            raise argparse.ArgumentTypeError(f"{value} is not {what}")
+        return value
+    return parse
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not -(2**62) < value < 2**62:
-        raise argparse.ArgumentTypeError(f"{value} is outside (-2**62, 2**62)")
-    return value
+_positive = _int_in(1, 2**62, "a positive integer")
+_seed = _int_in(-(2**62) + 1, 2**62, "inside (-2**62, 2**62)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,15 +40,17 @@ class Environment(BaseModel):
     def package(self, name: str, module: str | None = None) -> tuple[str, str | None]:
         """``("present", version)``, ``("absent", None)`` or ``("assumed", None)`` for a distribution
         (also looked up by its import name, ``-``/``_`` and case forgiven)."""
-        keys = {_norm(name)} | ({_norm(module)} if module else set())
+        keys = {normalize_package_name(name)} | ({normalize_package_name(module)} if module else set())
         for k, v in self.packages.items():
-            if _norm(k) in keys:
+            if normalize_package_name(k) in keys:
                 return ("absent", None) if v is None else ("present", v)
         return ("absent", None) if self.detected else ("assumed", None)
 
 
-def _norm(name: str) -> str:
+def normalize_package_name(name: str) -> str:
+    """A distribution or module name in one form (PEP 503: runs of ``-``, ``_``, ``.`` are one separator; case folded)."""
     return re.sub(r"[-_.]+", "_", name).lower()
+
 
 
 def declared(*, packages: dict[str, str | None] | None, nvcc: str | None, cuda: str | None,

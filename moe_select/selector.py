@@ -15,7 +15,7 @@ from .capability import A2ACapability, Package, RunnerCapability
 from .catalog import Catalog, default_catalog
 from .conditions import Constraint, facts_of, fmt_num, parallel_fixes
 from .deployment import Deployment, Understood, load_deployment, understand
-from .environment import Environment, declared, detect
+from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
 from .report import Candidate, ChosenBy, PackageNeed, Plan, Reason, Report, fingerprint
 from .versions import at_least, satisfies
@@ -223,10 +223,10 @@ def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
                                 "arch is auto (this machine, detected): give gpu/arch to plan for another machine, or drop it"))
     known: dict[str, str] = {}
     for name, module in catalog.packages():
-        known[name.lower().replace("_", "-")] = name
-        known[module.lower().replace("_", "-")] = name
+        known[normalize_package_name(name)] = name
+        known[normalize_package_name(module)] = name
     for name in (dep.packages or {}):
-        if name.lower().replace("_", "-") not in known:
+        if normalize_package_name(name) not in known:
             close = difflib.get_close_matches(name, sorted(set(known.values())), n=1)
             issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{name}",
                                 f"unknown package {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
