@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import MoeSelectError
+from .run import BUILD_BYTES
 
 DTYPES = ("bfloat16", "float16", "float32")
-#: bytes per expert-weight element a torch_native rank holds: the weights as given, plus for FP8 the
-#: float32 copy its prepare_weights dequantizes to (backends/torch_native.py).
-WEIGHT_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4}
+#: bytes per expert-weight element a torch_native rank holds (run.BUILD_BYTES: the weights as given, plus
+#: for FP8 the float32 copy its prepare_weights dequantizes to), for the formats run_distributed builds.
+WEIGHT_BYTES = {q: BUILD_BYTES[q] for q in ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")}
 PROCESS_OVERHEAD = 450 * 2**20  # resident size of a Python process with torch (CPU) imported, measured ~0.4 GiB
 
 

@@ -19,7 +19,7 @@ REFERENCE_TOKENS = 256
 #: Bytes per stored expert-weight element (mxfp4: two e2m1 per byte; its e8m0 scales are 1/32 more).
 STORED_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1, "mxfp4": 0.5, "nvfp4": 0.5}
 #: Bytes per element while the layer is built: the stored weights plus, for the formats torch_native
-#: dequantizes in prepare_weights, its float32 copy (the accounting of launch.WEIGHT_BYTES).
+#: dequantizes in prepare_weights, its float32 copy (launch.WEIGHT_BYTES reads its entries from here).
 BUILD_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4, "mxfp4": 0.5 + 4,
                "nvfp4": 0.5 + 4}
 
