@@ -47,6 +47,15 @@ class Catalog:
     files: dict[str, str] = field(default_factory=dict)
     rule_files: list[str] = field(default_factory=list)
     overridden: dict[str, str] = field(default_factory=dict)  # rule id -> the bundled location replaced
+    #: Operator rule directories and files, absolute, in the order they were layered (plans store them so
+    #: that ``resolve`` rebuilds the same catalog from any working directory).
+    rule_sources: list[str] = field(default_factory=list)
+    #: The bundled rules before any operator layer (lint compares outcomes with and without overrides).
+    bundled_rules: list[Rule] = field(default_factory=list)
+    #: Rule id -> the bundled rule an operator rule replaced.
+    replaced: dict[str, Rule] = field(default_factory=dict)
+    #: Display name -> path of every rule file read (lint reads their comments).
+    rule_paths: dict[str, Path] = field(default_factory=dict)
 
     def adapter(self, runner: str, quant: str | None = None) -> str | None:
         """The module that implements ``runner`` (for ``quant``, when given) here: its capability file's
@@ -145,18 +154,25 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
 
     rules: list[Rule] = []
     rule_files: list[str] = []
+    rule_paths: dict[str, Path] = {}
+    bundled: list[Rule] = []
+    replaced: dict[str, Rule] = {}
     overridden: dict[str, str] = {}
     layers: list[tuple[str, list[tuple[Path, str]]]] = []
     if bundled_rules:
         layers.append(("bundled", [(p, f"rules/{p.name}") for p in sorted(rdir.glob("*.yaml"))]))
     dirs = [Path(d) for d in rules_dirs] + (rule_dirs_from_env() if use_env else [])
-    for d in dirs:
+    rule_sources: list[str] = []
+    for given in dirs:
+        d = given.absolute()  # shown and stored absolute: a plan must resolve from any working directory
         if d.is_file():
             layers.append((str(d), [(d, str(d))]))
         elif d.is_dir():
             layers.append((str(d), [(p, str(p)) for p in sorted(f for g in RULE_GLOBS for f in d.glob(g))]))
         else:
-            issues.append(Issue(str(d), 0, "", "rules file or directory not found"))
+            issues.append(Issue(str(given), 0, "", "rules file or directory not found"))
+            continue
+        rule_sources.append(str(d))
     for layer, paths in layers:
         layer_rules: list[Rule] = []
         for path, display in paths:
@@ -164,6 +180,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
             if rf is None:
                 continue
             rule_files.append(display)
+            rule_paths[display] = path
             layer_rules.extend(rf.rules)
         seen: dict[str, Rule] = {}
         for r in layer_rules:
@@ -171,13 +188,15 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                 issues.append(Issue(r._file, r._line, "id", f"duplicate rule id {r.id!r} (first at {seen[r.id].where()})"))
             seen[r.id] = r
         if layer == "bundled":
-            rules = layer_rules
+            rules = list(layer_rules)
+            bundled = list(layer_rules)
             continue
         index = {r.id: i for i, r in enumerate(rules)}
         new = []
         for r in layer_rules:
             if r.id in index:
                 overridden[r.id] = rules[index[r.id]].where()
+                replaced.setdefault(r.id, rules[index[r.id]])
                 rules[index[r.id]] = r
             else:
                 new.append(r)
@@ -194,7 +213,8 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         raise InputError(issues)
     assert common is not None
     return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, files=files,
-                   rule_files=rule_files, overridden=overridden)
+                   rule_files=rule_files, overridden=overridden, rule_sources=rule_sources, bundled_rules=bundled,
+                   replaced=replaced, rule_paths=rule_paths)
 
 
 _cache: dict[tuple, Catalog] = {}

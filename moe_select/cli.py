@@ -122,11 +122,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 1
     text = report.plan.to_json()
     if args.output and args.output != "-":
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_atomically(Path(args.output), text)
         print(f"{report.summary()}\nplan written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so a reader
+    (another rank) sees the old file or the new one, never half of one; on a full disk the old file is
+    left as it was. Raises :class:`InputError` when ``path`` is a folder or its folder does not exist,
+    :class:`MoeSelectError` when the write fails (the message says the old file is unchanged)."""
+    import os
+    import tempfile
+
+    from .errors import Issue
+
+    if path.is_dir():
+        raise InputError(Issue(str(path), 0, "output", "is a folder: give the plan file's path, e.g. plan.json"))
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(Issue(str(path), 0, "output", f"the folder {str(folder)!r} does not exist"))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it: other ranks may read it
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}; {path.name} was left unchanged") from None
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -137,9 +170,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     for f in findings:
         print(f)
     n_rules = len(catalog.rules)
+    errors = sum(f.severity == "error" for f in findings)
     print(f"checked {len(catalog.rule_files)} rule files ({n_rules} rules) and {len(catalog.runners)} runner + "
-          f"{len(catalog.a2a)} a2a capability files: {len(findings)} finding(s)")
-    return 1 if findings else 0
+          f"{len(catalog.a2a)} a2a capability files: {errors} error(s), {len(findings) - errors} warning(s)")
+    return 1 if errors else 0
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:

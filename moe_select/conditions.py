@@ -45,9 +45,17 @@ class IntRange(Located):
             return False
         return self.multiple_of is None or value % self.multiple_of == 0
 
-    def empty(self) -> bool:
-        """True when ``min > max`` (no value can match)."""
-        return self.min is not None and self.max is not None and self.min > self.max
+    def empty(self, positive: bool = False) -> bool:
+        """True when no value can match: ``min > max``, or no multiple of ``multiple_of`` in [min, max]
+        (``positive``: only values >= 1 count, as for every quantity of a deployment)."""
+        lo = max(self.min or 1, 1) if positive else self.min
+        if lo is not None and self.max is not None and lo > self.max:
+            return True
+        if self.multiple_of and self.max is not None:
+            lo = lo if lo is not None else self.max - self.multiple_of  # some multiple <= max exists
+            first = -(-lo // self.multiple_of) * self.multiple_of  # smallest multiple >= lo
+            return first > self.max
+        return False
 
 
 IntCond = Union[list[int], IntRange]
@@ -98,13 +106,21 @@ class When(Located):
         return True
 
     def unsatisfiable(self) -> str | None:
-        """Why no deployment can ever match (empty list or range), or None."""
+        """Why no deployment can ever match (an empty list or range, sizes that are never positive), or None."""
         for key in self.keys():
             cond = getattr(self, key)
             if isinstance(cond, list) and not cond:
                 return f"when.{key} is an empty list"
-            if isinstance(cond, IntRange) and cond.empty():
-                return f"when.{key}: min {cond.min} > max {cond.max}"
+            if isinstance(cond, IntRange) and cond.empty(positive=key in QUANTITIES):
+                if cond.min is not None and cond.max is not None and cond.min > cond.max:
+                    return f"when.{key}: min {cond.min} > max {cond.max}"
+                if cond.max is not None and cond.max <= 0:
+                    return f"when.{key}: max {cond.max} is not positive, and {key} is always positive"
+                return (f"when.{key}: no positive multiple of {cond.multiple_of} lies in "
+                        f"[{max(cond.min or 1, 1)}, {cond.max}]")
+            # Every quantity is a positive size (tp, ep, experts, shapes, their per-rank splits).
+            if key in QUANTITIES and isinstance(cond, list) and all(v <= 0 for v in cond):
+                return f"when.{key}: {cond} holds no positive value, and {key} is always positive"
         if self.a2a is not None and "none" not in self.a2a and self.ep is not None:
             if isinstance(self.ep, list) and self.ep and all(e <= 1 for e in self.ep):
                 return "when.a2a names only all-to-all backends, which need ep > 1, but when.ep allows only 1"

@@ -105,6 +105,9 @@ class Understood(BaseModel):
     quant: Quant
     model: dict[str, Any]
     model_config_path: str | None = None
+    #: sha256 of every model-config file read (absolute path -> hex digest); ``resolve`` refuses a plan
+    #: whose checkpoint config changed since planning.
+    input_files: dict[str, str] = {}
     tp: int
     ep: int
     moe_tp: int | None
@@ -198,6 +201,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     model: dict[str, Any] | None = None
     quant: str | None = None
     cfg_path: str | None = None
+    input_files: dict[str, str] = {}
     if dep.model is not None and dep.model_config_path is not None:
         bad("model_config", "give model (shape) or model_config, not both")
     elif dep.model is not None:
@@ -221,6 +225,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 prov[f"model.{k}"] = info.provenance.get(k, f"{info.path} (default)")
             quant = info.quant
             prov["quant"] = "model_config " + info.provenance.get("quant", info.path)
+            input_files = dict(info.files)
     else:
         bad("model", "give model (num_experts, top_k, hidden_size, moe_intermediate_size, ...) or model_config")
 
@@ -265,7 +270,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     assert arch is not None and quant is not None and model is not None
     moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
     return Understood(
-        gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, tp=dep.tp, ep=dep.ep,
+        gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files, tp=dep.tp, ep=dep.ep,
         moe_tp=moe_tp, a2a=dep.a2a, deepep_mode=deepep_mode, runner=dep.runner, cuda_graph=cuda_graph,
         require_adapter=dep.require_adapter, provenance=prov, notes=notes,
     )

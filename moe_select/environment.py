@@ -17,8 +17,11 @@ import shutil
 import subprocess
 from typing import Iterable
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict
 
+from .errors import MoeSelectError
 from .vocab import arch_of_capability
 
 
@@ -63,22 +66,87 @@ def declared(*, packages: dict[str, str | None] | None, nvcc: str | None, cuda: 
                        flashinfer_prebuilt=flashinfer_prebuilt, provenance=prov)
 
 
-def detect_gpu() -> tuple[str, str | None]:
-    """``(arch, product name)`` of GPU 0 without importing torch; ``("cpu", None)`` when none is seen.
+class DetectionError(MoeSelectError):
+    """This machine's GPU could not be detected for ``arch: auto`` (a tool failed, hung, or reported a
+    GPU that moe-select has no facts for). Planning refuses rather than plan for the wrong machine."""
 
-    Reads ``nvidia-smi --query-gpu=name,compute_cap`` (NVIDIA driver >= 510)."""
+
+#: Seconds ``nvidia-smi`` may take before detection gives up (it answers in well under a second on a
+#: healthy machine; a hung driver makes it hang).
+SMI_TIMEOUT_S = 5.0
+#: amdkfd's topology: one folder per node, ``properties`` holds ``gfx_target_version`` (0 on CPU
+#: nodes). Linux drivers/gpu/drm/amd/amdkfd/kfd_topology.c (node_show); what rocminfo reads too.
+KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+
+
+def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES) -> tuple[str, str | None]:
+    """``(arch, product name)`` of GPU 0 without importing torch; ``("cpu", None)`` when the machine has
+    no GPU. NVIDIA: ``nvidia-smi --query-gpu=name,compute_cap`` (driver >= 510). AMD: the amdkfd topology
+    in sysfs (``gfx_target_version`` 90402 -> gfx942). Raises :class:`DetectionError` when nvidia-smi
+    exits non-zero, hangs past ``timeout_s`` seconds or prints what cannot be read, when an NVIDIA driver
+    is loaded but nvidia-smi is missing, or when the GPU's arch is not one moe-select has facts for."""
     smi = shutil.which("nvidia-smi")
     if smi:
+        cmd = [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"]
         try:
-            out = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
-            if out:
-                name, cap = [s.strip() for s in out[0].rsplit(",", 1)]
-                major, minor = cap.split(".")
-                return arch_of_capability(int(major), int(minor)), name
-        except (OSError, ValueError, subprocess.SubprocessError):
-            pass
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise DetectionError(f"nvidia-smi did not answer within {timeout_s:g} s (a hung driver?): cannot tell this "
+                                 "machine's GPU; fix the driver, or give gpu/arch to plan explicitly") from None
+        except OSError as exc:
+            raise DetectionError(f"nvidia-smi ({smi}) could not run: {exc}; give gpu/arch to plan explicitly") from None
+        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        if proc.returncode != 0:
+            raise DetectionError(f"nvidia-smi exited with code {proc.returncode}"
+                                 + (f" ({said[0][:200]})" if said else "") + ": cannot tell this machine's GPU; fix the "
+                                 "driver, or give gpu/arch to plan explicitly")
+        lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
+        if not lines:
+            raise DetectionError("nvidia-smi listed no GPU although it ran: give gpu/arch to plan explicitly")
+        try:
+            name, cap = [x.strip() for x in lines[0].rsplit(",", 1)]
+            major, minor = cap.split(".")
+            arch = arch_of_capability(int(major), int(minor))
+        except ValueError:
+            raise DetectionError(f"cannot read nvidia-smi's answer {lines[0][:120]!r} (expected 'name, X.Y'): give gpu/arch "
+                                 "to plan explicitly") from None
+        return _known(arch, name), name
+    amd = _amd_gfx(kfd_nodes)
+    if amd is not None:
+        return _known(amd, None), None
+    if os.path.exists("/dev/nvidiactl"):
+        raise DetectionError("an NVIDIA driver is loaded (/dev/nvidiactl exists) but nvidia-smi is not on PATH: cannot tell "
+                             "this machine's GPU; put nvidia-smi on PATH, or give gpu/arch to plan explicitly")
     return "cpu", None
+
+
+def _known(arch: str, name: str | None) -> str:
+    from .vocab import ARCHS
+
+    if arch not in ARCHS:
+        what = f"{name} ({arch})" if name else arch
+        raise DetectionError(f"this machine's GPU is {what}, an architecture moe-select has no facts for (known: "
+                             f"{', '.join(a for a in ARCHS if a != 'cpu')})")
+    return arch
+
+
+def _amd_gfx(nodes: Path) -> str | None:
+    """gfx target of the first AMD GPU node in the amdkfd topology (``gfx_target_version`` major*10000 +
+    minor*100 + stepping; minor and stepping are hex digits in the name: 90010 -> gfx90a), or None."""
+    try:
+        folders = sorted(nodes.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else 0)
+    except OSError:
+        return None
+    for node in folders:
+        try:
+            props = (node / "properties").read_text()
+        except OSError:
+            continue
+        m = re.search(r"^gfx_target_version\s+(\d+)\s*$", props, re.M)
+        if m and int(m.group(1)) > 0:
+            v = int(m.group(1))
+            return f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}"
+    return None
 
 
 def detect_nvcc() -> str | None:

@@ -1,12 +1,20 @@
 """``moe-select check``: lint rule and capability files beyond their schema.
 
-Findings (each ``file:line: message``): rules whose ``when`` can never match; rules shadowed by an
-earlier rule that matches everything they match and already lists all their runners; prefer/disable
-rules naming a runner that the capability files exclude for every (arch, quant) the rule can match.
+Findings (each ``file:line: message``), errors unless marked as warnings:
+- rules whose ``when`` can never match (empty lists or ranges, no multiple in a range, sizes <= 0);
+- prefer rules shadowed by an earlier rule that matches everything they match and already lists all
+  their runners, or cancelled by a disable rule that matches wherever they do;
+- prefer/disable rules naming a runner that the capability files exclude for every (arch, quant, a2a)
+  the rule can match; disable rules that leave no runner for some (arch, quant) they match;
+- a2a backends (capability files) that no runner accepts;
+- warnings: an operator override of a bundled rule that changes the choice for (arch, quant) pairs
+  outside the new rule's own conditions; comments in rule files that recommend ``when`` keys the schema
+  refuses.
 Schema errors, unknown runner names and duplicate ids are load errors (:class:`InputError`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -22,13 +30,15 @@ from .yamlio import MarkedDict, load_file, validate
 
 @dataclass(frozen=True)
 class Finding:
-    """One lint finding: where, and what."""
+    """One lint finding: where, what, and ``severity`` (``error`` fails ``check``; ``warning`` is shown)."""
 
     where: str
     message: str
+    severity: str = "error"
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.message}"
+        mark = "warning: " if self.severity == "warning" else ""
+        return f"{self.where}: {mark}{self.message}"
 
 
 def _covers(a: When, b: When) -> bool:
@@ -64,29 +74,138 @@ def _domain(rule: Rule) -> list[tuple[str, str]]:
     return [(a, q) for a in archs for q in quants]
 
 
+def _runnable(catalog: Catalog, name: str, rule: Rule) -> bool:
+    """True when ``name`` can run some (arch, quant, a2a) that ``rule`` can match."""
+    cap = catalog.runners[name]
+    if rule.when.a2a is not None and not set(rule.when.a2a) & set(cap.a2a.values):
+        return False
+    return any(q in cap.formats_on(a) for a, q in _domain(rule))
+
+
+def _only_arch_quant(rule: Rule) -> bool:
+    return set(rule.when.keys()) <= {"arch", "quant"}
+
+
+def choice(catalog: Catalog, rules: list[Rule], arch: str, quant: str) -> tuple[str, str] | None:
+    """(runner, rule id) that ``runner: auto`` would pick for ``arch``/``quant`` considering only the rules
+    whose ``when`` names nothing but arch and quant, and the capability files' arch x format support
+    (other facts are not looked at); None when no such rule picks one."""
+    disabled = {n for r in rules if r.action == "disable" and _only_arch_quant(r)
+                and (r.when.arch is None or arch in r.when.arch) and (r.when.quant is None or quant in r.when.quant)
+                for n in r.runners}
+    for r in rules:
+        if r.action != "prefer" or not _only_arch_quant(r):
+            continue
+        if (r.when.arch is None or arch in r.when.arch) and (r.when.quant is None or quant in r.when.quant):
+            for n in r.runners:
+                if n not in disabled and quant in catalog.runners[n].formats_on(arch):
+                    return n, r.id
+    return None
+
+
+def _override_findings(catalog: Catalog) -> list[Finding]:
+    out = []
+    for rid, old in catalog.replaced.items():
+        new = next(r for r in catalog.rules if r.id == rid)
+        mine = set(_domain(new))
+        moved: dict[tuple, list[str]] = {}
+        for arch, quant in _domain(old):
+            if (arch, quant) in mine:
+                continue  # inside the new rule's own conditions: what the operator asked for
+            before, after = choice(catalog, catalog.bundled_rules, arch, quant), choice(catalog, catalog.rules, arch, quant)
+            if before != after:
+                key = (arch, before, after)
+                moved.setdefault(key, []).append(quant)
+        for (arch, before, after), quants in sorted(moved.items(), key=lambda kv: str(kv[0])):
+            was = f"{before[0]} (rule {before[1]})" if before else "no rule's choice"
+            now = f"{after[0]} (rule {after[1]})" if after else "no rule's choice (refused unless another rule matches)"
+            out.append(Finding(new.where(), f"overriding rule {rid} (bundled at {old.where()}) also changes {arch} "
+                               f"{', '.join(quants)}, outside the new rule's conditions: {was} -> {now}", "warning"))
+    return out
+
+
+_COMMENT_WHEN = re.compile(r"when:\s*(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _comment_findings(catalog: Catalog) -> list[Finding]:
+    """Comments in rule files that recommend a ``when`` key the schema refuses (e.g. ``(when: foo)``)."""
+    allowed = set(When.model_fields)
+    out = []
+    for display, path in catalog.rule_paths.items():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for no, line in enumerate(lines, 1):
+            if "#" not in line:
+                continue
+            comment = line[line.index("#"):]
+            for m in _COMMENT_WHEN.finditer(comment):
+                body = m.group(1)
+                keys = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*:", body) if body.startswith("{") else [body]
+                for k in keys:
+                    if k not in allowed:
+                        out.append(Finding(f"{display}:{no}", f"a comment recommends when key {k!r}, which the schema "
+                                           f"refuses (when keys: {', '.join(sorted(allowed))})", "warning"))
+    return out
+
+
 def lint_catalog(catalog: Catalog) -> list[Finding]:
-    """Every finding in the catalog's rules (see module doc)."""
+    """Every finding in the catalog's rules and capability files (see module doc)."""
     out: list[Finding] = []
+    disables = [r for r in catalog.rules if r.action == "disable" and not r.when.unsatisfiable()]
     for i, rule in enumerate(catalog.rules):
         why = rule.when.unsatisfiable()
         if why:
             out.append(Finding(rule.where(), f"rule {rule.id} never fires: {why}"))
             continue
         domain = _domain(rule)
-        runnable = {n for n in rule.runners if any(q in catalog.runners[n].formats_on(a) for a, q in domain)}
+        runnable = {n for n in rule.runners if _runnable(catalog, n, rule)}
         for name in rule.runners:
             if name not in runnable:
                 out.append(Finding(rule.where(rule.action), f"rule {rule.id} {rule.action}s {name}, which the capability "
-                                   f"files exclude for every arch/quant it matches ({rule.when.describe()})"))
+                                   f"files exclude for every arch/quant/a2a it matches ({rule.when.describe()})"))
         if not runnable:
             out.append(Finding(rule.where(), f"rule {rule.id} never fires: none of its runners can run where it matches"))
             continue
         if rule.action == "prefer":
+            shadowed = False
             for earlier in catalog.rules[:i]:
                 if earlier.action == "prefer" and _covers(earlier.when, rule.when) and runnable <= set(earlier.runners):
                     out.append(Finding(rule.where(), f"rule {rule.id} never fires: rule {earlier.id} ({earlier.where()}) "
                                        "matches everything it matches and already prefers all its runners"))
+                    shadowed = True
                     break
+            if shadowed:
+                continue
+            cancelling = [d for d in disables if _covers(d.when, rule.when)]
+            gone = {n for d in cancelling for n in d.runners} & runnable
+            if gone == runnable:
+                names = ", ".join(f"{d.id} ({d.where()})" for d in cancelling if set(d.runners) & runnable)
+                out.append(Finding(rule.where(), f"rule {rule.id} never chooses anything: disable rule(s) {names} "
+                                   "disable all its runners wherever it matches"))
+            else:
+                for n in sorted(gone):
+                    d = next(d for d in cancelling if n in d.runners)
+                    out.append(Finding(rule.where("prefer"), f"rule {rule.id} prefers {n}, which rule {d.id} ({d.where()}) "
+                                       "disables wherever this rule matches"))
+        else:
+            covering = [d for d in disables if _covers(d.when, rule.when)]
+            off = {n for d in covering for n in d.runners}
+            starved = sorted({(a, q) for a, q in domain
+                              if any(q in c.formats_on(a) for c in catalog.runners.values())
+                              and all(n in off for n, c in catalog.runners.items() if q in c.formats_on(a))})
+            if starved:
+                pairs = ", ".join(f"{a}/{q}" for a, q in starved[:8]) + (", ..." if len(starved) > 8 else "")
+                out.append(Finding(rule.where(), f"rule {rule.id} (with the disable rules covering it) disables every runner "
+                                   f"that can run {pairs}: matching deployments are always refused"))
+    accepted = {a for c in catalog.runners.values() for a in c.a2a.values}
+    for name, cap in sorted(catalog.a2a.items()):
+        if name not in accepted:
+            out.append(Finding(cap.where(), f"a2a {name}: no runner accepts its dispatch (no capability file lists it "
+                               "under a2a), so every deployment with it is refused"))
+    out += _override_findings(catalog)
+    out += _comment_findings(catalog)
     return out
 
 

@@ -34,6 +34,8 @@ class ModelInfo:
     dtype: str | None
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: sha256 of every file read (absolute path -> hex digest): plans carry them, resolve re-checks them.
+    files: dict[str, str] = field(default_factory=dict)
 
 
 def _at(cfg: MarkedDict, key: str) -> str:
@@ -230,4 +232,11 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
     shape["num_shared_experts"] = int(shared)
     quant = _quant_of(cfg, text, hfq, prov)
     dtype = text.get("torch_dtype") or cfg.get("torch_dtype")
-    return ModelInfo(name, model_type, shape, quant, dtype, prov)
+    files = {str(f.resolve()): _sha256(f) for f in (cfg_path, hfq_path) if f is not None}
+    return ModelInfo(name, model_type, shape, quant, dtype, prov, files=files)
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -19,7 +19,8 @@ ReasonCode = Literal[
 ]
 REASON_CODES: tuple[str, ...] = ReasonCode.__args__  # type: ignore[attr-defined]
 
-PLAN_SCHEMA_VERSION = 1
+#: Version of the plan JSON. 2: ``rule_sources`` and ``deployment.input_files`` (model-config hashes).
+PLAN_SCHEMA_VERSION = 2
 
 
 class Reason(BaseModel):
@@ -86,12 +87,14 @@ class Plan(BaseModel):
     ``activation_precision``, ``weight_layout`` (what ``prepare_weights`` produces), ``chosen_by``,
     eligible ``alternatives``, ``rejected`` candidates with reasons, the ``deployment`` and
     ``environment`` as understood, the ``packages`` needed, ``files`` (sha256 of every rule and
-    capability file read) and ``fingerprint`` (sha256 over the canonical inputs and those files).
+    capability file read), ``rule_sources`` (the operator rule directories and files, absolute, in
+    layering order) and ``fingerprint`` (sha256 over the canonical inputs and those files).
+    ``deployment.input_files`` holds the sha256 of every model-config file read.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    schema_version: Literal[1] = PLAN_SCHEMA_VERSION
+    schema_version: Literal[2] = PLAN_SCHEMA_VERSION
     runner: str
     module: str | None
     registers: list[str]
@@ -113,6 +116,7 @@ class Plan(BaseModel):
     jit: str | None = None
     notes: list[str] = []
     files: dict[str, str]
+    rule_sources: list[str] = []
     fingerprint: str
 
     def to_json(self) -> str:
@@ -125,7 +129,8 @@ def fingerprint(understood: Understood, environment: Environment, files: dict[st
     and the contents (hashes) of the rule and capability files. Provenance is left out: two ranks
     that read the same values from differently formatted files agree."""
     canon = {
-        "deployment": understood.model_dump(mode="json", exclude={"provenance", "notes", "model_config_path"}),
+        "deployment": understood.model_dump(mode="json", exclude={"provenance", "notes", "model_config_path", "input_files"}),
+        "inputs": sorted(understood.input_files.values()),  # contents, not paths: ranks may mount them elsewhere
         "environment": environment.model_dump(mode="json", exclude={"provenance"}),
         "files": dict(sorted(files.items())),
         "runner": runner,
@@ -148,6 +153,8 @@ class Report(BaseModel):
     reasons: list[Reason]
     rule_files: list[str]
     capability_files: list[str]
+    #: Bundled rule id -> "<bundled file:line> replaced by <operator file:line>" (operator overrides).
+    overridden_rules: dict[str, str] = {}
 
     def summary(self) -> str:
         """One log line, e.g. ``moe-select: deep_gemm (rule sm90-fp8-block ...) for sm90 ...; eligible: ...``."""
@@ -175,6 +182,7 @@ class Report(BaseModel):
             "reasons": [r.model_dump(mode="json") for r in self.reasons],
             "rule_files": self.rule_files,
             "capability_files": self.capability_files,
+            "overridden_rules": self.overridden_rules,
         }
 
     def render_text(self) -> str:
@@ -239,5 +247,8 @@ class Report(BaseModel):
             for r in own:
                 out.append(f"  {'':<{width}}    {r.render()}")
         out.append("")
+        if self.overridden_rules:
+            out.append("Overridden bundled rules (operator rules with the same id replace them in place):")
+            out += [f"  {rid}: {how}" for rid, how in self.overridden_rules.items()]
         out.append(f"Rule files: {', '.join(self.rule_files)}; capability files: {len(self.capability_files)} under backends/")
         return "\n".join(out)

@@ -31,7 +31,10 @@ _lock = threading.RLock()
 
 
 def load_plan(plan: Plan | dict | str | Path) -> Plan:
-    """A :class:`Plan` from a Plan, a dict, or a JSON file (errors name file, line and field)."""
+    """A :class:`Plan` from a Plan, a dict, or a JSON file (errors name file, line and field).
+
+    A plan written by another version of moe-select (another ``schema_version``) is refused with a
+    "plan again" message before any other field is read, never misread. Raises :class:`InputError`."""
     if isinstance(plan, Plan):
         return plan
     if isinstance(plan, (str, Path)):
@@ -41,6 +44,21 @@ def load_plan(plan: Plan | dict | str | Path) -> Plan:
         data, name = plan, "<plan>"
     from pydantic import ValidationError
 
+    from .errors import Issue
+    from .report import PLAN_SCHEMA_VERSION
+
+    if not isinstance(data, dict):
+        raise InputError(Issue(name, getattr(data, "line", 0), "", "a plan file holds a JSON object (moe-select plan -o FILE)"))
+    version = data.get("schema_version")
+    if version != PLAN_SCHEMA_VERSION:
+        line = getattr(data, "key_lines", {}).get("schema_version", getattr(data, "line", 0))
+        if type(version) is int and version < PLAN_SCHEMA_VERSION:
+            why = f"was written by an older moe-select (plan schema_version {version}; this one reads {PLAN_SCHEMA_VERSION})"
+        elif type(version) is int:
+            why = f"was written by a newer moe-select (plan schema_version {version}; this one reads {PLAN_SCHEMA_VERSION})"
+        else:
+            why = f"has no valid schema_version ({str(version)[:40]!r}; this moe-select writes {PLAN_SCHEMA_VERSION})"
+        raise InputError(Issue(name, line, "schema_version", f"the plan {why}: plan again with this version (moe-select plan)"))
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
@@ -62,19 +80,9 @@ def torch_arch() -> tuple[str, str | None]:
     return "cpu", None
 
 
-def _rule_dirs(plan: Plan) -> list[Path]:
-    dirs: list[Path] = []
-    for name in plan.files:
-        if not name.startswith(("backends/", "rules/")):
-            d = Path(name).parent
-            if d not in dirs:
-                dirs.append(d)
-    return dirs
-
-
 #: Plan fields that the selector derives; a plan whose fields differ from a fresh selection over its own
 #: inputs was edited (or made by other code) and is refused.
-DERIVED_FIELDS = tuple(f for f in Plan.model_fields if f not in ("schema_version", "deployment", "environment", "files"))
+DERIVED_FIELDS = tuple(f for f in Plan.model_fields if f not in ("schema_version", "deployment", "environment", "files", "rule_sources"))
 
 
 def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
@@ -107,6 +115,25 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
     return out
 
 
+def _input_file_reasons(plan: Plan) -> list[Reason]:
+    """A model-config file that changed (or is gone) since planning: the checkpoint the plan was made
+    for is not the one that will load (e.g. a bf16 config.json replaced by an FP8 one)."""
+    import hashlib
+
+    out = []
+    for path, digest in sorted(plan.deployment.input_files.items()):
+        try:
+            now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError as exc:
+            out.append(Reason(code="plan_mismatch", detail=f"{path}: the model config the plan was made from cannot be read "
+                              f"({exc.strerror or exc})", source=path, fix="plan again with the checkpoint that will load"))
+            continue
+        if now != digest:
+            out.append(Reason(code="plan_mismatch", detail=f"{path} changed since the plan was made (the checkpoint's "
+                              "shape or format may differ)", source=path, fix="plan again with the checkpoint that will load"))
+    return out
+
+
 def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = False, catalog: Any = None) -> list[Reason]:
     """Every reason ``plan`` cannot be used on ``env`` (the machine as detected): arch, files, a fresh
     selection over the plan's inputs, packages, JIT state, and a runner with no adapter."""
@@ -117,7 +144,7 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
         out.append(Reason(code="plan_mismatch", detail=f"arch: the plan was made for {made}; this machine is {here}",
                           source=plan.deployment.provenance.get("arch", "plan"), fix="plan again on this machine (arch: auto)"))
     try:
-        catalog = catalog or load_catalog(_rule_dirs(plan), use_env=False)
+        catalog = catalog or load_catalog(plan.rule_sources, use_env=False)
         now = catalog.files
     except InputError as exc:
         out.append(Reason(code="plan_mismatch", detail=f"the rule/capability files no longer load: {exc}", source="catalog"))
@@ -130,6 +157,7 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
             what = "is new" if before is None else "is gone" if after is None else "changed"
             out.append(Reason(code="plan_mismatch", detail=f"{name} {what} since the plan was made", source=name,
                               fix="plan again with the current files"))
+    out += _input_file_reasons(plan)
     if now and not changed:
         out += _replan_reasons(plan, catalog)
         if plan.module is None and plugin_adapters().get(plan.runner) is None:

@@ -293,7 +293,9 @@ def _select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     if chosen is not None and chosen_by is not None:
         plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend], facts)
     return Report(status="ok" if plan else "rejected", deployment=u, environment=env, plan=plan, candidates=ranked,
-                  reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k.startswith("backends/")))
+                  reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k.startswith("backends/")),
+                  overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
+                                    for rid, where in catalog.overridden.items()})
 
 
 def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Environment, catalog: Catalog,
@@ -323,7 +325,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
         cuda_graph=u.cuda_graph, chosen_by=chosen_by,
         alternatives=[c.backend for c in ranked if c.eligible and c.backend != cap.runner],
         rejected=[c for c in ranked if not c.eligible], deployment=u, environment=env, packages=needs, jit=jit,
-        notes=notes, files=files, fingerprint=fingerprint(u, env, files, cap.runner),
+        notes=notes, files=files, rule_sources=list(catalog.rule_sources), fingerprint=fingerprint(u, env, files, cap.runner),
     )
 
 

@@ -120,7 +120,7 @@ def test_run_refuses_what_does_not_fit_in_memory(capsys):
 
 def test_python_dash_m_and_console_script():
     p = subprocess.run([sys.executable, "-m", "moe_select", "check"], capture_output=True, text=True)
-    assert p.returncode == 0 and "0 finding(s)" in p.stdout
+    assert p.returncode == 0 and "0 error(s), 0 warning(s)" in p.stdout
 
 
 def test_run_argument_errors_exit_2(capsys):

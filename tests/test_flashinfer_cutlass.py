@@ -23,7 +23,8 @@ from moe_select.reference import reference_moe, rel_error
 from moe_select.registry import Registry
 from moe_select.resolver import check_environment
 
-flashinfer = pytest.importorskip("flashinfer")
+pytestmark = pytest.mark.flashinfer  # needs flashinfer-python: CI installs it after the README commands
+flashinfer = pytest.importorskip("flashinfer", reason="flashinfer-python is an optional extra ([flashinfer])")
 from flashinfer.fused_moe import ActivationType  # noqa: E402
 
 
@@ -189,57 +190,11 @@ def test_refusals_and_return_check():
         bf.forward(torch.randn(2, 64).bfloat16(), torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, 2), w)
 
 
-def test_register():
-    reg = Registry()
-    fic.register(reg)
-    assert reg.pairs() == {("none", "flashinfer_cutlass")}
-
-
-MODEL = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
-         "routing": "renormalize"}
-
-
-def _plan(prebuilt):
-    return moe_select.plan({"gpu": "H200", "quant": "bf16", "model": MODEL, "runner": "flashinfer_cutlass",
-                            "flashinfer_prebuilt": prebuilt, "packages": {"flashinfer-python": "0.6.4", "torch": "2.11.0"}})
-
-
-def _env(prebuilt):
-    return Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"flashinfer-python": "0.6.4", "torch": "2.11.0"},
-                       flashinfer_prebuilt=prebuilt)
-
-
-def test_plan_says_first_call_compiles_and_require_prebuilt_refuses():
-    plan = _plan(False)
-    assert plan.jit is not None and "JIT-compiles" in plan.jit and "50 minutes" in plan.jit
-    reasons = check_environment(plan, _env(False), require_prebuilt=True)
-    assert [r.code for r in reasons] == ["dependency_missing"] and "require_prebuilt" in reasons[0].detail
-    assert check_environment(plan, _env(False)) == []
-    with pytest.raises(ResolveError) as err:
-        moe_select.resolve(plan, environment=_env(False), require_prebuilt=True, device="cpu", registry=Registry())
-    assert err.value.codes == ["dependency_missing"]
-
-
 def test_prebuilt_plan_has_no_jit_and_resolves():
+    from test_flashinfer_facts import _env, _plan
+
     plan = _plan(True)
     assert plan.jit is None
     assert check_environment(plan, _env(True), require_prebuilt=True) == []
     runner = moe_select.resolve(plan, environment=_env(True), require_prebuilt=True, device="cpu", registry=Registry())
     assert isinstance(runner.core, fic.FlashInferCutlassCore)
-
-
-def test_detect_flashinfer_prebuilt(tmp_path, monkeypatch):
-    versions = {"flashinfer-python": "0.6.4", "flashinfer-jit-cache": None}
-    monkeypatch.setattr(envmod, "detect_package", lambda name, module: versions.get(name))
-    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path))
-    assert envmod.detect_flashinfer_prebuilt("sm90") is False
-    so = tmp_path / ".cache" / "flashinfer" / "0.6.4" / "90a" / "cached_ops" / "fused_moe_90" / "fused_moe_90.so"
-    so.parent.mkdir(parents=True)
-    so.write_bytes(b"")
-    assert envmod.detect_flashinfer_prebuilt("sm90") is True         # built here before
-    assert envmod.detect_flashinfer_prebuilt("sm100") is False        # another module
-    assert envmod.detect_flashinfer_prebuilt("cpu") is False
-    versions["flashinfer-jit-cache"] = "0.6.3+cu129"                   # FlashInfer refuses this mismatch
-    assert envmod.detect_flashinfer_prebuilt("sm90") is False
-    versions["flashinfer-python"] = None
-    assert envmod.detect_flashinfer_prebuilt("sm90") is False

@@ -1,0 +1,236 @@
+"""Issue 7 regressions (the lead's part): plans cannot go stale or lie, detection failures refuse,
+`check` finds operator mistakes. Each test: input -> exit code / error -> the reason it names."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+import moe_select
+from moe_select import environment as envmod
+from moe_select.cli import main
+from moe_select.errors import InputError, ResolveError
+from moe_select.lint import check
+
+from conftest import CONFIGS
+
+SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32}
+
+
+def _rules(d: Path, text: str, name: str = "ops.yaml") -> Path:
+    d.mkdir(exist_ok=True, parents=True)
+    (d / name).write_text("schema_version: 1\nrules:\n" + text)
+    return d / name
+
+
+# ------------------------------------------------------------------------------------ plans that lie
+def test_replaced_model_config_is_refused_at_resolve(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(CONFIGS / "Qwen__Qwen3-30B-A3B", ckpt)
+    plan = moe_select.plan({"arch": "auto", "model_config": str(ckpt), "require_adapter": True})
+    assert plan.quant == "bf16" and str((ckpt / "config.json").resolve()) in plan.deployment.input_files
+    # The same path now holds the FP8 checkpoint's config: the plan would build the wrong runner.
+    shutil.copy(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8" / "config.json", ckpt / "config.json")
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan)
+    assert exc.value.codes == ["plan_mismatch"] and "config.json changed since the plan was made" in str(exc.value)
+    (ckpt / "config.json").unlink()
+    with pytest.raises(ResolveError, match="cannot be read"):
+        moe_select.resolve(plan)
+
+
+def test_model_config_contents_enter_the_fingerprint(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(CONFIGS / "Qwen__Qwen3-30B-A3B", a)
+    shutil.copytree(CONFIGS / "Qwen__Qwen3-30B-A3B", b)
+    pa = moe_select.plan({"gpu": "H200", "model_config": str(a)})
+    pb = moe_select.plan({"gpu": "H200", "model_config": str(b)})
+    assert pa.fingerprint == pb.fingerprint  # same contents at another path: ranks agree
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["max_position_embeddings"] = 1  # a key the selector does not read: the shape is unchanged
+    (b / "config.json").write_text(json.dumps(cfg))
+    assert moe_select.plan({"gpu": "H200", "model_config": str(b)}).fingerprint != pa.fingerprint
+
+
+def test_plan_with_relative_rules_resolves_from_another_directory(tmp_path, monkeypatch):
+    _rules(tmp_path / "ops", "  - id: mine\n    when: {arch: [cpu]}\n    prefer: [torch_native]\n")
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "plan.json"
+    assert main(["plan", "--arch", "auto", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,"
+                 "moe_intermediate_size=32", "--rules", "ops", "-o", str(f)]) == 0
+    plan = json.loads(f.read_text())
+    assert plan["rule_sources"] == [str(tmp_path / "ops")] and plan["chosen_by"]["rule"] == "mine"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert moe_select.resolve(f).name == "torch_native"
+
+
+def test_a_single_rules_file_plan_resolves(tmp_path):
+    f = _rules(tmp_path, "  - id: mine\n    when: {arch: [cpu]}\n    prefer: [torch_native]\n")
+    _rules(tmp_path, "  - id: other\n    prefer: [triton]\n", name="zz-other.yaml")  # same folder, not passed
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL}, rules_dirs=[f])
+    assert moe_select.resolve(plan).name == "torch_native"
+
+
+def test_plan_output_to_a_folder_or_missing_folder_is_input_error(tmp_path, capsys):
+    args = ["plan", "--gpu", "H200", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"]
+    assert main([*args, "-o", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main([*args, "-o", str(tmp_path / "no" / "plan.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_plan_is_written_atomically(tmp_path, monkeypatch, capsys):
+    args = ["plan", "--gpu", "H200", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"]
+    f = tmp_path / "plan.json"
+    assert main([*args, "-o", str(f)]) == 0
+    before = f.read_text()
+    assert stat.S_IMODE(f.stat().st_mode) & 0o044  # readable by other ranks, as a plain write would leave it
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    assert main([*args, "--tp", "2", "-o", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "plan.json was left unchanged" in err
+    assert f.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temp file left
+
+
+@pytest.mark.parametrize("version, says", [(1, "older moe-select"), (99, "newer moe-select"), ("2", "no valid schema_version"),
+                                           (None, "no valid schema_version")])
+def test_plan_of_another_schema_version_is_refused_with_replan(tmp_path, version, says):
+    plan = json.loads(moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL}).to_json())
+    plan["schema_version"] = version
+    plan.pop("rule_sources")  # an older plan lacks newer keys: the version is what is reported
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan, indent=2))
+    with pytest.raises(InputError) as exc:
+        moe_select.resolve(f)
+    text = str(exc.value)
+    assert says in text and "plan again" in text and f"{f}:2: schema_version" in text
+
+
+# --------------------------------------------------------------------------- detection on a broken machine
+def _fake_smi(tmp_path: Path, monkeypatch, body: str) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + body + "\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+ARGS = ["explain", "--arch", "auto", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"]
+
+
+@pytest.mark.parametrize("body, says", [
+    ("echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver' >&2; exit 9",
+     "nvidia-smi exited with code 9 (NVIDIA-SMI has failed"),
+    ("echo 'garbage without a comma'", "cannot read nvidia-smi's answer"),
+    ("exit 0", "listed no GPU"),
+    ("echo 'Tesla T4, 7.5'", "Tesla T4 (sm75), an architecture moe-select has no facts for"),
+])
+def test_failed_gpu_detection_refuses_instead_of_planning_cpu(tmp_path, monkeypatch, capsys, body, says):
+    _fake_smi(tmp_path, monkeypatch, body)
+    assert main(ARGS) == 1
+    assert says in capsys.readouterr().err
+
+
+def test_hung_nvidia_smi_refuses_within_the_timeout(tmp_path, monkeypatch, capsys):
+    import time
+
+    _fake_smi(tmp_path, monkeypatch, "sleep 30")
+    monkeypatch.setattr(envmod, "SMI_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(envmod.detect_gpu, "__kwdefaults__", {"timeout_s": 0.5, "kfd_nodes": envmod.KFD_NODES})
+    t = time.monotonic()
+    assert main(ARGS) == 1
+    assert time.monotonic() - t < 10
+    assert "did not answer within 0.5 s" in capsys.readouterr().err
+
+
+def test_nvidia_smi_detects_the_gpu(tmp_path, monkeypatch):
+    _fake_smi(tmp_path, monkeypatch, "echo 'NVIDIA H200, 9.0'")
+    assert envmod.detect_gpu() == ("sm90", "NVIDIA H200")
+
+
+def _kfd(tmp_path: Path, versions: list[int]) -> Path:
+    for i, v in enumerate(versions):
+        node = tmp_path / "nodes" / str(i)
+        node.mkdir(parents=True)
+        (node / "properties").write_text(f"cpu_cores_count 0\nsimd_count 0\ngfx_target_version {v}\nmax_waves_per_simd 0\n")
+    return tmp_path / "nodes"
+
+
+def test_amd_gpus_are_detected_from_the_kfd_topology(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    assert envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "mi300x", [0, 90402])) == ("gfx942", None)
+    assert envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "mi355x", [0, 90500, 90500])) == ("gfx950", None)
+    with pytest.raises(envmod.DetectionError, match="gfx90a, an architecture moe-select has no facts for"):
+        envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "mi250", [0, 90010]))
+    assert envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "cpu-only", [0])) == ("cpu", None)
+
+
+# ------------------------------------------------------------------------------- check: operator mistakes
+def test_check_prefer_cancelled_by_disable(tmp_path):
+    f = _rules(tmp_path, "  - id: p\n    when: {arch: [sm90], quant: [bf16]}\n    prefer: [triton, torch_grouped_mm]\n"
+                         "  - id: d\n    when: {arch: [sm90]}\n    disable: [triton]\n    reason: driver bug\n"
+                         "  - id: p2\n    when: {arch: [sm90], quant: [fp8_block]}\n    prefer: [triton]\n")
+    text = "\n".join(map(str, check([f])[0]))
+    assert "rule p prefers triton, which rule d" in text and "disables wherever this rule matches" in text
+    assert "rule p2 never chooses anything: disable rule(s) d" in text
+
+
+def test_check_disable_of_every_runner(tmp_path):
+    f = _rules(tmp_path, "  - id: nothing-on-cpu\n    when: {arch: [cpu]}\n    disable: [torch_native]\n    reason: x\n")
+    findings = check([f])[0]
+    assert any("disables every runner that can run cpu/bf16" in str(x) for x in findings)
+    assert main(["check", str(f)]) == 1
+
+
+@pytest.mark.parametrize("cond, says", [("{tp: {min: 5, max: 7, multiple_of: 8}}", "no positive multiple of 8 lies in [5, 7]"),
+                                        ("{ep: [0]}", "holds no positive value"),
+                                        ("{hidden_size: {max: 0}}", "max 0 is not positive")])
+def test_check_ranges_that_never_match(tmp_path, cond, says):
+    f = _rules(tmp_path, f"  - id: never\n    when: {cond}\n    prefer: [triton]\n")
+    assert any(says in str(x) and "never fires" in str(x) for x in check([f])[0])
+
+
+def test_check_warns_when_an_override_moves_other_formats(tmp_path, capsys):
+    # The README's own example: narrowing the Hopper 16-bit/row-wise rule to bf16 moves fp8_channel elsewhere.
+    f = _rules(tmp_path, "  - id: hopper-16bit-and-fp8-rowwise\n    when: {arch: [sm90], quant: [bf16]}\n"
+                         "    prefer: [flashinfer_cutlass, triton]\n")
+    findings = check([f])[0]
+    warn = [x for x in findings if x.severity == "warning"]
+    assert warn and "fp8_channel" in str(warn[0]) and "torch_grouped_mm (rule hopper-16bit-and-fp8-rowwise) -> triton" in str(warn[0])
+    assert main(["check", str(f)]) == 0  # a warning, shown; not an error
+    assert "warning: overriding rule hopper-16bit-and-fp8-rowwise" in capsys.readouterr().out
+    # explain shows the override too
+    rc = main(["explain", "--gpu", "H200", "--quant", "fp8_channel", "--model", "num_experts=8,top_k=2,hidden_size=256,"
+               "moe_intermediate_size=256", "--rules", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "Overridden bundled rules" in out and "hopper-16bit-and-fp8-rowwise" in out
+
+
+def test_check_a2a_no_runner_accepts(tmp_path):
+    from moe_select.catalog import bundled_dirs, load_catalog
+    from moe_select.lint import lint_catalog
+
+    bdir = tmp_path / "backends"
+    shutil.copytree(bundled_dirs()[0], bdir)
+    y = bdir / "deep_gemm.yaml"
+    y.write_text(y.read_text().replace("values: [none, deepep, mooncake, pplx]", "values: [none, deepep, mooncake]"))
+    cat = load_catalog(use_env=False, backends_dir=bdir)
+    assert any("a2a pplx: no runner accepts its dispatch" in str(x) for x in lint_catalog(cat))
+
+
+def test_check_comment_recommending_a_refused_key(tmp_path):
+    f = _rules(tmp_path, "  # to prefer it only when prebuilt, add a rule (when: flashinfer_prebuilt)\n"
+                         "  - id: ok\n    when: {arch: [sm90]}  # or {arch: [sm90], gpu_count: 8}\n    prefer: [triton]\n")
+    text = "\n".join(map(str, check([f])[0]))
+    assert f"{f}:3: warning: a comment recommends when key 'flashinfer_prebuilt'" in text
+    assert "when key 'gpu_count'" not in text  # only `when:` snippets are read, not every brace in a comment
