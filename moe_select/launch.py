@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import MoeSelectError
-from .run import BUILD_BYTES
+from .memory import BUILD_BYTES, PROCESS_OVERHEAD, activation_bytes, available_host_bytes
 
 DTYPES = ("bfloat16", "float16", "float32")
-#: bytes per expert-weight element a torch_native rank holds (run.BUILD_BYTES: the weights as given, plus
+#: bytes per expert-weight element a torch_native rank holds (memory.BUILD_BYTES: the weights as given, plus
 #: for FP8 the float32 copy its prepare_weights dequantizes to), for the formats run_distributed builds.
 WEIGHT_BYTES = {q: BUILD_BYTES[q] for q in ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")}
-PROCESS_OVERHEAD = 450 * 2**20  # resident size of a Python process with torch (CPU) imported, measured ~0.4 GiB
 
 
 class LaunchError(MoeSelectError):
@@ -251,21 +250,10 @@ def estimate_bytes(model: dict, quant: str, *, tp: int, ep: int, nproc: int, tok
     rows = 2 * i if model.get("activation", "silu") != "relu2" else i
     moe_tp = tp // ep
     slice_elems = (rows + i) * h // moe_tp
-    act = tokens * h * 4 * (k + 6)
+    act = activation_bytes(tokens=tokens, hidden=h, inter=i // moe_tp, top_k=k, num_experts=e)
     per_rank = (e // ep) * slice_elems * WEIGHT_BYTES[quant] + slice_elems * 4 + act + PROCESS_OVERHEAD
     parent = (rows + i) * h * 8 * 3 + act + PROCESS_OVERHEAD
     return {"per_rank": per_rank, "parent": parent, "total": nproc * per_rank + parent}
-
-
-def available_bytes() -> int:
-    """``MemAvailable`` of /proc/meminfo (Linux), else total physical memory."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: int, a2a: str, seed: int = 0,
@@ -310,13 +298,14 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     if p.quant not in WEIGHT_BYTES:
         raise LaunchError(f"run_distributed builds {', '.join(WEIGHT_BYTES)} weights; the plan's quant is {p.quant}")
     mem = estimate_bytes(m, p.quant, tp=tp, ep=ep, nproc=nproc, tokens=tokens)
-    avail = available_bytes()
+    avail = available_host_bytes()
     if mem["total"] > 0.85 * avail:
         gib = 2**30
         raise LaunchError(f"not enough memory: {nproc} ranks x {mem['per_rank'] / gib:.1f} GiB (E={m['num_experts']}/ep {ep} experts "
                           f"x {m['moe_intermediate_size']}/{tp // ep} intermediate rows x H={m['hidden_size']} in {p.quant}, plus a "
                           f"process) + {mem['parent'] / gib:.1f} GiB for the reference = {mem['total'] / gib:.1f} GiB; "
-                          f"{avail / gib:.1f} GiB available (85% usable). Use a larger ep, or a smaller model")
+                          f"{avail / gib:.1f} GiB available (85% usable). The ranks share this machine, so no tp/ep split "
+                          "lowers the total: use fewer --tokens if the tokens dominate, else a machine with more memory")
     layout = "own" if a2a != "none" else ("replicated" if ep == 1 else "sharded")
     cfg = {"plan": p.to_json(), "seed": seed, "tokens": tokens, "dtype": dtype, "layout": layout,
            "timeout_s": min(timeout_s, 60.0)}

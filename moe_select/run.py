@@ -14,32 +14,12 @@ import sys
 import time
 from typing import Any
 
+from .memory import BUILD_BYTES, activation_bytes, available_host_bytes, device_free_bytes, gib, layer_bytes
+
 #: At most this many tokens are checked against the float64 reference (it loops token by token).
 REFERENCE_TOKENS = 256
-#: Bytes per stored expert-weight element (mxfp4: two e2m1 per byte; its e8m0 scales are 1/32 more).
-STORED_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1, "mxfp4": 0.5, "nvfp4": 0.5}
-#: Bytes per element while the layer is built: the stored weights plus, for the formats torch_native
-#: dequantizes in prepare_weights, its float32 copy (launch.WEIGHT_BYTES reads its entries from here).
-BUILD_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4, "mxfp4": 0.5 + 4,
-               "nvfp4": 0.5 + 4}
-
-
-def layer_bytes(num_local_experts: int, w13_rows: int, hidden: int, inter: int, quant: str, table=STORED_BYTES) -> int:
-    """Bytes of one rank's expert weights (w13 + w2) in ``quant``, per element as ``table`` counts them
-    (16-bit for formats it does not list)."""
-    return int(num_local_experts * (w13_rows * hidden + hidden * inter) * table.get(quant, 2))
-
-
-def available_memory() -> int:
-    """Available RAM in bytes (``MemAvailable`` from /proc/meminfo; 8 GiB when unreadable)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 8 << 30
+#: Fraction of the available memory a run may plan to use (allocator slack, fragmentation).
+HEADROOM = 0.8
 
 
 def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any]:
@@ -85,6 +65,45 @@ def dequantized(weights: dict[str, Any], quant: str) -> tuple[Any, Any]:
     return part("w13"), part("w2")
 
 
+def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str | None:
+    """Why ``tokens`` tokens through the layer ``spec`` in ``quant`` cannot fit on this machine, or None.
+
+    Counts the weights as built (:data:`~moe_select.memory.BUILD_BYTES`), the forward's temporaries
+    (:func:`~moe_select.memory.activation_bytes`) and the reference's float32 copy of the experts its
+    first :data:`REFERENCE_TOKENS` tokens touch. ``device_type`` ``cpu``: all of it against the host's
+    available RAM; ``cuda``: weights and temporaries against the device's free memory, the reference
+    against the host. The advice names only what helps: fewer ``--tokens`` when the temporaries are
+    the problem; when the weights alone do not fit, nothing run can do here (``--nproc`` splits the
+    layer over processes of this same machine, so the total stays the same)."""
+    weights = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, BUILD_BYTES)
+    per_token = activation_bytes(tokens=1, hidden=spec.hidden_size, inter=spec.intermediate_size, top_k=spec.top_k,
+                                 num_experts=spec.num_experts)
+    acts = per_token * tokens
+    ref_experts = min(spec.num_local_experts, min(tokens, REFERENCE_TOKENS) * spec.top_k)
+    ref = layer_bytes(ref_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 4})
+    host = available_host_bytes()
+    if device_type == "cuda":
+        free, where = device_free_bytes(None), "free on the GPU"
+        on_device, host_need = weights + acts, ref
+    else:
+        free, where = host, "available"
+        on_device, host_need = weights + acts + ref, 0
+    budget = free * HEADROOM
+    if on_device > budget:
+        base = weights + (0 if device_type == "cuda" else ref)
+        fit_tokens = int((budget - base) // per_token) if budget > base else 0
+        what = (f"the layer needs about {gib(on_device)} (weights {gib(weights)}, temporaries for {tokens} tokens "
+                f"{gib(acts)}{'' if device_type == 'cuda' else f', reference {gib(ref)}'}); {gib(free)} is {where}")
+        if fit_tokens >= 1 and acts > budget - base:
+            return f"{what}: use --tokens {fit_tokens} or fewer"
+        return (f"{what}: the weights alone do not fit, whatever --tokens; run it on a machine with more memory "
+                "(--nproc splits the layer over processes of this same machine: the total stays the same)")
+    if host_need > host * HEADROOM:
+        return (f"the float64 reference needs about {gib(host_need)} of host memory for the experts its first "
+                f"{min(tokens, REFERENCE_TOKENS)} tokens touch; {gib(host)} is available: use fewer --tokens")
+    return None
+
+
 def run_layer(args: argparse.Namespace) -> int:
     """Body of ``moe-select run`` (single process). Returns the exit code: 0 when the error against the
     float64 reference is within the format's tolerance, 1 otherwise or when refused."""
@@ -123,16 +142,11 @@ def run_layer(args: argparse.Namespace) -> int:
     plan = report.plan
     spec = LayerSpec.from_plan(plan)
     need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant)
-    avail = available_memory() if plan.arch == "cpu" else None
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
           f"{plan.deployment.model['routing']} {plan.quant}; expert weights {need / 2**30:.2f} GiB")
-    build = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant, BUILD_BYTES)
-    # The reference dequantizes (float32) the experts the first REFERENCE_TOKENS tokens touch.
-    ref_experts = min(spec.num_local_experts, min(args.tokens, REFERENCE_TOKENS) * spec.top_k)
-    build += layer_bytes(ref_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant, {plan.quant: 4})
-    if avail is not None and build * 1.25 > avail:
-        print(f"moe-select run: the layer needs about {build * 1.25 / 2**30:.1f} GiB while it is built, "
-              f"{avail / 2**30:.1f} GiB is available; split it with --nproc N --ep N", file=sys.stderr)
+    refusal = memory_refusal(spec, plan.quant, args.tokens, "cpu" if plan.arch == "cpu" else "cuda")
+    if refusal:
+        print(f"moe-select run: {refusal}", file=sys.stderr)
         return 1
     runner = resolve(plan, device=args.device, environment=environment)
     device = runner.device

@@ -110,12 +110,35 @@ def test_run_refuses_a_format_no_local_runner_has(capsys):
     assert rc == 1 and "arch_unsupported" in out and "no_adapter" in out
 
 
-def test_run_refuses_what_does_not_fit_in_memory(capsys):
+def test_run_refuses_what_does_not_fit_in_memory(capsys, monkeypatch):
+    import moe_select.run as runmod
+
+    monkeypatch.setattr(runmod, "available_host_bytes", lambda: 16 << 30)  # the same answer on every machine
     rc = main(["run", "--model-config", str(CONFIGS / "deepseek-ai__DeepSeek-V3"), "--quant", "fp8_block", "--tokens", "4", "--device", "cpu"])
-    cap = capsys.readouterr()
-    if rc == 0:  # pragma: no cover - a machine with > 50 GB free
-        pytest.skip("enough memory for the whole DeepSeek-V3 layer")
-    assert rc == 1 and "--nproc" in cap.err
+    err = capsys.readouterr().err
+    assert rc == 1 and "the weights alone do not fit, whatever --tokens" in err and "16.0 GiB is available" in err
+    assert "use --tokens" not in err  # splitting or fewer tokens would not help: no such advice
+    rc = main(["run", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "--tokens", "1000000", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "temporaries for 1000000 tokens" in err
+    fit = int(err.split("use --tokens ")[1].split()[0])
+    assert 10_000 < fit < 1_000_000
+
+
+def test_memory_refusal_on_a_gpu_counts_device_memory(monkeypatch):
+    import moe_select.run as runmod
+    from moe_select.layer import LayerSpec
+
+    spec = LayerSpec(num_experts=256, top_k=8, hidden_size=7168, intermediate_size=2048, quant="fp8_block")
+    monkeypatch.setattr(runmod, "available_host_bytes", lambda: 64 << 30)
+    monkeypatch.setattr(runmod, "device_free_bytes", lambda device: 139 << 30)   # an H200
+    assert runmod.memory_refusal(spec, "fp8_block", 256, "cuda") is None
+    monkeypatch.setattr(runmod, "device_free_bytes", lambda device: 24 << 30)    # a smaller GPU
+    why = runmod.memory_refusal(spec, "fp8_block", 256, "cuda")
+    assert "24.0 GiB is free on the GPU" in why and "weights alone do not fit" in why
+    monkeypatch.setattr(runmod, "device_free_bytes", lambda device: 139 << 30)
+    why = runmod.memory_refusal(spec, "fp8_block", 2_000_000, "cuda")
+    assert "use --tokens" in why
 
 
 def test_python_dash_m_and_console_script():

@@ -31,8 +31,11 @@ def test_torch_all_to_all_end_to_end_with_fresh_processes(tiny):
     assert 0 < r["reference_experts"] <= 8
 
 
-def test_refuses_before_starting_when_memory_would_not_fit(configs):
-    with pytest.raises(LaunchError, match=r"not enough memory: 2 ranks x [\d.]+ GiB .*E=256/ep 1 .*GiB available"):
+def test_refuses_before_starting_when_memory_would_not_fit(configs, monkeypatch):
+    import moe_select.launch as launchmod
+
+    monkeypatch.setattr(launchmod, "available_host_bytes", lambda: 16 << 30)  # the same answer on every machine
+    with pytest.raises(LaunchError, match=r"not enough memory: 2 ranks x [\d.]+ GiB .*E=256/ep 1 .*16.0 GiB available.*no tp/ep split"):
         run_distributed(model_config=str(configs / "deepseek-ai__DeepSeek-V3"), tokens=8, nproc=2, tp=2, ep=1, a2a="none")
 
 
