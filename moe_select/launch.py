@@ -171,16 +171,16 @@ def full_expert(model: dict, quant: str, moe_tp: int, seed: int, e: int) -> tupl
     slice by slice and put back in canonical order (all gate rows, then all up rows)."""
     import torch
 
-    from .ops import dequantize
+    from .reference import reference_dequantize
 
     g13, u13, w2s = [], [], []
     for j in range(moe_tp):
         q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j)
-        w13 = dequantize(q13, s13, quant, torch.float64)
+        w13 = reference_dequantize(q13, {"scale": s13}, quant)
         half = w13.shape[1] // 2 if model.get("activation") != "relu2" else w13.shape[1]
         g13.append(w13[:, :half])
         u13.append(w13[:, half:])
-        w2s.append(dequantize(q2, s2, quant, torch.float64))
+        w2s.append(reference_dequantize(q2, {"scale": s2}, quant))
     return torch.cat(g13 + u13, dim=1), torch.cat(w2s, dim=2)
 
 

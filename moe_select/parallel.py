@@ -127,7 +127,9 @@ def plan_fields(plan: Any, environment: Any = None) -> dict[str, str]:
                          "quant": plan.quant, "tp": d.tp, "ep": d.ep, "a2a": plan.a2a, "deepep_mode": plan.deepep_mode,
                          "a2a_module": plan.a2a_module, "cuda_graph": plan.cuda_graph}
     f.update({f"model.{k}": v for k, v in sorted(d.model.items())})
-    f.update({f"file:{k}": v for k, v in sorted(plan.files.items())})
+    from .report import canonical_files
+
+    f.update({f"file:{k}": v for k, v in canonical_files(plan.files, plan.rule_sources).items()})
     env = plan.environment
     f.update({f"package:{k}": v or "absent" for k, v in sorted(env.packages.items())})
     for need in plan.packages:
@@ -149,7 +151,7 @@ def _who(ranks: Iterable[int]) -> str:
 def _line(key: str, value: str, ranks: list[int], ref: str, ref_ranks: list[int]) -> str:
     who, on = _who(ranks), _who(ref_ranks)
     if key.startswith("file:"):
-        name = key[5:]
+        name = key[5:].split("/", 1)[1] if key.startswith("file:[") else key[5:]  # "[i]/dir/file" -> "dir/file"
         if value == _ABSENT:
             return f"{who}: {name} is absent (present on {on})"
         if ref == _ABSENT:

@@ -37,7 +37,8 @@ def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.T
 
     ``x [T, H]``; ``topk_ids [T, K]`` (global ids; those outside ``[expert_offset, expert_offset + E)``
     or -1 are skipped); ``topk_weights [T, K]``; ``w13 [E, 2*I, H]`` (``[E, I, H]`` for relu2) and
-    ``w2 [E, H, I]`` already dequantized (any float dtype). Returns ``[T, H]`` float64 on the CPU.
+    ``w2 [E, H, I]`` already dequantized (any float dtype), or :class:`QuantizedExperts` (dequantized
+    here, one expert at a time). Returns ``[T, H]`` float64 on the CPU.
     """
     x64 = x.detach().to("cpu", torch.float64)
     ids = topk_ids.detach().to("cpu", torch.int64)
@@ -65,3 +66,68 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 #: runner's compute. bf16 keeps 8 mantissa bits (2^-8 ~ 3.9e-3 per rounding); sums over K experts
 #: and H/I products accumulate in float32, so a few roundings of the output dominate.
 TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}
+
+
+def _e2m1_value(code: torch.Tensor) -> torch.Tensor:
+    """float64 value of 4-bit e2m1 codes (OCP MX v1.0, section 5.3.3: 1 sign, 2 exponent (bias 1), 1 mantissa
+    bit; exponent 0 is subnormal: 0.5 x mantissa), computed from the bit fields rather than a table."""
+    c = code.to(torch.int64)
+    sign = torch.where((c >> 3) & 1 == 1, -1.0, 1.0).to(torch.float64)
+    exp, man = (c >> 1) & 3, (c & 1).to(torch.float64)
+    normal = torch.pow(2.0, (exp - 1).to(torch.float64)) * (1.0 + man / 2.0)
+    return sign * torch.where(exp == 0, man * 0.5, normal)
+
+
+def reference_dequantize(q: torch.Tensor, scales: dict, quant: str, block: tuple[int, int] = (128, 128)) -> torch.Tensor:
+    """Expert weights ``q [E, N, K]`` (packed FP4: ``[E, N, K/2]`` uint8) of format ``quant`` as float64,
+    written apart from :mod:`moe_select.ops` so that a bug there cannot hide in both.
+
+    ``scales``: ``{"scale": ...}`` (FP8 formats: float, ``[E]`` tensor / ``[E, N]`` channel / ``[E, ceil(N/bn),
+    ceil(K/bk)]`` block; mxfp4: e8m0 uint8 ``[E, N, K/32]``; nvfp4: e4m3 ``[E, N, K/16]``) and, for nvfp4,
+    ``"global_scale"`` ``[E]``. A scale multiplies (``w = q * scale``). Element ``2j`` of a packed byte is
+    its low nibble. Block scales are applied block by block with explicit index ranges."""
+    if quant in ("bf16", "fp16"):
+        return q.detach().to("cpu", torch.float64)
+    s = scales["scale"].detach().cpu()
+    if quant in ("fp8_tensor", "fp8_channel", "fp8_block"):
+        w = q.detach().to("cpu", torch.float64)
+        e, n, k = w.shape
+        out = torch.empty_like(w)
+        for x in range(e):
+            if quant == "fp8_tensor":
+                out[x] = w[x] * float(s.reshape(e)[x])
+            elif quant == "fp8_channel":
+                out[x] = w[x] * s.reshape(e, n)[x].to(torch.float64)[:, None]
+            else:
+                bn, bk = block
+                for i in range(0, n, bn):
+                    for j in range(0, k, bk):
+                        out[x, i:i + bn, j:j + bk] = w[x, i:i + bn, j:j + bk] * float(s[x, i // bn, j // bk])
+        return out
+    if quant in ("mxfp4", "nvfp4"):
+        packed = q.detach().cpu().to(torch.int64)
+        e, n, half = packed.shape
+        values = torch.empty(e, n, 2 * half, dtype=torch.float64)
+        values[..., 0::2] = _e2m1_value(packed & 0xF)
+        values[..., 1::2] = _e2m1_value(packed >> 4)
+        group = 32 if quant == "mxfp4" else 16
+        if quant == "mxfp4":  # e8m0: 2^(code - 127)
+            factor = torch.pow(2.0, s.to(torch.int64).to(torch.float64) - 127.0)
+        else:
+            factor = s.to(torch.float64) * scales["global_scale"].detach().cpu().to(torch.float64)[:, None, None]
+        return values * factor.repeat_interleave(group, dim=-1)
+    raise ValueError(f"reference_dequantize does not handle {quant!r}")
+
+
+class QuantizedExperts:
+    """Stored expert weights ``q [E, N, K(/2)]`` with their ``scales`` (as :func:`reference_dequantize`
+    takes them, each with a leading E dimension), dequantized to float64 one expert at a time when
+    indexed: ``experts[e] -> [N, K]``. :func:`reference_moe` accepts it in place of a float tensor, so a
+    large layer is never held in float64 whole."""
+
+    def __init__(self, q: torch.Tensor, scales: dict, quant: str):
+        self.q, self.scales, self.quant = q, {k: v for k, v in scales.items() if v is not None}, quant
+        self.shape = (q.shape[0],)
+
+    def __getitem__(self, e: int) -> torch.Tensor:
+        return reference_dequantize(self.q[e:e + 1], {k: v[e:e + 1] for k, v in self.scales.items()}, self.quant)[0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -122,6 +124,25 @@ class Plan(BaseModel):
     def to_json(self) -> str:
         """The plan as indented JSON text (what ``moe-select plan -o`` writes)."""
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
+
+
+def canonical_files(files: dict[str, str], rule_sources: list[str]) -> dict[str, str]:
+    """``files`` (display name -> sha256) with operator rule files named relative to their rule source
+    (``<source folder name>/<file>``, e.g. ``oprules/50-site.yaml``), so that ranks which keep the same
+    rules in different folders (or mount points) agree; bundled files keep their names."""
+    out: dict[str, str] = {}
+    for name, digest in files.items():
+        for i, src in enumerate(rule_sources):
+            sp = Path(src)
+            if name == src:
+                out[f"[{i}]/{sp.name}"] = digest
+                break
+            if name.startswith(src.rstrip("/\\") + os.sep):
+                out[f"[{i}]/{sp.name}/{Path(name).relative_to(sp).as_posix()}"] = digest
+                break
+        else:
+            out[name] = digest
+    return dict(sorted(out.items()))
 
 
 def fingerprint(understood: Understood, environment: Environment, files: dict[str, str], runner: str) -> str:

@@ -8,7 +8,8 @@ Methods follow the models' own router code (Hugging Face transformers / SGLang):
   (by the sum of each group's top-2), then top-k inside them; weights are the unbiased sigmoid scores,
   renormalised, times ``routed_scaling_factor``.
 - ``llama4``: top-k on the logits, weight = sigmoid(logit).
-- ``sigmoid_topk``: sigmoid scores, top-k, renormalised.
+- ``sigmoid_topk``: sigmoid scores plus the correction bias choose the top-k (no groups); weights are the
+  unbiased scores, renormalised (MiniMax-M2: ``scoring_func: sigmoid``, ``use_routing_bias``).
 Returns ``topk_weights [T, K] float32`` and ``topk_ids [T, K] int32``.
 """
 from __future__ import annotations
@@ -27,7 +28,10 @@ def route(logits: torch.Tensor, method: str, top_k: int, *, n_group: int | None 
         if method == "renormalize":
             w = w / w.sum(dim=-1, keepdim=True)
     elif method == "sigmoid_topk":
-        w, ids = torch.sigmoid(logits).topk(top_k, dim=-1)
+        scores = torch.sigmoid(logits)
+        biased = scores + (correction_bias.float() if correction_bias is not None else 0.0)
+        ids = biased.topk(top_k, dim=-1).indices
+        w = scores.gather(1, ids)
         w = w / w.sum(dim=-1, keepdim=True)
     elif method == "llama4":
         vals, ids = logits.topk(top_k, dim=-1)

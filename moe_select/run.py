@@ -54,13 +54,14 @@ def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any
     return out
 
 
-def dequantized(weights: dict[str, Any], quant: str) -> tuple[Any, Any]:
-    """The canonical weights as float32 (for the reference), dequantizing scaled formats."""
-    from .ops import dequantize_named
+def reference_experts(weights: dict[str, Any], quant: str) -> tuple[Any, Any]:
+    """The stored weights as :class:`~moe_select.reference.QuantizedExperts` (w13, w2): the float64
+    reference dequantizes them one expert at a time, with its own code (not :mod:`moe_select.ops`)."""
+    from .reference import QuantizedExperts
 
     def part(name: str) -> Any:
         prefix = f"{name}_"
-        return dequantize_named(weights[name], {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}, quant)
+        return QuantizedExperts(weights[name].cpu(), {k[len(prefix):]: v.cpu() for k, v in weights.items() if k.startswith(prefix)}, quant)
 
     return part("w13"), part("w2")
 
@@ -69,8 +70,8 @@ def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str 
     """Why ``tokens`` tokens through the layer ``spec`` in ``quant`` cannot fit on this machine, or None.
 
     Counts the weights as built (:data:`~moe_select.memory.BUILD_BYTES`), the forward's temporaries
-    (:func:`~moe_select.memory.activation_bytes`) and the reference's float32 copy of the experts its
-    first :data:`REFERENCE_TOKENS` tokens touch. ``device_type`` ``cpu``: all of it against the host's
+    (:func:`~moe_select.memory.activation_bytes`) and the reference's copy of the experts its first
+    :data:`REFERENCE_TOKENS` tokens touch (as stored, plus one expert in float64 at a time). ``device_type`` ``cpu``: all of it against the host's
     available RAM; ``cuda``: weights and temporaries against the device's free memory, the reference
     against the host. The advice names only what helps: fewer ``--tokens`` when the temporaries are
     the problem; when the weights alone do not fit, nothing run can do here (``--nproc`` splits the
@@ -80,7 +81,8 @@ def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str 
                                  num_experts=spec.num_experts)
     acts = per_token * tokens
     ref_experts = min(spec.num_local_experts, min(tokens, REFERENCE_TOKENS) * spec.top_k)
-    ref = layer_bytes(ref_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 4})
+    ref = (layer_bytes(ref_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant)  # a stored copy
+           + layer_bytes(1, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 8}))  # one in float64
     host = available_host_bytes()
     if device_type == "cuda":
         free, where = device_free_bytes(None), "free on the GPU"
@@ -160,7 +162,7 @@ def run_layer(args: argparse.Namespace) -> int:
     x = torch.randn(args.tokens, spec.hidden_size, generator=g).to(device=device, dtype=dtype)
     router = torch.randn(spec.num_experts, spec.hidden_size, generator=g) / spec.hidden_size ** 0.5
     m = plan.deployment.model
-    bias = torch.randn(spec.num_experts, generator=g) * 0.1 if m["routing"] == "deepseek_v3" else None
+    bias = torch.randn(spec.num_experts, generator=g) * 0.1 if m["routing"] in ("deepseek_v3", "sigmoid_topk") else None
     topk_w, topk_ids = route(x.float().cpu() @ router.t(), m["routing"], spec.top_k, n_group=m.get("n_group"),
                              topk_group=m.get("topk_group"), routed_scaling_factor=m.get("routed_scaling_factor"),
                              correction_bias=bias)
@@ -181,7 +183,7 @@ def run_layer(args: argparse.Namespace) -> int:
     touched_ids = torch.unique(ref_ids[ref_ids >= 0])
     remap = torch.full((spec.num_experts,), -1, dtype=torch.long)
     remap[touched_ids] = torch.arange(len(touched_ids))
-    w13f, w2f = dequantized({k: v[touched_ids.to(v.device)] for k, v in weights.items()}, plan.quant)
+    w13f, w2f = reference_experts({k: v[touched_ids.to(v.device)] for k, v in weights.items()}, plan.quant)
     del weights
     ref = reference_moe(x[:n_ref], remap[ref_ids], topk_w[:n_ref], w13f, w2f, spec.activation, swiglu_limit=spec.swiglu_limit)
     err = rel_error(out[:n_ref], ref)

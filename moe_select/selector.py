@@ -17,7 +17,7 @@ from .conditions import Constraint, facts_of, fmt_num, parallel_fixes
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
-from .report import Candidate, ChosenBy, PackageNeed, Plan, Reason, Report, fingerprint
+from .report import Candidate, ChosenBy, PackageNeed, Plan, Reason, Report, canonical_files, fingerprint
 from .versions import at_least, satisfies
 from .vocab import ACTIVATION_PRECISION, DEEPEP_MODES_OF
 
@@ -325,7 +325,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
         cuda_graph=u.cuda_graph, chosen_by=chosen_by,
         alternatives=[c.backend for c in ranked if c.eligible and c.backend != cap.runner],
         rejected=[c for c in ranked if not c.eligible], deployment=u, environment=env, packages=needs, jit=jit,
-        notes=notes, files=files, rule_sources=list(catalog.rule_sources), fingerprint=fingerprint(u, env, files, cap.runner),
+        notes=notes, files=files, rule_sources=list(catalog.rule_sources), fingerprint=fingerprint(u, env, canonical_files(files, catalog.rule_sources), cap.runner),
     )
 
 

@@ -32,8 +32,8 @@ from typing import Any
 import torch
 
 from .errors import MoeSelectError, ResolveError
-from .ops import dequantize_named, quantize_named
-from .reference import reference_moe, rel_error
+from .ops import quantize_named
+from .reference import QuantizedExperts, reference_moe, rel_error
 from .report import Reason
 
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp8_tensor": 1e-1, "fp8_channel": 1e-1, "fp8_block": 1e-1,
@@ -94,7 +94,7 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
         raise _refuse(f"{runner.name} raised {type(exc).__name__}: {exc}") from exc
     if tuple(out.shape) != (tokens, h_size) or out.dtype != x.dtype:
         raise _refuse(f"{runner.name} returned {list(out.shape)} {out.dtype}; expected [{tokens}, {h_size}] {x.dtype}")
-    ref = reference_moe(x, ids, wts, dequantize_named(q13, s13, quant), dequantize_named(q2, s2, quant), spec.activation,
+    ref = reference_moe(x, ids, wts, QuantizedExperts(q13, s13, quant), QuantizedExperts(q2, s2, quant), spec.activation,
                         expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit)
     err = rel_error(out, ref)
     tol = TOLERANCE[quant]

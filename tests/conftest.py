@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,25 @@ def explain_json(capsys, argv: list[str]) -> tuple[int, dict]:
     rc = main(["explain", *argv, "--json"])
     out = capsys.readouterr().out
     return rc, (json.loads(out) if out.strip() else {})
+
+
+#: Set to rerun a failed test with the same random inputs (the seed is printed on failure).
+SEED_ENV = "MOE_SELECT_TEST_SEED"
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A fresh random seed per test run (``$MOE_SELECT_TEST_SEED`` fixes it); tests draw their inputs
+    from it, so every run checks new inputs and a failure says how to reproduce it."""
+    value = int(os.environ.get(SEED_ENV) or random.SystemRandom().randrange(2**31))
+    request.node._moe_seed = value
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    value = getattr(item, "_moe_seed", None)
+    if value is not None and report.failed:
+        report.sections.append(("random inputs", f"seed {value}: rerun with {SEED_ENV}={value} to reproduce"))

@@ -145,3 +145,13 @@ def test_routing_cases_are_as_uneven_as_claimed():
     assert used <= {-1, 0, 1, 5} and -1 in used  # experts 2-4, 6, 7 (EP ranks 1 and 3 of 4) get no tokens
     _, ids, *_ = inputs(SEED, "one_expert", "float32")
     assert (ids == 5).any(dim=1).all()
+
+
+def test_all_to_all_combine_sums_in_float32_and_rounds_once():
+    from moe_select.backends.a2a.dispatch_torch import combine
+
+    rows = torch.tensor([[1.0], [2**-8], [2**-8], [3.0]], dtype=torch.bfloat16)
+    out = combine(torch.tensor([0, 0, 0, 1]), rows, 2)
+    assert out.dtype == torch.bfloat16
+    assert out[0, 0].item() == 1.0078125  # a bf16 running sum gives 1.0: two lost 2^-8 terms
+    assert out[1, 0].item() == 3.0

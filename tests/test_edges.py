@@ -234,3 +234,41 @@ def test_check_comment_recommending_a_refused_key(tmp_path):
     text = "\n".join(map(str, check([f])[0]))
     assert f"{f}:3: warning: a comment recommends when key 'flashinfer_prebuilt'" in text
     assert "when key 'gpu_count'" not in text  # only `when:` snippets are read, not every brace in a comment
+
+
+# --------------------------------------------------------------------------------------- DeepEP facts
+DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048, "routing": "deepseek_v3"}
+
+
+def _explain(**kw):
+    return moe_select.explain({"gpu": "H200", "quant": "fp8_block", "model": DSV3, **kw})
+
+
+def _reasons(report, runner):
+    return next(c for c in report.candidates if c.backend == runner).reasons
+
+
+def test_deepep_needs_ep_equal_to_tp():
+    r = _explain(tp=8, ep=4, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm")
+    assert r.status == "rejected"
+    par = [x for x in r.reasons if x.code == "parallelism_unsupported"]
+    assert par and "ep = 4 is not one of {tp (8)}" in par[0].detail and par[0].source.startswith("backends/a2a/deepep.yaml:")
+    assert _explain(tp=8, ep=8, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm").status == "ok"
+
+
+def test_deepep_modes_each_runner_accepts():
+    # triton accepts DeepEP normal only: auto (normal for prefill, low_latency for decode) is refused for it
+    r = _explain(tp=8, ep=8, a2a="deepep", runner="triton")
+    why = [x for x in _reasons(r, "triton") if x.code == "a2a_unsupported"]
+    assert why and "also uses low_latency" in why[0].detail and why[0].fix.startswith("deepep_mode: normal")
+    ok = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="triton", cuda_graph=False)
+    assert ok.status == "ok" and ok.plan.deepep_mode == "normal"
+
+
+def test_deepep_normal_mode_and_cuda_graphs():
+    r = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="deep_gemm", cuda_graph=True)
+    cg = [x for x in r.reasons if x.code == "cuda_graph_unsupported"]
+    assert r.status == "rejected" and cg and "normal mode cannot be captured" in cg[0].detail
+    d = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="deep_gemm")
+    assert d.status == "ok" and d.plan.cuda_graph is False and "SGLang disables CUDA graphs" in d.deployment.provenance["cuda_graph"]
+    assert _explain(tp=8, ep=8, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm", cuda_graph=True).status == "ok"

@@ -19,7 +19,7 @@ from moe_select.environment import Environment
 from moe_select.errors import ResolveError, RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import BLOCK, FP8_DTYPE, dequantize, gated_act, quantize
-from moe_select.reference import reference_moe, rel_error
+from moe_select.reference import reference_dequantize, reference_moe, rel_error
 from moe_select.registry import Registry
 from moe_select.resolver import check_environment
 
@@ -113,7 +113,7 @@ def test_fp8_tensor_scales_give_the_reference():
     (q13, s13), (q2, s2) = quantize(w13, "fp8_tensor"), quantize(w2, "fp8_tensor")
     a13, a2 = x.float().abs().max() / 448, torch.tensor(0.05)      # static scales, as a checkpoint gives
     out = core.forward(x, ids, wts, core.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2, a13_scale=a13, a2_scale=a2))
-    ref = reference_moe(x, ids, wts, dequantize(q13, s13, "fp8_tensor"), dequantize(q2, s2, "fp8_tensor"))
+    ref = reference_moe(x, ids, wts, reference_dequantize(q13, {"scale": s13}, "fp8_tensor"), reference_dequantize(q2, {"scale": s2}, "fp8_tensor"))
     assert rel_error(out, ref) < 1e-1
 
 
@@ -123,7 +123,7 @@ def test_fp8_block_scales_swapped_with_their_rows():
     x, ids, wts, w13, w2 = inputs(spec, seed=2)
     (q13, s13), (q2, s2) = quantize(w13, "fp8_block"), quantize(w2, "fp8_block")
     out = core.forward(x, ids, wts, core.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2))
-    ref = reference_moe(x, ids, wts, dequantize(q13, s13, "fp8_block"), dequantize(q2, s2, "fp8_block"))
+    ref = reference_moe(x, ids, wts, reference_dequantize(q13, {"scale": s13}, "fp8_block"), reference_dequantize(q2, {"scale": s2}, "fp8_block"))
     assert rel_error(out, ref) < 3e-2           # activations stay bf16 in this emulation
 
 

@@ -17,7 +17,7 @@ import moe_select
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import dequantize, quantize
-from moe_select.reference import reference_moe, rel_error
+from moe_select.reference import reference_dequantize, reference_moe, rel_error
 from moe_select.registry import Registry
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -49,7 +49,7 @@ def build(spec, seed=0, path="fused"):
     else:
         assert core.path == "fused", f"the fused path is the default on CUDA: {core!r}"
         core.set_path(path)
-    return core, pw, dequantize(q13, s13, spec.quant), dequantize(q2, s2, spec.quant)
+    return core, pw, reference_dequantize(q13, {"scale": s13}, spec.quant), reference_dequantize(q2, {"scale": s2}, spec.quant)
 
 
 def routing(spec, t, seed, pool=None):

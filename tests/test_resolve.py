@@ -231,3 +231,60 @@ def test_any_edit_of_a_plan_is_refused(tmp_path, edit):
     with pytest.raises((ResolveError, InputError)) as exc:
         moe_select.resolve(f, registry=Registry())
     assert isinstance(exc.value, InputError) or "plan_mismatch" in exc.value.codes
+
+
+def test_resolves_hold_one_lock(tmp_path, monkeypatch):
+    """Registration and building run under one lock: a second thread's register() never overlaps."""
+    (tmp_path / "slow_register_adapter.py").write_text(
+        "import threading, time\n"
+        "from moe_select.backends.torch_native import TorchNativeCore\n"
+        "inside, most, guard = 0, 0, threading.Lock()\n"
+        "def register(registry):\n"
+        "    global inside, most\n"
+        "    with guard:\n        inside += 1\n        most = max(most, inside)\n"
+        "    time.sleep(0.05)\n"
+        "    registry.register_core('torch_native', 'none', TorchNativeCore)\n"
+        "    registry.register_core('torch_native', 'torch', TorchNativeCore)\n"
+        "    with guard:\n        inside -= 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import dataclasses
+
+    from moe_select.catalog import load_catalog
+
+    cat = load_catalog(use_env=False)
+    cap = cat.runners["torch_native"].model_copy(update={"module": "slow_register_adapter"})
+    cat = dataclasses.replace(cat, runners={**cat.runners, "torch_native": cap})
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}, catalog=cat)
+    reg, errors = Registry(), []
+    env = moe_select.resolver.detect([(n.name, n.module) for n in plan.packages], arch=("cpu", None), need_nvcc=False)
+
+    def go():
+        try:
+            moe_select.resolve(plan, registry=reg, catalog=cat, environment=env)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    mod = sys.modules.pop("slow_register_adapter")
+    assert mod.most == 1
+
+
+def test_fingerprint_covers_capability_file_contents(tmp_path):
+    import shutil
+
+    from moe_select.catalog import bundled_dirs, load_catalog
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(bundled_dirs()[0], a)
+    shutil.copytree(bundled_dirs()[0], b)
+    dep = {"gpu": "H200", "quant": "bf16", "model": SMALL}
+    fa = moe_select.plan(dep, catalog=load_catalog(use_env=False, backends_dir=a)).fingerprint
+    assert moe_select.plan(dep, catalog=load_catalog(use_env=False, backends_dir=b)).fingerprint == fa
+    y = b / "triton.yaml"  # not the chosen runner's file, and no fact changes: a comment only
+    y.write_text(y.read_text() + "# an operator's note\n")
+    assert moe_select.plan(dep, catalog=load_catalog(use_env=False, backends_dir=b)).fingerprint != fa

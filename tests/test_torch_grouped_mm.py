@@ -18,7 +18,7 @@ from moe_select.backends import torch_grouped_mm as tgm
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import FP8_DTYPE, dequantize, quantize
-from moe_select.reference import reference_moe, rel_error
+from moe_select.reference import reference_dequantize, reference_moe, rel_error
 from moe_select.registry import Registry
 
 
@@ -133,12 +133,12 @@ def test_fp8_path_with_emulated_kernel(monkeypatch, quant, ep_rank):
     x, ids, wts, w13, w2 = make_inputs(spec, 33, seed=11 + ep_rank)
     (q13, s13), (q2, s2) = quantize(w13, quant), quantize(w2, quant)
     out = run_core(spec, x, ids, wts, q13, q2, w13_scale=s13, w2_scale=s2)
-    err = rel_error(out, ref(spec, x, ids, wts, dequantize(q13, s13, quant), dequantize(q2, s2, quant)))
+    err = rel_error(out, ref(spec, x, ids, wts, reference_dequantize(q13, {"scale": s13}, quant), reference_dequantize(q2, {"scale": s2}, quant)))
     print(f"{quant} rank {ep_rank}: rel_error {err:.3g}")
     assert 0 < err < 1e-1, err
     # a wrong scale is caught: the same weights with doubled w2 scales differ by ~1
     bad = run_core(spec, x, ids, wts, q13, q2, w13_scale=s13, w2_scale=s2 * 2)
-    assert rel_error(bad, ref(spec, x, ids, wts, dequantize(q13, s13, quant), dequantize(q2, s2, quant))) > 0.5
+    assert rel_error(bad, ref(spec, x, ids, wts, reference_dequantize(q13, {"scale": s13}, quant), reference_dequantize(q2, {"scale": s2}, quant))) > 0.5
 
 
 def test_refusals():
@@ -211,7 +211,7 @@ def test_fused_path_matches_reference_without_recompiles(aot_eager, monkeypatch,
     _, _, _, w13, w2 = make_inputs(spec, 1, seed=21)
     (q13, s13), (q2, s2) = quantize(w13, quant), quantize(w2, quant)
     scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
-    d13, d2 = dequantize(q13, s13, quant), dequantize(q2, s2, quant)
+    d13, d2 = reference_dequantize(q13, {"scale": s13}, quant), reference_dequantize(q2, {"scale": s2}, quant)
     core = tgm.TorchGroupedMMCore(spec, "cpu", fused=True)
     assert core.path == "pending"
     pw = core.prepare_weights(q13, q2, **scales)

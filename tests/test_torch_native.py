@@ -15,7 +15,7 @@ from moe_select.backends.torch_native import TorchNativeCore
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import dequantize, quantize
-from moe_select.reference import TOLERANCE, reference_moe, rel_error
+from moe_select.reference import reference_dequantize, TOLERANCE, reference_moe, rel_error
 from moe_select.routing import route
 from moe_select.runner import MoeRunner
 
@@ -64,10 +64,10 @@ def test_fp8_formats_by_dequantization(quant):
     r = make_runner(spec)
     xb = x.to(torch.bfloat16)
     out = r.run(xb, ids, wts, r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2))
-    ref = reference_moe(xb, ids, wts, dequantize(q13, s13, quant), dequantize(q2, s2, quant))
+    ref = reference_moe(xb, ids, wts, reference_dequantize(q13, {"scale": s13}, quant), reference_dequantize(q2, {"scale": s2}, quant))
     assert rel_error(out, ref) <= TOLERANCE["bfloat16"]
     # the quantization itself is close to the float weights (e4m3: 3 mantissa bits)
-    assert rel_error(dequantize(q13, s13, quant), w13.double()) < 0.07
+    assert rel_error(reference_dequantize(q13, {"scale": s13}, quant), w13.double()) < 0.07
 
 
 def test_fp8_block_scale_shape_is_checked():
@@ -198,7 +198,7 @@ def test_mxfp4_by_dequantization(activation):
     r = make_runner(spec)
     xb = x.to(torch.bfloat16)
     out = r.run(xb, ids, wts, r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2))
-    ref = reference_moe(xb, ids, wts, dequantize(q13, s13, "mxfp4"), dequantize(q2, s2, "mxfp4"), activation)
+    ref = reference_moe(xb, ids, wts, reference_dequantize(q13, {"scale": s13}, "mxfp4"), reference_dequantize(q2, {"scale": s2}, "mxfp4"), activation)
     assert rel_error(out, ref) <= TOLERANCE["bfloat16"]
     with pytest.raises(RunnerInputError, match=r"w13 must be \[E_local, 2\*I, H/2 \(packed\)\] = \[4, 128, 64\]"):
         r.prepare_weights(w13.to(torch.bfloat16), q2, w13_scale=s13, w2_scale=s2)
@@ -243,7 +243,7 @@ def test_nvfp4_by_dequantization():
     r = make_runner(spec)
     xb = x.to(torch.bfloat16)
     out = r.run(xb, ids, wts, r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2, w13_global_scale=g13, w2_global_scale=g2))
-    ref = reference_moe(xb, ids, wts, dequantize(q13, s13, "nvfp4", global_scale=g13), dequantize(q2, s2, "nvfp4", global_scale=g2))
+    ref = reference_moe(xb, ids, wts, reference_dequantize(q13, {"scale": s13, "global_scale": g13}, "nvfp4"), reference_dequantize(q2, {"scale": s2, "global_scale": g2}, "nvfp4"))
     assert rel_error(out, ref) <= TOLERANCE["bfloat16"]
     with pytest.raises(RunnerInputError, match="global_scale"):
         r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2)

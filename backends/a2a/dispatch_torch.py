@@ -74,9 +74,18 @@ class TorchAllToAll:
         y = core.forward(recv[0], recv[1], recv[2], weights).contiguous()  # [M, H], weights applied
         back = x.new_empty(tok.shape[0], h)
         dist.all_to_all_single(back, y, sc, rc, group=g)
-        out = torch.zeros(t, h, dtype=torch.float32, device=dev)
-        out.index_add_(0, tok, back.float())
-        return out.to(x.dtype)
+        return combine(tok, back, t)
+
+
+def combine(token_of_row: Any, rows: Any, tokens: int) -> Any:
+    """Sum the returned ``rows [N, H]`` (each a rank's partial output of token ``token_of_row[n]``) per
+    token in float32 and round once: ``[tokens, H]`` in ``rows.dtype``. A bf16 running sum would round
+    after every addition (1 + 2^-8 + 2^-8 gives 1 in bf16, 1.0078125 summed in float32 then rounded)."""
+    import torch
+
+    out = torch.zeros(tokens, rows.shape[1], dtype=torch.float32, device=rows.device)
+    out.index_add_(0, token_of_row, rows.float())
+    return out.to(rows.dtype)
 
 
 def register(registry) -> None:
