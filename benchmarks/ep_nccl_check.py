@@ -2,7 +2,7 @@
 
     python benchmarks/ep_nccl_check.py --nproc 2 [--json out.json]
 
-One process per GPU (rank r on cuda:r, moe_select.launch.spawn with backend nccl). Each rank runs, in
+One process per GPU (rank r on cuda:r, moe_select.harness.launch.spawn with backend nccl). Each rank runs, in
 order: every parallel configuration that fits N (pure TP with the intermediate split; EP with a2a none,
 replicated tokens + all_reduce and sharded tokens = all-gather/reduce-scatter; EP with a2a torch;
 TP+EP mixed when N >= 4; uneven routing: one expert in every token's top-k, only 3 experts used, a rank
@@ -23,7 +23,7 @@ import time
 import torch
 
 import moe_select
-from moe_select.launch import spawn, token_range
+from moe_select.harness.launch import spawn, token_range
 from moe_select.reference import TOLERANCE, reference_moe, rel_error
 from moe_select.routing import route
 

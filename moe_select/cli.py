@@ -200,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise InputError("--device cuda: no CUDA device is available on this machine (torch.cuda.is_available() is False)",
                              file="<command line>", field="device")
     if args.nproc > 1:
-        from .launch import run_distributed
+        from .harness.launch import run_distributed
 
         ignored = [f"--{k.replace('_', '-')}" for k, default in (("quant", None), ("runner", "auto"), ("rules", []),
                    ("cuda_graph", None), ("repeat", 3), ("device", None)) if getattr(args, k) != default]
@@ -220,13 +220,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             print(_render_distributed(result))
         return 0 if result.get("ok") else 1
-    from .run import run_layer
+    from .harness.run import run_layer
 
     return run_layer(args)
 
 
 def _render_distributed(r: dict[str, Any]) -> str:
-    """Text form of :func:`moe_select.launch.run_distributed`'s result."""
+    """Text form of :func:`moe_select.harness.launch.run_distributed`'s result."""
     lines = [f"moe-select: using {r['plan']['summary']}",
              f"{r['nproc']} processes (gloo), tp {r['tp']}, ep {r['ep']}, a2a {r['a2a']}, token layout {r['token_layout']}, "
              f"{r['tokens']} tokens, {r['dtype']}",

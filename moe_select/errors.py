@@ -11,10 +11,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Protocol, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .report import Reason, Report
+
+class ReasonLike(Protocol):
+    """What an error needs of a :class:`~moe_select.plans.Reason` (kept structural, so that this module
+    imports nothing of the package and no import circle closes through it)."""
+
+    @property
+    def code(self) -> str: ...
+
+    def render(self) -> str: ...
+
+
+class ReportLike(Protocol):
+    """What :class:`SelectionError` needs of a :class:`~moe_select.report.Report`."""
+
+    def summary(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,7 @@ class InputError(MoeSelectError, ValueError):
 class SelectionError(MoeSelectError):
     """The selector refused the deployment. ``report`` holds every candidate and every reason."""
 
-    def __init__(self, report: "Report"):
+    def __init__(self, report: ReportLike):
         self.report = report
         super().__init__(report.summary())
 
@@ -58,7 +71,7 @@ class SelectionError(MoeSelectError):
 class ResolveError(MoeSelectError):
     """``resolve(plan)`` refused the plan at startup. ``reasons`` are :class:`Reason` records."""
 
-    def __init__(self, reasons: Sequence["Reason"], *, rank: int | None = None):
+    def __init__(self, reasons: Sequence[ReasonLike], *, rank: int | None = None):
         self.reasons = list(reasons)
         self.rank = rank
         prefix = f"rank {rank}: " if rank is not None else ""
@@ -75,6 +88,6 @@ class RunnerInputError(MoeSelectError, ValueError):
     """A tensor passed to ``MoeRunner.prepare_weights`` or ``MoeRunner.run`` is wrong (shape, dtype, device)."""
 
 
-def first_line(obj: Any) -> str:
+def first_line(obj: object) -> str:
     """First line of ``str(obj)`` (for compact table cells)."""
     return str(obj).splitlines()[0] if str(obj) else ""

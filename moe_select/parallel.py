@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from .errors import MoeSelectError, ResolveError, first_line
-from .report import Reason
+from .plans import Reason
 
 TOKEN_LAYOUTS = ("replicated", "sharded")
 _SIDE_GROUPS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
@@ -127,7 +127,7 @@ def plan_fields(plan: Any, environment: Any = None) -> dict[str, str]:
                          "quant": plan.quant, "tp": d.tp, "ep": d.ep, "a2a": plan.a2a, "deepep_mode": plan.deepep_mode,
                          "a2a_module": plan.a2a_module, "cuda_graph": plan.cuda_graph}
     f.update({f"model.{k}": v for k, v in sorted(d.model.items())})
-    from .report import canonical_files
+    from .plans import canonical_files
 
     f.update({f"file:{k}": v for k, v in canonical_files(plan.files, plan.rule_sources).items()})
     env = plan.environment
@@ -212,7 +212,7 @@ def agree_on_plan(plan: Any, group: Any, *, local_reasons: list[Reason], timeout
                   environment: Any = None) -> None:
     """Check across ``group`` that every rank resolves the same plan and none refused (see module doc).
 
-    ``plan``: this rank's :class:`~moe_select.report.Plan`, or None when it could not be read (then
+    ``plan``: this rank's :class:`~moe_select.plans.Plan`, or None when it could not be read (then
     ``local_reasons`` says why); ``local_reasons``: this rank's refusal reasons (may be empty);
     ``timeout_s``: seconds to wait for the other ranks; ``environment``: this machine as resolve
     detected it. Collective: every rank of ``group`` must call it. Returns None when all agree; raises

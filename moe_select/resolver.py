@@ -23,7 +23,7 @@ from typing import Any
 from .catalog import load_catalog, plugin_adapters
 from .environment import Environment, detect
 from .errors import InputError, ResolveError
-from .report import Plan, Reason
+from .plans import Plan, Reason
 from .versions import satisfies
 from .yamlio import load_file
 
@@ -45,7 +45,7 @@ def load_plan(plan: Plan | dict | str | Path) -> Plan:
     from pydantic import ValidationError
 
     from .errors import Issue
-    from .report import PLAN_SCHEMA_VERSION
+    from .plans import PLAN_SCHEMA_VERSION
 
     if not isinstance(data, dict):
         raise InputError(Issue(name, getattr(data, "line", 0), "", "a plan file holds a JSON object (moe-select plan -o FILE)"))
@@ -89,10 +89,10 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
     """Select again over the plan's own inputs (deployment and environment as understood) with the
     current files; every derived field that differs is a ``plan_mismatch``. This is what makes a
     hand-edited plan (another module, quant, cuda_graph, fingerprint) fail at startup."""
-    from .selector import _select
+    from .selector import select
 
     try:
-        report = _select(plan.deployment, plan.environment, catalog)
+        report = select(plan.deployment, plan.environment, catalog)
     except (TypeError, ValueError, KeyError) as exc:  # inputs a selector never wrote
         return [Reason(code="plan_mismatch", detail=f"the plan's deployment/environment cannot be selected over ({exc}): the "
                        "plan was edited or made by other code", source="plan", fix="plan again (moe-select plan)")]

@@ -29,7 +29,7 @@ class PreparedWeights:
 class MoeRunner:
     """A ready MoE layer runner for one rank.
 
-    ``plan``: the :class:`~moe_select.report.Plan` it was resolved from; ``spec``: this rank's
+    ``plan``: the :class:`~moe_select.plans.Plan` it was resolved from; ``spec``: this rank's
     :class:`~moe_select.layer.LayerSpec`; ``device``: where tensors must live.
     """
 

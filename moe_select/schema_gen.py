@@ -13,7 +13,7 @@ from typing import Any
 from .capability import A2ACapability, CommonFacts, RunnerCapability
 from .deployment import Deployment
 from .policy import RuleFile
-from .report import Plan
+from .plans import Plan
 
 SCHEMAS = {
     "deployment": Deployment,

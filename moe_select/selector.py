@@ -17,7 +17,8 @@ from .conditions import Constraint, facts_of, fmt_num, parallel_fixes
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
-from .report import Candidate, ChosenBy, PackageNeed, Plan, Reason, Report, canonical_files, fingerprint
+from .plans import Candidate, ChosenBy, PackageNeed, Plan, Reason, canonical_files, fingerprint
+from .report import Report
 from .versions import at_least, satisfies
 from .vocab import ACTIVATION_PRECISION, DEEPEP_MODES_OF
 
@@ -210,7 +211,7 @@ def explain(deployment: Deployment | str | Path | dict, *, catalog: Catalog | No
         raise InputError(Issue(deployment._file, deployment._lines.get("runner", 0), "runner",
                                f"unknown runner {u.runner!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                                + f"; runners: auto, {', '.join(sorted(catalog.runners))}"))
-    return _select(u, environment, catalog)
+    return select(u, environment, catalog)
 
 
 def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
@@ -235,7 +236,12 @@ def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
         raise InputError(issues)
 
 
-def _select(u: Understood, env: Environment, catalog: Catalog) -> Report:
+def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
+    """The pure selection: every runner of ``catalog`` checked against the deployment ``u`` (as
+    :func:`~moe_select.deployment.understand` states it) on machine ``env``; returns the
+    :class:`~moe_select.report.Report` (a plan, or a refusal with every reason). Reads nothing, imports
+    nothing, never raises for a refusal. ``explain`` calls it after reading and understanding the
+    input; ``resolve`` calls it again over a plan's own inputs to refuse an edited plan."""
     facts = _facts(u, env)
     a2a_cap = catalog.a2a.get(u.a2a)
     base_needs: list[PackageNeed] = []
@@ -338,4 +344,4 @@ def plan(deployment: Deployment | str | Path | dict, **kwargs: Any) -> Plan:
     return report.plan
 
 
-__all__ = ["explain", "plan", "check_runner", "fmt_num"]
+__all__ = ["explain", "plan", "select", "check_runner", "fmt_num"]

@@ -1,9 +1,9 @@
 """Startup self-check: a few fresh random tokens through a resolved runner and through the float64
 reference (:func:`moe_select.reference.reference_moe`); ``resolve(plan, verify=True)`` calls it.
 
-Inputs (seeded, drawn on the runner's device): ``x ~ N(0, 1)`` in the runner's activation dtype,
-``w13 ~ N(0, 1/H)``, ``w2 ~ N(0, 1/I)`` (so every stage stays O(1)), quantized to the plan's format
-with :mod:`moe_select.ops`; routing ``K`` distinct global experts per token drawn from all ranks'
+Inputs (seeded): ``x ~ N(0, 1)`` in the runner's activation dtype, drawn on the runner's device;
+this rank's weights from :func:`moe_select.harness.weights.layer_weights` (``w13 ~ N(0, 1/H)``,
+``w2 ~ N(0, 1/I)``, quantized to the plan's format); routing ``K`` distinct global experts per token drawn from all ranks'
 experts (so an ep > 1 rank also sees ids it must skip), one slot set to -1, weights uniform in
 [0.1, 1) renormalised to sum 1. The reference gets the dequantized weights, so weight quantization
 error is not counted; what is counted is the runner's arithmetic.
@@ -32,9 +32,8 @@ from typing import Any
 import torch
 
 from .errors import MoeSelectError, ResolveError
-from .ops import quantize_named
 from .reference import QuantizedExperts, reference_moe, rel_error
-from .report import Reason
+from .plans import Reason
 
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp8_tensor": 1e-1, "fp8_channel": 1e-1, "fp8_block": 1e-1,
              # mxfp4, nvfp4: the only FP4 runner here (torch_native) dequantizes the weights and keeps bf16
@@ -75,21 +74,24 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
     if spec.num_local_experts * bytes_per_expert > max_weight_bytes:
         runner = _twin(runner, max(spec.top_k, 8))
         spec = runner.spec
-    dev, e_local = runner.device, spec.num_local_experts
+    from .harness.weights import layer_weights
+
+    dev = runner.device
     gen = torch.Generator(device=dev).manual_seed(seed)
     act_dtype = _ACT_DTYPE.get(quant, torch.bfloat16)
     x = torch.randn(tokens, h_size, generator=gen, device=dev).to(act_dtype)
-    w13 = torch.randn(e_local, spec.w13_rows, h_size, generator=gen, device=dev) / h_size ** 0.5
-    w2 = torch.randn(e_local, h_size, i_size, generator=gen, device=dev) / i_size ** 0.5
+    model = {"hidden_size": h_size, "moe_intermediate_size": i_size * (spec.tp // spec.ep), "activation": spec.activation}
+    built = layer_weights(spec, model, seed, dev)
+    q13, q2 = built.pop("w13"), built.pop("w2")
+    s13 = {k[4:]: v for k, v in built.items() if k.startswith("w13_")}
+    s2 = {k[3:]: v for k, v in built.items() if k.startswith("w2_")}
     keys = torch.rand(tokens, spec.num_experts, generator=gen, device=dev)
     ids = keys.argsort(dim=1)[:, :spec.top_k].to(torch.int32)
     ids[0, -1] = -1
     wts = torch.rand(tokens, spec.top_k, generator=gen, device=dev) * 0.9 + 0.1
     wts = (wts / wts.sum(dim=1, keepdim=True)).float()
-    (q13, s13), (q2, s2) = quantize_named(w13, quant), quantize_named(w2, quant)
-    scales = {**{f"w13_{k}": v for k, v in s13.items()}, **{f"w2_{k}": v for k, v in s2.items()}}
     try:
-        out = runner.run(x, ids, wts, runner.prepare_weights(q13, q2, **scales))
+        out = runner.run(x, ids, wts, runner.prepare_weights(q13, q2, **built))
     except (MoeSelectError, RuntimeError, ValueError, TypeError) as exc:
         raise _refuse(f"{runner.name} raised {type(exc).__name__}: {exc}") from exc
     if tuple(out.shape) != (tokens, h_size) or out.dtype != x.dtype:

@@ -111,7 +111,7 @@ def test_run_refuses_a_format_no_local_runner_has(capsys):
 
 
 def test_run_refuses_what_does_not_fit_in_memory(capsys, monkeypatch):
-    import moe_select.run as runmod
+    import moe_select.harness.run as runmod
 
     monkeypatch.setattr(runmod, "available_host_bytes", lambda: 16 << 30)  # the same answer on every machine
     rc = main(["run", "--model-config", str(CONFIGS / "deepseek-ai__DeepSeek-V3"), "--quant", "fp8_block", "--tokens", "4", "--device", "cpu"])
@@ -126,7 +126,7 @@ def test_run_refuses_what_does_not_fit_in_memory(capsys, monkeypatch):
 
 
 def test_memory_refusal_on_a_gpu_counts_device_memory(monkeypatch):
-    import moe_select.run as runmod
+    import moe_select.harness.run as runmod
     from moe_select.layer import LayerSpec
 
     spec = LayerSpec(num_experts=256, top_k=8, hidden_size=7168, intermediate_size=2048, quant="fp8_block")

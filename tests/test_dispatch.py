@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import moe_select
-from moe_select.launch import spawn, token_range
+from moe_select.harness.launch import spawn, token_range
 from moe_select.reference import TOLERANCE, reference_moe, rel_error
 from moe_select.routing import route
 

@@ -13,7 +13,7 @@ from moe_select.environment import Environment
 from moe_select.errors import ResolveError
 from moe_select.parallel import DispatchError, all_reduce, compare, plan_fields, set_tokens
 from moe_select.registry import Registry
-from moe_select.report import Reason
+from moe_select.plans import Reason
 
 SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 128, "moe_intermediate_size": 128, "activation": "silu",
          "routing": "renormalize"}

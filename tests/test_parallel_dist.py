@@ -9,7 +9,7 @@ import pytest
 
 import moe_select
 from moe_select.environment import Environment
-from moe_select.launch import LaunchError, spawn
+from moe_select.harness.launch import LaunchError, spawn
 
 pytestmark = pytest.mark.slow
 SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 128, "moe_intermediate_size": 128, "activation": "silu",

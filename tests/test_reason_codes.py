@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import moe_select
-from moe_select.report import REASON_CODES
+from moe_select.plans import REASON_CODES
 
 DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048,
         "activation": "silu", "routing": "deepseek_v3"}

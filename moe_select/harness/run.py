@@ -2,9 +2,9 @@
 shapes (seeded random weights), route tokens with the model's routing, run it, and compare with the
 float64 reference.
 
-Weights are drawn per expert (``randn / sqrt(fan_in)``, so activations stay O(1)) and quantized to the
-checkpoint's format when it is one the runner takes (FP8 via :mod:`moe_select.ops`); the reference
-uses the same (dequantized) weights, so the error measures the runner, not the quantization.
+Weights and tokens come from :mod:`moe_select.harness.weights` (seeded per expert, quantized to the
+checkpoint's format); the reference rebuilds the same weights, dequantized by its own code, so the
+error measures the runner, not the quantization.
 """
 from __future__ import annotations
 
@@ -22,56 +22,12 @@ REFERENCE_TOKENS = 256
 HEADROOM = 0.8
 
 
-def make_weights(spec: Any, quant: str, device: Any, seed: int) -> dict[str, Any]:
-    """Seeded canonical weights for ``spec``'s local experts: ``w13 [E_local, 2I|I, H]``, ``w2
-    [E_local, H, I]`` in ``quant`` (with ``w13_scale``/``w2_scale`` for FP8 and FP4, and
-    ``w13_global_scale``/``w2_global_scale`` for nvfp4), built expert by expert."""
-    import torch
-
-    from .ops import quantize_named
-
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    e, rows, h, i = spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size
-    w13 = w2 = None
-    s13: dict[str, Any] = {}
-    s2: dict[str, Any] = {}
-    for k in range(e):
-        a = torch.randn(1, rows, h, generator=g) / h ** 0.5
-        b = torch.randn(1, h, i, generator=g) / i ** 0.5
-        qa, sa = quantize_named(a, quant)
-        qb, sb = quantize_named(b, quant)
-        if w13 is None:  # shapes from the quantized tensors: packed formats store K/2 columns
-            w13 = torch.empty((e, *qa.shape[1:]), dtype=qa.dtype, device=device)
-            w2 = torch.empty((e, *qb.shape[1:]), dtype=qb.dtype, device=device)
-            s13 = {n: torch.empty((e, *t.shape[1:]), dtype=t.dtype, device=device) for n, t in sa.items()}
-            s2 = {n: torch.empty((e, *t.shape[1:]), dtype=t.dtype, device=device) for n, t in sb.items()}
-        w13[k], w2[k] = qa[0], qb[0]
-        for n in sa:
-            s13[n][k], s2[n][k] = sa[n][0], sb[n][0]
-    out = {"w13": w13, "w2": w2}
-    out.update({f"w13_{n}": t for n, t in s13.items()})
-    out.update({f"w2_{n}": t for n, t in s2.items()})
-    return out
-
-
-def reference_experts(weights: dict[str, Any], quant: str) -> tuple[Any, Any]:
-    """The stored weights as :class:`~moe_select.reference.QuantizedExperts` (w13, w2): the float64
-    reference dequantizes them one expert at a time, with its own code (not :mod:`moe_select.ops`)."""
-    from .reference import QuantizedExperts
-
-    def part(name: str) -> Any:
-        prefix = f"{name}_"
-        return QuantizedExperts(weights[name].cpu(), {k[len(prefix):]: v.cpu() for k, v in weights.items() if k.startswith(prefix)}, quant)
-
-    return part("w13"), part("w2")
-
-
 def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str | None:
     """Why ``tokens`` tokens through the layer ``spec`` in ``quant`` cannot fit on this machine, or None.
 
-    Counts the weights as built (:data:`~moe_select.memory.BUILD_BYTES`), the forward's temporaries
-    (:func:`~moe_select.memory.activation_bytes`) and the reference's copy of the experts its first
-    :data:`REFERENCE_TOKENS` tokens touch (as stored, plus one expert in float64 at a time). ``device_type`` ``cpu``: all of it against the host's
+    Counts the weights as built (:data:`~moe_select.harness.memory.BUILD_BYTES`), the forward's temporaries
+    (:func:`~moe_select.harness.memory.activation_bytes`) and the reference's one expert in float64 (it
+    rebuilds the touched experts one at a time from their seeds). ``device_type`` ``cpu``: all of it against the host's
     available RAM; ``cuda``: weights and temporaries against the device's free memory, the reference
     against the host. The advice names only what helps: fewer ``--tokens`` when the temporaries are
     the problem; when the weights alone do not fit, nothing run can do here (``--nproc`` splits the
@@ -80,9 +36,7 @@ def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str 
     per_token = activation_bytes(tokens=1, hidden=spec.hidden_size, inter=spec.intermediate_size, top_k=spec.top_k,
                                  num_experts=spec.num_experts)
     acts = per_token * tokens
-    ref_experts = min(spec.num_local_experts, min(tokens, REFERENCE_TOKENS) * spec.top_k)
-    ref = (layer_bytes(ref_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant)  # a stored copy
-           + layer_bytes(1, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 8}))  # one in float64
+    ref = layer_bytes(1, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 8})  # one expert, float64
     host = available_host_bytes()
     if device_type == "cuda":
         free, where = device_free_bytes(None), "free on the GPU"
@@ -111,12 +65,12 @@ def run_layer(args: argparse.Namespace) -> int:
     float64 reference is within the format's tolerance, 1 otherwise or when refused."""
     import torch
 
-    from .deployment import deployment_from_dict
-    from .layer import LayerSpec
-    from .reference import TOLERANCE, reference_moe, rel_error
-    from .resolver import resolve
-    from .routing import route
-    from .selector import explain
+    from ..deployment import deployment_from_dict
+    from ..layer import LayerSpec
+    from ..reference import TOLERANCE, rel_error
+    from ..resolver import resolve
+    from ..selector import explain
+    from .weights import layer_weights, reference_output, routed_tokens
 
     if (args.tp or 1) > 1 or (args.ep or 1) > 1:
         print("moe-select run: tp/ep > 1 in one process would build one rank's shard only; use --nproc N", file=sys.stderr)
@@ -132,8 +86,8 @@ def run_layer(args: argparse.Namespace) -> int:
     dep = deployment_from_dict(values, "<moe-select run>")
     environment = None
     if args.device == "cpu":
-        from .catalog import default_catalog
-        from .environment import detect
+        from ..catalog import default_catalog
+        from ..environment import detect
 
         environment = detect(default_catalog(args.rules).packages(), arch=("cpu", None), need_nvcc=False)
     report = explain(dep, environment=environment, rules_dirs=args.rules)
@@ -153,20 +107,14 @@ def run_layer(args: argparse.Namespace) -> int:
     runner = resolve(plan, device=args.device, environment=environment)
     device = runner.device
     t0 = time.perf_counter()
-    weights = make_weights(spec, plan.quant, device, args.seed)
-    prepared = runner.prepare_weights(weights["w13"], weights["w2"],
-                                      **{k: v for k, v in weights.items() if k not in ("w13", "w2")})
-    t_load = time.perf_counter() - t0
-    g = torch.Generator(device="cpu").manual_seed(args.seed + 1)
-    dtype = torch.float16 if plan.quant == "fp16" else torch.bfloat16
-    x = torch.randn(args.tokens, spec.hidden_size, generator=g).to(device=device, dtype=dtype)
-    router = torch.randn(spec.num_experts, spec.hidden_size, generator=g) / spec.hidden_size ** 0.5
     m = plan.deployment.model
-    bias = torch.randn(spec.num_experts, generator=g) * 0.1 if m["routing"] in ("deepseek_v3", "sigmoid_topk") else None
-    topk_w, topk_ids = route(x.float().cpu() @ router.t(), m["routing"], spec.top_k, n_group=m.get("n_group"),
-                             topk_group=m.get("topk_group"), routed_scaling_factor=m.get("routed_scaling_factor"),
-                             correction_bias=bias)
-    topk_w, topk_ids = topk_w.to(device), topk_ids.to(device)
+    weights = layer_weights(spec, m, args.seed, device)
+    prepared = runner.prepare_weights(weights.pop("w13"), weights.pop("w2"), **weights)
+    del weights
+    t_load = time.perf_counter() - t0
+    dtype = "float16" if plan.quant == "fp16" else "bfloat16"
+    x, topk_ids, topk_w = routed_tokens(m, args.tokens, args.seed, dtype)
+    x, topk_ids, topk_w = x.to(device), topk_ids.to(device), topk_w.to(device)
     out = runner.run(x, topk_ids, topk_w, prepared)  # warm-up
     times = []
     for _ in range(max(1, args.repeat)):
@@ -178,14 +126,7 @@ def run_layer(args: argparse.Namespace) -> int:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     n_ref = min(args.tokens, REFERENCE_TOKENS)  # the float64 reference is a token-by-token loop
-    # Only the experts the checked tokens touch are dequantized for the reference (ids remapped to them).
-    ref_ids = topk_ids[:n_ref].cpu().long()
-    touched_ids = torch.unique(ref_ids[ref_ids >= 0])
-    remap = torch.full((spec.num_experts,), -1, dtype=torch.long)
-    remap[touched_ids] = torch.arange(len(touched_ids))
-    w13f, w2f = reference_experts({k: v[touched_ids.to(v.device)] for k, v in weights.items()}, plan.quant)
-    del weights
-    ref = reference_moe(x[:n_ref], remap[ref_ids], topk_w[:n_ref], w13f, w2f, spec.activation, swiglu_limit=spec.swiglu_limit)
+    ref, _ = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu())
     err = rel_error(out[:n_ref], ref)
     tol = TOLERANCE[str(out.dtype).removeprefix("torch.")]
     touched = len(set(topk_ids.flatten().tolist()))

@@ -17,13 +17,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import MoeSelectError
+from ..errors import MoeSelectError
 from .memory import BUILD_BYTES, PROCESS_OVERHEAD, activation_bytes, available_host_bytes
 
 DTYPES = ("bfloat16", "float16", "float32")
-#: bytes per expert-weight element a torch_native rank holds (memory.BUILD_BYTES: the weights as given, plus
-#: for FP8 the float32 copy its prepare_weights dequantizes to), for the formats run_distributed builds.
-WEIGHT_BYTES = {q: BUILD_BYTES[q] for q in ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")}
+#: bytes per expert-weight element a torch_native rank holds (the weights as given, plus for the scaled
+#: formats the float32 copy its prepare_weights dequantizes to), for every format run_distributed builds.
+WEIGHT_BYTES = BUILD_BYTES
 
 
 class LaunchError(MoeSelectError):
@@ -126,89 +126,14 @@ def token_range(rank: int, size: int, tokens: int) -> tuple[int, int]:
     return lo, lo + base + (rank < extra)
 
 
-def tokens_for(model: dict, tokens: int, seed: int, dtype: str) -> tuple[Any, Any, Any]:
-    """The seeded batch: ``x [T, H]`` in ``dtype`` (standard normal), and ``(topk_ids [T, K] int32,
-    topk_weights [T, K] float32)`` from router logits ``[T, E]`` (standard normal) routed with the
-    model's method (:func:`moe_select.routing.route`; no correction bias)."""
-    import torch
-
-    from .routing import route
-
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(tokens, model["hidden_size"], generator=g).to(getattr(torch, dtype))
-    logits = torch.randn(tokens, model["num_experts"], generator=g)
-    wts, ids = route(logits, model["routing"], model["top_k"], n_group=model.get("n_group"),
-                     topk_group=model.get("topk_group"), routed_scaling_factor=model.get("routed_scaling_factor"))
-    return x, ids, wts
-
-
-def expert_slice(model: dict, quant: str, moe_tp: int, seed: int, e: int, j: int) -> tuple[Any, Any, Any, Any]:
-    """Expert ``e``'s intermediate slice ``j`` of ``moe_tp``, as stored: ``(w13 [1, rows, H], w2 [1, H,
-    I/moe_tp], w13_scale, w2_scale)``; rows = the gate slice then the up slice (2*I/moe_tp; I/moe_tp for
-    relu2), in ``quant`` (:func:`moe_select.ops.quantize`; scales None for bf16/fp16). Seeded by (seed,
-    e, j): standard normal scaled by 1/sqrt(H) (w13) and 1/sqrt(I) (w2)."""
-    import torch
-
-    from .ops import quantize
-
-    h, i = model["hidden_size"], model["moe_intermediate_size"]
-    ir = i // moe_tp
-    rows = ir if model.get("activation") == "relu2" else 2 * ir
-    g = torch.Generator().manual_seed((seed * 1_000_003 + e) * 1_009 + j)
-    q13, s13 = quantize(torch.randn(1, rows, h, generator=g) * h ** -0.5, quant)
-    q2, s2 = quantize(torch.randn(1, h, ir, generator=g) * i ** -0.5, quant)
-    return q13, q2, s13, s2
-
-
-def _cat(parts: list, dim: int = 0) -> Any:
-    import torch
-
-    return None if parts[0] is None else torch.cat(parts, dim=dim)
-
-
-def full_expert(model: dict, quant: str, moe_tp: int, seed: int, e: int) -> tuple[Any, Any]:
-    """Expert ``e`` as the reference sees it: ``(w13 [1, 2*I, H], w2 [1, H, I])`` float64, dequantized
-    slice by slice and put back in canonical order (all gate rows, then all up rows)."""
-    import torch
-
-    from .reference import reference_dequantize
-
-    g13, u13, w2s = [], [], []
-    for j in range(moe_tp):
-        q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j)
-        w13 = reference_dequantize(q13, {"scale": s13}, quant)
-        half = w13.shape[1] // 2 if model.get("activation") != "relu2" else w13.shape[1]
-        g13.append(w13[:, :half])
-        u13.append(w13[:, half:])
-        w2s.append(reference_dequantize(q2, {"scale": s2}, quant))
-    return torch.cat(g13 + u13, dim=1), torch.cat(w2s, dim=2)
-
-
-def reference(model: dict, quant: str, moe_tp: int, seed: int, x: Any, ids: Any, wts: Any) -> tuple[Any, int]:
-    """The float64 layer output ``[T, H]`` (:func:`moe_select.reference.reference_moe`), built one touched
-    expert at a time so that only one expert is ever held in float64. Returns it and the number of
-    experts touched."""
-    import torch
-
-    from .reference import reference_moe
-
-    ref = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
-    touched = sorted(int(e) for e in ids.unique() if e >= 0)
-    for e in touched:
-        rows = (ids == e).any(dim=1).nonzero().squeeze(1)
-        w13, w2 = full_expert(model, quant, moe_tp, seed, e)
-        ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
-                                              expert_offset=e, swiglu_limit=model.get("swiglu_limit")))
-    return ref, len(touched)
-
-
 def worker(rank: int, size: int, cfg: dict) -> dict:
     """One rank of :func:`run_distributed` (run by :func:`spawn`): resolve with the group, build the
     shard, run the forward; returns timings, the shard's bounds and ``out`` (this rank's output rows)."""
     import torch.distributed as dist
 
-    from .parallel import all_reduce, set_tokens
-    from .resolver import resolve
+    from ..parallel import all_reduce, set_tokens
+    from ..resolver import resolve
+    from .weights import layer_weights, routed_tokens
 
     t0 = time.perf_counter()
     world = dist.group.WORLD
@@ -216,15 +141,11 @@ def worker(rank: int, size: int, cfg: dict) -> dict:
     if cfg["layout"] == "sharded":
         set_tokens(runner, "sharded")
     t1 = time.perf_counter()
-    s, m, quant = runner.spec, runner.plan.deployment.model, runner.plan.quant
-    moe_tp = s.tp // s.ep
-    parts = [expert_slice(m, quant, moe_tp, cfg["seed"], e, s.tp_rank)
-             for e in range(s.expert_offset, s.expert_offset + s.num_local_experts)]
-    w13, w2, s13, s2 = (_cat([p[k] for p in parts]) for k in range(4))
-    scales = {} if s13 is None else {"w13_scale": s13, "w2_scale": s2}
-    weights = runner.prepare_weights(w13, w2, **scales)
+    s, m = runner.spec, runner.plan.deployment.model
+    built = layer_weights(s, m, cfg["seed"])
+    weights = runner.prepare_weights(built.pop("w13"), built.pop("w2"), **built)
     t2 = time.perf_counter()
-    x, ids, wts = tokens_for(m, cfg["tokens"], cfg["seed"], cfg["dtype"])
+    x, ids, wts = routed_tokens(m, cfg["tokens"], cfg["seed"], cfg["dtype"])
     lo, hi = (0, cfg["tokens"]) if cfg["layout"] == "replicated" else token_range(rank, size, cfg["tokens"])
     dist.barrier(world)
     t3 = time.perf_counter()
@@ -280,7 +201,7 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     in seconds), ``wall_s``. Raises :class:`~moe_select.errors.InputError` /
     :class:`~moe_select.errors.SelectionError` from planning, :class:`LaunchError` for bad arguments,
     too little memory, or a failed or late rank (naming it)."""
-    from .selector import plan as make_plan
+    from ..selector import plan as make_plan
 
     t0 = time.perf_counter()
     problems = []
@@ -312,10 +233,14 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     threads = max(1, (os.cpu_count() or 1) // nproc)
     ranks = spawn(worker, nproc, (cfg,), timeout_s=timeout_s, threads=threads)
     tr = time.perf_counter()
-    x, ids, wts = tokens_for(m, tokens, seed, dtype)
-    ref, touched = reference(m, p.quant, tp // ep, seed, x, ids, wts)
-    out = ranks[0]["out"] if layout == "replicated" else _cat([r["out"] for r in ranks])
-    from .reference import TOLERANCE, rel_error
+    import torch
+
+    from ..reference import TOLERANCE, rel_error
+    from .weights import reference_output, routed_tokens
+
+    x, ids, wts = routed_tokens(m, tokens, seed, dtype)
+    ref, touched = reference_output(m, p.quant, tp // ep, seed, x, ids, wts)
+    out = ranks[0]["out"] if layout == "replicated" else torch.cat([r["out"] for r in ranks])
 
     err = rel_error(out, ref)
     tol = TOLERANCE[dtype]

@@ -1,0 +1,120 @@
+"""Seeded synthetic expert weights and routed tokens, the same everywhere they are used (``run``,
+``run --nproc``, ``resolve(verify=True)``, tests, benchmarks).
+
+Weights: expert ``e``'s intermediate slice ``j`` of ``moe_tp`` is drawn from its own generator, seeded by
+``(seed, e, j)``, standard normal scaled by ``1/sqrt(H)`` (w13) and ``1/sqrt(I)`` (w2) so every stage of
+the layer stays O(1), then quantized to the format (:func:`moe_select.ops.quantize_named`). So a rank
+builds only its shard, and the float64 reference rebuilds exactly the experts the tokens touch, one at a
+time, whatever the split. Tokens: ``x ~ N(0, 1)``, router logits ``x @ router`` (router ~ N(0, 1/H)),
+plus a correction bias ~ N(0, 0.1^2) for the routing methods that take one, routed with the model's
+method (:func:`moe_select.routing.route`).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from ..layer import LayerSpec
+
+#: Routing methods whose choice adds a per-expert correction bias (DeepSeek-V3 noaux_tc, MiniMax-M2).
+BIASED_ROUTING = ("deepseek_v3", "sigmoid_topk")
+
+
+def _rows(model: dict[str, Any], inter: int) -> int:
+    return inter if model.get("activation") == "relu2" else 2 * inter
+
+
+def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, j: int
+                 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Expert ``e``'s intermediate slice ``j`` of ``moe_tp``, as stored: ``(w13 [1, rows, H], w2 [1, H,
+    I/moe_tp], w13 scales, w2 scales)``; rows = the gate slice then the up slice (``2*I/moe_tp``;
+    ``I/moe_tp`` for relu2); scales named as :func:`~moe_select.ops.quantize_named` names them
+    (``scale``, ``global_scale``; none for bf16/fp16). Packed FP4 formats store K/2 columns."""
+    import torch
+
+    from ..ops import quantize_named
+
+    h, i = model["hidden_size"], model["moe_intermediate_size"]
+    ir = i // moe_tp
+    g = torch.Generator().manual_seed((seed * 1_000_003 + e) * 1_009 + j)
+    q13, s13 = quantize_named(torch.randn(1, _rows(model, ir), h, generator=g) * h ** -0.5, quant)
+    q2, s2 = quantize_named(torch.randn(1, h, ir, generator=g) * i ** -0.5, quant)
+    return q13, q2, s13, s2
+
+
+def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any = "cpu") -> dict[str, torch.Tensor]:
+    """The keyword arguments of ``prepare_weights`` for rank ``spec`` (its experts ``[expert_offset,
+    +num_local_experts)``, its intermediate slice ``tp_rank`` of ``tp/ep``) in ``spec.quant``: ``w13``,
+    ``w2`` and ``w13_<scale>``/``w2_<scale>``, built expert by expert into tensors on ``device``."""
+    import torch
+
+    moe_tp = spec.tp // spec.ep
+    out: dict[str, torch.Tensor] = {}
+    n = spec.num_local_experts
+    for k, e in enumerate(range(spec.expert_offset, spec.expert_offset + n)):
+        q13, q2, s13, s2 = expert_slice(model, spec.quant, moe_tp, seed, e, spec.tp_rank)
+        parts = {"w13": q13, "w2": q2, **{f"w13_{a}": v for a, v in s13.items()}, **{f"w2_{a}": v for a, v in s2.items()}}
+        for name, t in parts.items():
+            if name not in out:
+                out[name] = torch.empty((n, *t.shape[1:]), dtype=t.dtype, device=device)
+            out[name][k] = t[0]
+    return out
+
+
+def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Expert ``e`` as the reference sees it: ``(w13 [1, rows, H], w2 [1, H, I])`` float64, each slice
+    dequantized by :func:`~moe_select.reference.reference_dequantize` (not :mod:`moe_select.ops`) and put
+    back in canonical order (all gate rows, then all up rows)."""
+    import torch
+
+    from ..reference import reference_dequantize
+
+    g13, u13, w2s = [], [], []
+    for j in range(moe_tp):
+        q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j)
+        w13 = reference_dequantize(q13, s13, quant)
+        half = w13.shape[1] // 2 if model.get("activation") != "relu2" else w13.shape[1]
+        g13.append(w13[:, :half])
+        u13.append(w13[:, half:])
+        w2s.append(reference_dequantize(q2, s2, quant))
+    return torch.cat(g13 + u13, dim=1), torch.cat(w2s, dim=2)
+
+
+def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "bfloat16"
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The seeded batch: ``x [T, H]`` in ``dtype``, and ``topk_ids [T, K]`` int32 and ``topk_weights [T, K]``
+    float32 from the model's routing of ``x @ router`` (module doc)."""
+    import torch
+
+    from ..routing import route
+
+    g = torch.Generator().manual_seed(seed * 7 + 1)
+    h, e = model["hidden_size"], model["num_experts"]
+    x = torch.randn(tokens, h, generator=g).to(getattr(torch, dtype))
+    router = torch.randn(e, h, generator=g) * h ** -0.5
+    bias = torch.randn(e, generator=g) * 0.1 if model.get("routing") in BIASED_ROUTING else None
+    wts, ids = route(x.float() @ router.t(), model["routing"], model["top_k"], n_group=model.get("n_group"),
+                     topk_group=model.get("topk_group"), routed_scaling_factor=model.get("routed_scaling_factor"),
+                     correction_bias=bias)
+    return x, ids, wts
+
+
+def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, x: torch.Tensor, ids: torch.Tensor,
+                     wts: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The float64 layer output ``[T, H]`` (:func:`moe_select.reference.reference_moe`) for weights seeded
+    by ``seed``, built one touched expert at a time (only one expert is ever held in float64). Returns it
+    and the number of experts touched."""
+    import torch
+
+    from ..reference import reference_moe
+
+    ref = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    touched = sorted(int(e) for e in ids.unique() if e >= 0)
+    for e in touched:
+        rows = (ids == e).any(dim=1).nonzero().squeeze(1)
+        w13, w2 = full_expert(model, quant, moe_tp, seed, e)
+        ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
+                                              expert_offset=e, swiglu_limit=model.get("swiglu_limit")))
+    return ref, len(touched)
