@@ -192,8 +192,10 @@ def shorten(value: Any, limit: int = ECHO_CHARS) -> str:
     Never raises, and never walks more than a few items of a container."""
     try:
         if isinstance(value, str):
-            text = repr(value[:limit + 1])
-            return text if len(value) <= limit else text[:-1] + "…" + text[-1]
+            if len(value) <= limit:
+                return repr(value)
+            text = repr(value[:limit])
+            return text[:-1] + "…" + text[-1]
         text = _Echo(limit).repr(value)
     except Exception:  # noqa: BLE001 - a repr that fails must not turn an error message into a traceback
         text = f"<{type(value).__name__}>"
@@ -278,6 +280,7 @@ class _BoundedComposer:
             if self._aliases > MAX_ALIASES:
                 raise self._refuse(event.start_mark, f"more than {MAX_ALIASES} aliases in one file: refused")
             node = self.anchors[event.anchor]
+            self._mark = event.start_mark  # where the alias is written (the node is the anchor's)
             if id(node) in self._open:
                 raise self._refuse(event.start_mark, f"alias *{shorten(event.anchor)[1:-1]} is inside its own anchor "
                                    "(a recursive structure): refused")
@@ -287,6 +290,7 @@ class _BoundedComposer:
         if anchor is not None and anchor in self.anchors:
             raise ComposerError(f"found duplicate anchor {shorten(anchor)}; first occurrence",
                                 self.anchors[anchor].start_mark, "second occurrence", event.start_mark)
+        self._mark = event.start_mark
         self.descend_resolver(parent, index)
         if self.check_event(ScalarEvent):
             node = self._compose_scalar(anchor)
@@ -333,24 +337,25 @@ class _BoundedComposer:
                 self._path.append(f"[{index}]")
                 child = self.compose_node(node, index)
                 node.value.append(child)
-                children = (child,)
+                children = ((child, self._mark),)
             else:
                 if len(node.value) >= MAX_KEYS:
                     raise self._refuse(self.peek_event().start_mark, f"more than {MAX_KEYS} keys in one mapping: refused")
                 key = self.compose_node(node, None)
+                key_mark = self._mark
                 self._path.append(_cut(key.value) if isinstance(key, ScalarNode) else "?")
                 value = self.compose_node(node, key)
                 node.value.append((key, value))
-                children = (key, value)
-            for child in children:
+                children = ((key, key_mark), (value, self._mark))
+            for child, mark in children:
                 c_size, c_height = self._measure[id(child)]
                 size += c_size
                 height = max(height, c_height + 1)
                 if size > MAX_NODES:
-                    raise self._refuse(child.start_mark, f"the file expands to more than {MAX_NODES} nodes (aliases repeat "
+                    raise self._refuse(mark, f"the file expands to more than {MAX_NODES} nodes (aliases repeat "
                                        "what their anchor holds): refused")
                 if self._depth - 1 + height > MAX_DEPTH:
-                    raise self._refuse(child.start_mark, f"nested deeper than {MAX_DEPTH} levels once aliases are "
+                    raise self._refuse(mark, f"nested deeper than {MAX_DEPTH} levels once aliases are "
                                        "expanded: refused")
             self._path.pop()
             index += 1
