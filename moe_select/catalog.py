@@ -6,7 +6,6 @@ as ``backends/<name>.yaml`` and ``rules/<name>.yaml``; operator rule directories
 from __future__ import annotations
 
 import difflib
-import hashlib
 import importlib.metadata as md
 import os
 import threading
@@ -17,7 +16,7 @@ from typing import Iterable, Sequence
 from .capability import A2ACapability, CommonFacts, RunnerCapability
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
-from .yamlio import MarkedDict, load_text, validate
+from .yamlio import MarkedDict, decode_text, load_text, read_input, validate
 
 RULES_ENV = "MOE_SELECT_RULES"
 #: Files read from an operator rules directory (JSON is YAML).
@@ -87,16 +86,10 @@ def plugin_adapters() -> dict[str, str]:
 
 
 def _read(path: Path, display: str, files: dict[str, str]) -> object:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(Issue(display, 0, "", f"cannot read: {exc}")) from None
-    files[display] = hashlib.sha256(raw).hexdigest()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(Issue(display, 0, "", "not UTF-8 text")) from None
-    data = load_text(text, display)
+    """Load one rule or capability file through :func:`moe_select.yamlio.read_input` (regular files only,
+    size-bounded, read once) and record the sha256 of the bytes parsed in ``files``. Raises InputError."""
+    raw, files[display] = read_input(path, display, "rule or capability file")
+    data = load_text(decode_text(raw, display), display)
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(display, 0, "", "the file must hold a mapping"))
     return data

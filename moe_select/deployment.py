@@ -47,8 +47,32 @@ class ModelShape(Located):
 
     @model_validator(mode="after")
     def _k_le_e(self) -> "ModelShape":
+        """Cross-field and range checks (kept out of the field constraints so the JSON Schemas stay as
+        they are): top_k at most num_experts; num_experts and num_shared_experts at most
+        ``MAX_EXPERTS``, hidden_size and moe_intermediate_size at most ``MAX_WIDTH`` (far above any
+        published model: huge values are typos or attacks, and would reach shape arithmetic and run's
+        memory estimate); n_group divides num_experts and topk_group is at most n_group (the
+        deepseek_v3 router splits the experts into n_group groups and keeps topk_group of them);
+        routed_scaling_factor and swiglu_limit finite and positive. Raises ValueError (pydantic
+        reports it at the model's line)."""
+        import math
+
+        from .model_config import MAX_EXPERTS, MAX_WIDTH
+
+        for name, hi in (("num_experts", MAX_EXPERTS), ("num_shared_experts", MAX_EXPERTS),
+                         ("hidden_size", MAX_WIDTH), ("moe_intermediate_size", MAX_WIDTH)):
+            if getattr(self, name) > hi:
+                raise ValueError(f"{name} {getattr(self, name)} is larger than {hi}")
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k {self.top_k} exceeds num_experts {self.num_experts}")
+        if self.n_group is not None and (self.n_group > self.num_experts or self.num_experts % self.n_group):
+            raise ValueError(f"n_group {self.n_group} does not divide num_experts {self.num_experts}")
+        if self.topk_group is not None and self.n_group is not None and self.topk_group > self.n_group:
+            raise ValueError(f"topk_group {self.topk_group} exceeds n_group {self.n_group}")
+        for name in ("routed_scaling_factor", "swiglu_limit"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite positive number, got {value!r}")
         return self
 
 
@@ -225,7 +249,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 prov[f"model.{k}"] = info.provenance.get(k, f"{info.path} (default)")
             quant = info.quant
             prov["quant"] = "model_config " + info.provenance.get("quant", info.path)
-            input_files = dict(info.files)
+            input_files = {str(Path(k).resolve()): v for k, v in info.files.items()}  # resolve re-reads them
     else:
         bad("model", "give model (num_experts, top_k, hidden_size, moe_intermediate_size, ...) or model_config")
 

@@ -11,21 +11,33 @@ Granite-MoE and gpt-oss (top-k then softmax over the k) -> renormalize.
 """
 from __future__ import annotations
 
+import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError, Issue
-from .yamlio import MarkedDict, load_file
+from .yamlio import MAX_INT_DIGITS, MarkedDict, decode_text, load_text, read_input, shorten
 
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 _RENORMALIZING = {"mixtral", "granitemoe", "gpt_oss", "granitemoeshared"}
+
+#: Most routed experts a config may declare. Published MoE models have at most a few hundred (DeepSeek-V3:
+#: 256); the bound keeps shape arithmetic, fix enumeration and run's memory estimate meaningful.
+MAX_EXPERTS = 1 << 16
+#: Largest hidden size or expert width (``moe_intermediate_size``) a config may declare. Published models:
+#: hidden 7168 (DeepSeek-V3), expert width 14336 (Mixtral); 2**20 is far above any.
+MAX_WIDTH = 1 << 20
 
 
 @dataclass
 class ModelInfo:
     """What a checkpoint config says: ``shape`` (dict of ModelShape fields), ``quant`` and where each
-    value was read (``provenance``: field -> ``file:line (key)``)."""
+    value was read (``provenance``: field -> ``file:line (key)``). ``files`` maps the display name of
+    every file read (``config.json``, ``hf_quant_config.json``) to the sha256 of the bytes parsed."""
 
     path: str
     model_type: str
@@ -34,7 +46,6 @@ class ModelInfo:
     dtype: str | None
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    #: sha256 of every file read (absolute path -> hex digest): plans carry them, resolve re-checks them.
     files: dict[str, str] = field(default_factory=dict)
 
 
@@ -42,17 +53,84 @@ def _at(cfg: MarkedDict, key: str) -> str:
     return f"{cfg.file}:{cfg.key_lines.get(key, cfg.line)} ({key})"
 
 
-def _issue(cfg: Any, key: str | None, msg: str) -> InputError:
-    line = cfg.key_lines.get(key, cfg.line) if isinstance(cfg, MarkedDict) and key else getattr(cfg, "line", 0)
-    return InputError(Issue(getattr(cfg, "file", "config.json"), line, key or "", msg))
+def _issue(cfg: Any, key: Any, msg: str, prefix: str = "") -> InputError:
+    """An InputError at ``key`` of ``cfg`` (its line; the mapping's own line when the key is absent),
+    naming the key as ``prefix + key``."""
+    line = cfg.key_lines.get(key, cfg.line) if isinstance(cfg, MarkedDict) and key is not None else getattr(cfg, "line", 0)
+    name = "" if key is None else key if isinstance(key, str) and len(key) <= 80 else shorten(key)
+    return InputError(Issue(getattr(cfg, "file", "config.json"), line, (prefix + name) if name else prefix.rstrip("."), msg))
+
+
+def _what(v: Any) -> str:
+    """``a string 'x'``, ``the number 2.5``, ``true``, ``a list``: how a wrong value is named in errors."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return f"the number {shorten(v)}"
+    if isinstance(v, str):
+        return f"the string {shorten(v)}"
+    if isinstance(v, dict):
+        return "a mapping"
+    if isinstance(v, list):
+        return "a list"
+    return type(v).__name__
+
+
+def _present(cfg: MarkedDict, key: str) -> bool:
+    """``key`` is given with a value (HF writes null for unset keys: null counts as absent)."""
+    return cfg.get(key) is not None
+
+
+def _int(cfg: MarkedDict, key: str, lo: int, hi: int, prefix: str = "", why: str = "") -> int:
+    """``cfg[key]`` as an integer in ``[lo, hi]``; bool, float, string or out of range -> InputError."""
+    v = cfg.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _issue(cfg, key, f"{key} must be an integer, got {_what(v)}", prefix)
+    if v < lo:
+        raise _issue(cfg, key, f"{key} {v} must be {'positive' if lo == 1 else f'at least {lo}'}", prefix)
+    if v > hi:
+        raise _issue(cfg, key, f"{key} {shorten(v)} is larger than {hi}{why}", prefix)
+    return v
+
+
+def _number(cfg: MarkedDict, key: str, prefix: str = "") -> float:
+    """``cfg[key]`` as a finite positive number; bool, string, NaN, infinite or <= 0 -> InputError."""
+    v = cfg.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _issue(cfg, key, f"{key} must be a number, got {_what(v)}", prefix)
+    if not math.isfinite(v) or v <= 0:
+        raise _issue(cfg, key, f"{key} must be a finite positive number, got {shorten(v)}", prefix)
+    return float(v)
+
+
+def _str(cfg: MarkedDict, key: str, prefix: str = "") -> str | None:
+    """``cfg[key]`` when it is a string, None when absent or null; anything else -> InputError."""
+    v = cfg.get(key)
+    if v is not None and not isinstance(v, str):
+        raise _issue(cfg, key, f"{key} must be a string, got {_what(v)}", prefix)
+    return v
+
+
+def _mapping(cfg: MarkedDict, key: str, prefix: str = "", what: str = "") -> MarkedDict | None:
+    """``cfg[key]`` when it is a mapping, None when absent or null; anything else -> InputError."""
+    v = cfg.get(key)
+    if v is not None and not isinstance(v, MarkedDict):
+        raise _issue(cfg, key, f"{key} must be a mapping{what}, got {_what(v)}", prefix)
+    return v
 
 
 def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
-    """``(config.json, hf_quant_config.json or None)`` for a checkpoint folder or a config.json path."""
+    """``(config.json, hf_quant_config.json or None)`` for a checkpoint folder or a config.json path.
+
+    An ``hf_quant_config.json`` that exists in any form (a FIFO, a dangling link) is returned, so that
+    reading it refuses it: it is never silently taken as absent (the format would change). Raises
+    :class:`InputError` for a path that is missing, or neither a regular file nor a folder."""
     p = Path(path)
     if p.is_dir():
         cfg = p / "config.json"
-        if not cfg.is_file():
+        if not (cfg.exists() or cfg.is_symlink()):
             raise InputError(Issue(str(p), 0, "model_config", "the folder has no config.json"))
     elif p.is_file():
         cfg = p
@@ -61,18 +139,27 @@ def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
     else:
         raise InputError(Issue(str(p), 0, "model_config", "no such file or folder"))
     quant = cfg.parent / "hf_quant_config.json"
-    return cfg, (quant if quant.is_file() else None)
+    return cfg, (quant if quant.exists() or quant.is_symlink() else None)
 
 
 def _quant_from_compressed_tensors(q: MarkedDict) -> str:
-    groups = q.get("config_groups") or {}
-    if not isinstance(groups, dict) or not groups:
-        raise _issue(q, "config_groups", "compressed-tensors config without config_groups")
+    pre = "quantization_config."
+    groups = _mapping(q, "config_groups", pre)
+    if not groups:
+        raise _issue(q, "config_groups", "compressed-tensors config without config_groups", pre)
+    fmt = _str(q, "format", pre)
     formats = set()
     for name, g in groups.items():
-        w, a = (g or {}).get("weights") or {}, (g or {}).get("input_activations")
-        bits, typ, strategy = w.get("num_bits"), w.get("type"), w.get("strategy")
-        fmt = q.get("format")
+        gname = name if isinstance(name, str) and len(name) <= 80 else shorten(name)
+        gpre = f"{pre}config_groups.{gname}."
+        if not isinstance(g, MarkedDict):
+            raise _issue(groups, name, f"a config group must be a mapping, got {_what(g)}", pre + "config_groups.")
+        w = _mapping(g, "weights", gpre) or MarkedDict()
+        a = _mapping(g, "input_activations", gpre)
+        if _present(w, "num_bits"):
+            _int(w, "num_bits", 1, 64, gpre + "weights.")
+        typ, strategy = _str(w, "type", gpre + "weights."), _str(w, "strategy", gpre + "weights.")
+        bits = w.get("num_bits")
         if fmt == "nvfp4-pack-quantized" or (bits == 4 and typ == "float"):
             formats.add("nvfp4")
         elif bits == 8 and typ == "float":
@@ -82,27 +169,36 @@ def _quant_from_compressed_tensors(q: MarkedDict) -> str:
         elif bits == 4 and typ == "int" and not a:
             formats.add("int4_w4a16")
         else:
-            raise _issue(g, "weights", f"compressed-tensors group {name!r}: weights num_bits={bits} type={typ} "
-                         f"strategy={strategy} (activations {'quantized' if a else 'not quantized'}) is not a supported format")
+            raise _issue(g, "weights", f"compressed-tensors group {shorten(name)}: weights num_bits={bits} type={shorten(typ)} "
+                         f"strategy={shorten(strategy)} (activations {'quantized' if a else 'not quantized'}) is not a "
+                         "supported format", gpre)
     bad = [f for f in formats if f.startswith("?")]
     if bad or len(formats) != 1:
-        raise _issue(q, "config_groups", f"compressed-tensors groups give formats {sorted(formats)}; expected exactly one known format")
+        raise _issue(q, "config_groups", f"compressed-tensors groups give formats {sorted(formats)}; expected exactly one "
+                     "known format", pre)
     return formats.pop()
 
 
-def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: MarkedDict | None, prov: dict[str, str]) -> str:
+def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str]) -> str:
     if hfq is not None:
-        q = hfq.get("quantization") or {}
-        algo = q.get("quant_algo")
+        if not isinstance(hfq, MarkedDict):
+            raise _issue(hfq, None, f"hf_quant_config.json must hold a JSON object, got {_what(hfq)}")
+        q = _mapping(hfq, "quantization")
+        if q is None:
+            raise _issue(hfq, "quantization", "hf_quant_config.json has no quantization mapping (ModelOpt writes "
+                         "quantization.quant_algo)")
+        algo = _str(q, "quant_algo", "quantization.")
         table = {"NVFP4": "nvfp4", "FP8": "fp8_tensor", "MXFP8": "mxfp8", "W4A16_AWQ": "int4_w4a16"}
         if algo not in table:
-            raise _issue(q if isinstance(q, MarkedDict) else hfq, "quant_algo",
-                         f"ModelOpt quant_algo {algo!r} is not a supported format (known: {', '.join(table)})")
-        prov["quant"] = _at(q, "quant_algo") if isinstance(q, MarkedDict) else hfq.file
+            raise _issue(q, "quant_algo", f"ModelOpt quant_algo {shorten(algo)} is not a supported format "
+                         f"(known: {', '.join(table)})", "quantization.")
+        prov["quant"] = _at(q, "quant_algo")
         return table[algo]
-    q = cfg.get("quantization_config") or text.get("quantization_config")
+    holder = cfg if _present(cfg, "quantization_config") else text
+    pre = "text_config." if holder is not cfg else ""
+    q = _mapping(holder, "quantization_config", pre)
     if not q:
-        dtype = text.get("torch_dtype") or cfg.get("torch_dtype")
+        dtype = _str(text, "torch_dtype", "text_config." if text is not cfg else "") or _str(cfg, "torch_dtype")
         src = text if "torch_dtype" in text else cfg
         if dtype in ("bfloat16", "float16"):
             prov["quant"] = _at(src, "torch_dtype")
@@ -110,133 +206,217 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: MarkedDict | None, prov: d
         if dtype is None:
             prov["quant"] = f"{cfg.file} (no quantization_config and no torch_dtype: unquantized, taken as bf16)"
             return "bf16"
-        raise _issue(src, "torch_dtype", f"torch_dtype {dtype!r} with no quantization_config: expert weights in "
-                     f"{dtype} are not a supported format (bf16, fp16)")
-    holder = cfg if "quantization_config" in cfg else text
-    method = q.get("quant_method")
-    prov["quant"] = _at(q, "quant_method") if isinstance(q, MarkedDict) else _at(holder, "quantization_config")
+        raise _issue(src, "torch_dtype", f"torch_dtype {shorten(dtype)} with no quantization_config: expert weights in "
+                     f"{shorten(dtype)} are not a supported format (bf16, fp16)")
+    pre += "quantization_config."
+    method = _str(q, "quant_method", pre)
+    prov["quant"] = _at(q, "quant_method")
     if method == "fp8":
-        block = q.get("weight_block_size")
-        if block is None:
+        if not _present(q, "weight_block_size"):
             return "fp8_tensor"
+        block = q["weight_block_size"]
+        if not (isinstance(block, list) and len(block) == 2
+                and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+            raise _issue(q, "weight_block_size", f"weight_block_size must be a list of two positive integers, got "
+                         f"{_what(block) if not isinstance(block, list) else shorten(block)}", pre)
         if list(block) == [128, 128]:
             return "fp8_block"
-        raise _issue(q, "weight_block_size", f"fp8 with weight_block_size {list(block)}: only [128, 128] blocks are a known format")
+        raise _issue(q, "weight_block_size", f"fp8 with weight_block_size {shorten(list(block))}: only [128, 128] blocks "
+                     "are a known format", pre)
     if method == "mxfp4":
         return "mxfp4"
     if method == "compressed-tensors":
         return _quant_from_compressed_tensors(q)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        bits = q.get("bits", q.get("w_bit"))
+        key = "bits" if _present(q, "bits") or not _present(q, "w_bit") else "w_bit"
+        bits = _int(q, key, 1, 64, pre) if _present(q, key) else None
         if bits == 4:
             return "int4_w4a16"
         if bits == 8 and method.startswith("gptq"):
             return "int8_w8a16"
-        raise _issue(q, "bits", f"{method} with {bits} bits is not a supported format")
+        raise _issue(q, key, f"{method} with {bits} bits is not a supported format", pre)
     if method == "modelopt":
-        algo = q.get("quant_algo")
+        algo = _str(q, "quant_algo", pre)
         if algo == "NVFP4":
             return "nvfp4"
         if algo == "FP8":
             return "fp8_tensor"
-        raise _issue(q, "quant_algo", f"ModelOpt quant_algo {algo!r} is not a supported format")
-    raise _issue(q, "quant_method", f"quantization method {method!r} is not a supported format "
-                 "(known: fp8, mxfp4, compressed-tensors, awq, gptq, modelopt)")
+        raise _issue(q, "quant_algo", f"ModelOpt quant_algo {shorten(algo)} is not a supported format", pre)
+    raise _issue(q, "quant_method", f"quantization method {shorten(method)} is not a supported format "
+                 "(known: fp8, mxfp4, compressed-tensors, awq, gptq, modelopt)", pre)
 
 
-def _load_json(path: Path, name: str) -> Any:
-    """Strict JSON (what Hugging Face writes), read through the marked loader for line numbers."""
-    import json
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[^\s"{}\[\],:]+')
 
+
+def _token_line(text: str, token: str) -> int:
+    """Line of the first occurrence of ``token`` outside JSON strings (1-based; 0 when not found)."""
+    for m in _JSON_TOKEN.finditer(text):
+        if m.group() == token:
+            return text.count("\n", 0, m.start()) + 1
+    return 0
+
+
+class _NotJSON(ValueError):
+    def __init__(self, token: str, msg: str):
+        super().__init__(msg)
+        self.token, self.msg = token, msg
+
+
+def _json_constant(name: str) -> Any:
+    raise _NotJSON(name, f"{name} is not a JSON number (non-finite numbers are refused)")
+
+
+def _json_float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise _NotJSON(text, f"{shorten(text)} overflows a float (non-finite numbers are refused)")
+    return v
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NotJSON(text, f"an integer of {len(text.lstrip('-'))} digits: longer than the {MAX_INT_DIGITS}-digit bound")
+    return int(text)
+
+
+def _load_json(path: Path, name: str, files: dict[str, str]) -> Any:
+    """Strict JSON (what Hugging Face writes), read once through :func:`~moe_select.yamlio.read_input`
+    (regular files of at most 4 MiB) and parsed twice from those bytes: by ``json`` for strictness
+    (JSON syntax, no NaN/Infinity, no float that overflows, no integer over
+    :data:`~moe_select.yamlio.MAX_INT_DIGITS` digits) and by the bounded marked loader for lines and
+    bounds (depth, size, duplicate keys). Records the sha256 in ``files[name]``. Raises InputError."""
+    raw, files[name] = read_input(path, name, "model config")
+    text = decode_text(raw, name)
     try:
-        text = path.read_text(encoding="utf-8")
-        json.loads(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Issue(name, 0, "", f"cannot read: {exc}")) from None
+        json.loads(text, parse_constant=_json_constant, parse_float=_json_float, parse_int=_json_int)
     except json.JSONDecodeError as exc:
         raise InputError(Issue(name, exc.lineno, "", f"not valid JSON: {exc.msg} (column {exc.colno})")) from None
-    return load_file(path, name)
+    except _NotJSON as exc:
+        raise InputError(Issue(name, _token_line(text, exc.token), "", f"not valid JSON: {exc.msg}")) from None
+    except RecursionError:
+        pass  # nested too deep for json: the bounded loader below refuses it with the line
+    return load_text(text, name)
 
 
 def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo:
-    """Parse a checkpoint folder or config.json. Raises :class:`InputError` (file:line, key) when the
-    config is not a MoE model or its quantization is unknown or unsupported."""
+    """Parse a checkpoint folder or config.json (and its ``hf_quant_config.json``).
+
+    Every value used is checked for its type and range: integers are integers (not bool, float or
+    string), experts in ``[1, MAX_EXPERTS]``, hidden size and expert width in ``[1, MAX_WIDTH]``, top-k
+    at most the number of experts, floats finite and positive, ``text_config``,
+    ``quantization_config`` and hf_quant_config's ``quantization`` mappings, ``weight_block_size`` a
+    list of two positive integers. Raises :class:`InputError` naming file:line and key when a value is
+    wrong, the config is not a MoE model, or its quantization is unknown or unsupported; never another
+    exception for any file content."""
     cfg_path, hfq_path = resolve_config_path(path)
     name = display or str(cfg_path)
-    cfg = _load_json(cfg_path, name)
+    files: dict[str, str] = {}
+    cfg = _load_json(cfg_path, name, files)
     if not isinstance(cfg, MarkedDict):
-        raise InputError(Issue(name, 0, "", f"{cfg_path.name} does not hold a JSON object"))
-    hfq = _load_json(hfq_path, str(Path(name).parent / hfq_path.name)) if hfq_path else None
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), MarkedDict) else cfg
-    model_type = str(cfg.get("model_type", text.get("model_type", "?")))
+        raise InputError(Issue(name, getattr(cfg, "line", 0), "", f"{cfg_path.name} does not hold a JSON object"))
+    hfq = _load_json(hfq_path, str(Path(name).parent / hfq_path.name), files) if hfq_path else None
+    text = _mapping(cfg, "text_config", what=" (the text model's config)") or cfg
+    tp = "text_config." if text is not cfg else ""
+    model_type = _str(cfg, "model_type") or _str(text, "model_type", tp) or "?"
     prov: dict[str, str] = {}
     shape: dict[str, Any] = {}
+    at: dict[str, tuple[MarkedDict, str]] = {}  # shape field -> (mapping, key) it was read from
 
-    key = next((k for k in _EXPERT_KEYS if isinstance(text.get(k), int) and text.get(k) > 0), None)
+    def take(field_: str, key: str, value: Any) -> None:
+        shape[field_], prov[field_], at[field_] = value, _at(text, key), (text, key)
+
+    key = next((k for k in _EXPERT_KEYS if _present(text, k)), None)
     if key is None:
-        raise _issue(text, None, f"not a MoE config: none of {', '.join(_EXPERT_KEYS)} is a positive integer")
-    shape["num_experts"], prov["num_experts"] = text[key], _at(text, key)
-    for k in ("num_experts_per_tok", "experts_per_token", "moe_topk"):
-        if isinstance(text.get(k), int):
-            shape["top_k"], prov["top_k"] = text[k], _at(text, k)
-            break
-    else:
-        raise _issue(text, None, "no num_experts_per_tok: cannot tell top_k")
-    shape["hidden_size"], prov["hidden_size"] = text["hidden_size"], _at(text, "hidden_size")
-    ikey = "moe_intermediate_size" if isinstance(text.get("moe_intermediate_size"), int) else "intermediate_size"
-    if not isinstance(text.get(ikey), int):
-        raise _issue(text, None, "no moe_intermediate_size or intermediate_size")
-    shape["moe_intermediate_size"], prov["moe_intermediate_size"] = text[ikey], _at(text, ikey)
+        raise _issue(text, None, f"not a MoE config: none of {', '.join(_EXPERT_KEYS)} is given", tp)
+    take("num_experts", key, _int(text, key, 1, MAX_EXPERTS, tp))
+    key = next((k for k in _TOP_K_KEYS if _present(text, k)), None)
+    if key is None:
+        raise _issue(text, None, f"no {' or '.join(_TOP_K_KEYS)}: cannot tell top_k", tp)
+    take("top_k", key, _int(text, key, 1, MAX_EXPERTS, tp))
+    if shape["top_k"] > shape["num_experts"]:
+        raise _issue(text, key, f"{key} {shape['top_k']} exceeds the number of experts {shape['num_experts']} "
+                     f"({prov['num_experts']})", tp)
+    if not _present(text, "hidden_size"):
+        raise _issue(text, "hidden_size", "no hidden_size: cannot tell the layer's width", tp)
+    take("hidden_size", "hidden_size", _int(text, "hidden_size", 1, MAX_WIDTH, tp))
+    ikey = "moe_intermediate_size" if _present(text, "moe_intermediate_size") else "intermediate_size"
+    if not _present(text, ikey):
+        raise _issue(text, None, "no moe_intermediate_size or intermediate_size: cannot tell the experts' width", tp)
+    take("moe_intermediate_size", ikey, _int(text, ikey, 1, MAX_WIDTH, tp))
 
-    mt = str(text.get("model_type", model_type))
+    mt = _str(text, "model_type", tp) or model_type
     if model_type == "gpt_oss" or mt == "gpt_oss":
         shape["activation"], prov["activation"] = "swiglu_oai", f"{name} (model_type gpt_oss: clamped SwiGLU, alpha 1.702)"
-        if isinstance(text.get("swiglu_limit"), (int, float)):
-            shape["swiglu_limit"], prov["swiglu_limit"] = float(text["swiglu_limit"]), _at(text, "swiglu_limit")
+        if _present(text, "swiglu_limit"):
+            take("swiglu_limit", "swiglu_limit", _number(text, "swiglu_limit", tp))
     else:
-        act = text.get("hidden_act", "silu")
+        act = _str(text, "hidden_act", tp) or "silu"
         table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu", "relu2": "relu2"}
         if act not in table:
-            raise _issue(text, "hidden_act", f"hidden_act {act!r} is not a supported MoE activation ({', '.join(table)})")
+            raise _issue(text, "hidden_act", f"hidden_act {shorten(act)} is not a supported MoE activation "
+                         f"({', '.join(table)})", tp)
         shape["activation"] = table[act]
-        prov["activation"] = _at(text, "hidden_act") if "hidden_act" in text else f"{name} (no hidden_act: silu)"
+        prov["activation"] = _at(text, "hidden_act") if _present(text, "hidden_act") else f"{name} (no hidden_act: silu)"
 
-    if text.get("scoring_func") == "sigmoid" and text.get("topk_method") in ("noaux_tc", "group_limited_greedy", None):
+    scoring, topk_method = _str(text, "scoring_func", tp), _str(text, "topk_method", tp)
+    if scoring == "sigmoid" and topk_method in ("noaux_tc", "group_limited_greedy", None):
         shape["routing"], prov["routing"] = "deepseek_v3", _at(text, "scoring_func")
         for k in ("n_group", "topk_group"):
-            if isinstance(text.get(k), int):
-                shape[k], prov[k] = text[k], _at(text, k)
-        if isinstance(text.get("routed_scaling_factor"), (int, float)):
-            shape["routed_scaling_factor"] = float(text["routed_scaling_factor"])
-            prov["routed_scaling_factor"] = _at(text, "routed_scaling_factor")
-    elif text.get("scoring_func") == "sigmoid":
+            if _present(text, k):
+                take(k, k, _int(text, k, 1, shape["num_experts"], tp, " (the number of experts)"))
+        if "n_group" in shape and shape["num_experts"] % shape["n_group"]:
+            raise _issue(text, "n_group", f"n_group {shape['n_group']} does not divide the number of experts "
+                         f"{shape['num_experts']} ({prov['num_experts']})", tp)
+        if "topk_group" in shape and shape["topk_group"] > shape.get("n_group", 1):
+            raise _issue(text, "topk_group", f"topk_group {shape['topk_group']} exceeds n_group {shape.get('n_group', 1)}", tp)
+        if _present(text, "routed_scaling_factor"):
+            take("routed_scaling_factor", "routed_scaling_factor", _number(text, "routed_scaling_factor", tp))
+    elif scoring == "sigmoid":
         shape["routing"], prov["routing"] = "sigmoid_topk", _at(text, "scoring_func")
     elif model_type == "llama4" or mt.startswith("llama4"):
         shape["routing"], prov["routing"] = "llama4", f"{name} (model_type llama4: top-k logits, then sigmoid)"
     elif mt in _RENORMALIZING or model_type in _RENORMALIZING:
         shape["routing"], prov["routing"] = "renormalize", f"{name} (model_type {mt}: top-k, then softmax over the k)"
     elif "norm_topk_prob" in text:
-        shape["routing"] = "renormalize" if text["norm_topk_prob"] else "softmax_topk"
+        norm = text["norm_topk_prob"]
+        if not isinstance(norm, bool):
+            raise _issue(text, "norm_topk_prob", f"norm_topk_prob must be true or false, got {_what(norm)}", tp)
+        shape["routing"] = "renormalize" if norm else "softmax_topk"
         prov["routing"] = _at(text, "norm_topk_prob")
     else:
-        raise _issue(text, "model_type", f"model_type {mt!r}: routing not known (set model.routing in the deployment)")
+        raise _issue(text, "model_type", f"model_type {shorten(mt)}: routing not known (set model.routing in the deployment)", tp)
 
-    if text.get("n_shared_experts"):
+    if _present(text, "n_shared_experts") and _int(text, "n_shared_experts", 0, MAX_EXPERTS, tp):
         shared, prov["num_shared_experts"] = text["n_shared_experts"], _at(text, "n_shared_experts")
-    elif text.get("shared_expert_intermediate_size"):
+        at["num_shared_experts"] = (text, "n_shared_experts")
+    elif _present(text, "shared_expert_intermediate_size") and _int(text, "shared_expert_intermediate_size", 0, MAX_WIDTH, tp):
         shared, prov["num_shared_experts"] = 1, _at(text, "shared_expert_intermediate_size")
     elif model_type == "llama4":
         shared, prov["num_shared_experts"] = 1, f"{name} (model_type llama4: one shared expert)"
     else:
         shared, prov["num_shared_experts"] = 0, f"{name} (no shared-expert key)"
-    shape["num_shared_experts"] = int(shared)
+    shape["num_shared_experts"] = shared
     quant = _quant_of(cfg, text, hfq, prov)
-    dtype = text.get("torch_dtype") or cfg.get("torch_dtype")
-    files = {str(f.resolve()): _sha256(f) for f in (cfg_path, hfq_path) if f is not None}
+    dtype = _str(text, "torch_dtype", tp) or _str(cfg, "torch_dtype")
+    _check_shape(shape, at, text, tp)
     return ModelInfo(name, model_type, shape, quant, dtype, prov, files=files)
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
+def _check_shape(shape: dict[str, Any], at: dict[str, tuple[MarkedDict, str]], text: MarkedDict, tp: str) -> None:
+    """The shape read must be a valid ``ModelShape`` (the deployment validates it again): any remaining
+    disagreement is reported at the config key it came from, never as a ValidationError."""
+    from pydantic import ValidationError
 
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    from .deployment import ModelShape
+
+    try:
+        ModelShape.model_validate(shape)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors(include_url=False):
+            loc = err.get("loc") or ()
+            holder, key = at.get(str(loc[0]), (text, None)) if loc else (text, None)
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+            issues.append(_issue(holder, key, f"{loc[0] if loc else 'model'}: {msg}", tp if holder is text else "").issues[0])
+        raise InputError(issues) from None

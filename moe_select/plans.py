@@ -97,7 +97,7 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    schema_version: Literal[2] = PLAN_SCHEMA_VERSION
+    schema_version: Literal[2]  # required: a plan without it was not written by this moe-select
     runner: str
     module: str | None
     registers: list[str]

@@ -17,7 +17,7 @@ from .conditions import Constraint, facts_of, fmt_num, parallel_fixes
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
-from .plans import Candidate, ChosenBy, PackageNeed, Plan, Reason, canonical_files, fingerprint
+from .plans import PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, canonical_files, fingerprint
 from .report import Report
 from .versions import at_least, satisfies
 from .vocab import ACTIVATION_PRECISION, DEEPEP_MODES_OF
@@ -324,7 +324,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     a2a_cap = catalog.a2a.get(u.a2a)
     files = dict(sorted(catalog.files.items()))
     return Plan(
-        runner=cap.runner, module=catalog.adapter(cap.runner, u.quant), registers=list(cap.registers), a2a=u.a2a,
+        schema_version=PLAN_SCHEMA_VERSION, runner=cap.runner, module=catalog.adapter(cap.runner, u.quant), registers=list(cap.registers), a2a=u.a2a,
         a2a_module=a2a_cap.module if a2a_cap else None, deepep_mode=u.deepep_mode, arch=u.arch, gpu=u.gpu,
         quant=u.quant, activation_precision=act,
         weight_layout={"w13": cap.weight_layout.w13, "w2": cap.weight_layout.w2} if cap.weight_layout else None,
