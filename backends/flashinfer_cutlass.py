@@ -161,5 +161,5 @@ class FlashInferCutlassCore:
 
 
 def register(registry) -> None:
-    """Register the flashinfer_cutlass core for standard dispatch (``a2a: none``)."""
-    registry.register_core("flashinfer_cutlass", "none", FlashInferCutlassCore)
+    """Register the flashinfer_cutlass core for the standard (token-major) dispatch format."""
+    registry.register_core("flashinfer_cutlass", "standard", FlashInferCutlassCore)

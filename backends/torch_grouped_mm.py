@@ -490,4 +490,4 @@ class TorchGroupedMMCore:
 
 def register(registry) -> None:
     """Register the torch_grouped_mm core for standard (token-major) dispatch (``a2a: none``)."""
-    registry.register_core("torch_grouped_mm", "none", TorchGroupedMMCore)
+    registry.register_core("torch_grouped_mm", "standard", TorchGroupedMMCore)

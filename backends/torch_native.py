@@ -74,7 +74,8 @@ class TorchNativeCore:
 
     def forward(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
                 weights: TorchNativeWeights) -> torch.Tensor:
-        """``[T, H]`` in ``hidden_states.dtype``: the sum over this rank's experts of routing weight x expert output."""
+        """``[T, H]`` in ``hidden_states.dtype``: the sum over this rank's experts of routing weight x expert
+        output (``spec.weight_on_input``: of the expert output for the weighted input, as llama4 routes)."""
         spec = self.spec
         t, k = topk_ids.shape
         out = torch.zeros(t, spec.hidden_size, dtype=torch.float32, device=hidden_states.device)
@@ -95,9 +96,12 @@ class TorchNativeCore:
                     continue
                 tok = tokens[start:start + n]
                 xe = hidden_states[tok].float()
+                w = wts[start:start + n, None]
+                if spec.weight_on_input:  # llama4: the routing weight scales the expert's input
+                    xe = xe * w
                 h = xe @ weights.w13[e].float().t()
                 y = gated_act(h, spec.activation, spec.swiglu_limit) @ weights.w2[e].float().t()
-                out.index_add_(0, tok, y * wts[start:start + n, None])
+                out.index_add_(0, tok, y if spec.weight_on_input else y * w)
                 start += n
         return out.to(hidden_states.dtype)
 
@@ -105,5 +109,4 @@ class TorchNativeCore:
 def register(registry) -> None:
     """Register the torch_native core for standard (token-major) dispatch from a2a ``none`` and ``torch``
     (both give rows of tokens with global ``topk_ids``; ids of other ranks' experts and -1 are skipped)."""
-    registry.register_core("torch_native", "none", TorchNativeCore)
-    registry.register_core("torch_native", "torch", TorchNativeCore)
+    registry.register_core("torch_native", "standard", TorchNativeCore)

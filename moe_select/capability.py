@@ -1,106 +1,129 @@
 """Capability files (facts): what a runner, an all-to-all backend, or every runner can do.
 
 ``backends/<runner>.yaml`` -> :class:`RunnerCapability`; ``backends/a2a/<name>.yaml`` ->
-:class:`A2ACapability`; ``backends/common.yaml`` -> :class:`CommonFacts`. Every fact carries a
-``source`` (library and version, code location, or "(reported)" with the report) so that an operator can
-check it. Policy (which runner to prefer) never lives here: see :mod:`moe_select.rules`.
+:class:`A2ACapability`; ``backends/common.yaml`` -> :class:`CommonFacts`; ``backends/packages.yaml`` ->
+:class:`PackageTable` (the kernel packages the facts may name). Every fact carries a ``source`` in a
+checkable form (``owner/repo@version:path[:symbol]``, ``owner/repo#N``, ``(reported) owner/repo#N``, or
+``this project: ...`` for what this repository measured), and may hold only under conditions:
+``when`` (deployment values, including ``engine``) and ``requires`` (package versions). Policy (which
+runner to prefer) never lives here: see :mod:`moe_select.policy`.
+
+Positive facts (support rows, activations, routing, dispatch formats, a2a restrictions) are lists: the
+runner can do a thing where at least one applicable fact says so. ``cuda_graph`` is a list too, the last
+applicable entry deciding. Constraints apply where their conditions hold.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .conditions import Constraint, When
+from .conditions import Conditional, Constraint, When, _check_requires
+from .contracts import DispatchFormat
+from .formats import Precision
 from .located import Located
-from .vocab import A2A, Activation, Arch, Quant, Routing
+from .vocab import Activation, Arch, Quant, Routing
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+#: Every fact's ``source``: a repository file at a version, a PR/issue, a report, or this project's own
+#: code and measurements (``this project: <path>``).
+SOURCE_PATTERN = (r"^(\(reported\) )?[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[A-Za-z0-9_.+-]+:[^\s:]+(:[A-Za-z0-9_.]+)?|#\d+)"
+                  r"|^this project: ")
+SCHEMA_VERSION = 2
 
 
-class Support(Located):
-    """Formats a runner runs on some architectures. ``activation_precision`` overrides the
-    format's own (e.g. mxfp4 weights with bf16 or mxfp8 activations)."""
+def _as_list(value: Any) -> Any:
+    """A single fact (mapping) written without a list is a list of one."""
+    return [value] if isinstance(value, dict) else value
+
+
+class Fact(Conditional):
+    """Base of every conditional fact: ``source`` plus ``when``/``requires``."""
+
+    source: str = Field(min_length=1)
+
+
+class Support(Fact):
+    """Formats a runner runs on some architectures. ``activation_precision`` gives, per format, the
+    precision of the activations when it is not the one the format fixes (e.g. mxfp4 weights with
+    bf16 or mxfp8 activations)."""
 
     archs: list[Arch] = Field(min_length=1)
     formats: list[Quant] = Field(min_length=1)
-    activation_precision: dict[Quant, str] = {}
-    source: str = Field(min_length=1)
+    activation_precision: dict[Quant, Precision] = {}
 
 
-class ListFact(Located):
-    """A list-valued fact with its source."""
+class ActivationFact(Fact):
+    """Activations the runner computes (gated: silu, gelu, swiglu_oai; non-gated: relu2)."""
 
-    source: str = Field(min_length=1)
-
-
-class ActivationFact(ListFact):
-    """The gated activations the runner computes."""
     values: list[Activation] = Field(min_length=1)
 
 
-class RoutingFact(ListFact):
-    """``any``: the runner takes pre-computed top-k ids and weights, so routing is done outside it."""
+class RoutingFact(Fact):
+    """Routing methods the runner applies. ``any``: it takes pre-computed top-k ids and weights (the
+    engine routes); ``weight_on_input``: it can apply a routing weight to the expert's input (what
+    llama4 routing needs), so ``any`` covers llama4 only with it."""
 
     values: list[Routing] | Literal["any"]
+    weight_on_input: bool = False
 
 
-class A2AFact(ListFact):
-    """All-to-all backends whose dispatch output this runner accepts; DeepEP modes where it accepts DeepEP."""
+class DispatchFact(Fact):
+    """Dispatch formats the runner's kernels consume (``standard`` token-major, ``batched`` expert-major;
+    :mod:`moe_select.contracts`)."""
 
-    values: list[A2A] = Field(min_length=1)
-    deepep_modes: list[Literal["normal", "low_latency"]] = []
+    formats: list[DispatchFormat] = Field(min_length=1)
 
 
-class BoolFact(Located):
+class A2AFact(Fact):
+    """A restriction: where it applies, the runner is paired only with these all-to-all backends (how
+    the engine integrates it), whatever their dispatch format."""
+
+    values: list[str] = Field(min_length=1)
+
+
+class BoolFact(Fact):
     """A yes/no fact with its source (e.g. CUDA-graph capture)."""
+
     supported: bool
-    source: str = Field(min_length=1)
 
 
-class ArchFact(ListFact):
+class ArchFact(Fact):
     """The architectures an all-to-all backend runs on."""
+
     values: list[Arch] = Field(min_length=1)
 
 
-class Package(Located):
-    """A Python distribution the backend needs: ``name`` (distribution), ``module`` (import name),
-    ``version`` (a specifier such as ``>=0.6.4,<0.7``; see :mod:`moe_select.versions`), and ``install``:
-    how to install it when ``pip install NAME`` is not the way (built from source, not on PyPI)."""
+class PackageNeedFact(Located):
+    """A package the backend needs: ``name`` (a distribution of the known-packages table, which gives its
+    import name and how to install it) and a ``version`` specifier (PEP 440), where ``when`` holds."""
 
     name: str = Field(min_length=1)
-    module: str = Field(min_length=1)
     version: str | None = None
     when: When | None = None
-    install: str | None = None
     source: str = Field(min_length=1)
 
     @field_validator("version")
     @classmethod
     def _spec(cls, v: str | None) -> str | None:
-        from .versions import parse_specifier
-
         if v is not None:
-            parse_specifier(v)
+            _check_requires({"version": v})
         return v
 
 
-class Toolchain(Located):
-    """A build tool the backend needs at JIT time: ``tool`` at least version ``min`` when ``when`` matches."""
+class Toolchain(Fact):
+    """A build tool the backend needs at JIT time: ``tool`` at least version ``min`` where it applies."""
 
     tool: Literal["nvcc"]
     min: str = Field(pattern=r"^\d+(\.\d+)*$")
-    when: When | None = None
     why: str | None = None
-    source: str = Field(min_length=1)
 
 
-class Note(Located):
-    """Text the plan carries when this backend is chosen and ``when`` matches (e.g. "slow fallback")."""
+class Note(Fact):
+    """Text the plan carries when this backend is chosen and the conditions hold (e.g. "slow fallback").
+    A wrong-output path is never a note: it is a constraint or a missing support cell."""
 
     text: str = Field(min_length=1)
-    when: When | None = None
-    source: str = Field(min_length=1)
 
 
 class WeightLayout(Located):
@@ -112,119 +135,199 @@ class WeightLayout(Located):
 
 
 class JitFact(Located):
-    """The backend JIT-compiles kernels at first use unless prebuilt. ``prebuilt_package`` is the
-    distribution that ships them; ``cost`` says what a build costs (measured, with machine)."""
+    """The backend compiles kernels at first use unless prebuilt. ``package``: the distribution whose JIT
+    it is (the plan's and the deployment's ``prebuilt`` are keyed by it); ``detect``: a torch-free
+    module with ``detect_prebuilt(arch) -> bool`` (never the adapter module); ``prebuilt_package``: the
+    distribution that ships the prebuilt modules; ``cost``: what a build costs (measured, with machine)."""
 
     package: str
+    detect: str | None = None
     prebuilt_package: str | None = None
     cost: str
     source: str = Field(min_length=1)
 
 
-class AdapterFormats(Located):
-    """The formats this install's adapter module implements, when fewer than the runner runs: for the
-    other formats of ``support`` the runner is plan-only here (an engine brings its own implementation)."""
+class AdapterFacts(Located):
+    """What this install's adapter module implements, when less than the runner runs: other formats (or
+    activations) are plan-only here (an engine brings its own implementation)."""
 
-    values: list[Quant] = Field(min_length=1)
+    formats: list[Quant] = Field(min_length=1)
+    activations: list[Activation] | None = None
     source: str = Field(min_length=1)
 
 
 class RunnerCapability(Located):
     """Facts of one runner (``backends/<runner>.yaml``)."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     runner: str = Field(pattern=NAME_PATTERN)
     summary: str
     source: str = Field(min_length=1)
     module: str | None = None
-    adapter_formats: AdapterFormats | None = None
-    registers: list[A2A] = []
+    adapter: AdapterFacts | None = None
+    registers: list[DispatchFormat] = []
     weight_layout: WeightLayout | None = None
     support: list[Support] = Field(min_length=1)
-    activations: ActivationFact
-    routing: RoutingFact
-    a2a: A2AFact
-    cuda_graph: BoolFact
+    activations: list[ActivationFact] = Field(min_length=1)
+    routing: list[RoutingFact] = Field(min_length=1)
+    dispatch: list[DispatchFact] = Field(min_length=1)
+    a2a: list[A2AFact] = []
+    cuda_graph: list[BoolFact] = Field(min_length=1)
     constraints: list[Constraint] = []
-    packages: list[Package] = []
+    packages: list[PackageNeedFact] = []
     toolchain: list[Toolchain] = []
     jit: JitFact | None = None
     notes: list[Note] = []
+
+    @field_validator("activations", "routing", "dispatch", "a2a", "cuda_graph", mode="before")
+    @classmethod
+    def _lists(cls, v: Any) -> Any:
+        return _as_list(v)
 
     @model_validator(mode="after")
     def _registers_known(self) -> "RunnerCapability":
         if self.module is None and self.registers:
             raise ValueError("registers needs a module that registers them")
         if self.module is not None and not self.registers:
-            raise ValueError("a module must register at least one (a2a, runner) pair: list the a2a names in registers")
-        bad = [a for a in self.registers if a not in self.a2a.values]
+            raise ValueError("a module must register a core for at least one dispatch format: list them in registers")
+        consumed = {f for d in self.dispatch for f in d.formats}
+        bad = [f for f in self.registers if f not in consumed]
         if bad:
-            raise ValueError(f"registers names a2a backends the runner does not accept: {bad}")
-        if self.adapter_formats is not None:
+            raise ValueError(f"registers names dispatch formats the runner does not consume (dispatch): {bad}")
+        if self.adapter is not None:
             if self.module is None:
-                raise ValueError("adapter_formats needs a module")
-            runs = {f for s in self.support for f in s.formats}
-            extra = [f for f in self.adapter_formats.values if f not in runs]
+                raise ValueError("adapter needs a module")
+            extra = [f for f in self.adapter.formats if f not in {f for s in self.support for f in s.formats}]
             if extra:
-                raise ValueError(f"adapter_formats names formats the runner does not run: {extra}")
+                raise ValueError(f"adapter.formats names formats the runner does not run: {extra}")
         return self
 
-    def implements(self, quant: str) -> bool:
-        """True when this install's adapter module implements ``quant`` (False without a module)."""
+    def implements(self, quant: str, activation: str | None = None) -> bool:
+        """True when this install's adapter module implements ``quant`` (and ``activation``)."""
         if self.module is None:
             return False
-        return self.adapter_formats is None or quant in self.adapter_formats.values
+        if self.adapter is None:
+            return True
+        return quant in self.adapter.formats and (activation is None or self.adapter.activations is None
+                                                  or activation in self.adapter.activations)
 
     def formats_on(self, arch: str) -> list[str]:
-        """Formats this runner runs on ``arch`` (may be empty)."""
+        """Formats some support row runs on ``arch`` (any conditions; may be empty)."""
         return [f for s in self.support if arch in s.archs for f in s.formats]
-
-    def support_for(self, arch: str, quant: str) -> Support | None:
-        """The support entry that runs ``quant`` on ``arch``, or None."""
-        return next((s for s in self.support if arch in s.archs and quant in s.formats), None)
 
     @property
     def archs(self) -> list[str]:
-        """Every architecture of the support entries, in file order."""
+        """Every architecture of the support rows, in file order."""
         seen: list[str] = []
         for s in self.support:
             seen += [a for a in s.archs if a not in seen]
         return seen
 
+    @property
+    def engine_sensitive(self) -> bool:
+        """True when some fact holds for some engines only (the selector then checks engine by engine)."""
+        facts = [*self.support, *self.activations, *self.routing, *self.dispatch, *self.a2a, *self.cuda_graph,
+                 *self.constraints, *self.toolchain, *self.notes]
+        return any(f.when is not None and f.when.engine is not None for f in facts)
 
-class DeepEPModeFact(Located):
-    """One DeepEP mode: the dispatch output format and whether it can be captured in a CUDA graph."""
 
-    format: Literal["standard", "batched"]
+class ModeFact(Located):
+    """One mode of an all-to-all backend: the dispatch format it hands over and whether it can be
+    captured in a CUDA graph."""
+
+    format: DispatchFormat
     cuda_graph: bool
     source: str = Field(min_length=1)
 
 
 class A2ACapability(Located):
-    """Facts of one all-to-all backend / token dispatcher (``backends/a2a/<name>.yaml``)."""
+    """Facts of one all-to-all backend / token dispatcher (``backends/a2a/<name>.yaml``).
 
-    schema_version: Literal[1]
-    a2a: A2A
+    A backend has one dispatch ``format`` and a ``cuda_graph`` fact, or ``modes`` (``normal`` and/or
+    ``low_latency``, each with its own format and capture fact) and ``auto``: the mode ``a2a_mode: auto``
+    uses in each phase (default: normal for prefill, low_latency for decode, as SGLang's DeepEP auto)."""
+
+    schema_version: Literal[2]
+    a2a: str = Field(pattern=NAME_PATTERN)
     summary: str
     source: str = Field(min_length=1)
     module: str | None = None
     archs: ArchFact
-    output_format: Literal["standard", "batched", "by_mode"]
-    modes: dict[Literal["normal", "low_latency"], DeepEPModeFact] = {}
-    cuda_graph: BoolFact
+    format: DispatchFormat | None = None
+    cuda_graph: BoolFact | None = None
+    modes: dict[Literal["normal", "low_latency"], ModeFact] = {}
+    auto: dict[Literal["prefill", "decode"], Literal["normal", "low_latency"]] | None = None
     constraints: list[Constraint] = []
-    packages: list[Package] = []
+    packages: list[PackageNeedFact] = []
 
     @model_validator(mode="after")
     def _modes(self) -> "A2ACapability":
-        if (self.output_format == "by_mode") != bool(self.modes):
-            raise ValueError("output_format: by_mode needs modes, and modes need output_format: by_mode")
+        if bool(self.modes) == (self.format is not None):
+            raise ValueError("give format (one dispatch format) or modes (normal / low_latency), not both")
+        if self.format is not None and self.cuda_graph is None:
+            raise ValueError("a backend without modes needs a cuda_graph fact")
+        if self.auto is not None:
+            bad = [m for m in self.auto.values() if m not in self.modes]
+            if bad:
+                raise ValueError(f"auto names modes this backend does not have: {bad}")
         return self
+
+    def modes_used(self, a2a_mode: str | None, phases: tuple[str, ...]) -> tuple[str, ...]:
+        """The modes a deployment with ``a2a_mode`` (None/auto/normal/low_latency) runs in ``phases``;
+        () for a backend without modes."""
+        if not self.modes:
+            return ()
+        if a2a_mode in (None, "auto"):
+            auto = self.auto or {p: m for p, m in (("prefill", "normal"), ("decode", "low_latency")) if m in self.modes}
+            if not auto:
+                auto = {p: next(iter(self.modes)) for p in ("prefill", "decode")}
+            return tuple(dict.fromkeys(auto.get(p, next(iter(self.modes))) for p in phases))  # type: ignore[arg-type]
+        return (a2a_mode,)
+
+    def graph_modes(self, a2a_mode: str | None, phases: tuple[str, ...]) -> tuple[str, ...]:
+        """The modes CUDA graphs would capture: those used in the decode phase (engines capture decode
+        forwards only: SGLang's CUDA graphs are decode batches), () when the deployment does not decode."""
+        return self.modes_used(a2a_mode, ("decode",)) if "decode" in phases else ()
+
+    def formats_used(self, modes: tuple[str, ...]) -> tuple[str, ...]:
+        """The dispatch formats handed over in ``modes`` (the single format when there are no modes)."""
+        if not self.modes:
+            return (self.format,) if self.format else ()
+        return tuple(dict.fromkeys(self.modes[m].format for m in modes if m in self.modes))  # type: ignore[index]
 
 
 class CommonFacts(Located):
     """Constraints every runner obeys (``backends/common.yaml``)."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     source: str = Field(min_length=1)
     constraints: list[Constraint] = Field(min_length=1)
+
+
+class KnownPackage(Located):
+    """A kernel package the facts may name: ``name`` (PyPI distribution, exact), ``module`` (import name),
+    ``pypi`` (False: not installable from PyPI under this name, see ``install``), ``install`` (how to get
+    it when ``pip install <name>`` is not the way), ``shipped`` (how the engines obtain it), and
+    ``checked_up_to``: the newest version the facts were read against (a newer installed version is
+    reported; an undeclared version is assumed to be this one)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
+    pypi: bool = True
+    install: str | None = None
+    shipped: str
+    checked_up_to: str | None = None
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _install(self) -> "KnownPackage":
+        if not self.pypi and not self.install:
+            raise ValueError(f"{self.name} is not on PyPI under this name: say how to install it (install)")
+        return self
+
+
+class PackageTable(Located):
+    """``backends/packages.yaml``: every kernel package a capability file may name."""
+
+    schema_version: Literal[2]
+    packages: list[KnownPackage] = Field(min_length=1)

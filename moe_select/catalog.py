@@ -1,27 +1,42 @@
 """The catalog: every capability file (facts) and rule file (policy) read once, cross-checked, hashed.
 
-Bundled files ship inside the package (``moe_select.backends``, ``moe_select.rules``) and are shown
-as ``backends/<name>.yaml`` and ``rules/<name>.yaml``; operator rule directories are shown by path.
+Capability sources, in order: the bundled ``backends/`` (shown as ``backends/<name>.yaml``), then plugin
+packages (entry-point group ``moe_select.backends``: the entry point names a package whose folder holds
+runner files, ``a2a/*.yaml`` and optionally ``rules/*.yaml``; located without importing it), then
+operator capability folders (``--backends DIR`` or ``$MOE_SELECT_BACKENDS``). Every file is shown with
+its origin and hashed into the plan's fingerprint. A runner or a2a name defined twice is an error.
+
+Adapter modules are named by capability files (``module:``) or by the entry-point group
+``moe_select.adapters`` (runner -> module, for a bundled plan-only runner). Entry points are read once,
+when the catalog is loaded. Trust rule: only modules named by an installed entry point or by a capability
+file the operator passed are ever imported, and only by ``resolve``.
 """
 from __future__ import annotations
 
 import difflib
 import importlib.metadata as md
+import importlib.util
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
-from .capability import A2ACapability, CommonFacts, RunnerCapability
+from .capability import A2ACapability, CommonFacts, KnownPackage, PackageTable, RunnerCapability
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
 from .yamlio import MarkedDict, decode_text, load_text, read_input, validate
 
 RULES_ENV = "MOE_SELECT_RULES"
+BACKENDS_ENV = "MOE_SELECT_BACKENDS"
 #: Files read from an operator rules directory (JSON is YAML).
 RULE_GLOBS = ("*.yaml", "*.yml", "*.json")
 ADAPTER_ENTRY_POINTS = "moe_select.adapters"
+BACKEND_ENTRY_POINTS = "moe_select.backends"
+#: Files of a capability folder that are not runner files.
+SPECIAL_FILES = ("common.yaml", "packages.yaml")
+
+T = TypeVar("T")
 
 
 def _pkg_dir(pkg: str) -> Path:
@@ -37,55 +52,94 @@ def bundled_dirs() -> tuple[Path, Path]:
 
 @dataclass
 class Catalog:
-    """Facts and policy, validated. ``files`` maps each file's display name to its sha256."""
+    """Facts and policy, validated. ``files`` maps each file's display name to its sha256; ``origins``
+    says where a non-bundled capability file came from (plugin distribution or operator folder)."""
 
     runners: dict[str, RunnerCapability]
     a2a: dict[str, A2ACapability]
     common: CommonFacts
     rules: list[Rule]
+    packages_table: dict[str, KnownPackage] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     rule_files: list[str] = field(default_factory=list)
     overridden: dict[str, str] = field(default_factory=dict)  # rule id -> the bundled location replaced
     #: Operator rule directories and files, absolute, in the order they were layered (plans store them so
     #: that ``resolve`` rebuilds the same catalog from any working directory).
     rule_sources: list[str] = field(default_factory=list)
+    #: Operator capability folders, absolute (``--backends``, ``$MOE_SELECT_BACKENDS``); plans store them.
+    backend_sources: list[str] = field(default_factory=list)
     #: The bundled rules before any operator layer (lint compares outcomes with and without overrides).
     bundled_rules: list[Rule] = field(default_factory=list)
     #: Rule id -> the bundled rule an operator rule replaced.
     replaced: dict[str, Rule] = field(default_factory=dict)
     #: Display name -> path of every rule file read (lint reads their comments).
     rule_paths: dict[str, Path] = field(default_factory=dict)
+    #: Display name -> origin of capability and rule files that are not bundled.
+    origins: dict[str, str] = field(default_factory=dict)
+    #: Runner -> adapter module from installed plugins (entry-point group ``moe_select.adapters``).
+    plugins: dict[str, str] = field(default_factory=dict)
 
-    def adapter(self, runner: str, quant: str | None = None) -> str | None:
-        """The module that implements ``runner`` (for ``quant``, when given) here: its capability file's
-        ``module`` (unless ``adapter_formats`` leaves ``quant`` out), else a plugin registered under the
-        ``moe_select.adapters`` entry-point group, else None (plan-only)."""
+    def adapter(self, runner: str, quant: str | None = None, activation: str | None = None) -> str | None:
+        """The module that implements ``runner`` (for ``quant``/``activation`` when given) here: its
+        capability file's ``module`` (unless ``adapter`` leaves them out), else an installed plugin's,
+        else None (plan-only)."""
         cap = self.runners[runner]
-        if cap.module and (quant is None or cap.implements(quant)):
+        if cap.module and (quant is None or cap.implements(quant, activation)):
             return cap.module
-        return plugin_adapters().get(runner)
+        return self.plugins.get(runner)
 
     def packages(self) -> list[tuple[str, str]]:
-        """Every (distribution, module) pair named by a capability file."""
-        seen: dict[str, str] = {}
+        """Every (distribution, module) pair the capability files name, and the JIT facts' prebuilt
+        packages: what detection looks at."""
+        names: set[str] = set()
         for cap in [*self.runners.values(), *self.a2a.values()]:
-            for p in cap.packages:
-                seen.setdefault(p.name, p.module)
-        if any(c.jit for c in self.runners.values()):
-            seen.setdefault("flashinfer-jit-cache", "flashinfer_jit_cache")
-        return sorted(seen.items())
+            names.update(p.name for p in cap.packages)
+        for cap in self.runners.values():
+            if cap.jit is not None:
+                names.add(cap.jit.package)
+                if cap.jit.prebuilt_package:
+                    names.add(cap.jit.prebuilt_package)
+        return sorted((n, self.packages_table[n].module if n in self.packages_table else n.replace("-", "_")) for n in names)
+
+
+def _entry_points(group: str) -> list[md.EntryPoint]:
+    try:
+        return list(md.entry_points(group=group))
+    except TypeError:  # pragma: no cover - Python < 3.10 API
+        return list(md.entry_points().get(group, []))  # type: ignore[attr-defined]
 
 
 def plugin_adapters() -> dict[str, str]:
-    """Runner name -> module of installed plugins (entry points in group ``moe_select.adapters``)."""
-    try:
-        eps = md.entry_points(group=ADAPTER_ENTRY_POINTS)
-    except TypeError:  # pragma: no cover - Python < 3.10 API
-        eps = md.entry_points().get(ADAPTER_ENTRY_POINTS, [])  # type: ignore[attr-defined]
-    return {ep.name: ep.value for ep in eps}
+    """Runner name -> module of installed plugins (entry points in group ``moe_select.adapters``).
+    Reads the installed distributions' metadata: the catalog calls it once per load."""
+    return {ep.name: ep.value for ep in _entry_points(ADAPTER_ENTRY_POINTS)}
 
 
-def _read(path: Path, display: str, files: dict[str, str]) -> object:
+def plugin_backend_dirs() -> list[tuple[Path, str]]:
+    """``(folder, origin)`` of every installed plugin package that ships capability files (entry points in
+    group ``moe_select.backends``: the value names a package, located with ``importlib.util.find_spec``
+    without running it). A plugin whose package cannot be found is reported as an error by the catalog."""
+    out = []
+    for ep in _entry_points(BACKEND_ENTRY_POINTS):
+        dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
+        origin = f"plugin {dist} (entry point {ep.name} = {ep.value})"
+        try:
+            spec = importlib.util.find_spec(ep.value)
+        except (ImportError, ValueError):
+            spec = None
+        folder = None
+        if spec is not None and spec.submodule_search_locations:
+            folder = Path(list(spec.submodule_search_locations)[0])
+        out.append((folder if folder is not None else Path(f"<missing package {ep.value}>"), origin))
+    return out
+
+
+def backend_dirs_from_env() -> list[Path]:
+    """Operator capability folders named by ``$MOE_SELECT_BACKENDS`` (``os.pathsep``-separated)."""
+    return [Path(p) for p in os.environ.get(BACKENDS_ENV, "").split(os.pathsep) if p]
+
+
+def _read(path: Path, display: str, files: dict[str, str]) -> MarkedDict:
     """Load one rule or capability file through :func:`moe_select.yamlio.read_input` (regular files only,
     size-bounded, read once) and record the sha256 of the bytes parsed in ``files``. Raises InputError."""
     raw, files[display] = read_input(path, display, "rule or capability file")
@@ -95,55 +149,100 @@ def _read(path: Path, display: str, files: dict[str, str]) -> object:
     return data
 
 
-def _load_rule_file(path: Path, display: str, files: dict[str, str]) -> RuleFile:
-    return validate(RuleFile, _read(path, display, files), display)
-
-
 def rule_dirs_from_env() -> list[Path]:
     """Operator rule directories named by ``$MOE_SELECT_RULES`` (``os.pathsep``-separated)."""
     val = os.environ.get(RULES_ENV, "")
     return [Path(p) for p in val.split(os.pathsep) if p]
 
 
-def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
-                 backends_dir: Path | None = None, bundled_rules: bool = True) -> Catalog:
-    """Read and cross-check the bundled capability and rule files, then each operator rule directory
-    or file (``rules_dirs``, then ``$MOE_SELECT_RULES`` when ``use_env``). Raises :class:`InputError` listing
-    every problem with file, line and field."""
-    bdir, rdir = bundled_dirs()
-    bdir = backends_dir or bdir
-    files: dict[str, str] = {}
-    issues: list[Issue] = []
+class _Loader:
+    """Collects files, issues and hashes while a catalog loads."""
 
-    def collect(fn, *args):
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+        self.issues: list[Issue] = []
+        self.origins: dict[str, str] = {}
+
+    def get(self, fn: Callable[..., T], *args: object) -> T | None:
         try:
             return fn(*args)
         except InputError as exc:
-            issues.extend(exc.issues)
+            self.issues.extend(exc.issues)
             return None
 
-    runners: dict[str, RunnerCapability] = {}
-    failed: set[str] = set()  # runner files that did not load: rules naming them are not reported again
-    for path in sorted(bdir.glob("*.yaml")):
-        if path.stem == "common":
+    def model(self, model: type[T], path: Path, display: str) -> T | None:
+        return self.get(lambda: validate(model, _read(path, display, self.files), display))  # type: ignore[arg-type]
+
+
+def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, runners: dict[str, RunnerCapability],
+                    a2a: dict[str, A2ACapability], failed: set[str]) -> None:
+    """Load the runner files and ``a2a/*.yaml`` of one capability folder into ``runners``/``a2a``."""
+    for path in sorted(folder.glob("*.yaml")):
+        if path.name in SPECIAL_FILES:
             continue
-        display = f"backends/{path.name}"
-        cap = collect(lambda p, d: validate(RunnerCapability, _read(p, d, files), d), path, display)
+        display = f"{prefix}{path.name}"
+        if origin:
+            ld.origins[display] = origin
+        cap = ld.model(RunnerCapability, path, display)
         if cap is None:
             failed.add(path.stem)
-        else:
-            if cap.runner != path.stem:
-                issues.append(Issue(display, cap._lines.get("runner", 0), "runner", f"runner {cap.runner!r} must match the file name {path.stem!r}"))
-            runners[cap.runner] = cap
+            continue
+        if cap.runner != path.stem:
+            ld.issues.append(Issue(display, cap._lines.get("runner", 0), "runner",
+                                   f"runner {cap.runner!r} must match the file name {path.stem!r}"))
+        if cap.runner in runners:
+            ld.issues.append(Issue(display, cap._line, "runner", f"runner {cap.runner!r} is already defined by "
+                                   f"{runners[cap.runner].where()}: a plugin adds runners, it does not replace them"))
+            continue
+        runners[cap.runner] = cap
+    for path in sorted((folder / "a2a").glob("*.yaml")):
+        display = f"{prefix}a2a/{path.name}"
+        if origin:
+            ld.origins[display] = origin
+        acap = ld.model(A2ACapability, path, display)
+        if acap is None:
+            continue
+        if acap.a2a != path.stem:
+            ld.issues.append(Issue(display, acap._lines.get("a2a", 0), "a2a", f"a2a {acap.a2a!r} must match the file name {path.stem!r}"))
+        if acap.a2a in a2a:
+            ld.issues.append(Issue(display, acap._line, "a2a", f"a2a {acap.a2a!r} is already defined by {a2a[acap.a2a].where()}"))
+            continue
+        a2a[acap.a2a] = acap
+
+
+def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True, backends_dir: Path | None = None,
+                 bundled_rules: bool = True, backends_dirs: Sequence[str | Path] = (), plugins: bool = True) -> Catalog:
+    """Read and cross-check the capability files (bundled ``backends_dir``; installed plugins when
+    ``plugins``; ``backends_dirs`` and ``$MOE_SELECT_BACKENDS`` when ``use_env``) and the rule files
+    (bundled, then each operator directory or file of ``rules_dirs``, then ``$MOE_SELECT_RULES`` when
+    ``use_env``). Raises :class:`InputError` listing every problem with file, line and field."""
+    bdir, rdir = bundled_dirs()
+    bdir = backends_dir or bdir
+    ld = _Loader()
+    runners: dict[str, RunnerCapability] = {}
     a2a: dict[str, A2ACapability] = {}
-    for path in sorted((bdir / "a2a").glob("*.yaml")):
-        display = f"backends/a2a/{path.name}"
-        cap = collect(lambda p, d: validate(A2ACapability, _read(p, d, files), d), path, display)
-        if cap is not None:
-            if cap.a2a != path.stem:
-                issues.append(Issue(display, cap._lines.get("a2a", 0), "a2a", f"a2a {cap.a2a!r} must match the file name {path.stem!r}"))
-            a2a[cap.a2a] = cap
-    common = collect(lambda p, d: validate(CommonFacts, _read(p, d, files), d), bdir / "common.yaml", "backends/common.yaml")
+    failed: set[str] = set()  # runner files that did not load: rules naming them are not reported again
+    _capability_dir(ld, bdir, "backends/", None, runners, a2a, failed)
+    common = ld.model(CommonFacts, bdir / "common.yaml", "backends/common.yaml")
+    table = ld.model(PackageTable, bdir / "packages.yaml", "backends/packages.yaml")
+
+    plugin_rule_dirs: list[tuple[Path, str]] = []
+    if plugins:
+        for folder, origin in plugin_backend_dirs():
+            if not folder.is_dir():
+                ld.issues.append(Issue(origin, 0, "", f"the plugin's package was not found ({folder})"))
+                continue
+            _capability_dir(ld, folder, f"{folder}/", origin, runners, a2a, failed)
+            if (folder / "rules").is_dir():
+                plugin_rule_dirs.append((folder / "rules", origin))
+    backend_sources: list[str] = []
+    for given in [Path(d) for d in backends_dirs] + (backend_dirs_from_env() if use_env else []):
+        folder = given.absolute()
+        if not folder.is_dir():
+            ld.issues.append(Issue(str(given), 0, "", "capability folder not found"))
+            continue
+        backend_sources.append(str(folder))
+        _capability_dir(ld, folder, f"{folder}/", f"operator capability folder {folder}", runners, a2a, failed)
 
     rules: list[Rule] = []
     rule_files: list[str] = []
@@ -154,22 +253,25 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     layers: list[tuple[str, list[tuple[Path, str]]]] = []
     if bundled_rules:
         layers.append(("bundled", [(p, f"rules/{p.name}") for p in sorted(rdir.glob("*.yaml"))]))
-    dirs = [Path(d) for d in rules_dirs] + (rule_dirs_from_env() if use_env else [])
+    for folder, origin in plugin_rule_dirs:
+        paths = [(p, str(p)) for p in sorted(folder.glob("*.yaml"))]
+        ld.origins.update({d: origin for _, d in paths})
+        layers.append((str(folder), paths))
     rule_sources: list[str] = []
-    for given in dirs:
+    for given in [Path(d) for d in rules_dirs] + (rule_dirs_from_env() if use_env else []):
         d = given.absolute()  # shown and stored absolute: a plan must resolve from any working directory
         if d.is_file():
             layers.append((str(d), [(d, str(d))]))
         elif d.is_dir():
             layers.append((str(d), [(p, str(p)) for p in sorted(f for g in RULE_GLOBS for f in d.glob(g))]))
         else:
-            issues.append(Issue(str(given), 0, "", "rules file or directory not found"))
+            ld.issues.append(Issue(str(given), 0, "", "rules file or directory not found"))
             continue
         rule_sources.append(str(d))
     for layer, paths in layers:
         layer_rules: list[Rule] = []
         for path, display in paths:
-            rf = collect(_load_rule_file, path, display, files)
+            rf = ld.model(RuleFile, path, display)
             if rf is None:
                 continue
             rule_files.append(display)
@@ -178,7 +280,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         seen: dict[str, Rule] = {}
         for r in layer_rules:
             if r.id in seen:
-                issues.append(Issue(r._file, r._line, "id", f"duplicate rule id {r.id!r} (first at {seen[r.id].where()})"))
+                ld.issues.append(Issue(r._file, r._line, "id", f"duplicate rule id {r.id!r} (first at {seen[r.id].where()})"))
             seen[r.id] = r
         if layer == "bundled":
             rules = list(layer_rules)
@@ -195,29 +297,64 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                 new.append(r)
         rules = new + rules
 
+    known = {p.name: p for p in (table.packages if table else [])}
+    _cross_check(ld, runners, a2a, rules, known, failed, table is not None)
+    if ld.issues:
+        raise InputError(ld.issues)
+    assert common is not None
+    return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
+                   rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
+                   backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
+                   origins=ld.origins, plugins=plugin_adapters() if plugins else {})
+
+
+def _did_you_mean(name: str, names: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[str, A2ACapability], rules: list[Rule],
+                 known: dict[str, KnownPackage], failed: set[str], have_table: bool) -> None:
+    """Names that must exist: runners and a2a backends named by rules, a2a restrictions of runner files,
+    packages named by capability files (in the known-packages table)."""
     for r in rules:
         for name in r.runners:
             if name not in runners and name not in failed:
-                close = difflib.get_close_matches(name, list(runners), n=1)
-                field_ = r.action
-                issues.append(Issue(r._file, r._lines.get(field_, r._line), f"{field_}",
-                                    f"rule {r.id!r} names unknown runner {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")))
-    if issues:
-        raise InputError(issues)
-    assert common is not None
-    return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, files=files,
-                   rule_files=rule_files, overridden=overridden, rule_sources=rule_sources, bundled_rules=bundled,
-                   replaced=replaced, rule_paths=rule_paths)
+                ld.issues.append(Issue(r._file, r._lines.get(r.action, r._line), r.action,
+                                       f"rule {r.id!r} names unknown runner {name!r}" + _did_you_mean(name, runners)))
+        for name in r.when.a2a or []:
+            if name not in a2a:
+                ld.issues.append(Issue(r._file, r.when._lines.get("a2a", r._line), "when.a2a",
+                                       f"rule {r.id!r} names unknown a2a backend {name!r}" + _did_you_mean(name, a2a)))
+    for cap in runners.values():
+        for fact in cap.a2a:
+            for name in fact.values:
+                if name not in a2a:
+                    ld.issues.append(Issue(cap._file, fact._line, "a2a", f"unknown a2a backend {name!r}" + _did_you_mean(name, a2a)))
+    if not have_table:
+        return
+    for cap in [*runners.values(), *a2a.values()]:
+        for p in cap.packages:
+            if p.name not in known:
+                ld.issues.append(Issue(cap._file, p._line, "packages", f"package {p.name!r} is not in the known-packages table "
+                                       "(backends/packages.yaml): add it there with its import name and how engines ship it"
+                                       + _did_you_mean(p.name, known)))
+        jit = getattr(cap, "jit", None)
+        for name in ([jit.package, jit.prebuilt_package] if jit else []):
+            if name and name not in known:
+                ld.issues.append(Issue(cap._file, jit._line, "jit", f"package {name!r} is not in the known-packages table"))
 
 
 _cache: dict[tuple, Catalog] = {}
 _lock = threading.Lock()
 
 
-def default_catalog(rules_dirs: Iterable[str | Path] = ()) -> Catalog:
-    """:func:`load_catalog` cached per (rule dirs, $MOE_SELECT_RULES), for repeated calls in one process."""
-    key = (tuple(str(d) for d in rules_dirs), os.environ.get(RULES_ENV, ""))
+def default_catalog(rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = ()) -> Catalog:
+    """:func:`load_catalog` cached per (rule dirs, backend dirs, the two environment variables), for
+    repeated calls in one process."""
+    rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
+    key = (rd, bd, os.environ.get(RULES_ENV, ""), os.environ.get(BACKENDS_ENV, ""))
     with _lock:
         if key not in _cache:
-            _cache[key] = load_catalog(list(rules_dirs))
+            _cache[key] = load_catalog(list(rd), backends_dirs=list(bd))
         return _cache[key]

@@ -13,21 +13,31 @@ from typing import Any, Sequence
 
 from .errors import InputError, MoeSelectError, ResolveError
 
-DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "tp", "ep", "a2a", "deepep_mode", "runner", "nvcc", "cuda")
+DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "max_tokens_per_rank", "tp", "ep", "dp", "a2a",
+                    "a2a_mode", "runner", "nvcc", "cuda")
 
 
 def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
+    from .vocab import ARCHS, ENGINES, PHASES_OF, QUANTS
+
     g = p.add_argument_group("deployment (a file, flags, or both: flags override the file's keys)")
     g.add_argument("--deployment", "-d", metavar="FILE", help="deployment file (YAML or JSON)")
     g.add_argument("--gpu", help="GPU product name: H200, B300, RTX PRO 6000, MI300X, ...")
-    g.add_argument("--arch", help="sm80 ... sm121, gfx942, gfx950, cpu, or auto (this machine)")
-    g.add_argument("--quant", help="bf16, fp16, fp8_tensor, fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4, int8_w8a8, int8_w8a16, int4_w4a16, auto")
+    g.add_argument("--arch", help=f"{', '.join(ARCHS)}, or auto (this machine)")
+    g.add_argument("--quant", help=f"{', '.join(QUANTS)}, auto")
     g.add_argument("--model-config", dest="model_config", metavar="PATH", help="Hugging Face checkpoint folder or its config.json")
     g.add_argument("--model", metavar="K=V,...", help="model shape, e.g. num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768,activation=silu,routing=renormalize")
+    g.add_argument("--engine", help=f"{', '.join(ENGINES)}, or any (default: eligible where at least one engine runs it)")
+    g.add_argument("--phase", help=f"{', '.join(PHASES_OF)} (default both)")
+    g.add_argument("--max-tokens-per-rank", dest="max_tokens_per_rank", type=int,
+                   help="most tokens one rank passes to the MoE layer in one forward (default per phase)")
     g.add_argument("--tp", type=int)  # range checked by the Deployment model (file:line-style errors)
     g.add_argument("--ep", type=int)
-    g.add_argument("--a2a", help="none, torch, deepep, flashinfer, mooncake, pplx, mori")
-    g.add_argument("--deepep-mode", dest="deepep_mode", help="normal, low_latency, auto")
+    g.add_argument("--dp", type=int, help="attention data-parallel size (default 1)")
+    g.add_argument("--shared-expert-fusion", dest="shared_expert_fusion", action=argparse.BooleanOptionalAction, default=None,
+                   help="the shared experts run as extra expert slots of the MoE layer (SGLang's fusion)")
+    g.add_argument("--a2a", help="none, or an all-to-all backend of the capability files (moe-select matrix lists them)")
+    g.add_argument("--a2a-mode", "--deepep-mode", dest="a2a_mode", help="normal, low_latency, auto")
     g.add_argument("--runner", help="auto or a runner name")
     g.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--require-adapter", dest="require_adapter", action="store_true", default=None,
@@ -36,7 +46,11 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda", help="CUDA runtime version of the target machine")
     g.add_argument("--package", action="append", default=[], metavar="NAME=VERSION",
                    help="declare a package of the target machine (NAME=none: absent); repeatable")
+    g.add_argument("--prebuilt", action="append", default=[], metavar="PACKAGE=true|false",
+                   help="declare whether a JIT package's kernels are prebuilt on the target machine; repeatable")
     g.add_argument("--rules", action="append", default=[], metavar="DIR", help="operator rules directory or file (repeatable; also $MOE_SELECT_RULES)")
+    g.add_argument("--backends", action="append", default=[], metavar="DIR",
+                   help="operator capability folder (runner files, a2a/*.yaml; repeatable; also $MOE_SELECT_BACKENDS)")
 
 
 def _model_flag(text: str) -> dict[str, Any]:
@@ -60,9 +74,17 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
     from .yamlio import MarkedDict, load_file, validate
 
     flags: dict[str, Any] = {k: getattr(args, k) for k in DEPLOYMENT_FLAGS if getattr(args, k, None) is not None}
-    for k in ("cuda_graph", "require_adapter"):
+    for k in ("cuda_graph", "require_adapter", "shared_expert_fusion"):
         if getattr(args, k, None) is not None:
             flags[k] = getattr(args, k)
+    if getattr(args, "prebuilt", None):
+        pre: dict[str, Any] = {}
+        for item in args.prebuilt:
+            name, _, val = item.partition("=")
+            if val.strip().lower() not in ("true", "false") or not name.strip():
+                raise InputError(f"--prebuilt {item!r}: use PACKAGE=true or PACKAGE=false", file="<flags>", field="prebuilt")
+            pre[name.strip()] = val.strip().lower() == "true"
+        flags["prebuilt"] = pre
     if getattr(args, "model", None):
         flags["model"] = _model_flag(args.model)
     if getattr(args, "package", None):
@@ -98,7 +120,7 @@ def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
     from .selector import explain
 
     dep, base = _deployment(args, extra)
-    return explain(dep, base_dir=base, rules_dirs=args.rules)
+    return explain(dep, base_dir=base, rules_dirs=args.rules, backends_dirs=getattr(args, "backends", []))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

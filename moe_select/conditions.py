@@ -1,24 +1,33 @@
-"""Conditions (``when``) and numeric constraints shared by rule files and capability files.
+"""Conditions (``when``, ``requires``) and numeric constraints shared by rule files and capability files.
 
-A deployment is seen by conditions as flat *facts* (:func:`facts_of`): the categorical values arch,
-quant, a2a, deepep_mode, activation, routing, cuda_graph, and the quantities below. ``moe_tp = tp / ep``
-is the MoE tensor-parallel size; each rank keeps ``experts_per_rank = num_experts / ep`` experts and
-``intermediate_per_rank = moe_intermediate_size / moe_tp`` rows of each (knowledge file, "Parallelism").
-Quantities are exact fractions, so an uneven split is visible instead of being rounded away.
+A deployment is seen by conditions as flat *facts* (:func:`facts_of`): categorical values (arch, quant,
+a2a, the a2a modes used, activation, routing, engine, phases, cuda_graph) and the quantities below.
+``moe_tp = tp / ep`` is the MoE tensor-parallel size; each rank keeps ``experts_per_rank = (num_experts +
+fused_shared_experts) / ep`` experts and ``intermediate_per_rank = moe_intermediate_size / moe_tp``
+rows of each (SGLang's and vLLM's FusedMoE weight loaders). Quantities are exact fractions, so an uneven
+split is visible instead of being rounded away. A quantity a deployment does not have (the block shape
+of a format without blocks) is absent: conditions on it do not match, constraints on it do not apply.
+
+``requires`` conditions a fact on package versions (PEP 440 specifiers, :mod:`packaging`): a version
+that is declared or detected decides; a package assumed present without a version is taken at the
+newest version the facts were checked against (the known-packages table), and the report says which
+facts that decided.
 """
 from __future__ import annotations
 
 from fractions import Fraction
 from typing import Any, Literal, Mapping, Sequence, Union
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from .located import Located
-from .vocab import A2A, Activation, Arch, Quant, Routing
+from .vocab import Activation, Arch, Engine, Quant, Routing
 
 Quantity = Literal[
-    "num_experts", "top_k", "hidden_size", "moe_intermediate_size", "tp", "ep", "moe_tp",
-    "experts_per_rank", "intermediate_per_rank",
+    "num_experts", "top_k", "hidden_size", "moe_intermediate_size", "tp", "ep", "dp", "moe_tp",
+    "experts_per_rank", "intermediate_per_rank", "num_shared_experts", "fused_shared_experts",
+    "max_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
+    "shared_intermediate_per_tp", "dense_intermediate_per_tp",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 
@@ -60,23 +69,35 @@ class IntRange(Located):
 
 IntCond = Union[list[int], IntRange]
 
+#: Categorical ``when`` keys whose fact is a *set* (the deployment uses several): a condition matches
+#: when it names any of them. ``phase: both`` runs prefill and decode; ``a2a_mode: auto`` may use two.
+SET_KEYS = ("phase", "a2a_mode")
+
 
 def _int_match(cond: IntCond, value: Fraction | int) -> bool:
     return value in cond if isinstance(cond, list) else cond.contains(value)
 
 
 class When(Located):
-    """Conditions on a deployment; every key given must match (lists: any of). Empty: always."""
+    """Conditions on a deployment; every key given must match (lists: any of). Empty: always.
+
+    ``engine`` restricts a fact to the engines it holds for (with ``engine: any`` the selector checks
+    each engine and a runner is eligible where at least one engine runs it). ``deepep_mode`` is read as
+    ``a2a_mode`` (SGLang's name for it)."""
 
     arch: list[Arch] | None = None
     quant: list[Quant] | None = None
-    a2a: list[A2A] | None = None
-    deepep_mode: list[Literal["normal", "low_latency", "auto"]] | None = None
+    a2a: list[str] | None = None
+    a2a_mode: list[Literal["normal", "low_latency"]] | None = Field(
+        default=None, validation_alias=AliasChoices("a2a_mode", "deepep_mode"))
     activation: list[Activation] | None = None
     routing: list[Routing] | None = None
+    engine: list[Engine] | None = None
+    phase: list[Literal["prefill", "decode"]] | None = None
     cuda_graph: bool | None = None
     tp: IntCond | None = None
     ep: IntCond | None = None
+    dp: IntCond | None = None
     moe_tp: IntCond | None = None
     num_experts: IntCond | None = None
     top_k: IntCond | None = None
@@ -84,6 +105,24 @@ class When(Located):
     moe_intermediate_size: IntCond | None = None
     intermediate_per_rank: IntCond | None = None
     experts_per_rank: IntCond | None = None
+    num_shared_experts: IntCond | None = None
+    fused_shared_experts: IntCond | None = None
+    max_tokens_per_rank: IntCond | None = None
+    n_group: IntCond | None = None
+    topk_group: IntCond | None = None
+    quant_block_n: IntCond | None = None
+    quant_block_k: IntCond | None = None
+    quant_group_size: IntCond | None = None
+
+    @field_validator("a2a")
+    @classmethod
+    def _names(cls, v: list[str] | None) -> list[str] | None:
+        import re
+
+        for name in v or []:
+            if not re.match(r"^[a-z][a-z0-9_]*$", name):
+                raise ValueError(f"{name!r} is not an a2a backend name (lower case, digits, _)")
+        return v
 
     def keys(self) -> list[str]:
         """The condition keys that are set."""
@@ -100,6 +139,9 @@ class When(Located):
                     return False
             elif isinstance(cond, bool):
                 if cond != value:
+                    return False
+            elif key in SET_KEYS:
+                if not set(cond) & set(value):
                     return False
             elif value not in cond:
                 return False
@@ -118,7 +160,6 @@ class When(Located):
                     return f"when.{key}: max {cond.max} is not positive, and {key} is always positive"
                 return (f"when.{key}: no positive multiple of {cond.multiple_of} lies in "
                         f"[{max(cond.min or 1, 1)}, {cond.max}]")
-            # Every quantity is a positive size (tp, ep, experts, shapes, their per-rank splits).
             if key in QUANTITIES and isinstance(cond, list) and all(v <= 0 for v in cond):
                 return f"when.{key}: {cond} holds no positive value, and {key} is always positive"
         if self.a2a is not None and "none" not in self.a2a and self.ep is not None:
@@ -144,30 +185,63 @@ class When(Located):
         return ", ".join(parts) or "always"
 
 
+def _check_requires(v: dict[str, str] | None) -> dict[str, str] | None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    for name, spec in (v or {}).items():
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise ValueError(f"requires.{name}: {spec!r} is not a PEP 440 version specifier (e.g. \">=0.6.8\")") from None
+    return v
+
+
+class Conditional(Located):
+    """A fact that holds only where ``when`` matches the deployment and the packages meet ``requires``
+    (distribution -> PEP 440 specifier, e.g. ``{flashinfer-python: ">=0.6.8"}``)."""
+
+    when: When | None = None
+    requires: dict[str, str] | None = None
+
+    @field_validator("requires")
+    @classmethod
+    def _requires(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        return _check_requires(v)
+
+    def describe_conditions(self) -> str:
+        """``when ...; requires ...`` text, or '' for an unconditional fact."""
+        bits = []
+        if self.when is not None and self.when.keys():
+            bits.append(self.when.describe())
+        if self.requires:
+            bits.append(", ".join(f"{k} {v}" for k, v in self.requires.items()))
+        return "; ".join(bits)
+
+
 ConstraintCode = Literal["shape_unaligned", "experts_not_divisible", "parallelism_unsupported"]
 
 
-class Constraint(Located):
+class Constraint(Conditional):
     """A numeric fact about a runner, an a2a backend, or every runner (``common.yaml``).
 
-    ``field`` must be a multiple of ``multiple_of``, at least ``min``, and one of ``one_of`` (each an
-    integer or the name of another quantity, e.g. ``one_of: [1, tp]``), when ``when`` matches.
-    A violation is reported with ``code`` and the text ``why``.
+    ``field`` must be a multiple of ``multiple_of``, at least ``min``, at most ``max``, and one of
+    ``one_of`` (each an integer or the name of another quantity, e.g. ``one_of: [1, tp]``), where
+    ``when``/``requires`` hold. A violation is reported with ``code`` and the text ``why``.
     """
 
     field: Quantity
     multiple_of: int | Quantity | None = None
     min: int | None = None
+    max: int | Quantity | None = None
     one_of: list[int | Quantity] | None = None
-    when: When | None = None
     code: ConstraintCode = "shape_unaligned"
     why: str | None = None
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_test(self) -> "Constraint":
-        if self.multiple_of is None and self.min is None and self.one_of is None:
-            raise ValueError("a constraint needs multiple_of, min or one_of")
+        if self.multiple_of is None and self.min is None and self.max is None and self.one_of is None:
+            raise ValueError("a constraint needs multiple_of, min, max or one_of")
         if isinstance(self.multiple_of, int) and self.multiple_of <= 0:
             raise ValueError(f"multiple_of must be a positive integer or a quantity, got {self.multiple_of}")
         if self.when is not None and self.when.unsatisfiable():
@@ -175,40 +249,74 @@ class Constraint(Located):
         return self
 
     def applies(self, facts: Mapping[str, Any]) -> bool:
-        """True when the constraint's ``when`` matches ``facts`` (always without one)."""
-        return self.when is None or self.when.matches(facts)
+        """True when ``when`` matches ``facts`` and every quantity the test reads is present."""
+        if self.when is not None and not self.when.matches(facts):
+            return False
+        needed = [self.field] + [v for v in (self.multiple_of, self.max, *(self.one_of or [])) if isinstance(v, str)]
+        return all(facts.get(q) is not None for q in needed)
 
     def violation(self, facts: Mapping[str, Any]) -> str | None:
         """Text of the violation in ``facts``, or None when the constraint holds."""
         value = Fraction(facts[self.field])
         if self.multiple_of is not None:
             div = facts[self.multiple_of] if isinstance(self.multiple_of, str) else self.multiple_of
-            name = f"{self.multiple_of} ({div})" if isinstance(self.multiple_of, str) else str(div)
+            name = f"{self.multiple_of} ({fmt_num(div)})" if isinstance(self.multiple_of, str) else str(div)
             if div == 0 or value % Fraction(div) != 0:
                 return f"{self.field} = {fmt_num(value)} is not a multiple of {name}"
         if self.min is not None and value < self.min:
             return f"{self.field} = {fmt_num(value)} is below {self.min}"
+        if self.max is not None:
+            top = facts[self.max] if isinstance(self.max, str) else self.max
+            if value > top:
+                name = f"{self.max} ({fmt_num(top)})" if isinstance(self.max, str) else str(top)
+                return f"{self.field} = {fmt_num(value)} is above {name}"
         if self.one_of is not None:
             allowed = [facts[v] if isinstance(v, str) else v for v in self.one_of]
             if value not in allowed:
-                names = ", ".join(f"{v} ({facts[v]})" if isinstance(v, str) else str(v) for v in self.one_of)
+                names = ", ".join(f"{v} ({fmt_num(facts[v])})" if isinstance(v, str) else str(v) for v in self.one_of)
                 return f"{self.field} = {fmt_num(value)} is not one of {{{names}}}"
         return None
 
 
-def facts_of(*, arch: str, quant: str, a2a: str, deepep_mode: str | None, activation: str, routing: str,
+def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), activation: str, routing: str,
              cuda_graph: bool, tp: int, ep: int, num_experts: int, top_k: int, hidden_size: int,
-             moe_intermediate_size: int) -> dict[str, Any]:
-    """Flat facts of a deployment, as conditions and constraints read them."""
+             moe_intermediate_size: int, engine: str | None = None, phases: Sequence[str] = ("prefill", "decode"),
+             dp: int = 1, num_shared_experts: int = 0, fused_shared_experts: int = 0, max_tokens_per_rank: int | None = None,
+             n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
+             group_size: int | None = None, shared_intermediate_size: int | None = None,
+             dense_intermediate_size: int | None = None) -> dict[str, Any]:
+    """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
+    the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale."""
     moe_tp = Fraction(tp, ep) if ep else Fraction(0)
+    slots = num_experts + fused_shared_experts
     return {
-        "arch": arch, "quant": quant, "a2a": a2a, "deepep_mode": deepep_mode, "activation": activation,
-        "routing": routing, "cuda_graph": cuda_graph, "tp": tp, "ep": ep, "moe_tp": moe_tp,
-        "num_experts": num_experts, "top_k": top_k, "hidden_size": hidden_size,
-        "moe_intermediate_size": moe_intermediate_size,
-        "experts_per_rank": Fraction(num_experts, ep) if ep else Fraction(0),
+        "arch": arch, "quant": quant, "a2a": a2a, "a2a_mode": tuple(a2a_modes) or None, "activation": activation,
+        "routing": routing, "engine": engine, "phase": tuple(phases), "cuda_graph": cuda_graph, "tp": tp, "ep": ep,
+        "dp": dp, "moe_tp": moe_tp, "num_experts": num_experts, "top_k": top_k, "hidden_size": hidden_size,
+        "moe_intermediate_size": moe_intermediate_size, "num_shared_experts": num_shared_experts,
+        "fused_shared_experts": fused_shared_experts,
+        "experts_per_rank": Fraction(slots, ep) if ep else Fraction(0),
         "intermediate_per_rank": Fraction(moe_intermediate_size) / moe_tp if moe_tp else Fraction(0),
+        "max_tokens_per_rank": max_tokens_per_rank, "n_group": n_group, "topk_group": topk_group,
+        "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
+        "quant_group_size": group_size,
+        "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
+        "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
     }
+
+
+def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, Any]:
+    """``facts`` with tp and ep replaced and the quantities derived from them recomputed."""
+    f = dict(facts)
+    moe_tp = Fraction(tp, ep)
+    slots = f["num_experts"] + f.get("fused_shared_experts", 0)
+    f.update({"tp": tp, "ep": ep, "moe_tp": moe_tp, "experts_per_rank": Fraction(slots, ep),
+              "intermediate_per_rank": Fraction(f["moe_intermediate_size"]) / moe_tp})
+    for key, per in (("shared_intermediate_per_tp", facts.get("shared_intermediate_per_tp")),
+                     ("dense_intermediate_per_tp", facts.get("dense_intermediate_per_tp"))):
+        if per is not None:
+            f[key] = per * facts["tp"] / tp
+    return f
 
 
 def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64,
@@ -219,11 +327,7 @@ def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int
     Returns e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``, or None when nothing helps.
     """
     def ok(tp: int, ep: int) -> bool:
-        f = dict(facts)
-        f.update(facts_of(arch=f["arch"], quant=f["quant"], a2a=f["a2a"], deepep_mode=f["deepep_mode"],
-                          activation=f["activation"], routing=f["routing"], cuda_graph=f["cuda_graph"], tp=tp, ep=ep,
-                          num_experts=f["num_experts"], top_k=f["top_k"], hidden_size=f["hidden_size"],
-                          moe_intermediate_size=f["moe_intermediate_size"]))
+        f = with_parallelism(facts, tp, ep)
         return tp % ep == 0 and all(not c.applies(f) or c.violation(f) is None for c in (constraint, *also))
 
     tp, ep = facts["tp"], facts["ep"]

@@ -2,23 +2,26 @@
 into the fully-stated input the selector reads, recording where every value came from.
 
 Format (YAML/JSON; see README "Deployment format"): ``gpu`` or ``arch``; ``quant`` (``auto``/omitted:
-from the model config); ``model`` (shape) or ``model_config`` (checkpoint folder or config.json, relative
-to the deployment file); ``tp``, ``ep``, ``a2a``, ``deepep_mode``; ``runner`` (``auto`` or a runner
-name); ``cuda_graph``; environment facts for planning another machine: ``packages``, ``nvcc``, ``cuda``.
+from the model config) and ``quant_config`` (its parameters when no checkpoint says them); ``model``
+(shape) or ``model_config`` (checkpoint folder or config.json, relative to the deployment file);
+``engine``; ``phase`` and ``max_tokens_per_rank``; ``tp``, ``ep``, ``dp``, ``shared_expert_fusion``,
+``a2a``, ``a2a_mode`` (SGLang's ``deepep_mode`` is read as it); ``runner`` (``auto`` or a runner name);
+``cuda_graph``; environment facts for planning another machine: ``packages``, ``nvcc``, ``cuda``,
+``prebuilt``.
 """
 from __future__ import annotations
 
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .errors import InputError, Issue
 from .located import Located
 from .model_config import read_model_config
-from .vocab import A2A, GPUS, Activation, Arch, DeepEPMode, Quant, Routing, gpu_arch
+from .vocab import GPUS, PHASES_OF, A2AMode, Activation, Arch, Engine, Phase, Quant, Routing, gpu_arch
 from .yamlio import MarkedDict, load_file, validate
 
 #: Upper bound on tp and ep: far above any deployment (the largest published EP runs use hundreds of
@@ -26,6 +29,27 @@ from .yamlio import MarkedDict, load_file, validate
 MAX_RANKS = 4096
 #: Formats an engine can make from a bf16/fp16 checkpoint at load (SGLang --quantization fp8 / w8a8_fp8).
 ONLINE_QUANT = ("fp8_tensor", "fp8_channel")
+#: Upper bound on max_tokens_per_rank (tokens one rank passes to the MoE layer in one forward).
+MAX_TOKENS = 1 << 20
+#: Defaults of max_tokens_per_rank per phase, shown in explain as defaults: a decode forward holds at
+#: most the CUDA-graph batch, a prefill forward at most one chunk of chunked prefill.
+DEFAULT_TOKENS = {"decode": 256, "prefill": 8192, "both": 8192}
+
+
+class QuantConfig(Located):
+    """Parameters of the weight format, for deployments that give a ``model`` shape instead of a
+    checkpoint (a checkpoint's config states them): ``block`` ``[bn, bk]`` of block-scaled FP8,
+    ``group_size`` of the weight-only int formats."""
+
+    block: list[int] | None = Field(default=None, min_length=2, max_length=2)
+    group_size: int | None = Field(default=None, gt=0, le=1 << 16)
+
+    @field_validator("block")
+    @classmethod
+    def _block(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and not all(0 < b <= 1 << 16 for b in v):
+            raise ValueError(f"block sizes must be positive, got {v}")
+        return v
 
 
 class ModelShape(Located):
@@ -44,6 +68,8 @@ class ModelShape(Located):
     topk_group: int | None = Field(default=None, gt=0)
     routed_scaling_factor: float | None = None
     swiglu_limit: float | None = None
+    shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
+    dense_intermediate_size: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _k_le_e(self) -> "ModelShape":
@@ -85,37 +111,44 @@ class Deployment(Located):
     quant: Quant | Literal["auto"] | None = None
     model: ModelShape | None = None
     model_config_path: str | None = Field(default=None, alias="model_config")
+    quant_config: QuantConfig | None = None
+    engine: Engine | Literal["any"] = "any"
+    phase: Phase = "both"
+    max_tokens_per_rank: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     tp: int = Field(default=1, ge=1, le=MAX_RANKS)
     ep: int = Field(default=1, ge=1, le=MAX_RANKS)
-    a2a: A2A = "none"
-    deepep_mode: DeepEPMode | None = None
+    dp: int = Field(default=1, ge=1, le=MAX_RANKS)
+    shared_expert_fusion: bool = False
+    a2a: str = Field(default="none", pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
+    a2a_mode: A2AMode | None = Field(default=None, validation_alias=AliasChoices("a2a_mode", "deepep_mode"))
     runner: str = Field(default="auto", min_length=1)
     cuda_graph: bool | None = None
     require_adapter: bool = False
     packages: dict[str, str | None] | None = None
     nvcc: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     cuda: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
-    flashinfer_prebuilt: bool | None = None
+    prebuilt: dict[str, bool] | None = None
 
     @field_validator("packages")
     @classmethod
     def _packages(cls, v: dict[str, str | None] | None) -> dict[str, str | None] | None:
-        from .versions import release
+        from packaging.version import InvalidVersion, Version
 
         for name, version in (v or {}).items():
             if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name):
                 raise ValueError(f"package name {name!r} is not a distribution name")
             if version is not None:
                 try:
-                    release(version)
-                except ValueError:
-                    raise ValueError(f"{name}: {version!r} is not a version (write e.g. \"0.6.4\", or null for not installed)") from None
+                    Version(version)
+                except InvalidVersion:
+                    raise ValueError(f"{name}: {version[:40]!r} is not a PEP 440 version (write e.g. \"0.6.4\", or null "
+                                     "for not installed)") from None
         return v
 
     @property
     def declares_environment(self) -> list[str]:
         """The environment facts this deployment declares (for another machine)."""
-        return [k for k in ("packages", "nvcc", "cuda", "flashinfer_prebuilt") if getattr(self, k) is not None]
+        return [k for k in ("packages", "nvcc", "cuda", "prebuilt") if getattr(self, k) is not None]
 
 
 class Understood(BaseModel):
@@ -132,16 +165,41 @@ class Understood(BaseModel):
     #: sha256 of every model-config file read (absolute path -> hex digest); ``resolve`` refuses a plan
     #: whose checkpoint config changed since planning.
     input_files: dict[str, str] = {}
+    #: Parameters of the format (``block`` [bn, bk], ``group_size``), from the checkpoint or quant_config.
+    quant_params: dict[str, Any] = {}
+    engine: str = "any"
+    phase: str = "both"
+    max_tokens_per_rank: int = 8192
     tp: int
     ep: int
+    dp: int = 1
     moe_tp: int | None
-    a2a: A2A
-    deepep_mode: DeepEPMode | None
+    shared_expert_fusion: bool = False
+    a2a: str
+    #: The a2a mode asked for (``auto`` by default for a backend with modes) and the modes it uses in
+    #: the planned phases (from the a2a capability file); both empty for a backend without modes.
+    a2a_mode: str | None = None
+    a2a_modes: list[str] = []
     runner: str
     cuda_graph: bool
     require_adapter: bool
     provenance: dict[str, str]
     notes: list[str] = []
+
+    @property
+    def deepep_mode(self) -> str | None:
+        """SGLang's name for :attr:`a2a_mode` (the JSON report carries both keys)."""
+        return self.a2a_mode
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """``("prefill",)``, ``("decode",)`` or both."""
+        return PHASES_OF[self.phase]
+
+    @property
+    def fused_shared_experts(self) -> int:
+        """Expert slots the shared experts take when fused into the MoE layer (SGLang's shared-expert fusion)."""
+        return int(self.model.get("num_shared_experts", 0)) if self.shared_expert_fusion else 0
 
     @field_validator("model")
     @classmethod
@@ -158,7 +216,7 @@ class Understood(BaseModel):
         """One line: ``sm90 (H200) fp8_block E=256 K=8 H=7168 I=2048 tp 8 ep 8 a2a none runner auto``."""
         m = self.model
         gpu = f" ({self.gpu})" if self.gpu else ""
-        mode = f"/{self.deepep_mode}" if self.deepep_mode else ""
+        mode = f"/{self.a2a_mode}" if self.a2a_mode else ""
         return (f"{self.arch}{gpu} {self.quant} E={m['num_experts']} K={m['top_k']} H={m['hidden_size']} "
                 f"I={m['moe_intermediate_size']} {m['activation']} {m['routing']} tp {self.tp} ep {self.ep} "
                 f"a2a {self.a2a}{mode} runner {self.runner}")
@@ -182,11 +240,13 @@ def deployment_from_dict(values: dict[str, Any], file: str = "<flags>") -> Deplo
 
 
 def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: str | None = None,
-               detected_gpu: str | None = None) -> Understood:
+               detected_gpu: str | None = None, a2a_backends: Mapping[str, Any] | None = None) -> Understood:
     """State every field of ``dep``: the arch from ``gpu`` (or the detected one for ``arch: auto``), the
-    shape and quant from ``model_config``, and the defaults. Raises :class:`InputError` on conflicts
-    (``gpu`` vs ``arch``, ``model`` and ``model_config`` together, a quantized checkpoint with another
-    ``quant``, ``deepep_mode`` without DeepEP)."""
+    shape, quant and its parameters from ``model_config``, the a2a modes used (``a2a_backends``: the
+    catalog's a2a capabilities, name -> :class:`~moe_select.capability.A2ACapability`), and the defaults.
+    Raises :class:`InputError` on conflicts (``gpu`` vs ``arch``, ``model`` and ``model_config``
+    together, a quantized checkpoint with another ``quant``, an unknown a2a backend, ``a2a_mode`` for a
+    backend without modes)."""
     prov: dict[str, str] = {}
     notes: list[str] = []
     issues: list[Issue] = []
@@ -226,6 +286,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     quant: str | None = None
     cfg_path: str | None = None
     input_files: dict[str, str] = {}
+    info = None
     if dep.model is not None and dep.model_config_path is not None:
         bad("model_config", "give model (shape) or model_config, not both")
     elif dep.model is not None:
@@ -267,25 +328,70 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     elif quant is None and model is not None:
         bad("quant", "quant not given and no model_config to read it from")
 
-    # Parallelism and a2a.
-    deepep_mode = dep.deepep_mode
-    if dep.a2a == "deepep" and deepep_mode is None:
-        deepep_mode = "auto"
-        prov["deepep_mode"] = "default (auto: normal for prefill, low_latency for decode, as SGLang)"
-    elif dep.a2a != "deepep" and deepep_mode is not None:
-        bad("deepep_mode", f"deepep_mode is given but a2a is {dep.a2a}")
-    elif deepep_mode is not None:
-        prov["deepep_mode"] = here("deepep_mode")
-    for k in ("tp", "ep", "a2a", "runner", "require_adapter"):
+    # Quantization parameters: the checkpoint's, else quant_config, else the format's defaults.
+    quant_params: dict[str, Any] = dict(getattr(info, "quant_params", {}) or {}) if dep.model_config_path and model else {}
+    if dep.quant_config is not None:
+        given_qc = dep.quant_config.model_dump(exclude_none=True)
+        if quant_params and any(quant_params.get(k) != v for k, v in given_qc.items()):
+            bad("quant_config", f"quant_config {given_qc} contradicts the checkpoint's {quant_params}")
+        quant_params.update(given_qc)
+        prov["quant_params"] = here("quant_config")
+    elif quant_params:
+        prov["quant_params"] = f"model_config {cfg_path}"
+    if quant is not None:
+        from .formats import FORMATS
+
+        defaults = {k: v for k, v in FORMATS[quant].params.items() if k not in quant_params}
+        if defaults and "quant_params" not in prov:
+            prov["quant_params"] = f"default ({quant}'s usual parameters)"
+        quant_params = {**defaults, **quant_params}
+
+    # Engine, phase, token budget.
+    for k in ("engine", "phase", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "runner", "require_adapter"):
         prov[k] = dep.source_of(k) or "default"
+    max_tokens = dep.max_tokens_per_rank
+    if max_tokens is None:
+        max_tokens = DEFAULT_TOKENS[dep.phase]
+        prov["max_tokens_per_rank"] = (f"default ({max_tokens}: " + ("a typical CUDA-graph batch per rank" if dep.phase == "decode"
+                                       else "a typical chunked-prefill size") + "; give yours)")
+    else:
+        prov["max_tokens_per_rank"] = here("max_tokens_per_rank")
+
+    # All-to-all backend and its modes (the key as written: a2a_mode, or SGLang's deepep_mode).
+    mode_key = "deepep_mode" if ("deepep_mode" in dep._lines or "deepep_mode" in dep._sources) else "a2a_mode"
+    a2a_mode: str | None = dep.a2a_mode
+    a2a_modes: list[str] = []
+    cap = (a2a_backends or {}).get(dep.a2a)
+    no_graph: str | None = None
+    if a2a_backends is not None and cap is None:
+        close = difflib.get_close_matches(dep.a2a, list(a2a_backends), n=1)
+        bad("a2a", f"unknown a2a backend {dep.a2a!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; a2a backends: {', '.join(sorted(a2a_backends))}")
+    elif cap is not None and cap.modes:
+        if a2a_mode is None:
+            a2a_mode = "auto"
+            auto = cap.auto or {"prefill": "normal", "decode": "low_latency"}
+            prov["a2a_mode"] = (f"default (auto: {', '.join(f'{m} for {p}' for p, m in auto.items())}, "
+                                f"as {cap.where('auto') if cap.auto else 'SGLang'})")
+        else:
+            prov["a2a_mode"] = here(mode_key)
+            if a2a_mode != "auto" and a2a_mode not in cap.modes:
+                bad(mode_key, f"a2a {dep.a2a} has no {a2a_mode} mode (it has {', '.join(cap.modes)})")
+        a2a_modes = [m for m in cap.modes_used(a2a_mode, PHASES_OF[dep.phase]) if m in cap.modes]
+        no_graph = next((f"a2a {dep.a2a} {m} mode, used for decode, cannot be captured [{cap.modes[m].where()}]"
+                         for m in cap.graph_modes(a2a_mode, PHASES_OF[dep.phase]) if not cap.modes[m].cuda_graph), None)
+    elif a2a_mode is not None:
+        bad(mode_key, f"{mode_key} is given but a2a {dep.a2a} has no modes")
 
     cuda_graph = dep.cuda_graph
-    if cuda_graph is None and deepep_mode == "normal":
+    if cuda_graph is None and no_graph:
         cuda_graph = False
-        prov["cuda_graph"] = "default (off: SGLang disables CUDA graphs with DeepEP normal mode)"
+        prov["cuda_graph"] = f"default (off: {no_graph}; SGLang disables CUDA graphs there too)"
     elif cuda_graph is None:
-        cuda_graph = arch not in (None, "cpu")
-        prov["cuda_graph"] = f"default ({'on for GPUs, as SGLang' if cuda_graph else 'off on cpu'})"
+        cuda_graph = arch not in (None, "cpu") and dep.phase != "prefill"
+        prov["cuda_graph"] = ("default (off on cpu)" if arch in (None, "cpu") else
+                              "default (off: a prefill-only deployment; engines capture decode forwards)" if not cuda_graph
+                              else "default (on for GPUs that decode, as SGLang)")
     else:
         prov["cuda_graph"] = here("cuda_graph")
 
@@ -294,7 +400,9 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     assert arch is not None and quant is not None and model is not None
     moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
     return Understood(
-        gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files, tp=dep.tp, ep=dep.ep,
-        moe_tp=moe_tp, a2a=dep.a2a, deepep_mode=deepep_mode, runner=dep.runner, cuda_graph=cuda_graph,
+        gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files,
+        quant_params=quant_params, engine=dep.engine, phase=dep.phase, max_tokens_per_rank=max_tokens, tp=dep.tp,
+        ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
+        a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, cuda_graph=cuda_graph,
         require_adapter=dep.require_adapter, provenance=prov, notes=notes,
     )

@@ -1,8 +1,8 @@
 """The environment: machine facts that decide what can run (arch, packages, toolchain), collected once.
 
 Two sources, never mixed inside one report: *declared* (the deployment's ``packages``, ``nvcc``,
-``cuda``, ``flashinfer_prebuilt``, when planning for another machine; a fact left out is assumed
-present and the report says so) or *detected* (this machine, for ``arch: auto`` and for ``resolve``).
+``cuda``, ``prebuilt``, when planning for another machine; a fact left out is assumed present and the
+report says so) or *detected* (this machine, for ``arch: auto`` and for ``resolve``).
 Detection here imports no torch: GPUs come from ``nvidia-smi``, packages from their installed metadata
 (``importlib.metadata``, nothing is imported), nvcc from ``nvcc --version``. ``resolve`` re-detects the
 arch through torch.
@@ -37,7 +37,9 @@ class Environment(BaseModel):
     packages: dict[str, str | None] = {}
     nvcc: str | None = None
     cuda: str | None = None
-    flashinfer_prebuilt: bool | None = None
+    #: JIT package (distribution) -> True when its kernels are prebuilt (no build at the first call),
+    #: False when the first call would build, None when not known.
+    prebuilt: dict[str, bool | None] = {}
     provenance: dict[str, str] = {}
 
     def package(self, name: str, module: str | None = None) -> tuple[str, str | None]:
@@ -57,13 +59,13 @@ def normalize_package_name(name: str) -> str:
 
 
 def declared(*, packages: dict[str, str | None] | None, nvcc: str | None, cuda: str | None,
-             flashinfer_prebuilt: bool | None, where: str) -> Environment:
+             prebuilt: dict[str, bool] | None, where: str) -> Environment:
     """Environment of another machine, from a deployment's declared facts (``where``: its file)."""
     prov = {}
-    for key, val in (("packages", packages), ("nvcc", nvcc), ("cuda", cuda), ("flashinfer_prebuilt", flashinfer_prebuilt)):
+    for key, val in (("packages", packages), ("nvcc", nvcc), ("cuda", cuda), ("prebuilt", prebuilt)):
         prov[key] = f"declared in {where}" if val is not None else "not declared: assumed present/adequate"
     return Environment(detected=False, packages=dict(packages or {}), nvcc=nvcc, cuda=cuda,
-                       flashinfer_prebuilt=flashinfer_prebuilt, provenance=prov)
+                       prebuilt=dict(prebuilt or {}), provenance=prov)
 
 
 class DetectionError(MoeSelectError):
@@ -181,62 +183,27 @@ def detect_package(name: str, module: str | None) -> str | None:
     return None
 
 
-#: FlashInfer's CUTLASS fused-MoE JIT module per arch: ``fused_moe_<backend>`` where the backend is
-#: chosen from the compute capability in flashinfer/fused_moe/core.py (0.6.4: get_cutlass_fused_moe_module).
-_FI_MOE_BACKEND = {"sm89": "89", "sm90": "90", "sm100": "100", "sm110": "100", "sm103": "103", "sm120": "120", "sm121": "120"}
-
-
-def detect_flashinfer_prebuilt(arch: str | None = None) -> bool:
-    """True when FlashInfer's CUTLASS fused-MoE module for ``arch`` (default: GPU 0, via nvidia-smi)
-    loads without compiling. Imports nothing (FlashInfer would import torch); follows flashinfer-python
-    0.6.4's own lookup (flashinfer/jit/env.py, jit/core.py ``JitSpec.is_aot``/``is_compiled``):
-
-    1. ``flashinfer-jit-cache`` installed with a version that starts with flashinfer-python's (FlashInfer
-       refuses a mismatch at import: False) and holds ``fused_moe_<backend>/fused_moe_<backend>.so``;
-    2. without it, the AOT directory inside the package, ``flashinfer/data/aot/fused_moe_<backend>/...so``;
-    3. in both cases, a module this machine already JIT-built, under ``$FLASHINFER_WORKSPACE_BASE`` (default
-       ``~``) ``/.cache/flashinfer/<version>/<archs>/cached_ops/fused_moe_<backend>/...so``.
-    An arch without a CUTLASS MoE module (cpu, AMD) gives False."""
-    import glob
-    from pathlib import Path
-
-    backend = _FI_MOE_BACKEND.get(arch if arch is not None else detect_gpu()[0])
-    fi_version = detect_package("flashinfer-python", None)
-    if backend is None or fi_version is None:
-        return False
-    name = f"fused_moe_{backend}"
-    rel = Path(name) / f"{name}.so"
-
-    def origin_dir(module: str) -> Path | None:
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            return None
-        return Path(spec.origin).parent if spec is not None and spec.origin else None
-
-    cache_version = detect_package("flashinfer-jit-cache", "flashinfer_jit_cache")
-    if cache_version is not None:
-        if cache_version != "unknown" and not cache_version.startswith(fi_version):
-            return False  # FlashInfer raises at import on this mismatch
-        cache = origin_dir("flashinfer_jit_cache")
-        if cache is not None and any(p.is_file() for p in cache.rglob(str(rel))):
-            return True
-    else:
-        pkg = origin_dir("flashinfer")
-        if pkg is not None and (pkg / "data" / "aot" / rel).is_file():
-            return True
-    base = os.environ.get("FLASHINFER_WORKSPACE_BASE") or os.path.expanduser("~")
-    pattern = os.path.join(glob.escape(base), ".cache", "flashinfer", glob.escape(fi_version), "*", "cached_ops", str(rel))
-    return bool(glob.glob(pattern))
-
-
 def detect(packages: Iterable[tuple[str, str | None]], *, arch: tuple[str, str | None] | None = None,
-           need_nvcc: bool = True) -> Environment:
+           need_nvcc: bool = True, jit: Iterable[tuple[str, str | None]] = ()) -> Environment:
     """Detect this machine. ``packages``: (distribution, module) pairs of interest (from the catalog).
-    ``arch``: an already-detected ``(arch, gpu)`` (resolve passes torch's view)."""
+    ``arch``: an already-detected ``(arch, gpu)`` (resolve passes torch's view). ``jit``: (JIT package,
+    torch-free detection module) pairs from the capability files' ``jit`` facts; each module's
+    ``detect_prebuilt(arch)`` decides ``prebuilt[package]`` (a module that fails to load or raises
+    leaves it None: not known). Raises :class:`DetectionError` when the GPU cannot be told."""
+    import importlib
+
     a, gpu = arch if arch is not None else detect_gpu()
     pk = {name: detect_package(name, module) for name, module in packages}
-    prov = {"arch": "detected (torch.cuda)" if arch else "detected (nvidia-smi)", "packages": "detected (importlib.metadata)",
-            "nvcc": "detected (nvcc --version)", "flashinfer_prebuilt": "detected (flashinfer-jit-cache installed?)"}
+    prebuilt: dict[str, bool | None] = {}
+    for package, module in jit:
+        if module is None:
+            prebuilt[package] = None
+            continue
+        try:
+            prebuilt[package] = bool(importlib.import_module(module).detect_prebuilt(a))
+        except Exception:  # noqa: BLE001 - a broken detector means "not known", never a crash of planning
+            prebuilt[package] = None
+    prov = {"arch": "detected (torch.cuda)" if arch else "detected (nvidia-smi / amdkfd)", "packages": "detected (importlib.metadata)",
+            "nvcc": "detected (nvcc --version)", "prebuilt": "detected (each JIT package's detect_prebuilt)"}
     return Environment(detected=True, arch=a, gpu=gpu, packages=pk, nvcc=detect_nvcc() if need_nvcc else None,
-                       flashinfer_prebuilt=detect_flashinfer_prebuilt(a), provenance=prov)
+                       prebuilt=prebuilt, provenance=prov)

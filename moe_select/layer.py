@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .vocab import GATED_ACTIVATIONS
+from .vocab import GATED_ACTIVATIONS, WEIGHT_ON_INPUT_ROUTINGS
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class LayerSpec:
     ep_rank: int = 0
     tp_rank: int = 0
     swiglu_limit: float | None = None
+    #: The routing weight multiplies the expert's input instead of its output (llama4 routing).
+    weight_on_input: bool = False
 
     def __post_init__(self) -> None:
         if self.num_experts % self.ep:
@@ -69,4 +71,4 @@ class LayerSpec:
         return cls(num_experts=m["num_experts"], top_k=m["top_k"], hidden_size=m["hidden_size"],
                    intermediate_size=m["moe_intermediate_size"] // moe_tp, activation=m["activation"],
                    quant=plan.quant, tp=d.tp, ep=d.ep, ep_rank=ep_rank, tp_rank=tp_rank,
-                   swiglu_limit=m.get("swiglu_limit"))
+                   swiglu_limit=m.get("swiglu_limit"), weight_on_input=m["routing"] in WEIGHT_ON_INPUT_ROUTINGS)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .capability import A2ACapability, CommonFacts, RunnerCapability
+from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .catalog import Catalog, load_catalog
 from .conditions import IntRange, When
 from .errors import InputError, Issue
@@ -74,11 +74,25 @@ def _domain(rule: Rule) -> list[tuple[str, str]]:
     return [(a, q) for a in archs for q in quants]
 
 
+def _accepts_a2a(cap: RunnerCapability, a2a: str, formats: set[str | None]) -> bool:
+    """True when some fact of ``cap`` lets it take ``a2a``'s dispatch (any engine, any conditions)."""
+    consumed = {f for d in cap.dispatch for f in d.formats}
+    restricted = bool(cap.a2a) and all(a2a not in fact.values for fact in cap.a2a)
+    return bool(consumed & formats) and not restricted
+
+
 def _runnable(catalog: Catalog, name: str, rule: Rule) -> bool:
     """True when ``name`` can run some (arch, quant, a2a) that ``rule`` can match."""
     cap = catalog.runners[name]
-    if rule.when.a2a is not None and not set(rule.when.a2a) & set(cap.a2a.values):
-        return False
+    if rule.when.a2a is not None:
+        ok = False
+        for a in rule.when.a2a:
+            acap = catalog.a2a.get(a)
+            if acap is not None:
+                formats = set(acap.formats_used(tuple(acap.modes))) if acap.modes else {acap.format}
+                ok = ok or _accepts_a2a(cap, a, formats)
+        if not ok:
+            return False
     return any(q in cap.formats_on(a) for a, q in _domain(rule))
 
 
@@ -199,11 +213,13 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
                 pairs = ", ".join(f"{a}/{q}" for a, q in starved[:8]) + (", ..." if len(starved) > 8 else "")
                 out.append(Finding(rule.where(), f"rule {rule.id} (with the disable rules covering it) disables every runner "
                                    f"that can run {pairs}: matching deployments are always refused"))
-    accepted = {a for c in catalog.runners.values() for a in c.a2a.values}
     for name, cap in sorted(catalog.a2a.items()):
-        if name not in accepted:
-            out.append(Finding(cap.where(), f"a2a {name}: no runner accepts its dispatch (no capability file lists it "
-                               "under a2a), so every deployment with it is refused"))
+        formats = set(cap.formats_used(tuple(cap.modes))) if cap.modes else {cap.format}
+        takers = [r for r, c in catalog.runners.items() if _accepts_a2a(c, name, formats)]
+        if not takers:
+            out.append(Finding(cap.where(), f"a2a {name}: no runner accepts its dispatch (none consumes "
+                               f"{'/'.join(sorted(f for f in formats if f))} without an a2a restriction that leaves it out), "
+                               "so every deployment with it is refused"))
     out += _override_findings(catalog)
     out += _comment_findings(catalog)
     return out
@@ -215,10 +231,10 @@ def _kind(path: Path) -> str:
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "the file must hold a mapping"))
     model = (RuleFile if "rules" in data else RunnerCapability if "runner" in data else A2ACapability if "a2a" in data
-             else CommonFacts if "constraints" in data else None)
+             else CommonFacts if "constraints" in data else PackageTable if "packages" in data else None)
     if model is None:
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "not a rule file (rules:) or capability file "
-                               "(runner:, a2a:, constraints:)"))
+                               "(runner:, a2a:, constraints:, packages:)"))
     validate(model, data, str(path))
     return "rules" if model is RuleFile else "capability"
 

@@ -124,17 +124,17 @@ def plan_fields(plan: Any, environment: Any = None) -> dict[str, str]:
     ``fingerprint``."""
     d = plan.deployment
     f: dict[str, Any] = {"arch": plan.arch, "gpu": plan.gpu, "runner": plan.runner, "module": plan.module,
-                         "quant": plan.quant, "tp": d.tp, "ep": d.ep, "a2a": plan.a2a, "deepep_mode": plan.deepep_mode,
+                         "quant": plan.quant, "tp": d.tp, "ep": d.ep, "a2a": plan.a2a, "a2a_mode": plan.a2a_mode,
                          "a2a_module": plan.a2a_module, "cuda_graph": plan.cuda_graph}
     f.update({f"model.{k}": v for k, v in sorted(d.model.items())})
     from .plans import canonical_files
 
-    f.update({f"file:{k}": v for k, v in canonical_files(plan.files, plan.rule_sources).items()})
+    f.update({f"file:{k}": v for k, v in canonical_files(plan.files, plan.rule_sources + plan.backend_sources).items()})
     env = plan.environment
     f.update({f"package:{k}": v or "absent" for k, v in sorted(env.packages.items())})
     for need in plan.packages:
         f.setdefault(f"package:{need.name}", need.found or need.state)
-    f.update({"nvcc": env.nvcc, "flashinfer_prebuilt": env.flashinfer_prebuilt})
+    f.update({"nvcc": env.nvcc, **{f"prebuilt:{k}": v for k, v in sorted(env.prebuilt.items())}})
     if environment is not None:  # only what the plan needs, so ranks given wider environments still compare
         f.update({"detected arch": environment.arch, "detected gpu": environment.gpu})
         for need in sorted(plan.packages, key=lambda n: n.name):

@@ -22,7 +22,8 @@ ReasonCode = Literal[
 ]
 REASON_CODES: tuple[str, ...] = ReasonCode.__args__  # type: ignore[attr-defined]
 
-#: Version of the plan JSON. 2: ``rule_sources`` and ``deployment.input_files`` (model-config hashes).
+#: Version of the plan JSON. 2: rule and capability sources, model-config hashes, engines, a2a modes and
+#: dispatch formats, quantization parameters, version assumptions, per-layer plans.
 PLAN_SCHEMA_VERSION = 2
 
 
@@ -37,11 +38,14 @@ class Reason(BaseModel):
     source: str
     fix: str | None = None
     backend: str | None = None
+    #: The engines this reason holds for, when it does not hold for every engine checked (``engine: any``).
+    engines: list[str] | None = None
 
     def render(self) -> str:
         """One line: ``code: detail [source] Fix: ...``."""
         fix = f" Fix: {self.fix}." if self.fix else ""
-        return f"{self.code}: {self.detail} [{self.source}]{fix}"
+        only = f" ({', '.join(self.engines)} only)" if self.engines else ""
+        return f"{self.code}: {self.detail}{only} [{self.source}]{fix}"
 
 
 class Candidate(BaseModel):
@@ -55,6 +59,11 @@ class Candidate(BaseModel):
     preferred_by: str | None = None
     adapter: str | None = None
     notes: list[str] = []
+    #: Engines the runner is eligible with (all checked engines' names; empty when rejected).
+    engines: list[str] = []
+    #: Facts decided by an assumed package version (a package declared present without a version, or
+    #: not declared): each names the fact, its condition and the version assumed.
+    assumptions: list[str] = []
 
 
 class ChosenBy(BaseModel):
@@ -85,14 +94,19 @@ class PackageNeed(BaseModel):
 class Plan(BaseModel):
     """A selection, as JSON for the engine (``moe-select plan -o plan.json``) and for ``resolve``.
 
-    Fields: the chosen ``runner`` and its adapter ``module`` (None: plan-only), the (a2a, runner) pairs
-    the module must register, ``a2a``/``deepep_mode`` and the dispatcher module, ``arch``, ``quant``,
-    ``activation_precision``, ``weight_layout`` (what ``prepare_weights`` produces), ``chosen_by``,
+    Fields: the chosen ``runner`` and its adapter ``module`` (None: plan-only), the dispatch formats
+    the module must register cores for (``registers``) and those the a2a backend hands over
+    (``dispatch_formats``), ``a2a``/``a2a_mode``/``a2a_modes`` and the dispatcher module, ``arch``,
+    ``quant`` and ``quant_params``, ``activation_precision``, ``weight_layout`` (what
+    ``prepare_weights`` produces), ``engine`` (asked for) and ``engines`` (those the plan holds for),
+    ``chosen_by``,
     eligible ``alternatives``, ``rejected`` candidates with reasons, the ``deployment`` and
     ``environment`` as understood, the ``packages`` needed, ``files`` (sha256 of every rule and
-    capability file read), ``rule_sources`` (the operator rule directories and files, absolute, in
-    layering order) and ``fingerprint`` (sha256 over the canonical inputs and those files).
-    ``deployment.input_files`` holds the sha256 of every model-config file read.
+    capability file read), ``rule_sources``/``backend_sources`` (the operator rule and capability
+    folders, absolute, in layering order), ``assumptions`` (facts decided by assumed package versions),
+    ``layers`` (one entry per distinct MoE layer kind when the model has more than one) and
+    ``fingerprint`` (sha256 over the canonical inputs and those files). ``deployment.input_files`` holds
+    the sha256 of every model-config file read.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -101,15 +115,20 @@ class Plan(BaseModel):
     runner: str
     module: str | None
     registers: list[str]
+    dispatch_formats: list[str]
     a2a: str
     a2a_module: str | None
-    deepep_mode: str | None
+    a2a_mode: str | None
+    a2a_modes: list[str]
     arch: str
     gpu: str | None
     quant: str
+    quant_params: dict[str, Any]
     activation_precision: str
     weight_layout: dict[str, str] | None
     cuda_graph: bool
+    engine: str
+    engines: list[str]
     chosen_by: ChosenBy
     alternatives: list[str]
     rejected: list[Candidate]
@@ -118,8 +137,11 @@ class Plan(BaseModel):
     packages: list[PackageNeed]
     jit: str | None = None
     notes: list[str] = []
+    assumptions: list[str] = []
+    layers: list[dict[str, Any]] = []
     files: dict[str, str]
     rule_sources: list[str] = []
+    backend_sources: list[str] = []
     fingerprint: str
 
     def to_json(self) -> str:

@@ -32,13 +32,15 @@ def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tenso
 
 def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w13: torch.Tensor,
                   w2: torch.Tensor, activation: str = "silu", *, expert_offset: int = 0,
-                  swiglu_limit: float | None = None) -> torch.Tensor:
+                  swiglu_limit: float | None = None, weight_on_input: bool = False) -> torch.Tensor:
     """float64 MoE forward.
 
     ``x [T, H]``; ``topk_ids [T, K]`` (global ids; those outside ``[expert_offset, expert_offset + E)``
     or -1 are skipped); ``topk_weights [T, K]``; ``w13 [E, 2*I, H]`` (``[E, I, H]`` for relu2) and
     ``w2 [E, H, I]`` already dequantized (any float dtype), or :class:`QuantizedExperts` (dequantized
-    here, one expert at a time). Returns ``[T, H]`` float64 on the CPU.
+    here, one expert at a time). ``weight_on_input``: the routing weight multiplies the expert's input
+    (llama4 routing: ``out[t] = sum_k w2[e] @ act(w13[e] @ (weight * x[t]))``). Returns ``[T, H]``
+    float64 on the CPU.
     """
     x64 = x.detach().to("cpu", torch.float64)
     ids = topk_ids.detach().to("cpu", torch.int64)
@@ -52,7 +54,10 @@ def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.T
         a = w13[e].detach().to("cpu", torch.float64)
         b = w2[e].detach().to("cpu", torch.float64)
         for t, k in (ids == e + expert_offset).nonzero().tolist():
-            out[t] += wts[t, k] * (b @ _act64(a @ x64[t], activation, swiglu_limit))
+            if weight_on_input:  # llama4: out = expert(weight * x)
+                out[t] += b @ _act64(a @ (wts[t, k] * x64[t]), activation, swiglu_limit)
+            else:
+                out[t] += wts[t, k] * (b @ _act64(a @ x64[t], activation, swiglu_limit))
     return out
 
 

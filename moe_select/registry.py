@@ -1,50 +1,55 @@
 """The explicit registry of expert compute cores and token dispatchers.
 
-Nothing registers itself on import. An adapter module exposes ``register(registry)``; the resolver
-imports the module named by the plan and calls it, then checks that every (a2a, runner) pair the
-capability file promises is there. Registration is idempotent (the same factory twice is a no-op)
-and thread-safe; a different factory under a taken key is an error naming both.
+Cores are keyed by (runner, dispatch format) -- ``standard`` (token-major) or ``batched`` (expert-major;
+:mod:`moe_select.contracts`) -- and dispatchers by all-to-all backend name, so a new all-to-all that hands
+over an existing format needs no runner change. Nothing registers itself on import. An adapter module
+exposes ``register(registry)``; the resolver imports the module named by the plan and calls it, then
+checks that every format the capability file promises is there. Registration is idempotent (the same
+factory twice is a no-op) and thread-safe; a different factory under a taken key is an error naming both.
 """
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
 
+from .contracts import DISPATCH_FORMATS, CoreFactory, DispatcherFactory
 from .errors import MoeSelectError
 
 
 class RegistrationError(MoeSelectError):
-    """Two different factories claimed the same (a2a, runner) pair or dispatcher name."""
+    """Two different factories claimed the same (runner, format) or dispatcher name, or a format is unknown."""
 
 
-def _name(f: Any) -> str:
+def _name(f: object) -> str:
     return f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', repr(f))}"
 
 
 class Registry:
-    """(a2a, runner) -> core factory, and a2a -> dispatcher factory.
+    """(runner, dispatch format) -> core factory, and a2a name -> dispatcher factory.
 
-    A core factory is called as ``factory(spec: LayerSpec, device)`` and returns an object with
-    ``prepare_weights(w13, w2, **scales)`` and ``forward(hidden_states, topk_ids, topk_weights, weights)``.
-    A dispatcher factory is called as ``factory(spec, group)`` and returns an object with
-    ``run(core, hidden_states, topk_ids, topk_weights, weights)``.
+    A core factory is called as ``factory(spec: LayerSpec, device)`` and returns an
+    :class:`~moe_select.contracts.ExpertCore`; a dispatcher factory as ``factory(spec, group)`` and
+    returns a :class:`~moe_select.contracts.TokenDispatcher` (``format`` says which cores it feeds).
     """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._cores: dict[tuple[str, str], Callable[..., Any]] = {}
-        self._dispatchers: dict[str, Callable[..., Any]] = {}
+        self._cores: dict[tuple[str, str], CoreFactory] = {}
+        self._dispatchers: dict[str, DispatcherFactory] = {}
         self.loaded_modules: set[str] = set()
 
-    def register_core(self, runner: str, a2a: str, factory: Callable[..., Any]) -> None:
-        """Register ``factory`` as the core of ``runner`` for dispatch from ``a2a``."""
+    def register_core(self, runner: str, dispatch_format: str, factory: CoreFactory) -> None:
+        """Register ``factory`` as ``runner``'s core for ``dispatch_format`` (``standard`` or ``batched``).
+        Raises :class:`RegistrationError` for an unknown format or a key another factory holds."""
+        if dispatch_format not in DISPATCH_FORMATS:
+            raise RegistrationError(f"{_name(factory)}: dispatch format {dispatch_format!r} is not one of "
+                                    f"{', '.join(DISPATCH_FORMATS)}")
         with self._lock:
-            old = self._cores.get((a2a, runner))
+            old = self._cores.get((runner, dispatch_format))
             if old is not None and old is not factory:
-                raise RegistrationError(f"({a2a}, {runner}) is registered to {_name(old)}; {_name(factory)} tried to take it")
-            self._cores[(a2a, runner)] = factory
+                raise RegistrationError(f"({runner}, {dispatch_format}) is registered to {_name(old)}; {_name(factory)} tried to take it")
+            self._cores[(runner, dispatch_format)] = factory
 
-    def register_dispatcher(self, a2a: str, factory: Callable[..., Any]) -> None:
+    def register_dispatcher(self, a2a: str, factory: DispatcherFactory) -> None:
         """Register ``factory`` as the token dispatcher of all-to-all backend ``a2a``."""
         with self._lock:
             old = self._dispatchers.get(a2a)
@@ -52,18 +57,18 @@ class Registry:
                 raise RegistrationError(f"dispatcher {a2a} is registered to {_name(old)}; {_name(factory)} tried to take it")
             self._dispatchers[a2a] = factory
 
-    def core(self, runner: str, a2a: str) -> Callable[..., Any] | None:
-        """The core factory registered for (``a2a``, ``runner``), or None."""
+    def core(self, runner: str, dispatch_format: str) -> CoreFactory | None:
+        """The core factory registered for (``runner``, ``dispatch_format``), or None."""
         with self._lock:
-            return self._cores.get((a2a, runner))
+            return self._cores.get((runner, dispatch_format))
 
-    def dispatcher(self, a2a: str) -> Callable[..., Any] | None:
+    def dispatcher(self, a2a: str) -> DispatcherFactory | None:
         """The dispatcher factory registered for ``a2a``, or None."""
         with self._lock:
             return self._dispatchers.get(a2a)
 
     def pairs(self) -> set[tuple[str, str]]:
-        """Every registered (a2a, runner) pair."""
+        """Every registered (runner, dispatch format)."""
         with self._lock:
             return set(self._cores)
 

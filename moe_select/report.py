@@ -27,6 +27,10 @@ class Report(BaseModel):
     capability_files: list[str]
     #: Bundled rule id -> "<bundled file:line> replaced by <operator file:line>" (operator overrides).
     overridden_rules: dict[str, str] = {}
+    #: Display name -> origin of every capability or rule file that is not bundled (plugin, operator folder).
+    origins: dict[str, str] = {}
+    #: Installed or declared package versions newer than the facts were checked against.
+    version_notes: list[str] = []
 
     def summary(self) -> str:
         """One log line, e.g. ``moe-select: deep_gemm (rule sm90-fp8-block ...) for sm90 ...; eligible: ...``."""
@@ -44,7 +48,7 @@ class Report(BaseModel):
         """The ``--json`` form (see README): status, deployment (flat), plan, candidates, reasons."""
         dep = self.deployment.model_dump(mode="json")
         model = dep.pop("model")
-        flat = {**dep, **model}
+        flat = {**dep, **model, "deepep_mode": dep.get("a2a_mode")}  # deepep_mode: SGLang's name, kept for readers of v1
         return {
             "status": self.status,
             "deployment": flat,
@@ -55,6 +59,8 @@ class Report(BaseModel):
             "rule_files": self.rule_files,
             "capability_files": self.capability_files,
             "overridden_rules": self.overridden_rules,
+            "origins": self.origins,
+            "version_notes": self.version_notes,
         }
 
     def render_text(self) -> str:
@@ -64,12 +70,18 @@ class Report(BaseModel):
         out.append("Deployment (as understood)")
         rows = [("arch", f"{u.arch}" + (f" ({u.gpu})" if u.gpu else ""), u.provenance.get("arch", "")),
                 ("quant", u.quant, u.provenance.get("quant", ""))]
+        if u.quant_params:
+            rows.append(("quant_params", ", ".join(f"{k} {v}" for k, v in u.quant_params.items()), u.provenance.get("quant_params", "")))
         for k, v in u.model.items():
             rows.append((k, str(v), u.provenance.get(f"model.{k}", "")))
-        for k in ("tp", "ep", "a2a", "deepep_mode", "runner", "cuda_graph"):
+        for k in ("engine", "phase", "max_tokens_per_rank", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "a2a_mode",
+                  "runner", "cuda_graph"):
             v = getattr(u, k)
-            if v is not None:
-                rows.append((k, str(v).lower() if isinstance(v, bool) else str(v), u.provenance.get(k, "")))
+            if v is not None and not (k in ("dp",) and v == 1 and k not in u.provenance) and not (k == "shared_expert_fusion" and not v):
+                text = str(v).lower() if isinstance(v, bool) else str(v)
+                if k == "a2a_mode" and u.a2a_modes:
+                    text += f" (uses {', '.join(u.a2a_modes)})"
+                rows.append((k, text, u.provenance.get(k, "")))
         w = max(len(r[0]) for r in rows)
         vw = max(len(r[1]) for r in rows)
         out += [f"  {k:<{w}}  {v:<{vw}}  {src}" for k, v, src in rows]
@@ -78,20 +90,25 @@ class Report(BaseModel):
         out.append("Environment (" + ("detected on this machine" if env.detected else "declared; what is not declared is assumed present") + ")")
         pk = ", ".join(f"{k} {v or 'absent'}" for k, v in sorted(env.packages.items())) or "none declared"
         out.append(f"  packages: {pk}")
+        pre = ", ".join(f"{k} {'unknown' if v is None else v}" for k, v in sorted(env.prebuilt.items()))
         out.append(f"  nvcc: {env.nvcc or ('not found' if env.detected else 'not declared')}; "
-                   f"flashinfer prebuilt: {'unknown' if env.flashinfer_prebuilt is None else env.flashinfer_prebuilt}")
+                   f"prebuilt JIT kernels: {pre or ('none detected' if env.detected else 'not declared')}")
+        out += [f"  note: {n}" for n in self.version_notes]
         out.append("")
         if self.plan:
             p = self.plan
             how = f"rule {p.chosen_by.rule} ({p.chosen_by.source})" if p.chosen_by.how == "rule" else f"asked for explicitly ({p.chosen_by.source})"
             out.append(f"Plan: {p.runner}  chosen by {how}")
             out.append(f"  adapter: {p.module or 'none in this install (plan-only)'}; a2a: {p.a2a}"
-                       + (f" ({p.deepep_mode})" if p.deepep_mode else "") + f"; activations: {p.activation_precision}")
+                       + (f" ({p.a2a_mode}: {', '.join(p.a2a_modes)})" if p.a2a_mode else "")
+                       + f"; dispatch: {', '.join(p.dispatch_formats) or 'n/a'}; activations: {p.activation_precision}")
+            out.append(f"  engines: {', '.join(p.engines)}" + (" (engine: any)" if p.engine == "any" else ""))
             if p.weight_layout:
                 out.append(f"  weights: w13 {p.weight_layout['w13']}; w2 {p.weight_layout['w2']}")
             out += [f"  note: {n}" for n in p.notes]
             if p.jit:
                 out.append(f"  jit: {p.jit}")
+            out += [f"  assumed: {a}" for a in p.assumptions]
             out.append(f"  other eligible: {', '.join(p.alternatives) or 'none'}")
             out.append(f"  fingerprint: {p.fingerprint}")
         else:
@@ -122,5 +139,8 @@ class Report(BaseModel):
         if self.overridden_rules:
             out.append("Overridden bundled rules (operator rules with the same id replace them in place):")
             out += [f"  {rid}: {how}" for rid, how in self.overridden_rules.items()]
-        out.append(f"Rule files: {', '.join(self.rule_files)}; capability files: {len(self.capability_files)} under backends/")
+        if self.origins:
+            out.append("Files from plugins and operator folders:")
+            out += [f"  {name}: {origin}" for name, origin in sorted(self.origins.items())]
+        out.append(f"Rule files: {', '.join(self.rule_files)}; capability files: {len(self.capability_files)}")
         return "\n".join(out)

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .catalog import load_catalog, plugin_adapters
+from .catalog import load_catalog
 from .environment import Environment, detect
 from .errors import InputError, ResolveError
 from .plans import Plan, Reason
@@ -82,7 +82,8 @@ def torch_arch() -> tuple[str, str | None]:
 
 #: Plan fields that the selector derives; a plan whose fields differ from a fresh selection over its own
 #: inputs was edited (or made by other code) and is refused.
-DERIVED_FIELDS = tuple(f for f in Plan.model_fields if f not in ("schema_version", "deployment", "environment", "files", "rule_sources"))
+DERIVED_FIELDS = tuple(f for f in Plan.model_fields
+                       if f not in ("schema_version", "deployment", "environment", "files", "rule_sources", "backend_sources"))
 
 
 def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
@@ -144,7 +145,7 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
         out.append(Reason(code="plan_mismatch", detail=f"arch: the plan was made for {made}; this machine is {here}",
                           source=plan.deployment.provenance.get("arch", "plan"), fix="plan again on this machine (arch: auto)"))
     try:
-        catalog = catalog or load_catalog(plan.rule_sources, use_env=False)
+        catalog = catalog or plan_catalog(plan)
         now = catalog.files
     except InputError as exc:
         out.append(Reason(code="plan_mismatch", detail=f"the rule/capability files no longer load: {exc}", source="catalog"))
@@ -160,7 +161,7 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
     out += _input_file_reasons(plan)
     if now and not changed:
         out += _replan_reasons(plan, catalog)
-        if plan.module is None and plugin_adapters().get(plan.runner) is None:
+        if plan.module is None and catalog.plugins.get(plan.runner) is None:
             out.append(Reason(code="no_adapter", detail=f"{plan.runner} has no adapter in this install (plan-only); install a "
                               "plugin that registers one under the moe_select.adapters entry-point group",
                               source=f"backends/{plan.runner}.yaml"))
@@ -176,11 +177,19 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
         elif found != "unknown" and not satisfies(found, need.version):
             out.append(Reason(code="dependency_missing", detail=f"{need.needed_by} needs {need.name}{spec}; {found} is installed",
                               source=need.source, fix=f"pip install '{need.name}{need.version}'"))
-    if require_prebuilt and plan.jit is not None and env.flashinfer_prebuilt is not True:
+    jit = catalog.runners[plan.runner].jit if catalog is not None and plan.runner in catalog.runners else None
+    if require_prebuilt and plan.jit is not None and (jit is None or env.prebuilt.get(jit.package) is not True):
+        hint = (f"install {jit.prebuilt_package} (matching {jit.package}), or " if jit is not None and jit.prebuilt_package else "")
         out.append(Reason(code="dependency_missing", detail=f"{plan.runner} would JIT-compile at its first call and "
                           f"require_prebuilt is set: {plan.jit}", source="resolve(require_prebuilt=True)",
-                          fix="pip install flashinfer-jit-cache (matching flashinfer-python), or plan another runner"))
+                          fix=f"{hint}plan another runner"))
     return out
+
+
+def plan_catalog(plan: Plan) -> Any:
+    """The catalog a plan was made with: bundled files, installed plugins, and the plan's operator rule
+    and capability folders (absolute; never the environment variables: the plan says what was used)."""
+    return load_catalog(plan.rule_sources, use_env=False, backends_dirs=plan.backend_sources)
 
 
 def _device(device: Any, plan: Plan, rank: int | None) -> Any:
@@ -221,9 +230,10 @@ def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
     return []
 
 
-def _adapter_reasons(p: Plan, registry: Any) -> list[Reason]:
-    """Steps 3-4: load the runner's and the dispatcher's modules, check what they registered."""
-    module = p.module or plugin_adapters().get(p.runner)
+def _adapter_reasons(p: Plan, registry: Any, catalog: Any) -> list[Reason]:
+    """Steps 3-4: load the runner's and the dispatcher's modules, check what they registered: a core for
+    every dispatch format the capability file promises and the a2a backend hands over, and the dispatcher."""
+    module = p.module or catalog.plugins.get(p.runner)
     if module is None:
         return [Reason(code="no_adapter", detail=f"{p.runner} has no adapter in this install (plan-only); "
                        "install a plugin that registers one under the moe_select.adapters entry-point group",
@@ -236,11 +246,11 @@ def _adapter_reasons(p: Plan, registry: Any) -> list[Reason]:
         reasons += _load_adapter(p.a2a_module, f"a2a {p.a2a}", registry)
     if reasons:
         return reasons
-    promised = sorted(set(p.registers) | {p.a2a})
-    missing = [a for a in promised if registry.core(p.runner, a) is None]
+    promised = sorted(set(p.registers) | set(p.dispatch_formats))
+    missing = [f for f in promised if registry.core(p.runner, f) is None]
     if missing:
-        return [Reason(code="no_adapter", detail=f"module {module} did not register "
-                       + ", ".join(f"({a}, {p.runner})" for a in missing)
+        return [Reason(code="no_adapter", detail=f"module {module} did not register a {p.runner} core for "
+                       + ", ".join(f"{f} dispatch" for f in missing)
                        + f" (registered: {sorted(registry.pairs())})", source=f"backends/{p.runner}.yaml")]
     if registry.dispatcher(p.a2a) is None:
         return [Reason(code="no_adapter", detail=f"module {p.a2a_module} did not register dispatcher {p.a2a}",
@@ -288,15 +298,22 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
                 pass  # every rank now refuses; this one with its own error
         raise
     with _lock:
+        try:
+            catalog = catalog or plan_catalog(p)
+        except InputError as exc:
+            raise ResolveError([Reason(code="plan_mismatch", detail=f"the rule/capability files no longer load: {exc}",
+                                       source="catalog", fix="fix the files, or plan again")], rank=rank) from None
+        cap = catalog.runners.get(p.runner)
+        jit = [(cap.jit.package, cap.jit.detect)] if cap is not None and cap.jit is not None else []
         env = environment or detect([(n.name, n.module) for n in p.packages], arch=torch_arch(),
-                                    need_nvcc=p.jit is not None)
+                                    need_nvcc=p.jit is not None, jit=jit)
         reasons = check_environment(p, env, require_prebuilt=require_prebuilt, catalog=catalog)
         if group is not None:
             from .parallel import agree_on_plan, group_reasons
 
             reasons += group_reasons(p, group)
         if not reasons:
-            reasons = _adapter_reasons(p, registry)
+            reasons = _adapter_reasons(p, registry, catalog)
         if group is not None:
             agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s, environment=env)
         if reasons:
@@ -315,8 +332,8 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
             raise ResolveError([Reason(code="parallelism_unsupported", detail=f"rank: {exc}", source="resolve(ep_rank=...)")],
                                rank=rank) from None
         dev = _device(device, p, rank)
-        core = registry.core(p.runner, p.a2a)(spec, dev)
         dispatcher = registry.dispatcher(p.a2a)(spec, group)
+        core = registry.core(p.runner, dispatcher.format)(spec, dev)
         runner = MoeRunner(p, spec, core, dispatcher, dev)
     if verify:
         from .verify import verify_runner

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .capability import A2ACapability, CommonFacts, RunnerCapability
+from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .deployment import Deployment
 from .policy import RuleFile
 from .plans import Plan
@@ -20,6 +20,7 @@ SCHEMAS = {
     "runner": RunnerCapability,
     "a2a": A2ACapability,
     "common": CommonFacts,
+    "packages": PackageTable,
     "rules": RuleFile,
     "plan": Plan,
 }

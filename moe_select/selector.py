@@ -4,188 +4,326 @@ Nothing here imports torch or reads the environment inside a check: the :class:`
 input (declared for another machine, or detected once for this one before checks run). Every runner
 of the catalog is checked against every fact, and every failure is reported with its closed code, a
 detail naming the values, the ``file:line`` of the fact or rule, and a fix where one exists.
+
+Engines: with ``engine: any`` each runner is checked once per engine whose facts differ (SGLang, vLLM,
+TensorRT-LLM) and is eligible where at least one engine runs it; the candidate and the plan name those
+engines, and a reason that holds for some engines only says which. Versions: a fact conditioned on a
+package version (``requires``) is decided by the declared or detected version; a package assumed present
+without a version is taken at the newest version the facts were checked against, and the candidate
+lists every fact that assumption decided.
 """
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
-from .capability import A2ACapability, Package, RunnerCapability
+from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support
 from .catalog import Catalog, default_catalog
-from .conditions import Constraint, facts_of, fmt_num, parallel_fixes
+from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fixes
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
+from .formats import FORMATS, block_shape, group_size
 from .plans import PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, canonical_files, fingerprint
 from .report import Report
-from .versions import at_least, satisfies
-from .vocab import ACTIVATION_PRECISION, DEEPEP_MODES_OF
+from .versions import at_least, newer, satisfies
+from .vocab import ENGINES, WEIGHT_ON_INPUT_ROUTINGS
+
+#: Quantities a tp/ep change can fix: constraints on them get a parallelism suggestion.
+PARALLEL_FIELDS = ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank", "intermediate_per_rank",
+                   "moe_intermediate_size", "shared_intermediate_per_tp", "dense_intermediate_per_tp")
 
 
-def _facts(u: Understood, env: Environment) -> dict[str, Any]:
+@dataclass
+class _Ctx:
+    """What every check reads: the deployment, the machine, the catalog, and the flat facts of one engine."""
+
+    u: Understood
+    env: Environment
+    catalog: Catalog
+    facts: dict[str, Any]
+    fixes: dict[int, str | None] = field(default_factory=dict)  # id(constraint) -> cached parallel fix
+
+
+def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
     m = u.model
-    f = facts_of(arch=u.arch, quant=u.quant, a2a=u.a2a, deepep_mode=u.deepep_mode, activation=m["activation"],
-                 routing=m["routing"], cuda_graph=u.cuda_graph, tp=u.tp, ep=u.ep, num_experts=m["num_experts"],
-                 top_k=m["top_k"], hidden_size=m["hidden_size"], moe_intermediate_size=m["moe_intermediate_size"])
-    f["flashinfer_prebuilt"] = env.flashinfer_prebuilt
-    return f
+    return facts_of(arch=u.arch, quant=u.quant, a2a=u.a2a, a2a_modes=u.a2a_modes, activation=m["activation"],
+                    routing=m["routing"], cuda_graph=u.cuda_graph, tp=u.tp, ep=u.ep, num_experts=m["num_experts"],
+                    top_k=m["top_k"], hidden_size=m["hidden_size"], moe_intermediate_size=m["moe_intermediate_size"],
+                    engine=engine, phases=u.phases, dp=u.dp, num_shared_experts=m.get("num_shared_experts", 0),
+                    fused_shared_experts=u.fused_shared_experts, max_tokens_per_rank=u.max_tokens_per_rank,
+                    n_group=m.get("n_group"), topk_group=m.get("topk_group"), block=block_shape(u.quant, u.quant_params),
+                    group_size=group_size(u.quant, u.quant_params),
+                    shared_intermediate_size=m.get("shared_expert_intermediate_size"),
+                    dense_intermediate_size=m.get("dense_intermediate_size"))
 
 
 def _arch_label(u: Understood) -> str:
     return f"{u.arch} ({u.gpu})" if u.gpu else u.arch
 
 
-def _constraint_reasons(cons: Iterable[Constraint], facts: dict[str, Any], owner: str, backend: str,
-                        common: Iterable[Constraint] = ()) -> list[Reason]:
-    out = []
-    common = list(common)
-    for c in cons:
-        if not c.applies(facts):
+# --------------------------------------------------------------------------------------- conditions
+def _requires(req: dict[str, str] | None, ctx: _Ctx) -> tuple[bool, list[str], str]:
+    """Whether the packages meet ``req``: ``(ok, assumptions, what differs)``. A package assumed present
+    (not declared, or declared without a version) is taken at the table's ``checked_up_to`` version."""
+    ok, assumed, differs = True, [], []
+    for name, spec in (req or {}).items():
+        known = ctx.catalog.packages_table.get(name)
+        state, found = ctx.env.package(name, known.module if known else None)
+        if state == "absent":
+            ok = False
+            differs.append(f"{name} is not installed")
             continue
-        v = c.violation(facts)
+        version = found if found not in (None, "unknown") else (known.checked_up_to if known else None)
+        if found in (None, "unknown"):
+            if version is None:
+                assumed.append(f"{name} {spec} assumed (version not known)")
+                continue
+            assumed.append(f"{name} {spec} decided assuming {version}, the newest version checked (not declared)")
+        if not satisfies(version, spec):  # type: ignore[arg-type]
+            ok = False
+            differs.append(f"{name} is {version}")
+    return ok, assumed, "; ".join(differs)
+
+
+def _holds(fact: Conditional, ctx: _Ctx, assumed: list[str]) -> bool:
+    """True when ``fact``'s ``when`` and ``requires`` hold; version assumptions are appended to ``assumed``."""
+    if fact.when is not None and not fact.when.matches(ctx.facts):
+        return False
+    ok, assumptions, _ = _requires(fact.requires, ctx)
+    if ok:
+        assumed.extend(assumptions)
+    return ok
+
+
+def _why_not(fact: Conditional, ctx: _Ctx) -> tuple[str, str | None]:
+    """Text of a fact's conditions that do not hold here, and a fix when only package versions differ."""
+    parts, fix = [], None
+    when_ok = fact.when is None or fact.when.matches(ctx.facts)
+    if fact.when is not None and fact.when.keys():
+        parts.append(f"when {fact.when.describe()}")
+    ok, _, differs = _requires(fact.requires, ctx)
+    if fact.requires:
+        parts.append(", ".join(f"{k} {v}" for k, v in fact.requires.items()) + (f" ({differs})" if differs else ""))
+        if when_ok and not ok:
+            fix = " and ".join(f"pip install '{k}{v}'" for k, v in fact.requires.items())
+    return "; ".join(parts), fix
+
+
+# ------------------------------------------------------------------------------------------- checks
+def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backend: str | None,
+                        assumed: list[str]) -> list[Reason]:
+    out = []
+    for c in cons:
+        if not c.applies(ctx.facts) or not _holds(c, ctx, assumed):
+            continue
+        v = c.violation(ctx.facts)
         if v is None:
             continue
         why = f" ({c.why})" if c.why else ""
-        cond = f" (when {c.when.describe()})" if c.when else ""
-        fix = parallel_fixes(c, facts, also=common) if c.field in ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank",
-                                                        "intermediate_per_rank", "moe_intermediate_size") else None
+        cond = c.describe_conditions()
+        cond = f" (when {cond})" if cond else ""
+        fix = None
+        if c.field in PARALLEL_FIELDS:
+            if id(c) not in ctx.fixes:
+                ctx.fixes[id(c)] = parallel_fixes(c, ctx.facts, also=ctx.catalog.common.constraints)
+            fix = ctx.fixes[id(c)]
         out.append(Reason(code=c.code, detail=f"{owner}{cond}: {v}{why}", source=c.where(), fix=fix, backend=backend))
     return out
 
 
-def _package_reasons(pkgs: Iterable[Package], env: Environment, facts: dict[str, Any], owner: str,
-                     backend: str, needs: list[PackageNeed]) -> list[Reason]:
+def _package_reasons(pkgs: Iterable[PackageNeedFact], ctx: _Ctx, owner: str, backend: str | None,
+                     needs: list[PackageNeed]) -> list[Reason]:
     out = []
     for p in pkgs:
-        if p.when is not None and not p.when.matches(facts):
+        if p.when is not None and not p.when.matches(ctx.facts):
             continue
-        state, found = env.package(p.name, p.module)
-        needs.append(PackageNeed(name=p.name, module=p.module, version=p.version, state=state, found=found,
-                                 needed_by=owner, source=p.where(), install=p.install))
+        known = ctx.catalog.packages_table.get(p.name)
+        module = known.module if known else p.name.replace("-", "_")
+        install = (known.install if known else None) or f"pip install '{p.name}{p.version or ''}'"
+        state, found = ctx.env.package(p.name, module)
+        needs.append(PackageNeed(name=p.name, module=module, version=p.version, state=state, found=found,
+                                 needed_by=owner, source=p.where(), install=known.install if known else None))
         spec = f" {p.version}" if p.version else ""
-        where = "on this machine" if env.detected else "in the deployment's packages"
+        where = "on this machine" if ctx.env.detected else "in the deployment's packages"
         if state == "absent":
-            out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec} (import {p.module}); "
-                              f"it is not installed ({where})", source=p.where(),
-                              fix=p.install or f"pip install '{p.name}{p.version or ''}'", backend=backend))
+            out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec} (import {module}); "
+                              f"it is not installed ({where})", source=p.where(), fix=install, backend=backend))
         elif state == "present" and found not in (None, "unknown") and not satisfies(found, p.version):
             out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec}; {found} is installed ({where})",
                               source=p.where(), fix=f"pip install '{p.name}{p.version}'", backend=backend))
     return out
 
 
-def _a2a_reasons(a2a: A2ACapability, u: Understood, env: Environment, facts: dict[str, Any],
-                 needs: list[PackageNeed], common: Iterable[Constraint] = ()) -> list[Reason]:
+def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assumed: list[str]) -> list[Reason]:
     """Deployment-level reasons of the all-to-all backend (they apply to every candidate)."""
-    owner = f"a2a {a2a.a2a}"
+    u, owner = ctx.u, f"a2a {a2a.a2a}"
     out: list[Reason] = []
     if u.arch not in a2a.archs.values:
-        out.append(Reason(code="a2a_unsupported", detail=f"{owner} runs on {', '.join(a2a.archs.values)}; this deployment is {_arch_label(u)}",
-                          source=a2a.archs.where(), fix="a2a: none"))
-    out += _constraint_reasons(a2a.constraints, facts, owner, None, common)  # type: ignore[arg-type]
-    out += _package_reasons(a2a.packages, env, facts, owner, None, needs)  # type: ignore[arg-type]
+        out.append(Reason(code="a2a_unsupported", detail=f"{owner} runs on {', '.join(a2a.archs.values)}; this deployment is "
+                          f"{_arch_label(u)}", source=a2a.archs.where(), fix="a2a: none"))
+    out += _constraint_reasons(a2a.constraints, ctx, owner, None, assumed)
+    out += _package_reasons(a2a.packages, ctx, owner, None, needs)
     if u.cuda_graph:
-        modes = DEEPEP_MODES_OF.get(u.deepep_mode or "", ())
-        if a2a.modes and u.deepep_mode != "auto":
-            for m in modes:
-                if not a2a.modes[m].cuda_graph:
-                    out.append(Reason(code="cuda_graph_unsupported", detail=f"{owner} {m} mode cannot be captured in a CUDA graph",
-                                      source=a2a.modes[m].where(), fix="deepep_mode: low_latency (or auto), or cuda_graph: false"))
-        elif not a2a.modes and not a2a.cuda_graph.supported:
+        for m in a2a.graph_modes(u.a2a_mode, u.phases):
+            if not a2a.modes[m].cuda_graph:  # type: ignore[index]
+                others = [x for x in a2a.modes if a2a.modes[x].cuda_graph]  # type: ignore[index]
+                out.append(Reason(code="cuda_graph_unsupported", detail=f"{owner} {m} mode (used for decode) cannot be captured in a CUDA graph",
+                                  source=a2a.modes[m].where(),  # type: ignore[index]
+                                  fix=(f"a2a_mode: {others[0]}, or " if others else "") + "cuda_graph: false"))
+        if not a2a.modes and a2a.cuda_graph is not None and not a2a.cuda_graph.supported:
             out.append(Reason(code="cuda_graph_unsupported", detail=f"{owner} cannot be captured in a CUDA graph",
                               source=a2a.cuda_graph.where(), fix="cuda_graph: false"))
     return out
 
 
-def _mode_fix(modes: list[str], cuda_graph: bool, deepep: A2ACapability | None) -> str | None:
-    """``deepep_mode: X`` for a runner that accepts one mode, with ``cuda_graph: false`` when X cannot be captured."""
-    if len(modes) != 1:
-        return None
-    mode = modes[0]
-    capturable = deepep is None or mode not in deepep.modes or deepep.modes[mode].cuda_graph
-    return f"deepep_mode: {mode}" + ("" if capturable or not cuda_graph else " and cuda_graph: false")
+def _values_check(facts: Sequence[Fact], attr: str, value: str, ctx: _Ctx, assumed: list[str]
+                  ) -> tuple[bool, list[str], Fact | None, str, str | None]:
+    """For list-valued facts: ``(value accepted, values of the applicable facts, a fact that would accept
+    value but does not apply, why not, fix)``."""
+    have: list[str] = []
+    blocked: Fact | None = None
+    for f in facts:
+        vals = getattr(f, attr)
+        vals = ["any"] if vals == "any" else list(vals)
+        if _holds(f, ctx, assumed):
+            have += [v for v in vals if v not in have]
+        elif value in vals and blocked is None:
+            blocked = f
+    why, fix = _why_not(blocked, ctx) if blocked is not None else ("", None)
+    return value in have, have, blocked, why, fix
 
 
-def check_runner(cap: RunnerCapability, u: Understood, env: Environment, facts: dict[str, Any],
-                 catalog: Catalog, needs: list[PackageNeed]) -> list[Reason]:
-    """Every reason ``cap`` cannot serve ``u`` on ``env`` (not counting rules and a2a-level reasons)."""
-    name, out = cap.runner, []
-    arch = _arch_label(u)
+def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> list[Reason]:
+    u, name = ctx.u, cap.runner
     if u.arch not in cap.archs:
-        out.append(Reason(code="arch_unsupported", detail=f"{name} runs on {', '.join(cap.archs)}; this deployment is {arch}",
-                          source=cap.support[0].where(), backend=name))
-    elif u.quant not in cap.formats_on(u.arch):
-        elsewhere = sorted({a for s in cap.support if u.quant in s.formats for a in s.archs})
-        hint = f"; {u.quant} runs on {', '.join(elsewhere)}" if elsewhere else f"; {name} never runs {u.quant}"
-        src = next(s for s in cap.support if u.arch in s.archs)
-        out.append(Reason(code="quant_unsupported", detail=f"{name} on {u.arch} runs {', '.join(cap.formats_on(u.arch))}; "
-                          f"not {u.quant}{hint}", source=src.where(), backend=name))
-    if u.arch not in cap.archs and not any(u.quant in s.formats for s in cap.support):
-        out.append(Reason(code="quant_unsupported", detail=f"{name} never runs {u.quant} (on any arch)",
-                          source=cap.support[0].where(), backend=name))
+        out = [Reason(code="arch_unsupported", detail=f"{name} runs on {', '.join(cap.archs)}; this deployment is {_arch_label(u)}",
+                      source=cap.support[0].where(), backend=name)]
+        if not any(u.quant in s.formats for s in cap.support):
+            out.append(Reason(code="quant_unsupported", detail=f"{name} never runs {u.quant} (on any arch)",
+                              source=cap.support[0].where(), backend=name))
+        return out
+    rows = [s for s in cap.support if u.arch in s.archs and u.quant in s.formats]
+    if any(_holds(s, ctx, assumed) for s in rows):
+        return []
+    if rows:
+        why, fix = _why_not(rows[0], ctx)
+        return [Reason(code="quant_unsupported", detail=f"{name} runs {u.quant} on {u.arch} only {why}", source=rows[0].where(),
+                       fix=fix, backend=name)]
+    elsewhere = sorted({a for s in cap.support if u.quant in s.formats for a in s.archs})
+    hint = f"; {u.quant} runs on {', '.join(elsewhere)}" if elsewhere else f"; {name} never runs {u.quant}"
+    src = next(s for s in cap.support if u.arch in s.archs)
+    return [Reason(code="quant_unsupported", detail=f"{name} on {u.arch} runs {', '.join(dict.fromkeys(cap.formats_on(u.arch)))}; "
+                   f"not {u.quant}{hint}", source=src.where(), backend=name)]
+
+
+def _support_row(cap: RunnerCapability, ctx: _Ctx) -> Support | None:
+    u = ctx.u
+    return next((s for s in cap.support if u.arch in s.archs and u.quant in s.formats and _holds(s, ctx, [])), None)
+
+
+def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], assumed: list[str]) -> list[Reason]:
+    """Every reason ``cap`` cannot serve the deployment of ``ctx`` under its engine (not counting rules
+    and a2a-level reasons)."""
+    u, name, out = ctx.u, cap.runner, []
+    out += _support_reasons(cap, ctx, assumed)
     act = u.model["activation"]
-    if act not in cap.activations.values:
-        out.append(Reason(code="activation_unsupported", detail=f"{name} computes {', '.join(cap.activations.values)}; "
-                          f"the model uses {act}", source=cap.activations.where(), backend=name))
+    ok, have, _, why, fix = _values_check(cap.activations, "values", act, ctx, assumed)
+    if not ok:
+        more = f"; {act} only {why}" if why else ""
+        src = next((f for f in cap.activations if act in f.values), cap.activations[0])
+        out.append(Reason(code="activation_unsupported", detail=f"{name} computes {', '.join(have) or 'nothing here'}{more}; "
+                          f"the model uses {act}", source=src.where(), fix=fix, backend=name))
     routing = u.model["routing"]
-    if cap.routing.values != "any" and routing not in cap.routing.values:
-        out.append(Reason(code="routing_unsupported", detail=f"{name} routes inside the kernel with "
-                          f"{', '.join(cap.routing.values)}; the model routes with {routing}", source=cap.routing.where(), backend=name))
-    if u.a2a not in cap.a2a.values:
-        out.append(Reason(code="a2a_unsupported", detail=f"{name} takes dispatch from a2a {', '.join(cap.a2a.values)}; "
-                          f"this deployment uses {u.a2a}", source=cap.a2a.where(),
-                          fix=f"a2a in {{{', '.join(cap.a2a.values)}}}", backend=name))
-    elif u.a2a == "deepep":
-        needed = DEEPEP_MODES_OF[u.deepep_mode or "auto"]
-        missing = [m for m in needed if m not in cap.a2a.deepep_modes]
-        if missing:
-            have = ", ".join(cap.a2a.deepep_modes) or "no mode"
-            out.append(Reason(code="a2a_unsupported", detail=f"{name} accepts DeepEP {have}; deepep_mode {u.deepep_mode} "
-                              f"also uses {', '.join(missing)}", source=cap.a2a.where(),
-                              fix=_mode_fix(cap.a2a.deepep_modes, u.cuda_graph, catalog.a2a.get("deepep")), backend=name))
-    out += _constraint_reasons(cap.constraints, facts, name, name, catalog.common.constraints)
-    out += _package_reasons(cap.packages, env, facts, name, name, needs)
-    prebuilt = cap.jit is not None and env.flashinfer_prebuilt is True
+    ok, have, _, why, fix = _values_check(cap.routing, "values", routing, ctx, assumed)
+    takes_topk = "any" in have
+    if takes_topk and routing in WEIGHT_ON_INPUT_ROUTINGS:
+        if not any(f.values == "any" and f.weight_on_input and _holds(f, ctx, []) for f in cap.routing):
+            out.append(Reason(code="routing_unsupported", detail=f"{name} takes pre-computed top-k but applies the routing weight "
+                              f"to the expert output; {routing} routing applies it to the expert input",
+                              source=next(f for f in cap.routing if f.values == "any").where(), backend=name))
+    elif not ok and not takes_topk:
+        more = f"; {routing} only {why}" if why else ""
+        src = next((f for f in cap.routing if f.values != "any" and routing in f.values), cap.routing[0])
+        out.append(Reason(code="routing_unsupported", detail=f"{name} routes inside the kernel with {', '.join(have) or 'nothing here'}"
+                          f"{more}; the model routes with {routing}", source=src.where(), fix=fix, backend=name))
+    out += _dispatch_reasons(cap, ctx, assumed)
+    out += _constraint_reasons(cap.constraints, ctx, name, name, assumed)
+    out += _package_reasons(cap.packages, ctx, name, name, needs)
+    prebuilt = cap.jit is not None and ctx.env.prebuilt.get(cap.jit.package) is True
     for t in cap.toolchain:
-        if prebuilt or (t.when is not None and not t.when.matches(facts)):
+        if prebuilt or not _holds(t, ctx, assumed):
             continue
-        cond = f" for {t.when.describe()}" if t.when else ""
-        why = f" ({t.why})" if t.why else ""
-        if env.nvcc is None and env.detected:
+        cond = t.describe_conditions()
+        cond = f" for {cond}" if cond else ""
+        why_ = f" ({t.why})" if t.why else ""
+        if ctx.env.nvcc is None and ctx.env.detected:
             out.append(Reason(code="toolchain_unsupported", detail=f"{name}{cond} JIT-compiles with nvcc >= {t.min}; "
-                              f"no nvcc found on this machine{why}", source=t.where(), fix=f"install CUDA toolkit >= {t.min}", backend=name))
-        elif env.nvcc is not None and not at_least(env.nvcc, t.min):
+                              f"no nvcc found on this machine{why_}", source=t.where(), fix=f"install CUDA toolkit >= {t.min}", backend=name))
+        elif ctx.env.nvcc is not None and not at_least(ctx.env.nvcc, t.min):
             out.append(Reason(code="toolchain_unsupported", detail=f"{name}{cond} JIT-compiles with nvcc >= {t.min}; "
-                              f"nvcc is {env.nvcc}{why}", source=t.where(), fix=f"nvcc >= {t.min}", backend=name))
-    if u.cuda_graph and not cap.cuda_graph.supported:
-        out.append(Reason(code="cuda_graph_unsupported", detail=f"{name} cannot be captured in a CUDA graph",
-                          source=cap.cuda_graph.where(), fix="cuda_graph: false (SGLang: --disable-cuda-graph)", backend=name))
-    if u.require_adapter and catalog.adapter(name, u.quant) is None:
-        if cap.module is not None and cap.adapter_formats is not None:
-            out.append(Reason(code="no_adapter", detail=f"{name}'s adapter in this install implements "
-                              f"{', '.join(cap.adapter_formats.values)}; {u.quant} is plan-only here",
-                              source=cap.adapter_formats.where(), backend=name))
+                              f"nvcc is {ctx.env.nvcc}{why_}", source=t.where(), fix=f"nvcc >= {t.min}", backend=name))
+    if u.cuda_graph:
+        graph = [f for f in cap.cuda_graph if _holds(f, ctx, assumed)]
+        if graph and not graph[-1].supported:
+            out.append(Reason(code="cuda_graph_unsupported", detail=f"{name} cannot be captured in a CUDA graph"
+                              + (f" (when {graph[-1].describe_conditions()})" if graph[-1].describe_conditions() else ""),
+                              source=graph[-1].where(), fix="cuda_graph: false (SGLang: --disable-cuda-graph)", backend=name))
+    if u.require_adapter and ctx.catalog.adapter(name, u.quant, act) is None:
+        if cap.module is not None and cap.adapter is not None:
+            out.append(Reason(code="no_adapter", detail=f"{name}'s adapter in this install implements {', '.join(cap.adapter.formats)}"
+                              + (f" with {', '.join(cap.adapter.activations)}" if cap.adapter.activations else "")
+                              + f"; {u.quant} with {act} is plan-only here", source=cap.adapter.where(), backend=name))
         else:
             out.append(Reason(code="no_adapter", detail=f"{name} has no adapter in this install (plan-only: an engine must "
                               "bring its own implementation)", source=cap.where("module"), backend=name))
     return out
 
 
-def _common_reasons(catalog: Catalog, facts: dict[str, Any]) -> list[Reason]:
-    return _constraint_reasons(catalog.common.constraints, facts, "every runner", None,  # type: ignore[arg-type]
-                               catalog.common.constraints)
+def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> list[Reason]:
+    """The a2a backend's dispatch formats against those the runner consumes; the runner's a2a restrictions."""
+    u, name = ctx.u, cap.runner
+    a2a = ctx.catalog.a2a.get(u.a2a)
+    if a2a is None:
+        return []
+    out = []
+    restrict = [f for f in cap.a2a if _holds(f, ctx, assumed)]
+    allowed = sorted({v for f in restrict for v in f.values})
+    if restrict and u.a2a not in allowed:
+        out.append(Reason(code="a2a_unsupported", detail=f"{name} is paired with a2a {', '.join(allowed)} only; this deployment "
+                          f"uses {u.a2a}", source=restrict[0].where(), fix=f"a2a in {{{', '.join(allowed)}}}", backend=name))
+        return out
+    consumed = {f for d in cap.dispatch if _holds(d, ctx, assumed) for f in d.formats}
+    used = a2a.formats_used(tuple(u.a2a_modes))
+    missing = [f for f in used if f not in consumed]
+    if missing:
+        fix = None
+        if a2a.modes:
+            ok_modes = [m for m, fact in a2a.modes.items() if fact.format in consumed]
+            if ok_modes:
+                capturable = a2a.modes[ok_modes[0]].cuda_graph  # type: ignore[index]
+                fix = f"a2a_mode: {ok_modes[0]}" + ("" if capturable or not u.cuda_graph else " and cuda_graph: false")
+        modes = f" in {'/'.join(u.a2a_modes)} mode" if u.a2a_modes else ""
+        src = next((d for d in cap.dispatch), cap.dispatch[0])
+        out.append(Reason(code="a2a_unsupported", detail=f"{name} consumes {', '.join(sorted(consumed)) or 'no'} dispatch; a2a {u.a2a}"
+                          f"{modes} hands over {', '.join(missing)} (a2a_mode {u.a2a_mode or 'n/a'} uses {', '.join(u.a2a_modes) or 'one mode'})",
+                          source=src.where(), fix=fix, backend=name))
+    return out
 
 
-def explain(deployment: Deployment | str | Path | dict, *, catalog: Catalog | None = None,
+# ------------------------------------------------------------------------------------------ explain
+def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Catalog | None = None,
             environment: Environment | None = None, base_dir: Path | None = None,
-            rules_dirs: Iterable[str | Path] = ()) -> Report:
+            rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = ()) -> Report:
     """Evaluate every runner for ``deployment`` and return the full :class:`Report` (never raises for
     a refusal: see ``report.status``). ``deployment``: a model, a file path, or a dict.
 
     ``environment``: machine facts; by default declared by the deployment when it names a gpu/arch
     (planning another machine), detected on this machine for ``arch: auto`` (no torch import).
-    Raises :class:`InputError` for invalid input (file:line, field).
+    Raises :class:`InputError` for invalid input (file:line, field) and
+    :class:`~moe_select.environment.DetectionError` when this machine's GPU cannot be told.
     """
     if isinstance(deployment, (str, Path)):
         deployment, base_dir = load_deployment(deployment)
@@ -196,27 +334,30 @@ def explain(deployment: Deployment | str | Path | dict, *, catalog: Catalog | No
     elif not isinstance(deployment, Deployment):
         raise InputError(f"a deployment is a Deployment, a file path or a dict, not {type(deployment).__name__}",
                          file="<python>", field="deployment")
-    catalog = catalog or default_catalog(rules_dirs)
+    catalog = catalog or default_catalog(rules_dirs, backends_dirs)
     this_machine = deployment.arch == "auto" or (deployment.arch is None and deployment.gpu is None)
     _check_declared(deployment, catalog, this_machine and environment is None)
     if environment is None:
         if this_machine:
-            environment = detect(catalog.packages())
+            jit = sorted({(c.jit.package, c.jit.detect) for c in catalog.runners.values() if c.jit is not None})
+            environment = detect(catalog.packages(), jit=jit)
         else:
             environment = declared(packages=deployment.packages, nvcc=deployment.nvcc, cuda=deployment.cuda,
-                                   flashinfer_prebuilt=deployment.flashinfer_prebuilt, where=deployment._file)
-    u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu)
+                                   prebuilt=deployment.prebuilt, where=deployment._file)
+    u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu,
+                   a2a_backends=catalog.a2a)
     if u.runner != "auto" and u.runner not in catalog.runners:
         close = difflib.get_close_matches(u.runner, list(catalog.runners), n=1)
         raise InputError(Issue(deployment._file, deployment._lines.get("runner", 0), "runner",
-                               f"unknown runner {u.runner!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                               f"unknown runner {u.runner[:80]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                                + f"; runners: auto, {', '.join(sorted(catalog.runners))}"))
     return select(u, environment, catalog)
 
 
 def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
     """Declared environment facts are for planning another machine: refuse them when this machine is
-    detected (they would be ignored), and refuse package names no capability file knows."""
+    detected (they would be ignored), and refuse package names no capability file knows and
+    ``prebuilt`` keys that are no runner's JIT package."""
     issues = []
     if detecting and dep.declares_environment:
         for k in dep.declares_environment:
@@ -226,14 +367,41 @@ def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
     for name, module in catalog.packages():
         known[normalize_package_name(name)] = name
         known[normalize_package_name(module)] = name
-    for name in (dep.packages or {}):
+    for name in dep.packages or {}:
         if normalize_package_name(name) not in known:
             close = difflib.get_close_matches(name, sorted(set(known.values())), n=1)
-            issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{name}",
-                                f"unknown package {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{name[:80]}",
+                                f"unknown package {name[:80]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                                 + f"; the capability files name: {', '.join(sorted(set(known.values())))}"))
+    jits = sorted({c.jit.package for c in catalog.runners.values() if c.jit is not None})
+    for name in dep.prebuilt or {}:
+        if name not in jits:
+            issues.append(Issue(dep._file, dep._lines.get("prebuilt", dep._line), f"prebuilt.{name[:80]}",
+                                f"{name[:80]!r} is no runner's JIT package (prebuilt takes: {', '.join(jits) or 'none'})"))
     if issues:
         raise InputError(issues)
+
+
+# ------------------------------------------------------------------------------------------- select
+def _engines(u: Understood) -> list[str]:
+    return list(ENGINES) if u.engine == "any" else [u.engine]
+
+
+def _merge(per_engine: dict[str, list[Reason]]) -> list[Reason]:
+    """Reasons of every engine, each once; a reason that does not hold for every engine names those it holds for."""
+    engines = list(per_engine)
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    first: dict[tuple[str, str, str], Reason] = {}
+    for e, reasons in per_engine.items():
+        for r in reasons:
+            key = (r.code, r.detail, r.source)
+            first.setdefault(key, r)
+            seen.setdefault(key, []).append(e)
+    out = []
+    for key, r in first.items():
+        holds = seen[key]
+        out.append(r if len(holds) == len(engines) else r.model_copy(update={"engines": holds}))
+    return out
 
 
 def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
@@ -242,16 +410,25 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     :class:`~moe_select.report.Report` (a plan, or a refusal with every reason). Reads nothing, imports
     nothing, never raises for a refusal. ``explain`` calls it after reading and understanding the
     input; ``resolve`` calls it again over a plan's own inputs to refuse an edited plan."""
-    facts = _facts(u, env)
-    a2a_cap = catalog.a2a.get(u.a2a)
+    engines = _engines(u)
+    single = len(engines) == 1
+    ctxs = {e: _Ctx(u, env, catalog, _facts(u, e)) for e in engines}
+    base: dict[str, list[Reason]] = {}
     base_needs: list[PackageNeed] = []
-    base: list[Reason] = _common_reasons(catalog, facts)
-    if a2a_cap is None:
-        base.append(Reason(code="a2a_unsupported", detail=f"no capability file for a2a {u.a2a}", source="backends/a2a/"))
-    else:
-        base += _a2a_reasons(a2a_cap, u, env, facts, base_needs, catalog.common.constraints)
-    matching = [r for r in catalog.rules if r.when.matches(facts)]
-    disabled: dict[str, list] = {}
+    a2a_cap = catalog.a2a.get(u.a2a)
+    for e, ctx in ctxs.items():
+        needs: list[PackageNeed] = []
+        reasons = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, [])
+        if a2a_cap is None:
+            reasons.append(Reason(code="a2a_unsupported", detail=f"no capability file for a2a {u.a2a}", source="backends/a2a/"))
+        else:
+            reasons += _a2a_reasons(a2a_cap, ctx, needs, [])
+        base[e] = reasons
+        if not base_needs:
+            base_needs = needs
+    rule_facts = _facts(u, engines[0] if single else None)  # engine: any matches no engine-specific rule
+    matching = [r for r in catalog.rules if r.when.matches(rule_facts)]
+    disabled: dict[str, list[Any]] = {}
     for r in matching:
         if r.action == "disable":
             for name in r.runners:
@@ -261,30 +438,46 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         if r.action == "prefer":
             for n in r.runners:
                 preferred.setdefault(n, r)
-    order = list(preferred.items())
 
+    base_sensitive = any(c.when is not None and c.when.engine is not None
+                         for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])])
     candidates: dict[str, Candidate] = {}
     needs_of: dict[str, list[PackageNeed]] = {}
     for name in sorted(catalog.runners):
         cap = catalog.runners[name]
+        per_engine: dict[str, list[Reason]] = {}
         needs: list[PackageNeed] = []
-        reasons = [r.model_copy(update={"backend": name}) for r in base]
-        reasons += check_runner(cap, u, env, facts, catalog, needs)
+        assumed: list[str] = []
+        # Facts that name no engine give the same answer for every engine: check once, then copy.
+        check_engines = engines if (cap.engine_sensitive or base_sensitive) else engines[:1]
+        for e in check_engines:
+            n: list[PackageNeed] = []
+            reasons = [r.model_copy(update={"backend": name}) for r in base[e]]
+            reasons += check_runner(cap, ctxs[e], n, assumed)
+            per_engine[e] = reasons
+            if not needs:
+                needs = n
+        for e in engines[len(check_engines):]:
+            per_engine[e] = per_engine[engines[0]]
+        ok_engines = [e for e, rs in per_engine.items() if not rs]
+        reasons = [] if ok_engines else _merge(per_engine)
         for rule in disabled.get(name, []):
             reasons.append(Reason(code="disabled_by_rule", detail=f"rule {rule.id}: {rule.reason}", source=rule.where(),
                                   fix=f"override rule {rule.id} in an operator rules directory (--rules DIR)", backend=name))
-        notes = [n.text for n in cap.notes if n.when is None or n.when.matches(facts)]
+        ctx0 = ctxs[engines[0]]
+        notes = [x.text for x in cap.notes if _holds(x, ctx0, [])]
         pref = preferred.get(name)
         candidates[name] = Candidate(backend=name, eligible=not reasons, reasons=reasons, notes=notes,
                                      preferred_by=f"{pref.id} ({pref.where()})" if pref else None,
-                                     adapter=catalog.adapter(name, u.quant))
+                                     adapter=catalog.adapter(name, u.quant, u.model["activation"]),
+                                     engines=ok_engines if not reasons else [], assumptions=sorted(set(assumed)))
         needs_of[name] = base_needs + needs
 
-    ranked = [candidates[n] for n, _ in order] + [c for n, c in candidates.items() if n not in preferred]
+    ranked = [candidates[n] for n in preferred] + [c for n, c in candidates.items() if n not in preferred]
     chosen: Candidate | None = None
     chosen_by: ChosenBy | None = None
     if u.runner == "auto":
-        for n, rule in order:
+        for n, rule in preferred.items():
             if candidates[n].eligible:
                 chosen, chosen_by = candidates[n], ChosenBy(how="rule", rule=rule.id, source=rule.where())
                 break
@@ -297,45 +490,70 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     reasons = [r for c in considered for r in c.reasons]
     plan = None
     if chosen is not None and chosen_by is not None:
-        plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend], facts)
+        plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend], ctxs[engines[0]])
     return Report(status="ok" if plan else "rejected", deployment=u, environment=env, plan=plan, candidates=ranked,
-                  reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k.startswith("backends/")),
+                  reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k not in catalog.rule_files),
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
-                                    for rid, where in catalog.overridden.items()})
+                                    for rid, where in catalog.overridden.items()},
+                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog))
+
+
+def _version_notes(env: Environment, catalog: Catalog) -> list[str]:
+    """An installed or declared version newer than the facts were checked against."""
+    out = []
+    for name, version in sorted(env.packages.items()):
+        known = catalog.packages_table.get(name)
+        if known and known.checked_up_to and version not in (None, "unknown"):
+            try:
+                if newer(version, known.checked_up_to):
+                    out.append(f"{name}: facts checked up to {known.checked_up_to}; {version} is "
+                               f"{'installed' if env.detected else 'declared'} (newer: facts may have changed) "
+                               f"[{known.where()}]")
+            except ValueError:
+                continue
+    return out
 
 
 def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Environment, catalog: Catalog,
-               ranked: list[Candidate], needs: list[PackageNeed], facts: dict[str, Any]) -> Plan:
+               ranked: list[Candidate], needs: list[PackageNeed], ctx: _Ctx) -> Plan:
     cap = catalog.runners[chosen.backend]
-    support = cap.support_for(u.arch, u.quant)
-    act = (support.activation_precision.get(u.quant) if support else None) or ACTIVATION_PRECISION[u.quant] or "chosen by the runner"
+    support = _support_row(cap, ctx)
+    act = (support.activation_precision.get(u.quant) if support else None) or FORMATS[u.quant].activation or "bf16"
     notes = list(u.notes) + list(chosen.notes)
     if chosen_by.how == "rule":
         rule = next(r for r in catalog.rules if r.id == chosen_by.rule)
         if rule.note:
             notes.append(f"{rule.note} (rule {rule.id})")
     jit = None
-    if cap.jit is not None and env.flashinfer_prebuilt is not True:
-        state = "not prebuilt on this machine" if env.detected else ("declared not prebuilt" if env.flashinfer_prebuilt is False else "prebuilt state not declared")
-        jit = f"{cap.jit.package}: {state}; the first call JIT-compiles ({cap.jit.cost}) [{cap.jit.where()}]"
+    if cap.jit is not None and env.prebuilt.get(cap.jit.package) is not True:
+        state = env.prebuilt.get(cap.jit.package)
+        said = ("not prebuilt on this machine" if env.detected else "declared not prebuilt" if state is False
+                else "prebuilt state not declared")
+        jit = f"{cap.jit.package}: {said}; the first call JIT-compiles ({cap.jit.cost}) [{cap.jit.where()}]"
     for n in needs:
         if n.state == "assumed":
             notes.append(f"{n.name}{' ' + n.version if n.version else ''} assumed installed (not declared)")
+    if u.engine == "any":
+        notes.append(f"holds for engines: {', '.join(chosen.engines)}")
     a2a_cap = catalog.a2a.get(u.a2a)
     files = dict(sorted(catalog.files.items()))
+    sources = list(catalog.rule_sources) + list(catalog.backend_sources)
     return Plan(
-        schema_version=PLAN_SCHEMA_VERSION, runner=cap.runner, module=catalog.adapter(cap.runner, u.quant), registers=list(cap.registers), a2a=u.a2a,
-        a2a_module=a2a_cap.module if a2a_cap else None, deepep_mode=u.deepep_mode, arch=u.arch, gpu=u.gpu,
-        quant=u.quant, activation_precision=act,
+        schema_version=PLAN_SCHEMA_VERSION, runner=cap.runner, module=catalog.adapter(cap.runner, u.quant, u.model["activation"]),
+        registers=list(cap.registers), dispatch_formats=list(a2a_cap.formats_used(tuple(u.a2a_modes))) if a2a_cap else [],
+        a2a=u.a2a, a2a_module=a2a_cap.module if a2a_cap else None, a2a_mode=u.a2a_mode, a2a_modes=list(u.a2a_modes),
+        arch=u.arch, gpu=u.gpu, quant=u.quant, quant_params=dict(u.quant_params), activation_precision=act,
         weight_layout={"w13": cap.weight_layout.w13, "w2": cap.weight_layout.w2} if cap.weight_layout else None,
-        cuda_graph=u.cuda_graph, chosen_by=chosen_by,
+        cuda_graph=u.cuda_graph, engine=u.engine, engines=list(chosen.engines), chosen_by=chosen_by,
         alternatives=[c.backend for c in ranked if c.eligible and c.backend != cap.runner],
         rejected=[c for c in ranked if not c.eligible], deployment=u, environment=env, packages=needs, jit=jit,
-        notes=notes, files=files, rule_sources=list(catalog.rule_sources), fingerprint=fingerprint(u, env, canonical_files(files, catalog.rule_sources), cap.runner),
+        notes=notes, assumptions=list(chosen.assumptions), files=files, rule_sources=list(catalog.rule_sources),
+        backend_sources=list(catalog.backend_sources),
+        fingerprint=fingerprint(u, env, canonical_files(files, sources), cap.runner),
     )
 
 
-def plan(deployment: Deployment | str | Path | dict, **kwargs: Any) -> Plan:
+def plan(deployment: Deployment | str | Path | dict[str, Any], **kwargs: Any) -> Plan:
     """Like :func:`explain`, but return the :class:`Plan` or raise :class:`SelectionError` (carrying the
     report) when the deployment is refused."""
     report = explain(deployment, **kwargs)

@@ -97,7 +97,7 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
     if tuple(out.shape) != (tokens, h_size) or out.dtype != x.dtype:
         raise _refuse(f"{runner.name} returned {list(out.shape)} {out.dtype}; expected [{tokens}, {h_size}] {x.dtype}")
     ref = reference_moe(x, ids, wts, QuantizedExperts(q13, s13, quant), QuantizedExperts(q2, s2, quant), spec.activation,
-                        expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit)
+                        expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit, weight_on_input=spec.weight_on_input)
     err = rel_error(out, ref)
     tol = TOLERANCE[quant]
     if not err <= tol:  # also refuses NaN

@@ -1,49 +1,43 @@
-"""Minimal version specifiers for package and toolchain checks (numeric release segments only).
-
-Supports comma-joined clauses of ``>=, >, <=, <, ==, !=`` with versions like ``0.6.4``; pre/post/local
-parts of an installed version (``2.13.0+cpu``, ``0.6.4rc1``) are ignored for the comparison. This
-covers every specifier in the bundled capability files; anything else is refused with an error rather
-than guessed. (PEP 440's full grammar lives in ``packaging``, which is not a runtime dependency.)
-"""
+"""Version comparisons with PEP 440 semantics (:mod:`packaging`): package facts, ``requires`` conditions
+and toolchain minimums. ``0.6.4rc1`` is older than ``0.6.4`` (it does not meet ``>=0.6.4``); a local
+version such as ``2.13.0+cpu`` meets ``>=2.4``; ``~=0.6.4`` means ``>=0.6.4, ==0.6.*``."""
 from __future__ import annotations
 
-import operator
-import re
-
-_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq, "!=": operator.ne}
-_CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+)*)\s*$")
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 
-def release(version: str) -> tuple[int, ...]:
-    """Numeric release tuple of ``version``: '2.13.0+cpu' -> (2, 13, 0); trailing zeros dropped."""
-    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", version)
-    if not m:
-        raise ValueError(f"not a version: {version!r}")
-    parts = [int(p) for p in m.group(1).split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    return tuple(parts)
+def parse_specifier(spec: str) -> SpecifierSet:
+    """A PEP 440 specifier set such as ``'>=0.6.4,<0.7'``. Raises ValueError naming what is not understood."""
+    try:
+        return SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ValueError(f"version specifier {spec[:60]!r} is not a PEP 440 specifier (e.g. \">=0.6.4,<0.7\")") from None
 
 
-def parse_specifier(spec: str) -> list[tuple[str, tuple[int, ...]]]:
-    """Parse ``'>=0.6.4,<0.7'``; raise ValueError naming the clause that is not understood."""
-    out = []
-    for clause in spec.split(","):
-        m = _CLAUSE.match(clause)
-        if not m:
-            raise ValueError(f"version specifier clause {clause.strip()!r} not understood (use >=, >, <=, <, ==, != with numbers)")
-        out.append((m.group(1), release(m.group(2))))
-    return out
+def parse_version(version: str) -> Version:
+    """A PEP 440 version. Raises ValueError for text that is not one."""
+    try:
+        return Version(version)
+    except InvalidVersion:
+        raise ValueError(f"not a version: {version[:60]!r}") from None
 
 
 def satisfies(version: str, spec: str | None) -> bool:
-    """True when ``version`` meets every clause of ``spec`` (None: any version)."""
+    """True when ``version`` meets ``spec`` (None: any version). Pre-releases count as the versions they
+    are (older than their release); raises ValueError for an unparsable version or specifier."""
     if spec is None:
         return True
-    v = release(version)
-    return all(_OPS[op](v, ref) for op, ref in parse_specifier(spec))
+    return parse_specifier(spec).contains(parse_version(version), prereleases=True)
 
 
 def at_least(version: str, minimum: str) -> bool:
-    """True when ``version`` >= ``minimum`` (numeric segments)."""
-    return release(version) >= release(minimum)
+    """True when ``version`` >= ``minimum``."""
+    return parse_version(version) >= parse_version(minimum)
+
+
+def newer(version: str, than: str) -> bool:
+    """True when ``version`` is a newer release than ``than`` (local parts ignored)."""
+    return parse_version(version).release > parse_version(than).release or (
+        parse_version(version).release == parse_version(than).release and parse_version(version) > parse_version(than)
+        and not parse_version(version).local)

@@ -1,4 +1,6 @@
-"""The closed vocabulary: architectures, GPUs, quantization formats, activations, routing, a2a backends.
+"""The closed vocabulary: architectures, GPUs, activations, routing methods, engines, phases, a2a modes.
+Quantization formats live in :mod:`moe_select.formats` (re-exported here); runner and all-to-all
+backend names are open (the capability files' names, checked against the catalog).
 
 Source: shared knowledge file ``backends.md`` (2026-11), gathered from FlashInfer, SGLang, vLLM and
 TensorRT-LLM; GPU-to-arch mapping from NVIDIA's and AMD's published compute capabilities / gfx targets.
@@ -8,41 +10,43 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from .formats import QUANTS, Quant  # noqa: F401  (one table of formats; re-exported)
+
 Arch = Literal["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm103", "sm110", "sm120", "sm121", "gfx942", "gfx950"]
 ARCHS: tuple[str, ...] = get_args(Arch)
 NVIDIA_ARCHS = tuple(a for a in ARCHS if a.startswith("sm"))
-
-Quant = Literal[
-    "bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp8", "nvfp4", "mxfp4",
-    "int8_w8a8", "int8_w8a16", "int4_w4a16",
-]
-QUANTS: tuple[str, ...] = get_args(Quant)
 
 Activation = Literal["silu", "gelu", "relu2", "swiglu_oai"]
 ACTIVATIONS: tuple[str, ...] = get_args(Activation)
 #: Activations that read a gate and an up half from w13 ([E, 2*I, H]); relu2 is not gated ([E, I, H]).
 GATED_ACTIVATIONS = ("silu", "gelu", "swiglu_oai")
 
-Routing = Literal["softmax_topk", "renormalize", "deepseek_v3", "llama4", "sigmoid_topk"]
+#: Routing methods as the engines distinguish them (``moe_select.routing`` implements each):
+#: softmax_topk (softmax, top-k, no renormalisation: Qwen1.5-MoE, OLMoE), renormalize (softmax, top-k,
+#: renormalised: Qwen3-MoE, Mixtral, gpt-oss), deepseek_v3 (sigmoid + correction bias, group-limited),
+#: sigmoid_topk (sigmoid + correction bias, no groups: MiniMax-M2), llama4 (top-k logits, sigmoid
+#: weight applied to the expert's *input*), sparsemixer (Phi-3.5-MoE), custom (the engine computes the
+#: top-k ids and weights itself and passes them; weights applied to the output).
+Routing = Literal["softmax_topk", "renormalize", "deepseek_v3", "sigmoid_topk", "llama4", "sparsemixer", "custom"]
 ROUTINGS: tuple[str, ...] = get_args(Routing)
+#: Routing methods whose weight multiplies the expert's input, not its output.
+WEIGHT_ON_INPUT_ROUTINGS = ("llama4",)
 
-A2A = Literal["none", "torch", "deepep", "flashinfer", "mooncake", "pplx", "mori"]
-A2AS: tuple[str, ...] = get_args(A2A)
+#: Serving engines whose facts can differ; ``any`` (the default) plans for whichever engine runs it.
+Engine = Literal["sglang", "vllm", "trtllm"]
+ENGINES: tuple[str, ...] = get_args(Engine)
 
-DeepEPMode = Literal["normal", "low_latency", "auto"]
-#: ``auto`` (SGLang's default) uses normal mode for prefill and low_latency for decode.
-DEEPEP_MODES_OF = {"normal": ("normal",), "low_latency": ("low_latency",), "auto": ("normal", "low_latency")}
+#: What a deployment runs: prefill workers, decode workers, or both (no PD disaggregation).
+Phase = Literal["prefill", "decode", "both"]
+PHASES_OF = {"prefill": ("prefill",), "decode": ("decode",), "both": ("prefill", "decode")}
+
+#: Modes of an all-to-all backend (DeepEP's names; other backends' modes map onto them). ``auto`` picks
+#: per phase as the a2a capability file says (DeepEP: normal for prefill, low_latency for decode).
+A2AMode = Literal["normal", "low_latency", "auto"]
+A2A_MODES = ("normal", "low_latency")
 
 Runner = str  # runner names are the capability files' names; validated against the catalog
 
-#: Activation precision that a format fixes (None: the runner chooses, per its capability file).
-ACTIVATION_PRECISION: dict[str, str | None] = {
-    "bf16": "bf16", "fp16": "fp16",
-    "fp8_tensor": "fp8 per-tensor", "fp8_channel": "fp8 dynamic per-token",
-    "fp8_block": "fp8 per-token groups of 128", "mxfp8": "mxfp8", "nvfp4": "nvfp4",
-    "mxfp4": None,
-    "int8_w8a8": "int8 per-token", "int8_w8a16": "bf16", "int4_w4a16": "bf16",
-}
 
 #: Product name (upper-cased, spaces kept) -> architecture. Compute capabilities: NVIDIA CUDA GPUs
 #: table; gfx targets: AMD ROCm hardware specifications.

@@ -636,7 +636,7 @@ def validation_issues(exc: ValidationError, data: Any, file: str, model: type[Ba
         else:
             msgs = []
             for e in errs:
-                m = e.get("msg", "invalid")
+                m = str(e.get("msg", "invalid")).removeprefix("Value error, ")
                 if e.get("type") == "string_type" and isinstance(e.get("input"), float):
                     m += f" (got the number {e['input']!r}: quote versions, e.g. \"12.8\", so 12.10 does not read as 12.1)"
                 m = _shorten_text(m, 300)  # a validator's message may quote the value

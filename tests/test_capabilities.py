@@ -22,7 +22,7 @@ def test_module_registers_exactly_what_the_file_promises(name):
     mod = importlib.import_module(cap.module)
     reg = Registry()
     mod.register(reg)
-    assert reg.pairs() == {(a, name) for a in cap.registers}
+    assert reg.pairs() == {(name, f) for f in cap.registers}
 
 
 @pytest.mark.parametrize("name", WITH_MODULE)
@@ -30,7 +30,7 @@ def test_adapter_formats_are_implemented(name):
     cap = CAT.runners[name]
     formats = getattr(importlib.import_module(cap.module), "FORMATS", None)
     assert formats is not None, f"{cap.module} should state FORMATS"
-    claimed = cap.adapter_formats.values if cap.adapter_formats else {f for s in cap.support for f in s.formats}
+    claimed = cap.adapter.formats if cap.adapter else {f for s in cap.support for f in s.formats}
     assert set(claimed) <= set(formats), (name, set(claimed) - set(formats))
 
 
@@ -40,10 +40,10 @@ def test_plan_only_format_of_a_runner_with_an_adapter():
     plan = moe_select.plan(dep)
     assert plan.runner == "flashinfer_cutlass" and plan.module is None  # FlashInfer runs it; this install cannot
     env = Environment(detected=True, arch="sm100", gpu="B200", packages={"flashinfer-python": plan.packages[0].found or "0.6.4"},
-                      flashinfer_prebuilt=True)
+                      prebuilt={"flashinfer-python": True})
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan, environment=env, registry=Registry())
     assert "no_adapter" in exc.value.codes
     report = moe_select.explain({**dep, "require_adapter": True})
     assert report.status == "rejected"
-    assert "nvfp4 is plan-only here" in report.reasons[0].detail
+    assert "nvfp4 with silu is plan-only here" in report.reasons[0].detail

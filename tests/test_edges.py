@@ -260,15 +260,27 @@ def test_deepep_modes_each_runner_accepts():
     # triton accepts DeepEP normal only: auto (normal for prefill, low_latency for decode) is refused for it
     r = _explain(tp=8, ep=8, a2a="deepep", runner="triton")
     why = [x for x in _reasons(r, "triton") if x.code == "a2a_unsupported"]
-    assert why and "also uses low_latency" in why[0].detail and why[0].fix.startswith("deepep_mode: normal")
+    assert why and "hands over batched" in why[0].detail and why[0].fix == "a2a_mode: normal and cuda_graph: false"
     ok = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="triton", cuda_graph=False)
-    assert ok.status == "ok" and ok.plan.deepep_mode == "normal"
+    assert ok.status == "ok" and ok.plan.a2a_mode == "normal" and ok.plan.a2a_modes == ["normal"]
 
 
 def test_deepep_normal_mode_and_cuda_graphs():
     r = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="deep_gemm", cuda_graph=True)
     cg = [x for x in r.reasons if x.code == "cuda_graph_unsupported"]
-    assert r.status == "rejected" and cg and "normal mode cannot be captured" in cg[0].detail
+    assert r.status == "rejected" and cg and "normal mode (used for decode) cannot be captured" in cg[0].detail
     d = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="deep_gemm")
     assert d.status == "ok" and d.plan.cuda_graph is False and "SGLang disables CUDA graphs" in d.deployment.provenance["cuda_graph"]
     assert _explain(tp=8, ep=8, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm", cuda_graph=True).status == "ok"
+
+
+def test_deepep_auto_captures_only_the_decode_mode():
+    # auto: normal for prefill (never captured), low_latency for decode (captured): CUDA graphs are fine
+    r = _explain(tp=8, ep=8, a2a="deepep", runner="deep_gemm", cuda_graph=True)
+    assert r.status == "ok" and r.plan.a2a_modes == ["normal", "low_latency"] and r.plan.cuda_graph is True
+    # a decode-only worker with auto uses low_latency alone; a prefill-only worker normal alone, uncaptured
+    d = _explain(tp=8, ep=8, a2a="deepep", runner="deep_gemm", phase="decode")
+    assert d.plan.a2a_modes == ["low_latency"] and d.plan.dispatch_formats == ["batched"] and d.plan.cuda_graph is True
+    p = _explain(tp=8, ep=8, a2a="deepep", runner="deep_gemm", phase="prefill")
+    assert p.plan.a2a_modes == ["normal"] and p.plan.dispatch_formats == ["standard"] and p.plan.cuda_graph is False
+    assert "prefill-only" in p.deployment.provenance["cuda_graph"]

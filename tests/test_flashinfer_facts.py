@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import moe_select
-from moe_select import environment as envmod
 from moe_select.backends import flashinfer_cutlass as fic
+from moe_select.backends import flashinfer_jit
 from moe_select.environment import Environment
 from moe_select.errors import ResolveError
 from moe_select.registry import Registry
@@ -16,7 +16,7 @@ from moe_select.resolver import check_environment
 def test_register():
     reg = Registry()
     fic.register(reg)
-    assert reg.pairs() == {("none", "flashinfer_cutlass")}
+    assert reg.pairs() == {("flashinfer_cutlass", "standard")}
 
 
 MODEL = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
@@ -25,12 +25,12 @@ MODEL = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_
 
 def _plan(prebuilt):
     return moe_select.plan({"gpu": "H200", "quant": "bf16", "model": MODEL, "runner": "flashinfer_cutlass",
-                            "flashinfer_prebuilt": prebuilt, "packages": {"flashinfer-python": "0.6.4", "torch": "2.11.0"}})
+                            "prebuilt": {"flashinfer-python": prebuilt}, "packages": {"flashinfer-python": "0.6.4", "torch": "2.11.0"}})
 
 
 def _env(prebuilt):
     return Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"flashinfer-python": "0.6.4", "torch": "2.11.0"},
-                       flashinfer_prebuilt=prebuilt)
+                       prebuilt={"flashinfer-python": prebuilt})
 
 
 def test_plan_says_first_call_compiles_and_require_prebuilt_refuses():
@@ -45,18 +45,36 @@ def test_plan_says_first_call_compiles_and_require_prebuilt_refuses():
 
 
 
-def test_detect_flashinfer_prebuilt(tmp_path, monkeypatch):
+def test_detect_prebuilt_follows_flashinfers_lookup(tmp_path, monkeypatch):
     versions = {"flashinfer-python": "0.6.4", "flashinfer-jit-cache": None}
-    monkeypatch.setattr(envmod, "detect_package", lambda name, module: versions.get(name))
+    monkeypatch.setattr(flashinfer_jit, "detect_package", lambda name, module: versions.get(name))
     monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path))
-    assert envmod.detect_flashinfer_prebuilt("sm90") is False
+    assert flashinfer_jit.detect_prebuilt("sm90") is False
     so = tmp_path / ".cache" / "flashinfer" / "0.6.4" / "90a" / "cached_ops" / "fused_moe_90" / "fused_moe_90.so"
     so.parent.mkdir(parents=True)
     so.write_bytes(b"")
-    assert envmod.detect_flashinfer_prebuilt("sm90") is True         # built here before
-    assert envmod.detect_flashinfer_prebuilt("sm100") is False        # another module
-    assert envmod.detect_flashinfer_prebuilt("cpu") is False
+    assert flashinfer_jit.detect_prebuilt("sm90") is True         # built here before
+    assert flashinfer_jit.detect_prebuilt("sm100") is False        # another module
+    assert flashinfer_jit.detect_prebuilt("cpu") is False
     versions["flashinfer-jit-cache"] = "0.6.3+cu129"                   # FlashInfer refuses this mismatch
-    assert envmod.detect_flashinfer_prebuilt("sm90") is False
+    assert flashinfer_jit.detect_prebuilt("sm90") is False
     versions["flashinfer-python"] = None
-    assert envmod.detect_flashinfer_prebuilt("sm90") is False
+    assert flashinfer_jit.detect_prebuilt("sm90") is False
+
+
+def test_detection_runs_through_the_jit_fact_and_is_keyed_by_package(monkeypatch):
+    monkeypatch.setattr(flashinfer_jit, "detect_prebuilt", lambda arch: arch == "sm90")
+    env = moe_select.environment.detect([], arch=("sm90", "H200"), need_nvcc=False,
+                                        jit=[("flashinfer-python", "moe_select.backends.flashinfer_jit")])
+    assert env.prebuilt == {"flashinfer-python": True}
+    broken = moe_select.environment.detect([], arch=("sm90", "H200"), need_nvcc=False, jit=[("x", "no_such_module_xyz")])
+    assert broken.prebuilt == {"x": None}  # a detector that cannot load means "not known", never a crash
+
+
+def test_prebuilt_keys_must_be_jit_packages():
+    import pytest as _pytest
+
+    from moe_select.errors import InputError
+
+    with _pytest.raises(InputError, match="'deep_gemm' is no runner's JIT package"):
+        moe_select.plan({"gpu": "H200", "quant": "bf16", "model": MODEL, "prebuilt": {"deep_gemm": True}})

@@ -60,7 +60,7 @@ def test_unknown_gpu_and_contradictions(tmp_path):
     msg = error_of(moe_select.explain, dep_file(tmp_path, "gpu: H200\narch: sm100\nquant: bf16\n" + SHAPE))
     assert "arch sm100 contradicts gpu H200 (sm90)" in msg
     msg = error_of(moe_select.explain, dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "deepep_mode: normal\n"))
-    assert "deepep_mode is given but a2a is none" in msg
+    assert "deepep_mode is given but a2a none has no modes" in msg and "d.yaml:" in msg
 
 
 def test_gpu_names_are_forgiving_but_exact():
@@ -118,7 +118,7 @@ def test_rule_file_errors_name_file_line_field(tmp_path):
     # unknown runner names are checked once the file validates: fix the first error and load again
     (tmp_path / "r.yaml").write_text("schema_version: 1\nrules:\n  - id: b\n    prefer: [tritn]\n  - id: c\n    disable: [triton]\n")
     msg = error_of(load_catalog, [tmp_path], use_env=False)
-    assert f"{r}:5: rules[1]: Value error, a disable rule needs a reason" in msg
+    assert f"{r}:5: rules[1]: a disable rule needs a reason" in msg
 
 
 def test_rule_with_unknown_runner(tmp_path):
@@ -161,9 +161,9 @@ def test_yaml_1_1_coercions_are_refused(tmp_path):
 
 def test_package_versions_and_names_are_checked(tmp_path):
     msg = error_of(load_deployment, dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "packages: {flashinfer-python: banana}\n"))
-    assert "'banana' is not a version" in msg
+    assert "'banana' is not a PEP 440 version" in msg
     msg = error_of(moe_select.explain, dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "packages: {deepgemm: '1.0'}\n"))
-    assert "packages.deepgemm: unknown package 'deepgemm' (did you mean 'deep-gemm'?)" in msg
+    assert "packages.deepgemm: unknown package 'deepgemm' (did you mean 'deep_gemm'?)" in msg
 
 
 def test_declared_facts_with_arch_auto_are_refused(tmp_path):

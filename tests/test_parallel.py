@@ -69,19 +69,18 @@ def test_dispatchers_match_their_capability_files():
     for name, cap in shipped.items():
         reg = Registry()
         __import__(cap.module, fromlist=["register"]).register(reg)
-        assert reg.dispatcher(name).format == cap.output_format, name
+        assert reg.dispatcher(name).format == cap.format, name
     cap = cat.runners["torch_native"]
     reg = Registry()
     __import__(cap.module, fromlist=["register"]).register(reg)
-    assert reg.pairs() == {(a, "torch_native") for a in cap.registers} == {("none", "torch_native"), ("torch", "torch_native")}
-    assert cap.a2a.values == ["none", "torch"]
+    assert reg.pairs() == {("torch_native", f) for f in cap.registers} == {("torch_native", "standard")}
 
 
 def test_resolve_refuses_a_promised_pair_the_module_does_not_register():
     mod = types.ModuleType("moe_select_test_half_adapter")
     from moe_select.backends.torch_native import TorchNativeCore
 
-    mod.register = lambda registry: registry.register_core("torch_native", "none", TorchNativeCore)
+    mod.register = lambda registry: registry.register_core("torch_native", "batched", TorchNativeCore)
     sys.modules[mod.__name__] = mod
     try:
         import dataclasses
@@ -92,10 +91,10 @@ def test_resolve_refuses_a_promised_pair_the_module_does_not_register():
         cat = dataclasses.replace(cat, runners={**cat.runners, "torch_native": cat.runners["torch_native"].model_copy(
             update={"module": mod.__name__})})
         plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}, catalog=cat)
-        assert "torch" in plan.registers and plan.module == mod.__name__
+        assert plan.registers == ["standard"] and plan.dispatch_formats == ["standard"] and plan.module == mod.__name__
         with pytest.raises(ResolveError) as exc:
             moe_select.resolve(plan, registry=Registry(), catalog=cat)
-        assert exc.value.codes == ["no_adapter"] and "did not register (torch, torch_native)" in str(exc.value)
+        assert exc.value.codes == ["no_adapter"] and "did not register a torch_native core for standard dispatch" in str(exc.value)
     finally:
         del sys.modules[mod.__name__]
 
@@ -108,9 +107,10 @@ def deepep_plan():
 def test_deepep_is_planned_with_its_package_and_formats():
     plan = deepep_plan()
     assert plan.a2a == "deepep" and plan.a2a_module is None
-    assert [(n.name, n.module, n.needed_by) for n in plan.packages if n.name == "deep-ep"] == [("deep-ep", "deep_ep", "a2a deepep")]
+    assert [(n.name, n.module, n.needed_by) for n in plan.packages if n.name == "deep_ep"] == [("deep_ep", "deep_ep", "a2a deepep")]
+    assert plan.a2a_modes == ["normal"] and plan.dispatch_formats == ["standard"]
     cap = load_catalog(use_env=False).a2a["deepep"]
-    assert cap.output_format == "by_mode"
+    assert cap.format is None
     assert {m: f.format for m, f in cap.modes.items()} == {"normal": "standard", "low_latency": "batched"}
 
 
@@ -119,11 +119,11 @@ def test_deepep_without_deep_ep_is_dependency_missing():
     with pytest.raises(ResolveError) as exc:  # this machine: a CPU, and no deep_ep
         moe_select.resolve(plan)
     assert "dependency_missing" in exc.value.codes and "import deep_ep" in str(exc.value)
-    hopper = Environment(detected=True, arch="sm90", gpu="H200", packages={"torch": "2.13.0", "deep-ep": None})
+    hopper = Environment(detected=True, arch="sm90", gpu="H200", packages={"torch": "2.13.0", "deep_ep": None})
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan, environment=hopper, registry=Registry())
-    assert exc.value.codes == ["dependency_missing"] and "a2a deepep needs deep-ep" in str(exc.value)
-    with_it = Environment(detected=True, arch="sm90", gpu="H200", packages={"torch": "2.13.0", "deep-ep": "1.2.1"})
+    assert exc.value.codes == ["dependency_missing"] and "a2a deepep needs deep_ep" in str(exc.value)
+    with_it = Environment(detected=True, arch="sm90", gpu="H200", packages={"torch": "2.13.0", "deep_ep": "1.2.1"})
     with pytest.raises(ResolveError) as exc:  # installed, but this project ships no DeepEP dispatcher
         moe_select.resolve(plan, environment=with_it, registry=Registry())
     assert "no_adapter" in exc.value.codes and "a2a deepep has no dispatcher" in str(exc.value)

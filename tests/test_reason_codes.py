@@ -60,7 +60,7 @@ def test_a2a_unsupported_with_fix():
 def test_deepep_mode_unsupported_by_runner():
     r = find({"gpu": "B200", "quant": "nvfp4", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "deepep_mode": "normal",
               "runner": "flashinfer_cutedsl", "cuda_graph": False}, "a2a_unsupported")
-    assert "low_latency" in r.detail and r.fix == "deepep_mode: low_latency"
+    assert "hands over standard" in r.detail and r.fix == "a2a_mode: low_latency"
 
 
 def test_parallelism_unsupported_with_fix():
@@ -89,7 +89,7 @@ def test_shape_unaligned_with_fix():
 def test_dependency_missing_absent_and_too_old():
     r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm",
               "packages": {"deep_gemm": None}}, "dependency_missing")
-    assert "deep-gemm" in r.detail and "not installed" in r.detail and r.fix.startswith("build from source")
+    assert "needs deep_gemm" in r.detail and "not installed" in r.detail and "github.com/deepseek-ai/DeepGEMM" in r.fix
     r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 1, "runner": "flashinfer_cutlass",
               "packages": {"flashinfer-python": "0.5.3"}}, "dependency_missing")
     assert ">=0.6.4" in r.detail and "0.5.3" in r.detail
@@ -103,7 +103,7 @@ def test_toolchain_unsupported():
 
 def test_toolchain_not_needed_when_prebuilt():
     assert "toolchain_unsupported" not in codes({"gpu": "RTX PRO 6000", "quant": "bf16", "model": QWEN, "runner": "flashinfer_cutlass",
-                                                 "nvcc": "12.8", "flashinfer_prebuilt": True})
+                                                 "nvcc": "12.8", "prebuilt": {"flashinfer-python": True}})
 
 
 def test_cuda_graph_unsupported_runner_and_deepep_normal():
@@ -116,7 +116,7 @@ def test_cuda_graph_unsupported_runner_and_deepep_normal():
     # Left to its default, cuda_graph is off with DeepEP normal mode, as SGLang does, and the report says so.
     report = moe_select.explain(dep)
     assert report.plan.runner == "deep_gemm" and report.plan.cuda_graph is False
-    assert "DeepEP normal" in report.deployment.provenance["cuda_graph"]
+    assert "a2a deepep normal mode, used for decode, cannot be captured" in report.deployment.provenance["cuda_graph"]
 
 
 def test_disabled_by_rule(tmp_path):

@@ -110,7 +110,7 @@ def fake_modules(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("module, code, text", [
-    ("adapter_registers_nothing", "no_adapter", "did not register (none, torch_native)"),
+    ("adapter_registers_nothing", "no_adapter", "did not register a torch_native core for standard dispatch"),
     ("adapter_without_register", "no_adapter", "has no register(registry)"),
     ("adapter_broken_import", "dependency_missing", "not_a_real_package_xyz"),
 ])
@@ -136,8 +136,10 @@ def test_registration_is_explicit_idempotent_and_guarded():
     assert reg.pairs() == set()  # importing the module registered nothing
     torch_native.register(reg)
     torch_native.register(reg)
-    assert ("none", "torch_native") in reg.pairs()
+    assert reg.pairs() == {("torch_native", "standard")}
     with pytest.raises(RegistrationError, match="torch_native"):
+        reg.register_core("torch_native", "standard", object)
+    with pytest.raises(RegistrationError, match="dispatch format 'none' is not one of standard, batched"):
         reg.register_core("torch_native", "none", object)
 
 
@@ -166,12 +168,17 @@ def test_plugin_adapter_from_entry_point(tmp_path, monkeypatch):
     (tmp_path / "my_triton_plugin.py").write_text(
         "from moe_select.backends.torch_native import TorchNativeCore\n"
         "class Core(TorchNativeCore):\n    pass\n"
-        "def register(registry):\n    registry.register_core('triton', 'none', Core)\n")
+        "def register(registry):\n    registry.register_core('triton', 'standard', Core)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("moe_select.resolver.plugin_adapters", lambda: {"triton": "my_triton_plugin"})
-    plan = moe_select.plan({"gpu": "L40", "quant": "bf16", "model": SMALL})
+    monkeypatch.setattr("moe_select.catalog.plugin_adapters", lambda: {"triton": "my_triton_plugin"})
+    from moe_select.catalog import load_catalog
+
+    cat = load_catalog(use_env=False)  # entry points are read once, when a catalog loads
+    assert cat.plugins == {"triton": "my_triton_plugin"}
+    plan = moe_select.plan({"gpu": "L40", "quant": "bf16", "model": SMALL}, catalog=cat)
+    assert plan.module == "my_triton_plugin"
     env = Environment(detected=True, arch="sm89", gpu="L40", packages={"triton": "3.4.0"})
-    runner = moe_select.resolve(plan, environment=env, device="cpu", registry=Registry())
+    runner = moe_select.resolve(plan, environment=env, device="cpu", registry=Registry(), catalog=cat)
     assert type(runner.core).__name__ == "Core" and runner.name == "triton"
     sys.modules.pop("my_triton_plugin", None)
 
@@ -243,8 +250,7 @@ def test_resolves_hold_one_lock(tmp_path, monkeypatch):
         "    global inside, most\n"
         "    with guard:\n        inside += 1\n        most = max(most, inside)\n"
         "    time.sleep(0.05)\n"
-        "    registry.register_core('torch_native', 'none', TorchNativeCore)\n"
-        "    registry.register_core('torch_native', 'torch', TorchNativeCore)\n"
+        "    registry.register_core('torch_native', 'standard', TorchNativeCore)\n"
         "    with guard:\n        inside -= 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import dataclasses

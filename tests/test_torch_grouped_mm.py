@@ -164,8 +164,8 @@ def test_register_is_explicit_and_idempotent():
     reg = Registry()
     tgm.register(reg)
     tgm.register(reg)
-    assert reg.pairs() == {("none", "torch_grouped_mm")}
-    assert reg.core("torch_grouped_mm", "none") is tgm.TorchGroupedMMCore
+    assert reg.pairs() == {("torch_grouped_mm", "standard")}
+    assert reg.core("torch_grouped_mm", "standard") is tgm.TorchGroupedMMCore
 
 
 # --- fused path (torch.compile): on the CPU with the aot_eager backend (dynamo traces the same

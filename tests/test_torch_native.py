@@ -211,7 +211,7 @@ def test_mxfp4_plans_on_cpu_with_the_block_constraint():
 
     plan = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
                             "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
-    assert plan.runner == "torch_native" and plan.activation_precision == "bf16 (weights dequantized)"
+    assert plan.runner == "torch_native" and plan.activation_precision == "bf16"
     report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "model": {
         "num_experts": 32, "top_k": 4, "hidden_size": 2888, "moe_intermediate_size": 2880}})
     assert [r.code for r in report.reasons] == ["shape_unaligned"] and "2888" in report.reasons[0].detail
@@ -268,3 +268,20 @@ def test_nvfp4_global_scale_dtype_and_values():
         dequantize_nvfp4(q, s, g.long())
     with pytest.raises(ValueError, match="non-finite"):
         dequantize_nvfp4(q, s, torch.tensor([float("nan"), 1.0]))
+
+
+def test_llama4_weight_on_the_expert_input(seed):
+    """llama4 routing: the routing weight multiplies the expert's input (Llama4TextMoe), not its output;
+    with a nonlinear activation the two differ, and the reference computes the input form."""
+    g = torch.Generator().manual_seed(seed)
+    spec = LayerSpec(num_experts=8, top_k=1, hidden_size=64, intermediate_size=32, weight_on_input=True)
+    core = TorchNativeCore(spec, "cpu")
+    w13, w2 = torch.randn(8, 64, 64, generator=g) / 8, torch.randn(8, 64, 32, generator=g) / 6
+    x = torch.randn(5, 64, generator=g)
+    ids = torch.randint(0, 8, (5, 1), generator=g, dtype=torch.int32)
+    wts = torch.rand(5, 1, generator=g) * 0.9 + 0.1
+    out = core.forward(x, ids, wts, core.prepare_weights(w13, w2))
+    ref_in = reference_moe(x, ids, wts, w13, w2, weight_on_input=True)
+    ref_out = reference_moe(x, ids, wts, w13, w2)
+    assert rel_error(out, ref_in) < 1e-5
+    assert rel_error(ref_out, ref_in) > 1e-3  # the two forms really differ: a test that can fail

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..vocab import WEIGHT_ON_INPUT_ROUTINGS
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -116,5 +118,6 @@ def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, 
         rows = (ids == e).any(dim=1).nonzero().squeeze(1)
         w13, w2 = full_expert(model, quant, moe_tp, seed, e)
         ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
-                                              expert_offset=e, swiglu_limit=model.get("swiglu_limit")))
+                                              expert_offset=e, swiglu_limit=model.get("swiglu_limit"),
+                                              weight_on_input=model.get("routing") in WEIGHT_ON_INPUT_ROUTINGS))
     return ref, len(touched)
