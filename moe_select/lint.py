@@ -7,6 +7,8 @@ Findings (each ``file:line: message``), errors unless marked as warnings:
 - prefer/disable rules naming a runner that the capability files exclude for every (arch, quant, a2a)
   the rule can match; disable rules that leave no runner for some (arch, quant) they match;
 - a2a backends (capability files) that no runner accepts;
+- facts whose ``source`` is not in a checkable form (``owner/repo@version:path[:symbol]``,
+  ``owner/repo#N``, ``(reported) owner/repo#N``, ``this project: <path>``);
 - warnings: an operator override of a bundled rule that changes the choice for (arch, quant) pairs
   outside the new rule's own conditions; comments in rule files that recommend ``when`` keys the schema
   refuses.
@@ -164,9 +166,45 @@ def _comment_findings(catalog: Catalog) -> list[Finding]:
     return out
 
 
+def iter_sources(catalog: Catalog) -> list[tuple[str, str]]:
+    """``(file:line, source)`` of every fact of every capability file (and the file-level sources)."""
+    out: list[tuple[str, str]] = []
+
+    def add(obj: object) -> None:
+        src = getattr(obj, "source", None)
+        if isinstance(src, str):
+            out.append((obj.where(), src))  # type: ignore[attr-defined]
+
+    for cap in catalog.runners.values():
+        for obj in [cap, cap.adapter, cap.weight_layout, cap.jit, *cap.support, *cap.activations, *cap.routing,
+                    *cap.dispatch, *cap.a2a, *cap.cuda_graph, *cap.constraints, *cap.packages, *cap.toolchain, *cap.notes]:
+            if obj is not None:
+                add(obj)
+    for acap in catalog.a2a.values():
+        for obj in [acap, acap.archs, acap.cuda_graph, *acap.modes.values(), *acap.constraints, *acap.packages]:
+            if obj is not None:
+                add(obj)
+    for obj in [catalog.common, *catalog.common.constraints, *catalog.packages_table.values()]:
+        add(obj)
+    return out
+
+
+def _source_findings(catalog: Catalog) -> list[Finding]:
+    """Facts whose source is not in a checkable form (capability.SOURCE_PATTERN): a repository file at a
+    version, a PR or issue, a report, or this project's own code and measurements."""
+    import re
+
+    from .capability import SOURCE_PATTERN
+
+    pattern = re.compile(SOURCE_PATTERN)
+    return [Finding(where, f"fact without a checkable source: {src[:100]!r} (write owner/repo@version:path[:symbol], "
+                    "owner/repo#N, (reported) owner/repo#N, or 'this project: <path>')")
+            for where, src in iter_sources(catalog) if not pattern.match(src)]
+
+
 def lint_catalog(catalog: Catalog) -> list[Finding]:
     """Every finding in the catalog's rules and capability files (see module doc)."""
-    out: list[Finding] = []
+    out: list[Finding] = _source_findings(catalog)
     disables = [r for r in catalog.rules if r.action == "disable" and not r.when.unsatisfiable()]
     for i, rule in enumerate(catalog.rules):
         why = rule.when.unsatisfiable()
