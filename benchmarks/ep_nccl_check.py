@@ -85,7 +85,6 @@ def _sync(dev: torch.device) -> None:
 def worker(rank: int, size: int, seed: int, cpu: bool) -> dict:
     import torch.distributed as dist
 
-    from moe_select.environment import Environment
     from moe_select.parallel import all_reduce, set_tokens
 
     dev, world, out = torch.device("cpu") if cpu else torch.device("cuda", rank), dist.group.WORLD, {}

@@ -13,12 +13,10 @@ import pytest
 import torch
 
 import moe_select
-from moe_select import environment as envmod
 from moe_select.backends import flashinfer_cutlass as fic
-from moe_select.environment import Environment
-from moe_select.errors import ResolveError, RunnerInputError
+from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
-from moe_select.ops import BLOCK, FP8_DTYPE, dequantize, gated_act, quantize
+from moe_select.ops import BLOCK, FP8_DTYPE, gated_act, quantize
 from moe_select.reference import reference_dequantize, reference_moe, rel_error
 from moe_select.registry import Registry
 from moe_select.resolver import check_environment

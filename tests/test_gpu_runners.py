@@ -16,7 +16,7 @@ import torch
 import moe_select
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
-from moe_select.ops import dequantize, quantize
+from moe_select.ops import quantize
 from moe_select.reference import reference_dequantize, reference_moe, rel_error
 from moe_select.registry import Registry
 

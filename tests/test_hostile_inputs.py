@@ -365,7 +365,7 @@ CASES: list[Case] = [
               r"config\.json:\d+: hidden_act: hidden_act must be a string, got a list"),
     _cfg_case("norm_topk_prob a string", seed_config(norm_topk_prob="false"),
               r"config\.json:\d+: norm_topk_prob: norm_topk_prob must be true or false, got the string 'false'"),
-    _cfg_case("n_group not dividing the experts", seed_config("deepseek-ai__DeepSeek-V3", n_group=7), 
+    _cfg_case("n_group not dividing the experts", seed_config("deepseek-ai__DeepSeek-V3", n_group=7),
               r"config\.json:\d+: n_group: n_group 7 does not divide the number of experts 256"),
     _cfg_case("routed_scaling_factor negative", seed_config("deepseek-ai__DeepSeek-V3", routed_scaling_factor=-2.5),
               r"config\.json:\d+: routed_scaling_factor: routed_scaling_factor must be a finite positive number, got -2\.5"),

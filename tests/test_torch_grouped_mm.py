@@ -17,7 +17,7 @@ import torch
 from moe_select.backends import torch_grouped_mm as tgm
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
-from moe_select.ops import FP8_DTYPE, dequantize, quantize
+from moe_select.ops import FP8_DTYPE, quantize
 from moe_select.reference import reference_dequantize, reference_moe, rel_error
 from moe_select.registry import Registry
 

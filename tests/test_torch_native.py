@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from moe_select.backends.torch_native import TorchNativeCore
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
-from moe_select.ops import dequantize, quantize
+from moe_select.ops import quantize
 from moe_select.reference import reference_dequantize, TOLERANCE, reference_moe, rel_error
 from moe_select.routing import route
 from moe_select.runner import MoeRunner
