@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,18 +130,29 @@ def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
     reading it refuses it: it is never silently taken as absent (the format would change). Raises
     :class:`InputError` for a path that is missing, or neither a regular file nor a folder."""
     p = Path(path)
-    if p.is_dir():
+
+    def mode(q: Path) -> int | None:  # the file type (following links); None when absent
+        try:
+            return os.stat(q).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError) as exc:  # name too long, too many links, permission, NUL in the path
+            raise InputError(Issue(shorten(str(q))[1:-1], 0, "model_config",
+                                   f"cannot read: {getattr(exc, 'strerror', None) or exc}")) from None
+
+    m = mode(p)
+    if m is not None and stat.S_ISDIR(m):
         cfg = p / "config.json"
-        if not (cfg.exists() or cfg.is_symlink()):
+        if mode(cfg) is None and not cfg.is_symlink():
             raise InputError(Issue(str(p), 0, "model_config", "the folder has no config.json"))
-    elif p.is_file():
+    elif m is not None and stat.S_ISREG(m):
         cfg = p
-    elif p.exists():
+    elif m is not None:
         raise InputError(Issue(str(p), 0, "model_config", "not a regular file or a folder"))
     else:
         raise InputError(Issue(str(p), 0, "model_config", "no such file or folder"))
     quant = cfg.parent / "hf_quant_config.json"
-    return cfg, (quant if quant.exists() or quant.is_symlink() else None)
+    return cfg, (quant if mode(quant) is not None or quant.is_symlink() else None)
 
 
 def _quant_from_compressed_tensors(q: MarkedDict) -> str:

@@ -157,6 +157,7 @@ NASTY_VALUES: tuple[Callable[[Chooser], str], ...] = (
     lambda c: "!!python/object/apply:os.system ['true']",
     lambda c: "!!set {a, b}",
     lambda c: "!!omap [a: 1]",
+    lambda c: c.choice(("!!map x", "!!seq x", "!!seq {a: 1}", "!!map [1]", "!!str [1]", "!!int {}", "!!merge x", "!!null")),
     lambda c: "!custom x",
     lambda c: "? [a]\n: b",
     lambda c: "|\n  multi\n  line",
