@@ -1,9 +1,18 @@
-"""YAML loading that keeps PyYAML's node marks, and pydantic errors mapped back to file:line.
+"""The one read path of every input file, YAML loading that keeps PyYAML's node marks, and pydantic
+errors mapped back to file:line.
+
+Every file the product reads (deployment, rule and capability files, model ``config.json`` and
+``hf_quant_config.json``, plan) goes through :func:`read_input` (regular files only, checked before
+opening; at most :data:`MAX_INPUT_BYTES`; read once, with its sha256), :func:`decode_text` (UTF-8, the
+first bad byte located) and :func:`load_text` (bounded while composing: :data:`MAX_NODES` after alias
+expansion, :data:`MAX_ALIASES`, :data:`MAX_DEPTH`, :data:`MAX_KEYS`, :data:`MAX_SCALAR_CHARS`,
+:data:`MAX_INT_DIGITS`; YAML 1.2 core scalars). :func:`load_file` chains the three.
 
 Every mapping is loaded as :class:`MarkedDict` (a ``dict`` that remembers the file, its own line and the
 line of each key) and every sequence as :class:`MarkedList` (a ``list`` with the line of each item).
-Duplicate keys are an error (PyYAML silently keeps the last one). JSON files (Hugging Face configs) go
-through the same loader, so their errors carry lines too.
+Duplicate keys are an error (PyYAML silently keeps the last one). JSON files (Hugging Face configs,
+plans) go through the same loader, so their errors carry lines too. Error messages echo input values
+cut to :data:`ECHO_CHARS` characters (:func:`shorten`).
 """
 from __future__ import annotations
 
@@ -259,6 +268,8 @@ class _BoundedComposer:
         return InputError(Issue(self.filename, (mark.line + 1) if mark is not None else 0, field, msg))
 
     def get_single_node(self) -> Any:
+        """The root node of the only document (None for an empty stream). Raises ComposerError for a
+        second document, InputError for a passed bound."""
         self._start_counts()
         self.get_event()  # stream start
         document = None
@@ -272,6 +283,7 @@ class _BoundedComposer:
         return document
 
     def compose_document(self) -> Any:
+        """The root node of the next document; anchors do not cross documents."""
         self.get_event()  # document start
         node = self.compose_node(None, None)
         self.get_event()  # document end
@@ -279,6 +291,8 @@ class _BoundedComposer:
         return node
 
     def compose_node(self, parent: Any, index: Any) -> Any:
+        """The next node: an alias returns its anchor's node (counted, never copied); scalars and
+        collections are composed and measured. Sets ``self._mark`` to where the node is written."""
         if self.check_event(AliasEvent):
             event = self.get_event()
             if event.anchor not in self.anchors:
