@@ -507,9 +507,10 @@ def load_text(text: str, file: str) -> Any:
     Raises :class:`InputError` with the line (and, where known, the key) of a syntax error, a control
     character, a duplicate key, a passed bound, a leading zero or an unsupported tag.
     """
-    loader = _MarkedLoader(text)
-    loader.filename = file
+    loader = None
     try:
+        loader = _MarkedLoader(text)  # (the pure-Python reader checks the characters here)
+        loader.filename = file
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -527,7 +528,8 @@ def load_text(text: str, file: str) -> Any:
     except yaml.YAMLError as exc:
         raise InputError(Issue(file, 0, "", f"not valid YAML: {_shorten_text(str(exc))}")) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_file(path: str | Path, display: str | None = None, *, kind: str = "input file",
