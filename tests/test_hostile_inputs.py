@@ -26,8 +26,10 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: A case that takes longer than this is a hang (the alarm interrupts a blocked read).
 HANG_SECONDS = 10
-#: Bound on each hostile case (they are all refused before any real work).
-CASE_SECONDS = 1.0
+#: Bound on each hostile case. Most are refused in milliseconds; the worst admitted files (49,000 wrong
+#: items, 49,900 nodes) take about 0.5 s on a 2-core machine (the goal is 1 s: benchmarks/fuzz_inputs.py
+#: measures it); the test allows twice the goal so a loaded CI machine does not make it flaky.
+CASE_SECONDS = 2.0
 SHAPE = "model: {num_experts: 8, top_k: 2, hidden_size: 64, moe_intermediate_size: 32}\n"
 DEPLOYMENT = "gpu: H200\nquant: bf16\n" + SHAPE
 
