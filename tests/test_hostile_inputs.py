@@ -409,6 +409,12 @@ CASES: list[Case] = [
               r"config\.json:\d+: quantization_config\.config_groups\.group_0: a config group must be a mapping, got the number 8"),
     Case("a config.json with an ignore list of 45,000 layers (under the node bound: planned)", "model", lambda d: (
         _model(model_folder(d, _fp8_ignore(45_000))), r"^$"), exit=0),
+    Case("a control character in a model_config path is escaped", "model", lambda d: (
+        _explain(_write(d, "d.yaml", 'gpu: H200\nmodel_config: "a\\e[2Jb"\n')),
+        r"{d}/a\\x1b\[2Jb: model_config: no such file or folder \(model_config at {d}/d\.yaml:2\)")),
+    Case("a 5000-character model_config path", "model", lambda d: (
+        _explain(_write(d, "d.yaml", "gpu: H200\nmodel_config: " + "y" * 5000 + "\n")),
+        r"{d}/y+…: model_config: cannot read: File name too long \(model_config at {d}/d\.yaml:2\)")),
     _cfg_case("config.json is a list", [1, 2], r"config\.json:1: config\.json does not hold a JSON object"),
     _cfg_case("duplicate key", None, r"config\.json:\d+: hidden_size: duplicate key \(first given on line \d+\)",
               raw=json.dumps(QWEN, indent=2).replace('"hidden_size": 2048,', '"hidden_size": 2048,\n  "hidden_size": 4096,')),
