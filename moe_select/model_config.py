@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,16 @@ def _mapping(cfg: MarkedDict, key: str, prefix: str = "", what: str = "") -> Mar
     return v
 
 
+def _display(path: Any, limit: int = 300) -> str:
+    """A path as errors show it: as is when printable and short; else escaped (a control character in
+    a ``model_config`` value never reaches the terminal raw) and cut to ``limit`` characters."""
+    s = str(path)
+    if s.isprintable() and len(s) <= limit:
+        return s
+    text = repr(s)[1:-1]
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
     """``(config.json, hf_quant_config.json or None)`` for a checkpoint folder or a config.json path.
 
@@ -128,18 +140,29 @@ def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
     reading it refuses it: it is never silently taken as absent (the format would change). Raises
     :class:`InputError` for a path that is missing, or neither a regular file nor a folder."""
     p = Path(path)
-    if p.is_dir():
+
+    def mode(q: Path) -> int | None:  # the file type (following links); None when absent
+        try:
+            return os.stat(q).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError) as exc:  # name too long, too many links, permission, NUL in the path
+            raise InputError(Issue(_display(q), 0, "model_config",
+                                   f"cannot read: {getattr(exc, 'strerror', None) or exc}")) from None
+
+    m = mode(p)
+    if m is not None and stat.S_ISDIR(m):
         cfg = p / "config.json"
-        if not (cfg.exists() or cfg.is_symlink()):
-            raise InputError(Issue(str(p), 0, "model_config", "the folder has no config.json"))
-    elif p.is_file():
+        if mode(cfg) is None and not cfg.is_symlink():
+            raise InputError(Issue(_display(p), 0, "model_config", "the folder has no config.json"))
+    elif m is not None and stat.S_ISREG(m):
         cfg = p
-    elif p.exists():
-        raise InputError(Issue(str(p), 0, "model_config", "not a regular file or a folder"))
+    elif m is not None:
+        raise InputError(Issue(_display(p), 0, "model_config", "not a regular file or a folder"))
     else:
-        raise InputError(Issue(str(p), 0, "model_config", "no such file or folder"))
+        raise InputError(Issue(_display(p), 0, "model_config", "no such file or folder"))
     quant = cfg.parent / "hf_quant_config.json"
-    return cfg, (quant if quant.exists() or quant.is_symlink() else None)
+    return cfg, (quant if mode(quant) is not None or quant.is_symlink() else None)
 
 
 def _quant_from_compressed_tensors(q: MarkedDict) -> str:
@@ -310,7 +333,7 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
     wrong, the config is not a MoE model, or its quantization is unknown or unsupported; never another
     exception for any file content."""
     cfg_path, hfq_path = resolve_config_path(path)
-    name = display or str(cfg_path)
+    name = display or _display(cfg_path, 4096)
     files: dict[str, str] = {}
     cfg = _load_json(cfg_path, name, files)
     if not isinstance(cfg, MarkedDict):

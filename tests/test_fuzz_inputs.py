@@ -25,9 +25,9 @@ that each name a file and are short (echoed values are truncated); each case tak
 agree: undecodable bytes, control characters, JSON that ``json`` refuses (model configs) and data that
 the pydantic model refuses are exit 2; a plan loads exactly when ``Plan`` validates its data.
 
-Runtime: about 30 s on 2 cores. ``CI=1`` (or ``MOE_SELECT_FUZZ_DERANDOMIZE=1``) derandomizes;
-otherwise each run explores new cases and a failure prints the ``@reproduce_failure`` blob.
-``MOE_SELECT_FUZZ_EXAMPLES=N`` changes the number of cases per test.
+Runtime: about 35 s on 2 cores (250 cases per test; ``MOE_SELECT_FUZZ_EXAMPLES=N`` changes it).
+``CI=1`` (or ``MOE_SELECT_FUZZ_DERANDOMIZE=1``) derandomizes; otherwise each run explores new cases
+and a failure prints the ``@reproduce_failure`` blob that replays it.
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ ISSUE_CHARS = 1500
 #: the owners of those files; remove a pattern here once its message truncates.
 UNTRUNCATED_ECHO = re.compile(r"unknown GPU |unknown runner |unknown package |names unknown runner |must match the file name ")
 
-EXAMPLES = int(os.environ.get("MOE_SELECT_FUZZ_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("MOE_SELECT_FUZZ_EXAMPLES", "250"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,  # CASE_SECONDS is checked by the test itself, with a clear message
@@ -157,6 +157,7 @@ NASTY_VALUES: tuple[Callable[[Chooser], str], ...] = (
     lambda c: "!!python/object/apply:os.system ['true']",
     lambda c: "!!set {a, b}",
     lambda c: "!!omap [a: 1]",
+    lambda c: c.choice(("!!map x", "!!seq x", "!!seq {a: 1}", "!!map [1]", "!!str [1]", "!!int {}", "!!merge x", "!!null")),
     lambda c: "!custom x",
     lambda c: "? [a]\n: b",
     lambda c: "|\n  multi\n  line",
@@ -384,7 +385,7 @@ def run_deployment(workdir: Path, raw: bytes, what: str) -> int:
     f = workdir / "deployment.yaml"
     f.write_bytes(raw)
     rc, out, err, s = run_cli(["explain", "--deployment", str(f), "--json"])
-    check_outcome(rc, out, err, s, what, [str(f), str(workdir), "/", "<"])
+    check_outcome(rc, out, err, s, what, [str(f), str(workdir), "<"])
     if rc in (0, 1):
         assert json.loads(out)["status"] == ("ok" if rc == 0 else "rejected"), what
     return rc

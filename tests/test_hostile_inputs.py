@@ -26,15 +26,18 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: A case that takes longer than this is a hang (the alarm interrupts a blocked read).
 HANG_SECONDS = 10
-#: Bound on each hostile case (they are all refused before any real work).
-CASE_SECONDS = 1.0
+#: Bound on each hostile case. Most are refused in milliseconds; the worst admitted files (49,000 wrong
+#: items, 49,900 nodes) take about 0.5 s on a 2-core machine (the goal is 1 s: benchmarks/fuzz_inputs.py
+#: measures it); the test allows twice the goal so a loaded CI machine does not make it flaky.
+CASE_SECONDS = 2.0
 SHAPE = "model: {num_experts: 8, top_k: 2, hidden_size: 64, moe_intermediate_size: 32}\n"
 DEPLOYMENT = "gpu: H200\nquant: bf16\n" + SHAPE
 
 
 def bomb(levels: int = 9, width: int = 9, indent: str = "") -> str:
     """The nested-alias bomb of issue 7: ``levels`` lines, each a list of ``width`` aliases to the line
-    above (9 x 9: 9**9 = 387 million strings once expanded, from ten short lines)."""
+    above (9 x 9: 9**9 = 387 million strings once expanded, from nine short lines). Expanded sizes:
+    a0 10 nodes, a1 91, a2 820, a3 7381, a4 66430."""
     lines = [f'{indent}a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     for i in range(1, levels):
         lines.append(f"{indent}a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]")
@@ -182,6 +185,13 @@ def _fp8(block: Any) -> dict:
     return cfg
 
 
+def _fp8_ignore(n: int) -> dict:
+    """The FP8 config with a compressed-tensors-style ``ignore`` list of ``n`` layer names."""
+    cfg = json.loads(json.dumps(QWEN_FP8))
+    cfg["quantization_config"]["ignore"] = [f"model.layers.{i}.mlp.gate" for i in range(n)]
+    return cfg
+
+
 L_BLOCK = line_of(json.dumps(QWEN_FP8, indent=2), '"weight_block_size"')
 NVFP4 = FIXTURES / "models" / "nvidia__Qwen3-30B-A3B-NVFP4"
 NVFP4_CONFIG = json.loads((NVFP4 / "config.json").read_text())
@@ -191,22 +201,22 @@ CASES: list[Case] = [
     # --- item 2: resource exhaustion ------------------------------------------------------------------
     Case("alias bomb in a deployment", "deployment", lambda d: (
         _explain(_write(d, "d.yaml", DEPLOYMENT + bomb())),
-        r"{d}/d\.yaml:9: a5\[1\]: the file expands to more than 100000 nodes \(aliases repeat what their anchor holds\): refused")),
+        r"{d}/d\.yaml:8: a4\[6\]: the file expands to more than 50000 nodes \(aliases repeat what their anchor holds\): refused")),
     Case("alias bomb as a deployment value", "deployment", lambda d: (
         _explain(_write(d, "d.yaml", bomb() + "gpu: *a8\n")),
-        r"{d}/d\.yaml:\d+: a\d\[\d\]: the file expands to more than 100000 nodes")),
+        r"{d}/d\.yaml:\d+: a\d\[\d\]: the file expands to more than 50000 nodes")),
     Case("alias bomb in a rule file (check)", "rules", lambda d: (
         ["check", str(_write(d, "r.yaml", "schema_version: 1\nrules: []\n" + bomb()))],
-        r"{d}/r\.yaml:8: a5\[1\]: the file expands to more than 100000 nodes")),
+        r"{d}/r\.yaml:7: a4\[6\]: the file expands to more than 50000 nodes")),
     Case("alias bomb in a rules directory (explain --rules)", "rules", lambda d: (
         _explain_rules(_write(d, "r.yaml", "schema_version: 1\nrules: []\n" + bomb()).parent),
-        r"{d}/r\.yaml:8: a5\[1\]: the file expands to more than 100000 nodes")),
+        r"{d}/r\.yaml:7: a4\[6\]: the file expands to more than 50000 nodes")),
     Case("alias bomb in a capability file (check)", "capability", lambda d: (
         ["check", str(_write(d, "c.yaml", "schema_version: 1\nrunner: x\n" + bomb()))],
-        r"{d}/c\.yaml:8: a5\[1\]: the file expands to more than 100000 nodes")),
+        r"{d}/c\.yaml:7: a4\[6\]: the file expands to more than 50000 nodes")),
     Case("alias bomb in a plan", "plan", lambda d: (
         _write(d, "plan.json", '{"schema_version": 1,\n' + bomb().replace("\n", ",\n").rstrip(",\n") + "\n}\n"),
-        r"{d}/plan\.json:7: a5\[1\]: the file expands to more than 100000 nodes")),
+        r"{d}/plan\.json:6: a4\[6\]: the file expands to more than 50000 nodes")),
     Case("recursive alias", "deployment", lambda d: (
         _explain(_write(d, "d.yaml", DEPLOYMENT + "packages: &p {a: *p}\n")),
         r"{d}/d\.yaml:4: packages\.a: alias \*p is inside its own anchor \(a recursive structure\): refused")),
@@ -215,7 +225,7 @@ CASES: list[Case] = [
         r"{d}/d\.yaml:4: packages(\[0\])+.*: nested deeper than 64 levels: refused")),
     Case("deep nesting (5000 levels)", "deployment", lambda d: (  # libyaml stops at 1000 levels itself
         _explain(_write(d, "d.yaml", DEPLOYMENT + "packages: " + "[" * 5000 + "]" * 5000 + "\n")),
-        r"{d}/d\.yaml:4: (packages(\[0\])+.*: nested deeper than 64 levels: refused|not valid YAML: exceeded maximum nesting depth)")),
+        r"{d}/d\.yaml:4: (packages(\[0\])+.*: nested deeper than 64 levels: refused|not valid YAML: .*exceeded maximum nesting depth)")),
     Case("deep nesting through aliases", "deployment", lambda d: (
         _explain(_write(d, "d.yaml", DEPLOYMENT + "x0: &x0 " + "[" * 40 + "]" * 40 + "\nx1: &x1 " + "[" * 30 + "*x0" + "]" * 30 + "\n")),
         r"{d}/d\.yaml:5: x1(\[0\])+: nested deeper than 64 levels once aliases are expanded: refused")),
@@ -272,6 +282,29 @@ CASES: list[Case] = [
     Case("echoed keys are truncated (a 1000-character unknown key)", "deployment", lambda d: (
         _explain(_write(d, "d.yaml", DEPLOYMENT + "k" * 1000 + ": 1\n")),  # libyaml's limit on a plain key: 1024
         r"{d}/d\.yaml:4: k{80}…: unknown key 'k{80}…'; allowed here: ")),
+    Case("4 MiB of comments (under the size bound: planned)", "deployment", lambda d: (
+        _explain(_write(d, "d.yaml", DEPLOYMENT + ("# " + "c" * 78 + "\n") * (4 * 1024 * 1024 // 81 - 10))),
+        r"^$"), exit=0),
+    Case("49,900 nodes (under the node bound)", "deployment", lambda d: (
+        _explain(_write(d, "d.yaml", DEPLOYMENT + "packages: [" + ", ".join(["1"] * 49_900) + "]\n")),
+        r"{d}/d\.yaml:4: packages: Input should be a valid dictionary")),
+    Case("50,000 nodes (over the node bound)", "deployment", lambda d: (
+        _explain(_write(d, "d.yaml", DEPLOYMENT + "packages: [" + ", ".join(["1"] * 50_000) + "]\n")),
+        r"{d}/d\.yaml:4: packages\[\d+\]: the file expands to more than 50000 nodes")),
+    Case("37,800 nodes through aliases (under the node bound)", "deployment", lambda d: (
+        _explain(_write(d, "d.yaml", DEPLOYMENT + bomb(4) + "packages: [*a3, *a3, *a3, *a3]\n")),
+        r"{d}/d\.yaml:8: packages: Input should be a valid dictionary")),
+    Case("49,000 wrong items (under the node bound): 50 issues, then a count", "rules", lambda d: (
+        ["check", str(_write(d, "r.yaml", "schema_version: 1\nrules:\n  - id: x\n    when: {tp: [" + ", ".join(['"x"'] * 49_000)
+                              + "]}\n    prefer: [triton]\n"))],
+        r"{d}/r\.yaml: \.\.\. and about 4895\d more issues \(only the first 50 are listed\)\n$")),
+    Case("10,001 keys in one mapping", "deployment", lambda d: (
+        _explain(_write(d, "d.yaml", DEPLOYMENT + "packages: {" + ", ".join(f"p{i}: '1'" for i in range(10_001)) + "}\n")),
+        r"{d}/d\.yaml:4: packages: more than 10000 keys in one mapping: refused")),
+    Case("5,000 wrong items: the first 50 issues, then a count", "rules", lambda d: (
+        ["check", str(_write(d, "r.yaml", "schema_version: 1\nrules:\n  - id: x\n    when: {tp: [" + ", ".join(['"x"'] * 5000)
+                              + "]}\n    prefer: [triton]\n"))],
+        r"{d}/r\.yaml:4: rules\[0\]\.when\.tp\[49\]: .*\n  {d}/r\.yaml: \.\.\. and about 495\d more issues \(only the first 50 are listed\)\n$")),
     Case("not UTF-8", "deployment", lambda d: (
         _explain(_write(d, "d.yaml", DEPLOYMENT.encode() + b"runner: \xff\xfe\n")),
         r"{d}/d\.yaml:4: not UTF-8 text: byte 0xff at column 9")),
@@ -374,6 +407,14 @@ CASES: list[Case] = [
     _cfg_case("compressed-tensors group not a mapping",
               seed_config(quantization_config={"quant_method": "compressed-tensors", "config_groups": {"group_0": 8}}),
               r"config\.json:\d+: quantization_config\.config_groups\.group_0: a config group must be a mapping, got the number 8"),
+    Case("a config.json with an ignore list of 45,000 layers (under the node bound: planned)", "model", lambda d: (
+        _model(model_folder(d, _fp8_ignore(45_000))), r"^$"), exit=0),
+    Case("a control character in a model_config path is escaped", "model", lambda d: (
+        _explain(_write(d, "d.yaml", 'gpu: H200\nmodel_config: "a\\e[2Jb"\n')),
+        r"{d}/a\\x1b\[2Jb: model_config: no such file or folder \(model_config at {d}/d\.yaml:2\)")),
+    Case("a 5000-character model_config path", "model", lambda d: (
+        _explain(_write(d, "d.yaml", "gpu: H200\nmodel_config: " + "y" * 5000 + "\n")),
+        r"{d}/y+…: model_config: cannot read: File name too long \(model_config at {d}/d\.yaml:2\)")),
     _cfg_case("config.json is a list", [1, 2], r"config\.json:1: config\.json does not hold a JSON object"),
     _cfg_case("duplicate key", None, r"config\.json:\d+: hidden_size: duplicate key \(first given on line \d+\)",
               raw=json.dumps(QWEN, indent=2).replace('"hidden_size": 2048,', '"hidden_size": 2048,\n  "hidden_size": 4096,')),
@@ -387,7 +428,7 @@ def test_hostile_input(case: Case, tmp_path: Path):
     rc, _, err = plan_exit(target) if isinstance(target, Path) else run(target)
     seconds = time.perf_counter() - t0
     assert rc == case.exit, f"exit {rc}:\n{err[:3000]}"
-    assert err.startswith("invalid input:\n  "), err[:3000]
+    assert case.exit == 0 or err.startswith("invalid input:\n  "), err[:3000]
     regex = pattern.replace("{d}", re.escape(str(tmp_path)))
     assert re.search(regex, err), f"no match for {regex!r} in:\n{err[:3000]}"
     assert seconds < CASE_SECONDS, f"took {seconds:.2f} s"
@@ -395,13 +436,13 @@ def test_hostile_input(case: Case, tmp_path: Path):
 
 
 def test_billion_laughs_is_refused_within_milliseconds(tmp_path: Path):
-    """Ten lines that expand to 387 million strings: refused while composing, in milliseconds."""
+    """Nine lines that expand to 387 million strings: refused while composing, in milliseconds."""
     from moe_select.errors import InputError
     from moe_select.yamlio import load_text
 
     text = bomb()
     t0 = time.perf_counter()
-    with pytest.raises(InputError, match="expands to more than 100000 nodes"):
+    with pytest.raises(InputError, match="expands to more than 50000 nodes"):
         load_text(text, "bomb.yaml")
     assert time.perf_counter() - t0 < 0.05
     assert len(text.splitlines()) <= 10
