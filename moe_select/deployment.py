@@ -122,6 +122,9 @@ class Deployment(Located):
     a2a: str = Field(default="none", pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
     a2a_mode: A2AMode | None = Field(default=None, validation_alias=AliasChoices("a2a_mode", "deepep_mode"))
     runner: str = Field(default="auto", min_length=1)
+    #: Runner per additional MoE layer kind (``mtp``, ``unquantized``): ``runner`` applies to the main
+    #: layers; other kinds are planned with ``auto`` unless named here.
+    layer_runners: dict[str, str] | None = None
     cuda_graph: bool | None = None
     require_adapter: bool = False
     packages: dict[str, str | None] | None = None
@@ -181,6 +184,13 @@ class Understood(BaseModel):
     a2a_mode: str | None = None
     a2a_modes: list[str] = []
     runner: str
+    #: MoE layer kinds besides the main one (from the checkpoint config): ``{"kind", "layers", "quant",
+    #: "quant_params", "why", "runner"}``; each is planned on its own.
+    layer_kinds: list[dict[str, Any]] = []
+    #: The main kind's layer indices, when the config says how many layers there are.
+    layers: list[int] = []
+    #: Which kind of MoE layer this is (``main``, or a kind of ``layer_kinds`` when planned on its own).
+    layer_kind: str = "main"
     cuda_graph: bool
     require_adapter: bool
     provenance: dict[str, str]
@@ -220,6 +230,22 @@ class Understood(BaseModel):
         return (f"{self.arch}{gpu} {self.quant} E={m['num_experts']} K={m['top_k']} H={m['hidden_size']} "
                 f"I={m['moe_intermediate_size']} {m['activation']} {m['routing']} tp {self.tp} ep {self.ep} "
                 f"a2a {self.a2a}{mode} runner {self.runner}")
+
+
+def _ranges(ids: list[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
+    out, start, prev = [], None, None
+    for i in sorted(ids):
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:  # type: ignore[operator]
+            prev = i
+        else:
+            out.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = i
+    if start is not None:
+        out.append(f"{start}-{prev}" if start != prev else str(start))
+    return ", ".join(out)
 
 
 def load_deployment(path: str | Path) -> tuple[Deployment, Path]:
@@ -329,7 +355,18 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         bad("quant", "quant not given and no model_config to read it from")
 
     # Quantization parameters: the checkpoint's, else quant_config, else the format's defaults.
-    quant_params: dict[str, Any] = dict(getattr(info, "quant_params", {}) or {}) if dep.model_config_path and model else {}
+    quant_params: dict[str, Any] = dict(info.quant_params) if info is not None and model else {}
+    kinds = list(info.layer_kinds) if info is not None and model else []
+    main_layers = list(kinds[0]["layers"]) if kinds else []
+    extra = [dict(k) for k in kinds[1:]]
+    for k in extra:
+        k["runner"] = (dep.layer_runners or {}).get(k["kind"], "auto")
+        prov[f"layers.{k['kind']}"] = (f"{cfg_path} ({k['why']}; layers {_ranges(k['layers'])}, {k['quant']}; runner "
+                                       + (f"{k['runner']} from layer_runners" if k["kind"] in (dep.layer_runners or {}) else "auto") + ")")
+    for name in dep.layer_runners or {}:
+        if name not in [k["kind"] for k in extra]:
+            bad("layer_runners", f"layer kind {name[:40]!r} is not in this checkpoint (its kinds besides main: "
+                + (", ".join(k["kind"] for k in extra) or "none") + ")")
     if dep.quant_config is not None:
         given_qc = dep.quant_config.model_dump(exclude_none=True)
         if quant_params and any(quant_params.get(k) != v for k, v in given_qc.items()):
@@ -401,7 +438,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
     return Understood(
         gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files,
-        quant_params=quant_params, engine=dep.engine, phase=dep.phase, max_tokens_per_rank=max_tokens, tp=dep.tp,
+        quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=dep.engine, phase=dep.phase,
+        max_tokens_per_rank=max_tokens, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
         a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, cuda_graph=cuda_graph,
         require_adapter=dep.require_adapter, provenance=prov, notes=notes,

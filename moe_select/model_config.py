@@ -5,9 +5,23 @@ Field names per model family (checked against the configs of Qwen1.5-MoE, Qwen3-
 Mixtral, DeepSeek-V3/R1, Llama-4 and gpt-oss): experts from ``n_routed_experts`` / ``num_experts`` /
 ``num_local_experts``; expert width from ``moe_intermediate_size`` else ``intermediate_size``; Llama-4
 nests its text model in ``text_config``. Routing follows the model's router code in transformers:
-DeepSeek-V3 (``scoring_func: sigmoid``, ``topk_method: noaux_tc``) -> deepseek_v3; Llama-4 -> llama4;
-Qwen-MoE/OLMoE with ``norm_topk_prob: false`` -> softmax_topk, with true -> renormalize; Mixtral,
-Granite-MoE and gpt-oss (top-k then softmax over the k) -> renormalize.
+DeepSeek-V3 (``scoring_func: sigmoid`` with ``topk_method: noaux_tc`` or expert groups) -> deepseek_v3;
+sigmoid scoring without groups (MiniMax-M2: ``scoring_func: sigmoid``, ``use_routing_bias``) ->
+sigmoid_topk; Llama-4 -> llama4; PhiMoE -> sparsemixer; Qwen-MoE/OLMoE/DeepSeek-V2 with
+``norm_topk_prob: false`` -> softmax_topk, with true -> renormalize; Mixtral, Granite-MoE and gpt-oss
+(top-k then softmax over the k) -> renormalize.
+
+Quantization parameters (``ModelInfo.quant_params``): FP8 ``weight_block_size`` (any ``[bn, bk]``), the
+weight-only int formats' ``group_size`` (AWQ ``group_size``/``q_group_size``, GPTQ ``group_size``,
+compressed-tensors ``weights.group_size``; -1 or channel strategy: per output channel, no group), bits,
+AWQ/GPTQ layout, symmetry and act-order.
+
+Layer kinds (``ModelInfo.layer_kinds``): which decoder layers have MoE experts (DeepSeek
+``first_k_dense_replace``/``moe_layer_freq``, Qwen ``mlp_only_layers``/``decoder_sparse_step``, Llama-4
+``interleave_moe_layer_step``/``moe_layers``), the multi-token-prediction layers after them
+(``num_nextn_predict_layers``), and the MoE layers a quantization config leaves unquantized (ModelOpt
+``exclude_modules`` globs, compressed-tensors ``ignore`` names and ``re:`` patterns, ``modules_to_not_convert``
+names matched by whole dotted segments). Layers whose experts differ form separate kinds.
 """
 from __future__ import annotations
 
@@ -49,6 +63,11 @@ class ModelInfo:
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    #: Parameters of the format: ``block`` ([bn, bk] or an element count), ``group_size``, ``bits``,
+    #: ``layout`` (awq, gptq, compressed-tensors), ``symmetric``, ``act_order``.
+    quant_params: dict[str, Any] = field(default_factory=dict)
+    #: Distinct MoE layer kinds, main first: ``{"kind", "layers": [indices], "quant", "quant_params", "why"}``.
+    layer_kinds: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _at(cfg: MarkedDict, key: str) -> str:
@@ -165,7 +184,7 @@ def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
     return cfg, (quant if mode(quant) is not None or quant.is_symlink() else None)
 
 
-def _quant_from_compressed_tensors(q: MarkedDict) -> str:
+def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any]) -> str:
     pre = "quantization_config."
     groups = _mapping(q, "config_groups", pre)
     if not groups:
@@ -183,6 +202,15 @@ def _quant_from_compressed_tensors(q: MarkedDict) -> str:
             _int(w, "num_bits", 1, 64, gpre + "weights.")
         typ, strategy = _str(w, "type", gpre + "weights."), _str(w, "strategy", gpre + "weights.")
         bits = w.get("num_bits")
+        if strategy == "group" and _present(w, "group_size") and w.get("group_size") is not None:
+            params["group_size"] = _int(w, "group_size", 1, MAX_WIDTH, gpre + "weights.")
+        bs = w.get("block_structure")
+        if isinstance(bs, list) and len(bs) == 2 and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bs):
+            params["block"] = [int(b) for b in bs]
+        if typ == "int":
+            params["layout"], params["bits"] = "compressed-tensors", bits
+            if isinstance(w.get("symmetric"), bool):
+                params["symmetric"] = w["symmetric"]
         if fmt == "nvfp4-pack-quantized" or (bits == 4 and typ == "float"):
             formats.add("nvfp4")
         elif bits == 8 and typ == "float":
@@ -202,7 +230,7 @@ def _quant_from_compressed_tensors(q: MarkedDict) -> str:
     return formats.pop()
 
 
-def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str]) -> str:
+def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str], params: dict[str, Any]) -> str:
     if hfq is not None:
         if not isinstance(hfq, MarkedDict):
             raise _issue(hfq, None, f"hf_quant_config.json must hold a JSON object, got {_what(hfq)}")
@@ -216,6 +244,11 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str])
             raise _issue(q, "quant_algo", f"ModelOpt quant_algo {shorten(algo)} is not a supported format "
                          f"(known: {', '.join(table)})", "quantization.")
         prov["quant"] = _at(q, "quant_algo")
+        if _present(q, "group_size"):
+            g = _int(q, "group_size", 1, MAX_WIDTH, "quantization.")
+            if table[algo] == "nvfp4" and g != 16:
+                raise _issue(q, "group_size", f"NVFP4 with group_size {g}: NVFP4 blocks are 16 elements", "quantization.")
+            params["block" if table[algo] == "nvfp4" else "group_size"] = g
         return table[algo]
     holder = cfg if _present(cfg, "quantization_config") else text
     pre = "text_config." if holder is not cfg else ""
@@ -242,17 +275,27 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str])
                 and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
             raise _issue(q, "weight_block_size", f"weight_block_size must be a list of two positive integers, got "
                          f"{_what(block) if not isinstance(block, list) else shorten(block)}", pre)
-        if list(block) == [128, 128]:
-            return "fp8_block"
-        raise _issue(q, "weight_block_size", f"fp8 with weight_block_size {shorten(list(block))}: only [128, 128] blocks "
-                     "are a known format", pre)
+        params["block"] = [int(block[0]), int(block[1])]
+        return "fp8_block"
     if method == "mxfp4":
         return "mxfp4"
     if method == "compressed-tensors":
-        return _quant_from_compressed_tensors(q)
+        return _quant_from_compressed_tensors(q, params)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         key = "bits" if _present(q, "bits") or not _present(q, "w_bit") else "w_bit"
         bits = _int(q, key, 1, 64, pre) if _present(q, key) else None
+        gkey = next((k for k in ("group_size", "q_group_size") if _present(q, k)), None)
+        if gkey is not None:
+            g = q[gkey]
+            if not (isinstance(g, int) and not isinstance(g, bool) and (g == -1 or 0 < g <= MAX_WIDTH)):
+                raise _issue(q, gkey, f"{gkey} must be a positive integer or -1 (per channel), got {_what(g)}", pre)
+            if g > 0:
+                params["group_size"] = g
+        params["bits"] = bits
+        params["layout"] = "awq" if method.startswith("awq") else "gptq"
+        for k, pname in (("sym", "symmetric"), ("desc_act", "act_order"), ("zero_point", "zero_point")):
+            if _present(q, k) and isinstance(q[k], bool):
+                params[pname] = q[k]
         if bits == 4:
             return "int4_w4a16"
         if bits == 8 and method.startswith("gptq"):
@@ -383,7 +426,8 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
         prov["activation"] = _at(text, "hidden_act") if _present(text, "hidden_act") else f"{name} (no hidden_act: silu)"
 
     scoring, topk_method = _str(text, "scoring_func", tp), _str(text, "topk_method", tp)
-    if scoring == "sigmoid" and topk_method in ("noaux_tc", "group_limited_greedy", None):
+    grouped = topk_method in ("noaux_tc", "group_limited_greedy") or _present(text, "n_group")
+    if scoring == "sigmoid" and grouped:
         shape["routing"], prov["routing"] = "deepseek_v3", _at(text, "scoring_func")
         for k in ("n_group", "topk_group"):
             if _present(text, k):
@@ -395,8 +439,10 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
             raise _issue(text, "topk_group", f"topk_group {shape['topk_group']} exceeds n_group {shape.get('n_group', 1)}", tp)
         if _present(text, "routed_scaling_factor"):
             take("routed_scaling_factor", "routed_scaling_factor", _number(text, "routed_scaling_factor", tp))
-    elif scoring == "sigmoid":
+    elif scoring == "sigmoid":  # no expert groups: MiniMax-M2 style (sigmoid + correction bias, renormalised)
         shape["routing"], prov["routing"] = "sigmoid_topk", _at(text, "scoring_func")
+    elif model_type == "phimoe" or mt == "phimoe":
+        shape["routing"], prov["routing"] = "sparsemixer", f"{name} (model_type phimoe: sparsemixer top-2)"
     elif model_type == "llama4" or mt.startswith("llama4"):
         shape["routing"], prov["routing"] = "llama4", f"{name} (model_type llama4: top-k logits, then sigmoid)"
     elif mt in _RENORMALIZING or model_type in _RENORMALIZING:
@@ -420,10 +466,154 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
     else:
         shared, prov["num_shared_experts"] = 0, f"{name} (no shared-expert key)"
     shape["num_shared_experts"] = shared
-    quant = _quant_of(cfg, text, hfq, prov)
+    _widths(text, tp, shape, prov)
+    params: dict[str, Any] = {}
+    quant = _quant_of(cfg, text, hfq, prov, params)
     dtype = _str(text, "torch_dtype", tp) or _str(cfg, "torch_dtype")
     _check_shape(shape, at, text, tp)
-    return ModelInfo(name, model_type, shape, quant, dtype, prov, files=files)
+    kinds = _layer_kinds(cfg, text, hfq, quant, params, dtype)
+    return ModelInfo(name, model_type, shape, quant, dtype, prov, files=files, quant_params=params, layer_kinds=kinds)
+
+
+def _pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _widths(text: MarkedDict, tp: str, shape: dict[str, Any], prov: dict[str, str]) -> None:
+    """The shared experts' and the dense MLP layers' intermediate sizes (split over tp even with EP)."""
+    if _present(text, "shared_expert_intermediate_size"):
+        v = _int(text, "shared_expert_intermediate_size", 0, MAX_WIDTH, tp)
+        if v:
+            shape["shared_expert_intermediate_size"] = v
+            prov["shared_expert_intermediate_size"] = _at(text, "shared_expert_intermediate_size")
+    elif shape.get("num_shared_experts"):
+        shape["shared_expert_intermediate_size"] = shape["num_shared_experts"] * shape["moe_intermediate_size"]
+        prov["shared_expert_intermediate_size"] = f"{prov.get('num_shared_experts')} x moe_intermediate_size"
+    dense_key = None
+    if _pos_int(text.get("first_k_dense_replace")) or (isinstance(text.get("mlp_only_layers"), list) and text["mlp_only_layers"]) \
+            or (_pos_int(text.get("decoder_sparse_step")) and text["decoder_sparse_step"] > 1):
+        dense_key = "intermediate_size" if "moe_intermediate_size" in text else None
+    elif _pos_int(text.get("interleave_moe_layer_step")) and text["interleave_moe_layer_step"] > 1:
+        dense_key = "intermediate_size_mlp"
+    if dense_key and _present(text, dense_key):
+        shape["dense_intermediate_size"] = _int(text, dense_key, 1, MAX_WIDTH, tp)
+        prov["dense_intermediate_size"] = _at(text, dense_key)
+
+
+def _int_list(v: Any) -> list[int] | None:
+    return [x for x in v if isinstance(x, int) and not isinstance(x, bool)] if isinstance(v, list) else None
+
+
+def moe_layer_indices(text: MarkedDict) -> list[int]:
+    """Indices of the main model's decoder layers that have MoE experts (module doc); [] when the
+    config does not say how many layers it has."""
+    n = text.get("num_hidden_layers")
+    if not _pos_int(n) or n > 100_000:
+        return []
+    if isinstance(text.get("first_k_dense_replace"), int) and not isinstance(text.get("first_k_dense_replace"), bool):
+        k = text["first_k_dense_replace"]
+        freq = text["moe_layer_freq"] if _pos_int(text.get("moe_layer_freq")) else 1
+        return [i for i in range(n) if i >= k and i % freq == 0]
+    if "decoder_sparse_step" in text or "mlp_only_layers" in text:
+        only = set(_int_list(text.get("mlp_only_layers")) or [])
+        step = text["decoder_sparse_step"] if _pos_int(text.get("decoder_sparse_step")) else 1
+        return [i for i in range(n) if i not in only and (i + 1) % step == 0]
+    moe_layers = _int_list(text.get("moe_layers"))
+    if moe_layers is not None:
+        return sorted(i for i in set(moe_layers) if 0 <= i < n)
+    if _pos_int(text.get("interleave_moe_layer_step")):
+        s = text["interleave_moe_layer_step"]
+        return list(range(s - 1, n, s))
+    return list(range(n))
+
+
+_EXPERT_PATHS = ("mlp.experts", "block_sparse_moe.experts", "feed_forward.experts")
+_LAYER_PREFIXES = ("model.layers", "language_model.model.layers", "model.language_model.layers")
+_PROJ = ("gate_proj", "up_proj", "down_proj", "w1", "w2", "w3")
+
+
+def _expert_modules(i: int) -> list[str]:
+    """Module names the experts of decoder layer ``i`` go by in checkpoints (per family)."""
+    out = []
+    for pre in _LAYER_PREFIXES:
+        for path in _EXPERT_PATHS:
+            base = f"{pre}.{i}.{path}"
+            out += [base, f"{base}.0"] + [f"{base}.0.{proj}" for proj in _PROJ]
+    return out
+
+
+def _runs(name: str) -> set[str]:
+    """Every run of whole dotted segments of ``name`` (``a.b.c`` -> a, b, c, a.b, b.c, a.b.c)."""
+    seg = name.split(".")
+    return {".".join(seg[i:j]) for i in range(len(seg)) for j in range(i + 1, len(seg) + 1)}
+
+
+class _Exclusions:
+    """The exclusion patterns of a quantization config, matched against expert module names in time
+    linear in the names (a config may list tens of thousands of modules): ``globs`` (ModelOpt
+    ``exclude_modules``; without wildcards they are exact names), compressed-tensors ``ignore`` (exact
+    names, or ``re:`` regexes), ``modules_to_not_convert`` (whole dotted segments, so ``gate`` never
+    matches ``gate_proj``)."""
+
+    MAX_PATTERNS = 1000  # wildcard globs and regexes tried one by one
+
+    def __init__(self, globs: list[str], ignore: list[str], segments: list[str]):
+        self.exact = {g for g in globs if not any(c in g for c in "*?[")} | {p for p in ignore if not p.startswith("re:")}
+        self.segments = set(segments)
+        self.wild = [g for g in globs if any(c in g for c in "*?[")][: self.MAX_PATTERNS]
+        self.regex = []
+        for p in [p for p in ignore if p.startswith("re:")][: self.MAX_PATTERNS]:
+            try:
+                self.regex.append(re.compile(p[3:]))
+            except re.error:
+                continue
+
+    def __bool__(self) -> bool:
+        return bool(self.exact or self.segments or self.wild or self.regex)
+
+    def covers(self, names: list[str]) -> bool:
+        import fnmatch
+
+        for n in names:
+            if n in self.exact or (self.segments and _runs(n) & self.segments):
+                return True
+            if any(fnmatch.fnmatchcase(n, g) for g in self.wild) or any(rx.match(n) for rx in self.regex):
+                return True
+        return False
+
+
+def _string_list(holder: Any, key: str) -> list[str]:
+    v = holder.get(key) if isinstance(holder, MarkedDict) else None
+    return [p for p in v if isinstance(p, str)] if isinstance(v, list) else []
+
+
+def _layer_kinds(cfg: MarkedDict, text: MarkedDict, hfq: Any, quant: str, params: dict[str, Any],
+                 dtype: str | None) -> list[dict[str, Any]]:
+    """The distinct MoE layer kinds (module doc): the main kind, then layers the quantization leaves out."""
+    layers = moe_layer_indices(text)
+    n = text.get("num_hidden_layers") if _pos_int(text.get("num_hidden_layers")) else 0
+    nextn = text.get("num_nextn_predict_layers")
+    mtp = list(range(n, n + nextn)) if _pos_int(nextn) and nextn <= 64 and layers else []
+    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), MarkedDict) else text.get("quantization_config")
+    globs = _string_list(q, "exclude_modules") + (_string_list(hfq.get("quantization"), "exclude_modules")
+                                                  if isinstance(hfq, MarkedDict) else [])
+    rules = _Exclusions(globs, _string_list(q, "ignore"), _string_list(q, "modules_to_not_convert"))
+    plain = "fp16" if dtype == "float16" else "bf16"
+    excluded: set[int] = set()
+    if quant not in ("bf16", "fp16") and rules:
+        excluded = {i for i in layers + mtp if rules.covers(_expert_modules(i))}
+    main = [i for i in layers if i not in excluded] + [i for i in mtp if i not in excluded]
+    kinds = [{"kind": "main", "layers": main, "quant": quant, "quant_params": dict(params), "why": "the checkpoint's format"}]
+    skipped_main = sorted(excluded & set(layers))
+    skipped_mtp = sorted(excluded & set(mtp))
+    if skipped_main:
+        kinds.append({"kind": "unquantized", "layers": skipped_main, "quant": plain, "quant_params": {},
+                      "why": "the quantization config leaves these layers' experts unquantized"})
+    if skipped_mtp:
+        kinds.append({"kind": "mtp", "layers": skipped_mtp, "quant": plain, "quant_params": {},
+                      "why": "multi-token-prediction layers the quantization config leaves unquantized"})
+    return kinds
+
 
 
 def _check_shape(shape: dict[str, Any], at: dict[str, tuple[MarkedDict, str]], text: MarkedDict, tp: str) -> None:

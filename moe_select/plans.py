@@ -138,7 +138,8 @@ class Plan(BaseModel):
     jit: str | None = None
     notes: list[str] = []
     assumptions: list[str] = []
-    layers: list[dict[str, Any]] = []
+    #: One plan per additional MoE layer kind (``mtp``, ``unquantized``), each a full plan of its own.
+    layers: list["Plan"] = []
     files: dict[str, str]
     rule_sources: list[str] = []
     backend_sources: list[str] = []

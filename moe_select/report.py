@@ -31,6 +31,8 @@ class Report(BaseModel):
     origins: dict[str, str] = {}
     #: Installed or declared package versions newer than the facts were checked against.
     version_notes: list[str] = []
+    #: Reports of the additional MoE layer kinds (the checkpoint's ``mtp`` or ``unquantized`` layers).
+    layers: list["Report"] = []
 
     def summary(self) -> str:
         """One log line, e.g. ``moe-select: deep_gemm (rule sm90-fp8-block ...) for sm90 ...; eligible: ...``."""
@@ -61,6 +63,7 @@ class Report(BaseModel):
             "overridden_rules": self.overridden_rules,
             "origins": self.origins,
             "version_notes": self.version_notes,
+            "layers": [{"kind": k.deployment.layer_kind, "layers": k.deployment.layers, **k.to_dict()} for k in self.layers],
         }
 
     def render_text(self) -> str:
@@ -113,6 +116,21 @@ class Report(BaseModel):
             out.append(f"  fingerprint: {p.fingerprint}")
         else:
             out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
+        if self.layers:
+            from .deployment import _ranges
+
+            out.append(f"MoE layer kinds (main: layers {_ranges(u.layers) or 'all'}, {u.quant}):")
+            for k in self.layers:
+                d = k.deployment
+                head = f"  {d.layer_kind}: layers {_ranges(d.layers)}, {d.quant} -- {u.provenance.get(f'layers.{d.layer_kind}', '')}"
+                out.append(head)
+                if k.plan is not None:
+                    kp = k.plan
+                    how = f"rule {kp.chosen_by.rule}" if kp.chosen_by.how == "rule" else "asked for"
+                    out.append(f"    -> {kp.runner} ({how}); other eligible: {', '.join(kp.alternatives) or 'none'}")
+                else:
+                    out.append("    -> refused:")
+                    out += [f"       {r.render()}" for r in k.reasons]
         out.append("")
         # Reasons shared by every candidate (common facts, the a2a backend) are printed once.
         def key(r: Reason) -> tuple:

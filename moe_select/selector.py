@@ -491,11 +491,36 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     plan = None
     if chosen is not None and chosen_by is not None:
         plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend], ctxs[engines[0]])
+    kind_reports = [_select_kind(u, k, env, catalog) for k in u.layer_kinds]
+    for k in kind_reports:
+        if k.plan is None:
+            where = f"layers {_ranges(k.deployment.layers)} ({k.deployment.layer_kind}, {k.deployment.quant})"
+            reasons += [r.model_copy(update={"detail": f"{where}: {r.detail}"}) for r in k.reasons]
+    if plan is not None and all(k.plan is not None for k in kind_reports):
+        plan = plan.model_copy(update={"layers": [k.plan for k in kind_reports]})
+    elif plan is not None:
+        plan = None  # a deployment is refused when any of its MoE layer kinds has no runner
     return Report(status="ok" if plan else "rejected", deployment=u, environment=env, plan=plan, candidates=ranked,
                   reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k not in catalog.rule_files),
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
                                     for rid, where in catalog.overridden.items()},
-                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog))
+                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports)
+
+
+def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog: Catalog) -> Report:
+    """Select for one additional MoE layer kind: the same deployment with that kind's format and runner."""
+    prov = dict(u.provenance)
+    prov["quant"] = prov.get(f"layers.{kind['kind']}", "layer kind")
+    prov["runner"] = prov.get(f"layers.{kind['kind']}", "layer kind")
+    uk = u.model_copy(update={"quant": kind["quant"], "quant_params": dict(kind["quant_params"]), "runner": kind["runner"],
+                              "layer_kinds": [], "layers": list(kind["layers"]), "layer_kind": kind["kind"], "provenance": prov})
+    return select(uk, env, catalog)
+
+
+def _ranges(ids: list[int]) -> str:
+    from .deployment import _ranges as r
+
+    return r(ids)
 
 
 def _version_notes(env: Environment, catalog: Catalog) -> list[str]:

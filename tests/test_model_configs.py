@@ -68,11 +68,27 @@ def test_unknown_quantization_names_what_was_found(tmp_path, configs):
     assert "bitsandbytes" in msg and "config.json:" in msg and "quant_method" in msg
 
 
-def test_unsupported_block_size_is_refused(tmp_path, configs):
+def test_other_block_shapes_are_read_and_decide_the_split(tmp_path, configs):
+    """Block FP8 is not always 128x128 (SGLang ships Triton configs for block_shape=[64, 64] checkpoints):
+    the block shape is read from the checkpoint and the per-rank split must keep whole blocks of it."""
+    import moe_select
+
     cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json").read_text())
     cfg["quantization_config"]["weight_block_size"] = [64, 64]
-    with pytest.raises(InputError, match=r"weight_block_size \[64, 64\]"):
-        read_model_config(_write(tmp_path, cfg))
+    info = read_model_config(_write(tmp_path, cfg))
+    assert info.quant == "fp8_block" and info.quant_params["block"] == [64, 64]
+    # 768 / 8 = 96 rows per rank: not whole 128-blocks (refused for the real checkpoint), but not whole
+    # 64-blocks either; at tp 4 (192 rows) 64-blocks fit and 128-blocks do not.
+    ok = moe_select.explain({"gpu": "H200", "model_config": str(tmp_path), "tp": 4})
+    assert ok.deployment.quant_params["block"] == [64, 64]
+    assert not any("quant_block_n" in r.detail for r in ok.reasons)
+    cfg["quantization_config"]["weight_block_size"] = [128, 128]
+    real = moe_select.explain({"gpu": "H200", "model_config": str(_write(tmp_path, cfg)), "tp": 4})
+    assert any(r.code == "shape_unaligned" and "quant_block_n (128)" in r.detail for r in real.reasons), real.reasons
+    for bad in ([64], [0, 64], "64x64", [64, True]):
+        cfg["quantization_config"]["weight_block_size"] = bad
+        with pytest.raises(InputError, match="weight_block_size"):
+            read_model_config(_write(tmp_path, cfg))
 
 
 def test_dense_model_is_not_a_moe(tmp_path):
