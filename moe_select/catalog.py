@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from .capability import A2ACapability, CommonFacts, KnownPackage, PackageTable, RunnerCapability
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
-from .yamlio import MarkedDict, decode_text, load_text, read_input, validate
+from .yamlio import MarkedDict, decode_text, load_text, read_input, shorten, validate
 
 RULES_ENV = "MOE_SELECT_RULES"
 BACKENDS_ENV = "MOE_SELECT_BACKENDS"
@@ -189,7 +189,7 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
             continue
         if cap.runner != path.stem:
             ld.issues.append(Issue(display, cap._lines.get("runner", 0), "runner",
-                                   f"runner {cap.runner!r} must match the file name {path.stem!r}"))
+                                   f"runner {shorten(cap.runner)} must match the file name {shorten(path.stem)}"))
         if cap.runner in runners:
             ld.issues.append(Issue(display, cap._line, "runner", f"runner {cap.runner!r} is already defined by "
                                    f"{runners[cap.runner].where()}: a plugin adds runners, it does not replace them"))
@@ -203,7 +203,8 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         if acap is None:
             continue
         if acap.a2a != path.stem:
-            ld.issues.append(Issue(display, acap._lines.get("a2a", 0), "a2a", f"a2a {acap.a2a!r} must match the file name {path.stem!r}"))
+            ld.issues.append(Issue(display, acap._lines.get("a2a", 0), "a2a",
+                                   f"a2a {shorten(acap.a2a)} must match the file name {shorten(path.stem)}"))
         if acap.a2a in a2a:
             ld.issues.append(Issue(display, acap._line, "a2a", f"a2a {acap.a2a!r} is already defined by {a2a[acap.a2a].where()}"))
             continue
@@ -260,12 +261,17 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     rule_sources: list[str] = []
     for given in [Path(d) for d in rules_dirs] + (rule_dirs_from_env() if use_env else []):
         d = given.absolute()  # shown and stored absolute: a plan must resolve from any working directory
-        if d.is_file():
+        try:
+            is_file, is_dir, exists = d.is_file(), d.is_dir(), d.exists()
+        except OSError as exc:  # a path the OS refuses (too long, ...)
+            ld.issues.append(Issue(shorten(str(given))[1:-1], 0, "", f"rules path cannot be read: {exc.strerror or exc}"))
+            continue
+        if is_file:
             layers.append((str(d), [(d, str(d))]))
-        elif d.is_dir():
+        elif is_dir:
             layers.append((str(d), [(p, str(p)) for p in sorted(f for g in RULE_GLOBS for f in d.glob(g))]))
         else:
-            ld.issues.append(Issue(str(given), 0, "", "rules file or directory not found"))
+            ld.issues.append(Issue(str(given), 0, "", "not a regular rules file or directory" if exists else "rules file or directory not found"))
             continue
         rule_sources.append(str(d))
     for layer, paths in layers:
@@ -280,7 +286,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         seen: dict[str, Rule] = {}
         for r in layer_rules:
             if r.id in seen:
-                ld.issues.append(Issue(r._file, r._line, "id", f"duplicate rule id {r.id!r} (first at {seen[r.id].where()})"))
+                ld.issues.append(Issue(r._file, r._line, "id", f"duplicate rule id {shorten(r.id)} (first at {seen[r.id].where()})"))
             seen[r.id] = r
         if layer == "bundled":
             rules = list(layer_rules)
@@ -321,7 +327,7 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
         for name in r.runners:
             if name not in runners and name not in failed:
                 ld.issues.append(Issue(r._file, r._lines.get(r.action, r._line), r.action,
-                                       f"rule {r.id!r} names unknown runner {name!r}" + _did_you_mean(name, runners)))
+                                       f"rule {r.id!r} names unknown runner {shorten(name)}" + _did_you_mean(name, runners)))
         for name in r.when.a2a or []:
             if name not in a2a:
                 ld.issues.append(Issue(r._file, r.when._lines.get("a2a", r._line), "when.a2a",

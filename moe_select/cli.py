@@ -70,7 +70,8 @@ def _model_flag(text: str) -> dict[str, Any]:
 
 
 def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
-    from .deployment import Deployment, load_deployment
+    from .deployment import Deployment
+    from .errors import Issue
     from .yamlio import MarkedDict, load_file, validate
 
     flags: dict[str, Any] = {k: getattr(args, k) for k in DEPLOYMENT_FLAGS if getattr(args, k, None) is not None}
@@ -100,11 +101,13 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
         flags["packages"] = pk
     flags.update(extra or {})
     if args.deployment:
-        dep, base = load_deployment(args.deployment)
-        if not flags:
-            return dep, base
-        data = load_file(args.deployment)  # the file's own keys keep their lines
         file = str(args.deployment)
+        data = load_file(args.deployment, kind="deployment file")  # read once; the file's keys keep their lines
+        if not isinstance(data, MarkedDict):
+            raise InputError(Issue(file, getattr(data, "line", 0), "", "a deployment file holds a mapping"))
+        base = Path(args.deployment).resolve().parent
+        if "a2a_mode" in flags:
+            data.pop("deepep_mode", None)  # --a2a-mode overrides the file's deepep_mode (SGLang's name for it)
     else:
         if not flags:
             raise InputError("give --deployment FILE or deployment flags (see moe-select explain --help)", file="<flags>")

@@ -22,7 +22,7 @@ from .errors import InputError, Issue
 from .located import Located
 from .model_config import read_model_config
 from .vocab import GPUS, PHASES_OF, A2AMode, Activation, Arch, Engine, Phase, Quant, Routing, gpu_arch
-from .yamlio import MarkedDict, load_file, validate
+from .yamlio import MarkedDict, load_file, shorten, validate
 
 #: Upper bound on tp and ep: far above any deployment (the largest published EP runs use hundreds of
 #: ranks), low enough that fix suggestions stay cheap to enumerate.
@@ -252,7 +252,7 @@ def load_deployment(path: str | Path) -> tuple[Deployment, Path]:
     """Read a deployment file (YAML or JSON). Returns the model and the folder that relative
     ``model_config`` paths resolve against. Raises :class:`InputError`."""
     p = Path(path)
-    data = load_file(p)
+    data = load_file(p, kind="deployment file")
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(p), getattr(data, "line", 0), "", "a deployment file holds a mapping"))
     return validate(Deployment, data, str(p)), p.resolve().parent
@@ -291,7 +291,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         arch = gpu_arch(gpu)
         if arch is None:
             close = difflib.get_close_matches(gpu.upper(), list(GPUS), n=3, cutoff=0.5)
-            bad("gpu", f"unknown GPU {gpu!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+            bad("gpu", f"unknown GPU {shorten(gpu)}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
                 + "; give arch: sm80 ... sm121, gfx942, gfx950 instead")
         else:
             prov["arch"] = f"{here('gpu')} (gpu {gpu})"
@@ -402,7 +402,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     no_graph: str | None = None
     if a2a_backends is not None and cap is None:
         close = difflib.get_close_matches(dep.a2a, list(a2a_backends), n=1)
-        bad("a2a", f"unknown a2a backend {dep.a2a!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        bad("a2a", f"unknown a2a backend {shorten(dep.a2a)}" + (f" (did you mean {close[0]!r}?)" if close else "")
             + f"; a2a backends: {', '.join(sorted(a2a_backends))}")
     elif cap is not None and cap.modes:
         if a2a_mode is None:

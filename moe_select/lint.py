@@ -27,7 +27,7 @@ from .conditions import IntRange, When
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
 from .vocab import ARCHS, QUANTS
-from .yamlio import MarkedDict, load_file, validate
+from .yamlio import MarkedDict, load_file, shorten, validate
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
 
 def _kind(path: Path) -> str:
     """``rules``, ``capability`` (validated, returns nothing) for one file; raises InputError."""
-    data = load_file(path)
+    data = load_file(path, kind="rule or capability file")
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "the file must hold a mapping"))
     model = (RuleFile if "rules" in data else RunnerCapability if "runner" in data else A2ACapability if "a2a" in data
@@ -287,7 +287,12 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
     rule_paths: list[Path] = []
     issues: list[Issue] = []
     for p in map(Path, paths):
-        if not p.exists():
+        try:
+            exists = p.exists()
+        except OSError as exc:  # a path the OS refuses (too long, ...)
+            issues.append(Issue(shorten(str(p))[1:-1], 0, "", f"cannot read: {exc.strerror or exc}"))
+            continue
+        if not exists:
             issues.append(Issue(str(p), 0, "", "no such file or directory"))
             continue
         files = sorted(f for g in RULE_GLOBS for f in p.glob(g)) if p.is_dir() else [p]

@@ -25,7 +25,7 @@ from .environment import Environment, detect
 from .errors import InputError, ResolveError
 from .plans import Plan, Reason
 from .versions import satisfies
-from .yamlio import load_file
+from .yamlio import load_file, shorten
 
 _lock = threading.RLock()
 
@@ -38,7 +38,7 @@ def load_plan(plan: Plan | dict | str | Path) -> Plan:
     if isinstance(plan, Plan):
         return plan
     if isinstance(plan, (str, Path)):
-        data = load_file(plan)
+        data = load_file(plan, kind="plan file")
         name = str(plan)
     else:
         data, name = plan, "<plan>"
@@ -110,8 +110,8 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
                               fix="plan again (moe-select plan)"))
             continue
         if mine != fresh:
-            out.append(Reason(code="plan_mismatch", detail=f"{field}: the plan says {mine!r}, selection over its own inputs "
-                              f"gives {fresh!r} (the plan was edited or made by other code)", source="plan",
+            out.append(Reason(code="plan_mismatch", detail=f"{field}: the plan says {shorten(mine)}, selection over its own "
+                              f"inputs gives {shorten(fresh)} (the plan was edited or made by other code)", source="plan",
                               fix="plan again (moe-select plan)"))
     return out
 

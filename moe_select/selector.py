@@ -29,6 +29,10 @@ from .formats import FORMATS, block_shape, group_size
 from .plans import PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, canonical_files, fingerprint
 from .report import Report
 from .versions import at_least, newer, satisfies
+from .yamlio import shorten
+
+#: Most issues of one kind reported for one input (a 10,000-key mapping gives 20 lines and a count).
+MAX_ISSUES = 20
 from .vocab import ENGINES, WEIGHT_ON_INPUT_ROUTINGS
 
 #: Quantities a tp/ep change can fix: constraints on them get a parallelism suggestion.
@@ -349,7 +353,7 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     if u.runner != "auto" and u.runner not in catalog.runners:
         close = difflib.get_close_matches(u.runner, list(catalog.runners), n=1)
         raise InputError(Issue(deployment._file, deployment._lines.get("runner", 0), "runner",
-                               f"unknown runner {u.runner[:80]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                               f"unknown runner {shorten(u.runner)}" + (f" (did you mean {close[0]!r}?)" if close else "")
                                + f"; runners: auto, {', '.join(sorted(catalog.runners))}"))
     return select(u, environment, catalog)
 
@@ -367,17 +371,20 @@ def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
     for name, module in catalog.packages():
         known[normalize_package_name(name)] = name
         known[normalize_package_name(module)] = name
-    for name in dep.packages or {}:
-        if normalize_package_name(name) not in known:
+    unknown = [name for name in dep.packages or {} if normalize_package_name(name) not in known]
+    for name in unknown[:MAX_ISSUES]:
+        if True:
             close = difflib.get_close_matches(name, sorted(set(known.values())), n=1)
-            issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{name[:80]}",
-                                f"unknown package {name[:80]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{shorten(name)[1:-1]}",
+                                f"unknown package {shorten(name)}" + (f" (did you mean {close[0]!r}?)" if close else "")
                                 + f"; the capability files name: {', '.join(sorted(set(known.values())))}"))
+    if len(unknown) > MAX_ISSUES:
+        issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), "packages",
+                            f"... and {len(unknown) - MAX_ISSUES} more unknown packages"))
     jits = sorted({c.jit.package for c in catalog.runners.values() if c.jit is not None})
-    for name in dep.prebuilt or {}:
-        if name not in jits:
-            issues.append(Issue(dep._file, dep._lines.get("prebuilt", dep._line), f"prebuilt.{name[:80]}",
-                                f"{name[:80]!r} is no runner's JIT package (prebuilt takes: {', '.join(jits) or 'none'})"))
+    for name in [n for n in dep.prebuilt or {} if n not in jits][:MAX_ISSUES]:
+        issues.append(Issue(dep._file, dep._lines.get("prebuilt", dep._line), f"prebuilt.{shorten(name)[1:-1]}",
+                            f"{shorten(name)} is no runner's JIT package (prebuilt takes: {', '.join(jits) or 'none'})"))
     if issues:
         raise InputError(issues)
 

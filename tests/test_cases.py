@@ -1,4 +1,5 @@
-"""Every real startup case (tests/cases/startup_cases.yaml) through `moe-select explain --deployment FILE --json`."""
+"""Every real startup case (tests/cases/startup_cases.yaml) and every case from public failure reports
+(tests/cases/field_cases.yaml) through `moe-select explain --deployment FILE --json`."""
 from __future__ import annotations
 
 import json
@@ -11,9 +12,11 @@ import yaml
 from conftest import CASES, explain_json
 
 CASE_LIST = yaml.safe_load(CASES.read_text())["cases"]
+FIELD_CASES = yaml.safe_load((CASES.parent / "field_cases.yaml").read_text())["cases"]
+ALL_CASES = CASE_LIST + FIELD_CASES
 
 
-@pytest.mark.parametrize("case", CASE_LIST, ids=[c["id"] for c in CASE_LIST])
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c["id"] for c in ALL_CASES])
 def test_startup_case(case, tmp_path, capsys):
     dep = dict(case["deployment"])
     if "model_config" in dep:  # relative to the cases folder, as the deployment format says

@@ -240,10 +240,10 @@ CASES: list[Case] = [
         r"{d}/d\.yaml:4: tp: an integer of 5000 digits: longer than the 100-digit bound")),
     Case("FIFO as deployment", "deployment", lambda d: (
         _explain(_fifo(d, "d.yaml")),
-        r"{d}/d\.yaml: the input file is a FIFO \(named pipe\), not a regular file: refused")),
+        r"{d}/d\.yaml: the deployment file is a FIFO \(named pipe\), not a regular file: refused")),
     Case("FIFO as rule file (check)", "rules", lambda d: (
         ["check", str(_fifo(d, "r.yaml"))],
-        r"{d}/r\.yaml: the input file is a FIFO \(named pipe\), not a regular file: refused")),
+        r"{d}/r\.yaml: the rule or capability file is a FIFO \(named pipe\), not a regular file: refused")),
     Case("FIFO in a rules directory (explain --rules)", "rules", lambda d: (
         _explain_rules(_fifo(d, "r.yaml").parent),
         r"{d}/r\.yaml: the rule or capability file is a FIFO \(named pipe\), not a regular file: refused")),
@@ -256,26 +256,26 @@ CASES: list[Case] = [
         _model(_fifo(model_folder(d, NVFP4_CONFIG), "hf_quant_config.json").parent),
         r"{d}/model/hf_quant_config\.json: the model config is a FIFO \(named pipe\), not a regular file: refused")),
     Case("FIFO as plan", "plan", lambda d: (
-        _fifo(d, "plan.json"), r"{d}/plan\.json: the input file is a FIFO \(named pipe\), not a regular file: refused")),
+        _fifo(d, "plan.json"), r"{d}/plan\.json: the plan file is a FIFO \(named pipe\), not a regular file: refused")),
     Case("/dev/zero as deployment", "deployment", lambda d: (
-        _explain(Path("/dev/zero")), r"/dev/zero: the input file is a character device, not a regular file: refused")),
+        _explain(Path("/dev/zero")), r"/dev/zero: the deployment file is a character device, not a regular file: refused")),
     Case("/dev/zero as rule file (check)", "rules", lambda d: (
-        ["check", "/dev/zero"], r"/dev/zero: the input file is a character device, not a regular file: refused")),
+        ["check", "/dev/zero"], r"/dev/zero: the rule or capability file is a character device, not a regular file: refused")),
     Case("/dev/zero as model config", "model", lambda d: (
         _model(Path("/dev/zero")), r"/dev/zero: model_config: not a regular file or a folder")),
     Case("/dev/zero as plan", "plan", lambda d: (
-        Path("/dev/zero"), r"/dev/zero: the input file is a character device, not a regular file: refused")),
+        Path("/dev/zero"), r"/dev/zero: the plan file is a character device, not a regular file: refused")),
     Case("100 MB deployment", "deployment", lambda d: (
         _explain(_big(d, "d.yaml")),
-        r"{d}/d\.yaml: the input file is 104857600 bytes: larger than the 4 MiB bound on input files")),
+        r"{d}/d\.yaml: the deployment file is 104857600 bytes: larger than the 4 MiB bound on input files")),
     Case("100 MB rule file (check)", "rules", lambda d: (
         ["check", str(_big(d, "r.yaml"))],
-        r"{d}/r\.yaml: the input file is 104857600 bytes: larger than the 4 MiB bound on input files")),
+        r"{d}/r\.yaml: the rule or capability file is 104857600 bytes: larger than the 4 MiB bound on input files")),
     Case("100 MB config.json", "model", lambda d: (
         _model(_big(d, "config.json").parent),
         r"{d}/config\.json: the model config is 104857600 bytes: larger than the 4 MiB bound on input files")),
     Case("100 MB plan", "plan", lambda d: (
-        _big(d, "plan.json"), r"{d}/plan\.json: the input file is 104857600 bytes: larger than the 4 MiB bound")),
+        _big(d, "plan.json"), r"{d}/plan\.json: the plan file is 104857600 bytes: larger than the 4 MiB bound")),
     Case("echoed values are truncated (a 10000-character quant)", "deployment", lambda d: (
         _explain(_write(d, "d.yaml", "gpu: H200\nquant: " + "q" * 10_000 + "\n" + SHAPE)),
         r"{d}/d\.yaml:2: quant: 'q{80}…' is not one of bf16, ")),
