@@ -245,7 +245,7 @@ class A2ACapability(Located):
 
     A backend has one dispatch ``format`` and a ``cuda_graph`` fact, or ``modes`` (``normal`` and/or
     ``low_latency``, each with its own format and capture fact) and ``auto``: the mode ``a2a_mode: auto``
-    uses in each phase (default: normal for prefill, low_latency for decode, as SGLang's DeepEP auto)."""
+    uses in each phase (default: normal for prefill, low_latency for decode, as SGLang's auto mode)."""
 
     schema_version: Literal[2]
     a2a: str = Field(pattern=NAME_PATTERN)

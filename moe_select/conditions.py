@@ -198,7 +198,7 @@ def _check_requires(v: dict[str, str] | None) -> dict[str, str] | None:
 
 class Conditional(Located):
     """A fact that holds only where ``when`` matches the deployment and the packages meet ``requires``
-    (distribution -> PEP 440 specifier, e.g. ``{flashinfer-python: ">=0.6.8"}``)."""
+    (distribution -> PEP 440 specifier, e.g. ``{some-kernels: ">=0.6.8"}``)."""
 
     when: When | None = None
     requires: dict[str, str] | None = None

@@ -9,7 +9,7 @@ token dispatchers use them):
   other ranks' experts and -1 are skipped by the core), ``topk_weights [T, K]`` float32. A dispatcher
   of this format may pass every token (``a2a: none``) or only the tokens routed to this rank.
 - ``batched``: expert-major. Per local expert a buffer of at most ``max_tokens_per_rank`` rows and a
-  count of valid rows (DeepEP low-latency, pplx, Mooncake and NIXL hand tokens over this way).
+  count of valid rows (the low-latency all-to-all kernels hand tokens over this way).
 
 Nothing here imports torch at run time (annotations only).
 """

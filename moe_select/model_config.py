@@ -35,18 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, Issue
+from .shape import MAX_EXPERTS, MAX_WIDTH
 from .yamlio import MAX_INT_DIGITS, MarkedDict, decode_text, load_text, read_input, shorten
 
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 _RENORMALIZING = {"mixtral", "granitemoe", "gpt_oss", "granitemoeshared"}
 
-#: Most routed experts a config may declare. Published MoE models have at most a few hundred (DeepSeek-V3:
-#: 256); the bound keeps shape arithmetic, fix enumeration and run's memory estimate meaningful.
-MAX_EXPERTS = 1 << 16
-#: Largest hidden size or expert width (``moe_intermediate_size``) a config may declare. Published models:
-#: hidden 7168 (DeepSeek-V3), expert width 14336 (Mixtral); 2**20 is far above any.
-MAX_WIDTH = 1 << 20
 
 
 @dataclass
@@ -621,7 +616,7 @@ def _check_shape(shape: dict[str, Any], at: dict[str, tuple[MarkedDict, str]], t
     disagreement is reported at the config key it came from, never as a ValidationError."""
     from pydantic import ValidationError
 
-    from .deployment import ModelShape
+    from .shape import ModelShape
 
     try:
         ModelShape.model_validate(shape)

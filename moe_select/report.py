@@ -35,7 +35,7 @@ class Report(BaseModel):
     layers: list["Report"] = []
 
     def summary(self) -> str:
-        """One log line, e.g. ``moe-select: deep_gemm (rule sm90-fp8-block ...) for sm90 ...; eligible: ...``."""
+        """One log line, e.g. ``moe-select: using triton (rule hopper-fp8-block ...) for sm90 ...; other eligible: ...``."""
         d = self.deployment.brief()
         if self.plan is not None:
             p = self.plan

@@ -29,11 +29,11 @@ from .formats import FORMATS, block_shape, group_size
 from .plans import PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, canonical_files, fingerprint
 from .report import Report
 from .versions import at_least, newer, satisfies
+from .vocab import ENGINES, WEIGHT_ON_INPUT_ROUTINGS
 from .yamlio import shorten
 
 #: Most issues of one kind reported for one input (a 10,000-key mapping gives 20 lines and a count).
 MAX_ISSUES = 20
-from .vocab import ENGINES, WEIGHT_ON_INPUT_ROUTINGS
 
 #: Quantities a tp/ep change can fix: constraints on them get a parallelism suggestion.
 PARALLEL_FIELDS = ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank", "intermediate_per_rank",

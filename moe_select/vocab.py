@@ -2,9 +2,8 @@
 Quantization formats live in :mod:`moe_select.formats` (re-exported here); runner and all-to-all
 backend names are open (the capability files' names, checked against the catalog).
 
-Source: shared knowledge file ``backends.md`` (2026-11), gathered from FlashInfer, SGLang, vLLM and
-TensorRT-LLM; GPU-to-arch mapping from NVIDIA's and AMD's published compute capabilities / gfx targets.
-Names follow SGLang's operator-facing names.
+GPU-to-arch mapping from NVIDIA's published compute capabilities (developer.nvidia.com/cuda-gpus) and
+AMD's gfx targets (ROCm's GPU hardware specifications); names follow SGLang's operator-facing names.
 """
 from __future__ import annotations
 
@@ -40,8 +39,8 @@ ENGINES: tuple[str, ...] = get_args(Engine)
 Phase = Literal["prefill", "decode", "both"]
 PHASES_OF = {"prefill": ("prefill",), "decode": ("decode",), "both": ("prefill", "decode")}
 
-#: Modes of an all-to-all backend (DeepEP's names; other backends' modes map onto them). ``auto`` picks
-#: per phase as the a2a capability file says (DeepEP: normal for prefill, low_latency for decode).
+#: Modes of an all-to-all backend (SGLang's names; each a2a capability file says which it has). ``auto``
+#: picks per phase as the a2a capability file says (usually normal for prefill, low_latency for decode).
 A2AMode = Literal["normal", "low_latency", "auto"]
 A2A_MODES = ("normal", "low_latency")
 

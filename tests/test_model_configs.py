@@ -25,7 +25,27 @@ EXPECTED = {
     "nvidia__DeepSeek-V3.1-NVFP4": (256, 8, 7168, 2048, "silu", "deepseek_v3", "nvfp4", 1),
     "nvidia__Qwen3-30B-A3B-NVFP4": (128, 8, 2048, 768, "silu", "renormalize", "nvfp4", 0),
     "openai__gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai", "renormalize", "mxfp4", 0),
+    # MiniMax-M2: sigmoid scores with a routing bias and no expert groups (not DeepSeek's grouped routing)
+    "MiniMaxAI__MiniMax-M2": (256, 8, 3072, 1536, "silu", "sigmoid_topk", "fp8_block", 0),
+    "Qwen__Qwen3-30B-A3B-AWQ": (128, 8, 2048, 768, "silu", "renormalize", "int4_w4a16", 0),
 }
+# name: (quant_params, [(layer kind, number of layers, its format)]); layer counts from each config's
+# num_hidden_layers and its dense/MoE layer keys (DeepSeek: first_k_dense_replace 3 of 61, plus 1 MTP layer)
+PARAMS_AND_KINDS = {
+    "deepseek-ai__DeepSeek-V3": ({"block": [128, 128]}, [("main", 59, "fp8_block")]),
+    "Qwen__Qwen3-30B-A3B-AWQ": ({"group_size": 128, "bits": 4, "layout": "awq", "zero_point": True}, [("main", 48, "int4_w4a16")]),
+    # NVIDIA's DeepSeek-V3.1 NVFP4 checkpoint excludes `model.layers.61*` (its MTP layer) from quantization
+    "nvidia__DeepSeek-V3.1-NVFP4": ({"block": 16}, [("main", 58, "nvfp4"), ("mtp", 1, "bf16")]),
+    "Qwen__Qwen1.5-MoE-A2.7B-Chat": ({}, [("main", 24, "bf16")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS_AND_KINDS))
+def test_quant_params_and_layer_kinds(name, configs):
+    info = read_model_config(configs / name)
+    params, kinds = PARAMS_AND_KINDS[name]
+    assert info.quant_params == params
+    assert [(k["kind"], len(k["layers"]), k["quant"]) for k in info.layer_kinds] == kinds
 
 
 def test_every_bundled_config_is_covered(configs):
