@@ -141,6 +141,7 @@ class FlashInferCutlassCore:
         s = self.spec
         x = hidden_states
         if s.quant == "fp8_tensor":
+            assert weights.a13_scale is not None  # prepare_weights refuses fp8_tensor without it
             x = (hidden_states.float() / weights.a13_scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
         return dict(input=x, token_selected_experts=topk_ids.to(torch.int32), token_final_scales=topk_weights,
                     fc1_expert_weights=weights.fc1, fc2_expert_weights=weights.fc2, output_dtype=output.dtype,

@@ -449,11 +449,13 @@ class TorchGroupedMMCore:
 
     def _forward_fused(self, hidden_states, topk_ids, topk_weights, weights: GroupedWeights) -> torch.Tensor:
         fns = self._fns
+        assert fns is not None  # the fused path runs only after prepare_weights compiled it
         ids = _canonical(topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32))
         x = _canonical(hidden_states.to(torch.bfloat16 if self.fp8 else weights.w13.dtype))
         tw = _canonical(topk_weights)
         with torch.no_grad():
             if self.fp8:
+                assert weights.s13 is not None and weights.s2 is not None  # FP8 weights always carry row scales
                 a1, s1, offs, rows = fns.gather(x, ids, self._experts)
                 h = torch._scaled_grouped_mm(a1, weights.w13, s1, weights.s13, offs=offs, out_dtype=torch.bfloat16,
                                              use_fast_accum=self.fast_accum)
@@ -472,6 +474,7 @@ class TorchGroupedMMCore:
         plan = route_plan(topk_ids, s.num_local_experts, s.expert_offset)
         w_rows = gather_rows(topk_weights.reshape(-1, 1), plan.order)[:, 0]
         if self.fp8:
+            assert weights.s13 is not None and weights.s2 is not None  # FP8 weights always carry row scales
             xq, xs = quantize_rows_fp8(hidden_states)
             a1, s1 = gather_rows(xq, plan.tokens), gather_rows(xs[:, None], plan.tokens)[:, 0]
             h = torch._scaled_grouped_mm(a1, weights.w13, s1, weights.s13, offs=plan.offs, out_dtype=torch.bfloat16,

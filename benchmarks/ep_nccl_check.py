@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     res = spawn(worker, n, (args.seed, args.cpu), timeout_s=300, backend="gloo" if args.cpu else "nccl",
                 threads=1 if args.cpu else None)
     rows, ok = [], True
-    for name, (tp, ep, a2a, layout, routing, split, dtype) in configs(n).items():
+    for name, (tp, ep, a2a, layout, routing, _split, dtype) in configs(n).items():
         x, ids, wts, w13, w2 = inputs(args.seed, routing, dtype)
         ref = reference_moe(x, ids, wts, w13, w2)
         ys = [r[name]["y"] for r in res] if layout == "replicated" else [torch.cat([r[name]["y"] for r in res])]

@@ -185,7 +185,7 @@ def main() -> int:
         for e in r["errors"]:
             print(f"  UNEXPECTED EXCEPTION: {e}")
         ok = ok and not r["errors"] and r["worst_s"] < 1.0 and r["max_rss_mb"] < 300
-    print(f"worst traced-peak cases: " + "; ".join(f"{r['kind']}: {r['worst_traced_case'][:60]}" for r in results))
+    print("worst traced-peak cases: " + "; ".join(f"{r['kind']}: {r['worst_traced_case'][:60]}" for r in results))
     print(f"goal (< 1 s and < 300 MB per input, no exception): {'met' if ok else 'NOT met'}; total {time.perf_counter() - t0:.0f} s")
     return 0 if ok else 1
 

@@ -99,7 +99,7 @@ def ceilings(dev, clock):
     a.random_(0, 255)
     for _ in range(3):
         b.copy_(a)
-    copy_us = clock.time(lambda i: b.copy_(a), reps=20)
+    copy_us = clock.time(lambda i: b.copy_(a), reps=20)  # noqa: F821 (a, b are deleted only after this call)
     del a, b
     m = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
     k = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
@@ -210,7 +210,7 @@ def bench_runner(runner, pw, sets, clock, reps, graph):
     load(1)
     g.replay()
     same = bool(torch.equal(gout, runner.run(*sets[1], pw)))
-    gus = clock.time(lambda i: g.replay(), before=load, reps=reps, sync_each=False)
+    gus = clock.time(lambda i: g.replay(), before=load, reps=reps, sync_each=False)  # noqa: F821 (g is deleted after)
     del g
     return eager, gus, same, out0
 

@@ -278,11 +278,16 @@ class A2ACapability(Located):
         if not self.modes:
             return ()
         if a2a_mode in (None, "auto"):
-            auto = self.auto or {p: m for p, m in (("prefill", "normal"), ("decode", "low_latency")) if m in self.modes}
+            auto: dict[str, str] = {str(k): str(v) for k, v in (self.auto or {}).items()}
             if not auto:
-                auto = {p: next(iter(self.modes)) for p in ("prefill", "decode")}
-            return tuple(dict.fromkeys(auto.get(p, next(iter(self.modes))) for p in phases))  # type: ignore[arg-type]
-        return (a2a_mode,)
+                auto = {p: m for p, m in (("prefill", "normal"), ("decode", "low_latency")) if m in self.modes}
+            first: str = next(iter(self.modes))
+            return tuple(dict.fromkeys(auto.get(p, first) for p in phases))
+        return (a2a_mode,) if a2a_mode is not None else ()
+
+    def mode(self, name: str) -> ModeFact:
+        """The fact of mode ``name`` (KeyError when the backend has no such mode)."""
+        return {str(k): v for k, v in self.modes.items()}[name]
 
     def graph_modes(self, a2a_mode: str | None, phases: tuple[str, ...]) -> tuple[str, ...]:
         """The modes CUDA graphs would capture: those used in the decode phase (engines capture decode
@@ -293,7 +298,8 @@ class A2ACapability(Located):
         """The dispatch formats handed over in ``modes`` (the single format when there are no modes)."""
         if not self.modes:
             return (self.format,) if self.format else ()
-        return tuple(dict.fromkeys(self.modes[m].format for m in modes if m in self.modes))  # type: ignore[index]
+        by_mode: dict[str, ModeFact] = {str(k): v for k, v in self.modes.items()}
+        return tuple(dict.fromkeys(by_mode[m].format for m in modes if m in by_mode))
 
 
 class CommonFacts(Located):

@@ -92,13 +92,13 @@ class Catalog:
         """Every (distribution, module) pair the capability files name, and the JIT facts' prebuilt
         packages: what detection looks at."""
         names: set[str] = set()
-        for cap in [*self.runners.values(), *self.a2a.values()]:
-            names.update(p.name for p in cap.packages)
-        for cap in self.runners.values():
-            if cap.jit is not None:
-                names.add(cap.jit.package)
-                if cap.jit.prebuilt_package:
-                    names.add(cap.jit.prebuilt_package)
+        for facts in [*(c.packages for c in self.runners.values()), *(c.packages for c in self.a2a.values())]:
+            names.update(p.name for p in facts)
+        for runner in self.runners.values():
+            if runner.jit is not None:
+                names.add(runner.jit.package)
+                if runner.jit.prebuilt_package:
+                    names.add(runner.jit.prebuilt_package)
         return sorted((n, self.packages_table[n].module if n in self.packages_table else n.replace("-", "_")) for n in names)
 
 
@@ -106,7 +106,7 @@ def _entry_points(group: str) -> list[md.EntryPoint]:
     try:
         return list(md.entry_points(group=group))
     except TypeError:  # pragma: no cover - Python < 3.10 API
-        return list(md.entry_points().get(group, []))  # type: ignore[attr-defined]
+        return list(md.entry_points().get(group, []))  # type: ignore[attr-defined,unused-ignore]
 
 
 def plugin_adapters() -> dict[str, str]:
@@ -339,16 +339,18 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
                     ld.issues.append(Issue(cap._file, fact._line, "a2a", f"unknown a2a backend {name!r}" + _did_you_mean(name, a2a)))
     if not have_table:
         return
-    for cap in [*runners.values(), *a2a.values()]:
-        for p in cap.packages:
+    owners: list[RunnerCapability | A2ACapability] = [*runners.values(), *a2a.values()]
+    for owner in owners:
+        for p in owner.packages:
             if p.name not in known:
-                ld.issues.append(Issue(cap._file, p._line, "packages", f"package {p.name!r} is not in the known-packages table "
-                                       "(backends/packages.yaml): add it there with its import name and how engines ship it"
+                ld.issues.append(Issue(owner._file, p._line, "packages", f"package {shorten(p.name)} is not in the known-packages "
+                                       "table (backends/packages.yaml): add it there with its import name and how engines ship it"
                                        + _did_you_mean(p.name, known)))
-        jit = getattr(cap, "jit", None)
-        for name in ([jit.package, jit.prebuilt_package] if jit else []):
-            if name and name not in known:
-                ld.issues.append(Issue(cap._file, jit._line, "jit", f"package {name!r} is not in the known-packages table"))
+    for runner in runners.values():
+        jit = runner.jit
+        for pkg in ([jit.package, jit.prebuilt_package] if jit is not None else []):
+            if pkg and pkg not in known and jit is not None:
+                ld.issues.append(Issue(runner._file, jit._line, "jit", f"package {shorten(pkg)} is not in the known-packages table"))
 
 
 _cache: dict[tuple, Catalog] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, cast
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
@@ -309,13 +309,14 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     quant_params: dict[str, Any] = dict(info.quant_params) if info is not None and model else {}
     kinds = list(info.layer_kinds) if info is not None and model else []
     main_layers = list(kinds[0]["layers"]) if kinds else []
-    extra = [dict(k) for k in kinds[1:]]
-    for k in extra:
-        k["runner"] = (dep.layer_runners or {}).get(k["kind"], "auto")
-        prov[f"layers.{k['kind']}"] = (f"{cfg_path} ({k['why']}; layers {_ranges(k['layers'])}, {k['quant']}; runner "
-                                       + (f"{k['runner']} from layer_runners" if k["kind"] in (dep.layer_runners or {}) else "auto") + ")")
+    extra: list[dict[str, Any]] = [dict(kind) for kind in kinds[1:]]
+    for kind in extra:
+        kind["runner"] = (dep.layer_runners or {}).get(kind["kind"], "auto")
+        prov[f"layers.{kind['kind']}"] = (f"{cfg_path} ({kind['why']}; layers {_ranges(kind['layers'])}, {kind['quant']}; runner "
+                                          + (f"{kind['runner']} from layer_runners" if kind["kind"] in (dep.layer_runners or {})
+                                             else "auto") + ")")
     for name in dep.layer_runners or {}:
-        if name not in [k["kind"] for k in extra]:
+        if name not in [kind["kind"] for kind in extra]:
             bad("layer_runners", f"layer kind {name[:40]!r} is not in this checkpoint (its kinds besides main: "
                 + (", ".join(k["kind"] for k in extra) or "none") + ")")
     if dep.quant_config is not None:
@@ -388,7 +389,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     assert arch is not None and quant is not None and model is not None
     moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
     return Understood(
-        gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files,
+        gpu=gpu, arch=cast(Arch, arch), quant=cast(Quant, quant), model=model, model_config_path=cfg_path, input_files=input_files,
         quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=dep.engine, phase=dep.phase,
         max_tokens_per_rank=max_tokens, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,

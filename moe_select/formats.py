@@ -108,8 +108,9 @@ def block_shape(quant: str, params: dict[str, object] | None = None) -> tuple[in
     if quant != "fp8_block":
         return None
     block = (params or {}).get("block") or FORMATS[quant].params["block"]
-    bn, bk = block  # type: ignore[misc]
-    return int(bn), int(bk)
+    if not isinstance(block, (list, tuple)) or len(block) != 2:
+        raise ValueError(f"fp8_block needs a [bn, bk] block, got {block!r}")
+    return int(block[0]), int(block[1])
 
 
 def group_size(quant: str, params: dict[str, object] | None = None) -> int | None:
@@ -117,6 +118,7 @@ def group_size(quant: str, params: dict[str, object] | None = None) -> int | Non
     None for formats without groups along K."""
     f = FORMATS[quant]
     if "group_size" in f.params:
-        return int((params or {}).get("group_size") or f.params["group_size"])  # type: ignore[arg-type]
+        g = (params or {}).get("group_size") or f.params["group_size"]
+        return g if isinstance(g, int) else None
     block = f.params.get("block")
     return int(block) if isinstance(block, int) else None

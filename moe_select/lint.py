@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .catalog import Catalog, load_catalog
@@ -71,12 +71,12 @@ def _covers(a: When, b: When) -> bool:
 
 
 def _domain(rule: Rule) -> list[tuple[str, str]]:
-    archs = rule.when.arch or list(ARCHS)
-    quants = rule.when.quant or list(QUANTS)
+    archs: list[str] = list(rule.when.arch or ARCHS)
+    quants: list[str] = list(rule.when.quant or QUANTS)
     return [(a, q) for a in archs for q in quants]
 
 
-def _accepts_a2a(cap: RunnerCapability, a2a: str, formats: set[str | None]) -> bool:
+def _accepts_a2a(cap: RunnerCapability, a2a: str, formats: set[Any]) -> bool:
     """True when some fact of ``cap`` lets it take ``a2a``'s dispatch (any engine, any conditions)."""
     consumed = {f for d in cap.dispatch for f in d.formats}
     restricted = bool(cap.a2a) and all(a2a not in fact.values for fact in cap.a2a)
@@ -175,17 +175,16 @@ def iter_sources(catalog: Catalog) -> list[tuple[str, str]]:
         if isinstance(src, str):
             out.append((obj.where(), src))  # type: ignore[attr-defined]
 
+    objs: list[Any] = []
     for cap in catalog.runners.values():
-        for obj in [cap, cap.adapter, cap.weight_layout, cap.jit, *cap.support, *cap.activations, *cap.routing,
-                    *cap.dispatch, *cap.a2a, *cap.cuda_graph, *cap.constraints, *cap.packages, *cap.toolchain, *cap.notes]:
-            if obj is not None:
-                add(obj)
+        objs += [cap, cap.adapter, cap.weight_layout, cap.jit, *cap.support, *cap.activations, *cap.routing,
+                 *cap.dispatch, *cap.a2a, *cap.cuda_graph, *cap.constraints, *cap.packages, *cap.toolchain, *cap.notes]
     for acap in catalog.a2a.values():
-        for obj in [acap, acap.archs, acap.cuda_graph, *acap.modes.values(), *acap.constraints, *acap.packages]:
-            if obj is not None:
-                add(obj)
-    for obj in [catalog.common, *catalog.common.constraints, *catalog.packages_table.values()]:
-        add(obj)
+        objs += [acap, acap.archs, acap.cuda_graph, *acap.modes.values(), *acap.constraints, *acap.packages]
+    objs += [catalog.common, *catalog.common.constraints, *catalog.packages_table.values()]
+    for obj in objs:
+        if obj is not None:
+            add(obj)
     return out
 
 

@@ -209,7 +209,7 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any]) -> str
         if fmt == "nvfp4-pack-quantized" or (bits == 4 and typ == "float"):
             formats.add("nvfp4")
         elif bits == 8 and typ == "float":
-            formats.add({"channel": "fp8_channel", "tensor": "fp8_tensor", "block": "fp8_block"}.get(strategy, f"?{strategy}"))
+            formats.add({"channel": "fp8_channel", "tensor": "fp8_tensor", "block": "fp8_block"}.get(strategy or "", f"?{strategy}"))
         elif bits == 8 and typ == "int":
             formats.add("int8_w8a8" if a else "int8_w8a16")
         elif bits == 4 and typ == "int" and not a:
@@ -503,21 +503,21 @@ def moe_layer_indices(text: MarkedDict) -> list[int]:
     """Indices of the main model's decoder layers that have MoE experts (module doc); [] when the
     config does not say how many layers it has."""
     n = text.get("num_hidden_layers")
-    if not _pos_int(n) or n > 100_000:
+    if not isinstance(n, int) or not _pos_int(n) or n > 100_000:
         return []
     if isinstance(text.get("first_k_dense_replace"), int) and not isinstance(text.get("first_k_dense_replace"), bool):
-        k = text["first_k_dense_replace"]
-        freq = text["moe_layer_freq"] if _pos_int(text.get("moe_layer_freq")) else 1
+        k: int = text["first_k_dense_replace"]
+        freq: int = text["moe_layer_freq"] if _pos_int(text.get("moe_layer_freq")) else 1
         return [i for i in range(n) if i >= k and i % freq == 0]
     if "decoder_sparse_step" in text or "mlp_only_layers" in text:
         only = set(_int_list(text.get("mlp_only_layers")) or [])
-        step = text["decoder_sparse_step"] if _pos_int(text.get("decoder_sparse_step")) else 1
+        step: int = text["decoder_sparse_step"] if _pos_int(text.get("decoder_sparse_step")) else 1
         return [i for i in range(n) if i not in only and (i + 1) % step == 0]
     moe_layers = _int_list(text.get("moe_layers"))
     if moe_layers is not None:
         return sorted(i for i in set(moe_layers) if 0 <= i < n)
     if _pos_int(text.get("interleave_moe_layer_step")):
-        s = text["interleave_moe_layer_step"]
+        s: int = text["interleave_moe_layer_step"]
         return list(range(s - 1, n, s))
     return list(range(n))
 
@@ -586,9 +586,9 @@ def _layer_kinds(cfg: MarkedDict, text: MarkedDict, hfq: Any, quant: str, params
                  dtype: str | None) -> list[dict[str, Any]]:
     """The distinct MoE layer kinds (module doc): the main kind, then layers the quantization leaves out."""
     layers = moe_layer_indices(text)
-    n = text.get("num_hidden_layers") if _pos_int(text.get("num_hidden_layers")) else 0
+    n: int = text["num_hidden_layers"] if _pos_int(text.get("num_hidden_layers")) else 0
     nextn = text.get("num_nextn_predict_layers")
-    mtp = list(range(n, n + nextn)) if _pos_int(nextn) and nextn <= 64 and layers else []
+    mtp = list(range(n, n + nextn)) if isinstance(nextn, int) and _pos_int(nextn) and nextn <= 64 and layers else []
     q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), MarkedDict) else text.get("quantization_config")
     globs = _string_list(q, "exclude_modules") + (_string_list(hfq.get("quantization"), "exclude_modules")
                                                   if isinstance(hfq, MarkedDict) else [])

@@ -252,8 +252,8 @@ def quantize_named(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, dict[str,
     if quant == "nvfp4":
         q, scale, glob = quantize_nvfp4(w)
         return q, {"scale": scale, "global_scale": glob}
-    q, scale = quantize(w, quant)
-    return q, ({} if scale is None else {"scale": scale})
+    q, maybe = quantize(w, quant)
+    return q, ({} if maybe is None else {"scale": maybe})
 
 
 def dequantize_named(q: torch.Tensor, scales: dict[str, torch.Tensor], quant: str,

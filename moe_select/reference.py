@@ -30,8 +30,8 @@ def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tenso
     raise ValueError(activation)
 
 
-def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w13: torch.Tensor,
-                  w2: torch.Tensor, activation: str = "silu", *, expert_offset: int = 0,
+def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w13: "torch.Tensor | QuantizedExperts",
+                  w2: "torch.Tensor | QuantizedExperts", activation: str = "silu", *, expert_offset: int = 0,
                   swiglu_limit: float | None = None, weight_on_input: bool = False) -> torch.Tensor:
     """float64 MoE forward.
 

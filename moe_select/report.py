@@ -120,17 +120,17 @@ class Report(BaseModel):
             from .deployment import _ranges
 
             out.append(f"MoE layer kinds (main: layers {_ranges(u.layers) or 'all'}, {u.quant}):")
-            for k in self.layers:
-                d = k.deployment
+            for sub in self.layers:
+                d = sub.deployment
                 head = f"  {d.layer_kind}: layers {_ranges(d.layers)}, {d.quant} -- {u.provenance.get(f'layers.{d.layer_kind}', '')}"
                 out.append(head)
-                if k.plan is not None:
-                    kp = k.plan
+                if sub.plan is not None:
+                    kp = sub.plan
                     how = f"rule {kp.chosen_by.rule}" if kp.chosen_by.how == "rule" else "asked for"
                     out.append(f"    -> {kp.runner} ({how}); other eligible: {', '.join(kp.alternatives) or 'none'}")
                 else:
                     out.append("    -> refused:")
-                    out += [f"       {r.render()}" for r in k.reasons]
+                    out += [f"       {r.render()}" for r in sub.reasons]
         out.append("")
         # Reasons shared by every candidate (common facts, the a2a backend) are printed once.
         def key(r: Reason) -> tuple:

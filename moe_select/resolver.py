@@ -101,7 +101,7 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
         codes = ", ".join(sorted({r.code for r in report.reasons}))
         return [Reason(code="plan_mismatch", detail=f"the selector refuses this plan's own inputs ({codes}): the plan was "
                        "edited or made by other code", source="plan", fix="plan again (moe-select plan)")]
-    out = []
+    out: list[Reason] = []
     for field in DERIVED_FIELDS:
         mine, fresh = getattr(plan, field), getattr(report.plan, field)
         if field == "fingerprint" and mine != fresh and not out:
@@ -322,7 +322,7 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
         from .layer import LayerSpec
         from .runner import MoeRunner
 
-        if group is not None and ep_rank is None:
+        if group is not None and ep_rank is None and rank is not None:
             moe_tp = p.deployment.tp // p.deployment.ep
             ep_rank = rank // moe_tp
             tp_rank = rank % moe_tp if tp_rank is None else tp_rank

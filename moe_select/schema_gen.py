@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .deployment import Deployment
 from .policy import RuleFile
 from .plans import Plan
 
-SCHEMAS = {
+SCHEMAS: dict[str, type[BaseModel]] = {
     "deployment": Deployment,
     "runner": RunnerCapability,
     "a2a": A2ACapability,
@@ -44,9 +46,9 @@ def render(schema: dict[str, Any]) -> str:
 
 def schemas_dir() -> Path:
     """The installed ``schemas/`` directory."""
-    import moe_select.schemas as pkg
+    import importlib
 
-    return Path(pkg.__file__).parent
+    return Path(importlib.import_module("moe_select.schemas").__file__ or ".").parent
 
 
 def write(directory: Path | None = None) -> list[Path]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Literal, Sequence, cast
 
 from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support
 from .catalog import Catalog, default_catalog
@@ -148,7 +148,7 @@ def _package_reasons(pkgs: Iterable[PackageNeedFact], ctx: _Ctx, owner: str, bac
         module = known.module if known else p.name.replace("-", "_")
         install = (known.install if known else None) or f"pip install '{p.name}{p.version or ''}'"
         state, found = ctx.env.package(p.name, module)
-        needs.append(PackageNeed(name=p.name, module=module, version=p.version, state=state, found=found,
+        needs.append(PackageNeed(name=p.name, module=module, version=p.version, state=cast(Any, state), found=found,
                                  needed_by=owner, source=p.where(), install=known.install if known else None))
         spec = f" {p.version}" if p.version else ""
         where = "on this machine" if ctx.env.detected else "in the deployment's packages"
@@ -172,10 +172,10 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
     out += _package_reasons(a2a.packages, ctx, owner, None, needs)
     if u.cuda_graph:
         for m in a2a.graph_modes(u.a2a_mode, u.phases):
-            if not a2a.modes[m].cuda_graph:  # type: ignore[index]
-                others = [x for x in a2a.modes if a2a.modes[x].cuda_graph]  # type: ignore[index]
+            if not a2a.mode(m).cuda_graph:
+                others = [x for x in a2a.modes if a2a.modes[x].cuda_graph]
                 out.append(Reason(code="cuda_graph_unsupported", detail=f"{owner} {m} mode (used for decode) cannot be captured in a CUDA graph",
-                                  source=a2a.modes[m].where(),  # type: ignore[index]
+                                  source=a2a.mode(m).where(),
                                   fix=(f"a2a_mode: {others[0]}, or " if others else "") + "cuda_graph: false"))
         if not a2a.modes and a2a.cuda_graph is not None and not a2a.cuda_graph.supported:
             out.append(Reason(code="cuda_graph_unsupported", detail=f"{owner} cannot be captured in a CUDA graph",
@@ -250,9 +250,9 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
                               source=next(f for f in cap.routing if f.values == "any").where(), backend=name))
     elif not ok and not takes_topk:
         more = f"; {routing} only {why}" if why else ""
-        src = next((f for f in cap.routing if f.values != "any" and routing in f.values), cap.routing[0])
+        rsrc = next((f for f in cap.routing if f.values != "any" and routing in f.values), cap.routing[0])
         out.append(Reason(code="routing_unsupported", detail=f"{name} routes inside the kernel with {', '.join(have) or 'nothing here'}"
-                          f"{more}; the model routes with {routing}", source=src.where(), fix=fix, backend=name))
+                          f"{more}; the model routes with {routing}", source=rsrc.where(), fix=fix, backend=name))
     out += _dispatch_reasons(cap, ctx, assumed)
     out += _constraint_reasons(cap.constraints, ctx, name, name, assumed)
     out += _package_reasons(cap.packages, ctx, name, name, needs)
@@ -307,7 +307,7 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
         if a2a.modes:
             ok_modes = [m for m, fact in a2a.modes.items() if fact.format in consumed]
             if ok_modes:
-                capturable = a2a.modes[ok_modes[0]].cuda_graph  # type: ignore[index]
+                capturable = a2a.modes[ok_modes[0]].cuda_graph
                 fix = f"a2a_mode: {ok_modes[0]}" + ("" if capturable or not u.cuda_graph else " and cuda_graph: false")
         modes = f" in {'/'.join(u.a2a_modes)} mode" if u.a2a_modes else ""
         src = next((d for d in cap.dispatch), cap.dispatch[0])
@@ -397,16 +397,16 @@ def _engines(u: Understood) -> list[str]:
 def _merge(per_engine: dict[str, list[Reason]]) -> list[Reason]:
     """Reasons of every engine, each once; a reason that does not hold for every engine names those it holds for."""
     engines = list(per_engine)
-    seen: dict[tuple[str, str, str], list[str]] = {}
-    first: dict[tuple[str, str, str], Reason] = {}
+    seen: dict[tuple[str, ...], list[str]] = {}
+    first: dict[tuple[str, ...], Reason] = {}
     for e, reasons in per_engine.items():
         for r in reasons:
-            key = (r.code, r.detail, r.source)
-            first.setdefault(key, r)
-            seen.setdefault(key, []).append(e)
+            k3: tuple[str, ...] = (r.code, r.detail, r.source)
+            first.setdefault(k3, r)
+            seen.setdefault(k3, []).append(e)
     out = []
-    for key, r in first.items():
-        holds = seen[key]
+    for k3, r in first.items():
+        holds = seen[k3]
         out.append(r if len(holds) == len(engines) else r.model_copy(update={"engines": holds}))
     return out
 
@@ -424,15 +424,15 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     base_needs: list[PackageNeed] = []
     a2a_cap = catalog.a2a.get(u.a2a)
     for e, ctx in ctxs.items():
-        needs: list[PackageNeed] = []
-        reasons = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, [])
+        a2a_needs: list[PackageNeed] = []
+        found = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, [])
         if a2a_cap is None:
-            reasons.append(Reason(code="a2a_unsupported", detail=f"no capability file for a2a {u.a2a}", source="backends/a2a/"))
+            found.append(Reason(code="a2a_unsupported", detail=f"no capability file for a2a {u.a2a}", source="backends/a2a/"))
         else:
-            reasons += _a2a_reasons(a2a_cap, ctx, needs, [])
-        base[e] = reasons
+            found += _a2a_reasons(a2a_cap, ctx, a2a_needs, [])
+        base[e] = found
         if not base_needs:
-            base_needs = needs
+            base_needs = a2a_needs
     rule_facts = _facts(u, engines[0] if single else None)  # engine: any matches no engine-specific rule
     matching = [r for r in catalog.rules if r.when.matches(rule_facts)]
     disabled: dict[str, list[Any]] = {}
@@ -443,8 +443,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     preferred: dict[str, Any] = {}  # runner -> the first matching prefer rule naming it, in rule order
     for r in matching:
         if r.action == "prefer":
-            for n in r.runners:
-                preferred.setdefault(n, r)
+            for runner in r.runners:
+                preferred.setdefault(runner, r)
 
     base_sensitive = any(c.when is not None and c.when.engine is not None
                          for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])])
@@ -458,12 +458,12 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         # Facts that name no engine give the same answer for every engine: check once, then copy.
         check_engines = engines if (cap.engine_sensitive or base_sensitive) else engines[:1]
         for e in check_engines:
-            n: list[PackageNeed] = []
-            reasons = [r.model_copy(update={"backend": name}) for r in base[e]]
-            reasons += check_runner(cap, ctxs[e], n, assumed)
-            per_engine[e] = reasons
+            engine_needs: list[PackageNeed] = []
+            engine_reasons = [r.model_copy(update={"backend": name}) for r in base[e]]
+            engine_reasons += check_runner(cap, ctxs[e], engine_needs, assumed)
+            per_engine[e] = engine_reasons
             if not needs:
-                needs = n
+                needs = engine_needs
         for e in engines[len(check_engines):]:
             per_engine[e] = per_engine[engines[0]]
         ok_engines = [e for e, rs in per_engine.items() if not rs]
@@ -571,7 +571,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     files = dict(sorted(catalog.files.items()))
     sources = list(catalog.rule_sources) + list(catalog.backend_sources)
     return Plan(
-        schema_version=PLAN_SCHEMA_VERSION, runner=cap.runner, module=catalog.adapter(cap.runner, u.quant, u.model["activation"]),
+        schema_version=cast(Literal[2], PLAN_SCHEMA_VERSION), runner=cap.runner, module=catalog.adapter(cap.runner, u.quant, u.model["activation"]),
         registers=list(cap.registers), dispatch_formats=list(a2a_cap.formats_used(tuple(u.a2a_modes))) if a2a_cap else [],
         a2a=u.a2a, a2a_module=a2a_cap.module if a2a_cap else None, a2a_mode=u.a2a_mode, a2a_modes=list(u.a2a_modes),
         arch=u.arch, gpu=u.gpu, quant=u.quant, quant_params=dict(u.quant_params), activation_precision=act,

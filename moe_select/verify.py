@@ -33,7 +33,7 @@ import torch
 
 from .errors import MoeSelectError, ResolveError
 from .reference import QuantizedExperts, reference_moe, rel_error
-from .plans import Reason
+from .plans import Reason, ReasonCode
 
 TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp8_tensor": 1e-1, "fp8_channel": 1e-1, "fp8_block": 1e-1,
              # mxfp4, nvfp4: the only FP4 runner here (torch_native) dequantizes the weights and keeps bf16
@@ -43,7 +43,7 @@ _ACT_DTYPE = {"fp16": torch.float16}
 SOURCE = "moe_select.verify (resolve(verify=True))"
 
 
-def _refuse(detail: str, code: str = "plan_mismatch", fix: str | None = None) -> ResolveError:
+def _refuse(detail: str, code: ReasonCode = "plan_mismatch", fix: str | None = None) -> ResolveError:
     return ResolveError([Reason(code=code, detail=f"verify: {detail}", source=SOURCE, fix=fix)])
 
 

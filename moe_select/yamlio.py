@@ -25,7 +25,7 @@ import reprlib
 import stat
 import typing
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -240,7 +240,7 @@ _CORE_TAGS = {ScalarNode: {_TAG + t for t in ("null", "bool", "int", "float", "s
 _KIND_NAMES = {ScalarNode: "a scalar", SequenceNode: "a list", MappingNode: "a mapping"}
 
 
-class _BoundedComposer:
+class _BoundedComposer(yaml.composer.Composer if TYPE_CHECKING else object):  # type: ignore[misc]
     """PyYAML's composer, in Python over the (C) parser's events, counting as it composes.
 
     Aliases share nodes in the composed graph, so composing is linear in the file; what explodes is
@@ -254,7 +254,7 @@ class _BoundedComposer:
     filename = "<input>"
 
     def _start_counts(self) -> None:
-        self.anchors = {}
+        self.anchors: dict[str, Any] = {}
         self._measure: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded size, expanded height)
         self._open: set[int] = set()                      # ids of collections being composed
         self._aliases = 0
@@ -277,7 +277,7 @@ class _BoundedComposer:
             document = self.compose_document()
         if not self.check_event(StreamEndEvent):
             event = self.get_event()
-            raise ComposerError("expected a single document in the stream", document.start_mark,
+            raise ComposerError("expected a single document in the stream", getattr(document, "start_mark", None),
                                 "but found another document", event.start_mark)
         self.get_event()
         return document
@@ -360,7 +360,7 @@ class _BoundedComposer:
                 self._path.append(f"[{index}]")
                 child = self.compose_node(node, index)
                 node.value.append(child)
-                children = ((child, self._mark),)
+                children: tuple[tuple[Any, Any], ...] = ((child, self._mark),)
             else:
                 if len(node.value) >= MAX_KEYS:
                     raise self._refuse(self.peek_event().start_mark, f"more than {MAX_KEYS} keys in one mapping: refused")
@@ -627,7 +627,7 @@ def validation_issues(exc: ValidationError, data: Any, file: str, model: type[Ba
     keys are cut to :data:`ECHO_CHARS` characters (:func:`shorten`), a validator's message to 300, and
     at most :data:`MAX_ISSUES` issues are listed (then a count of the rest). Never raises.
     """
-    grouped: dict[tuple[int, str], list[dict]] = {}
+    grouped: dict[tuple[int, str], list[Any]] = {}
     errors = exc.errors(include_url=False)
     unread = max(0, len(errors) - 20 * MAX_ISSUES)  # enough to fill MAX_ISSUES after merging union branches
     for err in errors[:20 * MAX_ISSUES]:

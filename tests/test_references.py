@@ -34,7 +34,7 @@ def _topk(values, k):
 def ref_route(logits, method, k, *, n_group=None, topk_group=None, scale=None, bias=None):
     """Per token, from the published formulas; returns {token: {expert: weight}}."""
     out = []
-    for t, row in enumerate(logits.double().tolist()):
+    for row in logits.double().tolist():
         if method in ("softmax_topk", "renormalize"):
             p = _softmax(row)
             ids = _topk(p, k)

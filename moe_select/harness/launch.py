@@ -83,7 +83,7 @@ def spawn(fn: Callable, nproc: int, args: tuple = (), *, timeout_s: float, backe
 
     if start_method == "fork":
         threads = threads or 1
-    ctx = mp.get_context(start_method)
+    ctx: Any = mp.get_context(start_method)
     init = f"tcp://127.0.0.1:{free_port()}"
     with tempfile.TemporaryDirectory(prefix="moe-select-") as tmp:
         procs = [ctx.Process(target=_entry, args=(fn, r, nproc, init, backend, timeout_s, threads, tmp, args))
