@@ -22,7 +22,7 @@ from .conditions import Conditional, Constraint, When, _check_requires
 from .contracts import DispatchFormat
 from .formats import Precision
 from .located import Located
-from .vocab import Activation, Arch, Quant, Routing
+from .vocab import Activation, Arch, Engine, Quant, Routing
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 #: Every fact's ``source``: a repository file at a version, a PR/issue, a report, or this project's own
@@ -231,6 +231,15 @@ class RunnerCapability(Located):
         return any(f.when is not None and f.when.engine is not None for f in facts)
 
 
+class Unavailable(Located):
+    """The engines that do not ship this backend (e.g. vLLM removed its pplx all-to-all): where the
+    deployment's engine is one of them, the backend is refused (``a2a_unsupported``) with ``why``."""
+
+    engines: list[Engine] = Field(min_length=1)
+    why: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
 class ModeFact(Located):
     """One mode of an all-to-all backend: the dispatch format it hands over and whether it can be
     captured in a CUDA graph."""
@@ -257,6 +266,7 @@ class A2ACapability(Located):
     cuda_graph: BoolFact | None = None
     modes: dict[Literal["normal", "low_latency"], ModeFact] = {}
     auto: dict[Literal["prefill", "decode"], Literal["normal", "low_latency"]] | None = None
+    unavailable: list[Unavailable] = []
     constraints: list[Constraint] = []
     packages: list[PackageNeedFact] = []
 

@@ -281,7 +281,7 @@ class Constraint(Conditional):
 def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), activation: str, routing: str,
              cuda_graph: bool, tp: int, ep: int, num_experts: int, top_k: int, hidden_size: int,
              moe_intermediate_size: int, engine: str | None = None, phases: Sequence[str] = ("prefill", "decode"),
-             dp: int = 1, num_shared_experts: int = 0, fused_shared_experts: int = 0, max_tokens_per_rank: int | None = None,
+             dp: int | None = None, num_shared_experts: int = 0, fused_shared_experts: int = 0, max_tokens_per_rank: int | None = None,
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, shared_intermediate_size: int | None = None,
              dense_intermediate_size: int | None = None) -> dict[str, Any]:

@@ -68,7 +68,9 @@ class Deployment(Located):
     max_tokens_per_rank: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     tp: int = Field(default=1, ge=1, le=MAX_RANKS)
     ep: int = Field(default=1, ge=1, le=MAX_RANKS)
-    dp: int = Field(default=1, ge=1, le=MAX_RANKS)
+    #: Attention data-parallel size (SGLang --dp-size with --enable-dp-attention); None: not given (facts
+    #: that depend on it are not checked, and the report says which).
+    dp: int | None = Field(default=None, ge=1, le=MAX_RANKS)
     shared_expert_fusion: bool = False
     a2a: str = Field(default="none", pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
     a2a_mode: A2AMode | None = Field(default=None, validation_alias=AliasChoices("a2a_mode", "deepep_mode"))
@@ -126,7 +128,7 @@ class Understood(BaseModel):
     max_tokens_per_rank: int = 8192
     tp: int
     ep: int
-    dp: int = 1
+    dp: int | None = None
     moe_tp: int | None
     shared_expert_fusion: bool = False
     a2a: str

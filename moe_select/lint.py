@@ -180,7 +180,7 @@ def iter_sources(catalog: Catalog) -> list[tuple[str, str]]:
         objs += [cap, cap.adapter, cap.weight_layout, cap.jit, *cap.support, *cap.activations, *cap.routing,
                  *cap.dispatch, *cap.a2a, *cap.cuda_graph, *cap.constraints, *cap.packages, *cap.toolchain, *cap.notes]
     for acap in catalog.a2a.values():
-        objs += [acap, acap.archs, acap.cuda_graph, *acap.modes.values(), *acap.constraints, *acap.packages]
+        objs += [acap, acap.archs, acap.cuda_graph, *acap.modes.values(), *acap.unavailable, *acap.constraints, *acap.packages]
     objs += [catalog.common, *catalog.common.constraints, *catalog.packages_table.values()]
     for obj in objs:
         if obj is not None:

@@ -35,6 +35,24 @@ from .yamlio import shorten
 #: Most issues of one kind reported for one input (a 10,000-key mapping gives 20 lines and a count).
 MAX_ISSUES = 20
 
+#: Inputs a deployment may leave out; facts that read them are then reported as not checked.
+UNGIVEN = ("dp",)
+
+
+def _quantities_read(c: Constraint) -> list[str]:
+    qs = [c.field] + [v for v in (c.multiple_of, c.max, *(c.one_of or [])) if isinstance(v, str)]
+    if c.when is not None:
+        qs += [k for k in c.when.keys()]
+    return qs
+
+
+def _test_text(c: Constraint) -> str:
+    bits = [f"multiple of {c.multiple_of}" if c.multiple_of is not None else "", f">= {c.min}" if c.min is not None else "",
+            f"<= {c.max}" if c.max is not None else "",
+            f"one of {c.one_of}" if c.one_of is not None else ""]
+    return "is " + ", ".join(b for b in bits if b)
+
+
 #: Quantities a tp/ep change can fix: constraints on them get a parallelism suggestion.
 PARALLEL_FIELDS = ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank", "intermediate_per_rank",
                    "moe_intermediate_size", "shared_intermediate_per_tp", "dense_intermediate_per_tp")
@@ -121,6 +139,13 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
                         assumed: list[str]) -> list[Reason]:
     out = []
     for c in cons:
+        unknown = [q for q in _quantities_read(c) if q in UNGIVEN and ctx.facts.get(q) is None]
+        if unknown:  # a fact about an input the deployment left out: say so, do not guess
+            rest = c.when.model_copy(update={k: None for k in unknown}) if c.when is not None else None
+            if rest is None or rest.matches(ctx.facts):
+                assumed.append(f"{', '.join(unknown)} not given: not checked whether {c.field} {_test_text(c)}"
+                               f" ({c.why or 'see the fact'}) [{c.where()}]")
+            continue
         if not c.applies(ctx.facts) or not _holds(c, ctx, assumed):
             continue
         v = c.violation(ctx.facts)
@@ -165,6 +190,11 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
     """Deployment-level reasons of the all-to-all backend (they apply to every candidate)."""
     u, owner = ctx.u, f"a2a {a2a.a2a}"
     out: list[Reason] = []
+    engine = ctx.facts.get("engine")
+    for gone in a2a.unavailable:
+        if engine in gone.engines:
+            out.append(Reason(code="a2a_unsupported", detail=f"{owner} is not shipped by {engine}: {gone.why}",
+                              source=gone.where(), fix="another a2a backend, or another engine"))
     if u.arch not in a2a.archs.values:
         out.append(Reason(code="a2a_unsupported", detail=f"{owner} runs on {', '.join(a2a.archs.values)}; this deployment is "
                           f"{_arch_label(u)}", source=a2a.archs.where(), fix="a2a: none"))
@@ -421,15 +451,16 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     single = len(engines) == 1
     ctxs = {e: _Ctx(u, env, catalog, _facts(u, e)) for e in engines}
     base: dict[str, list[Reason]] = {}
+    base_assumed: list[str] = []
     base_needs: list[PackageNeed] = []
     a2a_cap = catalog.a2a.get(u.a2a)
     for e, ctx in ctxs.items():
         a2a_needs: list[PackageNeed] = []
-        found = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, [])
+        found = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, base_assumed)
         if a2a_cap is None:
             found.append(Reason(code="a2a_unsupported", detail=f"no capability file for a2a {u.a2a}", source="backends/a2a/"))
         else:
-            found += _a2a_reasons(a2a_cap, ctx, a2a_needs, [])
+            found += _a2a_reasons(a2a_cap, ctx, a2a_needs, base_assumed)
         base[e] = found
         if not base_needs:
             base_needs = a2a_needs
@@ -446,15 +477,15 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
             for runner in r.runners:
                 preferred.setdefault(runner, r)
 
-    base_sensitive = any(c.when is not None and c.when.engine is not None
-                         for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])])
+    base_sensitive = bool(a2a_cap and a2a_cap.unavailable) or any(
+        c.when is not None and c.when.engine is not None for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])])
     candidates: dict[str, Candidate] = {}
     needs_of: dict[str, list[PackageNeed]] = {}
     for name in sorted(catalog.runners):
         cap = catalog.runners[name]
         per_engine: dict[str, list[Reason]] = {}
         needs: list[PackageNeed] = []
-        assumed: list[str] = []
+        assumed: list[str] = list(base_assumed)
         # Facts that name no engine give the same answer for every engine: check once, then copy.
         check_engines = engines if (cap.engine_sensitive or base_sensitive) else engines[:1]
         for e in check_engines:

@@ -248,12 +248,21 @@ def _reasons(report, runner):
     return next(c for c in report.candidates if c.backend == runner).reasons
 
 
-def test_deepep_needs_ep_equal_to_tp():
-    r = _explain(tp=8, ep=4, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm")
+def test_deepep_needs_ep_equal_to_tp_in_sglang():
+    # SGLang overrides ep to tp for DeepEP; vLLM spans its EP group over tp x dp, so ep != tp is not refused there
+    r = _explain(tp=8, ep=4, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm", engine="sglang")
     assert r.status == "rejected"
-    par = [x for x in r.reasons if x.code == "parallelism_unsupported"]
+    par = [x for x in r.reasons if x.code == "parallelism_unsupported" and "tp (8)" in x.detail]
     assert par and "ep = 4 is not one of {tp (8)}" in par[0].detail and par[0].source.startswith("backends/a2a/deepep.yaml:")
-    assert _explain(tp=8, ep=8, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm").status == "ok"
+    assert _explain(tp=8, ep=8, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm", engine="sglang").status == "ok"
+
+
+def test_uneven_expert_split_is_an_sglang_refusal():
+    dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 3, "ep": 3}
+    sg = moe_select.explain({**dep, "engine": "sglang"})
+    assert sg.status == "rejected" and "experts_not_divisible" in {x.code for x in sg.reasons}
+    anyone = moe_select.explain(dep)  # engine any: vLLM splits 256 experts 86/85/85 (determine_expert_map)
+    assert anyone.status == "ok" and "sglang" not in anyone.plan.engines and "vllm" in anyone.plan.engines
 
 
 def test_deepep_modes_each_runner_accepts():

@@ -175,7 +175,7 @@ def test_block_fp8_shared_experts_split_by_tp_even_when_ep_equals_tp(tmp_path, c
     # the TP-split shared expert (1408 / 8 = 176) is refused even with ep == tp; SGLang replicates the shared
     # experts with the deepep/mooncake/mori all-to-alls.
     model = dict(DEEPSEEK_R1, moe_intermediate_size=1408, shared_expert_intermediate_size=1408)
-    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, ep=8, runner="aiter")
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, ep=8, dp=1, runner="aiter")
     shared = [r for r in reasons_from(out, "backends/common.yaml") if "shared_intermediate_per_tp" in r["detail"]]
     assert shared and {r["code"] for r in shared} == {"shape_unaligned"}
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, ep=8, a2a="mori",
@@ -183,8 +183,13 @@ def test_block_fp8_shared_experts_split_by_tp_even_when_ep_equals_tp(tmp_path, c
     assert not [r for r in reasons_from(out, "backends/common.yaml") if "shared_intermediate_per_tp" in r["detail"]]
     # The dense MLP layers too: 11328 / 8 = 1416 rows per TP rank is not a multiple of 128.
     model = dict(DEEPSEEK_R1, dense_intermediate_size=11328)
-    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter")
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, dp=1, runner="aiter")
     assert [r for r in reasons_from(out, "backends/common.yaml") if "dense_intermediate_per_tp" in r["detail"]]
+    # dp not given: the rule is not checked, and the plan or report says so (never assumed either way)
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter")
+    assert not [r for r in reasons_from(out, "backends/common.yaml") if "dense_intermediate_per_tp" in r["detail"]]
+    notes = [a for c in out["candidates"] for a in c["assumptions"]] + (out["plan"] or {}).get("assumptions", [])
+    assert any(n.startswith("dp not given: not checked whether dense_intermediate_per_tp") for n in notes), notes
 
 
 def test_int4_group_alignment_per_rank(tmp_path, capsys):
@@ -260,7 +265,8 @@ def test_mooncake_is_sglang_low_latency_with_token_cap(tmp_path, capsys):
     out = explain(tmp_path, capsys, **dict(dep, max_tokens_per_rank=4096), engine="sglang")
     assert any("max_tokens_per_rank = 4096 is above 1024" in r["detail"] for r in reasons_from(out, "backends/a2a/mooncake.yaml"))
     out = explain(tmp_path, capsys, **dep, engine="vllm")
-    assert any(r["code"] == "parallelism_unsupported" for r in reasons_from(out, "backends/a2a/mooncake.yaml"))
+    assert any(r["code"] == "a2a_unsupported" and "not shipped by vllm" in r["detail"]
+               for r in reasons_from(out, "backends/a2a/mooncake.yaml"))
     out = explain(tmp_path, capsys, **dict(dep, gpu="MI300X"))
     assert "a2a_unsupported" in {r["code"] for r in reasons_from(out, "backends/a2a/mooncake.yaml")}
 
