@@ -18,6 +18,7 @@ _LAZY = {
     "explain": ("moe_select.selector", "explain"),
     "plan": ("moe_select.selector", "plan"),
     "resolve": ("moe_select.resolver", "resolve"),
+    "resolve_layers": ("moe_select.resolver", "resolve_layers"),
     "Plan": ("moe_select.plans", "Plan"),
     "Report": ("moe_select.report", "Report"),
     "Reason": ("moe_select.plans", "Reason"),

@@ -340,3 +340,15 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
 
         verify_runner(runner)
     return runner
+
+
+def resolve_layers(plan: Plan | dict | str | Path, **kwargs: Any) -> dict[str, Any]:
+    """One ready runner per MoE layer kind of ``plan``: ``{"main": ..., "<kind>": ...}`` (the checkpoint's
+    ``mtp`` or ``unquantized`` layers have plans of their own in ``plan.layers``). Every kind is resolved
+    with the same arguments as :func:`resolve` (``device``, ``group``, ranks, ...), the main kind first;
+    raises what :func:`resolve` raises, for the first kind that is refused."""
+    p = load_plan(plan)
+    out = {"main": resolve(p, **kwargs)}
+    for sub in p.layers:
+        out[sub.deployment.layer_kind] = resolve(sub, **kwargs)
+    return out

@@ -293,3 +293,24 @@ def test_deepep_auto_captures_only_the_decode_mode():
     p = _explain(tp=8, ep=8, a2a="deepep", runner="deep_gemm", phase="prefill")
     assert p.plan.a2a_modes == ["normal"] and p.plan.dispatch_formats == ["standard"] and p.plan.cuda_graph is False
     assert "prefill-only" in p.deployment.provenance["cuda_graph"]
+
+
+def test_every_moe_layer_kind_is_planned_and_resolved(tmp_path):
+    """NVIDIA's DeepSeek-V3.1-NVFP4 checkpoint leaves its MTP layer (61) unquantized (hf_quant_config.json
+    exclude_modules: model.layers.61*): the bf16 layer is planned on its own, and refused by name when no
+    runner can serve it."""
+    cfg = CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4"
+    plan = moe_select.plan({"gpu": "B200", "model_config": str(cfg), "tp": 8, "ep": 8})
+    assert plan.quant == "nvfp4" and [(k.deployment.layer_kind, k.quant, k.deployment.layers) for k in plan.layers] == \
+        [("mtp", "bf16", [61])]
+    assert plan.deployment.layers == list(range(3, 61))
+    # a runner that serves the NVFP4 layers but not bf16 ones, for every kind: the deployment is refused naming layer 61
+    ops = _rules(tmp_path / "r", "  - id: only-cutedsl\n    when: {arch: [sm100]}\n    disable: [flashinfer_trtllm, "
+                 "flashinfer_trtllm_routed, flashinfer_cutlass, torch_grouped_mm, triton, torch_native, deep_gemm, marlin]\n"
+                 "    reason: test\n")
+    r = moe_select.explain({"gpu": "B200", "model_config": str(cfg), "tp": 8, "ep": 8}, rules_dirs=[ops])
+    assert r.status == "rejected" and any(x.detail.startswith("layers 61 (mtp, bf16):") for x in r.reasons)
+    # on the CPU every kind runs on the reference: one runner per kind
+    cpu = moe_select.plan({"arch": "auto", "model_config": str(cfg), "require_adapter": True, "runner": "torch_native"})
+    runners = moe_select.resolve_layers(cpu)
+    assert set(runners) == {"main", "mtp"} and runners["mtp"].spec.quant == "bf16" and runners["main"].spec.quant == "nvfp4"
