@@ -201,6 +201,29 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """The capability matrix (runner x arch x format x a2a, with engines, versions and sources): print it
+    (Markdown, or ``--json``), ``--write`` it under ``--root`` (docs/matrix.md, docs/matrix.json), or
+    ``--check`` that the committed files match the facts (exit 1 when they drift)."""
+    from .catalog import load_catalog
+    from .matrix import build, drift, render_json, render_markdown, write
+
+    catalog = load_catalog(use_env=False, plugins=False)
+    root = Path(args.root)
+    if args.write:
+        for p in write(catalog, root):
+            print(f"wrote {p}")
+        return 0
+    if args.check:
+        bad = drift(catalog, root)
+        for rel in bad:
+            print(f"{rel} differs from the capability files: run moe-select matrix --write")
+        return 1 if bad else 0
+    data = build(catalog)
+    sys.stdout.write(render_json(data) if args.json else render_markdown(data))
+    return 0
+
+
 def cmd_schemas(args: argparse.Namespace) -> int:
     """Write (``--write``) or check (default) the JSON Schemas against the models."""
     from .schema_gen import drift, write
@@ -267,7 +290,7 @@ def _render_distributed(r: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of every subcommand (explain, plan, check, run, schemas)."""
+    """The argparse parser of every subcommand (explain, plan, check, matrix, run, schemas)."""
     p = argparse.ArgumentParser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("explain", help="why this plan, why not the others")
@@ -297,6 +320,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rules", action="append", default=[], metavar="DIR")
     r.add_argument("--json", action="store_true", help="with --nproc: print the result as JSON")
     r.set_defaults(fn=cmd_run)
+    mx = sub.add_parser("matrix", help="the capability matrix: print, --write or --check it")
+    mx.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    mx.add_argument("--write", action="store_true", help="write docs/matrix.md and docs/matrix.json under --root")
+    mx.add_argument("--check", action="store_true", help="exit 1 when the committed files differ from the facts")
+    mx.add_argument("--root", default=".", help="the repository root (default: the current folder)")
+    mx.set_defaults(fn=cmd_matrix)
     s = sub.add_parser("schemas", help="check (default) or --write the JSON Schemas")
     s.add_argument("--write", action="store_true")
     s.add_argument("--dir", default=None, help="schemas directory (default: the installed one)")

@@ -169,3 +169,25 @@ def test_package_flag_needs_a_version_or_none(capsys):
     assert "NAME=none for not installed" in capsys.readouterr().err
     assert main(["explain", "--gpu", "H200", "--quant", "bf16", "--model", model, "--package", "deep_gemm=none",
                  "--runner", "deep_gemm", "--json"]) == 1
+
+
+def test_matrix_is_committed_and_in_sync(capsys):
+    """docs/matrix.md and docs/matrix.json are generated from the capability files (moe-select matrix --write)."""
+    from conftest import ROOT
+
+    assert main(["matrix", "--check", "--root", str(ROOT)]) == 0, capsys.readouterr().out
+    assert main(["matrix"]) == 0
+    md = capsys.readouterr().out
+    assert "## torch_native" in md and "| cpu | bf16 |" in md and "## All-to-all backends" in md
+    assert main(["matrix", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cell = next(c for r in data["runners"] if r["runner"] == "torch_native" for c in r["cells"] if c["arch"] == "cpu" and c["quant"] == "bf16")
+    assert cell["source"] and cell["engines"]
+
+
+def test_matrix_check_finds_drift(tmp_path, capsys):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "matrix.md").write_text("stale\n")
+    assert main(["matrix", "--check", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "docs/matrix.md differs" in out and "docs/matrix.json differs" in out

@@ -1,0 +1,157 @@
+"""``moe-select matrix``: the capability files as one human-readable table (Markdown) and as JSON, so a
+reviewer can audit what the catalog claims at a glance: for every runner, every (arch, format) cell its
+support rows give, with the engines, package versions and conditions it holds under, the dispatch
+formats and all-to-all backends it takes, and the source of each; then every all-to-all backend. The
+files are generated from the facts (never edited by hand) and checked for drift by the tests and CI
+(``moe-select matrix --check``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .catalog import Catalog
+from .vocab import ARCHS, ENGINES, QUANTS
+
+#: Where the generated files live in the repository (relative to its root).
+MATRIX_FILES = ("docs/matrix.md", "docs/matrix.json")
+
+
+def _conditions(fact: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if fact.when is not None:
+        for key in fact.when.keys():
+            if key == "engine":
+                continue
+            v = getattr(fact.when, key)
+            out[key] = v.model_dump(exclude_none=True) if hasattr(v, "model_dump") else v
+    if fact.requires:
+        out["requires"] = dict(fact.requires)
+    return out
+
+
+def _engines(fact: Any) -> list[str]:
+    return list(fact.when.engine) if fact.when is not None and fact.when.engine is not None else list(ENGINES)
+
+
+def build(catalog: Catalog) -> dict[str, Any]:
+    """The matrix as plain data: ``{"runners": [...], "a2a": [...]}``, ordered by name, arch and format."""
+    runners = []
+    for name in sorted(catalog.runners):
+        cap = catalog.runners[name]
+        cells = []
+        for arch in ARCHS:
+            for quant in QUANTS:
+                rows = [s for s in cap.support if arch in s.archs and quant in s.formats]
+                for s in rows:
+                    cells.append({"arch": arch, "quant": quant, "engines": _engines(s), "conditions": _conditions(s),
+                                  "activation_precision": s.activation_precision.get(quant),  # type: ignore[call-overload]
+                                  "source": s.source, "at": s.where()})
+        runners.append({
+            "runner": name, "summary": cap.summary, "adapter": cap.module or None,
+            "adapter_formats": list(cap.adapter.formats) if cap.adapter else None,
+            "cells": cells,
+            "activations": [{"values": list(f.values), "engines": _engines(f), "conditions": _conditions(f), "source": f.source}
+                            for f in cap.activations],
+            "routing": [{"values": f.values if f.values == "any" else list(f.values), "weight_on_input": f.weight_on_input,
+                         "engines": _engines(f), "conditions": _conditions(f), "source": f.source} for f in cap.routing],
+            "dispatch": [{"formats": list(f.formats), "engines": _engines(f), "conditions": _conditions(f), "source": f.source}
+                         for f in cap.dispatch],
+            "a2a_only": [{"values": list(f.values), "engines": _engines(f), "conditions": _conditions(f), "source": f.source}
+                         for f in cap.a2a],
+            "cuda_graph": [{"supported": f.supported, "engines": _engines(f), "conditions": _conditions(f), "source": f.source}
+                           for f in cap.cuda_graph],
+            "packages": [{"name": p.name, "version": p.version, "source": p.source} for p in cap.packages],
+        })
+    a2a = []
+    for name in sorted(catalog.a2a):
+        acap = catalog.a2a[name]
+        modes = ({m: {"format": f.format, "cuda_graph": f.cuda_graph, "source": f.source} for m, f in acap.modes.items()}
+                 if acap.modes else {"-": {"format": acap.format, "cuda_graph": acap.cuda_graph.supported if acap.cuda_graph else None,
+                                           "source": acap.cuda_graph.source if acap.cuda_graph else acap.source}})
+        a2a.append({"a2a": name, "summary": acap.summary, "dispatcher": acap.module or None, "archs": list(acap.archs.values),
+                    "modes": modes, "auto": dict(acap.auto) if acap.auto else None,
+                    "unavailable": [{"engines": list(u.engines), "why": u.why, "source": u.source} for u in acap.unavailable],
+                    "source": acap.source})
+    return {"runners": runners, "a2a": a2a}
+
+
+def _cond_text(c: dict[str, Any]) -> str:
+    parts = []
+    for k, v in c.items():
+        if k == "requires":
+            parts += [f"{p} {spec}" for p, spec in v.items()]
+        else:
+            parts.append(f"{k} {v}")
+    return "; ".join(parts)
+
+
+def _engine_text(engines: list[str]) -> str:
+    return "all" if sorted(engines) == sorted(ENGINES) else ", ".join(engines)
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    """The matrix as Markdown: one section per runner (its cells, then its other facts), then the a2a backends."""
+    out = ["# Capability matrix", "",
+           "Generated by `moe-select matrix --write` from `backends/*.yaml`; do not edit by hand (CI checks it).",
+           "Each cell: a runner runs a format on an arch, for the engines listed, under the conditions given,",
+           "according to the source cited. `moe-select explain` decides a deployment against all the facts.", ""]
+    for r in data["runners"]:
+        adapter = f"adapter `{r['adapter']}`" + (f" ({', '.join(r['adapter_formats'])})" if r["adapter_formats"] else "") \
+            if r["adapter"] else "plan-only here"
+        out += [f"## {r['runner']}", "", f"{r['summary']} ({adapter}).", "",
+                "| arch | format | engines | conditions | activations in | source |", "|---|---|---|---|---|---|"]
+        for c in r["cells"]:
+            out.append(f"| {c['arch']} | {c['quant']} | {_engine_text(c['engines'])} | {_cond_text(c['conditions'])} | "
+                       f"{c['activation_precision'] or ''} | {c['source']} |")
+        out.append("")
+        for key, label in (("activations", "activations"), ("routing", "routing"), ("dispatch", "dispatch formats"),
+                           ("a2a_only", "a2a only"), ("cuda_graph", "CUDA graph")):
+            for f in r[key]:
+                value = f.get("values", f.get("formats", f.get("supported")))
+                if isinstance(value, list):
+                    value = ", ".join(map(str, value))
+                extra = " (weight on input)" if f.get("weight_on_input") else ""
+                cond = _cond_text(f["conditions"])
+                out.append(f"- {label}: {value}{extra} -- engines {_engine_text(f['engines'])}"
+                           + (f"; {cond}" if cond else "") + f" [{f['source']}]")
+        for p in r["packages"]:
+            out.append(f"- package: {p['name']} {p['version'] or ''} [{p['source']}]".replace("  [", " ["))
+        out.append("")
+    out += ["## All-to-all backends", "", "| a2a | archs | mode: format (CUDA graph) | auto | not shipped by | source |",
+            "|---|---|---|---|---|---|"]
+    for a in data["a2a"]:
+        modes = "; ".join(f"{m}: {f['format']} ({'yes' if f['cuda_graph'] else 'no'})" for m, f in a["modes"].items())
+        auto = ", ".join(f"{p}: {m}" for p, m in (a["auto"] or {}).items())
+        gone = "; ".join(f"{', '.join(u['engines'])} ({u['source']})" for u in a["unavailable"])
+        out.append(f"| {a['a2a']} | {', '.join(a['archs'])} | {modes} | {auto} | {gone} | {a['source']} |")
+    return "\n".join(out) + "\n"
+
+
+def render_json(data: dict[str, Any]) -> str:
+    """The matrix as indented JSON text."""
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def write(catalog: Catalog, root: Path) -> list[Path]:
+    """Write the Markdown and JSON files under ``root`` (the repository)."""
+    data = build(catalog)
+    paths = []
+    for rel, text in zip(MATRIX_FILES, (render_markdown(data), render_json(data)), strict=True):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+        paths.append(p)
+    return paths
+
+
+def drift(catalog: Catalog, root: Path) -> list[str]:
+    """The matrix files under ``root`` that differ from what the catalog gives (empty: in sync)."""
+    data = build(catalog)
+    out = []
+    for rel, text in zip(MATRIX_FILES, (render_markdown(data), render_json(data)), strict=True):
+        p = root / rel
+        if not p.is_file() or p.read_text(encoding="utf-8") != text:
+            out.append(rel)
+    return out
