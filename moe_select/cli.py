@@ -309,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tokens", type=_positive, default=16, help="tokens to route (the float64 reference checks at most 256 of them)")
     r.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a GPU is present")
     r.add_argument("--runner", default="auto")
+    r.add_argument("--allow-jit", dest="allow_jit", action="store_true",
+                   help="let a runner build its kernels at the first call (minutes); default: refuse, and with runner "
+                        "auto prefer the next eligible runner that needs no build")
     r.add_argument("--quant", default=None, help="override the checkpoint's format (online quantization of a bf16 checkpoint)")
     r.add_argument("--tp", type=int, default=None)
     r.add_argument("--ep", type=int, default=None)

@@ -78,3 +78,21 @@ def test_prebuilt_keys_must_be_jit_packages():
 
     with _pytest.raises(InputError, match="'deep_gemm' is no runner's JIT package"):
         moe_select.plan({"gpu": "H200", "quant": "bf16", "model": MODEL, "prebuilt": {"deep_gemm": True}})
+
+
+def test_run_prefers_a_runner_that_needs_no_build_and_says_so(tmp_path):
+    """``moe-select run`` never starts a silent JIT build: with runner auto the next eligible runner in rule
+    order whose first call builds nothing is taken, and the plan without that alternative is refused."""
+    from moe_select.catalog import default_catalog
+    from moe_select.harness.run import no_build_alternative
+
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    (ops / "ops.yaml").write_text("schema_version: 1\nrules:\n  - id: fi-first\n    when: {arch: [sm90], quant: [bf16]}\n"
+                                  "    prefer: [flashinfer_cutlass, torch_grouped_mm]\n")
+    dep = {"gpu": "H200", "quant": "bf16", "model": MODEL}
+    built = moe_select.explain(dep, environment=_env(False), rules_dirs=[ops])
+    assert built.plan.runner == "flashinfer_cutlass" and built.plan.jit is not None
+    assert no_build_alternative(built, default_catalog([ops])) == "torch_grouped_mm"
+    ready = moe_select.explain(dep, environment=_env(True), rules_dirs=[ops])
+    assert ready.plan.runner == "flashinfer_cutlass" and ready.plan.jit is None

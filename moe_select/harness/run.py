@@ -22,6 +22,17 @@ REFERENCE_TOKENS = 256
 HEADROOM = 0.8
 
 
+def no_build_alternative(report: Any, catalog: Any) -> str | None:
+    """The first eligible alternative of ``report``'s plan (rule order) whose first call builds no kernels
+    (no JIT fact, or its JIT package prebuilt on the machine), or None."""
+    env = report.environment
+    for name in report.plan.alternatives:
+        jit = catalog.runners[name].jit
+        if jit is None or env.prebuilt.get(jit.package) is True:
+            return str(name)
+    return None
+
+
 def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str | None:
     """Why ``tokens`` tokens through the layer ``spec`` in ``quant`` cannot fit on this machine, or None.
 
@@ -91,11 +102,30 @@ def run_layer(args: argparse.Namespace) -> int:
 
         environment = detect(default_catalog(args.rules).packages(), arch=("cpu", None), need_nvcc=False)
     report = explain(dep, environment=environment, rules_dirs=args.rules)
+    allow_jit = getattr(args, "allow_jit", False)
+    if report.plan is not None and report.plan.jit is not None and not allow_jit and args.runner == "auto":
+        # Never a silent build: prefer the next eligible runner (in rule order) whose first call builds nothing.
+        from ..catalog import default_catalog
+
+        quick = no_build_alternative(report, default_catalog(args.rules))
+        if quick is not None:
+            print(f"moe-select run: {report.plan.runner} would build kernels at its first call ({report.plan.jit}); "
+                  f"using {quick}, the next eligible runner that needs no build (--allow-jit to build)")
+            report = explain(deployment_from_dict({**values, "runner": quick}, "<moe-select run>"), environment=environment,
+                             rules_dirs=args.rules)
     print(report.summary())
     if report.plan is None:
         print(report.render_text())
         return 1
     plan = report.plan
+    if plan.jit is not None and not allow_jit:
+        print(f"moe-select run: {plan.runner} would build kernels at its first call and no eligible runner avoids it: "
+              f"{plan.jit}. Give --allow-jit to build them, or install the prebuilt kernels",
+              file=sys.stderr)
+        return 1
+    if plan.jit is not None:
+        print(f"moe-select run: building {plan.runner}'s kernels at the first call ({plan.jit}); this can take minutes",
+              flush=True)
     spec = LayerSpec.from_plan(plan)
     need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant)
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
