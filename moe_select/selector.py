@@ -40,7 +40,7 @@ UNGIVEN = ("dp",)
 
 
 def _quantities_read(c: Constraint) -> list[str]:
-    qs = [c.field] + [v for v in (c.multiple_of, c.max, *(c.one_of or [])) if isinstance(v, str)]
+    qs: list[str] = [str(c.field)] + [v for v in (c.multiple_of, c.max, *(c.one_of or [])) if isinstance(v, str)]
     if c.when is not None:
         qs += [k for k in c.when.keys()]
     return qs
