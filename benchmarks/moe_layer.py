@@ -49,7 +49,7 @@ import moe_select
 from moe_select.ops import dequantize, quantize_fp8_channel
 from moe_select.reference import reference_moe, rel_error
 from moe_select.routing import route
-from moe_select.verify import TOLERANCE
+from moe_select.formats import tolerance
 
 MODELS = {  # E, K, H, I, activation
     "Qwen3-30B-A3B": (128, 8, 2048, 768, "silu"),
@@ -404,7 +404,7 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
             roof = roofline(name, quant, t, [s[1] for s in sets], ceil)
             best = min(v for v in (eager, gus) if v is not None)
             row = {"model": name, "quant": quant, "tokens": t, "runner": label, "eager_us": eager, "graph_us": gus, "gemms_us": gemm,
-                   "graph_equals_eager": same, "rel_error": err, "ref_tokens": nref, "tolerance": TOLERANCE[quant],
+                   "graph_equals_eager": same, "rel_error": err, "ref_tokens": nref, "tolerance": tolerance(runner.plan.activation_precision),
                    **roof, "frac_of_floor": roof["floor_us"] / best, "path": getattr(runner.core, "path", None),
                    "compile_s": getattr(runner.core, "compile_s", None), "prepare_s": prep_s, "recompiles": recompiles}
             result["rows"].append(row)

@@ -232,7 +232,7 @@ class RunnerCapability(Located):
 
 
 class Unavailable(Located):
-    """The engines that do not ship this backend (e.g. vLLM removed its pplx all-to-all): where the
+    """The engines that do not ship this backend (an engine that removed an all-to-all): where the
     deployment's engine is one of them, the backend is refused (``a2a_unsupported``) with ``why``."""
 
     engines: list[Engine] = Field(min_length=1)

@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from .formats import tolerance
+
 
 def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tensor:
     if activation == "relu2":
@@ -67,10 +69,10 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / max(ref.abs().max().item(), 1e-30)
 
 
-#: Tolerances on :func:`rel_error` against the float64 reference, per activation/weight dtype of the
-#: runner's compute. bf16 keeps 8 mantissa bits (2^-8 ~ 3.9e-3 per rounding); sums over K experts
-#: and H/I products accumulate in float32, so a few roundings of the output dominate.
-TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}
+#: Tolerances on :func:`rel_error` against the float64 reference for a computation whose activations and
+#: output are in one dtype (torch's names), read from :func:`moe_select.formats.tolerance`, the one table.
+TOLERANCE = {"float64": 1e-12, "float32": tolerance("float32", "float32"), "bfloat16": tolerance("bf16", "bf16"),
+             "float16": tolerance("fp16", "fp16")}
 
 
 def _e2m1_value(code: torch.Tensor) -> torch.Tensor:

@@ -13,16 +13,10 @@ check runs a twin of the runner (same core class, dispatcher class, H, I, K, act
 rank) built for a spec with ``max(K, 8)`` local experts, so a DeepSeek-V3 rank is checked with 8
 experts' weights rather than 256. What differs from the real runner is only the number of groups.
 
-Tolerances on :func:`~moe_select.reference.rel_error` (``max |out - ref| / max |ref|``), per format:
-- ``bf16`` 3e-2: operands and the intermediate ``h``/``a``/``y`` rounded to bf16 (2^-9 relative
-  each), float32 accumulation (``reference.TOLERANCE['bfloat16']``);
-- ``fp16`` 5e-3: the same with fp16 roundings (2^-12 each);
-- ``fp8_tensor``, ``fp8_channel``, ``fp8_block`` 1e-1: activations quantized to e4m3 twice (3 mantissa
-  bits: up to 2^-4 relative per element before the dot products average it); measured 4.5e-2 to
-  5.4e-2 on the CPU emulation of torch_grouped_mm's FP8 path (tests/test_torch_grouped_mm.py, H=256)
-  and 3.9e-2 to 6.0e-2 on the H200 at the five benchmark layer shapes (benchmarks/moe_layer.py),
-  so 1e-1 leaves a factor of about 1.7 while still catching a wrong scale, layout or expert (errors
-  of order 1: a doubled w2 scale gives > 0.5).
+Tolerance on :func:`~moe_select.reference.rel_error` (``max |out - ref| / max |ref|``):
+:func:`moe_select.formats.tolerance` of the plan's ``activation_precision`` and the output dtype (bf16
+1.6e-2, fp16 2.0e-3, FP8 activations 0.14: its docstring derives them and quotes the H200
+measurements). A wrong scale, layout or expert gives errors of order 1 (a doubled w2 scale: > 0.5).
 """
 from __future__ import annotations
 
@@ -32,13 +26,12 @@ from typing import Any
 import torch
 
 from .errors import MoeSelectError, ResolveError
+from .formats import tolerance
 from .reference import QuantizedExperts, reference_moe, rel_error
 from .plans import Reason, ReasonCode
 
-TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp8_tensor": 1e-1, "fp8_channel": 1e-1, "fp8_block": 1e-1,
-             # mxfp4, nvfp4: the only FP4 runner here (torch_native) dequantizes the weights and keeps bf16
-             # activations, so its error is bf16's; a runner quantizing activations needs its own entry.
-             "mxfp4": 3e-2, "nvfp4": 3e-2}
+#: Formats this check can make test weights for (moe_select.harness.weights.layer_weights).
+GENERATED = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp4", "nvfp4")
 _ACT_DTYPE = {"fp16": torch.float16}
 SOURCE = "moe_select.verify (resolve(verify=True))"
 
@@ -66,8 +59,8 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
     ``quant_unsupported`` for a format this check cannot generate weights for (FP4, int)."""
     spec = runner.spec
     quant = spec.quant
-    if quant not in TOLERANCE:
-        raise _refuse(f"cannot generate {quant} test weights (moe_select.ops makes {', '.join(TOLERANCE)})",
+    if quant not in GENERATED:
+        raise _refuse(f"cannot generate {quant} test weights (verify makes {', '.join(GENERATED)})",
                       code="quant_unsupported", fix="resolve without verify=True, and check this runner another way")
     h_size, i_size = spec.hidden_size, spec.intermediate_size
     bytes_per_expert = 3 * h_size * i_size * (0.5 if quant in ("mxfp4", "nvfp4") else 1 if quant.startswith("fp8") else 2)
@@ -99,8 +92,9 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
     ref = reference_moe(x, ids, wts, QuantizedExperts(q13, s13, quant), QuantizedExperts(q2, s2, quant), spec.activation,
                         expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit, weight_on_input=spec.weight_on_input)
     err = rel_error(out, ref)
-    tol = TOLERANCE[quant]
+    precision = runner.plan.activation_precision
+    tol = tolerance(precision, str(out.dtype).removeprefix("torch."))
     if not err <= tol:  # also refuses NaN
         raise _refuse(f"{runner.name} output differs from the float64 reference by {err:.3g} (tolerance {tol:g} for "
-                      f"{quant}) on {tokens} random tokens", fix="do not serve with this runner; report it with the plan")
+                      f"{quant} with {precision} activations) on {tokens} random tokens", fix="do not serve with this runner; report it with the plan")
     return err

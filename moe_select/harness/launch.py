@@ -235,7 +235,8 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     tr = time.perf_counter()
     import torch
 
-    from ..reference import TOLERANCE, rel_error
+    from ..formats import tolerance
+    from ..reference import rel_error
     from .weights import reference_output, routed_tokens
 
     x, ids, wts = routed_tokens(m, tokens, seed, dtype)
@@ -243,7 +244,7 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     out = ranks[0]["out"] if layout == "replicated" else torch.cat([r["out"] for r in ranks])
 
     err = rel_error(out, ref)
-    tol = TOLERANCE[dtype]
+    tol = tolerance(p.activation_precision, dtype)
     return {
         "plan": {"runner": p.runner, "a2a": p.a2a, "arch": p.arch, "quant": p.quant, "fingerprint": p.fingerprint,
                  "summary": f"{p.runner} ({p.chosen_by.how}{' ' + p.chosen_by.rule if p.chosen_by.rule else ''}) for {p.deployment.brief()}"},

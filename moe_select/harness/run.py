@@ -78,7 +78,8 @@ def run_layer(args: argparse.Namespace) -> int:
 
     from ..deployment import deployment_from_dict
     from ..layer import LayerSpec
-    from ..reference import TOLERANCE, rel_error
+    from ..formats import tolerance
+    from ..reference import rel_error
     from ..resolver import resolve
     from ..selector import explain
     from .weights import layer_weights, reference_output, routed_tokens
@@ -158,12 +159,12 @@ def run_layer(args: argparse.Namespace) -> int:
     n_ref = min(args.tokens, REFERENCE_TOKENS)  # the float64 reference is a token-by-token loop
     ref, _ = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu())
     err = rel_error(out[:n_ref], ref)
-    tol = TOLERANCE[str(out.dtype).removeprefix("torch.")]
+    tol = tolerance(plan.activation_precision, str(out.dtype).removeprefix("torch."))
     touched = len(set(topk_ids.flatten().tolist()))
     print(f"runner: {runner}")
     print(f"tokens {args.tokens}, experts touched {touched}/{spec.num_experts}; weights built and prepared in {t_load:.2f} s")
     print(f"forward: median {statistics.median(times) * 1e3:.2f} ms over {len(times)} runs ({device.type})")
     checked = f" (first {n_ref} of {args.tokens} tokens)" if n_ref < args.tokens else ""
-    print(f"max relative error vs float64 reference{checked}: {err:.2e} (tolerance {tol:.0e} for {out.dtype}): "
+    print(f"max relative error vs float64 reference{checked}: {err:.2e} (tolerance {tol:.1e} for {plan.activation_precision} activations, {out.dtype} output): "
           f"{'OK' if err <= tol else 'TOO LARGE'}")
     return 0 if err <= tol else 1
