@@ -216,7 +216,7 @@ def test_trtllm_a2a_per_engine():
 # -------------------------------------------------------------------------- flashinfer_trtllm_routed
 def test_routed_entry_points_by_version():
     # FlashInfer PRs #2379 (routed block FP8, v0.6.3), #2505 (MxFp8, v0.6.4), #2594 (bf16 routed, v0.6.5).
-    dep = {"gpu": "B200", "model": QWEN, "runner": "flashinfer_trtllm_routed"}
+    dep = {"gpu": "B200", "model": QWEN, "engine": "sglang", "runner": "flashinfer_trtllm_routed"}
     for quant, first, before in (("fp8_block", "0.6.3", "0.6.2"), ("mxfp8", "0.6.4", "0.6.3"), ("bf16", "0.6.5", "0.6.4")):
         assert eligible({**dep, "quant": quant, "packages": {"flashinfer-python": first}}, "flashinfer_trtllm_routed")
         assert codes({**dep, "quant": quant, "packages": {"flashinfer-python": before}},
@@ -225,9 +225,21 @@ def test_routed_entry_points_by_version():
 
 def test_routed_relu2_bf16():
     # FlashInfer PR #2864 (v0.6.8); vLLM TrtLlmBf16ExpertsBase supports RELU2_NO_MUL.
-    dep = {"gpu": "B200", "quant": "bf16", "model": NEMOTRON, "runner": "flashinfer_trtllm_routed"}
+    dep = {"gpu": "B200", "quant": "bf16", "model": NEMOTRON, "engine": "sglang", "runner": "flashinfer_trtllm_routed"}
     assert eligible({**dep, "packages": {"flashinfer-python": "0.6.8"}}, "flashinfer_trtllm_routed")
     assert codes({**dep, "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm_routed") == {"activation_unsupported"}
+
+
+def test_routed_vllm_a2a_per_class():
+    # vLLM TrtLlmNvFp4ExpertsModular takes every parallel config; TrtLlmBf16ExpertsModular needs an
+    # all-to-all kernel (not allgather-reducescatter, not DeepEP high-throughput); TrtLlmFp8ExpertsModular
+    # takes allgather-reducescatter and the FlashInfer NVLink a2a.
+    dep = {"gpu": "B200", "model": QWEN, "tp": 8, "ep": 8, "engine": "vllm", "runner": "flashinfer_trtllm_routed"}
+    deepep = {"a2a": "deepep", "a2a_mode": "normal", "cuda_graph": False}
+    assert eligible({**dep, **deepep, "quant": "nvfp4"}, "flashinfer_trtllm_routed")
+    assert codes({**dep, **deepep, "quant": "fp8_block"}, "flashinfer_trtllm_routed") == {"a2a_unsupported"}
+    assert codes({**dep, "quant": "bf16", "a2a": "none"}, "flashinfer_trtllm_routed") == {"a2a_unsupported"}
+    assert eligible({**dep, "quant": "bf16", "a2a": "flashinfer"}, "flashinfer_trtllm_routed")
 
 
 # --------------------------------------------------------------------------------- flashinfer_mxfp4
