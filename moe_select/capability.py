@@ -156,6 +156,14 @@ class AdapterFacts(Located):
     source: str = Field(min_length=1)
 
 
+class EnginesFact(Located):
+    """The engines that ship this runner (by this name and package): under another engine it is refused
+    (``engine_unsupported``). Absent: no engine is excluded."""
+
+    values: list[Engine] = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
 class RunnerCapability(Located):
     """Facts of one runner (``backends/<runner>.yaml``)."""
 
@@ -166,6 +174,7 @@ class RunnerCapability(Located):
     module: str | None = None
     adapter: AdapterFacts | None = None
     registers: list[DispatchFormat] = []
+    engines: EnginesFact | None = None
     weight_layout: WeightLayout | None = None
     support: list[Support] = Field(min_length=1)
     activations: list[ActivationFact] = Field(min_length=1)
@@ -228,7 +237,7 @@ class RunnerCapability(Located):
         """True when some fact holds for some engines only (the selector then checks engine by engine)."""
         facts = [*self.support, *self.activations, *self.routing, *self.dispatch, *self.a2a, *self.cuda_graph,
                  *self.constraints, *self.toolchain, *self.notes]
-        return any(f.when is not None and f.when.engine is not None for f in facts)
+        return self.engines is not None or any(f.when is not None and f.when.engine is not None for f in facts)
 
 
 class Unavailable(Located):

@@ -18,7 +18,7 @@ ReasonCode = Literal[
     "arch_unsupported", "quant_unsupported", "activation_unsupported", "routing_unsupported",
     "a2a_unsupported", "parallelism_unsupported", "experts_not_divisible", "shape_unaligned",
     "dependency_missing", "toolchain_unsupported", "cuda_graph_unsupported", "disabled_by_rule",
-    "no_adapter", "plan_mismatch",
+    "no_adapter", "plan_mismatch", "engine_unsupported",
 ]
 REASON_CODES: tuple[str, ...] = ReasonCode.__args__  # type: ignore[attr-defined]
 

@@ -262,6 +262,11 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     """Every reason ``cap`` cannot serve the deployment of ``ctx`` under its engine (not counting rules
     and a2a-level reasons)."""
     u, name, out = ctx.u, cap.runner, []
+    engine = ctx.facts.get("engine")
+    if cap.engines is not None and engine not in cap.engines.values:
+        out.append(Reason(code="engine_unsupported", detail=f"{name} is not shipped by {engine} (shipped by "
+                          f"{', '.join(cap.engines.values)})", source=cap.engines.where(),
+                          fix=f"engine: {' or '.join(cap.engines.values)}, or another runner", backend=name))
     out += _support_reasons(cap, ctx, assumed)
     act = u.model["activation"]
     ok, have, _, why, fix = _values_check(cap.activations, "values", act, ctx, assumed)

@@ -46,9 +46,17 @@ def test_activation_unsupported():
 
 
 def test_routing_unsupported():
+    # FlashInfer's TRT-LLM-gen routing kernels take MiniMax2-style sigmoid_topk from 0.6.8 (tests/test_facts_flashinfer.py).
     r = find({"gpu": "B200", "quant": "nvfp4", "model": {**DSV3, "routing": "sigmoid_topk"}, "tp": 8,
-              "runner": "flashinfer_trtllm"}, "routing_unsupported")
-    assert "sigmoid_topk" in r.detail
+              "runner": "flashinfer_trtllm", "packages": {"flashinfer-python": "0.6.7"}}, "routing_unsupported")
+    assert "sigmoid_topk" in r.detail and r.fix == "pip install 'flashinfer-python>=0.6.8'"
+
+
+def test_engine_unsupported():
+    r = find({"gpu": "B200", "quant": "nvfp4", "model": DSV3, "tp": 8, "engine": "trtllm", "runner": "flashinfer_trtllm"},
+             "engine_unsupported")
+    assert "not shipped by trtllm" in r.detail and r.source.startswith("backends/flashinfer_trtllm.yaml:")
+    assert r.fix is not None and "sglang" in r.fix
 
 
 def test_a2a_unsupported_with_fix():
@@ -59,7 +67,7 @@ def test_a2a_unsupported_with_fix():
 
 def test_deepep_mode_unsupported_by_runner():
     r = find({"gpu": "B200", "quant": "nvfp4", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "deepep_mode": "normal",
-              "runner": "flashinfer_cutedsl", "cuda_graph": False}, "a2a_unsupported")
+              "runner": "flashinfer_cutedsl", "cuda_graph": False, "engine": "sglang"}, "a2a_unsupported")
     assert "hands over standard" in r.detail and r.fix == "a2a_mode: low_latency"
 
 
