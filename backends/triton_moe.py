@@ -25,9 +25,8 @@ in its epilogue (or on the input: ``apply_router_weight_on_input``), and the top
 """
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -148,10 +147,8 @@ class TritonMoeCore:
         s = self.spec
         name = K.config_file_name(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, self.device_name,
                                   self.block_shape)
-        from pathlib import Path
-
         path = Path(self.config_dir or K.CONFIG_DIR) / name
-        if self.device.type == "cuda" and path.is_file():
+        if path.is_file():
             try:
                 table = dict(K.load_config_file(str(path)))
             except ValueError as exc:
@@ -170,19 +167,9 @@ class TritonMoeCore:
         return self._table[K.token_bucket(tokens, self._buckets)]
 
     def warm_token_counts(self) -> list[int]:
-        """The smallest token count of each distinct (tile configuration, sort path) the layer can use:
-        running one forward at each compiles every kernel variant (token counts beyond the largest
-        bucket use the largest bucket's configuration)."""
-        k = self.spec.top_k
-        cands = {1, K.SINGLE_CTA_MAX_SLOTS // k + 1}
-        for a, b in zip(self._buckets, self._buckets[1:]):
-            m = math.sqrt(a * b)
-            cands |= {max(1, math.floor(m)), math.floor(m) + 1}
-        first: dict[tuple, int] = {}
-        for t in sorted(cands):
-            key = (json.dumps(self.config_for(t), sort_keys=True), t * k <= K.SINGLE_CTA_MAX_SLOTS)
-            first.setdefault(key, t)
-        return sorted(first.values())
+        """Token counts at which one forward each compiles every kernel variant the layer can use
+        (:func:`~moe_select.backends.triton_moe_kernels.warm_token_counts`)."""
+        return K.warm_token_counts(self._table, self.spec.top_k)
 
     # --- weights -----------------------------------------------------------------------------------
 

@@ -748,3 +748,23 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
                        "gemm2": {**cfg["gemm2"], "BLOCK_K": block_shape[1]}}
             return cfg, path.name
     return default_config(num_local, n13, hidden, fmt, token_bucket(tokens), top_k, block_shape), "default"
+
+
+def warm_token_counts(table: dict[int, dict], top_k: int, single_cta_max_slots: int | None = None) -> list[int]:
+    """The smallest token count of each distinct (tile configuration, sort path) that ``table`` (bucket
+    -> config, as :func:`load_config_file` returns) gives: one forward at each compiles every kernel
+    variant a layer can use, since a token count uses the configuration of its nearest bucket (so counts
+    past the largest bucket use the largest bucket's) and the sort path changes once, at
+    ``S = T * top_k > SINGLE_CTA_MAX_SLOTS``. Bucket boundaries lie at the geometric means of adjacent
+    buckets (a tie goes to the smaller bucket)."""
+    limit = SINGLE_CTA_MAX_SLOTS if single_cta_max_slots is None else single_cta_max_slots
+    buckets = tuple(sorted(table))
+    cands = {1, limit // top_k + 1}
+    for a, b in zip(buckets, buckets[1:], strict=False):
+        m = math.sqrt(a * b)
+        cands |= {max(1, math.floor(m)), math.floor(m) + 1}
+    first: dict[tuple, int] = {}
+    for t in sorted(cands):
+        key = (json.dumps(table[token_bucket(t, buckets)], sort_keys=True), t * top_k <= limit)
+        first.setdefault(key, t)
+    return sorted(first.values())
