@@ -423,7 +423,6 @@ def plan_jobs(models: dict, formats, tokens, block, phase: str, dry: bool) -> li
 
 
 def tune(args) -> dict:
-    K = _K()
     t_start = time.monotonic()
     deadline = t_start + args.budget_s - args.reserve_s
     dry = args.dry_run
@@ -525,7 +524,7 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
                                               "cfg": c, "error": r["error"]})
                         continue
                     try:
-                        us = timer([lambda st=st, c=c: st.gemm(kind, c) for st in stages], best_us)
+                        us = timer([lambda st=st, c=c, kind=kind: st.gemm(kind, c) for st in stages], best_us)
                     except Exception as exc:  # a config that fails to compile or launch here: skipped, logged
                         log["errors"].append({"model": bench.name, "format": bench.fmt, "kind": kind, "bm": bm,
                                               "cfg": c, "error": " ".join(f"{type(exc).__name__}: {exc}".split())[:300]})

@@ -34,7 +34,6 @@ import select
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 from pathlib import Path
 
@@ -646,7 +645,7 @@ def test_warm_token_counts_cover_every_token_count():
         warm = K.warm_token_counts(table, top_k)
         buckets = tuple(sorted(table))
 
-        def key(t):
+        def key(t, table=table, buckets=buckets, top_k=top_k):
             return json.dumps(table[K.token_bucket(t, buckets)], sort_keys=True), t * top_k <= K.SINGLE_CTA_MAX_SLOTS
 
         warmed = {key(t) for t in warm}
