@@ -155,11 +155,11 @@ class TritonMoeCore:
                 raise RunnerInputError(str(exc)) from None
             if self.block_shape:
                 bk = self.block_shape[1]
-                table = {t: {**c, "gemm1": {**c["gemm1"], "BLOCK_K": bk}, "gemm2": {**c["gemm2"], "BLOCK_K": bk}}
-                         for t, c in table.items()}
+                table = {t: {**c, "gemm1": {**c["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, c["gemm1"]["BLOCK_N"])},
+                             "gemm2": {**c["gemm2"], "BLOCK_K": bk}} for t, c in table.items()}
             return table, name
         table = {b: K.default_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, b, s.top_k,
-                                     self.block_shape) for b in K.TOKEN_BUCKETS}
+                                     self.block_shape, s.gated) for b in K.TOKEN_BUCKETS}
         return table, "default"
 
     def config_for(self, tokens: int) -> dict:
@@ -348,51 +348,104 @@ class TritonMoeCore:
         return self._forward(hidden_states, topk_ids, topk_weights, weights)
 
     def _forward(self, hidden_states, topk_ids, topk_weights, w: TritonMoeWeights) -> torch.Tensor:
-        s = self.spec
+        cfg = self.config_for(topk_ids.shape[0])
+        p = ForwardPass(self, w, hidden_states, topk_ids, topk_weights, cfg["BLOCK_M"])
+        p.gemm1(cfg["gemm1"])
+        p.gemm2(cfg["gemm2"])
+        return p.combine()
+
+
+class ForwardPass:
+    """The buffers and launches of one forward of ``core`` (used by :meth:`TritonMoeCore.forward` and by
+    ``benchmarks/tune_triton_moe.py``, which times each step with several configurations).
+
+    Construction casts/quantizes the hidden states (FP8: per-token amax, or per-token-group e4m3 for
+    fp8_block), allocates every buffer from ``T`` alone and sorts the slots with ``block_m``; then
+    :meth:`gemm1`, :meth:`gemm2` (each with a GEMM config; ``warmup=True`` compiles without running) and
+    :meth:`combine` (returns ``[T, H]`` in the input dtype). :meth:`sort` re-runs the sort (timing)."""
+
+    def __init__(self, core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torch.Tensor,
+                 topk_ids: torch.Tensor, topk_weights: torch.Tensor, block_m: int):
+        s = core.spec
+        self.core, self.w, self.block_m = core, w, block_m
         dev = hidden_states.device
         t, k = topk_ids.shape
-        h, inter = s.hidden_size, s.intermediate_size
-        cfg = self.config_for(t)
         q = s.quant
         if q in _DTYPE16:
             act_dtype = _DTYPE16[q]
         else:
             act_dtype = hidden_states.dtype if hidden_states.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
-        x = hidden_states.to(act_dtype).contiguous()
-        ids = topk_ids.contiguous()
-        tw = topk_weights.to(torch.float32).contiguous()
-        fp8_row = self.w_mode in (1, 2)
-        a_mode = (1 if self.act_quant == "token" else 2) if fp8_row else 0
-        x_amax = act_amax = None
-        bm = cfg["BLOCK_M"]
-        if fp8_row:
-            if a_mode == 1:
-                x_amax = torch.linalg.vector_norm(x, float("inf"), dim=1, dtype=torch.float32)
-                rows, _ = K.max_padded_rows(t * k, s.num_local_experts, bm)
-                act_amax = torch.empty(rows, dtype=torch.float32, device=dev)
-            else:
-                x_amax = torch.linalg.vector_norm(x, float("inf"), dtype=torch.float32).reshape(1)
-                act_amax = torch.empty(1, dtype=torch.float32, device=dev)
-        align = K.moe_align(ids, s.num_local_experts, s.expert_offset, bm, amax=act_amax)
+        self.out_dtype = hidden_states.dtype
+        self.x = hidden_states.to(act_dtype).contiguous()
+        self.ids = topk_ids.contiguous()
+        self.tw = topk_weights.to(torch.float32).contiguous()
+        self.x_scale = self.act_scale = None
+        rows, _ = K.max_padded_rows(t * k, s.num_local_experts, block_m)
+        self.a_mode = 0
         bits = INT_BITS.get(q, 0)
-        common = dict(w_mode=self.w_mode, a_scale_mode=a_mode, c_amax_mode=0,
-                      zero_default=(1 << (bits - 1)) if bits else 0, swiglu_limit=s.swiglu_limit or 7.0)
-        if q == "fp8_block":
-            g13 = g2 = self.block_shape[1]
-            gn = self.block_shape[0]
+        self.zero_default = (1 << (bits - 1)) if bits else 0
+        if core.w_mode in (1, 2):
+            if core.act_quant == "token":
+                self.a_mode = 1
+                self.x_scale = torch.linalg.vector_norm(self.x, float("inf"), dim=1, dtype=torch.float32)
+                self.act_scale = torch.empty(rows, dtype=torch.float32, device=dev)
+            else:
+                self.a_mode = 2
+                self.x_scale = torch.linalg.vector_norm(self.x, float("inf"), dtype=torch.float32).reshape(1)
+                self.act_scale = torch.empty(1, dtype=torch.float32, device=dev)
+            self.act = torch.empty(rows, s.intermediate_size, dtype=act_dtype, device=dev)
+            self.groups = (0, 0, 1)
+        elif core.w_mode == 3:
+            bn, bk = core.block_shape
+            self.a_mode = 3
+            self.x, self.x_scale = K.group_quant(self.x, bk)
+            self.act = torch.empty(rows, s.intermediate_size, dtype=torch.float8_e4m3fn, device=dev)
+            self.act_scale = torch.empty(rows, -(-s.intermediate_size // bk), dtype=torch.float32, device=dev)
+            self.groups = (bk, bk, bn)
         else:
-            g13, g2, gn = w.g13, w.g2, 1
-        act = torch.empty(align.rows, inter, dtype=act_dtype, device=dev)
-        K.moe_gemm(x, w.w13, act, align, top_k=k, n_out=inter, gather=True, by_slot=False, activation=s.activation,
-                   gated=s.gated, weight=tw if self.on_input else None, a_amax=x_amax, c_amax=act_amax,
-                   b_scale=w.s13, b_zero=w.z13, group_k=g13, group_n=gn, config=cfg["gemm1"],
-                   **{**common, "c_amax_mode": a_mode})
-        y = torch.empty(t * k, h, dtype=act_dtype, device=dev)
-        K.moe_gemm(act, w.w2, y, align, top_k=k, n_out=h, gather=False, by_slot=True, activation=None, gated=False,
-                   weight=None if self.on_input else tw, a_amax=act_amax, b_scale=w.s2, b_zero=w.z2, group_k=g2,
-                   group_n=gn, config=cfg["gemm2"], **common)
-        out = torch.empty(t, h, dtype=hidden_states.dtype, device=dev)
-        return K.topk_sum(y, ids, out, s.num_local_experts, s.expert_offset)
+            self.act = torch.empty(rows, s.intermediate_size, dtype=act_dtype, device=dev)
+            self.groups = (w.g13, w.g2, 1)
+        self.align = K.moe_align(self.ids, s.num_local_experts, s.expert_offset, block_m,
+                                 amax=self.act_scale if self.a_mode in (1, 2) else None)
+        self.y = torch.empty(t * k, s.hidden_size, dtype=act_dtype, device=dev)
+
+    def sort(self) -> None:
+        s = self.core.spec
+        K.moe_align(self.ids, s.num_local_experts, s.expert_offset, self.block_m,
+                    amax=self.act_scale if self.a_mode in (1, 2) else None)
+
+    def _fit(self, config: dict, group: int) -> dict:
+        """Int formats: ``BLOCK_K`` at most the largest power of two dividing the group size (>= 16), so a
+        K tile lies in one group (one scale per column; the kernel's per-element path otherwise)."""
+        if self.core.w_mode not in (4, 5) or not group or group % config["BLOCK_K"] == 0:
+            return config
+        bk = group & -group
+        return {**config, "BLOCK_K": bk} if bk >= 16 else config
+
+    def gemm1(self, config: dict, warmup: bool = False):
+        s, w = self.core.spec, self.w
+        config = self._fit(config, self.groups[0])
+        return K.moe_gemm(self.x, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
+                          by_slot=False, activation=s.activation, gated=s.gated,
+                          weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,
+                          a_scale_mode=self.a_mode, c_amax=self.act_scale, c_amax_mode=self.a_mode,
+                          w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
+                          group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
+                          config=config, warmup=warmup)
+
+    def gemm2(self, config: dict, warmup: bool = False):
+        s, w = self.core.spec, self.w
+        config = self._fit(config, self.groups[1])
+        return K.moe_gemm(self.act, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
+                          by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
+                          a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
+                          b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
+                          group_n=self.groups[2], config=config, warmup=warmup)
+
+    def combine(self) -> torch.Tensor:
+        s = self.core.spec
+        out = torch.empty(self.ids.shape[0], s.hidden_size, dtype=self.out_dtype, device=self.x.device)
+        return K.topk_sum(self.y, self.ids, out, s.num_local_experts, s.expert_offset)
 
 
 def register(registry) -> None:

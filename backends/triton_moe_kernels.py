@@ -34,8 +34,10 @@ Weight formats (``W_MODE`` of the GEMM kernel) and how activations are treated:
   by the first GEMM's epilogue (``atomic_max`` per row). ``act_quant="tensor"`` uses one amax for all
   rows instead (per-tensor dynamic quantization).
 - ``fp8_block``: e4m3 weights with one scale per ``[bn, bk]`` block, ``scale [E, ceil(N/bn),
-  ceil(K/bk)]``; activations quantized per token and per group of ``bk`` columns inside the GEMMs
-  (``BLOCK_K = bk``: each K tile is one group of each row).
+  ceil(K/bk)]``; activations quantized per token and per group of ``bk`` columns: the hidden states by
+  :func:`group_quant` (one small kernel), the intermediate by the first GEMM's epilogue (its ``BLOCK_N``
+  a multiple of ``bk``), so both GEMMs read e4m3 operands with ``BLOCK_K = bk`` (one scale per row and
+  K tile).
 - ``int4_w4a16`` / ``int8_w8a16``: weight-only integer codes (layouts in :mod:`moe_select.quant_int`,
   "kernel" layout), ``w = (q - z) * s`` per group of ``group_size`` input columns, dequantized to the
   activation dtype inside the GEMM.
@@ -359,11 +361,11 @@ def _moe_gemm_kernel(
         sorted_ptr, block_expert_ptr, num_rows_ptr,
         num_slots, top_k, N, K, n_up,
         stride_am, stride_be, stride_bn, stride_bk, stride_cm,
-        stride_se, stride_sn, stride_sk,
+        stride_se, stride_sn, stride_sk, stride_asm, stride_csm,
         group_k, group_n, swiglu_limit,
         A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr,
         MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
-        HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr,
+        HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
@@ -371,9 +373,14 @@ def _moe_gemm_kernel(
     sorted row; C row = slot (C_BY_SLOT) or the sorted row. ``B [E, rows, K]`` (int4: ``K/2`` bytes per
     row); GATED reads the up rows at ``n_up + n`` and keeps two accumulators. W_MODE: 0 16-bit, 1 fp8
     per-expert scale, 2 fp8 per-row scale, 3 fp8 block scales (``[group_n, group_k]`` blocks, BLOCK_K ==
-    group_k), 4 int4, 5 int8 (groups of ``group_k`` along K, zero points). A_SCALE (fp8 1/2): 1 per-row
-    amax at ``a_amax[A row]``, 2 one amax ``a_amax[0]``. C_AMAX: 1 atomic max of |C| per C row, 2 over
-    the tile into ``c_amax[0]``. ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2, 4 swiglu_oai."""
+    group_k), 4 int4, 5 int8 (groups of ``group_k`` along K, zero points; GROUP_TILE: ``BLOCK_K`` divides
+    ``group_k``, so one scale per column and K tile, else one per element). A_SCALE: 1 A quantized in the
+    kernel from a per-row amax at ``a_amax[A row]``, 2 from one amax ``a_amax[0]`` (W_MODE 1, 2); 3 A is
+    e4m3 already with one scale per row and K tile at ``a_amax[A row * stride_asm + k tile]`` (W_MODE 3).
+    C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
+    stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
+    stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
+    4 swiglu_oai."""
     pid = tl.program_id(0)
     num_rows = tl.load(num_rows_ptr)
     num_pid_m = tl.cdiv(num_rows, BLOCK_M)
@@ -416,7 +423,7 @@ def _moe_gemm_kernel(
         a_amax = tl.maximum(a_amax, 1e-12)
     elif A_SCALE == 2:
         a_amax = tl.maximum(tl.load(a_amax_ptr) + tl.zeros([BLOCK_M], dtype=tl.float32), 1e-12)
-    if A_SCALE != 0:
+    if A_SCALE == 1 or A_SCALE == 2:
         a_mult = 448.0 / a_amax
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -439,40 +446,54 @@ def _moe_gemm_kernel(
             if GATED:
                 acc_u = tl.dot(qa, bu, acc_u)
         elif W_MODE == 3:
-            af = a.to(tl.float32)
-            g_amax = tl.maximum(tl.max(tl.abs(af), 1), 1e-12)
-            qa = tl.clamp(af * (448.0 / g_amax)[:, None], -448.0, 448.0).to(b.dtype)
-            sa = g_amax / 448.0
+            sa = tl.load(a_amax_ptr + a_row * stride_asm + kb, mask=row_ok, other=0.0)
             sb = tl.load(s_base + (offs_n // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
-            acc += tl.dot(qa, b) * sa[:, None] * sb[None, :]
+            acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
             if GATED:
                 sbu = tl.load(s_base + ((offs_n + n_up) // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
-                acc_u += tl.dot(qa, bu) * sa[:, None] * sbu[None, :]
+                acc_u += tl.dot(a, bu) * sa[:, None] * sbu[None, :]
         else:
-            grp = (kb * BLOCK_K + offs_k) // group_k
-            s_ptrs = s_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk
             if W_MODE == 4:
                 code = ((b >> b_shift) & 0xF).to(tl.int32)
             else:
                 code = b.to(tl.int32)
-            if HAS_ZERO:
-                z = tl.load(b_zero_ptr + expert * stride_se + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk,
-                            mask=b_mask, other=0).to(tl.int32)
+            z_base = b_zero_ptr + expert * stride_se
+            if GROUP_TILE:      # the K tile lies in one group: one scale (and zero) per column
+                g0 = (kb * BLOCK_K) // group_k
+                sc = tl.load(s_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
+                if HAS_ZERO:
+                    z = tl.load(z_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0).to(tl.int32)[None, :]
+                else:
+                    z = ZERO_DEFAULT
             else:
-                z = ZERO_DEFAULT
-            sc = tl.load(s_ptrs, mask=b_mask, other=0.0)
+                grp = (kb * BLOCK_K + offs_k) // group_k
+                sc = tl.load(s_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk, mask=b_mask, other=0.0)
+                if HAS_ZERO:
+                    z = tl.load(z_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                mask=b_mask, other=0).to(tl.int32)
+                else:
+                    z = ZERO_DEFAULT
             acc = tl.dot(a, ((code - z).to(tl.float32) * sc).to(a.dtype), acc)
             if GATED:
                 if W_MODE == 4:
                     code_u = ((bu >> b_shift) & 0xF).to(tl.int32)
                 else:
                     code_u = bu.to(tl.int32)
-                if HAS_ZERO:
-                    zu = tl.load(b_zero_ptr + expert * stride_se + (offs_n + n_up)[None, :] * stride_sn
-                                 + grp[:, None] * stride_sk, mask=b_mask, other=0).to(tl.int32)
+                if GROUP_TILE:
+                    scu = tl.load(s_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
+                    if HAS_ZERO:
+                        zu = tl.load(z_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok,
+                                     other=0).to(tl.int32)[None, :]
+                    else:
+                        zu = ZERO_DEFAULT
                 else:
-                    zu = ZERO_DEFAULT
-                scu = tl.load(s_ptrs + n_up * stride_sn, mask=b_mask, other=0.0)
+                    scu = tl.load(s_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                  mask=b_mask, other=0.0)
+                    if HAS_ZERO:
+                        zu = tl.load(z_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                     mask=b_mask, other=0).to(tl.int32)
+                    else:
+                        zu = ZERO_DEFAULT
                 acc_u = tl.dot(a, ((code_u - zu).to(tl.float32) * scu).to(a.dtype), acc_u)
         a_ptrs += BLOCK_K
         if W_MODE == 4:
@@ -521,6 +542,15 @@ def _moe_gemm_kernel(
         c_row = slot.to(tl.int64)
     else:
         c_row = offs_r.to(tl.int64)
+    if C_AMAX == 3:
+        NG: tl.constexpr = BLOCK_N // Q_GROUP
+        g_abs = tl.reshape(tl.where(c_mask, tl.abs(acc), 0.0), (BLOCK_M, NG, Q_GROUP))
+        g_amax = tl.maximum(tl.max(g_abs, 2), 1e-12)
+        q = tl.reshape(acc, (BLOCK_M, NG, Q_GROUP)) * (448.0 / g_amax)[:, :, None]
+        acc = tl.reshape(tl.clamp(q, -448.0, 448.0), (BLOCK_M, BLOCK_N))
+        g_idx = pid_n * NG + tl.arange(0, NG)
+        tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :], g_amax / 448.0,
+                 mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
     tl.store(c_ptr + c_row[:, None] * stride_cm + offs_n[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
@@ -541,13 +571,19 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     routing weights multiplied into the rows. ``b_scale``: ``[E]`` (W_MODE 1), ``[E, N_b]`` (2),
     ``[E, ceil(N_b/group_n), ceil(K/group_k)]`` (3), ``[E, N_b, K/group_k]`` (4, 5) float32, with
     ``b_zero`` uint8 of the same shape or None (``zero_default``). ``config``: ``BLOCK_N``, ``BLOCK_K``,
-    ``GROUP_M``, ``num_warps``, ``num_stages`` (``BLOCK_M`` is ``align.block_m``). Raises ValueError
-    on an fp8_block config whose BLOCK_K is not ``group_k``."""
+    ``GROUP_M``, ``num_warps``, ``num_stages`` (``BLOCK_M`` is ``align.block_m``). fp8_block
+    (``w_mode`` 3): ``a`` is e4m3 with ``a_amax`` = its scales ``[rows_a, ceil(Ka/group_k)]`` float32
+    (``a_scale_mode`` 3); ``c_amax_mode`` 3 stores ``c`` as e4m3 with ``c_amax`` = scales ``[rows_c,
+    ceil(n_out/group_k)]``. Raises ValueError on an fp8_block config whose BLOCK_K is not ``group_k``
+    or (``c_amax_mode`` 3) whose BLOCK_N is not a multiple of it."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
     if w_mode == 3 and bk != group_k:
         raise ValueError(f"fp8_block needs BLOCK_K == the block's K size ({group_k}), got {bk}")
+    if c_amax_mode == 3 and bn % group_k:
+        raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
+                         f"must be a multiple of {group_k}, got {bn}")
     grid = (align.max_blocks * triton.cdiv(n_out, bn),)
     scale = b_scale if b_scale is not None else b
     if b_scale is not None and b_scale.dim() == 1:
@@ -565,12 +601,48 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         weight if weight is not None else dummy, align.sorted_slots, align.block_expert, align.num_rows,
         align.num_slots, top_k, n_out, k, n_out if gated else 0,
         a.stride(0), b.stride(0), b.stride(1), b.stride(2), c.stride(0), *strides,
+        a_amax.stride(0) if a_scale_mode == 3 else 0, c_amax.stride(0) if c_amax_mode == 3 else 0,
         group_k, group_n, float(swiglu_limit),
         A_GATHER=gather, C_BY_SLOT=by_slot, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
         MUL_WEIGHT=weight is not None, W_MODE=w_mode, A_SCALE=a_scale_mode, C_AMAX=c_amax_mode,
-        HAS_ZERO=b_zero is not None, ZERO_DEFAULT=zero_default,
+        HAS_ZERO=b_zero is not None, ZERO_DEFAULT=zero_default, Q_GROUP=group_k if c_amax_mode == 3 else 1,
+        GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
         num_warps=config["num_warps"], num_stages=config["num_stages"], warmup=warmup)
+
+
+def _group_quant_kernel(x_ptr, q_ptr, s_ptr, num_rows, K, stride_x, stride_q, stride_s,
+                       GROUP: tl.constexpr, BLOCK_R: tl.constexpr):
+    """``BLOCK_R`` rows x one group of ``GROUP`` columns of ``x`` -> e4m3 ``q`` and one scale per row and
+    group (``amax / 448``; multiplier ``448 / amax``)."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * GROUP + tl.arange(0, GROUP)
+    r_ok = rows < num_rows
+    mask = r_ok[:, None] & (cols < K)[None, :]
+    rows64 = rows.to(tl.int64)
+    x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(x), 1), 1e-12)
+    q = tl.clamp(x * (448.0 / amax)[:, None], -448.0, 448.0)
+    tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), amax / 448.0, mask=r_ok)
+
+
+group_quant_kernel = _kernel(do_not_specialize=["num_rows"])(_group_quant_kernel)
+
+
+def group_quant(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token-group dynamic FP8 quantization: ``x [T, K]`` (any float dtype, contiguous) -> (``q [T, K]``
+    e4m3, ``scale [T, ceil(K/group)]`` float32), ``x ~ q * scale`` group by group, multiplier ``448 /
+    amax`` (the activation quantization of fp8_block checkpoints, DeepSeek-V3's per 1x128 tile)."""
+    t, k = x.shape
+    ng = -(-k // group)
+    q = torch.empty(t, k, dtype=torch.float8_e4m3fn, device=x.device)
+    s = torch.empty(t, ng, dtype=torch.float32, device=x.device)
+    if t:
+        block_r = max(1, min(16, 4096 // group))
+        group_quant_kernel.launch((triton.cdiv(t, block_r), ng), x.device, x, q, s, t, k, x.stride(0), q.stride(0),
+                                  s.stride(0), GROUP=group, BLOCK_R=block_r, num_warps=4)
+    return q, s
 
 
 # ------------------------------------------------------------------------------------------------
@@ -615,7 +687,7 @@ def topk_sum(y: torch.Tensor, topk_ids: torch.Tensor, out: torch.Tensor, num_loc
 if interpreting():
     _fix_interpreter()
 
-KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, topk_sum_kernel)
+KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, group_quant_kernel, topk_sum_kernel)
 
 
 def compiled_variants() -> int:
@@ -635,7 +707,7 @@ def token_bucket(tokens: int, buckets=TOKEN_BUCKETS) -> int:
 
 
 def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int,
-                   block_shape: tuple[int, int] | None = None) -> dict:
+                   block_shape: tuple[int, int] | None = None, gated: bool = True) -> dict:
     """The untuned tile configuration for ``tokens`` (use a bucket's token count: :func:`get_config`).
 
     ``BLOCK_M`` from the mean rows per expert ``m = tokens * top_k / E``: 16 up to 16 (decode: one
@@ -643,8 +715,16 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     Small ``m`` streams weights: narrow N tiles (64) and deep K tiles (128) for more programs in flight
     and long contiguous weight reads; large ``m`` is compute-bound: 128-wide tiles (64 for the first GEMM,
     whose gate and up accumulators double the registers), ``GROUP_M`` 8 for L2 reuse, 8 warps at
-    ``BLOCK_M`` 128. fp8_block uses ``BLOCK_K`` = the block's K size. Returns ``{"BLOCK_M", "gemm1":
-    {...}, "gemm2": {...}}`` (keys of :func:`moe_gemm`'s config)."""
+    ``BLOCK_M`` 128. fp8_block uses ``BLOCK_K`` = the block's K size and a first-GEMM ``BLOCK_N`` that is
+    a multiple of it (its epilogue quantizes per group of ``bk`` columns) and ``BLOCK_M`` at most 64;
+    fp8_block and the int formats (the block scaling needs a second accumulator per dot, the int
+    dequantization a float copy of the weight tile) use 8 warps from ``BLOCK_M`` 32, int4 always, with
+    ``BLOCK_K`` 64 (32 at ``BLOCK_M`` 128). Without these, ptxas (sm90, triton 3.6) spilled registers:
+    fp8_block's first GEMM at ``BLOCK_M`` 128 about 1.9 KB per thread, int4's at ``BLOCK_M`` 16 2.1 KB.
+    The int formats' ``BLOCK_K`` is lowered further to divide the checkpoint's group size
+    (:class:`~moe_select.backends.triton_moe.ForwardPass`), so each K tile has one scale per column. Tiles are never much wider than the layer. ``n13``:
+    rows of w13 (2*I, or I when not ``gated``). Returns ``{"BLOCK_M", "gemm1": {...}, "gemm2": {...}}``
+    (keys of :func:`moe_gemm`'s config)."""
     m = tokens * top_k / max(1, num_local)
     fp8 = fmt.startswith("fp8")
     if m <= 16:
@@ -655,14 +735,24 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
         bm, bn1, bn2, bk, gm, warps, stages = 64, 64, 128, 128 if fp8 else 64, 8, 4, 3
     else:
         bm, bn1, bn2, bk, gm, warps, stages = 128, 64, 128, 128 if fp8 else 64, 8, 8, 3
-    inter = n13 // 2 if n13 % 2 == 0 else n13
+    inter = n13 // 2 if gated else n13
+    heavy = fmt == "fp8_block" or fmt.startswith("int")
+    if fmt == "fp8_block" and bm > 64:
+        bm, gm = 64, 8
+    if heavy and bm >= 32 or fmt == "int4_w4a16":
+        warps = 8
+    if fmt == "int4_w4a16":      # unpacking two codes per byte: the smallest K tiles that keep the pipeline fed
+        bk = 32 if bm >= 128 else 64
+    block_k = block_shape[1] if fmt == "fp8_block" and block_shape else None
 
-    def gemm(bn: int, n: int, k: int) -> dict:
-        bk_ = block_shape[1] if fmt == "fp8_block" and block_shape else min(bk, max(16, _pow2(k)))
-        return {"BLOCK_N": min(bn, max(16, _pow2(n))), "BLOCK_K": bk_, "GROUP_M": gm, "num_warps": warps,
-                "num_stages": stages}
+    def gemm(bn: int, n: int, k: int, first: bool) -> dict:
+        bk_ = block_k or min(bk, max(16, _pow2(k)))
+        bn_ = min(bn, max(16, _pow2(n)))
+        if first and block_k:
+            bn_ = max(bn_, block_k)
+        return {"BLOCK_N": bn_, "BLOCK_K": bk_, "GROUP_M": gm, "num_warps": warps, "num_stages": stages}
 
-    return {"BLOCK_M": bm, "gemm1": gemm(bn1, inter, hidden), "gemm2": gemm(bn2, hidden, inter)}
+    return {"BLOCK_M": bm, "gemm1": gemm(bn1, inter, hidden, True), "gemm2": gemm(bn2, hidden, inter, False)}
 
 
 def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_name: str,
@@ -737,15 +827,17 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
     file for (E, N, K, format, block shape, device) exists in ``config_dir`` (default
     :data:`CONFIG_DIR`; the file's bucket nearest to ``tokens`` in log scale), else ``"default"``
     (:func:`default_config` at the :data:`TOKEN_BUCKETS` bucket of ``tokens``). fp8_block configs
-    get ``BLOCK_K`` = the block's K size whatever the file says."""
+    get ``BLOCK_K`` = the block's K size whatever the file says, and a first-GEMM ``BLOCK_N`` of at
+    least that (a multiple of it: both are powers of two)."""
     if device_name:
         path = Path(config_dir or CONFIG_DIR) / config_file_name(num_local, n13, hidden, fmt, device_name, block_shape)
         if path.is_file():
             table = load_config_file(str(path))
             cfg = table[token_bucket(tokens, tuple(sorted(table)))]
             if fmt == "fp8_block" and block_shape:
-                cfg = {**cfg, "gemm1": {**cfg["gemm1"], "BLOCK_K": block_shape[1]},
-                       "gemm2": {**cfg["gemm2"], "BLOCK_K": block_shape[1]}}
+                bk = block_shape[1]
+                cfg = {**cfg, "gemm1": {**cfg["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, cfg["gemm1"]["BLOCK_N"])},
+                       "gemm2": {**cfg["gemm2"], "BLOCK_K": bk}}
             return cfg, path.name
     return default_config(num_local, n13, hidden, fmt, token_bucket(tokens), top_k, block_shape), "default"
 

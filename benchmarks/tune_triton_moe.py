@@ -95,22 +95,24 @@ def _pow2(n: float) -> int:
 
 # --- candidates ------------------------------------------------------------------------------------
 
-def block_m_candidates(tokens: int, e: int, k: int, default: int) -> list[int]:
+def block_m_candidates(tokens: int, e: int, k: int, default: int, fmt: str = "bf16") -> list[int]:
     """``BLOCK_M`` values worth timing for ``tokens``: the default and its neighbours (half, double),
     at most ``2 * pow2(m)`` for ``m = tokens * k / e`` rows per expert (taller blocks would be mostly
-    padding), from 64 when ``m >= 256``."""
+    padding), from 64 when ``m >= 256``; fp8_block at most 64 (its first GEMM spills registers at 128)."""
     m = tokens * k / e
     lo = 64 if m >= 256 else 16
-    hi = max(16, 2 * _pow2(m))
+    hi = min(max(16, 2 * _pow2(m)), 64 if fmt == "fp8_block" else 128)
     return [bm for bm in (16, 32, 64, 128) if lo <= bm <= hi and default // 2 <= bm <= default * 2]
 
 
 def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> bool:
     bn, bk, warps, stages = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_warps"], cfg["num_stages"]
     b_bytes = 1 if fmt.startswith("fp8") else 2
+    a_bytes = 1 if fmt == "fp8_block" else 2
     mult = 2 if gated else 1
-    smem = stages * (bm * bk * 2 + bn * bk * b_bytes * mult)
-    regs = bm * bn * mult / (32 * warps)
+    smem = stages * (bm * bk * a_bytes + bn * bk * b_bytes * mult)
+    # float32 accumulators per thread; block scaling keeps a second one per dot (the scaled partial sum)
+    regs = bm * bn * mult * (2 if fmt == "fp8_block" else 1) / (32 * warps)
     if smem > SMEM_LIMIT or regs > 128:
         return False
     if bn > max(16, _pow2(n_out)) or (fmt != "fp8_block" and bk > max(16, _pow2(k_dim))):
@@ -121,13 +123,14 @@ def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> 
 
 
 def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int,
-                    block_k: int | None, dry: bool = False) -> list[dict]:
+                    block_k: int | None, dry: bool = False, min_bn: int = 16) -> list[dict]:
     """GEMM configs to time for one (shape, format, ``BLOCK_M``, GEMM): the default ``base`` first, then
-    its neighbours (``quick``) or the pruned grid (``full``)."""
+    its neighbours (``quick``) or the pruned grid (``full``). ``min_bn``: fp8_block's first GEMM needs
+    ``BLOCK_N`` >= (a multiple of) the block's K size."""
     out = [dict(base)]
     if dry:
-        alt = {**base, "BLOCK_N": max(16, base["BLOCK_N"] // 2)}
-        return out + ([alt] if alt != base else [])
+        alt = {**base, "BLOCK_N": max(16, min_bn, base["BLOCK_N"] // 2)}
+        return out + ([alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}])
     if phase == "quick":
         cands = [{**base, "BLOCK_N": base["BLOCK_N"] * 2}, {**base, "BLOCK_N": base["BLOCK_N"] // 2},
                  {**base, "num_stages": base["num_stages"] + 1}, {**base, "num_stages": base["num_stages"] - 1},
@@ -146,7 +149,7 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
         if bm >= 64:
             cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
     for c in cands:
-        if c["BLOCK_N"] >= 16 and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
+        if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
                 and _fits(c, bm, fmt, gated, n_out, k_dim):
             out.append(c)
     return out
@@ -233,41 +236,20 @@ def _quantize_block(w, bn, bk):
 # --- launching one stage ------------------------------------------------------------------------------
 
 class Stage:
-    """The buffers of one input set at one ``BLOCK_M``: sorted rows, and the GEMMs' operands."""
+    """One input set at one ``BLOCK_M``: the core's own forward pass
+    (:class:`moe_select.backends.triton_moe.ForwardPass`: quantized hidden states, sorted rows, buffers),
+    whose steps are launched with candidate configurations."""
 
     def __init__(self, bench: Bench, x, ids, tw, bm: int):
-        K = _K()
-        s, dev = bench.spec, bench.device
-        self.bench, self.x, self.ids, self.tw, self.bm = bench, x, ids, tw, bm
-        t = x.shape[0]
-        rows, _ = K.max_padded_rows(t * s.top_k, s.num_local_experts, bm)
-        self.fp8_row = bench.fmt in ("fp8_tensor", "fp8_channel")
-        self.x_amax = torch.linalg.vector_norm(x, float("inf"), dim=1, dtype=torch.float32) if self.fp8_row else None
-        self.act_amax = torch.empty(rows, dtype=torch.float32, device=dev) if self.fp8_row else None
-        self.align = K.moe_align(ids, s.num_local_experts, 0, bm, amax=self.act_amax)
-        self.act = torch.zeros(self.align.rows, s.intermediate_size, dtype=torch.bfloat16, device=dev)
-        self.y = torch.empty(t * s.top_k, s.hidden_size, dtype=torch.bfloat16, device=dev)
+        from moe_select.backends.triton_moe import ForwardPass
+
+        self.p = ForwardPass(bench.core, bench.weights, x, ids, tw, bm)
 
     def sort(self):
-        s = self.bench.spec
-        _K().moe_align(self.ids, s.num_local_experts, 0, self.bm, amax=self.act_amax)
+        self.p.sort()
 
     def gemm(self, kind: str, cfg: dict, warmup: bool = False):
-        K = _K()
-        b, s, w = self.bench, self.bench.spec, self.bench.weights
-        a_mode = 1 if self.fp8_row else 0
-        gk = b.block[1] if b.block else 0
-        gn = b.block[0] if b.block else 1
-        common = dict(w_mode=K.W_MODES[b.fmt], a_scale_mode=a_mode, group_k=gk, group_n=gn, zero_default=0,
-                      swiglu_limit=s.swiglu_limit or 7.0, config=cfg, warmup=warmup)
-        if kind == "gemm1":
-            return K.moe_gemm(self.x, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size,
-                              gather=True, by_slot=False, activation=s.activation, gated=s.gated, weight=None,
-                              a_amax=self.x_amax, c_amax=self.act_amax, c_amax_mode=a_mode, b_scale=w.s13,
-                              **common)
-        return K.moe_gemm(self.act, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
-                          by_slot=True, activation=None, gated=False, weight=self.tw, a_amax=self.act_amax,
-                          b_scale=w.s2, **common)
+        return (self.p.gemm1 if kind == "gemm1" else self.p.gemm2)(cfg, warmup=warmup)
 
 
 # --- compile workers ----------------------------------------------------------------------------------
@@ -399,7 +381,8 @@ class Timer:
 
 def default_for(bench: Bench, tokens: int) -> dict:
     K = _K()
-    return K.default_config(bench.e, bench.n13, bench.h, bench.fmt, K.token_bucket(tokens), bench.k, bench.block)
+    return K.default_config(bench.e, bench.n13, bench.h, bench.fmt, K.token_bucket(tokens), bench.k, bench.block,
+                            bench.spec.gated)
 
 
 def plan_jobs(models: dict, formats, tokens, block, phase: str, dry: bool) -> list[dict]:
@@ -412,11 +395,13 @@ def plan_jobs(models: dict, formats, tokens, block, phase: str, dry: bool) -> li
         for fmt in formats:
             blk = block if fmt == "fp8_block" else None
             for t in tokens:
-                base = K.default_config(e, n13, h, fmt, K.token_bucket(t), k, blk)
-                bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, e, k, base["BLOCK_M"])
+                base = K.default_config(e, n13, h, fmt, K.token_bucket(t), k, blk, act != "relu2")
+                bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, e, k, base["BLOCK_M"], fmt)
                 for bm in bms:
                     for kind, gated, n_out, kd in (("gemm1", act != "relu2", i, h), ("gemm2", False, h, i)):
-                        for c in gemm_candidates(phase, base[kind], bm, fmt, gated, n_out, kd, blk[1] if blk else None, dry):
+                        min_bn = blk[1] if blk and kind == "gemm1" else 16
+                        for c in gemm_candidates(phase, base[kind], bm, fmt, gated, n_out, kd, blk[1] if blk else None,
+                                                 dry, min_bn):
                             jobs.append({"key": (name, fmt, kind, bm, cfg_key(c)), "shape": list(shape), "fmt": fmt,
                                          "block": list(blk) if blk else None, "kind": kind, "bm": bm, "cfg": c})
     return jobs
@@ -496,7 +481,7 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
                deadline: float, log: dict, seed: int) -> dict | None:
     """Time the candidates of one (shape, format, token count); None when the budget ran out first."""
     base = default_for(bench, t)
-    bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, bench.e, bench.k, base["BLOCK_M"])
+    bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, bench.e, bench.k, base["BLOCK_M"], bench.fmt)
     sets = bench.inputs(t, seed + t, 1 if dry else N_SETS)
     per_bm = {}
     for bm in bms:
@@ -508,7 +493,8 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
         row = {"sort_us": round(sort_us, 2)}
         blk = bench.block[1] if bench.block else None
         for kind, gated, n_out, kd in (("gemm1", bench.spec.gated, bench.i, bench.h), ("gemm2", False, bench.h, bench.i)):
-            cands = gemm_candidates(phase, base[kind], bm, bench.fmt, gated, n_out, kd, blk, dry)
+            cands = gemm_candidates(phase, base[kind], bm, bench.fmt, gated, n_out, kd, blk, dry,
+                                    blk if blk and kind == "gemm1" else 16)
             timings = []
             best_us = None
             for c in cands:
