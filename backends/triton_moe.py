@@ -21,7 +21,9 @@ in its epilogue (or on the input: ``apply_router_weight_on_input``), and the top
   float32, rounded once to the input dtype. FP8: activations quantized per token (per token and
   ``bk`` group for fp8_block) to e4m3 inside the GEMMs, multiplier ``448 / amax``; weight scales
   multiply (``w = q * scale``). Int formats: weights dequantized in the kernel to the activation dtype.
-- CPU: only under ``TRITON_INTERPRET=1`` (Triton's interpreter; tests).
+- CPU: only under ``TRITON_INTERPRET=1`` (Triton's interpreter; tests). ``meta``: shapes only, for
+  compile checks that replace the kernels' launch (tests/test_triton_moe.py compiles every kernel for
+  sm90 that way, without a GPU).
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def _shape(t: torch.Tensor) -> list[int]:
 class TritonMoeCore:
     """Expert compute core of the ``triton`` runner for one rank (see :class:`~moe_select.layer.LayerSpec`).
 
-    ``spec``: the rank's layer; ``device``: a CUDA device (the CPU only under ``TRITON_INTERPRET=1``).
+    ``spec``: the rank's layer; ``device``: a CUDA device (the CPU only under ``TRITON_INTERPRET=1``;
+    ``meta`` for compile checks, module doc).
     Keywords:
 
     - ``apply_router_weight_on_input``: multiply the routing weight into the first GEMM's accumulator
@@ -105,7 +108,7 @@ class TritonMoeCore:
         if self.device.type == "cpu" and not K.interpreting():
             raise RunnerInputError("triton runs on CUDA GPUs; on the CPU only through Triton's interpreter "
                                    "(TRITON_INTERPRET=1 before triton is imported; tests only)")
-        if self.device.type not in ("cuda", "cpu"):
+        if self.device.type not in ("cuda", "cpu", "meta"):
             raise RunnerInputError(f"triton runs on CUDA devices, got {self.device}")
         if act_quant not in ("token", "tensor"):
             raise RunnerInputError(f"act_quant must be 'token' or 'tensor', got {act_quant!r}")
@@ -133,7 +136,7 @@ class TritonMoeCore:
                                    f"{spec.intermediate_size} must be even (two codes per byte along K)")
         self.config_dir = config_dir
         self.warmup = (self.device.type == "cuda") if warmup is None else bool(warmup)
-        self.device_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+        self.device_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
         self._table, self.config_source = self._load_configs()
         self._buckets = tuple(sorted(self._table))
         self.compile_s: float | None = None

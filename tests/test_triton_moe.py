@@ -735,6 +735,98 @@ def test_warm_token_counts_cover_every_token_count():
         assert len(warm) == len(warmed)
 
 
+# --- compiled for sm90 without a GPU -------------------------------------------------------------------
+
+SMEM_SM90 = 227 * 1024          # the largest dynamic shared memory of one CTA on sm90 (H100/H200)
+
+
+def _sm90_compile(kernel, args, kwargs) -> dict:
+    """Compile one launch of ``kernel`` for sm90 (Triton's own binder, so the same specialisation as a
+    real launch), then ``ptxas -v`` for registers and spills. No GPU or driver is needed."""
+    import re
+    import subprocess
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    target = GPUTarget("cuda", 90, 32)
+    backend = make_backend(target)
+    jit = kernel.jit
+    kwargs = {**kwargs, "debug": False}
+    bound, spec, options = create_function_from_signature(jit.signature, jit.params, backend)(*args, **kwargs)
+    options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound, spec, options)
+    ck = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ck.asm["ptx"])
+    r = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", os.devnull], capture_output=True, text=True)
+    os.unlink(f.name)
+    return {"kernel": kernel.__name__, "shared": ck.metadata.shared,
+            "regs": int(re.search(r"Used (\d+) registers", r.stderr).group(1)),
+            "spill": int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)),
+            "mma": ck.asm["ptx"].count("wgmma.mma_async") + ck.asm["ptx"].count("mma.sync"), "config": kwargs.get("BLOCK_M")}
+
+
+def _ptxas_runs() -> bool:
+    if not HAS_TRITON or INTERP:
+        return False
+    import triton
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    try:
+        return subprocess.run([str(ptxas), "--version"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("quant, act, tokens", [
+    ("bf16", "silu", 1), ("bf16", "silu", 2048), ("bf16", "gelu", 256), ("bf16", "relu2", 256),
+    ("bf16", "swiglu_oai", 2048), ("fp16", "silu", 2048), ("fp8_tensor", "silu", 2048),
+    ("fp8_channel", "silu", 1), ("fp8_channel", "silu", 8192), ("fp8_block", "silu", 1), ("fp8_block", "silu", 8192),
+    ("int4_w4a16", "silu", 1), ("int4_w4a16", "silu", 8192), ("int8_w8a16", "silu", 2048)])
+def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
+    """Every kernel a forward launches, with the default configuration, compiled for sm90 (Hopper) by
+    Triton and ptxas here, without a GPU, at the Qwen3-30B-A3B layer shape (the sort's multi-CTA path
+    from 2048 tokens): it compiles, its shared memory fits an sm90 CTA, the GEMMs use tensor cores, and ptxas
+    spills no registers (fp8_block's first GEMM at ``BLOCK_M`` 64: at most 64 bytes; measured 52)."""
+    if not _ptxas_runs():
+        pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
+    K = _K()
+    done = []
+    monkeypatch.setattr(K._Kernel, "launch", lambda self, grid, device, *a, warmup=False, **kw:
+                        done.append(_sm90_compile(self, a, kw)))
+    e, k, h, i = 128, 8, 2048, 768
+    spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, activation=act, quant=quant)
+    meta = torch.device("meta")
+    n13 = spec.w13_rows
+    kp = 2 if quant == "int4_w4a16" else 1
+    wdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "int4_w4a16": torch.uint8, "int8_w8a16": torch.uint8}.get(
+        quant, torch.float8_e4m3fn)
+    w13 = torch.empty(e, n13, h // kp, dtype=wdt, device=meta)
+    w2 = torch.empty(e, h, i // kp, dtype=wdt, device=meta)
+    scales = {"fp8_tensor": ((e,), (e,)), "fp8_channel": ((e, n13), (e, h)),
+              "fp8_block": ((e, n13 // 128, h // 128), (e, h // 128, i // 128)),
+              "int4_w4a16": ((e, n13, h // 128), (e, h, i // 128)), "int8_w8a16": ((e, n13, h // 128), (e, h, i // 128))}
+    kw = {}
+    if quant in scales:
+        kw = {"w13_scale": torch.empty(scales[quant][0], device=meta), "w2_scale": torch.empty(scales[quant][1], device=meta)}
+    core = _tm().TritonMoeCore(spec, meta)
+    pw = core.prepare_weights(w13, w2, **kw)
+    x = torch.empty(tokens, h, dtype=torch.float16 if quant == "fp16" else torch.bfloat16, device=meta)
+    core.forward(x, torch.empty(tokens, k, dtype=torch.int32, device=meta), torch.empty(tokens, k, device=meta), pw)
+    names = [d["kernel"] for d in done]
+    assert names.count("_moe_gemm_kernel") == 2 and "_topk_sum_kernel" in names, names
+    assert ("_align_count_kernel" in names) == (tokens * k > K.SINGLE_CTA_MAX_SLOTS), names
+    for d in done:
+        assert d["shared"] <= SMEM_SM90, d
+        allowed = 64 if quant == "fp8_block" and d["kernel"] == "_moe_gemm_kernel" else 0
+        assert d["spill"] <= allowed, (d, core.config_for(tokens))
+        if d["kernel"] == "_moe_gemm_kernel":
+            assert d["mma"] > 0, d                       # tensor cores: wgmma (BLOCK_M >= 64) or mma.sync
+
+
 # --- quant_int (pure torch) ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bits", [4, 8])
