@@ -189,43 +189,90 @@ def dequant_fp8_block(q, scale, bn, bk):
     return q.float() * full
 
 
+class LazyExperts:
+    """``[E, N, K]`` expert weights dequantized one expert at a time on indexing (``reference_moe`` reads
+    ``shape[0]`` and ``w[e]``): large layers never hold a float32 copy of every expert."""
+
+    def __init__(self, shape, one):
+        self.shape, self._one = tuple(shape), one
+
+    def __getitem__(self, e):
+        if isinstance(e, slice):
+            return torch.stack([self._one(i) for i in range(*e.indices(self.shape[0]))])
+        return self._one(int(e))
+
+
 class Layer:
     """A random layer of ``spec`` on ``device``: ``args``/``kwargs`` for ``prepare_weights`` and the
-    dequantized local-expert weights ``d13``/``d2`` for the reference."""
+    dequantized local-expert weights ``d13``/``d2`` for the reference. Layers of more than 2^26 weights
+    per tensor are drawn and quantized a few experts at a time, and dequantized lazily
+    (:class:`LazyExperts`)."""
 
     def __init__(self, spec: LayerSpec, seed: int, device="cpu", *, block=(32, 32), groups=(32, 16),
                  sym=True, scale_dtype=torch.float16):
         g = torch.Generator(device=device).manual_seed(seed)
         e, h, i = spec.num_local_experts, spec.hidden_size, spec.intermediate_size
-        w13 = torch.randn(e, spec.w13_rows, h, generator=g, device=device) / h ** 0.5
-        w2 = torch.randn(e, h, i, generator=g, device=device) / i ** 0.5
         q = spec.quant
+        self.block = block if q == "fp8_block" else None
         self.kwargs = {}
-        self.block = None
-        if q in ("bf16", "fp16"):
-            dt = torch.bfloat16 if q == "bf16" else torch.float16
-            self.args = (w13.to(dt), w2.to(dt))
-            self.d13, self.d2 = self.args
-        elif q == "fp8_block":
-            self.block = block
-            (q13, s13), (q2, s2) = quantize_fp8_block(w13, *block), quantize_fp8_block(w2, *block)
-            self.args, self.kwargs = (q13, q2), {"w13_scale": s13, "w2_scale": s2}
-            self.d13, self.d2 = dequant_fp8_block(q13, s13, *block), dequant_fp8_block(q2, s2, *block)
-        elif q.startswith("fp8"):
-            from moe_select.ops import dequantize, quantize
+        bits = {"int4_w4a16": 4, "int8_w8a16": 8}.get(q)
+        parts = {}
+        for name, (n, k), gs in (("w13", (spec.w13_rows, h), groups[0]), ("w2", (h, i), groups[1])):
+            chunk = max(1, min(e, (1 << 26) // (n * k)))
+            qs, ss, zs, ints = [], [], [], []
+            for e0 in range(0, e, chunk):
+                w = torch.randn(min(chunk, e - e0), n, k, generator=g, device=device) / k ** 0.5
+                if q in ("bf16", "fp16"):
+                    qs.append(w.to(torch.bfloat16 if q == "bf16" else torch.float16))
+                elif q == "fp8_block":
+                    qq, sc = quantize_fp8_block(w, *block)
+                    qs.append(qq)
+                    ss.append(sc)
+                elif q.startswith("fp8"):
+                    from moe_select.ops import quantize
 
-            (q13, s13), (q2, s2) = quantize(w13, q), quantize(w2, q)
-            self.args, self.kwargs = (q13, q2), {"w13_scale": s13, "w2_scale": s2}
-            self.d13, self.d2 = dequantize(q13, s13, q), dequantize(q2, s2, q)
-        else:
-            bits = 4 if q == "int4_w4a16" else 8
-            self.i13 = qi.quantize_int(w13, bits, groups[0], sym=sym, scale_dtype=scale_dtype)
-            self.i2 = qi.quantize_int(w2, bits, groups[1], sym=sym, scale_dtype=scale_dtype)
-            (q13, s13, z13), (q2, s2, z2) = qi.to_kernel(self.i13), qi.to_kernel(self.i2)
-            self.args = (q13, q2)
-            self.kwargs = {"w13_scale": s13, "w2_scale": s2, "w13_zeros": z13, "w2_zeros": z2}
-            self.d13 = qi.dequantize_int(self.i13.q, self.i13.scales, self.i13.zeros, bits)
-            self.d2 = qi.dequantize_int(self.i2.q, self.i2.scales, self.i2.zeros, bits)
+                    qq, sc = quantize(w, q)
+                    qs.append(qq)
+                    ss.append(sc)
+                else:
+                    iw = qi.quantize_int(w, bits, gs, sym=sym, scale_dtype=scale_dtype)
+                    ints.append(iw)
+                    qq, sc, z = qi.to_kernel(iw)
+                    qs.append(qq)
+                    ss.append(sc)
+                    zs.append(z)
+                del w
+            parts[name] = (torch.cat(qs), torch.cat(ss) if ss else None,
+                           torch.cat(zs) if zs and zs[0] is not None else None, ints, (e, n, k))
+        (q13, s13, z13, i13, sh13), (q2, s2, z2, i2, sh2) = parts["w13"], parts["w2"]
+        self.args = (q13, q2)
+        if s13 is not None:
+            self.kwargs = {"w13_scale": s13, "w2_scale": s2}
+        if bits:
+            self.kwargs.update(w13_zeros=z13, w2_zeros=z2)
+            if len(i13) == 1 and len(i2) == 1:         # whole-layer IntWeights (AWQ/GPTQ conversion tests)
+                self.i13, self.i2 = i13[0], i2[0]
+        self.d13 = self._dequant(q13, s13, z13, sh13, bits)
+        self.d2 = self._dequant(q2, s2, z2, sh2, bits)
+
+    def _dequant(self, qw, sc, z, shape, bits):
+        if sc is None:                                  # 16-bit: the weights themselves
+            return qw
+
+        def one(e):
+            if self.block:
+                return dequant_fp8_block(qw[e:e + 1], sc[e:e + 1], *self.block)[0]
+            if bits:
+                codes = qi.unpack_int4(qw[e:e + 1]) if bits == 4 else qw[e:e + 1]
+                return qi.dequantize_int(codes, sc[e:e + 1], None if z is None else z[e:e + 1], bits)[0]
+            from moe_select.ops import dequantize
+
+            fmt = "fp8_tensor" if sc.dim() == 1 else "fp8_channel"
+            return dequantize(qw[e:e + 1], sc[e:e + 1], fmt)[0]
+
+        if shape[0] * shape[1] * shape[2] > 1 << 26:
+            return LazyExperts(shape, one)
+        return torch.stack([one(e) for e in range(shape[0])])
 
 
 def routing(spec: LayerSpec, t: int, seed: int, device="cpu", *, minus_one=True, pool=None, dtype=None):
@@ -287,7 +334,13 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
     from moe_select.ops import gated_act
 
     x32, ids, w = x.detach().cpu().float(), ids.cpu().long(), w.cpu().double()
-    d13, d2 = layer.d13.detach().cpu().double(), layer.d2.detach().cpu().double()
+    cache: dict = {}
+
+    def expert(which, e):
+        if (which, e) not in cache:
+            cache[which, e] = (layer.d13 if which == 13 else layer.d2)[e].detach().cpu().double()
+        return cache[which, e]
+
     act_dt = x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
     x32 = x32.to(act_dt).float()
     t, k = ids.shape
@@ -305,7 +358,7 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
              if 0 <= int(local[ti, kk]) < spec.num_local_experts]
     acts = []
     for ti, kk, e in slots:
-        h = xq[ti] @ d13[e].T
+        h = xq[ti] @ expert(13, e).T
         if on_input:
             h = h * w[ti, kk]
         acts.append(gated_act(h, spec.activation, spec.swiglu_limit).float())      # float32, as the epilogue
@@ -321,7 +374,7 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
         amax = a32.abs().amax(1, keepdim=True) if act_quant == "token" else a32.abs().amax()
         aq = _quant_rows(a32.to(act_dt).float(), amax)
     for (ti, kk, e), a in zip(slots, aq, strict=True):
-        y = a @ d2[e].T
+        y = a @ expert(2, e).T
         if not on_input:
             y = y * w[ti, kk]
         out[ti] += y.float().to(act_dt).float()
@@ -532,7 +585,8 @@ def test_input_dtypes(dtype):
 @interp
 def test_awq_and_gptq_checkpoint_layouts(layout):
     """prepare_weights converts the layouts published AWQ/GPTQ checkpoints store (stacked per expert) and
-    gives exactly the output of the kernel layout; a desc_act g_idx is refused."""
+    gives exactly the output of the kernel layout; a desc_act g_idx is refused. (GPTQ v1 asymmetric
+    packing is checked bit for bit in test_gptq_packing_follows_autogptq.)"""
     seed = fresh_seed()
     quant = "int8_w8a16" if layout == "gptq8_asym" else "int4_w4a16"
     sym = layout in ("gptq_sym", "gptq_sym_no_qzeros")
@@ -547,12 +601,16 @@ def test_awq_and_gptq_checkpoint_layouts(layout):
         args = (a13, a2)
         kw = {"w13_scale": s13, "w2_scale": s2, "w13_zeros": z13, "w2_zeros": z2}
     else:
-        (a13, z13, s13, g13), (a2, z2, s2, g2) = qi.to_gptq(layer.i13), qi.to_gptq(layer.i2)
+        # GPTQ's v1 format stores zero - 1 and cannot hold a zero point of 0, which asymmetric random groups
+        # sometimes get: asymmetric layers are written in the gptq_v2 format (zeros as they are)
+        v1 = sym
+        (a13, z13, s13, g13), (a2, z2, s2, g2) = (qi.to_gptq(layer.i13, zeros_minus_one=v1),
+                                                  qi.to_gptq(layer.i2, zeros_minus_one=v1))
         args = (a13, a2)
         kw = {"w13_scale": s13, "w2_scale": s2, "w13_g_idx": g13, "w2_g_idx": g2[0]}
         if layout != "gptq_sym_no_qzeros":
             kw.update(w13_zeros=z13, w2_zeros=z2)
-    core2 = _tm().TritonMoeCore(spec, "cpu")
+    core2 = _tm().TritonMoeCore(spec, "cpu", gptq_zeros_minus_one=layout == "awq" or sym)
     got = core2.forward(x, ids, w, core2.prepare_weights(*args, **kw))
     assert torch.equal(got, want), f"{layout}: output differs from the kernel layout's (seed {seed})"
     check(spec, layer, x, ids, w, got, layout, seed)
