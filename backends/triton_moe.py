@@ -137,6 +137,9 @@ class TritonMoeCore:
         self.config_dir = config_dir
         self.warmup = (self.device.type == "cuda") if warmup is None else bool(warmup)
         self.device_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
+        self.smem_limit = None
+        if self.device.type == "cuda":
+            self.smem_limit = getattr(torch.cuda.get_device_properties(self.device), "shared_memory_per_block_optin", None)
         self._table, self.config_source = self._load_configs()
         self._buckets = tuple(sorted(self._table))
         self.compile_s: float | None = None
@@ -162,7 +165,7 @@ class TritonMoeCore:
                              "gemm2": {**c["gemm2"], "BLOCK_K": bk}} for t, c in table.items()}
             return table, name
         table = {b: K.default_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, b, s.top_k,
-                                     self.block_shape, s.gated) for b in K.TOKEN_BUCKETS}
+                                     self.block_shape, s.gated, self.smem_limit) for b in K.TOKEN_BUCKETS}
         return table, "default"
 
     def config_for(self, tokens: int) -> dict:

@@ -706,8 +706,30 @@ def token_bucket(tokens: int, buckets=TOKEN_BUCKETS) -> int:
     return min(buckets, key=lambda b: (abs(math.log(b) - lt), b))
 
 
+#: Shared memory one CTA may use on sm90 (H100/H200): 227 KB. sm80: 163 KB; sm86, sm89, sm120: 99 KB.
+SMEM_SM90 = 227 * 1024
+
+
+def smem_estimate(block_m: int, cfg: dict, fmt: str, gated: bool) -> int:
+    """Bytes of shared memory a GEMM config's software pipeline takes (an estimate): buffers of the A
+    tile and the B tile(s) (two for the gated first GEMM; int weights counted at one byte), ``num_stages``
+    of them from ``block_m`` 64 (wgmma) and ``num_stages - 1`` below (mma.sync), the A tile quantized
+    inside the loop (fp8_tensor/fp8_channel), plus 4 KB. Against what Triton 3.6 allocated for sm90 at
+    the Qwen3-30B-A3B shape with the default configurations: at most 9% under (int8's second GEMM at
+    ``BLOCK_M`` 64), within 10% for bf16 and fp8_block, over by up to 1.5x for fp8_tensor/fp8_channel
+    from ``BLOCK_M`` 64 and 2.3x for int4 (safe: it only lowers stages on GPUs with less shared memory).
+    tests/test_triton_moe.py compiles the defaults and checks the real figure."""
+    a_bytes = 1 if fmt == "fp8_block" else 2
+    b_bytes = 2 if fmt in ("bf16", "fp16") else 1
+    per_stage = block_m * cfg["BLOCK_K"] * a_bytes + cfg["BLOCK_N"] * cfg["BLOCK_K"] * b_bytes * (2 if gated else 1)
+    staged = block_m * cfg["BLOCK_K"] if fmt in ("fp8_tensor", "fp8_channel") else 0   # A quantized in the loop
+    buffers = cfg["num_stages"] if block_m >= 64 else max(1, cfg["num_stages"] - 1)   # wgmma / mma.sync pipelines
+    return buffers * per_stage + staged + 4096
+
+
 def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int,
-                   block_shape: tuple[int, int] | None = None, gated: bool = True) -> dict:
+                   block_shape: tuple[int, int] | None = None, gated: bool = True,
+                   smem_limit: int | None = None) -> dict:
     """The untuned tile configuration for ``tokens`` (use a bucket's token count: :func:`get_config`).
 
     ``BLOCK_M`` from the mean rows per expert ``m = tokens * top_k / E``: 16 up to 16 (decode: one
@@ -724,7 +746,8 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     The int formats' ``BLOCK_K`` is lowered further to divide the checkpoint's group size
     (:class:`~moe_select.backends.triton_moe.ForwardPass`), so each K tile has one scale per column. Tiles are never much wider than the layer. ``n13``:
     rows of w13 (2*I, or I when not ``gated``). Returns ``{"BLOCK_M", "gemm1": {...}, "gemm2": {...}}``
-    (keys of :func:`moe_gemm`'s config)."""
+    (keys of :func:`moe_gemm`'s config). ``smem_limit`` (bytes; default :data:`SMEM_SM90`): fewer stages,
+    then shallower K tiles, until :func:`smem_estimate` fits (the 99 KB of sm86/sm89/sm120)."""
     m = tokens * top_k / max(1, num_local)
     fp8 = fmt.startswith("fp8")
     if m <= 16:
@@ -745,12 +768,22 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
         bk = 32 if bm >= 128 else 64
     block_k = block_shape[1] if fmt == "fp8_block" and block_shape else None
 
+    limit = smem_limit or SMEM_SM90
+
     def gemm(bn: int, n: int, k: int, first: bool) -> dict:
         bk_ = block_k or min(bk, max(16, _pow2(k)))
         bn_ = min(bn, max(16, _pow2(n)))
         if first and block_k:
             bn_ = max(bn_, block_k)
-        return {"BLOCK_N": bn_, "BLOCK_K": bk_, "GROUP_M": gm, "num_warps": warps, "num_stages": stages}
+        c = {"BLOCK_N": bn_, "BLOCK_K": bk_, "GROUP_M": gm, "num_warps": warps, "num_stages": stages}
+        two = first and gated
+        while smem_estimate(bm, c, fmt, two) > limit and c["num_stages"] > 2:
+            c["num_stages"] -= 1
+        while smem_estimate(bm, c, fmt, two) > limit and not block_k and c["BLOCK_K"] > 32:
+            c["BLOCK_K"] //= 2
+        while smem_estimate(bm, c, fmt, two) > limit and c["BLOCK_N"] > max(32, block_k or 0 if first else 32):
+            c["BLOCK_N"] //= 2
+        return c
 
     return {"BLOCK_M": bm, "gemm1": gemm(bn1, inter, hidden, True), "gemm2": gemm(bn2, hidden, inter, False)}
 
@@ -822,7 +855,8 @@ def load_config_file(path: str) -> dict[int, dict]:
 
 def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int, *,
                device_name: str | None = None, block_shape: tuple[int, int] | None = None,
-               config_dir: str | os.PathLike | None = None) -> tuple[dict, str]:
+               config_dir: str | os.PathLike | None = None, gated: bool = True,
+               smem_limit: int | None = None) -> tuple[dict, str]:
     """The tile configuration for ``tokens``: (config, source). Source is the tuned file's name when a
     file for (E, N, K, format, block shape, device) exists in ``config_dir`` (default
     :data:`CONFIG_DIR`; the file's bucket nearest to ``tokens`` in log scale), else ``"default"``
@@ -839,7 +873,8 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
                 cfg = {**cfg, "gemm1": {**cfg["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, cfg["gemm1"]["BLOCK_N"])},
                        "gemm2": {**cfg["gemm2"], "BLOCK_K": bk}}
             return cfg, path.name
-    return default_config(num_local, n13, hidden, fmt, token_bucket(tokens), top_k, block_shape), "default"
+    return default_config(num_local, n13, hidden, fmt, token_bucket(tokens), top_k, block_shape, gated,
+                          smem_limit), "default"
 
 
 def warm_token_counts(table: dict[int, dict], top_k: int, single_cta_max_slots: int | None = None) -> list[int]:
