@@ -28,6 +28,10 @@ tokens, top-k ``K``, hidden size ``H`` and intermediate size ``I`` (``S = T*K`` 
 Weight formats (``W_MODE`` of the GEMM kernel) and how activations are treated:
 
 - ``bf16``/``fp16``: 16-bit operands, float32 accumulation.
+FP8 activation quantization: multiplier ``448 / amax`` and scale ``amax / 448`` with IEEE division
+(``div_rn``: the result does not depend on the GPU's approximate division), values clamped to +-448 and
+rounded to nearest even.
+
 - ``fp8_tensor`` / ``fp8_channel``: e4m3 weights, scale ``[E]`` / ``[E, N]`` (``w = q * scale``); the
   activations are quantized to e4m3 *inside the GEMMs* from a per-row (per-token) amax, multiplier
   ``448 / amax``: the first GEMM's per-token amax is computed before it (one reduction), the second's
@@ -424,7 +428,7 @@ def _moe_gemm_kernel(
     elif A_SCALE == 2:
         a_amax = tl.maximum(tl.load(a_amax_ptr) + tl.zeros([BLOCK_M], dtype=tl.float32), 1e-12)
     if A_SCALE == 1 or A_SCALE == 2:
-        a_mult = 448.0 / a_amax
+        a_mult = tl.math.div_rn(tl.full([BLOCK_M], 448.0, tl.float32), a_amax)
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if GATED:
@@ -506,7 +510,7 @@ def _moe_gemm_kernel(
                 bu_ptrs += BLOCK_K * stride_bk
 
     if W_MODE == 1 or W_MODE == 2:
-        sa = a_amax / 448.0
+        sa = a_amax * (1.0 / 448.0)          # the dequantization scale (an ulp here changes no rounding)
         if W_MODE == 1:
             sb = tl.load(s_base) + tl.zeros([BLOCK_N], dtype=tl.float32)
             sbu = sb
@@ -546,10 +550,12 @@ def _moe_gemm_kernel(
         NG: tl.constexpr = BLOCK_N // Q_GROUP
         g_abs = tl.reshape(tl.where(c_mask, tl.abs(acc), 0.0), (BLOCK_M, NG, Q_GROUP))
         g_amax = tl.maximum(tl.max(g_abs, 2), 1e-12)
-        q = tl.reshape(acc, (BLOCK_M, NG, Q_GROUP)) * (448.0 / g_amax)[:, :, None]
+        g_mult = tl.math.div_rn(tl.full([BLOCK_M, NG], 448.0, tl.float32), g_amax)
+        q = tl.reshape(acc, (BLOCK_M, NG, Q_GROUP)) * g_mult[:, :, None]
         acc = tl.reshape(tl.clamp(q, -448.0, 448.0), (BLOCK_M, BLOCK_N))
         g_idx = pid_n * NG + tl.arange(0, NG)
-        tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :], g_amax / 448.0,
+        tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :],
+                 tl.math.div_rn(g_amax, tl.full([BLOCK_M, NG], 448.0, tl.float32)),
                  mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
     tl.store(c_ptr + c_row[:, None] * stride_cm + offs_n[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
@@ -622,9 +628,10 @@ def _group_quant_kernel(x_ptr, q_ptr, s_ptr, num_rows, K, stride_x, stride_q, st
     rows64 = rows.to(tl.int64)
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     amax = tl.maximum(tl.max(tl.abs(x), 1), 1e-12)
-    q = tl.clamp(x * (448.0 / amax)[:, None], -448.0, 448.0)
+    q = tl.clamp(x * tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), amax)[:, None], -448.0, 448.0)
     tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
-    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), amax / 448.0, mask=r_ok)
+    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), tl.math.div_rn(amax, tl.full([BLOCK_R], 448.0, tl.float32)),
+             mask=r_ok)
 
 
 group_quant_kernel = _kernel(do_not_specialize=["num_rows"])(_group_quant_kernel)
