@@ -54,6 +54,14 @@ token *bucket* (:data:`TOKEN_BUCKETS`), so a layer compiles at most one GEMM var
 With ``TRITON_INTERPRET=1`` set before triton is imported, every kernel runs on CPU tensors through
 Triton's interpreter (numpy): that is how the tests check the kernels without a GPU. Slow: tests only.
 
+Sources (designs and formats, not code): the fused-MoE design (sorted, block-padded slot ids; grouped
+GEMM with the row gather inside it; routing weight in the epilogue) as vLLM publishes it in
+vllm-project/vllm@13cb3e44373beb1c8b9d2c017f565af6f7a1b601:vllm/model_executor/layers/fused_moe/fused_moe.py
+(``fused_moe_kernel``, ``moe_align_block_size``; SGLang's ``fused_moe_triton`` follows the same design);
+block FP8 with 1x128 activation groups and 128x128 weight blocks: DeepSeek-V3 technical report
+(arXiv:2412.19437, section 3.3.2, fine-grained quantization); e4m3 (max 448, no infinities): OCP 8-bit
+Floating Point Specification (OFP8) v1.0; the int layouts: :mod:`moe_select.quant_int`.
+
 Tile configurations: :func:`get_config` reads JSON files from ``backends/triton_configs/`` (format in
 :func:`load_config_file` and that folder's README) written by ``benchmarks/tune_triton_moe.py``, and
 falls back to :func:`default_config` for shapes, formats or devices not tuned.

@@ -5,8 +5,11 @@ CPU tests run the Triton kernels through Triton's interpreter at tiny shapes. Th
 switched on before triton is imported (``TRITON_INTERPRET=1``), which would change every other test of
 the session, so these tests run in one worker subprocess started with that variable (``_Worker``: the
 test bodies below execute there; the parent reports each as its own test, with the worker's traceback
-on failure). Run with ``TRITON_INTERPRET=1`` yourself and they run in-process. GPU tests (marked
-``gpu``) run the compiled kernels at real layer shapes, in this process.
+on failure). Run with ``TRITON_INTERPRET=1`` yourself and they run in-process. Without a GPU the kernels
+are also compiled for sm90 by Triton and ptxas (``test_default_configs_compile_for_sm90``: shared memory,
+tensor cores, register spills). GPU tests (marked ``gpu``) run the compiled kernels at real layer
+shapes, in this process: every format and activation, expert-parallel ranks, CUDA-graph replay equal
+to eager, no compiles across token counts 1..4099, options and checkpoint layouts, tuned config files.
 
 Inputs are fresh random draws each run (``x ~ N(0, 1)``, ``w13 ~ N(0, 1/H)``, ``w2 ~ N(0, 1/I)``,
 routing weights uniform in [0.1, 1.1)); every assertion message carries the seed
