@@ -1,0 +1,461 @@
+"""``triton``: the fused-MoE Triton runner (adapter). Facts for its capability file:
+``backends/triton_adapter_facts.md`` (``backends/triton.yaml`` keeps the engines' facts for planning).
+
+One rank's MoE layer in four steps (kernels and their design: :mod:`moe_select.backends.triton_moe_kernels`):
+device-side sort of the (token, expert) slots into per-expert blocks of ``BLOCK_M`` rows, the first
+GEMM with the operand gather and the gated activation inside it, the second GEMM with the routing weight
+in its epilogue (or on the input: ``apply_router_weight_on_input``), and the top-k sum in float32.
+
+- Formats: bf16, fp16, fp8_tensor, fp8_channel, fp8_block (any ``[bn, bk]`` block with ``bk`` a power
+  of two >= 16; default 128x128), int4_w4a16 and int8_w8a16 (weight-only, group scales, optional zero
+  points; AWQ and GPTQ checkpoint layouts converted at load, :mod:`moe_select.quant_int`).
+- Activations: silu, gelu (erf), relu2 (not gated: w13 has I rows), swiglu_oai (gpt-oss: alpha 1.702,
+  limit ``spec.swiglu_limit`` or 7.0; no expert biases).
+- Expert parallelism: the rank's experts are ``[spec.expert_offset, + spec.num_local_experts)``; other
+  ids and -1 are skipped (their slots contribute nothing).
+- CUDA graphs: no host synchronisation in ``forward`` and no data-dependent shape; ``prepare_weights``
+  compiles every kernel variant the layer can use (one tile configuration per token bucket) unless
+  ``warmup=False``, so no token count compiles later.
+- Precision: float32 accumulation; the first GEMM's activation output and the per-slot second-GEMM rows
+  are rounded once to the activation dtype (bf16, or fp16 for fp16 inputs/weights); the top-k sum is
+  float32, rounded once to the input dtype. FP8: activations quantized per token (per token and
+  ``bk`` group for fp8_block) to e4m3 inside the GEMMs, multiplier ``448 / amax``; weight scales
+  multiply (``w = q * scale``). Int formats: weights dequantized in the kernel to the activation dtype.
+- CPU: only under ``TRITON_INTERPRET=1`` (Triton's interpreter; tests). ``meta``: shapes only, for
+  compile checks that replace the kernels' launch (tests/test_triton_moe.py compiles every kernel for
+  sm90 that way, without a GPU).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from moe_select import quant_int
+from moe_select.errors import RunnerInputError
+from moe_select.layer import LayerSpec
+
+from . import triton_moe_kernels as K
+
+FORMATS = K.FORMATS
+FP8_DTYPE = torch.float8_e4m3fn
+_DTYPE16 = {"bf16": torch.bfloat16, "fp16": torch.float16}
+INT_BITS = {"int4_w4a16": 4, "int8_w8a16": 8}
+DEFAULT_BLOCK_SHAPE = (128, 128)
+
+
+@dataclass
+class TritonMoeWeights:
+    """Weights as the kernels read them (all contiguous, on the core's device):
+
+    ``w13 [E, N13, H]`` and ``w2 [E, H, I]`` (N13 = 2*I gate rows then up rows, or I for relu2):
+    bf16/fp16, or e4m3 for FP8 formats, or uint8 codes for int formats (int4 packed two per byte along
+    the last dimension: ``[E, N13, H/2]``, ``[E, H, I/2]``). ``s13``/``s2``: float32 weight scales
+    (fp8_tensor ``[E]``, fp8_channel ``[E, N]``, fp8_block ``[E, ceil(N/bn), ceil(K/bk)]``, int ``[E, N,
+    K/group]``), None for 16-bit. ``z13``/``z2``: int zero points ``[E, N, K/group]`` uint8 or None
+    (symmetric). ``g13``/``g2``: int group sizes along K (0 otherwise)."""
+
+    w13: torch.Tensor
+    w2: torch.Tensor
+    s13: torch.Tensor | None = None
+    s2: torch.Tensor | None = None
+    z13: torch.Tensor | None = None
+    z2: torch.Tensor | None = None
+    g13: int = 0
+    g2: int = 0
+
+
+def _shape(t: torch.Tensor) -> list[int]:
+    return list(t.shape)
+
+
+class TritonMoeCore:
+    """Expert compute core of the ``triton`` runner for one rank (see :class:`~moe_select.layer.LayerSpec`).
+
+    ``spec``: the rank's layer; ``device``: a CUDA device (the CPU only under ``TRITON_INTERPRET=1``;
+    ``meta`` for compile checks, module doc).
+    Keywords:
+
+    - ``apply_router_weight_on_input``: multiply the routing weight into the first GEMM's accumulator
+      (before the activation, i.e. on the input, as llama4's routing does) instead of the second GEMM's
+      output.
+    - ``act_quant``: ``"token"`` (default: one dynamic scale per token row) or ``"tensor"`` (one dynamic
+      scale over all rows) for the FP8 activations of fp8_tensor / fp8_channel.
+    - ``block_shape``: fp8_block's ``(bn, bk)`` as the checkpoint declares it (``weight_block_size``);
+      default ``spec.block_shape`` when the spec has one, else 128x128.
+    - ``int_layout``: ``"auto"`` (by dtype and shape), ``"kernel"``, ``"awq"`` or ``"gptq"``: the layout
+      of int weights given to ``prepare_weights`` (:mod:`moe_select.quant_int`); ``gptq_zeros_minus_one``
+      (default True: GPTQ's v1 format stores zero - 1; False for gptq_v2).
+    - ``config_dir``: where tuned tile configurations are read (default ``backends/triton_configs``).
+    - ``warmup``: compile every kernel variant at ``prepare_weights`` (default: True on CUDA).
+
+    Raises :class:`RunnerInputError` for a format it does not run, a CPU device without the
+    interpreter, or a block shape it cannot tile."""
+
+    def __init__(self, spec: LayerSpec, device: torch.device | str, *, apply_router_weight_on_input: bool = False,
+                 act_quant: str = "token", block_shape: tuple[int, int] | None = None, int_layout: str = "auto",
+                 gptq_zeros_minus_one: bool = True, config_dir=None, warmup: bool | None = None):
+        if spec.quant not in FORMATS:
+            raise RunnerInputError(f"triton does not implement {spec.quant} (it runs {', '.join(FORMATS)})")
+        if spec.activation not in K.ACTIVATIONS:
+            raise RunnerInputError(f"triton does not implement the activation {spec.activation!r} "
+                                   f"(it runs {', '.join(K.ACTIVATIONS)})")
+        self.spec = spec
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if self.device.type == "cpu" and not K.interpreting():
+            raise RunnerInputError("triton runs on CUDA GPUs; on the CPU only through Triton's interpreter "
+                                   "(TRITON_INTERPRET=1 before triton is imported; tests only)")
+        if self.device.type not in ("cuda", "cpu", "meta"):
+            raise RunnerInputError(f"triton runs on CUDA devices, got {self.device}")
+        if act_quant not in ("token", "tensor"):
+            raise RunnerInputError(f"act_quant must be 'token' or 'tensor', got {act_quant!r}")
+        if act_quant == "tensor" and spec.quant not in ("fp8_tensor", "fp8_channel"):
+            raise RunnerInputError(f"act_quant='tensor' applies to fp8_tensor and fp8_channel, not {spec.quant}")
+        if int_layout not in ("auto", "kernel", "awq", "gptq"):
+            raise RunnerInputError(f"int_layout must be auto, kernel, awq or gptq, got {int_layout!r}")
+        self.on_input = bool(apply_router_weight_on_input)
+        self.act_quant = act_quant
+        self.int_layout = int_layout
+        self.gptq_zeros_minus_one = gptq_zeros_minus_one
+        self.w_mode = K.W_MODES[spec.quant]
+        self.block_shape: tuple[int, int] | None = None
+        if spec.quant == "fp8_block":
+            bs = block_shape or getattr(spec, "block_shape", None) or DEFAULT_BLOCK_SHAPE
+            bn, bk = (int(v) for v in bs)
+            if bn < 1 or bk < 16 or bk & (bk - 1):
+                raise RunnerInputError(f"triton fp8_block: block shape [{bn}, {bk}] is not supported: the K size of "
+                                       "a block must be a power of two >= 16 (it is the GEMM's K tile)")
+            self.block_shape = (bn, bk)
+        elif block_shape is not None:
+            raise RunnerInputError(f"block_shape applies to fp8_block, not {spec.quant}")
+        if spec.quant == "int4_w4a16" and (spec.hidden_size % 2 or spec.intermediate_size % 2):
+            raise RunnerInputError(f"triton int4_w4a16: hidden_size {spec.hidden_size} and intermediate_size "
+                                   f"{spec.intermediate_size} must be even (two codes per byte along K)")
+        self.config_dir = config_dir
+        self.warmup = (self.device.type == "cuda") if warmup is None else bool(warmup)
+        self.device_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
+        self.smem_limit = None
+        if self.device.type == "cuda":
+            self.smem_limit = getattr(torch.cuda.get_device_properties(self.device), "shared_memory_per_block_optin", None)
+        self._table, self.config_source = self._load_configs()
+        self._buckets = tuple(sorted(self._table))
+        self.compile_s: float | None = None
+
+    def __repr__(self) -> str:
+        return f"TritonMoeCore({self.spec.quant}, {self.spec.activation}, configs={self.config_source})"
+
+    # --- configurations -------------------------------------------------------------------------
+
+    def _load_configs(self) -> tuple[dict[int, dict], str]:
+        s = self.spec
+        name = K.config_file_name(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, self.device_name,
+                                  self.block_shape)
+        path = Path(self.config_dir or K.CONFIG_DIR) / name
+        if path.is_file():
+            try:
+                table = dict(K.load_config_file(str(path)))
+            except ValueError as exc:
+                raise RunnerInputError(str(exc)) from None
+            if self.block_shape:
+                bk = self.block_shape[1]
+                table = {t: {**c, "gemm1": {**c["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, c["gemm1"]["BLOCK_N"])},
+                             "gemm2": {**c["gemm2"], "BLOCK_K": bk}} for t, c in table.items()}
+            return table, name
+        table = {b: K.default_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, b, s.top_k,
+                                     self.block_shape, s.gated, self.smem_limit) for b in K.TOKEN_BUCKETS}
+        return table, "default"
+
+    def config_for(self, tokens: int) -> dict:
+        """The tile configuration used for ``tokens`` tokens (the nearest bucket in log scale)."""
+        return self._table[K.token_bucket(tokens, self._buckets)]
+
+    def warm_token_counts(self) -> list[int]:
+        """Token counts at which one forward each compiles every kernel variant the layer can use
+        (:func:`~moe_select.backends.triton_moe_kernels.warm_token_counts`)."""
+        return K.warm_token_counts(self._table, self.spec.top_k)
+
+    # --- weights -----------------------------------------------------------------------------------
+
+    def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
+                        w2_scale: torch.Tensor | None = None, w13_zeros: torch.Tensor | None = None,
+                        w2_zeros: torch.Tensor | None = None, w13_g_idx: torch.Tensor | None = None,
+                        w2_g_idx: torch.Tensor | None = None) -> TritonMoeWeights:
+        """Convert the rank's expert weights once, at load.
+
+        16-bit: ``w13 [E, N13, H]``, ``w2 [E, H, I]`` in the format's dtype (N13 = 2*I, gate rows then up
+        rows; I for relu2). FP8: e4m3 weights plus float32 ``w13_scale``/``w2_scale``: fp8_tensor ``[E]``,
+        fp8_channel ``[E, N]`` (or ``[E, N, 1]``), fp8_block ``[E, ceil(N/bn), ceil(K/bk)]``. Int formats
+        (:mod:`moe_select.quant_int` layouts, chosen by ``int_layout``): ``kernel`` (``w [E, N, K/2]``
+        (int4) or ``[E, N, K]`` (int8) uint8, ``scale [E, N, K/group]`` float, ``zeros [E, N, K/group]``
+        uint8 or None), ``awq`` (``qweight [E, K, N/8]`` int32, ``zeros`` = qzeros ``[E, K/group, N/8]``
+        int32, ``scale [E, K/group, N]``) or ``gptq`` (``qweight [E, K*bits/32, N]`` int32, qzeros
+        ``[E, K/group, N*bits/32]`` int32 or None for symmetric, ``scale [E, K/group, N]``, ``g_idx`` [K]
+        or [E, K], trivial only: desc_act is refused). Compiles the kernels (``warmup``). Raises
+        :class:`RunnerInputError` naming the tensor and the expected shape/dtype."""
+        s = self.spec
+        e, h, i, n13 = s.num_local_experts, s.hidden_size, s.intermediate_size, s.w13_rows
+        q = s.quant
+        for name, t in (("w13", w13), ("w2", w2)):
+            if not isinstance(t, torch.Tensor):
+                raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            if t.device.type != self.device.type:
+                raise RunnerInputError(f"{name} is on {t.device}; this core runs on {self.device}")
+        if q in INT_BITS:
+            out = self._prepare_int(w13, w2, w13_scale, w2_scale, w13_zeros, w2_zeros, w13_g_idx, w2_g_idx)
+        else:
+            if any(t is not None for t in (w13_zeros, w2_zeros, w13_g_idx, w2_g_idx)):
+                raise RunnerInputError(f"{q} weights take no zero points or g_idx")
+            want = _DTYPE16.get(q, FP8_DTYPE)
+            for name, t, shape in (("w13", w13, (e, n13, h)), ("w2", w2, (e, h, i))):
+                if t.dtype != want:
+                    raise RunnerInputError(f"{name}: {q} weights must be {want}, got {t.dtype}")
+                if tuple(t.shape) != shape:
+                    raise RunnerInputError(f"{name} must be {list(shape)} ([E_local, {'N13, H' if name == 'w13' else 'H, I'}]), "
+                                           f"got {_shape(t)}")
+            if q in _DTYPE16:
+                if w13_scale is not None or w2_scale is not None:
+                    raise RunnerInputError(f"{q} weights take no scales")
+                out = TritonMoeWeights(w13.contiguous(), w2.contiguous())
+            else:
+                out = TritonMoeWeights(w13.contiguous(), w2.contiguous(),
+                                       self._fp8_scale("w13_scale", w13_scale, e, n13, h),
+                                       self._fp8_scale("w2_scale", w2_scale, e, h, i))
+        if self.warmup and self.device.type == "cuda":
+            self._warm(out)
+        return out
+
+    def _fp8_scale(self, name: str, sc: torch.Tensor | None, e: int, n: int, k: int) -> torch.Tensor:
+        q = self.spec.quant
+        if sc is None:
+            raise RunnerInputError(f"{name} is required for {q}")
+        if not isinstance(sc, torch.Tensor) or not sc.is_floating_point() or sc.dtype == FP8_DTYPE:
+            raise RunnerInputError(f"{name}: {q} scales must be a float tensor (float32; a scale multiplies)")
+        if sc.device.type != self.device.type:
+            raise RunnerInputError(f"{name} is on {sc.device}; this core runs on {self.device}")
+        if q == "fp8_tensor":
+            want = (e,)
+            if sc.numel() == e and sc.dim() in (2, 3) and sc.shape[0] == e:
+                sc = sc.reshape(e)
+        elif q == "fp8_channel":
+            want = (e, n)
+            if sc.dim() == 3 and sc.shape[2] == 1:
+                sc = sc[:, :, 0]
+        else:
+            bn, bk = self.block_shape
+            want = (e, -(-n // bn), -(-k // bk))
+        if tuple(sc.shape) != want:
+            what = {"fp8_tensor": "[E]", "fp8_channel": "[E, N]",
+                    "fp8_block": f"[E, ceil(N/{self.block_shape[0] if self.block_shape else 0}), "
+                                 f"ceil(K/{self.block_shape[1] if self.block_shape else 0})]"}[q]
+            raise RunnerInputError(f"{name}: {q} scale must be {what} = {list(want)}, got {_shape(sc)}")
+        return sc.float().contiguous()
+
+    def _prepare_int(self, w13, w2, s13, s2, z13, z2, g13, g2) -> TritonMoeWeights:
+        s = self.spec
+        bits = INT_BITS[s.quant]
+        e, h, i, n13 = s.num_local_experts, s.hidden_size, s.intermediate_size, s.w13_rows
+        parts = []
+        for name, w, sc, z, gi, n, k in (("w13", w13, s13, z13, g13, n13, h), ("w2", w2, s2, z2, g2, h, i)):
+            layout = self.int_layout
+            if layout == "auto":
+                layout = self._detect_layout(name, w, bits, n, k)
+            if sc is None:
+                raise RunnerInputError(f"{name}_scale is required for {s.quant}")
+            try:
+                if layout == "kernel":
+                    if gi is not None:
+                        raise ValueError(f"{name}_g_idx applies to the gptq layout only")
+                    want = (e, n, k // 2 if bits == 4 else k)
+                    if w.dtype != torch.uint8 or tuple(w.shape) != want:
+                        raise ValueError(f"{name}: {s.quant} kernel-layout weights must be uint8 {list(want)}, "
+                                         f"got {w.dtype} {_shape(w)}")
+                    iw = quant_int.from_kernel(w, sc, z, bits)
+                elif layout == "awq":
+                    if bits != 4:
+                        raise ValueError("AWQ checkpoints are 4-bit only")
+                    if gi is not None:
+                        raise ValueError(f"{name}_g_idx applies to the gptq layout only")
+                    if tuple(w.shape) != (e, k, n // 8) or w.dtype != torch.int32:
+                        raise ValueError(f"{name}: AWQ qweight must be int32 [E, K, N/8] = {[e, k, n // 8]}, "
+                                         f"got {w.dtype} {_shape(w)}")
+                    iw = quant_int.from_awq(w, z, sc)
+                else:
+                    per = 32 // bits
+                    if tuple(w.shape) != (e, k // per, n) or w.dtype != torch.int32:
+                        raise ValueError(f"{name}: GPTQ qweight must be int32 [E, K*{bits}/32, N] = {[e, k // per, n]}, "
+                                         f"got {w.dtype} {_shape(w)}")
+                    iw = quant_int.from_gptq(w, z, sc, bits, g_idx=gi, zeros_minus_one=self.gptq_zeros_minus_one)
+            except ValueError as exc:
+                raise RunnerInputError(f"{name} ({s.quant}, {layout} layout): {exc}") from None
+            if tuple(iw.q.shape) != (e, n, k):
+                raise RunnerInputError(f"{name}: {s.quant} weights unpack to {_shape(iw.q)}, expected [{e}, {n}, {k}]")
+            kq, ks, kz = quant_int.to_kernel(iw)
+            parts.append((kq, ks, kz, iw.group_size))
+        (q13, sc13, zz13, gs13), (q2, sc2, zz2, gs2) = parts
+        return TritonMoeWeights(q13, q2, sc13, sc2, zz13, zz2, gs13, gs2)
+
+    @staticmethod
+    def _detect_layout(name: str, w: torch.Tensor, bits: int, n: int, k: int) -> str:
+        e = w.shape[0] if w.dim() else 0
+        if w.dtype == torch.uint8:
+            return "kernel"
+        if w.dtype == torch.int32 and w.dim() == 3:
+            if bits == 4 and tuple(w.shape) == (e, k, n // 8) and n % 8 == 0:
+                return "awq"
+            if tuple(w.shape) == (e, k * bits // 32, n):
+                return "gptq"
+        raise RunnerInputError(f"{name}: cannot tell the int{bits} layout of a {w.dtype} {_shape(w)} tensor: kernel "
+                               f"layout is uint8 [E, {n}, {k // 2 if bits == 4 else k}], AWQ int32 [E, {k}, {n // 8}], "
+                               f"GPTQ int32 [E, {k * bits // 32}, {n}] (int_layout= chooses one)")
+
+    def _warm(self, weights: TritonMoeWeights) -> None:
+        """Run one forward at each of :meth:`warm_token_counts` (compiles every variant; module doc)."""
+        import time
+
+        s = self.spec
+        t0 = time.perf_counter()
+        gen = torch.Generator(device=self.device).manual_seed(0)
+        dt = torch.float16 if s.quant == "fp16" else torch.bfloat16
+        for t in self.warm_token_counts():
+            x = torch.randn(t, s.hidden_size, generator=gen, device=self.device).to(dt)
+            ids = torch.randint(-1, s.num_experts, (t, s.top_k), generator=gen, device=self.device, dtype=torch.int32)
+            tw = torch.rand(t, s.top_k, generator=gen, device=self.device)
+            self.forward(x, ids, tw, weights)
+        torch.cuda.synchronize(self.device)
+        self.compile_s = time.perf_counter() - t0
+
+    # --- forward -------------------------------------------------------------------------------------
+
+    def forward(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                weights: TritonMoeWeights) -> torch.Tensor:
+        """``hidden_states [T, H]`` (bf16/fp16/fp32/fp64), ``topk_ids [T, K]`` int32/int64 global ids,
+        ``topk_weights [T, K]`` float32 -> ``[T, H]`` in ``hidden_states.dtype``: the sum over this rank's
+        experts of routing weight x expert output (module doc). Raises :class:`RunnerInputError` on a
+        shape, dtype or device the kernels cannot take."""
+        s = self.spec
+        if hidden_states.dim() != 2 or hidden_states.shape[1] != s.hidden_size:
+            raise RunnerInputError(f"hidden_states must be [T, H={s.hidden_size}], got {_shape(hidden_states)}")
+        t = hidden_states.shape[0]
+        if tuple(topk_ids.shape) != (t, s.top_k) or tuple(topk_weights.shape) != (t, s.top_k):
+            raise RunnerInputError(f"topk_ids and topk_weights must be [T={t}, K={s.top_k}], got "
+                                   f"{_shape(topk_ids)} and {_shape(topk_weights)}")
+        if topk_ids.dtype not in (torch.int32, torch.int64):
+            raise RunnerInputError(f"topk_ids must be int32 or int64, got {topk_ids.dtype}")
+        if hidden_states.device.type != self.device.type:
+            raise RunnerInputError(f"hidden_states is on {hidden_states.device}; this core runs on {self.device}")
+        if t == 0:
+            return hidden_states.new_empty(0, s.hidden_size)
+        if self.device.type == "cuda" and hidden_states.device.index != torch.cuda.current_device():
+            with torch.cuda.device(hidden_states.device):
+                return self._forward(hidden_states, topk_ids, topk_weights, weights)
+        return self._forward(hidden_states, topk_ids, topk_weights, weights)
+
+    def _forward(self, hidden_states, topk_ids, topk_weights, w: TritonMoeWeights) -> torch.Tensor:
+        cfg = self.config_for(topk_ids.shape[0])
+        p = ForwardPass(self, w, hidden_states, topk_ids, topk_weights, cfg["BLOCK_M"])
+        p.gemm1(cfg["gemm1"])
+        p.gemm2(cfg["gemm2"])
+        return p.combine()
+
+
+class ForwardPass:
+    """The buffers and launches of one forward of ``core`` (used by :meth:`TritonMoeCore.forward` and by
+    ``benchmarks/tune_triton_moe.py``, which times each step with several configurations).
+
+    Construction casts/quantizes the hidden states (FP8: per-token amax, or per-token-group e4m3 for
+    fp8_block), allocates every buffer from ``T`` alone and sorts the slots with ``block_m``; then
+    :meth:`gemm1`, :meth:`gemm2` (each with a GEMM config; ``warmup=True`` compiles without running) and
+    :meth:`combine` (returns ``[T, H]`` in the input dtype). :meth:`sort` re-runs the sort (timing)."""
+
+    def __init__(self, core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torch.Tensor,
+                 topk_ids: torch.Tensor, topk_weights: torch.Tensor, block_m: int):
+        s = core.spec
+        self.core, self.w, self.block_m = core, w, block_m
+        dev = hidden_states.device
+        t, k = topk_ids.shape
+        q = s.quant
+        if q in _DTYPE16:
+            act_dtype = _DTYPE16[q]
+        else:
+            act_dtype = hidden_states.dtype if hidden_states.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+        self.out_dtype = hidden_states.dtype
+        self.x = hidden_states.to(act_dtype).contiguous()
+        self.ids = topk_ids.contiguous()
+        self.tw = topk_weights.to(torch.float32).contiguous()
+        self.x_scale = self.act_scale = None
+        rows, _ = K.max_padded_rows(t * k, s.num_local_experts, block_m)
+        self.a_mode = 0
+        bits = INT_BITS.get(q, 0)
+        self.zero_default = (1 << (bits - 1)) if bits else 0
+        if core.w_mode in (1, 2):
+            if core.act_quant == "token":
+                self.a_mode = 1
+                self.x_scale = torch.linalg.vector_norm(self.x, float("inf"), dim=1, dtype=torch.float32)
+                self.act_scale = torch.empty(rows, dtype=torch.float32, device=dev)
+            else:
+                self.a_mode = 2
+                self.x_scale = torch.linalg.vector_norm(self.x, float("inf"), dtype=torch.float32).reshape(1)
+                self.act_scale = torch.empty(1, dtype=torch.float32, device=dev)
+            self.act = torch.empty(rows, s.intermediate_size, dtype=act_dtype, device=dev)
+            self.groups = (0, 0, 1)
+        elif core.w_mode == 3:
+            bn, bk = core.block_shape
+            self.a_mode = 3
+            self.x, self.x_scale = K.group_quant(self.x, bk)
+            self.act = torch.empty(rows, s.intermediate_size, dtype=torch.float8_e4m3fn, device=dev)
+            self.act_scale = torch.empty(rows, -(-s.intermediate_size // bk), dtype=torch.float32, device=dev)
+            self.groups = (bk, bk, bn)
+        else:
+            self.act = torch.empty(rows, s.intermediate_size, dtype=act_dtype, device=dev)
+            self.groups = (w.g13, w.g2, 1)
+        self.align = K.moe_align(self.ids, s.num_local_experts, s.expert_offset, block_m,
+                                 amax=self.act_scale if self.a_mode in (1, 2) else None)
+        self.y = torch.empty(t * k, s.hidden_size, dtype=act_dtype, device=dev)
+
+    def sort(self) -> None:
+        s = self.core.spec
+        K.moe_align(self.ids, s.num_local_experts, s.expert_offset, self.block_m,
+                    amax=self.act_scale if self.a_mode in (1, 2) else None)
+
+    def _fit(self, config: dict, group: int) -> dict:
+        """Int formats: ``BLOCK_K`` at most the largest power of two dividing the group size (>= 16), so a
+        K tile lies in one group (one scale per column; the kernel's per-element path otherwise)."""
+        if self.core.w_mode not in (4, 5) or not group or group % config["BLOCK_K"] == 0:
+            return config
+        bk = group & -group
+        return {**config, "BLOCK_K": bk} if bk >= 16 else config
+
+    def gemm1(self, config: dict, warmup: bool = False):
+        s, w = self.core.spec, self.w
+        config = self._fit(config, self.groups[0])
+        return K.moe_gemm(self.x, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
+                          by_slot=False, activation=s.activation, gated=s.gated,
+                          weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,
+                          a_scale_mode=self.a_mode, c_amax=self.act_scale, c_amax_mode=self.a_mode,
+                          w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
+                          group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
+                          config=config, warmup=warmup)
+
+    def gemm2(self, config: dict, warmup: bool = False):
+        s, w = self.core.spec, self.w
+        config = self._fit(config, self.groups[1])
+        return K.moe_gemm(self.act, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
+                          by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
+                          a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
+                          b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
+                          group_n=self.groups[2], config=config, warmup=warmup)
+
+    def combine(self) -> torch.Tensor:
+        s = self.core.spec
+        out = torch.empty(self.ids.shape[0], s.hidden_size, dtype=self.out_dtype, device=self.x.device)
+        return K.topk_sum(self.y, self.ids, out, s.num_local_experts, s.expert_offset)
+
+
+def register(registry) -> None:
+    """Register the triton core for standard (token-major) dispatch from a2a ``none`` and ``torch``
+    (both give rows of tokens with global ``topk_ids``; ids of other ranks' experts and -1 are skipped)."""
+    registry.register_core("triton", "none", TritonMoeCore)
+    registry.register_core("triton", "torch", TritonMoeCore)

@@ -1,0 +1,912 @@
+"""Triton kernels of the ``triton`` runner's fused MoE layer, their launch wrappers and tile configurations.
+
+The design is the standard fused-MoE one (the design SGLang's and vLLM's Triton runners use, written
+here from that published design): sort the (token, expert) pairs by expert into blocks of ``BLOCK_M``
+rows, then two grouped GEMMs that walk those blocks. For one rank with ``E`` local experts, ``T``
+tokens, top-k ``K``, hidden size ``H`` and intermediate size ``I`` (``S = T*K`` routing *slots*, slot
+``s = t*K + k``):
+
+1. :func:`moe_align`: the slots of this rank's experts sorted by local expert, each expert's run padded
+   to a multiple of ``BLOCK_M`` with the sentinel ``S``. Outputs ``sorted_slots [R]`` int32 (R = the
+   *static* maximum ``max_blocks * BLOCK_M``, :func:`max_padded_rows`), ``block_expert [max_blocks]``
+   int32 (local expert of each block, -1 past the end) and ``num_rows [1]`` int32 (padded rows in use).
+   Slots of other ranks' experts and ids of -1 are left out. All on the device: no host
+   synchronisation, every buffer sized from ``T`` alone, so a forward can be captured in a CUDA graph.
+   One single-CTA kernel when ``S <= SINGLE_CTA_MAX_SLOTS``, else three kernels (count with atomics,
+   offsets, scatter) after a memset.
+2. :func:`moe_gemm` (first GEMM): ``act[r] = act_fn(x[token(r)] @ w13[e].T)`` for every sorted row ``r``
+   of block expert ``e``; the operand rows are gathered inside the kernel by ``token = slot // K``;
+   gated activations compute the gate and the up tile together (two accumulators) and apply
+   silu / gelu (erf) / swiglu_oai in the epilogue; relu2 is ``relu(h)**2`` on ``N = I`` rows.
+   Output ``act [R, I]`` (16-bit).
+3. :func:`moe_gemm` (second GEMM): ``y[slot] = weight[slot] * (act[r] @ w2[e].T)``, rows written per slot,
+   ``y [S, H]`` (16-bit). With ``apply_router_weight_on_input`` the weight multiplies the first GEMM's
+   accumulator instead (before the activation: the same as scaling the input; llama4-style routing).
+4. :func:`topk_sum`: ``out[t] = sum_k y[t*K + k]`` over this rank's slots, in float32, stored in the
+   output dtype. Slots of other ranks are never read (so ``y`` needs no zeroing).
+
+Weight formats (``W_MODE`` of the GEMM kernel) and how activations are treated:
+
+- ``bf16``/``fp16``: 16-bit operands, float32 accumulation.
+FP8 activation quantization: multiplier ``448 / amax`` and scale ``amax / 448`` with IEEE division
+(``div_rn``: the result does not depend on the GPU's approximate division), values clamped to +-448 and
+rounded to nearest even.
+
+- ``fp8_tensor`` / ``fp8_channel``: e4m3 weights, scale ``[E]`` / ``[E, N]`` (``w = q * scale``); the
+  activations are quantized to e4m3 *inside the GEMMs* from a per-row (per-token) amax, multiplier
+  ``448 / amax``: the first GEMM's per-token amax is computed before it (one reduction), the second's
+  by the first GEMM's epilogue (``atomic_max`` per row). ``act_quant="tensor"`` uses one amax for all
+  rows instead (per-tensor dynamic quantization).
+- ``fp8_block``: e4m3 weights with one scale per ``[bn, bk]`` block, ``scale [E, ceil(N/bn),
+  ceil(K/bk)]``; activations quantized per token and per group of ``bk`` columns: the hidden states by
+  :func:`group_quant` (one small kernel), the intermediate by the first GEMM's epilogue (its ``BLOCK_N``
+  a multiple of ``bk``), so both GEMMs read e4m3 operands with ``BLOCK_K = bk`` (one scale per row and
+  K tile).
+- ``int4_w4a16`` / ``int8_w8a16``: weight-only integer codes (layouts in :mod:`moe_select.quant_int`,
+  "kernel" layout), ``w = (q - z) * s`` per group of ``group_size`` input columns, dequantized to the
+  activation dtype inside the GEMM.
+
+Token counts never recompile a kernel: ``T`` and every size derived from it are runtime arguments that
+Triton does not specialise (``do_not_specialize``), and the number of programs comes from the static
+maximum (programs past the device-side block count exit at once). The tile configuration is chosen per
+token *bucket* (:data:`TOKEN_BUCKETS`), so a layer compiles at most one GEMM variant per bucket.
+
+With ``TRITON_INTERPRET=1`` set before triton is imported, every kernel runs on CPU tensors through
+Triton's interpreter (numpy): that is how the tests check the kernels without a GPU. Slow: tests only.
+
+Sources (designs and formats, not code): the fused-MoE design (sorted, block-padded slot ids; grouped
+GEMM with the row gather inside it; routing weight in the epilogue) as vLLM publishes it in
+vllm-project/vllm@13cb3e44373beb1c8b9d2c017f565af6f7a1b601:vllm/model_executor/layers/fused_moe/fused_moe.py
+(``fused_moe_kernel``, ``moe_align_block_size``; SGLang's ``fused_moe_triton`` follows the same design);
+block FP8 with 1x128 activation groups and 128x128 weight blocks: DeepSeek-V3 technical report
+(arXiv:2412.19437, section 3.3.2, fine-grained quantization); e4m3 (max 448, no infinities): OCP 8-bit
+Floating Point Specification (OFP8) v1.0; the int layouts: :mod:`moe_select.quant_int`.
+
+Tile configurations: :func:`get_config` reads JSON files from ``backends/triton_configs/`` (format in
+:func:`load_config_file` and that folder's README) written by ``benchmarks/tune_triton_moe.py``, and
+falls back to :func:`default_config` for shapes, formats or devices not tuned.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+FP8_MAX = 448.0
+#: gpt-oss clamped SwiGLU: alpha (openai/gpt-oss reference model); the limit comes from the layer (default 7.0)
+SWIGLU_ALPHA = 1.702
+ACTIVATIONS = {"silu": 1, "gelu": 2, "relu2": 3, "swiglu_oai": 4}
+#: W_MODE of the GEMM kernel per weight format
+W_MODES = {"bf16": 0, "fp16": 0, "fp8_tensor": 1, "fp8_channel": 2, "fp8_block": 3, "int4_w4a16": 4, "int8_w8a16": 5}
+FORMATS = tuple(W_MODES)
+#: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset.
+SINGLE_CTA_MAX_SLOTS = 4096
+#: Token buckets of the tile configurations: a token count uses the bucket nearest in log scale.
+TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+CONFIG_DIR = Path(__file__).resolve().parent / "triton_configs"
+CONFIG_FORMAT_VERSION = 1
+
+
+
+def interpreting() -> bool:
+    """True when Triton's interpreter is on (``TRITON_INTERPRET=1`` when triton was imported): kernels
+    then run on CPU tensors (numpy), slowly. Tests only."""
+    return bool(triton.knobs.runtime.interpret) if hasattr(triton, "knobs") else os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _fix_interpreter() -> None:
+    """Work around two numeric bugs of Triton 3.6's interpreter (``triton/runtime/interpreter.py``), applied
+    only when the interpreter is on (tests):
+
+    - bf16 values are kept as their uint16 bits and ``create_dot`` widens only 8-bit floats, so a bf16
+      ``tl.dot`` multiplies raw bits. bf16 operands are widened to float32 first: exact (the product of
+      two bf16 values is exact in float32; the tensor cores accumulate in float32 too).
+    - ``_convert_float`` narrows (float32 to bf16 or FP8) by truncating the mantissa and adding the
+      cut-off bit without a carry into the exponent (7.99 -> 4.0 in e4m3, 1.999 -> 1.0 in bf16).
+      Narrowing to bf16 and FP8 goes through torch's conversion instead (round to nearest even, as the
+      GPU's ``cvt.rn``; the kernels clamp to +-448 before FP8, so saturation never matters)."""
+    from triton.runtime import interpreter as ip
+
+    if getattr(ip.InterpreterBuilder, "_moe_select_fixed", False):
+        return
+    import numpy as np
+
+    orig_dot = ip.InterpreterBuilder.create_dot
+    orig_fp = ip.InterpreterBuilder.create_fp_to_fp
+    fp8 = {tl.float8e4nv: torch.float8_e4m3fn, tl.float8e5: torch.float8_e5m2}
+
+    def widen(t):
+        if t.dtype.scalar != tl.bfloat16:
+            return t
+        return ip.TensorHandle(ip._convert_float(t.data, tl.bfloat16, tl.float32, None).view(np.float32), tl.float32)
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return orig_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        dst = fp8.get(dst_type.scalar)
+        if dst is None or src.dtype.scalar not in (tl.float32, tl.float16, tl.bfloat16):
+            return orig_fp(self, src, dst_type, rounding_mode)
+        f32 = widen(src).data.astype(np.float32)
+        data = torch.from_numpy(np.ascontiguousarray(f32)).to(dst).view(torch.uint8).numpy().reshape(f32.shape)
+        return ip.TensorHandle(data, dst_type.scalar)
+
+    orig_cast = ip.InterpreterBuilder.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if dst_type.scalar != tl.bfloat16 or src.dtype.scalar not in (tl.float32, tl.float16):
+            return orig_cast(self, src, dst_type)
+        f32 = src.data.astype(np.float32)
+        data = torch.from_numpy(np.ascontiguousarray(f32)).to(torch.bfloat16).view(torch.int16).numpy()
+        return ip.TensorHandle(data.view(np.uint16).reshape(f32.shape), tl.bfloat16)
+
+    ip.InterpreterBuilder.cast_impl = cast_impl
+    ip.InterpreterBuilder.create_dot = create_dot
+    ip.InterpreterBuilder.create_fp_to_fp = create_fp_to_fp
+    ip.InterpreterBuilder._moe_select_fixed = True
+
+
+class _Kernel:
+    """A ``triton.jit`` kernel (an interpreted one under ``TRITON_INTERPRET=1``) with a launcher.
+
+    ``launch(grid, device, *args, **kwargs)``; ``warmup=True`` compiles without running (no-op in the
+    interpreter). ``compiled_variants()`` counts the compiled specialisations (Triton's JIT cache)."""
+
+    def __init__(self, fn, **jit_kwargs):
+        self.fn = fn
+        self.jit = triton.jit(fn, **jit_kwargs)
+        functools.update_wrapper(self, fn)
+
+    def launch(self, grid, device: torch.device, *args, warmup: bool = False, **kwargs):
+        if warmup:
+            return None if device.type == "cpu" else self.jit.warmup(*args, grid=grid, **kwargs)
+        return self.jit[grid](*args, **kwargs)
+
+    def compiled_variants(self) -> int:
+        """Number of compiled specialisations of this kernel over all devices (0 before the first launch)."""
+        caches = getattr(self.jit, "device_caches", None)
+        return 0 if caches is None else sum(len(c[0]) for c in caches.values())
+
+
+def _kernel(**jit_kwargs):
+    return lambda fn: _Kernel(fn, **jit_kwargs)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. sort (align) kernels
+# ------------------------------------------------------------------------------------------------
+
+def _align_single_kernel(ids_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, scratch_ptr, rank_ptr, amax_ptr,
+                         num_slots, max_rows, max_blocks, amax_rows, expert_offset, num_local,
+                         BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_S: tl.constexpr,
+                         BLOCK_B: tl.constexpr, HAS_AMAX: tl.constexpr):
+    """One CTA: counts (atomics give each slot its rank in its expert), padded offsets, block experts,
+    scatter. ``scratch [2*BLOCK_E]`` int32: counts, then start rows. Also fills the sentinel rows and
+    zeroes ``amax[:amax_rows]`` (HAS_AMAX)."""
+    offs_e = tl.arange(0, BLOCK_E)
+    tl.store(scratch_ptr + offs_e, tl.zeros([BLOCK_E], dtype=tl.int32))
+    for r0 in range(0, max_rows, BLOCK_S):
+        r = r0 + tl.arange(0, BLOCK_S)
+        tl.store(sorted_ptr + r, tl.zeros([BLOCK_S], dtype=tl.int32) + num_slots, mask=r < max_rows)
+    if HAS_AMAX:
+        for r0 in range(0, amax_rows, BLOCK_S):
+            r = r0 + tl.arange(0, BLOCK_S)
+            tl.store(amax_ptr + r, tl.zeros([BLOCK_S], dtype=tl.float32), mask=r < amax_rows)
+    tl.debug_barrier()
+    for s0 in range(0, num_slots, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        in_range = s < num_slots
+        e = tl.load(ids_ptr + s, mask=in_range, other=-1).to(tl.int32) - expert_offset
+        valid = in_range & (e >= 0) & (e < num_local)
+        e = tl.where(valid, e, 0)
+        rank = tl.atomic_add(scratch_ptr + e, tl.full([BLOCK_S], 1, tl.int32), mask=valid)
+        tl.store(rank_ptr + s, rank, mask=valid)
+    tl.debug_barrier()
+    cnt = tl.load(scratch_ptr + offs_e, mask=offs_e < num_local, other=0, volatile=True)
+    padded = (cnt + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, 0)
+    total = tl.sum(padded, 0)
+    tl.store(scratch_ptr + BLOCK_E + offs_e, ends - padded)
+    tl.store(num_rows_ptr, total)
+    for b0 in range(0, max_blocks, BLOCK_B):
+        b = b0 + tl.arange(0, BLOCK_B)
+        row = b * BLOCK_M
+        ex = tl.sum((ends[None, :] <= row[:, None]).to(tl.int32), 1)
+        tl.store(block_expert_ptr + b, tl.where(row < total, ex, -1), mask=b < max_blocks)
+    tl.debug_barrier()
+    for s0 in range(0, num_slots, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        in_range = s < num_slots
+        e = tl.load(ids_ptr + s, mask=in_range, other=-1).to(tl.int32) - expert_offset
+        valid = in_range & (e >= 0) & (e < num_local)
+        e = tl.where(valid, e, 0)
+        rank = tl.load(rank_ptr + s, mask=valid, other=0)
+        start = tl.load(scratch_ptr + BLOCK_E + e, mask=valid, other=0, volatile=True)
+        tl.store(sorted_ptr + start + rank, s, mask=valid)
+
+
+def _align_count_kernel(ids_ptr, sorted_ptr, counts_ptr, rank_ptr, amax_ptr,
+                        num_slots, max_rows, rows_per_prog, amax_rows, amax_per_prog, expert_offset, num_local,
+                        BLOCK_S: tl.constexpr, HAS_AMAX: tl.constexpr):
+    """Multi-CTA sort, step 1: each slot's rank in its expert (atomics on ``counts``, zeroed before);
+    each program also fills its share of the sentinel rows and of the amax rows to zero."""
+    pid = tl.program_id(0)
+    s = pid * BLOCK_S + tl.arange(0, BLOCK_S)
+    in_range = s < num_slots
+    e = tl.load(ids_ptr + s, mask=in_range, other=-1).to(tl.int32) - expert_offset
+    valid = in_range & (e >= 0) & (e < num_local)
+    e = tl.where(valid, e, 0)
+    rank = tl.atomic_add(counts_ptr + e, tl.full([BLOCK_S], 1, tl.int32), mask=valid)
+    tl.store(rank_ptr + s, rank, mask=valid)
+    r_start = pid * rows_per_prog
+    for r0 in range(r_start, r_start + rows_per_prog, BLOCK_S):
+        r = r0 + tl.arange(0, BLOCK_S)
+        tl.store(sorted_ptr + r, tl.zeros([BLOCK_S], dtype=tl.int32) + num_slots,
+                 mask=(r < max_rows) & (r < r_start + rows_per_prog))
+    if HAS_AMAX:
+        a_start = pid * amax_per_prog
+        for r0 in range(a_start, a_start + amax_per_prog, BLOCK_S):
+            r = r0 + tl.arange(0, BLOCK_S)
+            tl.store(amax_ptr + r, tl.zeros([BLOCK_S], dtype=tl.float32),
+                     mask=(r < amax_rows) & (r < a_start + amax_per_prog))
+
+
+def _align_offsets_kernel(counts_ptr, block_expert_ptr, num_rows_ptr, max_blocks, num_local,
+                          BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_B: tl.constexpr):
+    """Multi-CTA sort, step 2: padded start rows (``counts[BLOCK_E:]``, program 0), rows in use, and the
+    expert of each block."""
+    pid = tl.program_id(0)
+    offs_e = tl.arange(0, BLOCK_E)
+    cnt = tl.load(counts_ptr + offs_e, mask=offs_e < num_local, other=0)
+    padded = (cnt + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, 0)
+    total = tl.sum(padded, 0)
+    if pid == 0:
+        tl.store(counts_ptr + BLOCK_E + offs_e, ends - padded)
+        tl.store(num_rows_ptr, total)
+    b = pid * BLOCK_B + tl.arange(0, BLOCK_B)
+    row = b * BLOCK_M
+    ex = tl.sum((ends[None, :] <= row[:, None]).to(tl.int32), 1)
+    tl.store(block_expert_ptr + b, tl.where(row < total, ex, -1), mask=b < max_blocks)
+
+
+def _align_scatter_kernel(ids_ptr, sorted_ptr, counts_ptr, rank_ptr, num_slots, expert_offset, num_local,
+                          BLOCK_S: tl.constexpr, BLOCK_E: tl.constexpr):
+    """Multi-CTA sort, step 3: ``sorted[start[e] + rank[s]] = s``."""
+    pid = tl.program_id(0)
+    s = pid * BLOCK_S + tl.arange(0, BLOCK_S)
+    in_range = s < num_slots
+    e = tl.load(ids_ptr + s, mask=in_range, other=-1).to(tl.int32) - expert_offset
+    valid = in_range & (e >= 0) & (e < num_local)
+    e = tl.where(valid, e, 0)
+    rank = tl.load(rank_ptr + s, mask=valid, other=0)
+    start = tl.load(counts_ptr + BLOCK_E + e, mask=valid, other=0)
+    tl.store(sorted_ptr + start + rank, s, mask=valid)
+
+
+_SIZES = ("num_slots", "max_rows", "max_blocks", "amax_rows", "rows_per_prog", "amax_per_prog")
+align_single = _kernel(do_not_specialize=[n for n in _SIZES if n not in ("rows_per_prog", "amax_per_prog")])(_align_single_kernel)
+align_count = _kernel(do_not_specialize=["num_slots", "max_rows", "rows_per_prog", "amax_rows", "amax_per_prog"])(_align_count_kernel)
+align_offsets = _kernel(do_not_specialize=["max_blocks"])(_align_offsets_kernel)
+align_scatter = _kernel(do_not_specialize=["num_slots"])(_align_scatter_kernel)
+
+
+def max_padded_rows(num_slots: int, num_local: int, block_m: int) -> tuple[int, int]:
+    """Static bound of the sorted buffer: (rows ``R = max_blocks * block_m``, ``max_blocks``).
+
+    At most ``min(S, E)`` experts are non-empty and each pads by at most ``block_m - 1`` rows, so
+    ``S + min(S, E) * (block_m - 1)`` rows suffice (``S + E * (block_m - 1)`` bounds it for any S)."""
+    rows = num_slots + min(num_slots, num_local) * (block_m - 1)
+    blocks = max(1, -(-rows // block_m))
+    return blocks * block_m, blocks
+
+
+class Alignment:
+    """Device buffers of one sort: ``sorted_slots [R]`` int32 (sentinel ``S``), ``block_expert
+    [max_blocks]`` int32 (-1 past the end), ``num_rows [1]`` int32; ``rows``/``max_blocks`` static."""
+
+    __slots__ = ("sorted_slots", "block_expert", "num_rows", "rows", "max_blocks", "block_m", "num_slots")
+
+    def __init__(self, sorted_slots, block_expert, num_rows, rows, max_blocks, block_m, num_slots):
+        self.sorted_slots, self.block_expert, self.num_rows = sorted_slots, block_expert, num_rows
+        self.rows, self.max_blocks, self.block_m, self.num_slots = rows, max_blocks, block_m, num_slots
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_m: int, *,
+              amax: torch.Tensor | None = None, single_cta_max_slots: int | None = None) -> Alignment:
+    """Sort the slots of ``topk_ids [T, K]`` (int32/int64, contiguous, global ids) by local expert
+    ``id - expert_offset`` in ``[0, num_local)`` into blocks of ``block_m`` rows (module doc, step 1).
+
+    ``amax``: a float32 buffer to zero on the way (``amax_rows = amax.numel()``), for the first GEMM's
+    per-row activation amax. ``single_cta_max_slots`` overrides :data:`SINGLE_CTA_MAX_SLOTS` (tests).
+    No host synchronisation. Returns :class:`Alignment`."""
+    dev = topk_ids.device
+    s = topk_ids.numel()
+    rows, max_blocks = max_padded_rows(s, num_local, block_m)
+    sorted_slots = torch.empty(rows, dtype=torch.int32, device=dev)
+    block_expert = torch.empty(max_blocks, dtype=torch.int32, device=dev)
+    num_rows = torch.empty(1, dtype=torch.int32, device=dev)
+    rank = torch.empty(max(s, 1), dtype=torch.int32, device=dev)
+    block_e = max(16, _pow2(num_local))
+    block_b = max(16, 2048 // block_e)
+    has_amax = amax is not None
+    amax_arg = amax if has_amax else num_rows
+    amax_rows = amax.numel() if has_amax else 0
+    limit = SINGLE_CTA_MAX_SLOTS if single_cta_max_slots is None else single_cta_max_slots
+    if s <= limit:
+        scratch = torch.empty(2 * block_e, dtype=torch.int32, device=dev)
+        align_single.launch((1,), dev, topk_ids, sorted_slots, block_expert, num_rows, scratch, rank, amax_arg,
+                            s, rows, max_blocks, amax_rows, expert_offset, num_local,
+                            BLOCK_M=block_m, BLOCK_E=block_e, BLOCK_S=256, BLOCK_B=block_b, HAS_AMAX=has_amax,
+                            num_warps=4)
+    else:
+        block_s = 1024
+        counts = torch.zeros(2 * block_e, dtype=torch.int32, device=dev)
+        nprog = -(-s // block_s)
+        align_count.launch((nprog,), dev, topk_ids, sorted_slots, counts, rank, amax_arg,
+                           s, rows, -(-rows // nprog), amax_rows, -(-max(amax_rows, 1) // nprog), expert_offset, num_local,
+                           BLOCK_S=block_s, HAS_AMAX=has_amax, num_warps=4)
+        align_offsets.launch((-(-max_blocks // block_b),), dev, counts, block_expert, num_rows, max_blocks, num_local,
+                             BLOCK_M=block_m, BLOCK_E=block_e, BLOCK_B=block_b, num_warps=4)
+        align_scatter.launch((nprog,), dev, topk_ids, sorted_slots, counts, rank, s, expert_offset, num_local,
+                             BLOCK_S=block_s, BLOCK_E=block_e, num_warps=4)
+    return Alignment(sorted_slots, block_expert, num_rows, rows, max_blocks, block_m, s)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2./3. the grouped GEMM (both GEMMs of the layer)
+# ------------------------------------------------------------------------------------------------
+
+def _moe_gemm_kernel(
+        a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, c_amax_ptr, weight_ptr,
+        sorted_ptr, block_expert_ptr, num_rows_ptr,
+        num_slots, top_k, N, K, n_up,
+        stride_am, stride_be, stride_bn, stride_bk, stride_cm,
+        stride_se, stride_sn, stride_sk, stride_asm, stride_csm,
+        group_k, group_n, swiglu_limit,
+        A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr,
+        MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
+        HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
+
+    Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
+    sorted row; C row = slot (C_BY_SLOT) or the sorted row. ``B [E, rows, K]`` (int4: ``K/2`` bytes per
+    row); GATED reads the up rows at ``n_up + n`` and keeps two accumulators. W_MODE: 0 16-bit, 1 fp8
+    per-expert scale, 2 fp8 per-row scale, 3 fp8 block scales (``[group_n, group_k]`` blocks, BLOCK_K ==
+    group_k), 4 int4, 5 int8 (groups of ``group_k`` along K, zero points; GROUP_TILE: ``BLOCK_K`` divides
+    ``group_k``, so one scale per column and K tile, else one per element). A_SCALE: 1 A quantized in the
+    kernel from a per-row amax at ``a_amax[A row]``, 2 from one amax ``a_amax[0]`` (W_MODE 1, 2); 3 A is
+    e4m3 already with one scale per row and K tile at ``a_amax[A row * stride_asm + k tile]`` (W_MODE 3).
+    C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
+    stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
+    stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
+    4 swiglu_oai."""
+    pid = tl.program_id(0)
+    num_rows = tl.load(num_rows_ptr)
+    num_pid_m = tl.cdiv(num_rows, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    if pid >= num_pid_m * num_pid_n:
+        return
+    in_group = GROUP_M * num_pid_n
+    first_m = (pid // in_group) * GROUP_M
+    size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % size_m
+    pid_n = (pid % in_group) // size_m
+
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slot = tl.load(sorted_ptr + offs_r)
+    row_ok = slot < num_slots
+    slot = tl.where(row_ok, slot, 0)
+    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    if A_GATHER:
+        a_row = (slot // top_k).to(tl.int64)
+    else:
+        a_row = offs_r.to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    offs_n = tl.where(n_ok, offs_n, 0)
+    offs_k = tl.arange(0, BLOCK_K)
+
+    a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :]
+    b_base = b_ptr + expert * stride_be
+    if W_MODE == 4:
+        b_ptrs = b_base + (offs_k[:, None] // 2) * stride_bk + offs_n[None, :] * stride_bn
+        b_shift = (offs_k[:, None] % 2) * 4
+    else:
+        b_ptrs = b_base + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    if GATED:
+        bu_ptrs = b_ptrs + n_up * stride_bn
+    s_base = b_scale_ptr + expert * stride_se
+
+    if A_SCALE == 1:
+        a_amax = tl.load(a_amax_ptr + a_row, mask=row_ok, other=1.0)
+        a_amax = tl.maximum(a_amax, 1e-12)
+    elif A_SCALE == 2:
+        a_amax = tl.maximum(tl.load(a_amax_ptr) + tl.zeros([BLOCK_M], dtype=tl.float32), 1e-12)
+    if A_SCALE == 1 or A_SCALE == 2:
+        a_mult = tl.math.div_rn(tl.full([BLOCK_M], 448.0, tl.float32), a_amax)
+
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    if GATED:
+        acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for kb in range(0, tl.cdiv(K, BLOCK_K)):
+        k_ok = offs_k < K - kb * BLOCK_K
+        a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        b_mask = k_ok[:, None] & n_ok[None, :]
+        b = tl.load(b_ptrs, mask=b_mask, other=0.0)
+        if GATED:
+            bu = tl.load(bu_ptrs, mask=b_mask, other=0.0)
+        if W_MODE == 0:
+            acc = tl.dot(a, b, acc)
+            if GATED:
+                acc_u = tl.dot(a, bu, acc_u)
+        elif W_MODE == 1 or W_MODE == 2:
+            qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b.dtype)
+            acc = tl.dot(qa, b, acc)
+            if GATED:
+                acc_u = tl.dot(qa, bu, acc_u)
+        elif W_MODE == 3:
+            sa = tl.load(a_amax_ptr + a_row * stride_asm + kb, mask=row_ok, other=0.0)
+            sb = tl.load(s_base + (offs_n // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
+            acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
+            if GATED:
+                sbu = tl.load(s_base + ((offs_n + n_up) // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
+                acc_u += tl.dot(a, bu) * sa[:, None] * sbu[None, :]
+        else:
+            if W_MODE == 4:
+                code = ((b >> b_shift) & 0xF).to(tl.int32)
+            else:
+                code = b.to(tl.int32)
+            z_base = b_zero_ptr + expert * stride_se
+            if GROUP_TILE:      # the K tile lies in one group: one scale (and zero) per column
+                g0 = (kb * BLOCK_K) // group_k
+                sc = tl.load(s_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
+                if HAS_ZERO:
+                    z = tl.load(z_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0).to(tl.int32)[None, :]
+                else:
+                    z = ZERO_DEFAULT
+            else:
+                grp = (kb * BLOCK_K + offs_k) // group_k
+                sc = tl.load(s_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk, mask=b_mask, other=0.0)
+                if HAS_ZERO:
+                    z = tl.load(z_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                mask=b_mask, other=0).to(tl.int32)
+                else:
+                    z = ZERO_DEFAULT
+            acc = tl.dot(a, ((code - z).to(tl.float32) * sc).to(a.dtype), acc)
+            if GATED:
+                if W_MODE == 4:
+                    code_u = ((bu >> b_shift) & 0xF).to(tl.int32)
+                else:
+                    code_u = bu.to(tl.int32)
+                if GROUP_TILE:
+                    scu = tl.load(s_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
+                    if HAS_ZERO:
+                        zu = tl.load(z_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok,
+                                     other=0).to(tl.int32)[None, :]
+                    else:
+                        zu = ZERO_DEFAULT
+                else:
+                    scu = tl.load(s_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                  mask=b_mask, other=0.0)
+                    if HAS_ZERO:
+                        zu = tl.load(z_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                     mask=b_mask, other=0).to(tl.int32)
+                    else:
+                        zu = ZERO_DEFAULT
+                acc_u = tl.dot(a, ((code_u - zu).to(tl.float32) * scu).to(a.dtype), acc_u)
+        a_ptrs += BLOCK_K
+        if W_MODE == 4:
+            b_ptrs += (BLOCK_K // 2) * stride_bk
+            if GATED:
+                bu_ptrs += (BLOCK_K // 2) * stride_bk
+        else:
+            b_ptrs += BLOCK_K * stride_bk
+            if GATED:
+                bu_ptrs += BLOCK_K * stride_bk
+
+    if W_MODE == 1 or W_MODE == 2:
+        sa = a_amax * (1.0 / 448.0)          # the dequantization scale (an ulp here changes no rounding)
+        if W_MODE == 1:
+            sb = tl.load(s_base) + tl.zeros([BLOCK_N], dtype=tl.float32)
+            sbu = sb
+        else:
+            sb = tl.load(s_base + offs_n * stride_sn, mask=n_ok, other=0.0)
+            if GATED:
+                sbu = tl.load(s_base + (offs_n + n_up) * stride_sn, mask=n_ok, other=0.0)
+        acc = acc * sa[:, None] * sb[None, :]
+        if GATED:
+            acc_u = acc_u * sa[:, None] * sbu[None, :]
+    if MUL_WEIGHT:
+        w = tl.load(weight_ptr + slot, mask=row_ok, other=0.0)
+        acc = acc * w[:, None]
+        if GATED:
+            acc_u = acc_u * w[:, None]
+    if ACT == 1:
+        acc = acc / (1.0 + tl.exp(-acc)) * acc_u
+    elif ACT == 2:
+        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476)) * acc_u
+    elif ACT == 3:
+        acc = tl.maximum(acc, 0.0)
+        acc = acc * acc
+    elif ACT == 4:
+        g = tl.minimum(acc, swiglu_limit)
+        u = tl.minimum(tl.maximum(acc_u, -swiglu_limit), swiglu_limit)
+        acc = (u + 1.0) * g / (1.0 + tl.exp(-1.702 * g))
+    c_mask = row_ok[:, None] & n_ok[None, :]
+    if C_AMAX == 1:
+        tl.atomic_max(c_amax_ptr + offs_r, tl.max(tl.where(c_mask, tl.abs(acc), 0.0), 1), mask=row_ok)
+    elif C_AMAX == 2:
+        tl.atomic_max(c_amax_ptr, tl.max(tl.max(tl.where(c_mask, tl.abs(acc), 0.0), 1), 0))
+    if C_BY_SLOT:
+        c_row = slot.to(tl.int64)
+    else:
+        c_row = offs_r.to(tl.int64)
+    if C_AMAX == 3:
+        NG: tl.constexpr = BLOCK_N // Q_GROUP
+        g_abs = tl.reshape(tl.where(c_mask, tl.abs(acc), 0.0), (BLOCK_M, NG, Q_GROUP))
+        g_amax = tl.maximum(tl.max(g_abs, 2), 1e-12)
+        g_mult = tl.math.div_rn(tl.full([BLOCK_M, NG], 448.0, tl.float32), g_amax)
+        q = tl.reshape(acc, (BLOCK_M, NG, Q_GROUP)) * g_mult[:, :, None]
+        acc = tl.reshape(tl.clamp(q, -448.0, 448.0), (BLOCK_M, BLOCK_N))
+        g_idx = pid_n * NG + tl.arange(0, NG)
+        tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :],
+                 tl.math.div_rn(g_amax, tl.full([BLOCK_M, NG], 448.0, tl.float32)),
+                 mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
+    tl.store(c_ptr + c_row[:, None] * stride_cm + offs_n[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+moe_gemm_kernel = _kernel(do_not_specialize=["num_slots"])(_moe_gemm_kernel)
+
+
+def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment, *, top_k: int, n_out: int,
+             gather: bool, by_slot: bool, w_mode: int, activation: str | None = None, gated: bool = False,
+             weight: torch.Tensor | None = None, a_amax: torch.Tensor | None = None, a_scale_mode: int = 0,
+             c_amax: torch.Tensor | None = None, c_amax_mode: int = 0, b_scale: torch.Tensor | None = None,
+             b_zero: torch.Tensor | None = None, zero_default: int = 0, group_k: int = 0, group_n: int = 1,
+             swiglu_limit: float = 7.0, config: dict, warmup: bool = False):
+    """Launch one grouped GEMM over the sorted rows of ``align`` (module doc, steps 2 and 3).
+
+    ``a [rows_a, Ka]`` contiguous (16-bit; fp8 formats: any float dtype, quantized in the kernel);
+    ``b [E, N_b, K]`` contiguous (int4: ``[E, N_b, K/2]`` uint8); ``c [rows_c, n_out]`` contiguous,
+    written in its dtype. ``gated``: the up rows of ``b`` start at ``n_out``. ``weight [S]`` float32:
+    routing weights multiplied into the rows. ``b_scale``: ``[E]`` (W_MODE 1), ``[E, N_b]`` (2),
+    ``[E, ceil(N_b/group_n), ceil(K/group_k)]`` (3), ``[E, N_b, K/group_k]`` (4, 5) float32, with
+    ``b_zero`` uint8 of the same shape or None (``zero_default``). ``config``: ``BLOCK_N``, ``BLOCK_K``,
+    ``GROUP_M``, ``num_warps``, ``num_stages`` (``BLOCK_M`` is ``align.block_m``). fp8_block
+    (``w_mode`` 3): ``a`` is e4m3 with ``a_amax`` = its scales ``[rows_a, ceil(Ka/group_k)]`` float32
+    (``a_scale_mode`` 3); ``c_amax_mode`` 3 stores ``c`` as e4m3 with ``c_amax`` = scales ``[rows_c,
+    ceil(n_out/group_k)]``. Raises ValueError on an fp8_block config whose BLOCK_K is not ``group_k``
+    or (``c_amax_mode`` 3) whose BLOCK_N is not a multiple of it."""
+    dev = a.device
+    k = a.shape[1]
+    bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
+    if w_mode == 3 and bk != group_k:
+        raise ValueError(f"fp8_block needs BLOCK_K == the block's K size ({group_k}), got {bk}")
+    if c_amax_mode == 3 and bn % group_k:
+        raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
+                         f"must be a multiple of {group_k}, got {bn}")
+    grid = (align.max_blocks * triton.cdiv(n_out, bn),)
+    scale = b_scale if b_scale is not None else b
+    if b_scale is not None and b_scale.dim() == 1:
+        strides = (b_scale.stride(0), 0, 0)
+    elif b_scale is not None and b_scale.dim() == 2:
+        strides = (b_scale.stride(0), b_scale.stride(1), 0)
+    elif b_scale is not None:
+        strides = tuple(b_scale.stride())
+    else:
+        strides = (0, 0, 0)
+    dummy = align.num_rows
+    return moe_gemm_kernel.launch(
+        grid, dev, a, b, c, a_amax if a_amax is not None else dummy, scale,
+        b_zero if b_zero is not None else scale, c_amax if c_amax is not None else dummy,
+        weight if weight is not None else dummy, align.sorted_slots, align.block_expert, align.num_rows,
+        align.num_slots, top_k, n_out, k, n_out if gated else 0,
+        a.stride(0), b.stride(0), b.stride(1), b.stride(2), c.stride(0), *strides,
+        a_amax.stride(0) if a_scale_mode == 3 else 0, c_amax.stride(0) if c_amax_mode == 3 else 0,
+        group_k, group_n, float(swiglu_limit),
+        A_GATHER=gather, C_BY_SLOT=by_slot, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
+        MUL_WEIGHT=weight is not None, W_MODE=w_mode, A_SCALE=a_scale_mode, C_AMAX=c_amax_mode,
+        HAS_ZERO=b_zero is not None, ZERO_DEFAULT=zero_default, Q_GROUP=group_k if c_amax_mode == 3 else 1,
+        GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
+        num_warps=config["num_warps"], num_stages=config["num_stages"], warmup=warmup)
+
+
+def _group_quant_kernel(x_ptr, q_ptr, s_ptr, num_rows, K, stride_x, stride_q, stride_s,
+                       GROUP: tl.constexpr, BLOCK_R: tl.constexpr):
+    """``BLOCK_R`` rows x one group of ``GROUP`` columns of ``x`` -> e4m3 ``q`` and one scale per row and
+    group (``amax / 448``; multiplier ``448 / amax``)."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * GROUP + tl.arange(0, GROUP)
+    r_ok = rows < num_rows
+    mask = r_ok[:, None] & (cols < K)[None, :]
+    rows64 = rows.to(tl.int64)
+    x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.abs(x), 1), 1e-12)
+    q = tl.clamp(x * tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), amax)[:, None], -448.0, 448.0)
+    tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), tl.math.div_rn(amax, tl.full([BLOCK_R], 448.0, tl.float32)),
+             mask=r_ok)
+
+
+group_quant_kernel = _kernel(do_not_specialize=["num_rows"])(_group_quant_kernel)
+
+
+def group_quant(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token-group dynamic FP8 quantization: ``x [T, K]`` (any float dtype, contiguous) -> (``q [T, K]``
+    e4m3, ``scale [T, ceil(K/group)]`` float32), ``x ~ q * scale`` group by group, multiplier ``448 /
+    amax`` (the activation quantization of fp8_block checkpoints, DeepSeek-V3's per 1x128 tile)."""
+    t, k = x.shape
+    ng = -(-k // group)
+    q = torch.empty(t, k, dtype=torch.float8_e4m3fn, device=x.device)
+    s = torch.empty(t, ng, dtype=torch.float32, device=x.device)
+    if t:
+        block_r = max(1, min(16, 4096 // group))
+        group_quant_kernel.launch((triton.cdiv(t, block_r), ng), x.device, x, q, s, t, k, x.stride(0), q.stride(0),
+                                  s.stride(0), GROUP=group, BLOCK_R=block_r, num_warps=4)
+    return q, s
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. top-k sum
+# ------------------------------------------------------------------------------------------------
+
+def _topk_sum_kernel(y_ptr, ids_ptr, out_ptr, num_tokens, top_k, H, stride_ym, stride_om, expert_offset, num_local,
+                     BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr):
+    """``out[t, h] = sum_k y[t*top_k + k, h]`` over the slots of this rank's experts (float32)."""
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    t_ok = offs_t < num_tokens
+    h_ok = offs_h < H
+    acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
+    for k in range(0, top_k):
+        slot = offs_t * top_k + k
+        e = tl.load(ids_ptr + slot, mask=t_ok, other=-1).to(tl.int32) - expert_offset
+        ok = t_ok & (e >= 0) & (e < num_local)
+        slot = tl.where(ok, slot, 0).to(tl.int64)
+        y = tl.load(y_ptr + slot[:, None] * stride_ym + offs_h[None, :], mask=ok[:, None] & h_ok[None, :], other=0.0)
+        acc += y.to(tl.float32)
+    tl.store(out_ptr + offs_t.to(tl.int64)[:, None] * stride_om + offs_h[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=t_ok[:, None] & h_ok[None, :])
+
+
+topk_sum_kernel = _kernel(do_not_specialize=["num_tokens"])(_topk_sum_kernel)
+
+
+def topk_sum(y: torch.Tensor, topk_ids: torch.Tensor, out: torch.Tensor, num_local: int, expert_offset: int) -> torch.Tensor:
+    """``out [T, H] = sum_k y[t*K + k]`` for the slots of this rank's experts; ``y [S, H]``,
+    ``topk_ids [T, K]`` contiguous; sums in float32, stored in ``out.dtype``. Returns ``out``."""
+    t, k = topk_ids.shape
+    h = out.shape[1]
+    block_h = min(1024, max(16, _pow2(h)))
+    block_t = max(1, 2048 // block_h)
+    grid = (triton.cdiv(t, block_t), triton.cdiv(h, block_h))
+    topk_sum_kernel.launch(grid, out.device, y, topk_ids, out, t, k, h, y.stride(0), out.stride(0), expert_offset,
+                           num_local, BLOCK_T=block_t, BLOCK_H=block_h, num_warps=4)
+    return out
+
+
+if interpreting():
+    _fix_interpreter()
+
+KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, group_quant_kernel, topk_sum_kernel)
+
+
+def compiled_variants() -> int:
+    """Compiled specialisations of every kernel of this module (Triton's JIT cache), for recompile checks."""
+    return sum(k.compiled_variants() for k in KERNELS)
+
+
+# ------------------------------------------------------------------------------------------------
+# tile configurations
+# ------------------------------------------------------------------------------------------------
+
+def token_bucket(tokens: int, buckets=TOKEN_BUCKETS) -> int:
+    """The bucket nearest to ``tokens`` in log scale (ties to the smaller bucket); ``buckets`` sorted."""
+    t = max(1, int(tokens))
+    lt = math.log(t)
+    return min(buckets, key=lambda b: (abs(math.log(b) - lt), b))
+
+
+#: Shared memory one CTA may use on sm90 (H100/H200): 227 KB. sm80: 163 KB; sm86, sm89, sm120: 99 KB.
+SMEM_SM90 = 227 * 1024
+
+
+def smem_estimate(block_m: int, cfg: dict, fmt: str, gated: bool) -> int:
+    """Bytes of shared memory a GEMM config's software pipeline takes (an estimate): buffers of the A
+    tile and the B tile(s) (two for the gated first GEMM; int weights counted at one byte), ``num_stages``
+    of them from ``block_m`` 64 (wgmma) and ``num_stages - 1`` below (mma.sync), the A tile quantized
+    inside the loop (fp8_tensor/fp8_channel), plus 4 KB. Against what Triton 3.6 allocated for sm90 at
+    the Qwen3-30B-A3B shape with the default configurations: at most 9% under (int8's second GEMM at
+    ``BLOCK_M`` 64), within 10% for bf16 and fp8_block, over by up to 1.5x for fp8_tensor/fp8_channel
+    from ``BLOCK_M`` 64 and 2.3x for int4 (safe: it only lowers stages on GPUs with less shared memory).
+    tests/test_triton_moe.py compiles the defaults and checks the real figure."""
+    a_bytes = 1 if fmt == "fp8_block" else 2
+    b_bytes = 2 if fmt in ("bf16", "fp16") else 1
+    per_stage = block_m * cfg["BLOCK_K"] * a_bytes + cfg["BLOCK_N"] * cfg["BLOCK_K"] * b_bytes * (2 if gated else 1)
+    staged = block_m * cfg["BLOCK_K"] if fmt in ("fp8_tensor", "fp8_channel") else 0   # A quantized in the loop
+    buffers = cfg["num_stages"] if block_m >= 64 else max(1, cfg["num_stages"] - 1)   # wgmma / mma.sync pipelines
+    return buffers * per_stage + staged + 4096
+
+
+def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int,
+                   block_shape: tuple[int, int] | None = None, gated: bool = True,
+                   smem_limit: int | None = None) -> dict:
+    """The untuned tile configuration for ``tokens`` (use a bucket's token count: :func:`get_config`).
+
+    ``BLOCK_M`` from the mean rows per expert ``m = tokens * top_k / E``: 16 up to 16 (decode: one
+    tile row block per expert, as narrow as the tensor cores allow), 32 up to 48, 64 up to 192, else 128.
+    Small ``m`` streams weights: narrow N tiles (64) and deep K tiles (128) for more programs in flight
+    and long contiguous weight reads; large ``m`` is compute-bound: 128-wide tiles (64 for the first GEMM,
+    whose gate and up accumulators double the registers), ``GROUP_M`` 8 for L2 reuse, 8 warps at
+    ``BLOCK_M`` 128. fp8_block uses ``BLOCK_K`` = the block's K size and a first-GEMM ``BLOCK_N`` that is
+    a multiple of it (its epilogue quantizes per group of ``bk`` columns) and ``BLOCK_M`` at most 64;
+    fp8_block and the int formats (the block scaling needs a second accumulator per dot, the int
+    dequantization a float copy of the weight tile) use 8 warps from ``BLOCK_M`` 32, int4 always, with
+    ``BLOCK_K`` 64 (32 at ``BLOCK_M`` 128). Without these, ptxas (sm90, triton 3.6) spilled registers:
+    fp8_block's first GEMM at ``BLOCK_M`` 128 about 1.9 KB per thread, int4's at ``BLOCK_M`` 16 2.1 KB.
+    The int formats' ``BLOCK_K`` is lowered further to divide the checkpoint's group size
+    (:class:`~moe_select.backends.triton_moe.ForwardPass`), so each K tile has one scale per column. Tiles are never much wider than the layer. ``n13``:
+    rows of w13 (2*I, or I when not ``gated``). Returns ``{"BLOCK_M", "gemm1": {...}, "gemm2": {...}}``
+    (keys of :func:`moe_gemm`'s config). ``smem_limit`` (bytes; default :data:`SMEM_SM90`): fewer stages,
+    then shallower K tiles, until :func:`smem_estimate` fits (the 99 KB of sm86/sm89/sm120)."""
+    m = tokens * top_k / max(1, num_local)
+    fp8 = fmt.startswith("fp8")
+    if m <= 16:
+        bm, bn1, bn2, bk, gm, warps, stages = 16, 64, 64, 128, 1, 4, 4
+    elif m <= 48:
+        bm, bn1, bn2, bk, gm, warps, stages = 32, 64, 64, 128, 4, 4, 4
+    elif m <= 192:
+        bm, bn1, bn2, bk, gm, warps, stages = 64, 64, 128, 128 if fp8 else 64, 8, 4, 3
+    else:
+        bm, bn1, bn2, bk, gm, warps, stages = 128, 64, 128, 128 if fp8 else 64, 8, 8, 3
+    inter = n13 // 2 if gated else n13
+    heavy = fmt == "fp8_block" or fmt.startswith("int")
+    if fmt == "fp8_block" and bm > 64:
+        bm, gm = 64, 8
+    if heavy and bm >= 32 or fmt == "int4_w4a16":
+        warps = 8
+    if fmt == "int4_w4a16":      # unpacking two codes per byte: the smallest K tiles that keep the pipeline fed
+        bk = 32 if bm >= 128 else 64
+    block_k = block_shape[1] if fmt == "fp8_block" and block_shape else None
+
+    limit = smem_limit or SMEM_SM90
+
+    def gemm(bn: int, n: int, k: int, first: bool) -> dict:
+        bk_ = block_k or min(bk, max(16, _pow2(k)))
+        bn_ = min(bn, max(16, _pow2(n)))
+        if first and block_k:
+            bn_ = max(bn_, block_k)
+        c = {"BLOCK_N": bn_, "BLOCK_K": bk_, "GROUP_M": gm, "num_warps": warps, "num_stages": stages}
+        two = first and gated
+        while smem_estimate(bm, c, fmt, two) > limit and c["num_stages"] > 2:
+            c["num_stages"] -= 1
+        while smem_estimate(bm, c, fmt, two) > limit and not block_k and c["BLOCK_K"] > 32:
+            c["BLOCK_K"] //= 2
+        while smem_estimate(bm, c, fmt, two) > limit and c["BLOCK_N"] > max(32, block_k or 0 if first else 32):
+            c["BLOCK_N"] //= 2
+        return c
+
+    return {"BLOCK_M": bm, "gemm1": gemm(bn1, inter, hidden, True), "gemm2": gemm(bn2, hidden, inter, False)}
+
+
+def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_name: str,
+                     block_shape: tuple[int, int] | None = None) -> str:
+    """``E=<E>,N=<N>,K=<K>,format=<fmt>[,block=<bn>x<bk>],device=<device>.json`` (device name with
+    spaces as underscores, e.g. ``NVIDIA_H200``). N = rows of w13 per expert (2*I, or I for relu2),
+    K = hidden size, E = local experts."""
+    blk = f",block={block_shape[0]}x{block_shape[1]}" if fmt == "fp8_block" and block_shape else ""
+    dev = device_name.replace(" ", "_")
+    return f"E={num_local},N={n13},K={hidden},format={fmt}{blk},device={dev}.json"
+
+
+def _check_gemm_cfg(c: Any, where: str) -> dict:
+    keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us"} or any(k not in c for k in keys):
+        raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us), got {c!r}")
+    for k in keys:
+        v = c[k]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{where}: {k} must be a positive integer, got {v!r}")
+    for k in ("BLOCK_N", "BLOCK_K"):
+        if c[k] < 16 or c[k] & (c[k] - 1):
+            raise ValueError(f"{where}: {k} must be a power of two >= 16, got {c[k]}")
+    return {k: c[k] for k in keys}
+
+
+@functools.lru_cache(maxsize=None)
+def load_config_file(path: str) -> dict[int, dict]:
+    """Read a tuned configuration file; returns ``{bucket tokens: config}``.
+
+    Format (JSON object), ``format_version`` 1::
+
+        {"format_version": 1,
+         "key": {"E": 128, "N": 1536, "K": 2048, "format": "bf16", "block_shape": null,
+                 "device": "NVIDIA H200"},
+         "tuned": {"script": "benchmarks/tune_triton_moe.py", "date": "...", "torch": "...",
+                   "triton": "...", "top_k": 8, "method": "..."},
+         "configs": {"1": {"BLOCK_M": 16,
+                           "gemm1": {"BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4,
+                                     "num_stages": 4, "us": 10.2},
+                           "gemm2": {...}, "us": 25.1},
+                     "32": {...}}}
+
+    ``configs`` maps a token count (a bucket) to the configuration measured best there; ``us`` fields
+    (microseconds per call, CUDA-graph replay) are informative. Raises ValueError naming the file and
+    the field on a malformed file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read a tile configuration file: {exc}") from None
+    if not isinstance(data, dict) or data.get("format_version") != CONFIG_FORMAT_VERSION:
+        raise ValueError(f"{path}: format_version must be {CONFIG_FORMAT_VERSION}")
+    configs = data.get("configs")
+    if not isinstance(configs, dict) or not configs:
+        raise ValueError(f"{path}: configs must be a non-empty object of token count -> config")
+    out = {}
+    for tok, cfg in configs.items():
+        where = f"{path}: configs[{tok!r}]"
+        if not str(tok).isdigit() or int(tok) < 1:
+            raise ValueError(f"{where}: keys are positive token counts")
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("BLOCK_M"), int) or cfg["BLOCK_M"] not in (16, 32, 64, 128, 256):
+            raise ValueError(f"{where}: BLOCK_M must be one of 16, 32, 64, 128, 256")
+        out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"], "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1"),
+                         "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2")}
+    return out
+
+
+def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int, *,
+               device_name: str | None = None, block_shape: tuple[int, int] | None = None,
+               config_dir: str | os.PathLike | None = None, gated: bool = True,
+               smem_limit: int | None = None) -> tuple[dict, str]:
+    """The tile configuration for ``tokens``: (config, source). Source is the tuned file's name when a
+    file for (E, N, K, format, block shape, device) exists in ``config_dir`` (default
+    :data:`CONFIG_DIR`; the file's bucket nearest to ``tokens`` in log scale), else ``"default"``
+    (:func:`default_config` at the :data:`TOKEN_BUCKETS` bucket of ``tokens``). fp8_block configs
+    get ``BLOCK_K`` = the block's K size whatever the file says, and a first-GEMM ``BLOCK_N`` of at
+    least that (a multiple of it: both are powers of two)."""
+    if device_name:
+        path = Path(config_dir or CONFIG_DIR) / config_file_name(num_local, n13, hidden, fmt, device_name, block_shape)
+        if path.is_file():
+            table = load_config_file(str(path))
+            cfg = table[token_bucket(tokens, tuple(sorted(table)))]
+            if fmt == "fp8_block" and block_shape:
+                bk = block_shape[1]
+                cfg = {**cfg, "gemm1": {**cfg["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, cfg["gemm1"]["BLOCK_N"])},
+                       "gemm2": {**cfg["gemm2"], "BLOCK_K": bk}}
+            return cfg, path.name
+    return default_config(num_local, n13, hidden, fmt, token_bucket(tokens), top_k, block_shape, gated,
+                          smem_limit), "default"
+
+
+def warm_token_counts(table: dict[int, dict], top_k: int, single_cta_max_slots: int | None = None) -> list[int]:
+    """The smallest token count of each distinct (tile configuration, sort path) that ``table`` (bucket
+    -> config, as :func:`load_config_file` returns) gives: one forward at each compiles every kernel
+    variant a layer can use, since a token count uses the configuration of its nearest bucket (so counts
+    past the largest bucket use the largest bucket's) and the sort path changes once, at
+    ``S = T * top_k > SINGLE_CTA_MAX_SLOTS``. Bucket boundaries lie at the geometric means of adjacent
+    buckets (a tie goes to the smaller bucket)."""
+    limit = SINGLE_CTA_MAX_SLOTS if single_cta_max_slots is None else single_cta_max_slots
+    buckets = tuple(sorted(table))
+    cands = {1, limit // top_k + 1}
+    for a, b in zip(buckets, buckets[1:], strict=False):
+        m = math.sqrt(a * b)
+        cands |= {max(1, math.floor(m)), math.floor(m) + 1}
+    first: dict[tuple, int] = {}
+    for t in sorted(cands):
+        key = (json.dumps(table[token_bucket(t, buckets)], sort_keys=True), t * top_k <= limit)
+        first.setdefault(key, t)
+    return sorted(first.values())

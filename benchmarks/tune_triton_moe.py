@@ -1,0 +1,631 @@
+"""Tile-configuration tuner of the ``triton`` runner (backends/triton_moe_kernels.py), for one GPU call:
+
+    python benchmarks/tune_triton_moe.py --out $OUT --budget-s 540
+
+What it tunes: for each layer shape (one rank, tp = ep = 1) of Qwen3-30B-A3B (E128 K8 H2048 I768),
+Qwen3-235B-A22B (E128 K8 H4096 I1536), DeepSeek-V3 (E256 K8 H7168 I2048), Mixtral-8x7B (E8 K2 H4096
+I14336) and gpt-oss-20b (E32 K4 H2880 I2880, swiglu_oai), formats bf16, fp8_channel and fp8_block
+(128x128), at 1, 32, 256, 2048 and 8192 tokens: ``BLOCK_M`` (shared by the sort and both GEMMs) and,
+per GEMM, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``, ``num_warps``, ``num_stages``.
+
+How (the search is separable, so it times sum-of-candidates, not their product):
+
+- Inputs: random weights ``~N(0, 1/fan_in)`` quantized to the format (moe_select.ops), routing from
+  random logits (softmax top-k, renormalised: moe_select.routing), bf16 hidden states; 4 input sets
+  (different tokens and experts) rotated inside each timed graph so that weights are not served from L2.
+- For each candidate ``BLOCK_M``: the sort (``moe_align``) of each set is run once; then each GEMM config
+  is timed alone on those sorted rows: one CUDA graph holding ``reps`` launches over the 4 sets, replayed
+  (1 warm-up, then ``timed`` replays, CUDA events), time per launch = median replay / launches. The
+  second GEMM reads the first GEMM's real output (default config). A candidate slower than 1.5x the
+  best so far after its first replay is not replayed further. The sort is timed the same way per
+  ``BLOCK_M``. Best ``BLOCK_M`` = argmin(sort + best GEMM1 + best GEMM2); the top-k sum does not depend
+  on the configuration and is left out.
+- Candidates: the default heuristic's configuration (always, so a tuned entry is never slower than the
+  default in this measurement) plus a pruned grid: ``BLOCK_N``, ``BLOCK_K`` in {64, 128, 256} (FP8:
+  {128, 256}; fp8_block: the block's 128), ``num_stages``, ``num_warps`` 4/8 (the default's ``GROUP_M``,
+  and the other of 1/8 once), keeping configs whose pipelined shared memory fits 220 KB, whose float32
+  accumulators fit 128 registers per thread, and whose tiles are not wider than the layer.
+  Weight-streaming tiles (``BLOCK_M`` <= 32) try ``BLOCK_N`` 32-128 and 3-5 stages; compute tiles
+  ``BLOCK_N`` 64-256 and 2-4 stages. ``BLOCK_M`` candidates: the default's and its half and double,
+  at most ``2*pow2(m)`` for the mean rows per expert ``m = T*K/E``, from 64 when ``m >= 256``. Phase ``quick`` (every shape first): the default ``BLOCK_M`` and a handful of
+  neighbours of the default configuration; phase ``full``: every candidate, for shapes in the same
+  order, as long as the budget lasts.
+- Compilation runs ahead in ``--jobs`` CPU worker processes (spawned; each compiles a configuration
+  with ``warmup=True`` on a one-expert layer of the real strides, which fills Triton's on-disk cache;
+  the main process's own first launch of that configuration then loads it from the cache). Jobs are
+  queued in the order the measurements need them; a configuration that does not compile is logged and
+  skipped.
+- Budget: ``--budget-s`` wall-clock seconds from the start; the script stops measuring
+  ``--reserve-s`` (default 15) before it, writes what it has (config files hold the tokens measured so
+  far; the log says what was skipped), stops its workers and exits 0.
+
+Output under ``--out``: ``triton_configs/<file>.json`` in the format of
+``backends/triton_configs/README.md`` (copy them into ``backends/triton_configs/`` to use them), and
+``tune_log.json``: environment, arguments, every timing (us per call), compile statistics, default
+versus tuned time per shape and token count, and what was skipped.
+
+``--dry-run``: tiny shapes (:data:`DRY_MODEL`) on the CPU through Triton's interpreter (set
+``TRITON_INTERPRET=1`` before triton is imported), no graphs (one timed call each), no workers, a
+few candidates: checks the script's logic and output format (tests/test_triton_moe.py).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+
+import torch
+
+MODELS = {  # E, K, H, I, activation
+    "Qwen3-30B-A3B": (128, 8, 2048, 768, "silu"),
+    "Qwen3-235B-A22B": (128, 8, 4096, 1536, "silu"),
+    "DeepSeek-V3": (256, 8, 7168, 2048, "silu"),
+    "Mixtral-8x7B": (8, 2, 4096, 14336, "silu"),
+    "gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai"),
+}
+FORMATS = ("bf16", "fp8_channel", "fp8_block")
+TOKENS = (1, 32, 256, 2048, 8192)
+BLOCK = (128, 128)
+DRY_MODEL = (4, 2, 64, 32, "silu")
+DRY_FORMATS = ("bf16", "fp8_channel", "fp8_block")
+DRY_TOKENS = (1, 8)
+DRY_BLOCK = (32, 32)
+SMEM_LIMIT = 220 * 1024
+N_SETS = 4
+ABANDON = 1.5
+
+
+def _K():
+    from moe_select.backends import triton_moe_kernels
+
+    return triton_moe_kernels
+
+
+def _pow2(n: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+# --- candidates ------------------------------------------------------------------------------------
+
+def block_m_candidates(tokens: int, e: int, k: int, default: int, fmt: str = "bf16") -> list[int]:
+    """``BLOCK_M`` values worth timing for ``tokens``: the default and its neighbours (half, double),
+    at most ``2 * pow2(m)`` for ``m = tokens * k / e`` rows per expert (taller blocks would be mostly
+    padding), from 64 when ``m >= 256``; fp8_block at most 64 (its first GEMM spills registers at 128)."""
+    m = tokens * k / e
+    lo = 64 if m >= 256 else 16
+    hi = min(max(16, 2 * _pow2(m)), 64 if fmt == "fp8_block" else 128)
+    return [bm for bm in (16, 32, 64, 128) if lo <= bm <= hi and default // 2 <= bm <= default * 2]
+
+
+def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> bool:
+    bn, bk, warps, stages = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_warps"], cfg["num_stages"]
+    b_bytes = 1 if fmt.startswith("fp8") else 2
+    a_bytes = 1 if fmt == "fp8_block" else 2
+    mult = 2 if gated else 1
+    smem = stages * (bm * bk * a_bytes + bn * bk * b_bytes * mult)
+    # float32 accumulators per thread; block scaling keeps a second one per dot (the scaled partial sum)
+    regs = bm * bn * mult * (2 if fmt == "fp8_block" else 1) / (32 * warps)
+    if smem > SMEM_LIMIT or regs > 128:
+        return False
+    if bn > max(16, _pow2(n_out)) or (fmt != "fp8_block" and bk > max(16, _pow2(k_dim))):
+        return False
+    if warps == 8 and bm * bn * mult < 8192:
+        return False
+    return True
+
+
+def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int,
+                    block_k: int | None, dry: bool = False, min_bn: int = 16) -> list[dict]:
+    """GEMM configs to time for one (shape, format, ``BLOCK_M``, GEMM): the default ``base`` first, then
+    its neighbours (``quick``) or the pruned grid (``full``). ``min_bn``: fp8_block's first GEMM needs
+    ``BLOCK_N`` >= (a multiple of) the block's K size."""
+    out = [dict(base)]
+    if dry:
+        alt = {**base, "BLOCK_N": max(16, min_bn, base["BLOCK_N"] // 2)}
+        return out + ([alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}])
+    if phase == "quick":
+        cands = [{**base, "BLOCK_N": base["BLOCK_N"] * 2}, {**base, "BLOCK_N": base["BLOCK_N"] // 2},
+                 {**base, "num_stages": base["num_stages"] + 1}, {**base, "num_stages": base["num_stages"] - 1},
+                 {**base, "num_warps": 12 - base["num_warps"]}]
+        if block_k is None:
+            cands += [{**base, "BLOCK_K": base["BLOCK_K"] * 2}, {**base, "BLOCK_K": base["BLOCK_K"] // 2}]
+    else:
+        if bm <= 32:     # weight streaming: narrow tiles, deep pipelines
+            bns, stages = (32, 64, 128), (3, 4, 5)
+            bks = [block_k] if block_k else ([128, 256] if fmt.startswith("fp8") else [64, 128, 256])
+        else:            # compute: wide tiles
+            bns, stages = (64, 128, 256), (2, 3, 4)
+            bks = [block_k] if block_k else ([128, 256] if fmt.startswith("fp8") else [64, 128])
+        cands = [{"BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": base["GROUP_M"], "num_warps": w, "num_stages": st}
+                 for bn, bk, w, st in itertools.product(bns, bks, (4, 8), stages)]
+        if bm >= 64:
+            cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
+    for c in cands:
+        if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
+                and _fits(c, bm, fmt, gated, n_out, k_dim):
+            out.append(c)
+    return out
+
+
+def cfg_key(c: dict) -> tuple:
+    return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"])
+
+
+# --- layers and inputs --------------------------------------------------------------------------------
+
+class Bench:
+    """One (shape, format) on ``device``: weights as the core prepares them, and helpers to launch the
+    sort and each GEMM on an input set."""
+
+    def __init__(self, name: str, shape: tuple, fmt: str, device: torch.device, block: tuple[int, int], seed: int = 0):
+        from moe_select.backends.triton_moe import TritonMoeCore
+        from moe_select.layer import LayerSpec
+
+        self.name, self.fmt, self.device = name, fmt, device
+        self.e, self.k, self.h, self.i, self.act = shape
+        self.spec = LayerSpec(num_experts=self.e, top_k=self.k, hidden_size=self.h, intermediate_size=self.i,
+                              activation=self.act, quant=fmt)
+        self.block = block if fmt == "fp8_block" else None
+        self.core = TritonMoeCore(self.spec, device, block_shape=self.block, warmup=False)
+        w13, w2, scales = make_weights(self.spec, fmt, device, self.block, seed)
+        self.weights = self.core.prepare_weights(w13, w2, **scales)
+        self.n13 = self.spec.w13_rows
+
+    def inputs(self, tokens: int, seed: int, n_sets: int) -> list[tuple]:
+        from moe_select.routing import route
+
+        g = torch.Generator(device=self.device).manual_seed(seed)
+        sets = []
+        for _ in range(n_sets):
+            logits = torch.randn(tokens, self.e, generator=g, device=self.device)
+            tw, ids = route(logits, "renormalize", self.k)
+            x = torch.randn(tokens, self.h, generator=g, device=self.device).to(torch.bfloat16)
+            sets.append((x, ids, tw))
+        return sets
+
+
+def make_weights(spec, fmt: str, device, block, seed: int):
+    """(w13, w2, {scales}) for ``prepare_weights``: random ``N(0, 1/fan_in)``, quantized per chunk of
+    experts (bounded float32 temporaries)."""
+    from moe_select.ops import quantize_fp8_channel
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    e, h, i, n13 = spec.num_local_experts, spec.hidden_size, spec.intermediate_size, spec.w13_rows
+    out = []
+    scales = {}
+    for name, shape, fan in (("w13", (e, n13, h), h), ("w2", (e, h, i), i)):
+        if fmt == "bf16":
+            out.append((torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16) / fan ** 0.5))
+            continue
+        q = torch.empty(shape, dtype=torch.float8_e4m3fn, device=device)
+        per = max(1, int(2e9 // (shape[1] * shape[2] * 4)))
+        ss = []
+        for e0 in range(0, e, per):
+            w = torch.randn((min(per, e - e0), *shape[1:]), generator=g, device=device) / fan ** 0.5
+            if fmt == "fp8_channel":
+                qq, s = quantize_fp8_channel(w)
+            else:
+                qq, s = _quantize_block(w, *block)
+            q[e0:e0 + qq.shape[0]] = qq
+            ss.append(s)
+            del w
+        out.append(q)
+        scales[f"{name}_scale"] = torch.cat(ss)
+    return out[0], out[1], scales
+
+
+def _quantize_block(w, bn, bk):
+    e, n, k = w.shape
+    nb, kb = -(-n // bn), -(-k // bk)
+    pad = torch.zeros(e, nb * bn, kb * bk, dtype=torch.float32, device=w.device)
+    pad[:, :n, :k] = w
+    blocks = pad.view(e, nb, bn, kb, bk)
+    scale = (blocks.abs().amax(dim=(2, 4)) / 448.0).clamp(min=1e-12)
+    q = (blocks / scale[:, :, None, :, None]).clamp(-448, 448).view(e, nb * bn, kb * bk)[:, :n, :k]
+    return q.to(torch.float8_e4m3fn).contiguous(), scale
+
+
+# --- launching one stage ------------------------------------------------------------------------------
+
+class Stage:
+    """One input set at one ``BLOCK_M``: the core's own forward pass
+    (:class:`moe_select.backends.triton_moe.ForwardPass`: quantized hidden states, sorted rows, buffers),
+    whose steps are launched with candidate configurations."""
+
+    def __init__(self, bench: Bench, x, ids, tw, bm: int):
+        from moe_select.backends.triton_moe import ForwardPass
+
+        self.p = ForwardPass(bench.core, bench.weights, x, ids, tw, bm)
+
+    def sort(self):
+        self.p.sort()
+
+    def gemm(self, kind: str, cfg: dict, warmup: bool = False):
+        return (self.p.gemm1 if kind == "gemm1" else self.p.gemm2)(cfg, warmup=warmup)
+
+
+# --- compile workers ----------------------------------------------------------------------------------
+
+def _compile_job(job: dict) -> dict:
+    """Worker: compile one GEMM configuration (``warmup=True``) for a one-expert layer with the real
+    strides and shapes, filling Triton's on-disk cache. Returns ``{"key", "ok", "s", "error"}``."""
+    t0 = time.perf_counter()
+    try:
+        dev = torch.device("cuda", torch.cuda.current_device())
+        e, k, h, i, act = job["shape"]
+        bench = _one_expert_bench(tuple(job["shape"]), job["fmt"], dev, tuple(job["block"]) if job["block"] else None)
+        x = torch.zeros(1, h, dtype=torch.bfloat16, device=dev)
+        ids = torch.zeros(1, k, dtype=torch.int32, device=dev)
+        tw = torch.ones(1, k, device=dev)
+        stage = Stage(bench, x, ids, tw, job["bm"])
+        stage.gemm(job["kind"], job["cfg"], warmup=True)
+        return {"key": job["key"], "ok": True, "s": time.perf_counter() - t0, "error": None}
+    except Exception as exc:  # a configuration that does not compile: reported, skipped by the parent
+        return {"key": job["key"], "ok": False, "s": time.perf_counter() - t0,
+                "error": " ".join(f"{type(exc).__name__}: {exc}".split())[:400]}
+
+
+_ONE: dict = {}
+
+
+def _one_expert_bench(shape, fmt, dev, block):
+    """A one-expert layer with the shape's H, I and K: the same strides and argument values as the real
+    layer's launches (only E differs, and no argument depends on it), so the same compiled variant."""
+    key = (tuple(shape), fmt, block)
+    if key not in _ONE:
+        e, k, h, i, act = shape
+        _ONE[key] = Bench("one-expert", (1, k, h, i, act), fmt, dev, block)
+    return _ONE[key]
+
+
+class Compiler:
+    """Compile jobs run ahead in worker processes; ``wait(key)`` blocks until that job is done."""
+
+    def __init__(self, jobs: int):
+        import multiprocessing as mp
+
+        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) if jobs > 0 else None
+        self.futures: dict[tuple, Future] = {}
+        self.results: dict[tuple, dict] = {}
+
+    def submit(self, job: dict) -> None:
+        if self.pool is None or job["key"] in self.futures:
+            return
+        self.futures[job["key"]] = self.pool.submit(_compile_job, job)
+
+    def wait(self, key: tuple, timeout: float) -> dict | None:
+        """The job's result (None: not submitted or not done within ``timeout``: the caller compiles)."""
+        if key in self.results:
+            return self.results[key]
+        f = self.futures.get(key)
+        if f is None:
+            return None
+        try:
+            r = f.result(timeout=max(0.0, timeout))
+        except Exception:
+            return None
+        self.results[key] = r
+        return r
+
+    def stats(self) -> dict:
+        done = [f.result() for f in self.futures.values() if f.done() and not f.cancelled() and f.exception() is None]
+        return {"submitted": len(self.futures), "done": len(done), "failed": sum(not r["ok"] for r in done),
+                "compile_s_total": round(sum(r["s"] for r in done), 1)}
+
+    def close(self) -> None:
+        if self.pool is None:
+            return
+        procs = list(getattr(self.pool, "_processes", {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:                         # our own workers, by their process objects
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
+
+
+# --- timing -----------------------------------------------------------------------------------------
+
+class Timer:
+    """Time per launch of ``launch(i)`` over the input sets: CUDA-graph replay on the GPU, a plain timed
+    call on the CPU (dry run)."""
+
+    def __init__(self, device: torch.device, timed: int = 3):
+        self.device, self.timed = device, timed
+
+    def __call__(self, launches: list, best: float | None = None) -> float:
+        if self.device.type != "cuda":
+            t0 = time.perf_counter()
+            launches[0]()
+            return (time.perf_counter() - t0) * 1e6
+        for fn in launches:                     # compile / load, and one eager pass
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for fn in launches:
+            fn()
+        torch.cuda.synchronize()
+        eager = (time.perf_counter() - t0) / len(launches)
+        reps = max(1, min(8, int(4e-3 / max(eager, 1e-6))))     # a replay of about >= 4 ms when cheap
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(reps):
+                for fn in launches:
+                    fn()
+        g.replay()
+        torch.cuda.synchronize()
+        n = reps * len(launches)
+        times = []
+        for i in range(self.timed):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e3 / n)
+            if i == 0 and best is not None and times[0] > ABANDON * best:
+                break
+        del g
+        return statistics.median(times)
+
+
+# --- the search ---------------------------------------------------------------------------------------
+
+def default_for(bench: Bench, tokens: int) -> dict:
+    K = _K()
+    return K.default_config(bench.e, bench.n13, bench.h, bench.fmt, K.token_bucket(tokens), bench.k, bench.block,
+                            bench.spec.gated)
+
+
+def plan_jobs(models: dict, formats, tokens, block, phase: str, dry: bool) -> list[dict]:
+    """Compile jobs in the order the measurements of ``phase`` need them."""
+    K = _K()
+    jobs = []
+    for name, shape in models.items():
+        e, k, h, i, act = shape
+        n13 = i if act == "relu2" else 2 * i
+        for fmt in formats:
+            blk = block if fmt == "fp8_block" else None
+            for t in tokens:
+                base = K.default_config(e, n13, h, fmt, K.token_bucket(t), k, blk, act != "relu2")
+                bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, e, k, base["BLOCK_M"], fmt)
+                for bm in bms:
+                    for kind, gated, n_out, kd in (("gemm1", act != "relu2", i, h), ("gemm2", False, h, i)):
+                        min_bn = blk[1] if blk and kind == "gemm1" else 16
+                        for c in gemm_candidates(phase, base[kind], bm, fmt, gated, n_out, kd, blk[1] if blk else None,
+                                                 dry, min_bn):
+                            jobs.append({"key": (name, fmt, kind, bm, cfg_key(c)), "shape": list(shape), "fmt": fmt,
+                                         "block": list(blk) if blk else None, "kind": kind, "bm": bm, "cfg": c})
+    return jobs
+
+
+def tune(args) -> dict:
+    t_start = time.monotonic()
+    deadline = t_start + args.budget_s - args.reserve_s
+    dry = args.dry_run
+    dev = torch.device("cpu") if dry else torch.device("cuda", torch.cuda.current_device())
+    models = {"dry": DRY_MODEL} if dry else {m: MODELS[m] for m in args.models}
+    formats = DRY_FORMATS if dry else tuple(args.formats)
+    tokens = DRY_TOKENS if dry else tuple(args.tokens)
+    block = DRY_BLOCK if dry else BLOCK
+    device_name = "cpu" if dry else torch.cuda.get_device_name(dev)
+    phases = ("quick",) if dry else ("quick", "full")
+    log = {"script": "benchmarks/tune_triton_moe.py", "argv": sys.argv[1:], "dry_run": dry, "budget_s": args.budget_s,
+           "device": device_name, "torch": torch.__version__, "triton": _triton_version(),
+           "cuda": torch.version.cuda, "started": _now(), "method": __doc__.split("How (")[1].split("Output under")[0].strip(),
+           "results": {}, "skipped": [], "errors": []}
+    comp = Compiler(0 if dry else args.jobs)
+    all_jobs = {p: plan_jobs(models, formats, tokens, block, p, dry) for p in phases}
+    for p in phases:
+        for j in all_jobs[p]:
+            comp.submit(j)
+    log["compile_jobs_planned"] = {p: len(v) for p, v in all_jobs.items()}
+    timer = Timer(dev, timed=args.timed)
+    best: dict[tuple, dict] = {}          # (model, fmt, tokens) -> result
+    measured: dict[tuple, float] = {}     # (model, fmt, tokens, kind, bm, cfg_key) -> us
+    out_dir = Path(args.out)
+    (out_dir / "triton_configs").mkdir(parents=True, exist_ok=True)
+    stop = False
+    try:
+        for phase in phases:
+            for name, shape in models.items():
+                for fmt in formats:
+                    if stop or time.monotonic() > deadline:
+                        stop = True
+                        log["skipped"].append({"phase": phase, "model": name, "format": fmt, "why": "budget"})
+                        continue
+                    bench = Bench(name, shape, fmt, dev, block)
+                    for t in tokens:
+                        if time.monotonic() > deadline:
+                            stop = True
+                            log["skipped"].append({"phase": phase, "model": name, "format": fmt, "tokens": t, "why": "budget"})
+                            continue
+                        try:
+                            res = tune_point(bench, t, phase, dry, comp, timer, measured, deadline, log, args.seed)
+                        except torch.cuda.OutOfMemoryError as exc:
+                            log["errors"].append({"model": name, "format": fmt, "tokens": t, "error": f"OOM: {exc}"[:300]})
+                            torch.cuda.empty_cache()
+                            continue
+                        if res is None:
+                            stop = True
+                            continue
+                        prev = best.get((name, fmt, t))
+                        if prev is None or res["us"] <= prev["us"]:
+                            res["phase"] = phase
+                            best[(name, fmt, t)] = res
+                        log["results"].setdefault(name, {}).setdefault(fmt, {})[str(t)] = best[(name, fmt, t)]
+                    write_config_file(out_dir, bench, device_name, {t: r for (m, f, t), r in best.items()
+                                                                    if m == name and f == fmt}, log)
+                    del bench
+                    if dev.type == "cuda":
+                        torch.cuda.empty_cache()
+                    _write_log(out_dir, log, comp, t_start)
+    finally:
+        log["compile"] = comp.stats()
+        comp.close()
+        log["finished"] = _now()
+        log["elapsed_s"] = round(time.monotonic() - t_start, 1)
+        _write_log(out_dir, log, comp, t_start)
+    return log
+
+
+def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, timer: Timer, measured: dict,
+               deadline: float, log: dict, seed: int) -> dict | None:
+    """Time the candidates of one (shape, format, token count); None when the budget ran out first."""
+    base = default_for(bench, t)
+    bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, bench.e, bench.k, base["BLOCK_M"], bench.fmt)
+    sets = bench.inputs(t, seed + t, 1 if dry else N_SETS)
+    per_bm = {}
+    for bm in bms:
+        stages = [Stage(bench, x, ids, tw, bm) for x, ids, tw in sets]
+        sort_us = timer([st.sort for st in stages])
+        base_cfg = base if bm == base["BLOCK_M"] else {**base, "BLOCK_M": bm}
+        for st in stages:                      # real activations for the second GEMM
+            st.gemm("gemm1", base_cfg["gemm1"])
+        row = {"sort_us": round(sort_us, 2)}
+        blk = bench.block[1] if bench.block else None
+        for kind, gated, n_out, kd in (("gemm1", bench.spec.gated, bench.i, bench.h), ("gemm2", False, bench.h, bench.i)):
+            cands = gemm_candidates(phase, base[kind], bm, bench.fmt, gated, n_out, kd, blk, dry,
+                                    blk if blk and kind == "gemm1" else 16)
+            timings = []
+            best_us = None
+            for c in cands:
+                if time.monotonic() > deadline:
+                    return None
+                mkey = (bench.name, bench.fmt, t, kind, bm, cfg_key(c))
+                if mkey in measured:
+                    us = measured[mkey]
+                else:
+                    r = comp.wait((bench.name, bench.fmt, kind, bm, cfg_key(c)), deadline - time.monotonic())
+                    if r is not None and not r["ok"]:
+                        log["errors"].append({"model": bench.name, "format": bench.fmt, "kind": kind, "bm": bm,
+                                              "cfg": c, "error": r["error"]})
+                        continue
+                    try:
+                        us = timer([lambda st=st, c=c, kind=kind: st.gemm(kind, c) for st in stages], best_us)
+                    except Exception as exc:  # a config that fails to compile or launch here: skipped, logged
+                        log["errors"].append({"model": bench.name, "format": bench.fmt, "kind": kind, "bm": bm,
+                                              "cfg": c, "error": " ".join(f"{type(exc).__name__}: {exc}".split())[:300]})
+                        continue
+                    measured[mkey] = us
+                timings.append({**c, "us": round(us, 2)})
+                best_us = us if best_us is None else min(best_us, us)
+            if not timings:
+                break
+            row[kind] = sorted(timings, key=lambda r: r["us"])
+        else:
+            row["us"] = round(row["sort_us"] + row["gemm1"][0]["us"] + row["gemm2"][0]["us"], 2)
+            per_bm[bm] = row
+        del stages
+    if not per_bm:
+        return None
+    bm = min(per_bm, key=lambda b: per_bm[b]["us"])
+    r = per_bm[bm]
+    dflt = per_bm.get(base["BLOCK_M"])
+    default_us = None
+    if dflt is not None:
+        d1 = next((x["us"] for x in dflt["gemm1"] if cfg_key(x) == cfg_key(base["gemm1"])), None)
+        d2 = next((x["us"] for x in dflt["gemm2"] if cfg_key(x) == cfg_key(base["gemm2"])), None)
+        if d1 is not None and d2 is not None:
+            default_us = round(dflt["sort_us"] + d1 + d2, 2)
+    return {"BLOCK_M": bm, "gemm1": _strip(r["gemm1"][0]), "gemm2": _strip(r["gemm2"][0]), "us": r["us"],
+            "default_us": default_us, "per_block_m": per_bm}
+
+
+def _strip(c: dict) -> dict:
+    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "us")}
+
+
+def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict[int, dict], log: dict) -> None:
+    """One file per (shape, format), format_version 1 (backends/triton_configs/README.md)."""
+    if not table:
+        return
+    K = _K()
+    name = K.config_file_name(bench.e, bench.n13, bench.h, bench.fmt, device_name, bench.block)
+    body = {"format_version": K.CONFIG_FORMAT_VERSION,
+            "key": {"E": bench.e, "N": bench.n13, "K": bench.h, "format": bench.fmt,
+                    "block_shape": list(bench.block) if bench.block else None, "device": device_name},
+            "tuned": {"script": "benchmarks/tune_triton_moe.py", "date": _now(), "torch": torch.__version__,
+                      "triton": _triton_version(), "top_k": bench.k, "activation": bench.act, "model": bench.name,
+                      "method": "CUDA-graph replay, 4 input sets rotated, median of replays; separable search "
+                                "(benchmarks/tune_triton_moe.py module doc)" if bench.device.type == "cuda"
+                                else "dry run (interpreter, one call each): not a measurement",
+                      "phase": {str(t): r.get("phase") for t, r in sorted(table.items())}},
+            "configs": {str(t): {"BLOCK_M": r["BLOCK_M"], "gemm1": r["gemm1"], "gemm2": r["gemm2"], "us": r["us"]}
+                        for t, r in sorted(table.items())}}
+    path = out_dir / "triton_configs" / name
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body, indent=1) + "\n")
+    os.replace(tmp, path)
+    log.setdefault("files", [])
+    if name not in log["files"]:
+        log["files"].append(name)
+
+
+def _write_log(out_dir: Path, log: dict, comp: Compiler, t_start: float) -> None:
+    log["compile"] = comp.stats()
+    log["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    tmp = out_dir / "tune_log.json.tmp"
+    tmp.write_text(json.dumps(log, indent=1, default=str) + "\n")
+    os.replace(tmp, out_dir / "tune_log.json")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _triton_version() -> str:
+    import triton
+
+    return triton.__version__
+
+
+def summary(log: dict) -> str:
+    lines = [f"{'model':16} {'format':12} {'tokens':>6} {'BLOCK_M':>7} {'tuned us':>9} {'default us':>10} {'speed-up':>8} phase"]
+    for name, fmts in log["results"].items():
+        for fmt, pts in fmts.items():
+            for t, r in sorted(pts.items(), key=lambda kv: int(kv[0])):
+                d = r.get("default_us")
+                sp = f"{d / r['us']:.2f}x" if d else "-"
+                lines.append(f"{name:16} {fmt:12} {t:>6} {r['BLOCK_M']:>7} {r['us']:>9.1f} {d if d else '-':>10} {sp:>8} {r.get('phase')}")
+    lines.append(f"elapsed {log.get('elapsed_s')} s; compile {log.get('compile')}; skipped {len(log['skipped'])}; "
+                 f"errors {len(log['errors'])}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output folder (triton_configs/ and tune_log.json)")
+    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget from the start (s)")
+    p.add_argument("--reserve-s", type=float, default=15.0, help="stop measuring this long before the budget ends")
+    p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="compile worker processes")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS))
+    p.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS))
+    p.add_argument("--timed", type=int, default=3, help="timed graph replays per candidate")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU through the interpreter")
+    args = p.parse_args(argv)
+    if args.dry_run:
+        from moe_select.backends.triton_moe_kernels import interpreting
+
+        if not interpreting():
+            p.error("--dry-run runs the kernels through Triton's interpreter: set TRITON_INTERPRET=1")
+        args.reserve_s = min(args.reserve_s, 1.0)
+    elif not torch.cuda.is_available():
+        p.error("needs a CUDA GPU (or --dry-run)")
+    log = tune(args)
+    print(summary(log))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

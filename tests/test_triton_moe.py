@@ -1,0 +1,1151 @@
+"""The ``triton`` runner (backends/triton_moe.py, backends/triton_moe_kernels.py) and the int-format
+helpers (moe_select/quant_int.py).
+
+CPU tests run the Triton kernels through Triton's interpreter at tiny shapes. The interpreter must be
+switched on before triton is imported (``TRITON_INTERPRET=1``), which would change every other test of
+the session, so these tests run in one worker subprocess started with that variable (``_Worker``: the
+test bodies below execute there; the parent reports each as its own test, with the worker's traceback
+on failure). Run with ``TRITON_INTERPRET=1`` yourself and they run in-process. Without a GPU the kernels
+are also compiled for sm90 by Triton and ptxas (``test_default_configs_compile_for_sm90``: shared memory,
+tensor cores, register spills). GPU tests (marked ``gpu``) run the compiled kernels at real layer
+shapes, in this process: every format and activation, expert-parallel ranks, CUDA-graph replay equal
+to eager, no compiles across token counts 1..4099, options and checkpoint layouts, tuned config files.
+
+Inputs are fresh random draws each run (``x ~ N(0, 1)``, ``w13 ~ N(0, 1/H)``, ``w2 ~ N(0, 1/I)``,
+routing weights uniform in [0.1, 1.1)); every assertion message carries the seed
+(``MOE_SELECT_TEST_SEED=<seed>`` replays it). Tolerances on ``rel_error = max|out - ref| / max|ref|``
+against the float64 reference on the dequantized weights (so weight quantization error is not counted):
+
+- bf16 3e-2: x, the activation output, the per-slot rows and the output are each rounded to bf16
+  (2^-9 relative per rounding), float32 accumulation (``reference.TOLERANCE``);
+- fp16 5e-3: the same roundings in fp16 (2^-12 each);
+- int4_w4a16 / int8_w8a16 3e-2: bf16's roundings plus one rounding of each dequantized weight to bf16
+  (2^-9) inside the kernel;
+- fp8_tensor / fp8_channel / fp8_block, two checks:
+  * against the reference, 0.15: the inputs of both GEMMs are rounded to e4m3 (3 mantissa bits, round to
+    nearest: relative error uniform within +-2^-4 at the bottom of a binade, +-2^-5 at its top, RMS about
+    2.7%); with two rounded operands per output the error has an RMS of about 3.8% of the outputs' RMS,
+    and rel_error compares the largest error with the largest output, each a few RMS away: measured
+    here (T = 11, H = 64, one EP rank's 2 experts) median 4.5%, 98th percentile 8.9%, maximum 9.4%
+    over 100 outputs; 0.15 is 4x the error's RMS (``moe_select.verify`` uses 1e-1 on a few tokens at
+    real shapes, where 3.9e-2 to 6.0e-2 was measured);
+  * against :func:`emulate_fp8`, the same quantization emulated (TOL_EMULATION 3e-2, bf16's: the
+    per-slot rows and the output are rounded to bf16). The kernels divide with ``div_rn`` (IEEE), so
+    the emulation's e4m3 values are the kernels' except where float32 accumulation order moves a value
+    across a rounding boundary: measured 0 (bit-equal) on 146 of 150 outputs here, at most 2.0e-3. It
+    catches a wrong scale, group or rounding mode of a few per cent that the first check lets through.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import random
+import select
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+
+from moe_select import quant_int as qi
+from moe_select.errors import RunnerInputError
+from moe_select.layer import LayerSpec
+from moe_select.reference import reference_moe, rel_error
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("numpy") is not None
+INTERP = os.environ.get("TRITON_INTERPRET") == "1"
+IN_WORKER = os.environ.get("MOE_SELECT_TRITON_WORKER") == "1"
+ROOT = Path(__file__).resolve().parent.parent
+TOL = {"bf16": 3e-2, "fp16": 5e-3, "int4_w4a16": 3e-2, "int8_w8a16": 3e-2,
+       "fp8_tensor": 0.15, "fp8_channel": 0.15, "fp8_block": 0.15}
+TOL_EMULATION = 3e-2
+FORMATS = tuple(TOL)
+ACTIVATIONS = ("silu", "gelu", "relu2", "swiglu_oai")
+CALL_TIMEOUT_S = 300
+
+
+def fresh_seed() -> int:
+    """A new seed per call (or ``MOE_SELECT_TEST_SEED``), quoted by every assertion that uses it."""
+    env = os.environ.get("MOE_SELECT_TEST_SEED")
+    return int(env) if env else random.SystemRandom().randrange(2 ** 31)
+
+
+# --- running test bodies in the interpreter worker ---------------------------------------------------
+
+class _Worker:
+    """One Python subprocess with ``TRITON_INTERPRET=1`` that imports this file and runs test bodies
+    sent as JSON lines (``{"name", "kwargs"}``); it answers ``{"ok", "error"}`` on its own channel
+    (its stdout; everything it prints goes to a log file)."""
+
+    proc: subprocess.Popen | None = None
+    log: Path | None = None
+
+    @classmethod
+    def call(cls, name: str, kwargs: dict) -> dict:
+        if cls.proc is None or cls.proc.poll() is not None:
+            cls.log = Path(tempfile.mkstemp(prefix="triton_interp_worker_", suffix=".log")[1])
+            env = {**os.environ, "TRITON_INTERPRET": "1", "MOE_SELECT_TRITON_WORKER": "1"}
+            cls.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=cls.log.open("w"), text=True, env=env, cwd=str(ROOT))
+        cls.proc.stdin.write(json.dumps({"name": name, "kwargs": kwargs}) + "\n")
+        cls.proc.stdin.flush()
+        ready, _, _ = select.select([cls.proc.stdout], [], [], CALL_TIMEOUT_S)
+        line = cls.proc.stdout.readline() if ready else ""
+        if not line:
+            cls.stop()
+            tail = cls.log.read_text()[-4000:] if cls.log else ""
+            raise AssertionError(f"the interpreter worker did not answer {name} within {CALL_TIMEOUT_S} s "
+                                 f"(or died); its log:\n{tail}")
+        return json.loads(line)
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.proc is not None:
+            if cls.proc.poll() is None:
+                cls.proc.stdin.close()
+                try:
+                    cls.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    cls.proc.kill()
+                    cls.proc.wait()
+            cls.proc = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_worker():
+    yield
+    _Worker.stop()
+
+
+def interp(fn):
+    """Run the test body in Triton's interpreter: in this process when it is on (``TRITON_INTERPRET=1``),
+    else in the worker."""
+    if INTERP:
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        if not HAS_TRITON:
+            pytest.skip("triton (and numpy) not installed: pip install -e '.[test]'")
+        res = _Worker.call(fn.__name__, kwargs)
+        if not res["ok"]:
+            raise AssertionError("in the interpreter worker:\n" + res["error"])
+
+    return wrapper
+
+
+def _serve() -> None:
+    """Worker main loop (``python tests/test_triton_moe.py --worker``)."""
+    channel = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)                          # prints of the tests go to the log, not the channel
+    mod = sys.modules["__main__"]
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            getattr(mod, req["name"])(**req["kwargs"])
+            res = {"ok": True, "error": ""}
+        except BaseException:  # noqa: BLE001 - reported to the parent, which fails the test
+            res = {"ok": False, "error": traceback.format_exc()}
+        channel.write(json.dumps(res) + "\n")
+        channel.flush()
+
+
+# --- helpers (both processes) -----------------------------------------------------------------------
+
+def _tm():
+    from moe_select.backends import triton_moe
+
+    return triton_moe
+
+
+def _K():
+    from moe_select.backends import triton_moe_kernels
+
+    return triton_moe_kernels
+
+
+def quantize_fp8_block(w: torch.Tensor, bn: int, bk: int):
+    """``w [E, N, K]`` -> (e4m3, scale ``[E, ceil(N/bn), ceil(K/bk)]``): one amax scale per block."""
+    e, n, k = w.shape
+    nb, kb = -(-n // bn), -(-k // bk)
+    pad = torch.zeros(e, nb * bn, kb * bk, dtype=torch.float32, device=w.device)
+    pad[:, :n, :k] = w.float()
+    blocks = pad.view(e, nb, bn, kb, bk)
+    scale = (blocks.abs().amax(dim=(2, 4)) / 448.0).clamp(min=1e-12)
+    q = (blocks / scale[:, :, None, :, None]).clamp(-448, 448).view(e, nb * bn, kb * bk)[:, :n, :k]
+    return q.to(torch.float8_e4m3fn).contiguous(), scale
+
+
+def dequant_fp8_block(q, scale, bn, bk):
+    n, k = q.shape[1:]
+    full = scale.repeat_interleave(bn, 1)[:, :n].repeat_interleave(bk, 2)[:, :, :k]
+    return q.float() * full
+
+
+class LazyExperts:
+    """``[E, N, K]`` expert weights dequantized one expert at a time on indexing (``reference_moe`` reads
+    ``shape[0]`` and ``w[e]``): large layers never hold a float32 copy of every expert."""
+
+    def __init__(self, shape, one):
+        self.shape, self._one = tuple(shape), one
+
+    def __getitem__(self, e):
+        if isinstance(e, slice):
+            return torch.stack([self._one(i) for i in range(*e.indices(self.shape[0]))])
+        return self._one(int(e))
+
+
+class Layer:
+    """A random layer of ``spec`` on ``device``: ``args``/``kwargs`` for ``prepare_weights`` and the
+    dequantized local-expert weights ``d13``/``d2`` for the reference. Layers of more than 2^26 weights
+    per tensor are drawn and quantized a few experts at a time, and dequantized lazily
+    (:class:`LazyExperts`)."""
+
+    def __init__(self, spec: LayerSpec, seed: int, device="cpu", *, block=(32, 32), groups=(32, 16),
+                 sym=True, scale_dtype=torch.float16):
+        g = torch.Generator(device=device).manual_seed(seed)
+        e, h, i = spec.num_local_experts, spec.hidden_size, spec.intermediate_size
+        q = spec.quant
+        self.block = block if q == "fp8_block" else None
+        self.kwargs = {}
+        bits = {"int4_w4a16": 4, "int8_w8a16": 8}.get(q)
+        parts = {}
+        for name, (n, k), gs in (("w13", (spec.w13_rows, h), groups[0]), ("w2", (h, i), groups[1])):
+            chunk = max(1, min(e, (1 << 26) // (n * k)))
+            qs, ss, zs, ints = [], [], [], []
+            for e0 in range(0, e, chunk):
+                w = torch.randn(min(chunk, e - e0), n, k, generator=g, device=device) / k ** 0.5
+                if q in ("bf16", "fp16"):
+                    qs.append(w.to(torch.bfloat16 if q == "bf16" else torch.float16))
+                elif q == "fp8_block":
+                    qq, sc = quantize_fp8_block(w, *block)
+                    qs.append(qq)
+                    ss.append(sc)
+                elif q.startswith("fp8"):
+                    from moe_select.ops import quantize
+
+                    qq, sc = quantize(w, q)
+                    qs.append(qq)
+                    ss.append(sc)
+                else:
+                    iw = qi.quantize_int(w, bits, gs, sym=sym, scale_dtype=scale_dtype)
+                    ints.append(iw)
+                    qq, sc, z = qi.to_kernel(iw)
+                    qs.append(qq)
+                    ss.append(sc)
+                    zs.append(z)
+                del w
+            parts[name] = (torch.cat(qs), torch.cat(ss) if ss else None,
+                           torch.cat(zs) if zs and zs[0] is not None else None, ints, (e, n, k))
+        (q13, s13, z13, i13, sh13), (q2, s2, z2, i2, sh2) = parts["w13"], parts["w2"]
+        self.args = (q13, q2)
+        if s13 is not None:
+            self.kwargs = {"w13_scale": s13, "w2_scale": s2}
+        if bits:
+            self.kwargs.update(w13_zeros=z13, w2_zeros=z2)
+            if len(i13) == 1 and len(i2) == 1:         # whole-layer IntWeights (AWQ/GPTQ conversion tests)
+                self.i13, self.i2 = i13[0], i2[0]
+        self.d13 = self._dequant(q13, s13, z13, sh13, bits)
+        self.d2 = self._dequant(q2, s2, z2, sh2, bits)
+
+    def _dequant(self, qw, sc, z, shape, bits):
+        if sc is None:                                  # 16-bit: the weights themselves
+            return qw
+
+        def one(e):
+            if self.block:
+                return dequant_fp8_block(qw[e:e + 1], sc[e:e + 1], *self.block)[0]
+            if bits:
+                codes = qi.unpack_int4(qw[e:e + 1]) if bits == 4 else qw[e:e + 1]
+                return qi.dequantize_int(codes, sc[e:e + 1], None if z is None else z[e:e + 1], bits)[0]
+            from moe_select.ops import dequantize
+
+            fmt = "fp8_tensor" if sc.dim() == 1 else "fp8_channel"
+            return dequantize(qw[e:e + 1], sc[e:e + 1], fmt)[0]
+
+        if shape[0] * shape[1] * shape[2] > 1 << 26:
+            return LazyExperts(shape, one)
+        return torch.stack([one(e) for e in range(shape[0])])
+
+
+def routing(spec: LayerSpec, t: int, seed: int, device="cpu", *, minus_one=True, pool=None, dtype=None):
+    """``t`` tokens with K distinct global experts each from ``pool`` (default: all experts of every
+    rank), one slot set to -1 (``minus_one``); weights uniform in [0.1, 1.1)."""
+    g = torch.Generator(device=device).manual_seed(seed + 1)
+    pool = torch.arange(spec.num_experts, device=device) if pool is None else torch.as_tensor(pool, device=device)
+    pick = torch.rand(t, len(pool), generator=g, device=device).argsort(1)[:, :spec.top_k]
+    ids = pool[pick].to(torch.int32)
+    if minus_one and t > 1:
+        ids[t // 2, 0] = -1
+    w = torch.rand(t, spec.top_k, generator=g, device=device) + 0.1
+    dt = dtype or (torch.float16 if spec.quant == "fp16" else torch.bfloat16)
+    x = torch.randn(t, spec.hidden_size, generator=g, device=device).to(dt)
+    return x, ids, w.float()
+
+
+def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_quant="token"):
+    """``out`` against the float64 reference (rank's experts only, TOL); FP8 formats also against the
+    float64 emulation of the kernels' activation quantization (TOL_EMULATION). Returns rel_error."""
+    assert out.shape == x.shape and out.dtype == x.dtype, (out.shape, out.dtype, what)
+    assert torch.isfinite(out).all(), f"non-finite output ({what}, seed {seed})"
+    if on_input:
+        ref = reference_on_input(x, ids, w, layer.d13, layer.d2, spec)
+    else:
+        ref = reference_moe(x, ids, w, layer.d13, layer.d2, spec.activation, expert_offset=spec.expert_offset,
+                            swiglu_limit=spec.swiglu_limit)
+    if ref.abs().max() == 0:
+        assert (out == 0).all(), f"{what}: expected zeros (seed {seed})"
+        return 0.0
+    err = rel_error(out, ref)
+    assert err <= TOL[spec.quant], f"{spec.quant} {spec.activation} {what}: rel_error {err:.3g} > {TOL[spec.quant]} (seed {seed})"
+    if spec.quant.startswith("fp8"):
+        emu = emulate_fp8(spec, layer, x, ids, w, on_input=on_input, act_quant=act_quant)
+        e2 = rel_error(out, emu)
+        assert e2 <= TOL_EMULATION, (f"{spec.quant} {spec.activation} {what}: rel_error {e2:.3g} against the emulated "
+                                     f"FP8 quantization > {TOL_EMULATION} (seed {seed})")
+    return err
+
+
+def _e4m3(v32: torch.Tensor) -> torch.Tensor:
+    """float32 -> the nearest e4m3 value (clamped to +-448, as the kernels do), as float64."""
+    return v32.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).double()
+
+
+def _quant_rows(v32: torch.Tensor, amax32: torch.Tensor) -> torch.Tensor:
+    """The kernels' dynamic quantization of float32 rows with float32 ``amax`` (broadcast): multiplier
+    ``448 / amax`` in float32, e4m3 rounding, dequantized with ``amax / 448`` (float64 result)."""
+    amax32 = torch.as_tensor(amax32).clamp(min=1e-12)
+    c448 = torch.full_like(amax32, 448.0)
+    mult = c448 / amax32                                    # correctly rounded, as the kernels' div_rn
+    return _e4m3(v32 * mult) * (amax32 / c448).double()     # (torch's ``448.0 / t`` is not)
+
+
+def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
+    """float64 emulation of the FP8 path (module doc of backends/triton_moe_kernels.py): the hidden
+    states and the activation quantized to e4m3 exactly as the kernels do (per token, per tensor, or
+    per token and group of ``bk`` for fp8_block; the activation of fp8_tensor/fp8_channel rounded to the
+    activation dtype before its quantization, its amax taken before that rounding), dot products in
+    float64 on the dequantized weights, the per-slot rows rounded to the activation dtype."""
+    from moe_select.ops import gated_act
+
+    x32, ids, w = x.detach().cpu().float(), ids.cpu().long(), w.cpu().double()
+    cache: dict = {}
+
+    def expert(which, e):
+        if (which, e) not in cache:
+            cache[which, e] = (layer.d13 if which == 13 else layer.d2)[e].detach().cpu().double()
+        return cache[which, e]
+
+    act_dt = x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+    x32 = x32.to(act_dt).float()
+    t, k = ids.shape
+    block = spec.quant == "fp8_block"
+    if block:
+        bk = layer.block[1]
+        groups = [slice(g, g + bk) for g in range(0, spec.hidden_size, bk)]
+        xq = torch.cat([_quant_rows(x32[:, g], x32[:, g].abs().amax(1, keepdim=True)) for g in groups], 1)
+    elif act_quant == "token":
+        xq = _quant_rows(x32, x32.abs().amax(1, keepdim=True))
+    else:
+        xq = _quant_rows(x32, x32.abs().amax())
+    local = ids - spec.expert_offset
+    slots = [(ti, kk, int(local[ti, kk])) for ti in range(t) for kk in range(k)
+             if 0 <= int(local[ti, kk]) < spec.num_local_experts]
+    acts = []
+    for ti, kk, e in slots:
+        h = xq[ti] @ expert(13, e).T
+        if on_input:
+            h = h * w[ti, kk]
+        acts.append(gated_act(h, spec.activation, spec.swiglu_limit).float())      # float32, as the epilogue
+    out = torch.zeros(t, spec.hidden_size, dtype=torch.float32)
+    if not slots:
+        return out.double()
+    a32 = torch.stack(acts)
+    if block:
+        bk = layer.block[1]
+        gi = [slice(g, g + bk) for g in range(0, spec.intermediate_size, bk)]
+        aq = torch.cat([_quant_rows(a32[:, g], a32[:, g].abs().amax(1, keepdim=True)) for g in gi], 1)
+    else:
+        amax = a32.abs().amax(1, keepdim=True) if act_quant == "token" else a32.abs().amax()
+        aq = _quant_rows(a32.to(act_dt).float(), amax)
+    for (ti, kk, e), a in zip(slots, aq, strict=True):
+        y = a @ expert(2, e).T
+        if not on_input:
+            y = y * w[ti, kk]
+        out[ti] += y.float().to(act_dt).float()
+    return out.to(x.dtype).double()
+
+
+def reference_on_input(x, ids, w, d13, d2, spec):
+    """float64 reference with the routing weight applied to the input (llama4-style)."""
+    ones = torch.ones_like(w)
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    for k in range(ids.shape[1]):
+        xs = x.double().cpu() * w[:, k:k + 1].double().cpu()
+        out += reference_moe(xs, ids[:, k:k + 1], ones[:, k:k + 1], d13, d2, spec.activation,
+                             expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit)
+    return out
+
+
+def spec_of(quant="bf16", act="silu", *, e=8, k=2, h=64, i=32, ep=1, rank=0, limit=None):
+    return LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, activation=act, quant=quant,
+                     ep=ep, ep_rank=rank, swiglu_limit=limit)
+
+
+def core_for(spec, layer, device="cpu", **kw):
+    kw.setdefault("block_shape", layer.block)
+    if spec.quant != "fp8_block":
+        kw.pop("block_shape")
+    core = _tm().TritonMoeCore(spec, device, **kw)
+    return core, core.prepare_weights(*layer.args, **layer.kwargs)
+
+
+# --- interpreter tests: the kernels against the float64 reference -------------------------------------
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@pytest.mark.parametrize("quant", FORMATS)
+@interp
+def test_every_format_and_activation(quant, act):
+    seed = fresh_seed()
+    spec = spec_of(quant, act, limit=2.5 if act == "swiglu_oai" else None)   # a limit that clamps some values
+    layer = Layer(spec, seed, sym=act != "gelu")                             # int: asymmetric with gelu
+    core, pw = core_for(spec, layer)
+    x, ids, w = routing(spec, 13, seed)
+    check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), "13 tokens", seed)
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block", "int4_w4a16"])
+@interp
+def test_expert_parallel_ranks_skip_foreign_ids_and_sum_to_the_layer(quant):
+    seed = fresh_seed()
+    full = spec_of(quant, k=3)
+    layer = Layer(full, seed)
+    x, ids, w = routing(full, 11, seed)
+    total = torch.zeros(x.shape, dtype=torch.float64)
+    for rank in range(4):
+        spec = spec_of(quant, k=3, ep=4, rank=rank)
+        sl = slice(spec.expert_offset, spec.expert_offset + spec.num_local_experts)
+        part = Layer.__new__(Layer)
+        part.block = layer.block
+        part.args = tuple(a[sl] for a in layer.args)
+        part.kwargs = {k: (v[sl] if v is not None else None) for k, v in layer.kwargs.items()}
+        part.d13, part.d2 = layer.d13[sl], layer.d2[sl]
+        core, pw = core_for(spec, part)
+        out = core.forward(x, ids, w, pw)
+        check(spec, part, x, ids, w, out, f"rank {rank}", seed)           # the rank's partial sum alone
+        total += out.double()
+    ref = reference_moe(x, ids, w, layer.d13, layer.d2)
+    err = rel_error(total, ref)
+    assert err <= TOL[quant], f"{quant}: ranks' sum rel_error {err:.3g} (seed {seed})"
+
+
+@interp
+def test_rank_with_no_local_tokens_and_minus_one_everywhere():
+    seed = fresh_seed()
+    spec = spec_of("bf16", k=2, ep=2, rank=1)                               # experts 4..7
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer)
+    x, ids, w = routing(spec, 9, seed, pool=[0, 1, 2, 3])                    # no token routed to this rank
+    out = core.forward(x, ids, w, pw)
+    assert (out == 0).all(), f"a rank without tokens returns zeros (seed {seed})"
+    out = core.forward(x, torch.full_like(ids, -1), w, pw)
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize("case", ["zero_tokens", "one_token", "one_expert_busy", "multi_cta_sort", "block_m_64"])
+@interp
+def test_token_count_edge_cases(case):
+    seed = fresh_seed()
+    K = _K()
+    spec = spec_of("bf16", k=2)
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer)
+    if case == "zero_tokens":
+        x, ids, w = routing(spec, 0, seed)
+        out = core.forward(x, ids, w, pw)
+        assert out.shape == (0, spec.hidden_size) and out.dtype == x.dtype
+        return
+    if case == "one_token":
+        x, ids, w = routing(spec, 1, seed)
+    elif case == "one_expert_busy":                     # every token on experts 5 and 2; six experts empty
+        x, _, w = routing(spec, 20, seed)
+        ids = torch.stack([torch.full((20,), 5), torch.full((20,), 2)], 1).int()
+    elif case == "multi_cta_sort":                      # the three-kernel sort path (S > the single-CTA limit)
+        x, ids, w = routing(spec, 40, seed)
+        old = K.SINGLE_CTA_MAX_SLOTS
+        K.SINGLE_CTA_MAX_SLOTS = 16
+        try:
+            out = core.forward(x, ids, w, pw)
+        finally:
+            K.SINGLE_CTA_MAX_SLOTS = old
+        check(spec, layer, x, ids, w, out, case, seed)
+        return
+    else:                                               # a token count whose bucket uses BLOCK_M = 64
+        t = next(t for t in (256, 512, 1024) if core.config_for(t)["BLOCK_M"] == 64)
+        x, ids, w = routing(spec, t, seed)
+    check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), case, seed)
+
+
+@pytest.mark.parametrize("case", [(5, 2, 8, 0, 1, 16), (7, 3, 8, 1, 2, 16), (40, 2, 8, 0, 1, 32), (1, 1, 4, 0, 1, 16),
+                                  (64, 4, 16, 3, 4, 16)])
+@pytest.mark.parametrize("single", [True, False])
+@interp
+def test_sort_blocks_every_local_slot_once(case, single):
+    """The sort: every local slot once, in a block of its expert; padding rows hold the sentinel S; the
+    row count is the sum of the padded counts; blocks past it have expert -1."""
+    t, k, e, rank, ep, bm = case
+    K = _K()
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(-1, e, (t, k), generator=g, dtype=torch.int32)
+    nl = e // ep
+    off = rank * nl
+    amax = torch.full((50,), 3.0)
+    al = K.moe_align(ids, nl, off, bm, amax=amax, single_cta_max_slots=10 ** 6 if single else 4)
+    flat = ids.reshape(-1).long() - off
+    local = ((flat >= 0) & (flat < nl)).nonzero().squeeze(1).tolist()
+    rows = int(al.num_rows)
+    assert rows == sum(-(-int((flat == x).sum()) // bm) * bm for x in range(nl)), f"seed {seed}"
+    assert al.rows >= rows and al.rows % bm == 0
+    seen = []
+    for b in range(al.max_blocks):
+        blk = al.sorted_slots[b * bm:(b + 1) * bm].tolist()
+        if b * bm >= rows:
+            assert int(al.block_expert[b]) == -1 and all(s == t * k for s in blk), f"seed {seed}"
+            continue
+        ex = int(al.block_expert[b])
+        for s in blk:
+            if s != t * k:
+                assert flat[s] == ex, f"slot {s} of expert {int(flat[s])} in a block of expert {ex} (seed {seed})"
+                seen.append(s)
+    assert sorted(seen) == local, f"seed {seed}"
+    assert (amax == 0).all(), "the sort zeroes the amax buffer"
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel"])
+@interp
+def test_router_weight_on_input(quant):
+    seed = fresh_seed()
+    spec = spec_of(quant, k=1)
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer, apply_router_weight_on_input=True)
+    x, ids, w = routing(spec, 9, seed, minus_one=False)
+    check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), "weight on input", seed, on_input=True)
+    # differs from weighting the output (the activation is not linear): the flag does something
+    out_w = reference_moe(x, ids, w, layer.d13, layer.d2)
+    assert rel_error(core.forward(x, ids, w, pw), out_w) > 0.05
+
+
+@pytest.mark.parametrize("quant", ["fp8_tensor", "fp8_channel"])
+@interp
+def test_per_tensor_activation_quantization(quant):
+    seed = fresh_seed()
+    spec = spec_of(quant)
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer, act_quant="tensor")
+    x, ids, w = routing(spec, 12, seed)
+    check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), "per-tensor activations", seed, act_quant="tensor")
+
+
+@pytest.mark.parametrize("block", [(128, 128), (24, 32), (64, 16)])
+@interp
+def test_fp8_block_shapes(block):
+    """The checkpoint's block shape: the default 128x128 (H = 256, I = 128), and blocks whose N size does
+    not divide N (gate and up rows share a block) or is not a power of two."""
+    seed = fresh_seed()
+    block = tuple(block)                                    # a list when it came through the worker's JSON
+    h, i = (256, 128) if block == (128, 128) else (64, 40)
+    spec = spec_of("fp8_block", h=h, i=i)
+    layer = Layer(spec, seed, block=block)
+    core, pw = core_for(spec, layer, block_shape=None if block == (128, 128) else block)
+    assert core.block_shape == block
+    x, ids, w = routing(spec, 10, seed)
+    check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"block {block}", seed)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@interp
+def test_input_dtypes(dtype):
+    """Hidden states in any float dtype; the output has the input's dtype."""
+    dtype = getattr(torch, dtype)
+    seed = fresh_seed()
+    spec = spec_of("bf16")
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer)
+    x, ids, w = routing(spec, 6, seed, dtype=dtype)
+    check(spec, layer, x, ids, w, core.forward(x, ids.long(), w, pw), str(dtype), seed)
+
+
+@pytest.mark.parametrize("layout", ["awq", "gptq_sym", "gptq_sym_no_qzeros", "gptq_asym", "gptq8_asym"])
+@interp
+def test_awq_and_gptq_checkpoint_layouts(layout):
+    """prepare_weights converts the layouts published AWQ/GPTQ checkpoints store (stacked per expert) and
+    gives exactly the output of the kernel layout; a desc_act g_idx is refused. (GPTQ v1 asymmetric
+    packing is checked bit for bit in test_gptq_packing_follows_autogptq.)"""
+    seed = fresh_seed()
+    quant = "int8_w8a16" if layout == "gptq8_asym" else "int4_w4a16"
+    sym = layout in ("gptq_sym", "gptq_sym_no_qzeros")
+    spec = spec_of(quant)
+    layer = Layer(spec, seed, sym=sym)
+    core, pw = core_for(spec, layer)
+    x, ids, w = routing(spec, 8, seed)
+    want = core.forward(x, ids, w, pw)
+    kw = {}
+    if layout == "awq":
+        (a13, z13, s13), (a2, z2, s2) = qi.to_awq(layer.i13), qi.to_awq(layer.i2)
+        args = (a13, a2)
+        kw = {"w13_scale": s13, "w2_scale": s2, "w13_zeros": z13, "w2_zeros": z2}
+    else:
+        # GPTQ's v1 format stores zero - 1 and cannot hold a zero point of 0, which asymmetric random groups
+        # sometimes get: asymmetric layers are written in the gptq_v2 format (zeros as they are)
+        v1 = sym
+        (a13, z13, s13, g13), (a2, z2, s2, g2) = (qi.to_gptq(layer.i13, zeros_minus_one=v1),
+                                                  qi.to_gptq(layer.i2, zeros_minus_one=v1))
+        args = (a13, a2)
+        kw = {"w13_scale": s13, "w2_scale": s2, "w13_g_idx": g13, "w2_g_idx": g2[0]}
+        if layout != "gptq_sym_no_qzeros":
+            kw.update(w13_zeros=z13, w2_zeros=z2)
+    core2 = _tm().TritonMoeCore(spec, "cpu", gptq_zeros_minus_one=layout == "awq" or sym)
+    got = core2.forward(x, ids, w, core2.prepare_weights(*args, **kw))
+    assert torch.equal(got, want), f"{layout}: output differs from the kernel layout's (seed {seed})"
+    check(spec, layer, x, ids, w, got, layout, seed)
+    if layout.startswith("gptq"):
+        perm = kw["w13_g_idx"].clone()
+        perm[:, :2] = perm[:, :2].flip(1) + 1               # act-order: rows of different groups interleaved
+        with pytest.raises(RunnerInputError, match="desc_act"):
+            core2.prepare_weights(*args, **{**kw, "w13_g_idx": perm})
+
+
+@interp
+def test_prepare_weights_and_forward_errors_name_the_tensor():
+    spec = spec_of("fp8_channel")
+    layer = Layer(spec, 1)
+    tm = _tm()
+    core = tm.TritonMoeCore(spec, "cpu")
+    q13, q2 = layer.args
+    s13, s2 = layer.kwargs["w13_scale"], layer.kwargs["w2_scale"]
+    with pytest.raises(RunnerInputError, match=r"w13: fp8_channel weights must be torch.float8_e4m3fn"):
+        core.prepare_weights(q13.float(), q2, w13_scale=s13, w2_scale=s2)
+    with pytest.raises(RunnerInputError, match=r"w2 must be \[8, 64, 32\]"):
+        core.prepare_weights(q13, q2[:, :, :16], w13_scale=s13, w2_scale=s2)
+    with pytest.raises(RunnerInputError, match="w2_scale is required"):
+        core.prepare_weights(q13, q2, w13_scale=s13)
+    with pytest.raises(RunnerInputError, match=r"w13_scale: fp8_channel scale must be \[E, N\] = \[8, 64\]"):
+        core.prepare_weights(q13, q2, w13_scale=s13[:, :5], w2_scale=s2)
+    pw = core.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2)
+    x, ids, w = routing(spec, 4, 1)
+    with pytest.raises(RunnerInputError, match=r"hidden_states must be \[T, H=64\]"):
+        core.forward(x[:, :10], ids, w, pw)
+    with pytest.raises(RunnerInputError, match="topk_ids must be int32 or int64"):
+        core.forward(x, ids.float(), w, pw)
+    with pytest.raises(RunnerInputError, match=r"topk_ids and topk_weights must be \[T=4, K=2\]"):
+        core.forward(x, ids[:, :1], w, pw)
+    bspec = spec_of("fp8_block")
+    with pytest.raises(RunnerInputError, match="K size of a block must be a power of two"):
+        tm.TritonMoeCore(bspec, "cpu", block_shape=(128, 96))
+    blayer = Layer(bspec, 1)
+    with pytest.raises(RunnerInputError, match=r"ceil\(N/128\), ceil\(K/128\)\] = \[8, 1, 1\]"):
+        tm.TritonMoeCore(bspec, "cpu").prepare_weights(*blayer.args, **blayer.kwargs)   # 32x32 scales, 128x128 declared
+    ispec = spec_of("int4_w4a16")
+    ilayer = Layer(ispec, 1)
+    with pytest.raises(RunnerInputError, match="cannot tell the int4 layout"):
+        tm.TritonMoeCore(ispec, "cpu").prepare_weights(ilayer.args[0].int(), ilayer.args[1], **ilayer.kwargs)
+    with pytest.raises(RunnerInputError, match="w13_scale is required"):
+        tm.TritonMoeCore(ispec, "cpu").prepare_weights(*ilayer.args)
+    with pytest.raises(RunnerInputError, match="does not implement mxfp4"):
+        tm.TritonMoeCore(spec_of("mxfp4"), "cpu")
+
+
+@interp
+def test_through_moe_runner():
+    """The core behind MoeRunner (a2a none), as resolve builds it."""
+    from moe_select.backends.a2a.dispatch_none import NoDispatch
+    from moe_select.runner import MoeRunner
+
+    class Plan:
+        runner, a2a = "triton", "none"
+
+    seed = fresh_seed()
+    spec = spec_of("bf16", "gelu")
+    layer = Layer(spec, seed)
+    r = MoeRunner(Plan(), spec, _tm().TritonMoeCore(spec, "cpu"), NoDispatch(spec), torch.device("cpu"))
+    x, ids, w = routing(spec, 7, seed)
+    check(spec, layer, x, ids, w, r.run(x, ids, w, r.prepare_weights(*layer.args)), "MoeRunner", seed)
+
+
+@interp
+def test_tuner_dry_run_writes_configs_the_core_reads():
+    """benchmarks/tune_triton_moe.py --dry-run (tiny shapes, interpreter): it writes one config file per
+    (shape, format) in the documented format and a log; a core reading that folder uses them and still
+    matches the reference."""
+    spec_ = importlib.util.spec_from_file_location("tune_triton_moe", ROOT / "benchmarks" / "tune_triton_moe.py")
+    tune = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(tune)
+    K = _K()
+    with tempfile.TemporaryDirectory() as out:
+        rc = tune.main(["--dry-run", "--out", out, "--budget-s", "120"])
+        assert rc == 0
+        log = json.loads((Path(out) / "tune_log.json").read_text())
+        assert log["dry_run"] and log["results"], log
+        files = sorted((Path(out) / "triton_configs").glob("*.json"))
+        assert {f.name.split(",format=")[1].split(",")[0] for f in files} == set(tune.DRY_FORMATS)
+        for f in files:
+            table = K.load_config_file(str(f))
+            assert set(table) == set(tune.DRY_TOKENS), (f.name, table)
+        m = tune.DRY_MODEL
+        for quant in tune.DRY_FORMATS:
+            spec = spec_of(quant, e=m[0], k=m[1], h=m[2], i=m[3])
+            seed = fresh_seed()
+            layer = Layer(spec, seed, block=tune.DRY_BLOCK)
+            core, pw = core_for(spec, layer, config_dir=out + "/triton_configs")
+            assert core.config_source.startswith(f"E={m[0]},N={2 * m[3]},K={m[2]},format={quant}"), core.config_source
+            for t in tune.DRY_TOKENS:
+                x, ids, w = routing(spec, t, seed + t)
+                check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"tuned config, {t} tokens", seed)
+
+
+# --- in-process tests (no kernels run) ---------------------------------------------------------------
+
+def test_cpu_without_the_interpreter_is_refused():
+    if INTERP or not HAS_TRITON:
+        pytest.skip("needs triton imported without TRITON_INTERPRET")
+    with pytest.raises(RunnerInputError, match="TRITON_INTERPRET=1"):
+        _tm().TritonMoeCore(spec_of("bf16"), "cpu")
+
+
+def test_register_core_for_a2a_none_and_torch():
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    from moe_select.registry import Registry
+
+    reg = Registry()
+    _tm().register(reg)
+    assert reg.core("triton", "none") is _tm().TritonMoeCore and reg.core("triton", "torch") is _tm().TritonMoeCore
+
+
+def test_token_buckets_and_default_configs():
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    K = _K()
+    assert [K.token_bucket(t) for t in (1, 2, 3, 5, 6, 100, 8192, 10 ** 6)] == [1, 2, 4, 4, 8, 128, 8192, 8192]
+    assert K.token_bucket(181, (128, 256)) == 128 and K.token_bucket(182, (128, 256)) == 256   # sqrt(128*256) = 181.02
+    prev = 0
+    for t in K.TOKEN_BUCKETS:                                   # BLOCK_M grows with the rows per expert
+        c = K.default_config(128, 1536, 2048, "bf16", t, 8)
+        assert c["BLOCK_M"] >= prev and set(c) == {"BLOCK_M", "gemm1", "gemm2"}
+        prev = c["BLOCK_M"]
+    assert K.default_config(128, 1536, 2048, "bf16", 1, 8)["BLOCK_M"] == 16
+    assert K.default_config(128, 1536, 2048, "bf16", 8192, 8)["BLOCK_M"] == 128
+    blk = K.default_config(256, 4096, 7168, "fp8_block", 8192, 8, (128, 128))
+    assert blk["gemm1"]["BLOCK_K"] == blk["gemm2"]["BLOCK_K"] == 128
+    small = K.default_config(4, 32, 16, "bf16", 1, 2)         # tiles never much wider than the layer
+    assert small["gemm1"]["BLOCK_N"] == 16 and small["gemm1"]["BLOCK_K"] == 16
+
+
+def test_config_files_are_checked_and_looked_up(tmp_path):
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    K = _K()
+    g = {"BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 3}
+    name = K.config_file_name(128, 1536, 2048, "fp8_block", "NVIDIA H200", (128, 128))
+    assert name == "E=128,N=1536,K=2048,format=fp8_block,block=128x128,device=NVIDIA_H200.json"
+    body = {"format_version": 1, "key": {}, "tuned": {},
+            "configs": {"1": {"BLOCK_M": 16, "gemm1": g, "gemm2": {**g, "us": 3.0}},
+                        "256": {"BLOCK_M": 64, "gemm1": {**g, "BLOCK_K": 64}, "gemm2": g}}}
+    (tmp_path / name).write_text(json.dumps(body))
+    cfg, src = K.get_config(128, 1536, 2048, "fp8_block", 300, 8, device_name="NVIDIA H200", block_shape=(128, 128),
+                            config_dir=tmp_path)
+    assert src == name and cfg["BLOCK_M"] == 64 and cfg["gemm1"]["BLOCK_K"] == 128     # block K wins
+    cfg, src = K.get_config(128, 1536, 2048, "fp8_block", 300, 8, device_name="NVIDIA H100", block_shape=(128, 128),
+                            config_dir=tmp_path)
+    assert src == "default"
+    for bad, msg in [({**body, "format_version": 2}, "format_version"),
+                     ({**body, "configs": {"x": body["configs"]["1"]}}, "positive token counts"),
+                     ({**body, "configs": {"1": {**body["configs"]["1"], "BLOCK_M": 48}}}, "BLOCK_M must be"),
+                     ({**body, "configs": {"1": {**body["configs"]["1"], "gemm1": {**g, "BLOCK_N": 48}}}}, "power of two"),
+                     ({**body, "configs": {"1": {**body["configs"]["1"], "gemm2": {"BLOCK_N": 64}}}}, "exactly the keys")]:
+        p = tmp_path / f"bad{len(msg)}.json"
+        p.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=msg):
+            K.load_config_file(str(p))
+
+
+def test_warm_token_counts_cover_every_token_count():
+    """One forward at each warm-up count compiles every (configuration, sort path) any count 1..20000 uses."""
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    K = _K()
+    for top_k, table in [(8, {b: K.default_config(128, 1536, 2048, "bf16", b, 8) for b in K.TOKEN_BUCKETS}),
+                         (2, {1: {"BLOCK_M": 16}, 256: {"BLOCK_M": 64}, 4096: {"BLOCK_M": 128}})]:
+        warm = K.warm_token_counts(table, top_k)
+        buckets = tuple(sorted(table))
+
+        def key(t, table=table, buckets=buckets, top_k=top_k):
+            return json.dumps(table[K.token_bucket(t, buckets)], sort_keys=True), t * top_k <= K.SINGLE_CTA_MAX_SLOTS
+
+        warmed = {key(t) for t in warm}
+        assert all(key(t) in warmed for t in range(1, 20001)), warm
+        assert len(warm) == len(warmed)
+
+
+# --- compiled for sm90 without a GPU -------------------------------------------------------------------
+
+SMEM_SM90 = 227 * 1024          # the largest dynamic shared memory of one CTA on sm90 (H100/H200)
+
+
+def _sm90_compile(kernel, args, kwargs) -> dict:
+    """Compile one launch of ``kernel`` for sm90 (Triton's own binder, so the same specialisation as a
+    real launch), then ``ptxas -v`` for registers and spills. No GPU or driver is needed."""
+    import re
+    import subprocess
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    target = GPUTarget("cuda", 90, 32)
+    backend = make_backend(target)
+    jit = kernel.jit
+    kwargs = {**kwargs, "debug": False}
+    bound, spec, options = create_function_from_signature(jit.signature, jit.params, backend)(*args, **kwargs)
+    options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound, spec, options)
+    ck = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ck.asm["ptx"])
+    r = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", os.devnull], capture_output=True, text=True)
+    os.unlink(f.name)
+    return {"kernel": kernel.__name__, "shared": ck.metadata.shared,
+            "regs": int(re.search(r"Used (\d+) registers", r.stderr).group(1)),
+            "spill": int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)),
+            "mma": ck.asm["ptx"].count("wgmma.mma_async") + ck.asm["ptx"].count("mma.sync"), "config": kwargs.get("BLOCK_M")}
+
+
+def _ptxas_runs() -> bool:
+    if not HAS_TRITON or INTERP:
+        return False
+    import triton
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    try:
+        return subprocess.run([str(ptxas), "--version"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("quant, act, tokens", [
+    ("bf16", "silu", 1), ("bf16", "silu", 2048), ("bf16", "gelu", 256), ("bf16", "relu2", 256),
+    ("bf16", "swiglu_oai", 2048), ("fp16", "silu", 2048), ("fp8_tensor", "silu", 2048),
+    ("fp8_channel", "silu", 1), ("fp8_channel", "silu", 8192), ("fp8_block", "silu", 1), ("fp8_block", "silu", 8192),
+    ("int4_w4a16", "silu", 1), ("int4_w4a16", "silu", 8192), ("int8_w8a16", "silu", 2048)])
+def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
+    """Every kernel a forward launches, with the default configuration, compiled for sm90 (Hopper) by
+    Triton and ptxas here, without a GPU, at the Qwen3-30B-A3B layer shape (the sort's multi-CTA path
+    from 2048 tokens): it compiles, its shared memory fits an sm90 CTA, the GEMMs use tensor cores, and ptxas
+    spills at most a few registers: 16 bytes (measured 8 in fp8_channel's second GEMM at ``BLOCK_M`` 128,
+    0 elsewhere), 64 in fp8_block's first GEMM (measured 52 at ``BLOCK_M`` 64)."""
+    if not _ptxas_runs():
+        pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
+    K = _K()
+    done = []
+    monkeypatch.setattr(K._Kernel, "launch", lambda self, grid, device, *a, warmup=False, **kw:
+                        done.append(_sm90_compile(self, a, kw)))
+    e, k, h, i = 128, 8, 2048, 768
+    spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, activation=act, quant=quant)
+    meta = torch.device("meta")
+    n13 = spec.w13_rows
+    kp = 2 if quant == "int4_w4a16" else 1
+    wdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "int4_w4a16": torch.uint8, "int8_w8a16": torch.uint8}.get(
+        quant, torch.float8_e4m3fn)
+    w13 = torch.empty(e, n13, h // kp, dtype=wdt, device=meta)
+    w2 = torch.empty(e, h, i // kp, dtype=wdt, device=meta)
+    scales = {"fp8_tensor": ((e,), (e,)), "fp8_channel": ((e, n13), (e, h)),
+              "fp8_block": ((e, n13 // 128, h // 128), (e, h // 128, i // 128)),
+              "int4_w4a16": ((e, n13, h // 128), (e, h, i // 128)), "int8_w8a16": ((e, n13, h // 128), (e, h, i // 128))}
+    kw = {}
+    if quant in scales:
+        kw = {"w13_scale": torch.empty(scales[quant][0], device=meta), "w2_scale": torch.empty(scales[quant][1], device=meta)}
+    core = _tm().TritonMoeCore(spec, meta)
+    pw = core.prepare_weights(w13, w2, **kw)
+    x = torch.empty(tokens, h, dtype=torch.float16 if quant == "fp16" else torch.bfloat16, device=meta)
+    core.forward(x, torch.empty(tokens, k, dtype=torch.int32, device=meta), torch.empty(tokens, k, device=meta), pw)
+    names = [d["kernel"] for d in done]
+    assert names.count("_moe_gemm_kernel") == 2 and "_topk_sum_kernel" in names, names
+    assert ("_align_count_kernel" in names) == (tokens * k > K.SINGLE_CTA_MAX_SLOTS), names
+    for d in done:
+        assert d["shared"] <= SMEM_SM90, d
+        allowed = 64 if quant == "fp8_block" and d["kernel"] == "_moe_gemm_kernel" else 16
+        assert d["spill"] <= allowed, (d, core.config_for(tokens))
+        if d["kernel"] == "_moe_gemm_kernel":
+            assert d["mma"] > 0, d                       # tensor cores: wgmma (BLOCK_M >= 64) or mma.sync
+
+
+# --- quant_int (pure torch) ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("sym", [True, False])
+def test_int_quantization_round_trips_through_every_layout(bits, sym):
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(3, 32, 64, generator=g)
+    iw = qi.quantize_int(w, bits, 16, sym=sym)
+    d = qi.dequantize_int(iw.q, iw.scales, iw.zeros, bits)
+    # round to nearest: half a step; asymmetric: the rounded zero point shifts the grid by up to half a
+    # step, so values at the range ends may clip by up to one step
+    bound = iw.scales.repeat_interleave(16, -1) * (0.5 * 1.01 if sym else 1.0)
+    assert ((d - w).abs() <= bound + 1e-6).all(), f"round to nearest (seed {seed})"
+    assert int(iw.q.max()) < 2 ** bits
+    b = qi.from_kernel(*qi.to_kernel(iw), bits)
+    assert torch.equal(b.q, iw.q) and torch.equal(b.scales, iw.scales)
+    if bits == 4:
+        a = qi.from_awq(*qi.to_awq(iw))
+        assert torch.equal(a.q, iw.q) and torch.equal(a.zero_point, iw.zero_point) and torch.equal(a.scales, iw.scales)
+    qw, qz, sc, gi = qi.to_gptq(iw)
+    r = qi.from_gptq(qw, qz, sc, bits, g_idx=gi)
+    assert torch.equal(r.q, iw.q) and torch.equal(r.zero_point, iw.zero_point)
+    assert torch.equal(qi.dequantize_int(r.q, r.scales, r.zeros, bits), d)
+
+
+def test_awq_packing_follows_autoawq():
+    """AutoAWQ's WQLinear_GEMM.from_linear loop, written out (casper-hansen/AutoAWQ@030fe2a1:
+    awq/modules/linear/gemm.py): nibble i of qweight[:, col] = intweight[:, col * 8 + order_map[i]]."""
+    seed = fresh_seed()
+    w = torch.randn(1, 16, 32, generator=torch.Generator().manual_seed(seed))
+    iw = qi.quantize_int(w, 4, 16, sym=False)
+    qweight, qzeros, scales = qi.to_awq(iw)
+    intweight = iw.q[0].T.to(torch.int64)                        # [K, N] = [in, out]
+    zeros = iw.zeros[0].T.to(torch.int64)                        # [G, N]
+    want_w = torch.zeros(32, 2, dtype=torch.int64)
+    want_z = torch.zeros(2, 2, dtype=torch.int64)
+    order_map = [0, 2, 4, 6, 1, 3, 5, 7]
+    for col in range(2):
+        for i in range(8):
+            want_w[:, col] |= intweight[:, col * 8 + order_map[i]] << (i * 4)
+            want_z[:, col] |= zeros[:, col * 8 + order_map[i]] << (i * 4)
+    as_i32 = lambda t: torch.where(t >= 2 ** 31, t - 2 ** 32, t).to(torch.int32)  # noqa: E731
+    assert torch.equal(qweight[0], as_i32(want_w)) and torch.equal(qzeros[0], as_i32(want_z)), f"seed {seed}"
+    assert torch.equal(scales[0], iw.scales[0].T.half())
+
+
+def test_gptq_packing_follows_autogptq():
+    """AutoGPTQ's QuantLinear.pack loops, written out (AutoGPTQ/AutoGPTQ@179776bd:
+    auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py): input rows packed in order along qweight's rows,
+    zeros minus one packed in order along qzeros' columns."""
+    seed = fresh_seed()
+    w = torch.randn(1, 16, 32, generator=torch.Generator().manual_seed(seed))
+    for bits in (4, 8):
+        iw = qi.quantize_int(w, bits, 16, sym=False)
+        iw.zeros = iw.zeros.clamp(min=1)                        # v1 cannot store a zero point of 0
+        qweight, qzeros, _, g_idx = qi.to_gptq(iw)
+        per = 32 // bits
+        intweight = iw.q[0].T.to(torch.int64)                   # [K, N]
+        want_w = torch.zeros(32 // per, 16, dtype=torch.int64)
+        for row in range(32 // per):
+            for j in range(row * per, row * per + per):
+                want_w[row] |= intweight[j] << (bits * (j - row * per))
+        zeros = iw.zeros[0].T.to(torch.int64) - 1               # [G, N]
+        want_z = torch.zeros(2, 16 // per, dtype=torch.int64)
+        for col in range(16 // per):
+            for j in range(col * per, col * per + per):
+                want_z[:, col] |= zeros[:, j] << (bits * (j - col * per))
+        as_i32 = lambda t: torch.where(t >= 2 ** 31, t - 2 ** 32, t).to(torch.int32)  # noqa: E731
+        assert torch.equal(qweight[0], as_i32(want_w)) and torch.equal(qzeros[0], as_i32(want_z)), f"{bits} bits, seed {seed}"
+        assert g_idx[0].tolist() == [k // 16 for k in range(32)]
+
+
+def test_int_layout_errors():
+    iw = qi.quantize_int(torch.randn(2, 16, 32), 4, 16, sym=False)
+    with pytest.raises(ValueError, match="group_size 12 must divide K = 32"):
+        qi.quantize_int(torch.randn(2, 16, 32), 4, 12)
+    with pytest.raises(ValueError, match="bits must be 4 or 8"):
+        qi.quantize_int(torch.randn(2, 16, 32), 3, 16)
+    qweight, qzeros, scales = qi.to_awq(iw)
+    with pytest.raises(ValueError, match=r"AWQ qzeros must be int32 \[E, G, N/8\] = \[2, 2, 2\]"):
+        qi.from_awq(qweight, qzeros[:, :1], scales)
+    with pytest.raises(ValueError, match="AWQ checkpoints are 4-bit only"):
+        qi.to_awq(qi.quantize_int(torch.randn(2, 16, 32), 8, 16))
+    g = torch.arange(32) // 16
+    qi.check_g_idx(g, 32, 16)
+    with pytest.raises(ValueError, match="desc_act"):
+        qi.check_g_idx(g.flip(0), 32, 16)
+    iw.zeros = iw.zeros.clone()
+    iw.zeros[0, 0, 0] = 0
+    with pytest.raises(ValueError, match="zero point of 0 cannot be stored"):
+        qi.to_gptq(iw)
+    qw, qz, sc, _ = qi.to_gptq(iw, zeros_minus_one=False)
+    with pytest.raises(ValueError, match="zero point of 16"):
+        qi.from_gptq(qw, torch.full_like(qz, -1), sc, 4)              # every nibble 15: zero 16 in v1
+
+
+# --- GPU tests ------------------------------------------------------------------------------------------
+
+def gpu_test(fn):
+    """Mark a test ``gpu`` and skip it without CUDA."""
+    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(fn))
+
+
+#: Real layer shapes (E, K, H, I, activation) for the GPU checks.
+REAL = {"Qwen3-30B-A3B": (128, 8, 2048, 768, "silu"), "gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai"),
+        "DeepSeek-V3": (256, 8, 7168, 2048, "silu"), "Mixtral-8x7B": (8, 2, 4096, 14336, "silu")}
+
+
+def gpu_layer(quant, act="silu", *, e=32, k=4, h=1024, i=384, ep=1, rank=0, seed=None, **kw):
+    spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, activation=act, quant=quant,
+                     ep=ep, ep_rank=rank)
+    seed = fresh_seed() if seed is None else seed
+    layer = Layer(spec, seed, "cuda", block=(128, 128), groups=(128, 128))
+    return spec, layer, seed
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@pytest.mark.parametrize("quant", FORMATS)
+@gpu_test
+def test_gpu_every_format_and_activation(quant, act):
+    spec, layer, seed = gpu_layer(quant, act)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    for t in (1, 37):
+        x, ids, w = routing(spec, t, seed + t, "cuda")
+        check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{t} tokens", seed)
+
+
+
+@pytest.mark.parametrize("model, quant, tokens", [
+    ("Qwen3-30B-A3B", "bf16", (1, 64)), ("Qwen3-30B-A3B", "fp8_channel", (1, 64)),
+    ("Qwen3-30B-A3B", "fp8_block", (1, 64)), ("Qwen3-30B-A3B", "int4_w4a16", (3,)),
+    ("gpt-oss-20b", "bf16", (1, 16)), ("Mixtral-8x7B", "fp8_tensor", (4,)), ("DeepSeek-V3", "fp8_block", (4,))])
+@gpu_test
+def test_gpu_real_layer_shapes(model, quant, tokens):
+    e, k, h, i, act = REAL[model]
+    spec, layer, seed = gpu_layer(quant, act, e=e, k=k, h=h, i=i)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    for t in tokens:
+        x, ids, w = routing(spec, t, seed + t, "cuda")
+        check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{model}, {t} tokens", seed)
+
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block", "int4_w4a16"])
+@gpu_test
+def test_gpu_expert_parallel_ranks(quant):
+    full, layer, seed = gpu_layer(quant, k=6)
+    x, ids, w = routing(full, 50, seed, "cuda")
+    total = torch.zeros(x.shape, dtype=torch.float64)
+    for rank in range(4):
+        spec = LayerSpec(num_experts=32, top_k=6, hidden_size=1024, intermediate_size=384, quant=quant, ep=4, ep_rank=rank)
+        sl = slice(spec.expert_offset, spec.expert_offset + spec.num_local_experts)
+        part = Layer.__new__(Layer)
+        part.block = layer.block
+        part.args = tuple(a[sl] for a in layer.args)
+        part.kwargs = {k: (v[sl] if v is not None else None) for k, v in layer.kwargs.items()}
+        part.d13, part.d2 = layer.d13[sl], layer.d2[sl]
+        core, pw = core_for(spec, part, "cuda", warmup=False)
+        out = core.forward(x, ids, w, pw)
+        check(spec, part, x, ids, w, out, f"rank {rank}", seed)
+        total += out.double().cpu()
+    err = rel_error(total, reference_moe(x, ids, w, layer.d13, layer.d2))
+    assert err <= TOL[quant], f"{quant}: ranks' sum rel_error {err:.3g} (seed {seed})"
+
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block", "int4_w4a16"])
+@pytest.mark.parametrize("tokens", [1, 100, 700])
+@gpu_test
+def test_gpu_cuda_graph_replay_equals_eager(quant, tokens):
+    spec, layer, seed = gpu_layer(quant, k=8, e=64)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    x, ids, w = routing(spec, tokens, seed, "cuda")
+    sx, sids, sw = x.clone(), ids.clone(), w.clone()
+    core.forward(sx, sids, sw, pw)                          # compiles outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        sout = core.forward(sx, sids, sw, pw)
+    for s in range(3):                                      # new inputs copied into the captured buffers
+        x2, ids2, w2 = routing(spec, tokens, seed + 100 + s, "cuda")
+        sx.copy_(x2)
+        sids.copy_(ids2)
+        sw.copy_(w2)
+        g.replay()
+        eager = core.forward(x2, ids2, w2, pw)
+        torch.cuda.synchronize()
+        assert torch.equal(sout, eager), f"{quant}, {tokens} tokens: graph replay differs from eager (seed {seed})"
+        check(spec, layer, x2, ids2, w2, sout, "graph replay", seed)
+
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
+@gpu_test
+def test_gpu_no_recompile_across_token_counts(quant):
+    """After prepare_weights (which warms every variant up), token counts 1..4099 compile nothing: the
+    JIT caches of every kernel keep their size."""
+    K = _K()
+    spec, layer, seed = gpu_layer(quant, k=8, e=64, h=512, i=256)
+    core, pw = core_for(spec, layer, "cuda")
+    assert core.compile_s is not None
+    before = K.compiled_variants()
+    x, ids, w = routing(spec, 4099, seed, "cuda")
+    for t in range(1, 4100):
+        core.forward(x[:t], ids[:t], w[:t], pw)
+    torch.cuda.synchronize()
+    assert K.compiled_variants() == before, f"{K.compiled_variants() - before} compiles after prepare_weights"
+    check(spec, layer, x[:33], ids[:33], w[:33], core.forward(x[:33], ids[:33], w[:33], pw), "after the sweep", seed)
+
+
+
+@pytest.mark.parametrize("case", ["weight_on_input", "act_quant_tensor", "awq", "gptq8"])
+@gpu_test
+def test_gpu_options_and_checkpoint_layouts(case):
+    quant = {"weight_on_input": "bf16", "act_quant_tensor": "fp8_tensor", "awq": "int4_w4a16", "gptq8": "int8_w8a16"}[case]
+    spec, layer, seed = gpu_layer(quant, k=1 if case == "weight_on_input" else 4)
+    x, ids, w = routing(spec, 21, seed, "cuda", minus_one=False)
+    if case in ("weight_on_input", "act_quant_tensor"):
+        kw = {"apply_router_weight_on_input": True} if case == "weight_on_input" else {"act_quant": "tensor"}
+        core, pw = core_for(spec, layer, "cuda", warmup=False, **kw)
+        check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), case, seed, on_input=case == "weight_on_input",
+              act_quant=kw.get("act_quant", "token"))
+        return
+    if case == "awq":
+        (a13, z13, s13), (a2, z2, s2) = qi.to_awq(layer.i13), qi.to_awq(layer.i2)
+    else:
+        (a13, z13, s13, _), (a2, z2, s2, _) = qi.to_gptq(layer.i13), qi.to_gptq(layer.i2)
+    core = _tm().TritonMoeCore(spec, "cuda", warmup=False)
+    pw = core.prepare_weights(a13, a2, w13_scale=s13, w2_scale=s2, w13_zeros=z13, w2_zeros=z2)
+    check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), case, seed)
+
+
+
+@gpu_test
+def test_gpu_tuned_config_files_load_and_match_the_reference():
+    """Every tuned file for this GPU in backends/triton_configs: a core of its key reads it and matches
+    the reference at its buckets' token counts (up to 256)."""
+    K = _K()
+    dev = torch.cuda.get_device_name().replace(" ", "_")
+    files = sorted(K.CONFIG_DIR.glob(f"*device={dev}.json"))
+    if not files:
+        pytest.skip(f"no tuned configuration files for {dev}")
+    for f in files:
+        data = json.loads(f.read_text())
+        key = data["key"]
+        top_k = data["tuned"].get("top_k", 8)
+        e, n, h, quant = key["E"], key["N"], key["K"], key["format"]
+        if quant not in ("bf16", "fp8_channel", "fp8_tensor", "fp8_block", "fp16"):
+            continue
+        spec, layer, seed = gpu_layer(quant, e=e, k=top_k, h=h, i=n // 2)
+        core, pw = core_for(spec, layer, "cuda", warmup=False)
+        assert core.config_source == f.name
+        for t in sorted(K.load_config_file(str(f))):
+            if t <= 256:
+                x, ids, w = routing(spec, t, seed + t, "cuda")
+                check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{f.name}, {t} tokens", seed)
+
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    _serve()
