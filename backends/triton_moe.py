@@ -455,7 +455,6 @@ class ForwardPass:
 
 
 def register(registry) -> None:
-    """Register the triton core for standard (token-major) dispatch from a2a ``none`` and ``torch``
-    (both give rows of tokens with global ``topk_ids``; ids of other ranks' experts and -1 are skipped)."""
-    registry.register_core("triton", "none", TritonMoeCore)
-    registry.register_core("triton", "torch", TritonMoeCore)
+    """Register the triton core for standard (token-major) dispatch, what a2a ``none`` and ``torch`` hand
+    over (rows of tokens with global ``topk_ids``; ids of other ranks' experts and -1 are skipped)."""
+    registry.register_core("triton", "standard", TritonMoeCore)

@@ -719,14 +719,14 @@ def test_cpu_without_the_interpreter_is_refused():
         _tm().TritonMoeCore(spec_of("bf16"), "cpu")
 
 
-def test_register_core_for_a2a_none_and_torch():
+def test_register_core_for_standard_dispatch():
     if not HAS_TRITON:
         pytest.skip("triton not installed")
     from moe_select.registry import Registry
 
     reg = Registry()
     _tm().register(reg)
-    assert reg.core("triton", "none") is _tm().TritonMoeCore and reg.core("triton", "torch") is _tm().TritonMoeCore
+    assert reg.pairs() == {("triton", "standard")} and reg.core("triton", "standard") is _tm().TritonMoeCore
 
 
 def test_token_buckets_and_default_configs():
