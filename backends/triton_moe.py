@@ -79,11 +79,11 @@ class TritonMoeCore:
 
     - ``apply_router_weight_on_input``: multiply the routing weight into the first GEMM's accumulator
       (before the activation, i.e. on the input, as llama4's routing does) instead of the second GEMM's
-      output.
+      output. Default: ``spec.weight_on_input`` (the model's routing, llama4).
     - ``act_quant``: ``"token"`` (default: one dynamic scale per token row) or ``"tensor"`` (one dynamic
       scale over all rows) for the FP8 activations of fp8_tensor / fp8_channel.
     - ``block_shape``: fp8_block's ``(bn, bk)`` as the checkpoint declares it (``weight_block_size``);
-      default ``spec.block_shape`` when the spec has one, else 128x128.
+      default ``spec.block_shape`` (the plan's quant_params), else 128x128.
     - ``int_layout``: ``"auto"`` (by dtype and shape), ``"kernel"``, ``"awq"`` or ``"gptq"``: the layout
       of int weights given to ``prepare_weights`` (:mod:`moe_select.quant_int`); ``gptq_zeros_minus_one``
       (default True: GPTQ's v1 format stores zero - 1; False for gptq_v2).
@@ -116,14 +116,14 @@ class TritonMoeCore:
             raise RunnerInputError(f"act_quant='tensor' applies to fp8_tensor and fp8_channel, not {spec.quant}")
         if int_layout not in ("auto", "kernel", "awq", "gptq"):
             raise RunnerInputError(f"int_layout must be auto, kernel, awq or gptq, got {int_layout!r}")
-        self.on_input = bool(apply_router_weight_on_input)
+        self.on_input = bool(apply_router_weight_on_input or spec.weight_on_input)
         self.act_quant = act_quant
         self.int_layout = int_layout
         self.gptq_zeros_minus_one = gptq_zeros_minus_one
         self.w_mode = K.W_MODES[spec.quant]
         self.block_shape: tuple[int, int] | None = None
         if spec.quant == "fp8_block":
-            bs = block_shape or getattr(spec, "block_shape", None) or DEFAULT_BLOCK_SHAPE
+            bs = block_shape or spec.block_shape or DEFAULT_BLOCK_SHAPE
             bn, bk = (int(v) for v in bs)
             if bn < 1 or bk < 16 or bk & (bk - 1):
                 raise RunnerInputError(f"triton fp8_block: block shape [{bn}, {bk}] is not supported: the K size of "

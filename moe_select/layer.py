@@ -30,6 +30,10 @@ class LayerSpec:
     swiglu_limit: float | None = None
     #: The routing weight multiplies the expert's input instead of its output (llama4 routing).
     weight_on_input: bool = False
+    #: fp8_block's ``(bn, bk)`` (the checkpoint's ``weight_block_size``); None: the format's default.
+    block_shape: tuple[int, int] | None = None
+    #: Elements along K sharing one scale for the weight-only int formats (AWQ/GPTQ ``group_size``).
+    group_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_experts % self.ep:
@@ -59,16 +63,24 @@ class LayerSpec:
 
     @property
     def k_pack(self) -> int:
-        """Elements per stored weight element along K: 2 for packed FP4 formats (mxfp4, nvfp4), else 1."""
-        return 2 if self.quant in ("mxfp4", "nvfp4") else 1
+        """Elements per stored weight element along K (:data:`moe_select.formats.FORMATS`' ``pack_k``): 2 for
+        the 4-bit formats (mxfp4, nvfp4, int4_w4a16: two per uint8), else 1."""
+        from .formats import FORMATS
+
+        return FORMATS[self.quant].pack_k
 
     @classmethod
     def from_plan(cls, plan, *, ep_rank: int = 0, tp_rank: int = 0) -> "LayerSpec":
         """The spec of rank (ep_rank, tp_rank) of ``plan``'s deployment."""
+        from .formats import block_shape, group_size
+
         d = plan.deployment
         m = d.model
         moe_tp = d.tp // d.ep
+        params = getattr(plan, "quant_params", None) or {}
         return cls(num_experts=m["num_experts"], top_k=m["top_k"], hidden_size=m["hidden_size"],
                    intermediate_size=m["moe_intermediate_size"] // moe_tp, activation=m["activation"],
                    quant=plan.quant, tp=d.tp, ep=d.ep, ep_rank=ep_rank, tp_rank=tp_rank,
-                   swiglu_limit=m.get("swiglu_limit"), weight_on_input=m["routing"] in WEIGHT_ON_INPUT_ROUTINGS)
+                   swiglu_limit=m.get("swiglu_limit"), weight_on_input=m["routing"] in WEIGHT_ON_INPUT_ROUTINGS,
+                   block_shape=block_shape(plan.quant, params), group_size=group_size(plan.quant, params)
+                   if plan.quant.startswith("int") else None)
