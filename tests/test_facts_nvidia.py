@@ -261,8 +261,11 @@ def test_torch_grouped_mm_row_alignment():
     assert "shape_unaligned" in codes(r, "torch_grouped_mm")
 
 
-def test_this_projects_runners_pair_only_with_what_they_implement():
-    # this project: backends/torch_grouped_mm.py register() (a2a none); backends/torch_native.py (none, torch).
+def test_this_projects_runners_pair_with_standard_dispatch_only():
+    # this project: moe_select/contracts.py (standard format), backends/torch_grouped_mm.py route_plan and
+    # backends/torch_native.py register(): token-major cores; no batched (expert-major) core.
     dep = {"gpu": "H200", "quant": "bf16", "model": QWEN3_30B, "tp": 2, "ep": 2, "a2a": "torch", "cuda_graph": False}
     r = explain(**dep)
-    assert "a2a_unsupported" in codes(r, "torch_grouped_mm") and cand(r, "torch_native").eligible
+    assert cand(r, "torch_grouped_mm").eligible and cand(r, "torch_native").eligible
+    ll = explain(gpu="H200", quant="bf16", model=QWEN3_30B, tp=2, ep=2, a2a="deepep", a2a_mode="low_latency")
+    assert "a2a_unsupported" in codes(ll, "torch_grouped_mm") and "a2a_unsupported" in codes(ll, "torch_native")
