@@ -1,0 +1,271 @@
+"""Facts of the NVIDIA-family runner files (triton, triton_kernel, deep_gemm, cutlass, marlin,
+torch_grouped_mm, torch_native), each checked through selection: a deployment -> eligible, or refused
+with the right reason code. Every test names the public source of the fact it checks. Fresh, fast,
+no GPU: planning only (moe_select.explain on declared machines)."""
+from __future__ import annotations
+
+import moe_select
+
+QWEN3_30B = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
+             "activation": "silu", "routing": "renormalize"}
+GPT_OSS_120B = {"num_experts": 128, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
+                "activation": "swiglu_oai", "routing": "renormalize"}
+DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048,
+        "activation": "silu", "routing": "deepseek_v3"}
+
+
+def explain(**dep):
+    return moe_select.explain(dep)
+
+
+def cand(report, runner):
+    return next(c for c in report.candidates if c.backend == runner)
+
+
+def codes(report, runner):
+    return {r.code for r in cand(report, runner).reasons}
+
+
+# ------------------------------------------------------------------------------ int4 wNA16 (AWQ/GPTQ)
+def test_awq_group_128_marlin_refused_when_a_rank_splits_a_group():
+    # vllm-project/vllm#17604: AWQ Qwen3-30B-A3B (group 128) fails at TP 4 (768 / 4 = 192 rows per rank)
+    # and works at TP 2. Marlin's MoE check (sgl-project/sglang@006d09616c51 marlin_utils.py
+    # check_moe_marlin_supports_layer, the same in vLLM) needs intermediate_size_per_partition % max(64, group).
+    dep = {"gpu": "H100", "quant": "int4_w4a16", "model": QWEN3_30B, "ep": 1, "a2a": "none"}
+    tp4 = explain(**dep, tp=4)
+    marlin = cand(tp4, "marlin")
+    assert not marlin.eligible
+    shape = [r for r in marlin.reasons if r.code == "shape_unaligned"]
+    assert shape and "192" in shape[0].detail and shape[0].source.startswith("backends/marlin.yaml:")
+    tp2 = explain(**dep, tp=2)
+    assert tp2.status == "ok" and cand(tp2, "marlin").eligible
+    assert set(cand(tp2, "marlin").engines) == {"sglang", "vllm"}
+
+
+def test_int4_w4a16_runs_on_hopper_through_triton_and_marlin():
+    # vllm-project/vllm@00033579451d triton_moe.py (wNA16 Triton kernel) and
+    # vllm-project/vllm@00da71c9d917 marlin_moe.py MarlinExpertsBase._supports_quant_scheme (kInt4Static).
+    r = explain(gpu="H100", quant="int4_w4a16", model=QWEN3_30B, tp=2)
+    assert r.status == "ok" and r.plan.runner in {"triton", "marlin"}
+    assert cand(r, "triton").eligible and cand(r, "marlin").eligible
+
+
+def test_marlin_group_size_32_keeps_smaller_rank_slices():
+    # check_moe_marlin_supports_layer: group sizes -1, 32, 64, 128; 192 rows hold six groups of 32.
+    r = explain(gpu="H100", quant="int4_w4a16", quant_config={"group_size": 32}, model=QWEN3_30B, tp=4)
+    assert cand(r, "marlin").eligible
+    bad = explain(gpu="H100", quant="int4_w4a16", quant_config={"group_size": 256}, model=QWEN3_30B, tp=1)
+    assert "shape_unaligned" in codes(bad, "marlin")
+
+
+# ------------------------------------------------------------------------------ FP8 on Ampere (W8A16)
+def test_fp8_moe_on_ampere_runs_weight_only_marlin_in_vllm_only():
+    # vllm-project/vllm@001a058b2463 oracle/fp8.py: Triton needs supports_fp8 (sm89+), so Marlin serves
+    # FP8 MoE weight-only on sm80/sm86; SGLang's FP8 MoE Marlin path is not merged (sgl-project/sglang#30681).
+    dep = {"gpu": "A100", "quant": "fp8_block", "model": QWEN3_30B, "tp": 1}
+    vllm = explain(**dep, engine="vllm")
+    assert vllm.status == "ok" and vllm.plan.runner == "marlin" and vllm.plan.activation_precision == "bf16"
+    assert "quant_unsupported" in codes(vllm, "triton")
+    anyr = explain(**dep)
+    assert anyr.plan.runner == "marlin" and anyr.plan.engines == ["vllm"]
+    sglang = explain(**dep, engine="sglang")
+    assert sglang.status == "rejected" and "quant_unsupported" in codes(sglang, "marlin")
+
+
+def test_marlin_fp8_block_needs_128x128_blocks():
+    # vllm marlin_moe.py: only kFp8Static128BlockSym among block-FP8 weight keys.
+    r = explain(gpu="A100", engine="vllm", quant="fp8_block", quant_config={"block": [64, 64]}, model=QWEN3_30B, tp=1)
+    assert "shape_unaligned" in codes(r, "marlin")
+
+
+def test_sglang_mxfp4_marlin_only_on_sm90_and_sm120():
+    # sgl-project/sglang@ed3e0bbaa518 mxfp4_marlin_moe.py: 'MXFP4 Marlin requires SM90 or SM120'; vLLM: cc >= 7.5.
+    dep = {"quant": "mxfp4", "model": GPT_OSS_120B, "tp": 1, "runner": "marlin"}
+    assert explain(gpu="A100", engine="sglang", **dep).status == "rejected"
+    assert explain(gpu="A100", engine="vllm", **dep).status == "ok"
+    assert explain(gpu="H100", engine="sglang", **dep).status == "ok"
+
+
+def test_sglang_nvfp4_marlin_fallback_below_blackwell():
+    # sgl-project/sglang@faeb96856c44 modelopt_quant.py: ModelOpt NVFP4 uses the Marlin W4A16 fallback on
+    # 8.0 <= cc < 10.0 (sgl-project/sglang#19652); the old note said SGLang needs sm100+.
+    r = explain(gpu="A100", engine="sglang", quant="nvfp4", model=QWEN3_30B, tp=1, runner="marlin")
+    assert r.status == "ok" and r.plan.activation_precision == "bf16"
+
+
+def test_marlin_refuses_weight_on_input_routing():
+    # check_moe_marlin_supports_layer: supports_router_weight = not apply_router_weight_on_input.
+    r = explain(gpu="H100", quant="int4_w4a16", model={**QWEN3_30B, "routing": "llama4", "top_k": 1}, tp=1)
+    assert "routing_unsupported" in codes(r, "marlin")
+    assert cand(r, "triton").eligible  # SGLang's Triton runner multiplies the first GEMM's input
+
+
+# ------------------------------------------------------------------------------ DeepGEMM
+def test_pplx_dispatch_with_deep_gemm_bf16_on_hopper():
+    # sgl-project/sglang#30756: --moe-a2a-backend pplx, only with --moe-runner-backend deep_gemm, bf16
+    # Qwen3-30B-A3B at TP 4 / DP 4; bf16 DeepGEMM MoE: sgl-project/sglang#17392, #26473.
+    r = explain(gpu="H200", quant="bf16", model=QWEN3_30B, tp=4, ep=4, a2a="pplx", runner="deep_gemm")
+    assert r.status == "ok", r.reasons
+    assert r.plan.engines == ["sglang"] and r.plan.dispatch_formats == ["batched"]
+    # vLLM has no DeepGEMM bf16 MoE (vllm-project/vllm#49271) and pairs DeepGEMM with none/DeepEP only.
+    v = explain(gpu="H200", engine="vllm", quant="bf16", model=QWEN3_30B, tp=4, ep=4, a2a="pplx", runner="deep_gemm")
+    assert v.status == "rejected"
+
+
+def test_pplx_is_deep_gemm_only_in_sglang():
+    # sgl-project/sglang#30756: "Only support --moe-runner-backend deepgemm".
+    r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="pplx")
+    assert r.status == "ok" and r.plan.runner == "deep_gemm"
+    assert "a2a_unsupported" in codes(r, "triton") and "a2a_unsupported" in codes(r, "marlin")
+
+
+def test_deep_gemm_mooncake_is_sglangs():
+    # SGLang's Fp8MoEMethod counts Mooncake as a DeepEP-class a2a for DeepGEMM
+    # (sgl-project/sglang@00563d368df9 fp8.py); vLLM's DeepGemmExperts pairs with none/DeepEP.
+    dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "mooncake", "runner": "deep_gemm"}
+    assert explain(**dep, engine="sglang").status == "ok"
+    assert explain(**dep, engine="vllm").status == "rejected"
+
+
+def test_deep_gemm_bf16_hopper_alignment():
+    # deepseek-ai/DeepGEMM@54e22612409371 sm90_bf16_gemm.hpp: the grouped bf16 GEMMs assert K % 64 == 0.
+    odd = {**QWEN3_30B, "moe_intermediate_size": 720}  # 720 / 1 rows: not a multiple of 64
+    r = explain(gpu="H200", quant="bf16", model=odd, tp=1, runner="deep_gemm")
+    assert "shape_unaligned" in codes(r, "deep_gemm")
+
+
+def test_deep_gemm_mxfp4_has_fp8_activations_on_blackwell_only():
+    # vllm-project/vllm@055e47c28003 deep_gemm_moe.py DeepGemmFP4Experts: recipe_a (1, 128) FP8, recipe_b (1, 32)
+    # MXFP4; DeepGEMM's FP8 x FP4 grouped GEMM runs on arch_major 10 only.
+    b = explain(gpu="B200", quant="mxfp4", model=DSV3, tp=8, ep=8, runner="deep_gemm")
+    assert b.status == "ok" and b.plan.activation_precision == "fp8_group"
+    h = explain(gpu="H200", quant="mxfp4", model=DSV3, tp=8, ep=8, runner="deep_gemm")
+    assert "quant_unsupported" in codes(h, "deep_gemm")
+
+
+def test_deep_gemm_toolchain_per_arch():
+    # DeepGEMM csrc/jit/compiler.hpp asserts NVCC >= 12.3; sm_100f (needed for sm103) only with >= 12.9.
+    dep = {"quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm"}
+    assert "toolchain_unsupported" in codes(explain(gpu="B300", nvcc="12.8", **dep), "deep_gemm")
+    assert explain(gpu="B300", nvcc="12.9", **dep).status == "ok"
+    assert explain(gpu="H200", nvcc="12.4", **dep).status == "ok"
+    assert "toolchain_unsupported" in codes(explain(gpu="H200", nvcc="12.2", **dep), "deep_gemm")
+
+
+def test_deep_gemm_weight_on_input_is_vllms():
+    # vllm deep_gemm_moe.py DeepGemmExperts.apply: apply_router_weight_on_input -> unit combine weights.
+    llama4 = {**QWEN3_30B, "routing": "llama4", "top_k": 1}
+    r = explain(gpu="H200", quant="fp8_block", model=llama4, tp=1, runner="deep_gemm")
+    assert r.status == "ok" and r.plan.engines == ["vllm"]
+
+
+# ------------------------------------------------------------------------------ Triton
+def test_triton_all_to_all_per_engine():
+    # SGLang registers the Triton runner for the standard dispatcher only (sgl-project/sglang#36134);
+    # vLLM pairs TritonExperts / BatchedTritonExperts with DeepEP (triton_moe.py, fused_batched_moe.py).
+    dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "runner": "triton"}
+    assert explain(**dep, engine="sglang").status == "rejected"
+    v = explain(**dep, engine="vllm")
+    assert v.status == "ok" and v.plan.a2a_modes == ["normal", "low_latency"]
+
+
+def test_triton_batched_format_is_unquantized_or_fp8():
+    # vllm fused_batched_moe.py BatchedTritonExperts: int8_w8a8 / int8_w8a16 / int4_w4a16 'NYI'.
+    dep = {"gpu": "H200", "engine": "vllm", "model": QWEN3_30B, "tp": 4, "ep": 4, "a2a": "deepep",
+           "a2a_mode": "low_latency", "runner": "triton"}
+    assert explain(quant="bf16", **dep).status == "ok"
+    r = explain(quant="int4_w4a16", **dep)
+    assert "a2a_unsupported" in codes(r, "triton")
+
+
+def test_triton_vllm_expert_count_limit():
+    # vllm triton_moe.py TritonExperts.is_supported_config: padded experts (multiple of 32) must stay < 1024.
+    many = {**QWEN3_30B, "num_experts": 1024, "top_k": 8}
+    r = explain(gpu="H200", quant="bf16", model=many, tp=1, runner="triton")
+    assert r.status == "ok" and r.plan.engines == ["sglang"]
+    assert explain(gpu="H200", engine="vllm", quant="bf16", model=many, tp=1, runner="triton").status == "rejected"
+
+
+def test_triton_swiglu_oai_and_relu2():
+    # SGLang fused_moe.py swiglu_with_alpha_and_limit (gpt-oss); vLLM activation.py apply_moe_activation_supported.
+    gptoss_bf16 = explain(gpu="H200", quant="bf16", model=GPT_OSS_120B, tp=1, runner="triton")
+    assert gptoss_bf16.status == "ok"
+    relu2 = {**QWEN3_30B, "activation": "relu2"}
+    assert explain(gpu="H200", engine="vllm", quant="bf16", model=relu2, tp=1, runner="triton").status == "ok"
+    assert explain(gpu="H200", engine="sglang", quant="bf16", model=relu2, tp=1, runner="triton").status == "rejected"
+
+
+# ------------------------------------------------------------------------------ OpenAI triton_kernels
+def test_triton_kernel_expert_parallelism_per_engine():
+    # SGLang asserts moe_ep_size == 1 (sgl-project/sglang@bafa16ec882f mxfp4.py); vLLM's OAITritonExperts
+    # takes an expert_map and ran with DeepEP high-throughput (vllm-project/vllm#27370).
+    dep = {"gpu": "H100", "quant": "mxfp4", "model": GPT_OSS_120B, "tp": 4, "ep": 4, "runner": "triton_kernel"}
+    s = explain(**dep, engine="sglang")
+    assert "parallelism_unsupported" in codes(s, "triton_kernel")
+    assert explain(**dep, engine="vllm").status == "ok"
+    assert explain(**dep, engine="vllm", a2a="deepep", a2a_mode="normal", cuda_graph=False).status == "ok"
+
+
+def test_triton_kernel_arch_gates():
+    # vLLM oracle/mxfp4.py: triton_kernels only where 9.0 <= cc < 11.0; ROCm: on_gfx9() (vllm@0221ab433e61);
+    # SGLang on ROCm registers MXFP4 only on gfx95x (sglang@bafa16ec882f).
+    dep = {"quant": "mxfp4", "model": GPT_OSS_120B, "tp": 8, "runner": "triton_kernel"}
+    assert explain(gpu="B300", engine="vllm", **dep).status == "ok"
+    assert explain(gpu="MI300X", engine="vllm", **dep).status == "ok"
+    assert explain(gpu="MI300X", engine="sglang", **dep).status == "rejected"
+    assert explain(gpu="MI355X", engine="sglang", **dep, ep=1).status == "ok"
+    assert explain(gpu="RTX PRO 6000", engine="vllm", **dep).status == "rejected"
+
+
+def test_triton_kernels_install_hint_is_never_the_unrelated_pypi_project():
+    # triton-lang/triton#8445: PyPI's 'triton-kernels' is not OpenAI's; vLLM on ROCm imports an installed
+    # triton_kernels (vllm-project/vllm#52056).
+    r = explain(gpu="MI300X", engine="vllm", quant="mxfp4", model=GPT_OSS_120B, tp=8, runner="triton_kernel",
+                packages={"triton_kernels": None})
+    miss = [x for x in r.reasons if x.code == "dependency_missing"]
+    assert miss and "triton-lang/triton" in miss[0].fix and "pip install 'triton-kernels" not in miss[0].fix
+
+
+# ------------------------------------------------------------------------------ SGLang CUTLASS
+def test_sglang_cutlass_block_fp8_and_nvfp4():
+    # sgl-project/sglang@00563d368df9 fp8.py: cutlass FP8 MoE needs block quantization and SM90/SM100/SM120;
+    # moe_runner/cutlass.py: BlockscaledFP4 type; the FP8/FP4 types run on the standard dispatcher.
+    assert explain(gpu="RTX PRO 6000", quant="fp8_block", model=QWEN3_30B, tp=1, runner="cutlass").status == "ok"
+    assert explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="cutlass").status == "rejected"
+    assert explain(gpu="B200", quant="nvfp4", model=QWEN3_30B, tp=1, runner="cutlass").status == "ok"
+    r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", runner="cutlass")
+    assert "a2a_unsupported" in codes(r, "cutlass")
+
+
+# ------------------------------------------------------------------------------ torch_grouped_mm
+def test_torch_grouped_mm_fp8_rowwise_is_hopper_only():
+    # pytorch/pytorch@4c8b95514429 common_cuda.py: PLATFORM_SUPPORTS_FP8_GROUPED_GEMM = SM90OrLater and not
+    # SM100OrLater (pytorch/pytorch#161780); the old file claimed fp8_channel/fp8_tensor on sm100.
+    r = explain(gpu="B200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="torch_grouped_mm")
+    assert "quant_unsupported" in codes(r, "torch_grouped_mm")
+    assert explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="torch_grouped_mm").status == "ok"
+
+
+def test_torch_grouped_mm_bf16_on_sm100_needs_a_torch_with_the_sm100_kernel():
+    # pytorch/pytorch#156202 / #156203: SM100 grouped GEMM added June 2025; claimed from torch 2.9.
+    dep = {"gpu": "B200", "quant": "bf16", "model": QWEN3_30B, "tp": 1, "runner": "torch_grouped_mm"}
+    assert explain(**dep, packages={"torch": "2.9.0"}).status == "ok"
+    old = explain(**dep, packages={"torch": "2.8.0"})
+    assert "quant_unsupported" in codes(old, "torch_grouped_mm")
+
+
+def test_torch_grouped_mm_row_alignment():
+    # pytorch/pytorch@2295ac79eeea GroupedMMUtils.h: strides multiples of 16 bytes (8 bf16 elements).
+    odd = {**QWEN3_30B, "moe_intermediate_size": 100}
+    r = explain(gpu="H200", quant="bf16", model=odd, tp=1, runner="torch_grouped_mm")
+    assert "shape_unaligned" in codes(r, "torch_grouped_mm")
+
+
+def test_this_projects_runners_pair_with_standard_dispatch_only():
+    # this project: moe_select/contracts.py (standard format), backends/torch_grouped_mm.py route_plan and
+    # backends/torch_native.py register(): token-major cores; no batched (expert-major) core.
+    dep = {"gpu": "H200", "quant": "bf16", "model": QWEN3_30B, "tp": 2, "ep": 2, "a2a": "torch", "cuda_graph": False}
+    r = explain(**dep)
+    assert cand(r, "torch_grouped_mm").eligible and cand(r, "torch_native").eligible
+    ll = explain(gpu="H200", quant="bf16", model=QWEN3_30B, tp=2, ep=2, a2a="deepep", a2a_mode="low_latency")
+    assert "a2a_unsupported" in codes(ll, "torch_grouped_mm") and "a2a_unsupported" in codes(ll, "torch_native")
