@@ -235,6 +235,7 @@ class TritonMoeCore:
             raise RunnerInputError(f"{name}: {q} scales must be a float tensor (float32; a scale multiplies)")
         if sc.device.type != self.device.type:
             raise RunnerInputError(f"{name} is on {sc.device}; this core runs on {self.device}")
+        want: tuple[int, ...]
         if q == "fp8_tensor":
             want = (e,)
             if sc.numel() == e and sc.dim() in (2, 3) and sc.shape[0] == e:
@@ -244,6 +245,7 @@ class TritonMoeCore:
             if sc.dim() == 3 and sc.shape[2] == 1:
                 sc = sc[:, :, 0]
         else:
+            assert self.block_shape is not None  # fp8_block: set in __init__
             bn, bk = self.block_shape
             want = (e, -(-n // bn), -(-k // bk))
         if tuple(sc.shape) != want:
@@ -402,6 +404,7 @@ class ForwardPass:
             self.act = torch.empty(rows, s.intermediate_size, dtype=act_dtype, device=dev)
             self.groups = (0, 0, 1)
         elif core.w_mode == 3:
+            assert core.block_shape is not None  # fp8_block: set in __init__
             bn, bk = core.block_shape
             self.a_mode = 3
             self.x, self.x_scale = K.group_quant(self.x, bk)

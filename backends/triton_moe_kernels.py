@@ -162,7 +162,7 @@ class _Kernel:
     def __init__(self, fn, **jit_kwargs):
         self.fn = fn
         self.jit = triton.jit(fn, **jit_kwargs)
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def launch(self, grid, device: torch.device, *args, warmup: bool = False, **kwargs):
         if warmup:
@@ -342,7 +342,7 @@ def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_
     block_b = max(16, 2048 // block_e)
     has_amax = amax is not None
     amax_arg = amax if has_amax else num_rows
-    amax_rows = amax.numel() if has_amax else 0
+    amax_rows = amax.numel() if amax is not None else 0
     limit = SINGLE_CTA_MAX_SLOTS if single_cta_max_slots is None else single_cta_max_slots
     if s <= limit:
         scratch = torch.empty(2 * block_e, dtype=torch.int32, device=dev)
@@ -600,6 +600,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
                          f"must be a multiple of {group_k}, got {bn}")
     grid = (align.max_blocks * triton.cdiv(n_out, bn),)
     scale = b_scale if b_scale is not None else b
+    strides: tuple[int, ...]
     if b_scale is not None and b_scale.dim() == 1:
         strides = (b_scale.stride(0), 0, 0)
     elif b_scale is not None and b_scale.dim() == 2:
@@ -615,7 +616,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         weight if weight is not None else dummy, align.sorted_slots, align.block_expert, align.num_rows,
         align.num_slots, top_k, n_out, k, n_out if gated else 0,
         a.stride(0), b.stride(0), b.stride(1), b.stride(2), c.stride(0), *strides,
-        a_amax.stride(0) if a_scale_mode == 3 else 0, c_amax.stride(0) if c_amax_mode == 3 else 0,
+        a_amax.stride(0) if a_amax is not None and a_scale_mode == 3 else 0,
+        c_amax.stride(0) if c_amax is not None and c_amax_mode == 3 else 0,
         group_k, group_n, float(swiglu_limit),
         A_GATHER=gather, C_BY_SLOT=by_slot, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
         MUL_WEIGHT=weight is not None, W_MODE=w_mode, A_SCALE=a_scale_mode, C_AMAX=c_amax_mode,

@@ -280,7 +280,7 @@ def check_g_idx(g_idx: torch.Tensor | None, k: int, group_size: int, name: str =
     if not bool((g_idx.to(torch.int64) == want).all()):
         raise ValueError(f"{name} is not the trivial k // group_size ({group_size}): the checkpoint was quantized with "
                          "desc_act (act-order), which the triton runner does not implement; use a checkpoint quantized "
-                         "with desc_act=false, or a runner that reorders rows (marlin)")
+                         "with desc_act=false, or a runner that reorders rows by g_idx")
 
 
 def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor | None, scales: torch.Tensor, bits: int, *,

@@ -403,16 +403,17 @@ def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
             issues.append(Issue(dep._file, dep._lines.get(k, dep._line), k, f"{k} declares a fact of another machine, but "
                                 "arch is auto (this machine, detected): give gpu/arch to plan for another machine, or drop it"))
     known: dict[str, str] = {}
+    spellings: set[str] = set()  # distribution and import names, either is accepted
     for name, module in catalog.packages():
         known[normalize_package_name(name)] = name
         known[normalize_package_name(module)] = name
+        spellings |= {name, module}
     unknown = [name for name in dep.packages or {} if normalize_package_name(name) not in known]
     for name in unknown[:MAX_ISSUES]:
-        if True:
-            close = difflib.get_close_matches(name, sorted(set(known.values())), n=1)
-            issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{shorten(name)[1:-1]}",
-                                f"unknown package {shorten(name)}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                                + f"; the capability files name: {', '.join(sorted(set(known.values())))}"))
+        close = difflib.get_close_matches(name, sorted(spellings), n=1)
+        issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{shorten(name)[1:-1]}",
+                            f"unknown package {shorten(name)}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                            + f"; the capability files name: {', '.join(sorted(set(known.values())))}"))
     if len(unknown) > MAX_ISSUES:
         issues.append(Issue(dep._file, dep._lines.get("packages", dep._line), "packages",
                             f"... and {len(unknown) - MAX_ISSUES} more unknown packages"))
@@ -489,26 +490,32 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     for name in sorted(catalog.runners):
         cap = catalog.runners[name]
         per_engine: dict[str, list[Reason]] = {}
-        needs: list[PackageNeed] = []
         assumed: list[str] = list(base_assumed)
         # Facts that name no engine give the same answer for every engine: check once, then copy.
-        check_engines = engines if (cap.engine_sensitive or base_sensitive) else engines[:1]
+        # engine: any asks whether some engine runs it: engines that do not ship the runner are not asked
+        # (naming one explicitly gives engine_unsupported).
+        shipped = engines
+        if not single and cap.engines is not None:
+            shipped = [e for e in engines if e in cap.engines.values] or engines
+        check_engines = shipped if (cap.engine_sensitive or base_sensitive) else shipped[:1]
+        needs_by: dict[str, list[PackageNeed]] = {}
         for e in check_engines:
             engine_needs: list[PackageNeed] = []
             engine_reasons = [r.model_copy(update={"backend": name}) for r in base[e]]
             engine_reasons += check_runner(cap, ctxs[e], engine_needs, assumed)
             per_engine[e] = engine_reasons
-            if not needs:
-                needs = engine_needs
-        for e in engines[len(check_engines):]:
-            per_engine[e] = per_engine[engines[0]]
+            needs_by[e] = engine_needs
+        for e in shipped[len(check_engines):]:
+            per_engine[e], needs_by[e] = per_engine[shipped[0]], needs_by[shipped[0]]
         ok_engines = [e for e, rs in per_engine.items() if not rs]
+        # What the plan says (packages, notes, activation precision) is what the first engine that runs it does.
+        lead = ok_engines[0] if ok_engines else check_engines[0]
+        needs = needs_by[lead]
         reasons = [] if ok_engines else _merge(per_engine)
         for rule in disabled.get(name, []):
             reasons.append(Reason(code="disabled_by_rule", detail=f"rule {rule.id}: {rule.reason}", source=rule.where(),
                                   fix=f"override rule {rule.id} in an operator rules directory (--rules DIR)", backend=name))
-        ctx0 = ctxs[engines[0]]
-        notes = [x.text for x in cap.notes if _holds(x, ctx0, [])]
+        notes = [x.text for x in cap.notes if _holds(x, ctxs[lead], [])]
         pref = preferred.get(name)
         candidates[name] = Candidate(backend=name, eligible=not reasons, reasons=reasons, notes=notes,
                                      preferred_by=f"{pref.id} ({pref.where()})" if pref else None,
@@ -533,7 +540,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     reasons = [r for c in considered for r in c.reasons]
     plan = None
     if chosen is not None and chosen_by is not None:
-        plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend], ctxs[engines[0]])
+        plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend],
+                          ctxs[chosen.engines[0] if chosen.engines else engines[0]])
     kind_reports = [_select_kind(u, k, env, catalog) for k in u.layer_kinds]
     for k in kind_reports:
         if k.plan is None:

@@ -26,7 +26,7 @@ def test_explain_ok_names_rule_and_alternatives(capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "Plan: deep_gemm  chosen by rule hopper-fp8-block (rules/10-nvidia.yaml:" in out
-    assert "other eligible: triton" in out and "deep_gemm assumed installed" in out
+    assert "other eligible: triton" in out and "sgl-deep-gemm assumed installed" in out
 
 
 def test_explain_json_shape(capsys):

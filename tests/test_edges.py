@@ -241,7 +241,7 @@ DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_s
 
 
 def _explain(**kw):
-    return moe_select.explain({"gpu": "H200", "quant": "fp8_block", "model": DSV3, **kw})
+    return moe_select.explain({"gpu": "H200", "quant": "fp8_block", "model": DSV3} | kw)
 
 
 def _reasons(report, runner):
@@ -266,11 +266,15 @@ def test_uneven_expert_split_is_an_sglang_refusal():
 
 
 def test_deepep_modes_each_runner_accepts():
-    # triton accepts DeepEP normal only: auto (normal for prefill, low_latency for decode) is refused for it
-    r = _explain(tp=8, ep=8, a2a="deepep", runner="triton")
+    # SGLang pairs its Triton runner with a2a none only; vLLM's batched Triton experts take DeepEP low-latency
+    # for 16-bit and FP8 weights but not for int4 (BatchedTritonExperts refuses it), so int4 accepts DeepEP
+    # normal only: auto (normal for prefill, low_latency for decode) is refused for it.
+    assert {x.code for x in _reasons(_explain(tp=8, ep=8, a2a="deepep", runner="triton", engine="sglang"), "triton")} == {"a2a_unsupported"}
+    assert _explain(tp=8, ep=8, a2a="deepep", runner="triton", engine="vllm").status == "ok"
+    r = _explain(tp=8, ep=8, a2a="deepep", runner="triton", engine="vllm", quant="int4_w4a16")
     why = [x for x in _reasons(r, "triton") if x.code == "a2a_unsupported"]
     assert why and "hands over batched" in why[0].detail and why[0].fix == "a2a_mode: normal and cuda_graph: false"
-    ok = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="triton", cuda_graph=False)
+    ok = _explain(tp=8, ep=8, a2a="deepep", deepep_mode="normal", runner="triton", cuda_graph=False, engine="vllm", quant="int4_w4a16")
     assert ok.status == "ok" and ok.plan.a2a_mode == "normal" and ok.plan.a2a_modes == ["normal"]
 
 

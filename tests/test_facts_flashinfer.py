@@ -58,8 +58,9 @@ def test_cutlass_relu2_on_hopper_needs_no_new_version(seed):
 
 def test_cutlass_ep_restriction_is_sglangs():
     # SGLang moe_hook.handle_moe_kernel_config asserts ep in {1, tp}; the kernel and vLLM's FlashInferExperts
-    # (_supports_parallel_config returns True) take any tp x ep.
-    dep = {"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 8, "ep": 4, "runner": "flashinfer_cutlass"}
+    # (_supports_parallel_config returns True) take any tp x ep that vLLM can form: its ep spans tp x dp
+    # (FusedMoEParallelConfig.make), so tp 4 with dp 2 gives ep 8.
+    dep = {"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 4, "dp": 2, "ep": 8, "runner": "flashinfer_cutlass"}
     assert codes({**dep, "engine": "sglang"}, "flashinfer_cutlass") == {"parallelism_unsupported"}
     assert eligible({**dep, "engine": "vllm"}, "flashinfer_cutlass")
 

@@ -101,7 +101,7 @@ def test_other_block_shapes_are_read_and_decide_the_split(tmp_path, configs):
     # 64-blocks either; at tp 4 (192 rows) 64-blocks fit and 128-blocks do not.
     ok = moe_select.explain({"gpu": "H200", "model_config": str(tmp_path), "tp": 4})
     assert ok.deployment.quant_params["block"] == [64, 64]
-    assert not any("quant_block_n" in r.detail for r in ok.reasons)
+    assert ok.status == "ok" and not any("multiple of quant_block_n" in r.detail for r in ok.reasons), ok.reasons
     cfg["quantization_config"]["weight_block_size"] = [128, 128]
     real = moe_select.explain({"gpu": "H200", "model_config": str(_write(tmp_path, cfg)), "tp": 4})
     assert any(r.code == "shape_unaligned" and "quant_block_n (128)" in r.detail for r in real.reasons), real.reasons

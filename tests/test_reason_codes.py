@@ -95,9 +95,10 @@ def test_shape_unaligned_with_fix():
 
 
 def test_dependency_missing_absent_and_too_old():
-    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm",
+    # SGLang needs the deep_gemm package (vLLM bundles DeepGEMM in its wheel, so no engine-any refusal).
+    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm", "engine": "sglang",
               "packages": {"deep_gemm": None}}, "dependency_missing")
-    assert "needs deep_gemm" in r.detail and "not installed" in r.detail and "github.com/deepseek-ai/DeepGEMM" in r.fix
+    assert "needs sgl-deep-gemm (import deep_gemm)" in r.detail and "not installed" in r.detail and "sgl-deep-gemm" in r.fix
     r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 1, "runner": "flashinfer_cutlass",
               "packages": {"flashinfer-python": "0.5.3"}}, "dependency_missing")
     assert ">=0.6.4" in r.detail and "0.5.3" in r.detail
@@ -140,7 +141,8 @@ def test_disabled_by_rule(tmp_path):
 
 
 def test_no_adapter_when_required():
-    r = find({"gpu": "L40", "quant": "bf16", "model": QWEN, "runner": "triton", "require_adapter": True}, "no_adapter")
+    r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "runner": "deep_gemm", "require_adapter": True},
+             "no_adapter")
     assert "plan-only" in r.detail
 
 

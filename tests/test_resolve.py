@@ -89,10 +89,16 @@ def test_package_version_change_and_absence():
     assert exc.value.codes == ["dependency_missing"] and "torch >=2.4" in str(exc.value)
 
 
+#: A deployment whose runner (deep_gemm) has no adapter in this install: plan-only.
+PLAN_ONLY = {"gpu": "H200", "quant": "fp8_block", "runner": "deep_gemm",
+             "model": {**SMALL, "hidden_size": 256, "moe_intermediate_size": 256}}
+PLAN_ONLY_ENV = Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"sgl-deep-gemm": "2.1.0"})
+
+
 def test_plan_only_runner_is_no_adapter():
-    plan = moe_select.plan({"gpu": "L40", "quant": "bf16", "model": SMALL})
-    assert plan.runner == "triton" and plan.module is None
-    env = Environment(detected=True, arch="sm89", gpu="L40", packages={"triton": "3.4.0"})
+    plan = moe_select.plan(PLAN_ONLY)
+    assert plan.runner == "deep_gemm" and plan.module is None
+    env = PLAN_ONLY_ENV
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan, environment=env)
     assert exc.value.codes == ["no_adapter"] and "moe_select.adapters" in str(exc.value)
@@ -165,22 +171,21 @@ def test_concurrent_resolves_are_safe():
 
 def test_plugin_adapter_from_entry_point(tmp_path, monkeypatch):
     """A plan-only runner gets an adapter from a plugin registered under the moe_select.adapters group."""
-    (tmp_path / "my_triton_plugin.py").write_text(
+    (tmp_path / "my_deep_gemm_plugin.py").write_text(
         "from moe_select.backends.torch_native import TorchNativeCore\n"
         "class Core(TorchNativeCore):\n    pass\n"
-        "def register(registry):\n    registry.register_core('triton', 'standard', Core)\n")
+        "def register(registry):\n    registry.register_core('deep_gemm', 'standard', Core)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("moe_select.catalog.plugin_adapters", lambda: {"triton": "my_triton_plugin"})
+    monkeypatch.setattr("moe_select.catalog.plugin_adapters", lambda: {"deep_gemm": "my_deep_gemm_plugin"})
     from moe_select.catalog import load_catalog
 
     cat = load_catalog(use_env=False)  # entry points are read once, when a catalog loads
-    assert cat.plugins == {"triton": "my_triton_plugin"}
-    plan = moe_select.plan({"gpu": "L40", "quant": "bf16", "model": SMALL}, catalog=cat)
-    assert plan.module == "my_triton_plugin"
-    env = Environment(detected=True, arch="sm89", gpu="L40", packages={"triton": "3.4.0"})
-    runner = moe_select.resolve(plan, environment=env, device="cpu", registry=Registry(), catalog=cat)
-    assert type(runner.core).__name__ == "Core" and runner.name == "triton"
-    sys.modules.pop("my_triton_plugin", None)
+    assert cat.plugins == {"deep_gemm": "my_deep_gemm_plugin"}
+    plan = moe_select.plan(PLAN_ONLY, catalog=cat)
+    assert plan.module == "my_deep_gemm_plugin"
+    runner = moe_select.resolve(plan, environment=PLAN_ONLY_ENV, device="cpu", registry=Registry(), catalog=cat)
+    assert type(runner.core).__name__ == "Core" and runner.name == "deep_gemm"
+    sys.modules.pop("my_deep_gemm_plugin", None)
 
 
 @pytest.mark.parametrize("field, value", [("module", "os"), ("quant", "fp8_block"), ("cuda_graph", True),

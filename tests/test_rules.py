@@ -57,9 +57,9 @@ def test_fingerprint_changes_with_rules(tmp_path):
 def test_explicit_runner_is_honoured_or_refused_never_replaced():
     p = moe_select.plan({**H200_BF16, "runner": "triton"})
     assert p.runner == "triton" and p.chosen_by.how == "explicit"
-    report = moe_select.explain({**H200_BF16, "runner": "deep_gemm"})
+    report = moe_select.explain({**H200_BF16, "runner": "marlin"})
     assert report.status == "rejected" and report.plan is None
-    assert {r.backend for r in report.reasons} == {"deep_gemm"}
+    assert {r.backend for r in report.reasons} == {"marlin"}
     assert any(c.eligible for c in report.candidates)  # alternatives exist, but are not taken
 
 
