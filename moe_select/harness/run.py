@@ -9,10 +9,12 @@ error measures the runner, not the quantization.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
+import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from .memory import BUILD_BYTES, activation_bytes, available_host_bytes, device_free_bytes, gib, layer_bytes
 
@@ -20,6 +22,30 @@ from .memory import BUILD_BYTES, activation_bytes, available_host_bytes, device_
 REFERENCE_TOKENS = 256
 #: Fraction of the available memory a run may plan to use (allocator slack, fragmentation).
 HEADROOM = 0.8
+
+
+@contextlib.contextmanager
+def _progress(on: bool, what: str, every_s: float = 30.0) -> Iterator[None]:
+    """While the block runs, print ``what`` and the seconds elapsed every ``every_s`` (a JIT build of
+    minutes is never silent); nothing when ``on`` is false."""
+    if not on:
+        yield
+        return
+    done = threading.Event()
+    t0 = time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            print(f"moe-select run: still {what} ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    th = threading.Thread(target=beat, daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        done.set()
+        th.join()
+        print(f"moe-select run: {what} took {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 def no_build_alternative(report: Any, catalog: Any) -> str | None:
@@ -135,18 +161,20 @@ def run_layer(args: argparse.Namespace) -> int:
     if refusal:
         print(f"moe-select run: {refusal}", file=sys.stderr)
         return 1
-    runner = resolve(plan, device=args.device, environment=environment)
+    # Refusing a plan whose first call builds for minutes is resolve's require_prebuilt (dependency_missing).
+    runner = resolve(plan, device=args.device, environment=environment, require_prebuilt=not allow_jit)
     device = runner.device
     t0 = time.perf_counter()
     m = plan.deployment.model
-    weights = layer_weights(spec, m, args.seed, device)
-    prepared = runner.prepare_weights(weights.pop("w13"), weights.pop("w2"), **weights)
-    del weights
-    t_load = time.perf_counter() - t0
-    dtype = "float16" if plan.quant == "fp16" else "bfloat16"
-    x, topk_ids, topk_w = routed_tokens(m, args.tokens, args.seed, dtype)
-    x, topk_ids, topk_w = x.to(device), topk_ids.to(device), topk_w.to(device)
-    out = runner.run(x, topk_ids, topk_w, prepared)  # warm-up
+    weights = layer_weights(spec, m, args.seed, device, generate_on=device)
+    with _progress(plan.jit is not None, f"building {plan.runner}'s kernels"):
+        prepared = runner.prepare_weights(weights.pop("w13"), weights.pop("w2"), **weights)
+        del weights
+        t_load = time.perf_counter() - t0
+        dtype = "float16" if plan.quant == "fp16" else "bfloat16"
+        x, topk_ids, topk_w = routed_tokens(m, args.tokens, args.seed, dtype)
+        x, topk_ids, topk_w = x.to(device), topk_ids.to(device), topk_w.to(device)
+        out = runner.run(x, topk_ids, topk_w, prepared)  # warm-up (the first call: where a JIT build happens)
     times = []
     for _ in range(max(1, args.repeat)):
         if device.type == "cuda":
@@ -157,7 +185,8 @@ def run_layer(args: argparse.Namespace) -> int:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     n_ref = min(args.tokens, REFERENCE_TOKENS)  # the float64 reference is a token-by-token loop
-    ref, _ = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu())
+    ref, _ = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu(),
+                              generate_on=device)
     err = rel_error(out[:n_ref], ref)
     tol = tolerance(plan.activation_precision, str(out.dtype).removeprefix("torch."))
     touched = len(set(topk_ids.flatten().tolist()))

@@ -28,35 +28,41 @@ def _rows(model: dict[str, Any], inter: int) -> int:
     return inter if model.get("activation") == "relu2" else 2 * inter
 
 
-def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, j: int
+def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, j: int, generate_on: Any = "cpu"
                  ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Expert ``e``'s intermediate slice ``j`` of ``moe_tp``, as stored: ``(w13 [1, rows, H], w2 [1, H,
     I/moe_tp], w13 scales, w2 scales)``; rows = the gate slice then the up slice (``2*I/moe_tp``;
     ``I/moe_tp`` for relu2); scales named as :func:`~moe_select.ops.quantize_named` names them
-    (``scale``, ``global_scale``; none for bf16/fp16). Packed FP4 formats store K/2 columns."""
+    (``scale``, ``global_scale``; none for bf16/fp16). Packed FP4 formats store K/2 columns.
+
+    ``generate_on``: the device whose generator draws the numbers (and where they are quantized and
+    returned). The same seed gives the same weights on every device of one type (CPU, CUDA), not across
+    types: the float64 reference must rebuild experts on the device type the layer was built on."""
     import torch
 
     from ..ops import quantize_named
 
     h, i = model["hidden_size"], model["moe_intermediate_size"]
     ir = i // moe_tp
-    g = torch.Generator().manual_seed((seed * 1_000_003 + e) * 1_009 + j)
-    q13, s13 = quantize_named(torch.randn(1, _rows(model, ir), h, generator=g) * h ** -0.5, quant)
-    q2, s2 = quantize_named(torch.randn(1, h, ir, generator=g) * i ** -0.5, quant)
+    g = torch.Generator(device=generate_on).manual_seed((seed * 1_000_003 + e) * 1_009 + j)
+    q13, s13 = quantize_named(torch.randn(1, _rows(model, ir), h, generator=g, device=generate_on) * h ** -0.5, quant)
+    q2, s2 = quantize_named(torch.randn(1, h, ir, generator=g, device=generate_on) * i ** -0.5, quant)
     return q13, q2, s13, s2
 
 
-def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any = "cpu") -> dict[str, torch.Tensor]:
+def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any = "cpu",
+                  generate_on: Any = "cpu") -> dict[str, torch.Tensor]:
     """The keyword arguments of ``prepare_weights`` for rank ``spec`` (its experts ``[expert_offset,
     +num_local_experts)``, its intermediate slice ``tp_rank`` of ``tp/ep``) in ``spec.quant``: ``w13``,
-    ``w2`` and ``w13_<scale>``/``w2_<scale>``, built expert by expert into tensors on ``device``."""
+    ``w2`` and ``w13_<scale>``/``w2_<scale>``, built expert by expert into tensors on ``device``, drawn
+    on ``generate_on`` (:func:`expert_slice`; a GPU draws a DeepSeek-V3 layer in seconds)."""
     import torch
 
     moe_tp = spec.tp // spec.ep
     out: dict[str, torch.Tensor] = {}
     n = spec.num_local_experts
     for k, e in enumerate(range(spec.expert_offset, spec.expert_offset + n)):
-        q13, q2, s13, s2 = expert_slice(model, spec.quant, moe_tp, seed, e, spec.tp_rank)
+        q13, q2, s13, s2 = expert_slice(model, spec.quant, moe_tp, seed, e, spec.tp_rank, generate_on)
         parts = {"w13": q13, "w2": q2, **{f"w13_{a}": v for a, v in s13.items()}, **{f"w2_{a}": v for a, v in s2.items()}}
         for name, t in parts.items():
             if name not in out:
@@ -65,8 +71,9 @@ def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any
     return out
 
 
-def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Expert ``e`` as the reference sees it: ``(w13 [1, rows, H], w2 [1, H, I])`` float64, each slice
+def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, generate_on: Any = "cpu"
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Expert ``e`` as the reference sees it: ``(w13 [1, rows, H], w2 [1, H, I])`` float64 on the CPU, each slice
     dequantized by :func:`~moe_select.reference.reference_dequantize` (not :mod:`moe_select.ops`) and put
     back in canonical order (all gate rows, then all up rows)."""
     import torch
@@ -75,7 +82,9 @@ def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: in
 
     g13, u13, w2s = [], [], []
     for j in range(moe_tp):
-        q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j)
+        q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j, generate_on)
+        q13, q2 = q13.cpu(), q2.cpu()
+        s13, s2 = {k: v.cpu() for k, v in s13.items()}, {k: v.cpu() for k, v in s2.items()}
         w13 = reference_dequantize(q13, s13, quant)
         half = w13.shape[1] // 2 if model.get("activation") != "relu2" else w13.shape[1]
         g13.append(w13[:, :half])
@@ -104,10 +113,10 @@ def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "b
 
 
 def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, x: torch.Tensor, ids: torch.Tensor,
-                     wts: torch.Tensor) -> tuple[torch.Tensor, int]:
+                     wts: torch.Tensor, generate_on: Any = "cpu") -> tuple[torch.Tensor, int]:
     """The float64 layer output ``[T, H]`` (:func:`moe_select.reference.reference_moe`) for weights seeded
-    by ``seed``, built one touched expert at a time (only one expert is ever held in float64). Returns it
-    and the number of experts touched."""
+    by ``seed`` and drawn on ``generate_on`` (as the layer's were), built one touched expert at a time
+    (only one expert is ever held in float64). Returns it and the number of experts touched."""
     import torch
 
     from ..reference import reference_moe
@@ -116,7 +125,7 @@ def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, 
     touched = sorted(int(e) for e in ids.unique() if e >= 0)
     for e in touched:
         rows = (ids == e).any(dim=1).nonzero().squeeze(1)
-        w13, w2 = full_expert(model, quant, moe_tp, seed, e)
+        w13, w2 = full_expert(model, quant, moe_tp, seed, e, generate_on)
         ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
                                               expert_offset=e, swiglu_limit=model.get("swiglu_limit"),
                                               weight_on_input=model.get("routing") in WEIGHT_ON_INPUT_ROUTINGS))
