@@ -371,7 +371,8 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
         pw = runner.prepare_weights(w13, w2, **scales)
         prep_s = time.perf_counter() - t0
         print(f"{name} {quant}: {runner!r}, prepare_weights {prep_s:.1f} s", flush=True)
-        graph = dev.type == "cuda" and catalog.runners[rname].cuda_graph.supported
+        # Captured in a CUDA graph where its capability facts say it can be (the same plan asked with graphs on).
+        graph = dev.type == "cuda" and moe_select.explain({**deployment(name, quant, rname), "cuda_graph": True}).status == "ok"
         gemm_cache = {}
         # (label suffix, core path, FP8 use_fast_accum); path None: the core's own default
         variants = [(None, None, None)]
