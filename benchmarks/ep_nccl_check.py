@@ -2,7 +2,7 @@
 against the float64 reference, timed, with the startup refusals and a CUDA-graph capture.
 
     python benchmarks/ep_nccl_check.py --nproc 2 [--json out.json] [--budget-s 400]
-    python benchmarks/ep_nccl_check.py --nproc 4 --backend gloo --device cpu --models Qwen3-30B-A3B:4,DeepSeek-V3:8
+    python benchmarks/ep_nccl_check.py --nproc 4 --backend gloo --device cpu [--models Qwen3-30B-A3B,DeepSeek-V3:4]
 
 One process per GPU (rank r on cuda:r; :func:`moe_select.harness.launch.spawn`, backend nccl), or per CPU
 process (gloo). Child processes inherit this process's environment unchanged (NVLink multicast stays off
@@ -295,6 +295,7 @@ class Rank:
         self.dev = torch.device("cuda", rank) if cfg["device"] == "cuda" else torch.device("cpu")
         self.world = dist.group.WORLD
         self.flag = torch.zeros(1, device=self.dev)
+        self.batches: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def line_up(self) -> None:
         """All-reduce one element and synchronise: every rank leaves within one collective of the others."""
@@ -312,18 +313,33 @@ class Rank:
         return bool(late.item() > 0)
 
     def median_ms(self, fn: Callable[[], Any], warm: int, reps: int) -> float:
-        """Median wall time of ``fn`` in ms over ``reps`` calls after ``warm`` untimed ones; each timed call
-        starts after :meth:`line_up` and ends after a device synchronisation."""
-        for _ in range(warm):
-            fn()
-        times = []
+        """Median wall time of ``fn`` in ms (:meth:`medians_ms` of one function)."""
+        return self.medians_ms([fn], warm, reps)[0]
+
+    def medians_ms(self, fns: list[Callable[[], Any]], warm: int, reps: int) -> list[float]:
+        """Median wall time in ms of each of ``fns`` over ``reps`` rounds after ``warm`` untimed calls of
+        each; a round calls every function once (interleaved, so drifts of the machine hit all alike),
+        each call started after :meth:`line_up` and ended after a device synchronisation."""
+        for fn in fns:
+            for _ in range(warm):
+                fn()
+        times: list[list[float]] = [[] for _ in fns]
         for _ in range(reps):
-            self.line_up()
-            t0 = time.perf_counter()
-            fn()
-            _sync(self.dev)
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
+            for fn, ts in zip(fns, times):
+                self.line_up()
+                t0 = time.perf_counter()
+                fn()
+                _sync(self.dev)
+                ts.append((time.perf_counter() - t0) * 1e3)
+        return [statistics.median(ts) for ts in times]
+
+    def tokens(self, suite: str, model: dict, total: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:func:`routed_tokens` ``(x bf16 [total, H], ids int32 [total, K], wts float32 [total, K])`` on the
+        CPU, kept per (suite, total, seed): the same batches serve every configuration of a layer."""
+        key = (suite, total, seed)
+        if key not in self.batches:
+            self.batches[key] = routed_tokens(model, total, seed, "bfloat16")
+        return self.batches[key]
 
 
 def forward_fn(runner: Any, pw: Any, x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, layout: str, world: Any
@@ -337,6 +353,18 @@ def forward_fn(runner: Any, pw: Any, x: torch.Tensor, ids: torch.Tensor, wts: to
         if layout == "replicated":
             all_reduce(y, world)
         return y
+    return fn
+
+
+def without_compute(runner: Any, fwd: Callable[[], torch.Tensor], noop: NoCompute) -> Callable[[], torch.Tensor]:
+    """``fwd`` with ``runner``'s core swapped for ``noop`` during the call: the communication alone."""
+    def fn() -> torch.Tensor:
+        core = runner.core
+        runner.core = noop
+        try:
+            return fwd()
+        finally:
+            runner.core = core
     return fn
 
 
@@ -429,22 +457,17 @@ def run_group(r: Rank, group: list[dict], suites: dict, built: dict) -> None:
         res["y"] = fwd().cpu()
         if c["timed"]:
             res["times"] = {}
-            core = runner.core
+            noop = NoCompute(runner.spec.hidden_size)
             for t in cfg["tokens"]:
                 total = t if c["layout"] == "replicated" else t * r.size
-                tx, tids, twts = routed_tokens(model, total, cfg["seed"] + 1 + total, "bfloat16")
+                tx, tids, twts = r.tokens(c["suite"], model, total, cfg["seed"] + 1 + total)
                 lo, hi = rows_of(r.rank, r.size, total, c["layout"], "even")
                 a = (tx[lo:hi].to(dev, dt), tids[lo:hi].to(dev), twts[lo:hi].to(dev))
                 fwd = forward_fn(runner, pw, *a, c["layout"], world)
-                f_ms = r.median_ms(fwd, cfg["warm"], cfg["reps"])
-                runner.core = NoCompute(runner.spec.hidden_size)
-                try:
-                    c_ms = r.median_ms(fwd, cfg["warm"], cfg["reps"])
-                finally:
-                    runner.core = core
+                f_ms, c_ms = r.medians_ms([fwd, without_compute(runner, fwd, noop)], cfg["warm"], cfg["reps"])
                 res["times"][t] = {"forward_ms": f_ms, "comm_ms": c_ms}
                 if c["graph"]:
-                    bx, bids, bwts = routed_tokens(model, total, cfg["seed"] + 7 + 3 * total, "bfloat16")
+                    bx, bids, bwts = r.tokens(c["suite"], model, total, cfg["seed"] + 7 + 3 * total)
                     b = (bx.to(dev, dt), bids.to(dev), bwts.to(dev))
                     try:
                         res.setdefault("graph", {})[t] = graph_check(r, runner, pw, a, b, c["tolerance"])
@@ -672,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default cuda when GPUs are here")
     ap.add_argument("--cpu", action="store_true", help="same as --backend gloo --device cpu")
     ap.add_argument("--models", default=None, help="comma-separated NAME[:D] (default Qwen3-30B-A3B,DeepSeek-V3; "
-                    "on the CPU Qwen3-30B-A3B:4,DeepSeek-V3:8)")
+                    "on the CPU Qwen3-30B-A3B,DeepSeek-V3:4)")
     ap.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
     ap.add_argument("--float32-shape", choices=("model", "toy"), default=None,
                     help="float32 rows on the --models layers or on the toy shape (default: model on GPUs, toy on the CPU)")
@@ -680,8 +703,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-tokens", type=int, default=None, help="tokens of the correctness check (default 16; 8 for DeepSeek-V3 sized experts)")
     ap.add_argument("--reps", type=int, default=None, help="timed calls per median (default 10 on GPUs, 3 on the CPU)")
     ap.add_argument("--no-edge", action="store_true", help="leave out the uneven-routing cases on the toy shape")
-    ap.add_argument("--budget-s", type=float, default=420.0, help="start no configuration after this many seconds (default 420)")
-    ap.add_argument("--ref-grace-s", type=float, default=120.0, help="wait this long past the ranks for the float64 references")
+    ap.add_argument("--budget-s", type=float, default=360.0, help="start no configuration after this many seconds (default 360)")
+    ap.add_argument("--ref-grace-s", type=float, default=90.0, help="wait this long past the ranks for the float64 references")
     ap.add_argument("--late-timeout-s", type=float, default=3.0, help="timeout_s of the missing-rank check")
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100_000)
     ap.add_argument("--json", help="write the results here")
@@ -699,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
     if n < 2 or (gpu and ngpu < n):
         print(f"needs --nproc >= 2{f' and <= {ngpu} CUDA GPUs' if gpu else ''} (have {ngpu} GPUs)", file=sys.stderr)
         return 2
-    args.models = args.models or ("Qwen3-30B-A3B,DeepSeek-V3" if gpu else "Qwen3-30B-A3B:4,DeepSeek-V3:8")
+    args.models = args.models or ("Qwen3-30B-A3B,DeepSeek-V3" if gpu else "Qwen3-30B-A3B,DeepSeek-V3:4")
     args.float32_shape = args.float32_shape or ("model" if gpu else "toy")
     tokens = [int(t) for t in (args.tokens or ("1,32,256,2048" if gpu else "1,16")).split(",") if t]
     reps = args.reps or (10 if gpu else 3)
