@@ -521,8 +521,11 @@ def worker(rank: int, size: int, cfg: dict) -> dict:
         out["disagreement"] = {"refused": True, "msg": str(exc)}
     r.line_up()
     wait = cfg["late_timeout_s"]
-    if rank == size - 1:
-        time.sleep(2 * wait + 4.0)  # never arrives while the others wait
+    gave_up = Path(cfg["partial"]) / "late-rank-check"
+    if rank == size - 1:  # never arrives while the others wait: until each has given up (a file), at most 2 * wait + 4 s
+        t_end = time.time() + 2 * wait + 4.0
+        while time.time() < t_end and len(list(gave_up.glob("rank*"))) < size - 1:
+            time.sleep(0.05)
         out["late"] = {"late_rank": True}
     else:
         t = time.perf_counter()
@@ -531,6 +534,8 @@ def worker(rank: int, size: int, cfg: dict) -> dict:
             out["late"] = {"refused": False, "s": time.perf_counter() - t}
         except moe_select.ResolveError as exc:
             out["late"] = {"refused": True, "s": time.perf_counter() - t, "msg": str(exc)}
+        gave_up.mkdir(exist_ok=True)
+        (gave_up / f"rank{rank}").touch()
     torch.save(out, partial)
     return out
 
