@@ -455,6 +455,7 @@ def run_group(r: Rank, group: list[dict], suites: dict, built: dict) -> None:
         fwd = forward_fn(runner, pw, x[lo:hi].to(dev, dt), ids[lo:hi].to(dev), wts[lo:hi].to(dev), c["layout"], world)
         r.line_up()
         res["y"] = fwd().cpu()
+        res["done"] = not c["timed"]
         if c["timed"]:
             res["times"] = {}
             noop = NoCompute(runner.spec.hidden_size)
@@ -473,6 +474,7 @@ def run_group(r: Rank, group: list[dict], suites: dict, built: dict) -> None:
                         res.setdefault("graph", {})[t] = graph_check(r, runner, pw, a, b, c["tolerance"])
                     except Exception as exc:  # noqa: BLE001 - a failed capture is a result
                         res.setdefault("graph", {})[t] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:800]}
+            res["done"] = True
     del runner, pw
 
 
@@ -497,14 +499,21 @@ def worker(rank: int, size: int, cfg: dict) -> dict:
         if stop:
             out["skipped"] += [c["id"] for c in group]
             continue
+        t0 = time.time()
         try:
             run_group(r, group, suites, built)
         except Exception as exc:  # noqa: BLE001 - recorded per case; the ranks go on in step when all raised
             for c in group:
-                c.setdefault("out", {})["error"] = f"{type(exc).__name__}: {exc}"[:1500]
+                if not c.get("out", {}).get("done"):
+                    c.setdefault("out", {})["error"] = f"{type(exc).__name__}: {exc}"[:1500]
         for c in group:
             out["cases"][c["id"]] = c.pop("out", {"error": "not run"})
-        torch.save(out, partial)
+        save(out, partial)
+        if rank == 0:
+            c0 = group[0]
+            bad = [c["config"] for c in group if "error" in out["cases"][c["id"]]]
+            print(f"[{time.time() - cfg['t_start']:5.0f} s] {c0['suite']} {c0['format']} tp {c0['tp']} ep {c0['ep']} a2a {c0['a2a']} "
+                  f"({c0['runner']}): {len(group)} case(s) in {time.time() - t0:.1f} s{f'; ERROR in {bad}' if bad else ''}", flush=True)
     built.clear()
     if r.dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -536,8 +545,15 @@ def worker(rank: int, size: int, cfg: dict) -> dict:
             out["late"] = {"refused": True, "s": time.perf_counter() - t, "msg": str(exc)}
         gave_up.mkdir(exist_ok=True)
         (gave_up / f"rank{rank}").touch()
-    torch.save(out, partial)
+    save(out, partial)
     return out
+
+
+def save(obj: Any, path: Path) -> None:
+    """``torch.save`` to ``path`` through a temporary file (a rank killed meanwhile leaves the last whole one)."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------- parent
@@ -647,7 +663,7 @@ def print_tables(rows: list[dict], tokens: list[int]) -> None:
         times = {t["tokens_per_rank"]: t for t in r.get("times") or []}
         cells = [f"{fmt_ms(times[t]['forward_ms'])} ({times[t]['comm_share']:.0%})" if t in times else "-" for t in tokens]
         err = f"{r['rel_error']:.1e}" if r.get("rel_error") is not None else "-"
-        tol = f"{r['tolerance']:.0e}" if r.get("tolerance") is not None else "-"
+        tol = f"{r['tolerance']:.1e}" if r.get("tolerance") is not None else "-"
         status = r["status"] if r["status"] != "refused_by_plan" else "refused by plan"
         lay = {"replicated": "repl.", "sharded": "sharded", "own": "own"}[r["layout"]]
         print(f"| {r['suite']} | {r['format']} | {r['config']} | {r['tp']} | {r['ep']} | {r['a2a']} | {lay}"
@@ -732,6 +748,9 @@ def main(argv: list[str] | None = None) -> int:
     tokens = [int(t) for t in (args.tokens or ("1,32,256,2048" if gpu else "1,16")).split(",") if t]
     reps = args.reps or (10 if gpu else 3)
 
+    if gpu:  # NVLink multicast off unless the machine already says (the ranks inherit this environment)
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     info = machine(args.device)
     print(f"ep_nccl_check: {n} ranks, {args.backend} on {info.get('gpu') or 'cpu'}, torch {info['torch']}, "
           f"triton {info['triton']}, seed {args.seed}; env {info['env']}", flush=True)
@@ -746,14 +765,14 @@ def main(argv: list[str] | None = None) -> int:
     refs = References(keys, suites, args.seed, "cuda" if gpu else "cpu")
     refs.thread.start()
 
-    cfg = {"device": args.device, "seed": args.seed, "tokens": tokens, "reps": reps, "warm": 2 if gpu else 1,
+    cfg = {"device": args.device, "seed": args.seed, "t_start": t_start, "tokens": tokens, "reps": reps, "warm": 2 if gpu else 1,
            "late_timeout_s": args.late_timeout_s, "deadline": t_start + args.budget_s, "suites": suites,
            "cases": [{k: v for k, v in c.items()} for c in cases]}
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ep-check-") as tmp:
         cfg["partial"] = tmp
         try:
-            ranks: list[dict | None] = spawn(worker, n, (cfg,), timeout_s=args.budget_s + 240, backend=args.backend, threads=threads)
+            ranks: list[dict | None] = spawn(worker, n, (cfg,), timeout_s=args.budget_s + 200, backend=args.backend, threads=threads)
         except LaunchError as exc:
             problems = exc.problems
             ranks = list(exc.results or [None] * n)
@@ -767,7 +786,14 @@ def main(argv: list[str] | None = None) -> int:
     ran = {c["id"] for r in ranks if r for c in cases if c["id"] in r["cases"]}
     refs.wanted = {ref_key(c) for c in cases if c["id"] in ran}
     t_ranks = time.time()
-    rows = collect(cases, ranks, refs, deadline=t_ranks + args.ref_grace_s)
+    # Wait for references at most --ref-grace-s, and not past budget + 220 s from the start (a 10-minute call).
+    try:
+        rows = collect(cases, ranks, refs, deadline=min(t_ranks + args.ref_grace_s, max(t_ranks + 5, t_start + args.budget_s + 220)))
+    except Exception:  # noqa: BLE001 - still write what there is
+        import traceback
+
+        problems.append(f"collecting the results failed: {traceback.format_exc()}")
+        rows = []
     refs.stop = True
 
     print()
