@@ -1,12 +1,16 @@
 """Expert and tensor parallelism of the MoE layer on N GPUs (NCCL) or N CPU processes (gloo), checked
 against the float64 reference, timed, with the startup refusals and a CUDA-graph capture.
 
-    python benchmarks/ep_nccl_check.py --nproc 2 [--json out.json] [--budget-s 400]
+    python benchmarks/ep_nccl_check.py --nproc 2 [--json out.json] [--budget-s 360]
     python benchmarks/ep_nccl_check.py --nproc 4 --backend gloo --device cpu [--models Qwen3-30B-A3B,DeepSeek-V3:4]
 
 One process per GPU (rank r on cuda:r; :func:`moe_select.harness.launch.spawn`, backend nccl), or per CPU
 process (gloo). Child processes inherit this process's environment unchanged (NVLink multicast stays off
-where the machine sets ``NCCL_NVLS_ENABLE=0``). The layer spans all N ranks: ``tp = N``.
+where the machine sets ``NCCL_NVLS_ENABLE=0``; on GPUs, where unset, this script sets it to 0 and
+``TORCH_SYMM_MEM_DISABLE_MULTICAST`` to 1 before starting them). The layer spans all N ranks: ``tp = N``.
+Defaults: on GPUs both real layers, tokens per rank 1, 32, 256, 2048, 10 timed repetitions; on the CPU
+Qwen3-30B-A3B and DeepSeek-V3 with H and I divided by 4, tokens 1 and 16, 3 repetitions. Rank 0 prints one
+line per plan group as it finishes; the tables come at the end.
 
 What runs, per layer shape (``--models``: Qwen3-30B-A3B E128 K8 H2048 I768 renormalize, DeepSeek-V3 E256
 K8 H7168 I2048 with its own routing ``deepseek_v3``, n_group 8, topk_group 4, routed scaling 2.5; both
