@@ -67,8 +67,10 @@ never arrives (the last rank skips ``resolve``: every other rank must refuse wit
 ``--late-timeout-s``, measured).
 
 ``--budget-s``: no new configuration starts after that many seconds from the start (the ranks decide
-together); the refusals still run, and the JSON (``--json``) lists what was skipped. Rows whose float64
-reference is still not done ``--ref-grace-s`` after the ranks finish are reported ``unchecked``. Exit 1 on
+together); the refusals still run, and the JSON (``--json``) lists what was skipped. Ranks still running
+``budget + 150`` s after the start are killed (their results so far are kept). Rows whose float64
+reference is still not done ``--ref-grace-s`` after the ranks finish, or ``budget + 180`` s after the
+start, are reported ``unchecked``; so the script ends by about ``budget + 180`` s (540 s by default). Exit 1 on
 any failure (an error above tolerance, a rank's error, a graph replay that differs, a refusal that did not
 happen), else 0 (also when the budget skipped configurations: ``complete`` is false then).
 """
@@ -776,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ep-check-") as tmp:
         cfg["partial"] = tmp
         try:
-            ranks: list[dict | None] = spawn(worker, n, (cfg,), timeout_s=args.budget_s + 200, backend=args.backend, threads=threads)
+            ranks: list[dict | None] = spawn(worker, n, (cfg,), timeout_s=args.budget_s + 150, backend=args.backend, threads=threads)
         except LaunchError as exc:
             problems = exc.problems
             ranks = list(exc.results or [None] * n)
@@ -790,9 +792,9 @@ def main(argv: list[str] | None = None) -> int:
     ran = {c["id"] for r in ranks if r for c in cases if c["id"] in r["cases"]}
     refs.wanted = {ref_key(c) for c in cases if c["id"] in ran}
     t_ranks = time.time()
-    # Wait for references at most --ref-grace-s, and not past budget + 220 s from the start (a 10-minute call).
+    # Wait for references at most --ref-grace-s, and not past budget + 180 s from the start (a 10-minute call).
     try:
-        rows = collect(cases, ranks, refs, deadline=min(t_ranks + args.ref_grace_s, max(t_ranks + 5, t_start + args.budget_s + 220)))
+        rows = collect(cases, ranks, refs, deadline=min(t_ranks + args.ref_grace_s, max(t_ranks + 5, t_start + args.budget_s + 180)))
     except Exception:  # noqa: BLE001 - still write what there is
         import traceback
 
