@@ -127,3 +127,13 @@ def test_fp8_without_blocks_is_per_tensor(tmp_path, configs):
     cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json").read_text())
     del cfg["quantization_config"]["weight_block_size"]
     assert read_model_config(_write(tmp_path, cfg)).quant == "fp8_tensor"
+
+
+def test_qwen_decoder_sparse_step_selects_layers_as_transformers(tmp_path, configs):
+    """transformers' Qwen2MoE/Qwen3MoE decoder layer is a MoE layer when (layer_idx + 1) % decoder_sparse_step
+    == 0 and layer_idx is not in mlp_only_layers (huggingface/transformers models/qwen3_moe/modeling_qwen3_moe.py:
+    Qwen3MoeDecoderLayer). Every bundled config has step 1, where an off-by-one is invisible."""
+    cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json").read_text())
+    cfg.update(num_hidden_layers=6, decoder_sparse_step=2, mlp_only_layers=[4])
+    info = read_model_config(_write(tmp_path, cfg))
+    assert [(k["kind"], k["layers"]) for k in info.layer_kinds] == [("main", [1, 3, 5])]

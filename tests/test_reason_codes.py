@@ -78,6 +78,14 @@ def test_parallelism_unsupported_with_fix():
     assert r.fix is not None and "1" in r.fix and "8" in r.fix
 
 
+def test_a2a_on_the_wrong_arch_is_a2a_unsupported():
+    # FlashInfer's one-sided NVLink all-to-all needs datacenter NVLink parts (backends/a2a/flashinfer.yaml)
+    r = find({"gpu": "A100", "quant": "bf16", "model": QWEN, "tp": 8, "ep": 8, "a2a": "flashinfer"}, "a2a_unsupported")
+    assert "a2a flashinfer runs on" in r.detail and r.source.startswith("backends/a2a/flashinfer.yaml:")
+    assert "arch_unsupported" not in {x.code for x in reasons({"gpu": "A100", "quant": "bf16", "model": QWEN, "tp": 8,
+                                                               "ep": 8, "a2a": "flashinfer", "runner": "triton"})}
+
+
 def test_deepep_needs_ep():
     r = find({"gpu": "H100", "quant": "fp8_block", "model": QWEN, "tp": 8, "ep": 1, "a2a": "deepep"}, "parallelism_unsupported")
     assert r.source.startswith("backends/a2a/deepep.yaml:")

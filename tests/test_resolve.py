@@ -299,3 +299,30 @@ def test_fingerprint_covers_capability_file_contents(tmp_path):
     y = b / "triton.yaml"  # not the chosen runner's file, and no fact changes: a comment only
     y.write_text(y.read_text() + "# an operator's note\n")
     assert moe_select.plan(dep, catalog=load_catalog(use_env=False, backends_dir=b)).fingerprint != fa
+
+
+def test_dispatcher_module_that_registers_nothing_is_no_adapter(tmp_path, monkeypatch):
+    """The a2a module is imported and its registration checked at resolve, like a runner's (found by an
+    independent planted-bug check: without the check, the first forward failed with a TypeError)."""
+    import dataclasses
+
+    from moe_select.catalog import load_catalog
+
+    (tmp_path / "disp_registers_nothing.py").write_text("def register(registry):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cat = load_catalog(use_env=False)
+    cat = dataclasses.replace(cat, a2a={**cat.a2a, "none": cat.a2a["none"].model_copy(update={"module": "disp_registers_nothing"})})
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}, catalog=cat)
+    try:
+        with pytest.raises(ResolveError) as exc:
+            moe_select.resolve(plan, registry=Registry(), catalog=cat)
+        assert exc.value.codes == ["no_adapter"] and "did not register dispatcher none" in str(exc.value)
+    finally:
+        sys.modules.pop("disp_registers_nothing", None)
+
+
+def test_fingerprint_covers_the_quantization_parameters():
+    m = {**SMALL, "hidden_size": 256, "moe_intermediate_size": 256}
+    fps = {moe_select.plan({"gpu": "H200", "quant": "fp8_block", "quant_config": {"block": b}, "model": m}).fingerprint
+           for b in ([128, 128], [64, 128])}
+    assert len(fps) == 2
