@@ -34,6 +34,8 @@ QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 
 def fmt_num(x: Fraction | int) -> str:
     """An exact quantity as text: 96, or 153.6 for an uneven split."""
+    if type(x) is int:
+        return str(x)
     x = Fraction(x)
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
@@ -47,7 +49,8 @@ class IntRange(Located):
 
     def contains(self, value: Fraction | int) -> bool:
         """True when ``value`` is within the range and a multiple of ``multiple_of``."""
-        value = Fraction(value)
+        if not isinstance(value, (int, Fraction)):
+            value = Fraction(value)
         if self.min is not None and value < self.min:
             return False
         if self.max is not None and value > self.max:
@@ -126,12 +129,14 @@ class When(Located):
 
     def keys(self) -> list[str]:
         """The condition keys that are set."""
-        return [k for k in type(self).model_fields if getattr(self, k) is not None]
+        return [k for k, v in self.__dict__.items() if v is not None]  # the fields, in declaration order
 
     def matches(self, facts: Mapping[str, Any]) -> bool:
         """True when every set key matches ``facts`` (see :func:`facts_of`)."""
-        for key in self.keys():
-            cond, value = getattr(self, key), facts.get(key)
+        for key, cond in self.__dict__.items():  # the fields (as keys() lists them, without the getattr)
+            if cond is None:
+                continue
+            value = facts.get(key)
             if value is None:
                 return False
             if key in QUANTITIES:
@@ -257,11 +262,13 @@ class Constraint(Conditional):
 
     def violation(self, facts: Mapping[str, Any]) -> str | None:
         """Text of the violation in ``facts``, or None when the constraint holds."""
-        value = Fraction(facts[self.field])
+        value = facts[self.field]
+        if not isinstance(value, (int, Fraction)):
+            value = Fraction(value)
         if self.multiple_of is not None:
             div = facts[self.multiple_of] if isinstance(self.multiple_of, str) else self.multiple_of
-            name = f"{self.multiple_of} ({fmt_num(div)})" if isinstance(self.multiple_of, str) else str(div)
-            if div == 0 or value % Fraction(div) != 0:
+            if div == 0 or value % div != 0:
+                name = f"{self.multiple_of} ({fmt_num(div)})" if isinstance(self.multiple_of, str) else str(div)
                 return f"{self.field} = {fmt_num(value)} is not a multiple of {name}"
         if self.min is not None and value < self.min:
             return f"{self.field} = {fmt_num(value)} is below {self.min}"
@@ -305,6 +312,11 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
     }
 
 
+#: The quantities :func:`with_parallelism` recomputes (every other fact stays as it is).
+PARALLEL_QUANTITIES = ("tp", "ep", "moe_tp", "experts_per_rank", "intermediate_per_rank", "shared_intermediate_per_tp",
+                       "dense_intermediate_per_tp")
+
+
 def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, Any]:
     """``facts`` with tp and ep replaced and the quantities derived from them recomputed."""
     f = dict(facts)
@@ -320,15 +332,33 @@ def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, An
 
 
 def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64,
-                   also: Sequence[Constraint] = ()) -> str | None:
+                   also: Sequence[Constraint] = (), memo: dict[Any, bool] | None = None) -> str | None:
     """Suggest tp/ep values that satisfy ``constraint`` (and every constraint in ``also``, e.g. the
     rules every runner obeys) with everything else unchanged.
 
     Returns e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``, or None when nothing helps.
+    ``memo``: a dict shared by calls whose ``facts`` differ in ``engine`` at most (the engines checked
+    for one deployment): each constraint's verdict at each (tp, ep) is then computed once.
     """
+    memo = {} if memo is None else memo
+    # A constraint whose conditions fail on a fact that tp/ep do not change applies to no candidate.
+    fixed = {k: None for k in PARALLEL_QUANTITIES}
+    relevant = [c for c in (constraint, *also) if c.when is None or c.when.model_copy(update=fixed).matches(facts)]
+
     def ok(tp: int, ep: int) -> bool:
-        f = with_parallelism(facts, tp, ep)
-        return tp % ep == 0 and all(not c.applies(f) or c.violation(f) is None for c in (constraint, *also))
+        if tp % ep:
+            return False
+        f: dict[str, Any] | None = None
+        for c in relevant:
+            key = (id(c), tp, ep, facts.get("engine") if c.when is not None and c.when.engine is not None else None)
+            verdict = memo.get(key)
+            if verdict is None:
+                if f is None:
+                    f = with_parallelism(facts, tp, ep)
+                verdict = memo[key] = not c.applies(f) or c.violation(f) is None
+            if not verdict:
+                return False
+        return True
 
     tp, ep = facts["tp"], facts["ep"]
     eps = [e for e in range(1, tp + 1) if tp % e == 0 and e != ep and ok(tp, e)]

@@ -1,0 +1,90 @@
+"""The fast paths of planning give the answers of the plain ones: the layers a quantization config leaves
+unquantized (found without testing every module name of every layer), tp/ep fix suggestions with their
+verdicts shared between engines. (Latency itself is measured by benchmarks/explain_latency.py, not asserted here.)"""
+from __future__ import annotations
+
+import json
+import random
+
+from moe_select.conditions import facts_of, parallel_fixes
+from moe_select.model_config import _EXPERT_TAILS, _LAYER_PREFIXES, _Exclusions, _expert_modules, _runs
+
+
+def _brute(ex: _Exclusions, layers: list[int]) -> set[int]:
+    return {i for i in layers if ex.covers(_expert_modules(i))}
+
+
+def _random_entries(rng: random.Random, n: int) -> list[str]:
+    """Entries of the kinds real configs list: runs of real expert module names (any layer), other
+    modules of a layer, bare names, and near misses."""
+    out = []
+    for _ in range(n):
+        name = f"{rng.choice(_LAYER_PREFIXES)}.{rng.randrange(70)}.{rng.choice(_EXPERT_TAILS)}"
+        seg = name.split(".")
+        i = rng.randrange(len(seg))
+        j = rng.randrange(i + 1, len(seg) + 1)
+        kind = rng.randrange(6)
+        if kind == 0:
+            out.append(".".join(seg[i:j]))
+        elif kind == 1:
+            out.append(f"model.layers.{rng.randrange(70)}.{rng.choice(['mlp.gate', 'self_attn.q_proj', 'input_layernorm'])}")
+        elif kind == 2:
+            out.append(rng.choice(["lm_head", "gate", "experts", "0", "mlp", "model", "layers", "w1", "down_proj", ""]))
+        elif kind == 3:
+            out.append(".".join(seg[i:j]) + rng.choice(["x", ".x", "_proj"]))
+        elif kind == 4:
+            out.append(f"{rng.randrange(70)}.{'.'.join(seg[i:j])}")
+        else:
+            out.append(f"layers.{rng.randrange(70)}")
+    return out
+
+
+def test_covered_layers_matches_testing_every_name(seed):
+    rng = random.Random(seed)
+    layers = list(range(64))
+    for _ in range(300):
+        segments = _random_entries(rng, rng.randrange(0, 12))
+        exact = _random_entries(rng, rng.randrange(0, 3))
+        globs = rng.choice([[], ["*.7.mlp.experts*"], ["model.layers.1?.mlp.experts.0"]])
+        ignore = exact + rng.choice([[], ["re:.*\\.3\\.mlp\\.experts.*"], ["re:["]])
+        ex = _Exclusions(globs, ignore, segments)
+        assert ex.covered_layers(layers) == _brute(ex, layers), (segments, globs, ignore)
+
+
+def test_covered_layers_on_the_bundled_configs(configs):
+    for cfg in sorted(configs.glob("*/config.json")):
+        data = json.loads(cfg.read_text())
+        q = data.get("quantization_config") or (data.get("text_config") or {}).get("quantization_config") or {}
+        ex = _Exclusions(q.get("exclude_modules") or [], q.get("ignore") or [], q.get("modules_to_not_convert") or [])
+        layers = list(range(100))
+        assert ex.covered_layers(layers) == _brute(ex, layers), cfg
+
+
+def test_runs_are_whole_segments():
+    assert _runs("a.b.c") == {"a", "b", "c", "a.b", "b.c", "a.b.c"}
+    ex = _Exclusions([], [], ["gate"])
+    assert not ex.covered_layers([0, 1])  # gate is not gate_proj
+
+
+def test_parallel_fixes_with_a_shared_memo_give_the_same_fixes(seed):
+    """The selector shares verdicts between the engines of one deployment; every engine's fix is the one
+    computed alone."""
+    from moe_select.catalog import default_catalog
+
+    catalog = default_catalog()
+    common = catalog.common.constraints
+    rng = random.Random(seed)
+    for _ in range(30):
+        tp = rng.choice([1, 2, 3, 4, 6, 8, 16])
+        ep = rng.choice([e for e in (1, 2, 4, 8) if tp % e == 0])
+        base = dict(arch="sm90", quant=rng.choice(["fp8_block", "bf16", "int4_w4a16"]), a2a=rng.choice(["none", "deepep"]),
+                    activation="silu", routing="renormalize", cuda_graph=True, tp=tp, ep=ep,
+                    num_experts=rng.choice([60, 64, 128, 256]), top_k=8, hidden_size=rng.choice([2048, 4096, 7168]),
+                    moe_intermediate_size=rng.choice([768, 1408, 2048, 96 * 7]), block=(128, 128), group_size=128,
+                    dp=rng.choice([None, 1, 2]))
+        memo: dict = {}
+        for engine in ("sglang", "vllm", "trtllm"):
+            facts = facts_of(engine=engine, **base)
+            for c in common:
+                if c.applies(facts) and c.violation(facts) is not None:
+                    assert parallel_fixes(c, facts, also=common, memo=memo) == parallel_fixes(c, facts, also=common), (base, engine)
