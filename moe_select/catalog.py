@@ -14,18 +14,21 @@ file the operator passed are ever imported, and only by ``resolve``.
 from __future__ import annotations
 
 import difflib
-import importlib.metadata as md
 import importlib.util
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 from .capability import A2ACapability, CommonFacts, KnownPackage, PackageTable, RunnerCapability
+from .entrypoints import entry_points
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
 from .yamlio import MarkedDict, decode_text, load_text, read_input, shorten, validate
+
+if TYPE_CHECKING:
+    import importlib.metadata as md
 
 RULES_ENV = "MOE_SELECT_RULES"
 BACKENDS_ENV = "MOE_SELECT_BACKENDS"
@@ -103,10 +106,7 @@ class Catalog:
 
 
 def _entry_points(group: str) -> list[md.EntryPoint]:
-    try:
-        return list(md.entry_points(group=group))
-    except TypeError:  # pragma: no cover - Python < 3.10 API
-        return list(md.entry_points().get(group, []))  # type: ignore[attr-defined,unused-ignore]
+    return entry_points(group)  # importlib.metadata's answer, without its cost when no plugin is installed
 
 
 def plugin_adapters() -> dict[str, str]:

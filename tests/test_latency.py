@@ -1,11 +1,16 @@
 """The fast paths of planning give the answers of the plain ones: the layers a quantization config leaves
 unquantized (found without testing every module name of every layer), tp/ep fix suggestions with their
-verdicts shared between engines. (Latency itself is measured by benchmarks/explain_latency.py, not asserted here.)"""
+verdicts shared between engines, and plugin discovery that skips importlib.metadata when nothing is
+declared. (Latency itself is measured by benchmarks/explain_latency.py, not asserted here.)"""
 from __future__ import annotations
 
 import json
 import random
+import sys
 
+import pytest
+
+from moe_select import entrypoints
 from moe_select.conditions import facts_of, parallel_fixes
 from moe_select.model_config import _EXPERT_TAILS, _LAYER_PREFIXES, _Exclusions, _expert_modules, _runs
 
@@ -88,3 +93,44 @@ def test_parallel_fixes_with_a_shared_memo_give_the_same_fixes(seed):
             for c in common:
                 if c.applies(facts) and c.violation(facts) is not None:
                     assert parallel_fixes(c, facts, also=common, memo=memo) == parallel_fixes(c, facts, also=common), (base, engine)
+
+
+def test_entry_points_found_without_importlib_metadata_when_none_is_declared(tmp_path, monkeypatch):
+    import importlib.metadata as md
+
+    site = tmp_path / "site"
+    info = site / "toy_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-plugin\nVersion: 0.1\n")
+    monkeypatch.syspath_prepend(str(site))
+    for group in ("moe_select.backends", "moe_select.adapters"):
+        assert entrypoints.entry_points(group) == list(md.entry_points(group=group))
+    (info / "entry_points.txt").write_text("[moe_select.adapters]\ntoy_runner = toy_plugin.adapter\n")
+    assert entrypoints.may_declare("moe_select.adapters")
+    found = entrypoints.entry_points("moe_select.adapters")
+    assert [(e.name, e.value) for e in found] == [("toy_runner", "toy_plugin.adapter")]
+    assert found == list(md.entry_points(group="moe_select.adapters"))
+    # a header with spaces is another group for importlib.metadata; the quick look defers to it either way
+    (info / "entry_points.txt").write_text("[ moe_select.adapters ]\ntoy_runner = toy_plugin.adapter\n")
+    assert entrypoints.entry_points("moe_select.adapters") == list(md.entry_points(group="moe_select.adapters"))
+
+
+def test_entry_points_defer_to_importlib_metadata_for_what_they_do_not_read(tmp_path, monkeypatch):
+    (tmp_path / "plugins.zip").write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an (empty) zip on sys.path
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins.zip"))
+    assert entrypoints.may_declare("moe_select.backends")
+
+    class Finder:
+        @staticmethod
+        def find_distributions(context=None):
+            return iter(())
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder])
+    assert entrypoints.may_declare("moe_select.backends")
+
+
+@pytest.mark.parametrize("group", ["moe_select.backends", "moe_select.adapters"])
+def test_entry_points_agree_with_importlib_metadata_here(group):
+    import importlib.metadata as md
+
+    assert entrypoints.entry_points(group) == list(md.entry_points(group=group))
