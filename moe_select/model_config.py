@@ -585,7 +585,7 @@ class _Exclusions:
         spans ``<i>`` (a suffix of the prefix, the layer, a prefix of the tail); each entry of
         ``segments`` is split at each of its segments once, so the work grows with the entries, not
         with entries x layers x names."""
-        every, indices = False, set()
+        every, indices = False, set[str]()
         if self.segments:
             pres, tails = [p.split(".") for p in _LAYER_PREFIXES], [t.split(".") for t in _EXPERT_TAILS]
             inside = {r for p in (*_LAYER_PREFIXES, *_EXPERT_TAILS) for r in _runs(p)}
