@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 from .capability import A2ACapability, CommonFacts, KnownPackage, PackageTable, RunnerCapability
+from .catalog_cache import Inputs, load_cached
 from .entrypoints import entry_points
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
@@ -359,10 +360,30 @@ _lock = threading.Lock()
 
 def default_catalog(rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = ()) -> Catalog:
     """:func:`load_catalog` cached per (rule dirs, backend dirs, the two environment variables), for
-    repeated calls in one process."""
+    repeated calls in one process; a new process reads a catalog validated before from the on-disk
+    cache (:mod:`moe_select.catalog_cache`) when no input changed since."""
     rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
     key = (rd, bd, os.environ.get(RULES_ENV, ""), os.environ.get(BACKENDS_ENV, ""))
     with _lock:
         if key not in _cache:
-            _cache[key] = load_catalog(list(rd), backends_dirs=list(bd))
+            _cache[key] = cached_load_catalog(rd, bd)
         return _cache[key]
+
+
+def cached_load_catalog(rules_dirs: Sequence[str | Path] = (), backends_dirs: Sequence[str | Path] = ()) -> Catalog:
+    """``load_catalog(rules_dirs, backends_dirs=backends_dirs)``, or the catalog of exactly the same inputs
+    (every file's contents, the folders' entries, plugins, environment variables, moe_select's code) that
+    an earlier process validated, from the on-disk cache (:mod:`moe_select.catalog_cache`). Raises what
+    :func:`load_catalog` raises."""
+    rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
+    return load_cached(lambda: _inputs(rd, bd), lambda: load_catalog(list(rd), backends_dirs=list(bd)), Catalog)
+
+
+def _inputs(rules_dirs: Sequence[str], backends_dirs: Sequence[str]) -> Inputs:
+    """What :func:`load_catalog` (``use_env``, plugins, bundled rules) reads besides file contents: the
+    on-disk cache's key (:mod:`moe_select.catalog_cache`) covers it."""
+    bdir, rdir = bundled_dirs()
+    return Inputs(backends_dir=bdir, rules_dir=rdir, plugins=plugin_backend_dirs(), adapters=plugin_adapters(),
+                  backends=[Path(d) for d in backends_dirs] + backend_dirs_from_env(),
+                  rules=[Path(d) for d in rules_dirs] + rule_dirs_from_env(),
+                  env=(os.environ.get(RULES_ENV, ""), os.environ.get(BACKENDS_ENV, "")))
