@@ -16,7 +16,7 @@ facts that decided.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Literal, Mapping, Sequence, Union
+from typing import Any, Collection, Literal, Mapping, Sequence, Union
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
@@ -131,10 +131,11 @@ class When(Located):
         """The condition keys that are set."""
         return [k for k, v in self.__dict__.items() if v is not None]  # the fields, in declaration order
 
-    def matches(self, facts: Mapping[str, Any]) -> bool:
-        """True when every set key matches ``facts`` (see :func:`facts_of`)."""
+    def matches(self, facts: Mapping[str, Any], ignore: Collection[str] = ()) -> bool:
+        """True when every set key matches ``facts`` (see :func:`facts_of`); keys in ``ignore`` are not
+        looked at."""
         for key, cond in self.__dict__.items():  # the fields (as keys() lists them, without the getattr)
-            if cond is None:
+            if cond is None or key in ignore:
                 continue
             value = facts.get(key)
             if value is None:
@@ -332,18 +333,17 @@ def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, An
 
 
 def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64,
-                   also: Sequence[Constraint] = (), memo: dict[Any, bool] | None = None) -> str | None:
+                   also: Sequence[Constraint] = (), memo: dict[Any, Any] | None = None) -> str | None:
     """Suggest tp/ep values that satisfy ``constraint`` (and every constraint in ``also``, e.g. the
     rules every runner obeys) with everything else unchanged.
 
     Returns e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``, or None when nothing helps.
     ``memo``: a dict shared by calls whose ``facts`` differ in ``engine`` at most (the engines checked
-    for one deployment): each constraint's verdict at each (tp, ep) is then computed once.
+    for one deployment): the facts at each (tp, ep) and each constraint's verdict there are then computed once.
     """
     memo = {} if memo is None else memo
     # A constraint whose conditions fail on a fact that tp/ep do not change applies to no candidate.
-    fixed = {k: None for k in PARALLEL_QUANTITIES}
-    relevant = [c for c in (constraint, *also) if c.when is None or c.when.model_copy(update=fixed).matches(facts)]
+    relevant = [c for c in (constraint, *also) if c.when is None or c.when.matches(facts, ignore=PARALLEL_QUANTITIES)]
 
     def ok(tp: int, ep: int) -> bool:
         if tp % ep:
@@ -354,7 +354,9 @@ def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int
             verdict = memo.get(key)
             if verdict is None:
                 if f is None:
-                    f = with_parallelism(facts, tp, ep)
+                    f = memo.get(("facts", tp, ep, facts.get("engine")))
+                    if f is None:
+                        f = memo[("facts", tp, ep, facts.get("engine"))] = with_parallelism(facts, tp, ep)
                 verdict = memo[key] = not c.applies(f) or c.violation(f) is None
             if not verdict:
                 return False

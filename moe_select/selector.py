@@ -69,7 +69,7 @@ class _Ctx:
     fixes: dict[int, str | None] = field(default_factory=dict)  # id(constraint) -> cached parallel fix
     #: Constraint verdicts of parallel_fixes, shared by the engines' contexts of one select (their facts
     #: differ in ``engine`` only, which the memo keys where a constraint reads it).
-    verdicts: dict[Any, bool] = field(default_factory=dict)
+    verdicts: dict[Any, Any] = field(default_factory=dict)
 
 
 def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
@@ -458,7 +458,7 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     input; ``resolve`` calls it again over a plan's own inputs to refuse an edited plan."""
     engines = _engines(u)
     single = len(engines) == 1
-    verdicts: dict[Any, bool] = {}
+    verdicts: dict[Any, Any] = {}
     ctxs = {e: _Ctx(u, env, catalog, _facts(u, e), verdicts=verdicts) for e in engines}
     base: dict[str, list[Reason]] = {}
     base_assumed: list[str] = []
