@@ -261,6 +261,21 @@ class Constraint(Conditional):
         needed = [self.field] + [v for v in (self.multiple_of, self.max, *(self.one_of or [])) if isinstance(v, str)]
         return all(facts.get(q) is not None for q in needed)
 
+    def holds(self, facts: Mapping[str, Any]) -> bool:
+        """``violation(facts) is None`` without the text (the fix search tests many (tp, ep) pairs)."""
+        value = facts[self.field]
+        if not isinstance(value, (int, Fraction)):
+            value = Fraction(value)
+        if self.multiple_of is not None:
+            div = facts[self.multiple_of] if isinstance(self.multiple_of, str) else self.multiple_of
+            if div == 0 or value % div != 0:
+                return False
+        if self.min is not None and value < self.min:
+            return False
+        if self.max is not None and value > (facts[self.max] if isinstance(self.max, str) else self.max):
+            return False
+        return self.one_of is None or value in [facts[v] if isinstance(v, str) else v for v in self.one_of]
+
     def violation(self, facts: Mapping[str, Any]) -> str | None:
         """Text of the violation in ``facts``, or None when the constraint holds."""
         value = facts[self.field]
@@ -345,19 +360,21 @@ def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int
     # A constraint whose conditions fail on a fact that tp/ep do not change applies to no candidate.
     relevant = [c for c in (constraint, *also) if c.when is None or c.when.matches(facts, ignore=PARALLEL_QUANTITIES)]
 
+    engine = facts.get("engine")
+    checks = [(c, id(c), engine if c.when is not None and c.when.engine is not None else None) for c in relevant]
+
     def ok(tp: int, ep: int) -> bool:
         if tp % ep:
             return False
         f: dict[str, Any] | None = None
-        for c in relevant:
-            key = (id(c), tp, ep, facts.get("engine") if c.when is not None and c.when.engine is not None else None)
-            verdict = memo.get(key)
+        for c, cid, eng in checks:
+            verdict = memo.get((cid, tp, ep, eng))
             if verdict is None:
                 if f is None:
-                    f = memo.get(("facts", tp, ep, facts.get("engine")))
+                    f = memo.get(("facts", tp, ep, engine))
                     if f is None:
-                        f = memo[("facts", tp, ep, facts.get("engine"))] = with_parallelism(facts, tp, ep)
-                verdict = memo[key] = not c.applies(f) or c.violation(f) is None
+                        f = memo[("facts", tp, ep, engine)] = with_parallelism(facts, tp, ep)
+                verdict = memo[(cid, tp, ep, eng)] = not c.applies(f) or c.holds(f)
             if not verdict:
                 return False
         return True

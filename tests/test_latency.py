@@ -134,3 +134,27 @@ def test_entry_points_agree_with_importlib_metadata_here(group):
     import importlib.metadata as md
 
     assert entrypoints.entry_points(group) == list(md.entry_points(group=group))
+
+
+def test_holds_is_violation_is_none(seed):
+    """Constraint.holds (the fix search's test) answers as violation() does, on every constraint of the
+    catalog at random parallel layouts."""
+    from moe_select.catalog import default_catalog
+    from moe_select.conditions import with_parallelism
+
+    catalog = default_catalog()
+    constraints = [*catalog.common.constraints, *(c for r in catalog.runners.values() for c in r.constraints),
+                   *(c for a in catalog.a2a.values() for c in a.constraints)]
+    rng = random.Random(seed)
+    facts = facts_of(arch="sm90", quant="fp8_block", a2a="deepep", activation="silu", routing="renormalize", cuda_graph=True,
+                     tp=8, ep=8, num_experts=256, top_k=8, hidden_size=7168, moe_intermediate_size=2048, block=(128, 128),
+                     group_size=128, dp=2, shared_intermediate_size=2048, dense_intermediate_size=18432)
+    checked = 0
+    for _ in range(200):
+        tp = rng.randrange(1, 65)
+        f = with_parallelism(facts, tp, rng.choice([e for e in range(1, tp + 1) if tp % e == 0]))
+        for c in constraints:
+            if c.applies(f):
+                assert c.holds(f) == (c.violation(f) is None), (c.where(), f)
+                checked += 1
+    assert checked > 100
