@@ -158,3 +158,34 @@ def test_holds_is_violation_is_none(seed):
                 assert c.holds(f) == (c.violation(f) is None), (c.where(), f)
                 checked += 1
     assert checked > 100
+
+
+def test_the_command_line_keeps_pydantic_plugins_that_are_installed(tmp_path):
+    """moe-select skips pydantic's plugin scan only when no distribution declares a pydantic plugin: one
+    that is installed still runs."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    info = site / "toy_pydantic_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-pydantic-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pydantic]\ntoy = toy_pydantic_plugin:plugin\n")
+    marker = tmp_path / "loaded"
+    (site / "toy_pydantic_plugin.py").write_text(
+        "import pathlib\n"
+        f"pathlib.Path({str(marker)!r}).write_text('yes')\n"
+        "class Plugin:\n"
+        "    def new_schema_validator(self, *args, **kwargs):\n"
+        "        return None, None, None\n"
+        "plugin = Plugin()\n")
+    dep = tmp_path / "d.yaml"
+    dep.write_text("gpu: H100\nquant: bf16\nmodel: {num_experts: 8, top_k: 2, hidden_size: 256, moe_intermediate_size: 128,"
+                   " activation: silu, routing: renormalize}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-m", "moe_select", "explain", "-d", str(dep), "--json"], capture_output=True,
+                       text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert marker.read_text() == "yes"
