@@ -387,9 +387,14 @@ def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int
         parts.append(f"ep in {{{', '.join(map(str, eps))}}} (tp {tp})" if len(eps) > 1 else f"set ep: {eps[0]} (tp {tp})")
     if tps:
         parts.append(f"tp in {{{', '.join(map(str, tps[:8]))}{', ...' if len(tps) > 8 else ''}}} (ep {ep})")
-    if not parts:  # no single change helps: the nearest (tp, ep) pairs that do
-        pairs = sorted(((t, e) for t in range(1, max_tp + 1) for e in range(1, t + 1) if t % e == 0 and ok(t, e)),
-                       key=lambda p: (abs(p[0] - tp), p[0], abs(p[1] - ep)))[:4]
+    if not parts:  # no single change helps: the nearest 4 (tp, ep) pairs that do, nearest first
+        pairs: list[tuple[int, int]] = []
+        for t in sorted(range(1, max_tp + 1), key=lambda t: (abs(t - tp), t)):
+            for e in sorted((e for e in range(1, t + 1) if t % e == 0), key=lambda e: abs(e - ep)):
+                if len(pairs) < 4 and ok(t, e):
+                    pairs.append((t, e))
+            if len(pairs) == 4:
+                break
         if pairs:
             parts.append("(tp, ep) in {" + ", ".join(f"({t}, {e})" for t, e in pairs) + "}")
     return ", or ".join(parts) or None

@@ -71,15 +71,42 @@ def test_runs_are_whole_segments():
     assert not ex.covered_layers([0, 1])  # gate is not gate_proj
 
 
-def test_parallel_fixes_with_a_shared_memo_give_the_same_fixes(seed):
-    """The selector shares verdicts between the engines of one deployment; every engine's fix is the one
-    computed alone."""
+def _reference_fixes(constraint, facts, max_tp=64, also=()):
+    """parallel_fixes as first written (every pair tested, no memo, every match sorted): the oracle."""
+    from moe_select.conditions import with_parallelism
+
+    def ok(tp, ep):
+        f = with_parallelism(facts, tp, ep)
+        return tp % ep == 0 and all(not c.applies(f) or c.violation(f) is None for c in (constraint, *also))
+
+    tp, ep = facts["tp"], facts["ep"]
+    eps = [e for e in range(1, tp + 1) if tp % e == 0 and e != ep and ok(tp, e)]
+    tps = [t for t in range(1, max_tp + 1) if t % ep == 0 and t != tp and ok(t, ep)]
+    parts = []
+    if eps:
+        parts.append(f"ep in {{{', '.join(map(str, eps))}}} (tp {tp})" if len(eps) > 1 else f"set ep: {eps[0]} (tp {tp})")
+    if tps:
+        parts.append(f"tp in {{{', '.join(map(str, tps[:8]))}{', ...' if len(tps) > 8 else ''}}} (ep {ep})")
+    if not parts:
+        pairs = sorted(((t, e) for t in range(1, max_tp + 1) for e in range(1, t + 1) if t % e == 0 and ok(t, e)),
+                       key=lambda p: (abs(p[0] - tp), p[0], abs(p[1] - ep)))[:4]
+        if pairs:
+            parts.append("(tp, ep) in {" + ", ".join(f"({t}, {e})" for t, e in pairs) + "}")
+    return ", or ".join(parts) or None
+
+
+def test_parallel_fixes_give_the_fixes_of_the_plain_search(seed):
+    """With verdicts shared between the engines of one deployment (the selector's memo) and the nearest
+    pairs found nearest first, every fix is the one the plain search gives."""
     from moe_select.catalog import default_catalog
 
     catalog = default_catalog()
     common = catalog.common.constraints
+    constraints = [*common, *(c for r in catalog.runners.values() for c in r.constraints),
+                   *(c for a in catalog.a2a.values() for c in a.constraints)]
     rng = random.Random(seed)
-    for _ in range(30):
+    seen = {"pairs": 0, "single": 0}
+    for _ in range(25):
         tp = rng.choice([1, 2, 3, 4, 6, 8, 16])
         ep = rng.choice([e for e in (1, 2, 4, 8) if tp % e == 0])
         base = dict(arch="sm90", quant=rng.choice(["fp8_block", "bf16", "int4_w4a16"]), a2a=rng.choice(["none", "deepep"]),
@@ -90,9 +117,12 @@ def test_parallel_fixes_with_a_shared_memo_give_the_same_fixes(seed):
         memo: dict = {}
         for engine in ("sglang", "vllm", "trtllm"):
             facts = facts_of(engine=engine, **base)
-            for c in common:
+            for c in constraints:
                 if c.applies(facts) and c.violation(facts) is not None:
-                    assert parallel_fixes(c, facts, also=common, memo=memo) == parallel_fixes(c, facts, also=common), (base, engine)
+                    got = parallel_fixes(c, facts, also=common, memo=memo)
+                    assert got == _reference_fixes(c, facts, also=common), (c.where(), base, engine)
+                    seen["pairs" if got and got.startswith("(tp, ep)") else "single"] += 1
+    assert seen["single"] > 0
 
 
 def test_entry_points_found_without_importlib_metadata_when_none_is_declared(tmp_path, monkeypatch):
