@@ -14,6 +14,9 @@ Per case:
 - **CLI cold cache**: the CLI with an empty catalog cache folder each run (the first run after a capability
   or rule file changed: every file is parsed and validated, and the cache is written).
 
+Then where the CLI's time goes, for the first case: the command's steps timed in a fresh interpreter
+(``BREAKDOWN``), each a median over ``--runs`` runs.
+
 The header names the machine, the interpreter and the number of installed distributions (plugin discovery
 reads every distribution's entry points: issue 8 measures on a machine with ~100). ``--python PY`` runs the
 whole measurement with another interpreter (e.g. a throwaway venv made with ``--system-site-packages`` to
