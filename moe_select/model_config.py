@@ -577,7 +577,6 @@ class _Exclusions:
                 return True
         return False
 
-
     def covered_layers(self, layers: list[int]) -> set[int]:
         """The layers of ``layers`` whose experts ``covers`` (``covers(_expert_modules(i))``), without
         testing every name of every layer against ``segments``: a run of whole segments of
