@@ -14,18 +14,22 @@ file the operator passed are ever imported, and only by ``resolve``.
 from __future__ import annotations
 
 import difflib
-import importlib.metadata as md
 import importlib.util
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 from .capability import A2ACapability, CommonFacts, KnownPackage, PackageTable, RunnerCapability
+from .catalog_cache import Inputs, load_cached
+from .entrypoints import entry_points
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
 from .yamlio import MarkedDict, decode_text, load_text, read_input, shorten, validate
+
+if TYPE_CHECKING:
+    import importlib.metadata as md
 
 RULES_ENV = "MOE_SELECT_RULES"
 BACKENDS_ENV = "MOE_SELECT_BACKENDS"
@@ -103,10 +107,7 @@ class Catalog:
 
 
 def _entry_points(group: str) -> list[md.EntryPoint]:
-    try:
-        return list(md.entry_points(group=group))
-    except TypeError:  # pragma: no cover - Python < 3.10 API
-        return list(md.entry_points().get(group, []))  # type: ignore[attr-defined,unused-ignore]
+    return entry_points(group)  # importlib.metadata's answer, without its cost when no plugin is installed
 
 
 def plugin_adapters() -> dict[str, str]:
@@ -359,10 +360,30 @@ _lock = threading.Lock()
 
 def default_catalog(rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = ()) -> Catalog:
     """:func:`load_catalog` cached per (rule dirs, backend dirs, the two environment variables), for
-    repeated calls in one process."""
+    repeated calls in one process; a new process reads a catalog validated before from the on-disk
+    cache (:mod:`moe_select.catalog_cache`) when no input changed since."""
     rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
     key = (rd, bd, os.environ.get(RULES_ENV, ""), os.environ.get(BACKENDS_ENV, ""))
     with _lock:
         if key not in _cache:
-            _cache[key] = load_catalog(list(rd), backends_dirs=list(bd))
+            _cache[key] = cached_load_catalog(rd, bd)
         return _cache[key]
+
+
+def cached_load_catalog(rules_dirs: Sequence[str | Path] = (), backends_dirs: Sequence[str | Path] = ()) -> Catalog:
+    """``load_catalog(rules_dirs, backends_dirs=backends_dirs)``, or the catalog of exactly the same inputs
+    (every file's contents, the folders' entries, plugins, environment variables, moe_select's code) that
+    an earlier process validated, from the on-disk cache (:mod:`moe_select.catalog_cache`). Raises what
+    :func:`load_catalog` raises."""
+    rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
+    return load_cached(lambda: _inputs(rd, bd), lambda: load_catalog(list(rd), backends_dirs=list(bd)), Catalog)
+
+
+def _inputs(rules_dirs: Sequence[str], backends_dirs: Sequence[str]) -> Inputs:
+    """What :func:`load_catalog` (``use_env``, plugins, bundled rules) reads besides file contents: the
+    on-disk cache's key (:mod:`moe_select.catalog_cache`) covers it."""
+    bdir, rdir = bundled_dirs()
+    return Inputs(backends_dir=bdir, rules_dir=rdir, plugins=plugin_backend_dirs(), adapters=plugin_adapters(),
+                  backends=[Path(d) for d in backends_dirs] + backend_dirs_from_env(),
+                  rules=[Path(d) for d in rules_dirs] + rule_dirs_from_env(),
+                  env=(os.environ.get(RULES_ENV, ""), os.environ.get(BACKENDS_ENV, "")))

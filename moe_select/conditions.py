@@ -16,7 +16,7 @@ facts that decided.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Literal, Mapping, Sequence, Union
+from typing import Any, Collection, Literal, Mapping, Sequence, Union
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
@@ -34,6 +34,8 @@ QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 
 def fmt_num(x: Fraction | int) -> str:
     """An exact quantity as text: 96, or 153.6 for an uneven split."""
+    if type(x) is int:
+        return str(x)
     x = Fraction(x)
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
@@ -47,7 +49,8 @@ class IntRange(Located):
 
     def contains(self, value: Fraction | int) -> bool:
         """True when ``value`` is within the range and a multiple of ``multiple_of``."""
-        value = Fraction(value)
+        if not isinstance(value, (int, Fraction)):
+            value = Fraction(value)
         if self.min is not None and value < self.min:
             return False
         if self.max is not None and value > self.max:
@@ -126,12 +129,15 @@ class When(Located):
 
     def keys(self) -> list[str]:
         """The condition keys that are set."""
-        return [k for k in type(self).model_fields if getattr(self, k) is not None]
+        return [k for k, v in self.__dict__.items() if v is not None]  # the fields, in declaration order
 
-    def matches(self, facts: Mapping[str, Any]) -> bool:
-        """True when every set key matches ``facts`` (see :func:`facts_of`)."""
-        for key in self.keys():
-            cond, value = getattr(self, key), facts.get(key)
+    def matches(self, facts: Mapping[str, Any], ignore: Collection[str] = ()) -> bool:
+        """True when every set key matches ``facts`` (see :func:`facts_of`); keys in ``ignore`` are not
+        looked at."""
+        for key, cond in self.__dict__.items():  # the fields (as keys() lists them, without the getattr)
+            if cond is None or key in ignore:
+                continue
+            value = facts.get(key)
             if value is None:
                 return False
             if key in QUANTITIES:
@@ -255,13 +261,30 @@ class Constraint(Conditional):
         needed = [self.field] + [v for v in (self.multiple_of, self.max, *(self.one_of or [])) if isinstance(v, str)]
         return all(facts.get(q) is not None for q in needed)
 
-    def violation(self, facts: Mapping[str, Any]) -> str | None:
-        """Text of the violation in ``facts``, or None when the constraint holds."""
-        value = Fraction(facts[self.field])
+    def holds(self, facts: Mapping[str, Any]) -> bool:
+        """``violation(facts) is None`` without the text (the fix search tests many (tp, ep) pairs)."""
+        value = facts[self.field]
+        if not isinstance(value, (int, Fraction)):
+            value = Fraction(value)
         if self.multiple_of is not None:
             div = facts[self.multiple_of] if isinstance(self.multiple_of, str) else self.multiple_of
-            name = f"{self.multiple_of} ({fmt_num(div)})" if isinstance(self.multiple_of, str) else str(div)
-            if div == 0 or value % Fraction(div) != 0:
+            if div == 0 or value % div != 0:
+                return False
+        if self.min is not None and value < self.min:
+            return False
+        if self.max is not None and value > (facts[self.max] if isinstance(self.max, str) else self.max):
+            return False
+        return self.one_of is None or value in [facts[v] if isinstance(v, str) else v for v in self.one_of]
+
+    def violation(self, facts: Mapping[str, Any]) -> str | None:
+        """Text of the violation in ``facts``, or None when the constraint holds."""
+        value = facts[self.field]
+        if not isinstance(value, (int, Fraction)):
+            value = Fraction(value)
+        if self.multiple_of is not None:
+            div = facts[self.multiple_of] if isinstance(self.multiple_of, str) else self.multiple_of
+            if div == 0 or value % div != 0:
+                name = f"{self.multiple_of} ({fmt_num(div)})" if isinstance(self.multiple_of, str) else str(div)
                 return f"{self.field} = {fmt_num(value)} is not a multiple of {name}"
         if self.min is not None and value < self.min:
             return f"{self.field} = {fmt_num(value)} is below {self.min}"
@@ -305,6 +328,11 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
     }
 
 
+#: The quantities :func:`with_parallelism` recomputes (every other fact stays as it is).
+PARALLEL_QUANTITIES = ("tp", "ep", "moe_tp", "experts_per_rank", "intermediate_per_rank", "shared_intermediate_per_tp",
+                       "dense_intermediate_per_tp")
+
+
 def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, Any]:
     """``facts`` with tp and ep replaced and the quantities derived from them recomputed."""
     f = dict(facts)
@@ -320,15 +348,36 @@ def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, An
 
 
 def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64,
-                   also: Sequence[Constraint] = ()) -> str | None:
+                   also: Sequence[Constraint] = (), memo: dict[Any, Any] | None = None) -> str | None:
     """Suggest tp/ep values that satisfy ``constraint`` (and every constraint in ``also``, e.g. the
     rules every runner obeys) with everything else unchanged.
 
     Returns e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``, or None when nothing helps.
+    ``memo``: a dict shared by calls whose ``facts`` differ in ``engine`` at most (the engines checked
+    for one deployment): the facts at each (tp, ep) and each constraint's verdict there are then computed once.
     """
+    memo = {} if memo is None else memo
+    # A constraint whose conditions fail on a fact that tp/ep do not change applies to no candidate.
+    relevant = [c for c in (constraint, *also) if c.when is None or c.when.matches(facts, ignore=PARALLEL_QUANTITIES)]
+
+    engine = facts.get("engine")
+    checks = [(c, id(c), engine if c.when is not None and c.when.engine is not None else None) for c in relevant]
+
     def ok(tp: int, ep: int) -> bool:
-        f = with_parallelism(facts, tp, ep)
-        return tp % ep == 0 and all(not c.applies(f) or c.violation(f) is None for c in (constraint, *also))
+        if tp % ep:
+            return False
+        f: dict[str, Any] | None = None
+        for c, cid, eng in checks:
+            verdict = memo.get((cid, tp, ep, eng))
+            if verdict is None:
+                if f is None:
+                    f = memo.get(("facts", tp, ep, engine))
+                    if f is None:
+                        f = memo[("facts", tp, ep, engine)] = with_parallelism(facts, tp, ep)
+                verdict = memo[(cid, tp, ep, eng)] = not c.applies(f) or c.holds(f)
+            if not verdict:
+                return False
+        return True
 
     tp, ep = facts["tp"], facts["ep"]
     eps = [e for e in range(1, tp + 1) if tp % e == 0 and e != ep and ok(tp, e)]
@@ -338,9 +387,14 @@ def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int
         parts.append(f"ep in {{{', '.join(map(str, eps))}}} (tp {tp})" if len(eps) > 1 else f"set ep: {eps[0]} (tp {tp})")
     if tps:
         parts.append(f"tp in {{{', '.join(map(str, tps[:8]))}{', ...' if len(tps) > 8 else ''}}} (ep {ep})")
-    if not parts:  # no single change helps: the nearest (tp, ep) pairs that do
-        pairs = sorted(((t, e) for t in range(1, max_tp + 1) for e in range(1, t + 1) if t % e == 0 and ok(t, e)),
-                       key=lambda p: (abs(p[0] - tp), p[0], abs(p[1] - ep)))[:4]
+    if not parts:  # no single change helps: the nearest 4 (tp, ep) pairs that do, nearest first
+        pairs: list[tuple[int, int]] = []
+        for t in sorted(range(1, max_tp + 1), key=lambda t: (abs(t - tp), t)):
+            for e in sorted((e for e in range(1, t + 1) if t % e == 0), key=lambda e: abs(e - ep)):
+                if len(pairs) < 4 and ok(t, e):
+                    pairs.append((t, e))
+            if len(pairs) == 4:
+                break
         if pairs:
             parts.append("(tp, ep) in {" + ", ".join(f"({t}, {e})" for t, e in pairs) + "}")
     return ", or ".join(parts) or None

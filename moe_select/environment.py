@@ -9,12 +9,9 @@ arch through torch.
 """
 from __future__ import annotations
 
-import importlib.metadata as md
 import importlib.util
 import os
 import re
-import shutil
-import subprocess
 from typing import Iterable
 
 from pathlib import Path
@@ -87,6 +84,9 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     in sysfs (``gfx_target_version`` 90402 -> gfx942). Raises :class:`DetectionError` when nvidia-smi
     exits non-zero, hangs past ``timeout_s`` seconds or prints what cannot be read, when an NVIDIA driver
     is loaded but nvidia-smi is missing, or when the GPU's arch is not one moe-select has facts for."""
+    import shutil
+    import subprocess
+
     smi = shutil.which("nvidia-smi")
     if smi:
         cmd = [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"]
@@ -153,6 +153,9 @@ def _amd_gfx(nodes: Path) -> str | None:
 
 def detect_nvcc() -> str | None:
     """``release X.Y`` of the nvcc on PATH (or in $CUDA_HOME/bin), or None."""
+    import shutil
+    import subprocess
+
     candidates = [shutil.which("nvcc")]
     if os.environ.get("CUDA_HOME"):
         candidates.append(os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc"))
@@ -170,6 +173,8 @@ def detect_nvcc() -> str | None:
 def detect_package(name: str, module: str | None) -> str | None:
     """Installed version of distribution ``name`` (or ``"unknown"`` when only module ``module`` is
     importable without metadata), None when absent. Imports nothing."""
+    import importlib.metadata as md
+
     try:
         return md.version(name)
     except md.PackageNotFoundError:

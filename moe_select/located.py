@@ -15,7 +15,9 @@ class Located(BaseModel):
     number 12.10 is never read as the version "12.1", "8" is never read as the integer 8).
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, protected_namespaces=())
+    #: ``defer_build``: a model's validator is built at its first validation, not at import (a catalog read
+    #: from the on-disk cache is never validated again, so a planning process builds only what it validates).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, protected_namespaces=(), defer_build=True)
 
     _file: str = PrivateAttr("<input>")
     _line: int = PrivateAttr(0)

@@ -527,14 +527,14 @@ _LAYER_PREFIXES = ("model.layers", "language_model.model.layers", "model.languag
 _PROJ = ("gate_proj", "up_proj", "down_proj", "w1", "w2", "w3")
 
 
+#: What follows ``<prefix>.<layer>.`` in an expert module name: the experts, the first expert, its projections.
+_EXPERT_TAILS = tuple(t for path in _EXPERT_PATHS for t in [path, f"{path}.0"] + [f"{path}.0.{proj}" for proj in _PROJ])
+
+
 def _expert_modules(i: int) -> list[str]:
-    """Module names the experts of decoder layer ``i`` go by in checkpoints (per family)."""
-    out = []
-    for pre in _LAYER_PREFIXES:
-        for path in _EXPERT_PATHS:
-            base = f"{pre}.{i}.{path}"
-            out += [base, f"{base}.0"] + [f"{base}.0.{proj}" for proj in _PROJ]
-    return out
+    """Module names the experts of decoder layer ``i`` go by in checkpoints (per family): every
+    ``<prefix>.<i>.<tail>`` of :data:`_LAYER_PREFIXES` x :data:`_EXPERT_TAILS`."""
+    return [f"{pre}.{i}.{tail}" for pre in _LAYER_PREFIXES for tail in _EXPERT_TAILS]
 
 
 def _runs(name: str) -> set[str]:
@@ -566,15 +566,42 @@ class _Exclusions:
     def __bool__(self) -> bool:
         return bool(self.exact or self.segments or self.wild or self.regex)
 
-    def covers(self, names: list[str]) -> bool:
+    def covers(self, names: list[str], segments: bool = True) -> bool:
+        """True when a pattern matches one of ``names`` (``segments=False``: leaving ``segments`` out)."""
         import fnmatch
 
         for n in names:
-            if n in self.exact or (self.segments and _runs(n) & self.segments):
+            if n in self.exact or (segments and self.segments and _runs(n) & self.segments):
                 return True
             if any(fnmatch.fnmatchcase(n, g) for g in self.wild) or any(rx.match(n) for rx in self.regex):
                 return True
         return False
+
+    def covered_layers(self, layers: list[int]) -> set[int]:
+        """The layers of ``layers`` whose experts ``covers`` (``covers(_expert_modules(i))``), without
+        testing every name of every layer against ``segments``: a run of whole segments of
+        ``<prefix>.<i>.<tail>`` lies in the prefix, in the tail (then it holds for every layer), or
+        spans ``<i>`` (a suffix of the prefix, the layer, a prefix of the tail); each entry of
+        ``segments`` is split at each of its segments once, so the work grows with the entries, not
+        with entries x layers x names."""
+        every, indices = False, set[str]()
+        if self.segments:
+            pres, tails = [p.split(".") for p in _LAYER_PREFIXES], [t.split(".") for t in _EXPERT_TAILS]
+            inside = {r for p in (*_LAYER_PREFIXES, *_EXPERT_TAILS) for r in _runs(p)}
+            ends = {tuple(p[j:]) for p in pres for j in range(len(p) + 1)}
+            starts = {tuple(t[:j]) for t in tails for j in range(len(t) + 1)}
+            for entry in self.segments:
+                if entry in inside:
+                    every = True
+                    break
+                parts = entry.split(".")
+                indices.update(parts[k] for k in range(len(parts)) if tuple(parts[:k]) in ends and tuple(parts[k + 1:]) in starts)
+        if every:
+            return set(layers)
+        out = {i for i in layers if str(i) in indices}
+        if self.exact or self.wild or self.regex:
+            out |= {i for i in layers if i not in out and self.covers(_expert_modules(i), segments=False)}
+        return out
 
 
 def _string_list(holder: Any, key: str) -> list[str]:
@@ -596,7 +623,7 @@ def _layer_kinds(cfg: MarkedDict, text: MarkedDict, hfq: Any, quant: str, params
     plain = "fp16" if dtype == "float16" else "bf16"
     excluded: set[int] = set()
     if quant not in ("bf16", "fp16") and rules:
-        excluded = {i for i in layers + mtp if rules.covers(_expert_modules(i))}
+        excluded = rules.covered_layers(layers + mtp)
     main = [i for i in layers if i not in excluded] + [i for i in mtp if i not in excluded]
     kinds = [{"kind": "main", "layers": main, "quant": quant, "quant_params": dict(params), "why": "the checkpoint's format"}]
     skipped_main = sorted(excluded & set(layers))

@@ -23,7 +23,7 @@ class Rule(Located):
     """One policy rule: ``when`` -> ``prefer`` (ordered runners) or ``disable`` (runners, with ``reason``)."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
-    when: When = When()
+    when: When = When.model_construct()  # always; not When(): that would build the validator at import
     prefer: list[str] | None = None
     disable: list[str] | None = None
     reason: str | None = None

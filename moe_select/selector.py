@@ -67,6 +67,9 @@ class _Ctx:
     catalog: Catalog
     facts: dict[str, Any]
     fixes: dict[int, str | None] = field(default_factory=dict)  # id(constraint) -> cached parallel fix
+    #: Constraint verdicts of parallel_fixes, shared by the engines' contexts of one select (their facts
+    #: differ in ``engine`` only, which the memo keys where a constraint reads it).
+    verdicts: dict[Any, Any] = field(default_factory=dict)
 
 
 def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
@@ -157,7 +160,7 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
         fix = None
         if c.field in PARALLEL_FIELDS:
             if id(c) not in ctx.fixes:
-                ctx.fixes[id(c)] = parallel_fixes(c, ctx.facts, also=ctx.catalog.common.constraints)
+                ctx.fixes[id(c)] = parallel_fixes(c, ctx.facts, also=ctx.catalog.common.constraints, memo=ctx.verdicts)
             fix = ctx.fixes[id(c)]
         out.append(Reason(code=c.code, detail=f"{owner}{cond}: {v}{why}", source=c.where(), fix=fix, backend=backend))
     return out
@@ -455,7 +458,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     input; ``resolve`` calls it again over a plan's own inputs to refuse an edited plan."""
     engines = _engines(u)
     single = len(engines) == 1
-    ctxs = {e: _Ctx(u, env, catalog, _facts(u, e)) for e in engines}
+    verdicts: dict[Any, Any] = {}
+    ctxs = {e: _Ctx(u, env, catalog, _facts(u, e), verdicts=verdicts) for e in engines}
     base: dict[str, list[Reason]] = {}
     base_assumed: list[str] = []
     base_needs: list[PackageNeed] = []

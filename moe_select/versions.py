@@ -3,12 +3,17 @@ and toolchain minimums. ``0.6.4rc1`` is older than ``0.6.4`` (it does not meet `
 version such as ``2.13.0+cpu`` meets ``>=2.4``; ``~=0.6.4`` means ``>=0.6.4, ==0.6.*``."""
 from __future__ import annotations
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: planning a deployment without version facts never loads packaging
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
 
 def parse_specifier(spec: str) -> SpecifierSet:
     """A PEP 440 specifier set such as ``'>=0.6.4,<0.7'``. Raises ValueError naming what is not understood."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         return SpecifierSet(spec)
     except InvalidSpecifier:
@@ -17,6 +22,8 @@ def parse_specifier(spec: str) -> SpecifierSet:
 
 def parse_version(version: str) -> Version:
     """A PEP 440 version. Raises ValueError for text that is not one."""
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(version)
     except InvalidVersion:

@@ -13,6 +13,19 @@ CONFIGS = ROOT / "examples" / "model_configs"
 CASES = Path(__file__).resolve().parent / "cases" / "startup_cases.yaml"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_catalog_cache(tmp_path_factory):
+    """The suite's processes share one on-disk catalog cache of their own (moe_select.catalog_cache), not
+    the user's: every test that plans goes through it, so the suite checks cached catalogs too."""
+    old = os.environ.get("MOE_SELECT_CACHE_DIR")
+    os.environ["MOE_SELECT_CACHE_DIR"] = str(tmp_path_factory.mktemp("catalog-cache"))
+    yield
+    if old is None:
+        os.environ.pop("MOE_SELECT_CACHE_DIR", None)
+    else:
+        os.environ["MOE_SELECT_CACHE_DIR"] = old
+
+
 @pytest.fixture
 def configs() -> Path:
     return CONFIGS
