@@ -130,6 +130,21 @@ def test_run_refuses_what_does_not_fit_in_memory(capsys, monkeypatch):
     assert 10_000 < fit < 1_000_000
 
 
+def test_advised_token_count_fits_and_is_the_largest(monkeypatch):
+    """The --tokens N that a memory refusal advises must itself fit, and N + 1 must not (found missing by an
+    independent planted-bug check: advice that left out the weights' bytes passed the range check above)."""
+    import moe_select.harness.run as runmod
+    from moe_select.layer import LayerSpec
+
+    spec = LayerSpec(num_experts=128, top_k=8, hidden_size=2048, intermediate_size=768, quant="bf16")  # ~1.1 GiB of weights
+    monkeypatch.setattr(runmod, "available_host_bytes", lambda: 2 << 30)
+    why = runmod.memory_refusal(spec, "bf16", 1_000_000, "cpu")
+    assert why is not None and "use --tokens" in why
+    fit = int(why.split("use --tokens ")[1].split()[0])
+    assert runmod.memory_refusal(spec, "bf16", fit, "cpu") is None, f"--tokens {fit} was advised but is refused"
+    assert runmod.memory_refusal(spec, "bf16", fit + 1, "cpu") is not None
+
+
 def test_memory_refusal_on_a_gpu_counts_device_memory(monkeypatch):
     import moe_select.harness.run as runmod
     from moe_select.layer import LayerSpec

@@ -137,3 +137,18 @@ def test_qwen_decoder_sparse_step_selects_layers_as_transformers(tmp_path, confi
     cfg.update(num_hidden_layers=6, decoder_sparse_step=2, mlp_only_layers=[4])
     info = read_model_config(_write(tmp_path, cfg))
     assert [(k["kind"], k["layers"]) for k in info.layer_kinds] == [("main", [1, 3, 5])]
+
+
+@pytest.mark.parametrize("names, kinds", [
+    (["gate", "lm_head"], [("main", 48, "fp8_block")]),          # the router 'gate' is not the experts' gate_proj
+    (["model.layers.1"], [("main", 47, "fp8_block"), ("unquantized", 1, "bf16")]),  # layer 1 only, not 10-19
+])
+def test_modules_to_not_convert_match_whole_dotted_segments(tmp_path, configs, names, kinds):
+    """A quantization config's ``modules_to_not_convert`` names module paths; they match by whole dotted
+    segments (found missing by an independent planted-bug check: substring matching passed every test)."""
+    cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json").read_text())
+    cfg["quantization_config"]["modules_to_not_convert"] = names
+    info = read_model_config(_write(tmp_path, cfg))
+    assert [(k["kind"], len(k["layers"]), k["quant"]) for k in info.layer_kinds] == kinds
+    if len(kinds) > 1:
+        assert info.layer_kinds[1]["layers"] == [1]
