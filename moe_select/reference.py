@@ -34,17 +34,19 @@ def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tenso
 
 def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w13: "torch.Tensor | QuantizedExperts",
                   w2: "torch.Tensor | QuantizedExperts", activation: str = "silu", *, expert_offset: int = 0,
-                  swiglu_limit: float | None = None, weight_on_input: bool = False) -> torch.Tensor:
+                  swiglu_limit: float | None = None, weight_on_input: bool = False, device: "str | torch.device" = "cpu"
+                  ) -> torch.Tensor:
     """float64 MoE forward.
 
     ``x [T, H]``; ``topk_ids [T, K]`` (global ids; those outside ``[expert_offset, expert_offset + E)``
     or -1 are skipped); ``topk_weights [T, K]``; ``w13 [E, 2*I, H]`` (``[E, I, H]`` for relu2) and
     ``w2 [E, H, I]`` already dequantized (any float dtype), or :class:`QuantizedExperts` (dequantized
     here, one expert at a time). ``weight_on_input``: the routing weight multiplies the expert's input
-    (llama4 routing: ``out[t] = sum_k w2[e] @ act(w13[e] @ (weight * x[t]))``). Returns ``[T, H]``
-    float64 on the CPU.
+    (llama4 routing: ``out[t] = sum_k w2[e] @ act(w13[e] @ (weight * x[t]))``). ``device``: where the
+    float64 arithmetic runs (the same code on any device; a GPU's IEEE float64 checks a DeepSeek-V3 layer
+    in seconds where the host takes a minute). Returns ``[T, H]`` float64 on the CPU.
     """
-    x64 = x.detach().to("cpu", torch.float64)
+    x64 = x.detach().to(device, torch.float64)
     ids = topk_ids.detach().to("cpu", torch.int64)
     wts = topk_weights.detach().to("cpu", torch.float64)
     e_local = w13.shape[0]
@@ -53,14 +55,15 @@ def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.T
     for e in sorted({int(v) - expert_offset for v in ids.flatten().tolist()}):
         if not 0 <= e < e_local:
             continue
-        a = w13[e].detach().to("cpu", torch.float64)
-        b = w2[e].detach().to("cpu", torch.float64)
+        a = w13[e].detach().to(device, torch.float64)
+        b = w2[e].detach().to(device, torch.float64)
         for t, k in (ids == e + expert_offset).nonzero().tolist():
+            w = float(wts[t, k])
             if weight_on_input:  # llama4: out = expert(weight * x)
-                out[t] += b @ _act64(a @ (wts[t, k] * x64[t]), activation, swiglu_limit)
+                out[t] += b @ _act64(a @ (w * x64[t]), activation, swiglu_limit)
             else:
-                out[t] += wts[t, k] * (b @ _act64(a @ x64[t], activation, swiglu_limit))
-    return out
+                out[t] += w * (b @ _act64(a @ x64[t], activation, swiglu_limit))
+    return out.cpu()
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -85,43 +88,46 @@ def _e2m1_value(code: torch.Tensor) -> torch.Tensor:
     return sign * torch.where(exp == 0, man * 0.5, normal)
 
 
-def reference_dequantize(q: torch.Tensor, scales: dict, quant: str, block: tuple[int, int] = (128, 128)) -> torch.Tensor:
+def reference_dequantize(q: torch.Tensor, scales: dict, quant: str, block: tuple[int, int] = (128, 128),
+                         device: "str | torch.device" = "cpu") -> torch.Tensor:
     """Expert weights ``q [E, N, K]`` (packed FP4: ``[E, N, K/2]`` uint8) of format ``quant`` as float64,
     written apart from :mod:`moe_select.ops` so that a bug there cannot hide in both.
 
     ``scales``: ``{"scale": ...}`` (FP8 formats: float, ``[E]`` tensor / ``[E, N]`` channel / ``[E, ceil(N/bn),
     ceil(K/bk)]`` block; mxfp4: e8m0 uint8 ``[E, N, K/32]``; nvfp4: e4m3 ``[E, N, K/16]``) and, for nvfp4,
     ``"global_scale"`` ``[E]``. A scale multiplies (``w = q * scale``). Element ``2j`` of a packed byte is
-    its low nibble. Block scales are applied block by block with explicit index ranges."""
+    its low nibble. Block scales are applied one row block at a time, each column taking the scale of
+    block ``column // bk`` (an explicit index, not a reshape). ``device``: where the result is built
+    (float64 there); the scales' arithmetic is the same on every device."""
     if quant in ("bf16", "fp16"):
-        return q.detach().to("cpu", torch.float64)
-    s = scales["scale"].detach().cpu()
+        return q.detach().to(device, torch.float64)
+    s = scales["scale"].detach().to(device)
     if quant in ("fp8_tensor", "fp8_channel", "fp8_block"):
-        w = q.detach().to("cpu", torch.float64)
+        w = q.detach().to(device, torch.float64)
         e, n, k = w.shape
         out = torch.empty_like(w)
         for x in range(e):
             if quant == "fp8_tensor":
-                out[x] = w[x] * float(s.reshape(e)[x])
+                out[x] = w[x] * s.reshape(e)[x].to(torch.float64)
             elif quant == "fp8_channel":
                 out[x] = w[x] * s.reshape(e, n)[x].to(torch.float64)[:, None]
             else:
                 bn, bk = block
+                column_block = torch.arange(k, device=w.device) // bk
                 for i in range(0, n, bn):
-                    for j in range(0, k, bk):
-                        out[x, i:i + bn, j:j + bk] = w[x, i:i + bn, j:j + bk] * float(s[x, i // bn, j // bk])
+                    out[x, i:i + bn] = w[x, i:i + bn] * s[x, i // bn].to(torch.float64)[column_block][None, :]
         return out
     if quant in ("mxfp4", "nvfp4"):
-        packed = q.detach().cpu().to(torch.int64)
+        packed = q.detach().to(device).to(torch.int64)
         e, n, half = packed.shape
-        values = torch.empty(e, n, 2 * half, dtype=torch.float64)
+        values = torch.empty(e, n, 2 * half, dtype=torch.float64, device=packed.device)
         values[..., 0::2] = _e2m1_value(packed & 0xF)
         values[..., 1::2] = _e2m1_value(packed >> 4)
         group = 32 if quant == "mxfp4" else 16
         if quant == "mxfp4":  # e8m0: 2^(code - 127)
             factor = torch.pow(2.0, s.to(torch.int64).to(torch.float64) - 127.0)
         else:
-            factor = s.to(torch.float64) * scales["global_scale"].detach().cpu().to(torch.float64)[:, None, None]
+            factor = s.to(torch.float64) * scales["global_scale"].detach().to(device, torch.float64)[:, None, None]
         return values * factor.repeat_interleave(group, dim=-1)
     raise ValueError(f"reference_dequantize does not handle {quant!r}")
 

@@ -180,3 +180,19 @@ def test_runner_repr_names_the_path():
     runner = moe_select.resolve(moe_select.plan({"arch": "auto", "quant": "bf16", "model": model, "runner": "torch_grouped_mm"}))
     runner.prepare_weights(torch.randn(16, 256, 256, device="cuda").bfloat16(), torch.randn(16, 256, 128, device="cuda").bfloat16())
     assert repr(runner).endswith("path=fused)") and runner.core.fused_error is None
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_block", "mxfp4", "nvfp4"])
+def test_float64_reference_on_the_gpu_equals_the_cpu_one(quant):
+    """``run`` computes its float64 reference on the GPU it ran on: the same code on either device must give
+    the same numbers (IEEE float64 both; only summation order may differ: 1e-12 relative)."""
+    from moe_select.harness.weights import reference_output, routed_tokens
+
+    model = {"hidden_size": 256, "moe_intermediate_size": 128, "num_experts": 8, "top_k": 2, "routing": "softmax_topk",
+             "activation": "silu"}
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    x, ids, wts = routed_tokens(model, 16, seed)
+    on_cpu, n_cpu = reference_output(model, quant, 1, seed, x, ids, wts, generate_on="cuda", device="cpu")
+    on_gpu, n_gpu = reference_output(model, quant, 1, seed, x, ids, wts, generate_on="cuda", device="cuda")
+    assert n_cpu == n_gpu and on_gpu.device.type == "cpu" and on_cpu.abs().max() > 0
+    assert rel_error(on_gpu, on_cpu) < 1e-12, f"seed {seed}"

@@ -298,7 +298,7 @@ def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_q
         ref = reference_on_input(x, ids, w, layer.d13, layer.d2, spec)
     else:
         ref = reference_moe(x, ids, w, layer.d13, layer.d2, spec.activation, expert_offset=spec.expert_offset,
-                            swiglu_limit=spec.swiglu_limit)
+                            swiglu_limit=spec.swiglu_limit, device=x.device)  # float64 on the layer's device
     if ref.abs().max() == 0:
         assert (out == 0).all(), f"{what}: expected zeros (seed {seed})"
         return 0.0

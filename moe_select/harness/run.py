@@ -63,37 +63,33 @@ def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str 
     """Why ``tokens`` tokens through the layer ``spec`` in ``quant`` cannot fit on this machine, or None.
 
     Counts the weights as built (:data:`~moe_select.harness.memory.BUILD_BYTES`), the forward's temporaries
-    (:func:`~moe_select.harness.memory.activation_bytes`) and the reference's one expert in float64 (it
-    rebuilds the touched experts one at a time from their seeds). ``device_type`` ``cpu``: all of it against the host's
-    available RAM; ``cuda``: weights and temporaries against the device's free memory, the reference
-    against the host. The advice names only what helps: fewer ``--tokens`` when the temporaries are
-    the problem; when the weights alone do not fit, nothing run can do here (``--nproc`` splits the
-    layer over processes of this same machine, so the total stays the same)."""
+    (:func:`~moe_select.harness.memory.activation_bytes`) and the float64 reference, which runs on the same
+    device and holds one expert at a time (it rebuilds the touched experts from their seeds): the stored
+    slice's float64 form, the dequantized copy and the canonical concatenation, three float64 experts at
+    most. ``device_type`` ``cpu``: against the host's available RAM; ``cuda``: against the device's free
+    memory. The advice names only what helps: fewer ``--tokens`` when the temporaries are the problem; when
+    the weights alone do not fit, nothing run can do here (``--nproc`` splits the layer over processes of
+    this same machine, so the total stays the same)."""
     weights = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, BUILD_BYTES)
     per_token = activation_bytes(tokens=1, hidden=spec.hidden_size, inter=spec.intermediate_size, top_k=spec.top_k,
                                  num_experts=spec.num_experts)
     acts = per_token * tokens
-    ref = layer_bytes(1, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 8})  # one expert, float64
-    host = available_host_bytes()
+    ref = 3 * layer_bytes(1, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 8})  # float64 experts
     if device_type == "cuda":
         free, where = device_free_bytes(None), "free on the GPU"
-        on_device, host_need = weights + acts, ref
     else:
-        free, where = host, "available"
-        on_device, host_need = weights + acts + ref, 0
+        free, where = available_host_bytes(), "available"
+    need = weights + acts + ref
     budget = free * HEADROOM
-    if on_device > budget:
-        base = weights + (0 if device_type == "cuda" else ref)
+    if need > budget:
+        base = weights + ref
         fit_tokens = int((budget - base) // per_token) if budget > base else 0
-        what = (f"the layer needs about {gib(on_device)} (weights {gib(weights)}, temporaries for {tokens} tokens "
-                f"{gib(acts)}{'' if device_type == 'cuda' else f', reference {gib(ref)}'}); {gib(free)} is {where}")
+        what = (f"the layer needs about {gib(need)} (weights {gib(weights)}, temporaries for {tokens} tokens "
+                f"{gib(acts)}, float64 reference {gib(ref)}); {gib(free)} is {where}")
         if fit_tokens >= 1 and acts > budget - base:
             return f"{what}: use --tokens {fit_tokens} or fewer"
         return (f"{what}: the weights alone do not fit, whatever --tokens; run it on a machine with more memory "
                 "(--nproc splits the layer over processes of this same machine: the total stays the same)")
-    if host_need > host * HEADROOM:
-        return (f"the float64 reference needs about {gib(host_need)} of host memory for the experts its first "
-                f"{min(tokens, REFERENCE_TOKENS)} tokens touch; {gib(host)} is available: use fewer --tokens")
     return None
 
 
@@ -185,8 +181,10 @@ def run_layer(args: argparse.Namespace) -> int:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     n_ref = min(args.tokens, REFERENCE_TOKENS)  # the float64 reference is a token-by-token loop
+    t = time.perf_counter()
     ref, _ = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu(),
-                              generate_on=device)
+                              generate_on=device, device=device)
+    t_ref = time.perf_counter() - t
     err = rel_error(out[:n_ref], ref)
     tol = tolerance(plan.activation_precision, str(out.dtype).removeprefix("torch."))
     touched = len(set(topk_ids.flatten().tolist()))
@@ -194,6 +192,7 @@ def run_layer(args: argparse.Namespace) -> int:
     print(f"tokens {args.tokens}, experts touched {touched}/{spec.num_experts}; weights built and prepared in {t_load:.2f} s")
     print(f"forward: median {statistics.median(times) * 1e3:.2f} ms over {len(times)} runs ({device.type})")
     checked = f" (first {n_ref} of {args.tokens} tokens)" if n_ref < args.tokens else ""
+    print(f"float64 reference: {t_ref:.2f} s on {device.type}")
     print(f"max relative error vs float64 reference{checked}: {err:.2e} (tolerance {tol:.1e} for {plan.activation_precision} activations, {out.dtype} output): "
           f"{'OK' if err <= tol else 'TOO LARGE'}")
     return 0 if err <= tol else 1

@@ -71,11 +71,11 @@ def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any
     return out
 
 
-def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, generate_on: Any = "cpu"
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Expert ``e`` as the reference sees it: ``(w13 [1, rows, H], w2 [1, H, I])`` float64 on the CPU, each slice
-    dequantized by :func:`~moe_select.reference.reference_dequantize` (not :mod:`moe_select.ops`) and put
-    back in canonical order (all gate rows, then all up rows)."""
+def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, generate_on: Any = "cpu",
+                device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Expert ``e`` as the reference sees it: ``(w13 [1, rows, H], w2 [1, H, I])`` float64 on ``device``, each
+    slice dequantized by :func:`~moe_select.reference.reference_dequantize` (not :mod:`moe_select.ops`) and
+    put back in canonical order (all gate rows, then all up rows)."""
     import torch
 
     from ..reference import reference_dequantize
@@ -83,13 +83,11 @@ def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: in
     g13, u13, w2s = [], [], []
     for j in range(moe_tp):
         q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j, generate_on)
-        q13, q2 = q13.cpu(), q2.cpu()
-        s13, s2 = {k: v.cpu() for k, v in s13.items()}, {k: v.cpu() for k, v in s2.items()}
-        w13 = reference_dequantize(q13, s13, quant)
+        w13 = reference_dequantize(q13, s13, quant, device=device)
         half = w13.shape[1] // 2 if model.get("activation") != "relu2" else w13.shape[1]
         g13.append(w13[:, :half])
         u13.append(w13[:, half:])
-        w2s.append(reference_dequantize(q2, s2, quant))
+        w2s.append(reference_dequantize(q2, s2, quant, device=device))
     return torch.cat(g13 + u13, dim=1), torch.cat(w2s, dim=2)
 
 
@@ -113,10 +111,11 @@ def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "b
 
 
 def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, x: torch.Tensor, ids: torch.Tensor,
-                     wts: torch.Tensor, generate_on: Any = "cpu") -> tuple[torch.Tensor, int]:
-    """The float64 layer output ``[T, H]`` (:func:`moe_select.reference.reference_moe`) for weights seeded
-    by ``seed`` and drawn on ``generate_on`` (as the layer's were), built one touched expert at a time
-    (only one expert is ever held in float64). Returns it and the number of experts touched."""
+                     wts: torch.Tensor, generate_on: Any = "cpu", device: Any = "cpu") -> tuple[torch.Tensor, int]:
+    """The float64 layer output ``[T, H]`` on the CPU (:func:`moe_select.reference.reference_moe`) for
+    weights seeded by ``seed`` and drawn on ``generate_on`` (as the layer's were), built one touched expert
+    at a time (only one expert is ever held in float64), the float64 arithmetic done on ``device`` (``run``
+    passes the GPU it ran on). Returns it and the number of experts touched."""
     import torch
 
     from ..reference import reference_moe
@@ -125,8 +124,9 @@ def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, 
     touched = sorted(int(e) for e in ids.unique() if e >= 0)
     for e in touched:
         rows = (ids == e).any(dim=1).nonzero().squeeze(1)
-        w13, w2 = full_expert(model, quant, moe_tp, seed, e, generate_on)
+        w13, w2 = full_expert(model, quant, moe_tp, seed, e, generate_on, device)
         ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
                                               expert_offset=e, swiglu_limit=model.get("swiglu_limit"),
-                                              weight_on_input=model.get("routing") in WEIGHT_ON_INPUT_ROUTINGS))
+                                              weight_on_input=model.get("routing") in WEIGHT_ON_INPUT_ROUTINGS,
+                                              device=device))
     return ref, len(touched)
