@@ -334,14 +334,8 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
     float64 on the dequantized weights, the per-slot rows rounded to the activation dtype."""
     from moe_select.ops import gated_act
 
-    x32, ids, w = x.detach().cpu().float(), ids.cpu().long(), w.cpu().double()
-    cache: dict = {}
-
-    def expert(which, e):
-        if (which, e) not in cache:
-            cache[which, e] = (layer.d13 if which == 13 else layer.d2)[e].detach().cpu().double()
-        return cache[which, e]
-
+    dev = x.device                                          # float64 on the layer's device (a GPU for real shapes)
+    x32, ids, w = x.detach().float(), ids.detach().cpu().long(), w.detach().to(dev).double()
     act_dt = x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
     x32 = x32.to(act_dt).float()
     t, k = ids.shape
@@ -357,16 +351,24 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
     local = ids - spec.expert_offset
     slots = [(ti, kk, int(local[ti, kk])) for ti in range(t) for kk in range(k)
              if 0 <= int(local[ti, kk]) < spec.num_local_experts]
-    acts = []
-    for ti, kk, e in slots:
-        h = xq[ti] @ expert(13, e).T
-        if on_input:
-            h = h * w[ti, kk]
-        acts.append(gated_act(h, spec.activation, spec.swiglu_limit).float())      # float32, as the epilogue
-    out = torch.zeros(t, spec.hidden_size, dtype=torch.float32)
+    out = torch.zeros(t, spec.hidden_size, dtype=torch.float32, device=dev)
     if not slots:
-        return out.double()
-    a32 = torch.stack(acts)
+        return out.double().cpu()
+    by_expert: dict[int, list[int]] = {}                    # expert -> its slots' positions, one expert in float64 at a time
+    for n, (_, _, e) in enumerate(slots):
+        by_expert.setdefault(e, []).append(n)
+    rows = {e: (torch.tensor([slots[n][0] for n in ns], device=dev), torch.tensor([slots[n][1] for n in ns], device=dev),
+                torch.tensor(ns, device=dev)) for e, ns in by_expert.items()}
+    a32 = None
+    for e, (ti, kk, pos) in rows.items():
+        h = xq[ti] @ layer.d13[e].detach().to(dev).double().T
+        if on_input:
+            h = h * w[ti, kk][:, None]
+        act = gated_act(h, spec.activation, spec.swiglu_limit).float()  # float32, as the epilogue
+        if a32 is None:
+            a32 = torch.empty(len(slots), act.shape[1], dtype=torch.float32, device=dev)
+        a32[pos] = act
+    assert a32 is not None
     if block:
         bk = layer.block[1]
         gi = [slice(g, g + bk) for g in range(0, spec.intermediate_size, bk)]
@@ -374,12 +376,12 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
     else:
         amax = a32.abs().amax(1, keepdim=True) if act_quant == "token" else a32.abs().amax()
         aq = _quant_rows(a32.to(act_dt).float(), amax)
-    for (ti, kk, e), a in zip(slots, aq, strict=True):
-        y = a @ expert(2, e).T
+    for e, (ti, kk, pos) in rows.items():
+        y = aq[pos] @ layer.d2[e].detach().to(dev).double().T
         if not on_input:
-            y = y * w[ti, kk]
-        out[ti] += y.float().to(act_dt).float()
-    return out.to(x.dtype).double()
+            y = y * w[ti, kk][:, None]
+        out.index_add_(0, ti, y.float().to(act_dt).float())  # each slot's row rounded to the activation dtype
+    return out.to(x.dtype).double().cpu()
 
 
 def reference_on_input(x, ids, w, d13, d2, spec):
@@ -1121,30 +1123,36 @@ def test_gpu_options_and_checkpoint_layouts(case):
 
 
 
+TUNED_FILES = sorted(p.name for p in (ROOT / "backends" / "triton_configs").glob("*.json"))
+
+
+@pytest.mark.parametrize("name", TUNED_FILES)
 @gpu_test
-def test_gpu_tuned_config_files_load_and_match_the_reference():
-    """Every tuned file for this GPU in backends/triton_configs: a core of its key reads it and matches
-    the reference at its buckets' token counts (up to 256)."""
+def test_gpu_tuned_config_files_load_and_match_the_reference(name):
+    """Every tuned file in backends/triton_configs (one test each): on the GPU it was tuned for, a core of its
+    key reads it and matches the reference at its buckets' token counts (up to 256)."""
     K = _K()
     dev = torch.cuda.get_device_name().replace(" ", "_")
-    files = sorted(K.CONFIG_DIR.glob(f"*device={dev}.json"))
-    if not files:
-        pytest.skip(f"no tuned configuration files for {dev}")
-    for f in files:
-        data = json.loads(f.read_text())
-        key = data["key"]
-        top_k = data["tuned"].get("top_k", 8)
-        e, n, h, quant = key["E"], key["N"], key["K"], key["format"]
-        if quant not in ("bf16", "fp8_channel", "fp8_tensor", "fp8_block", "fp16"):
-            continue
-        spec, layer, seed = gpu_layer(quant, e=e, k=top_k, h=h, i=n // 2)
-        core, pw = core_for(spec, layer, "cuda", warmup=False)
-        assert core.config_source == f.name
-        for t in sorted(K.load_config_file(str(f))):
-            if t <= 256:
-                x, ids, w = routing(spec, t, seed + t, "cuda")
-                check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{f.name}, {t} tokens", seed)
+    if not name.endswith(f"device={dev}.json"):
+        pytest.skip(f"{name} is not for {dev}")
+    data = json.loads((K.CONFIG_DIR / name).read_text())
+    key = data["key"]
+    top_k = data["tuned"].get("top_k", 8)
+    e, n, h, quant = key["E"], key["N"], key["K"], key["format"]
+    spec, layer, seed = gpu_layer(quant, e=e, k=top_k, h=h, i=n // 2)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    assert core.config_source == name
+    for t in sorted(K.load_config_file(str(K.CONFIG_DIR / name))):
+        if t <= 256:
+            x, ids, w = routing(spec, t, seed + t, "cuda")
+            check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{name}, {t} tokens", seed)
 
+
+def test_every_tuned_file_is_of_a_format_the_gpu_test_checks():
+    """The per-file GPU test above builds 16-bit and FP8 layers only: a tuned file of another format would
+    go unchecked."""
+    formats = {json.loads((ROOT / "backends" / "triton_configs" / n).read_text())["key"]["format"] for n in TUNED_FILES}
+    assert TUNED_FILES and formats <= {"bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block"}, formats
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:
