@@ -150,10 +150,8 @@ import pydantic, yaml
 t.append(time.perf_counter())
 from pydantic import %s
 t.append(time.perf_counter())
-from moe_select.entrypoints import may_declare
-if not may_declare("pydantic"):  # as moe-select does (cli._skip_pydantic_plugin_scan)
-    import os
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+from moe_select.pydantic_plugins import skip_plugin_lookup
+skip_plugin_lookup()  # as moe-select's planning commands do
 from pydantic.plugin._loader import get_plugins
 list(get_plugins())
 t.append(time.perf_counter())
@@ -169,7 +167,7 @@ gc.freeze()
 print(" ".join(str(b - a) for a, b in zip(t, t[1:])), t[-1] - t[0])
 """ % PYDANTIC_NAMES
 STEPS = ("import pydantic, yaml", "pydantic's model machinery (from pydantic import BaseModel, Field, ...)",
-         "pydantic's plugin loader (imports importlib.metadata; scans entry points only if a plugin is declared)",
+         "pydantic's plugin lookup (importlib.metadata and an entry-point scan only if a plugin may be declared)",
          "moe_select's modules (model classes, their stdlib imports)",
          "catalog: cache key (hash every file, plugin scan) and unpickle", "explain and its JSON (first call)")
 

@@ -21,11 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
-from .capability import A2ACapability, CommonFacts, KnownPackage, PackageTable, RunnerCapability
+from pydantic import BaseModel
+
+from .capability import A2ACapability, CommonFacts, KnownPackage, PackageNeedFact, PackageTable, RunnerCapability
 from .catalog_cache import Inputs, load_cached
+from .conditions import Conditional
 from .entrypoints import entry_points
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
+from .versions import remember, verdicts
 from .yamlio import MarkedDict, decode_text, load_text, read_input, shorten, validate
 
 if TYPE_CHECKING:
@@ -82,6 +86,10 @@ class Catalog:
     origins: dict[str, str] = field(default_factory=dict)
     #: Runner -> adapter module from installed plugins (entry-point group ``moe_select.adapters``).
     plugins: dict[str, str] = field(default_factory=dict)
+    #: ``(version, specifier) -> satisfied``, computed when the catalog was validated, for every specifier its
+    #: files name and every version its package table assumes (``checked_up_to``): a process that plans
+    #: from the cached catalog decides them without :mod:`packaging.specifiers` (:func:`moe_select.versions.remember`).
+    version_verdicts: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     def adapter(self, runner: str, quant: str | None = None, activation: str | None = None) -> str | None:
         """The module that implements ``runner`` (for ``quant``/``activation`` when given) here: its
@@ -309,10 +317,32 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     if ld.issues:
         raise InputError(ld.issues)
     assert common is not None
-    return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
-                   rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
-                   backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
-                   origins=ld.origins, plugins=plugin_adapters() if plugins else {})
+    needs = {(name, spec) for name, spec in _specifiers([runners, a2a, common, rules])}
+    catalog = Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
+                      rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
+                      backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
+                      origins=ld.origins, plugins=plugin_adapters() if plugins else {},
+                      version_verdicts={pair: v for name, spec in sorted(needs) if name in known and known[name].checked_up_to
+                                        for pair, v in verdicts([known[name].checked_up_to or ""], [spec]).items()})
+    return catalog
+
+
+def _specifiers(obj: object) -> Iterable[tuple[str, str]]:
+    """Every (package, PEP 440 specifier) in ``obj`` (models, lists, dicts of them): ``requires`` items and
+    package needs with a ``version``."""
+    if isinstance(obj, Conditional) and obj.requires:
+        yield from obj.requires.items()
+    if isinstance(obj, PackageNeedFact) and obj.version:
+        yield obj.name, obj.version
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _specifiers(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _specifiers(item)
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            yield from _specifiers(getattr(obj, name))
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str:
@@ -376,7 +406,9 @@ def cached_load_catalog(rules_dirs: Sequence[str | Path] = (), backends_dirs: Se
     an earlier process validated, from the on-disk cache (:mod:`moe_select.catalog_cache`). Raises what
     :func:`load_catalog` raises."""
     rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
-    return load_cached(lambda: _inputs(rd, bd), lambda: load_catalog(list(rd), backends_dirs=list(bd)), Catalog)
+    catalog = load_cached(lambda: _inputs(rd, bd), lambda: load_catalog(list(rd), backends_dirs=list(bd)), Catalog)
+    remember(catalog.version_verdicts)
+    return catalog
 
 
 def _inputs(rules_dirs: Sequence[str], backends_dirs: Sequence[str]) -> Inputs:

@@ -11,7 +11,8 @@ the catalog a previous one validated instead of parsing and validating every cap
   ``$MOE_SELECT_BACKENDS``), the installed plugins (entry points: package folders, origins, adapter
   modules);
 - the moe_select version and the sha256 of every module of the package (a code change invalidates), the
-  Python, pydantic and pydantic-core versions (the pickle format).
+  Python, pydantic and pydantic-core versions (the pickle format) and packaging's (the catalog's specifier
+  verdicts were computed with it).
 
 Any edit, addition, removal or rename of an input file, a different operator folder or plugin, or another
 version of moe-select gives another key. The key is computed again after a miss's load, and the catalog is
@@ -116,12 +117,14 @@ def catalog_key(inputs: Inputs) -> str:
     """The cache key of the catalog ``inputs`` describe, as the files are now (module doc). Raises
     OSError when a folder cannot be listed."""
     import pydantic
+    import packaging
     import pydantic_core
 
     from . import __version__
 
-    parts: list[Any] = [_FORMAT, __version__, sys.version, pydantic.VERSION, pydantic_core.__version__, _code_stamp(),
-                        inputs.env]
+    # packaging: the catalog carries specifier verdicts computed with it (Catalog.version_verdicts)
+    parts: list[Any] = [_FORMAT, __version__, sys.version, pydantic.VERSION, pydantic_core.__version__,
+                        packaging.__version__, _code_stamp(), inputs.env]
     parts += [str(inputs.backends_dir), _tree(inputs.backends_dir), _tree(inputs.backends_dir / "a2a"),
               str(inputs.rules_dir), _tree(inputs.rules_dir)]
     for folder, origin in inputs.plugins:

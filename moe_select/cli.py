@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .errors import InputError, MoeSelectError, ResolveError
 
@@ -289,22 +289,24 @@ def _render_distributed(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of every subcommand (explain, plan, check, matrix, run, schemas)."""
-    p = argparse.ArgumentParser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
-    sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("explain", help="why this plan, why not the others")
+def _explain_args(e: argparse.ArgumentParser) -> None:
     _add_deployment_flags(e)
     e.add_argument("--json", action="store_true", help="print the report as JSON")
     e.set_defaults(fn=cmd_explain)
-    pl = sub.add_parser("plan", help="write the plan as JSON")
+
+
+def _plan_args(pl: argparse.ArgumentParser) -> None:
     _add_deployment_flags(pl)
     pl.add_argument("-o", "--output", help="plan file (default: stdout)")
     pl.set_defaults(fn=cmd_plan)
-    c = sub.add_parser("check", help="lint rule files (default: the bundled ones)")
+
+
+def _check_args(c: argparse.ArgumentParser) -> None:
     c.add_argument("paths", nargs="*", help="operator rule files or directories; capability files are validated alone")
     c.set_defaults(fn=cmd_check)
-    r = sub.add_parser("run", help="build one MoE layer of a real model config on this machine and run it")
+
+
+def _run_args(r: argparse.ArgumentParser) -> None:
     r.add_argument("--model-config", dest="model_config", required=True, metavar="PATH")
     r.add_argument("--tokens", type=_positive, default=16, help="tokens to route (the float64 reference checks at most 256 of them)")
     r.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a GPU is present")
@@ -323,16 +325,42 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rules", action="append", default=[], metavar="DIR")
     r.add_argument("--json", action="store_true", help="with --nproc: print the result as JSON")
     r.set_defaults(fn=cmd_run)
-    mx = sub.add_parser("matrix", help="the capability matrix: print, --write or --check it")
+
+
+def _matrix_args(mx: argparse.ArgumentParser) -> None:
     mx.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     mx.add_argument("--write", action="store_true", help="write docs/matrix.md and docs/matrix.json under --root")
     mx.add_argument("--check", action="store_true", help="exit 1 when the committed files differ from the facts")
     mx.add_argument("--root", default=".", help="the repository root (default: the current folder)")
     mx.set_defaults(fn=cmd_matrix)
-    s = sub.add_parser("schemas", help="check (default) or --write the JSON Schemas")
+
+
+def _schemas_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--write", action="store_true")
     s.add_argument("--dir", default=None, help="schemas directory (default: the installed one)")
     s.set_defaults(fn=cmd_schemas)
+
+
+#: Every subcommand: its help line and what adds its arguments.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "explain": ("why this plan, why not the others", _explain_args),
+    "plan": ("write the plan as JSON", _plan_args),
+    "check": ("lint rule files (default: the bundled ones)", _check_args),
+    "run": ("build one MoE layer of a real model config on this machine and run it", _run_args),
+    "matrix": ("the capability matrix: print, --write or --check it", _matrix_args),
+    "schemas": ("check (default) or --write the JSON Schemas", _schemas_args),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argparse parser of every subcommand (:data:`COMMANDS`), or, given ``command`` (one of them), of
+    that one only: parsing its arguments gives the same result, without building the other parsers (an
+    argparse parser costs about a millisecond: gettext looks for a message catalog at each message)."""
+    p = argparse.ArgumentParser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")  # usage names them all
+    for name, (help_line, add_arguments) in COMMANDS.items():
+        if command is None or name == command:
+            add_arguments(sub.add_parser(name, help=help_line))
     return p
 
 
@@ -353,19 +381,6 @@ _positive = _int_in(1, 2**62, "a positive integer")
 _seed = _int_in(-(2**62) + 1, 2**62, "inside (-2**62, 2**62)")
 
 
-def _skip_pydantic_plugin_scan() -> None:
-    """pydantic looks for plugins (entry-point group ``pydantic``) when it builds its first validator,
-    reading every installed distribution's entry points (~7 ms with ~100 distributions). When no
-    distribution declares that group (the quick look of :mod:`moe_select.entrypoints`, exact in that
-    direction) it would find none: say so with pydantic's documented switch, unless the user set it."""
-    import os
-
-    from .entrypoints import may_declare
-
-    if "PYDANTIC_DISABLE_PLUGINS" not in os.environ and not may_declare("pydantic"):
-        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``moe-select`` console script."""
     import gc
@@ -375,14 +390,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if hasattr(signal, "SIGPIPE"):
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(argv)
     short = argv is None and args.command != "run"
     if short:
         # A planning command is a short process that makes no garbage worth collecting: no collections
         # while it imports and plans, and none at exit (gc.freeze: the interpreter's final collection
         # would walk every object pydantic created, ~25 ms). Not for `run` (torch), nor in-process callers.
         gc.disable()
-        _skip_pydantic_plugin_scan()
+        from .pydantic_plugins import skip_plugin_lookup
+
+        skip_plugin_lookup()
     try:
         return args.fn(args)
     except InputError as exc:

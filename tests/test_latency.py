@@ -219,3 +219,118 @@ def test_the_command_line_keeps_pydantic_plugins_that_are_installed(tmp_path):
                        text=True, env=env)
     assert p.returncode == 0, p.stderr
     assert marker.read_text() == "yes"
+
+
+def _fresh_python(code: str, **env_changes: str | None) -> str:
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    for k, v in env_changes.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+MODEL = ("from pydantic import BaseModel\n"
+         "class M(BaseModel):\n    x: int\n"
+         "assert M.model_validate({'x': 3}).x == 3\n")
+
+
+def test_plugins_off_no_plugin_loader_import_and_pydantic_still_validates():
+    """With no pydantic plugin declared, the planning commands' stand-in keeps pydantic's plugin loader (and
+    importlib.metadata, which it imports) out of the process; models still build and validate."""
+    out = _fresh_python("import sys\nfrom moe_select.pydantic_plugins import skip_plugin_lookup\n"
+                        "print(skip_plugin_lookup())\n" + MODEL +
+                        "print('importlib.metadata' in sys.modules, type(sys.modules['pydantic.plugin._loader']).__name__)",
+                        PYDANTIC_DISABLE_PLUGINS=None)
+    assert out.split() == ["True", "False", "_PluginsOff"]
+
+
+def test_plugins_switched_back_on_get_pydantic_own_loader():
+    """The stand-in only answers while the switch says every plugin is off: switched back on (or to a list
+    of names), pydantic's own get_plugins answers, and any other name loads pydantic's module."""
+    out = _fresh_python("import os, sys\nfrom moe_select.pydantic_plugins import skip_plugin_lookup\n"
+                        "skip_plugin_lookup()\n"
+                        "stub = sys.modules['pydantic.plugin._loader']\n"
+                        "assert tuple(stub.get_plugins()) == ()\n"
+                        "os.environ['PYDANTIC_DISABLE_PLUGINS'] = 'some_plugin'\n"
+                        "plugins = stub.get_plugins()\n"
+                        "real = sys.modules['pydantic.plugin._loader']\n"
+                        "print(real is not stub, type(real).__name__, 'importlib.metadata' in sys.modules)\n"
+                        "print(real.PYDANTIC_ENTRY_POINT_GROUP)\n" + MODEL,
+                        PYDANTIC_DISABLE_PLUGINS=None)
+    assert out.split() == ["True", "module", "True", "pydantic"]
+
+
+def test_a_user_setting_of_the_plugin_switch_is_kept():
+    """A user's PYDANTIC_DISABLE_PLUGINS that names some plugins is not overridden, and no stand-in is used."""
+    out = _fresh_python("import os, sys\nfrom moe_select.pydantic_plugins import skip_plugin_lookup\n"
+                        "print(skip_plugin_lookup(), os.environ['PYDANTIC_DISABLE_PLUGINS'])",
+                        PYDANTIC_DISABLE_PLUGINS="logfire")
+    assert out.split() == ["False", "logfire"]
+
+
+def test_catalog_version_verdicts_are_packaging_verdicts():
+    """The verdicts a catalog carries (every specifier its files name x its package table's assumed version)
+    are exactly packaging's, and cover the specifiers of the bundled files."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from moe_select.catalog import _specifiers, load_catalog
+
+    cat = load_catalog()
+    assert len(cat.version_verdicts) >= 10
+    for (version, spec), verdict in cat.version_verdicts.items():
+        assert verdict == SpecifierSet(spec).contains(Version(version), prereleases=True), (version, spec)
+    named = {(n, s) for n, s in _specifiers([cat.runners, cat.a2a, cat.common, cat.rules])}
+    assumed = {(cat.packages_table[n].checked_up_to, s) for n, s in named
+               if n in cat.packages_table and cat.packages_table[n].checked_up_to}
+    assert assumed == set(cat.version_verdicts)
+
+
+def test_a_cached_catalog_plans_without_packaging_specifiers(tmp_path):
+    """A second process plans from the cached catalog and decides the specifiers from its verdicts: it does
+    not import packaging.specifiers, and its plan is the same as the first's."""
+    import os
+
+    dep = tmp_path / "d.yaml"
+    dep.write_text("gpu: B200\nquant: nvfp4\ntp: 4\n"
+                   "model: {num_experts: 256, top_k: 8, hidden_size: 7168, moe_intermediate_size: 2048,"
+                   " activation: silu, routing: deepseek_v3}\n")
+    code = ("import io, contextlib, sys, json\nimport moe_select.cli\nbuf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf):\n"
+            f"    rc = moe_select.cli.main(['explain', '-d', {str(dep)!r}, '--json'])\n"
+            "print(json.dumps([rc, 'packaging.specifiers' in sys.modules, json.loads(buf.getvalue())['plan']]))")
+    cache = str(tmp_path / "cache")
+    first = json.loads(_fresh_python(code, MOE_SELECT_CACHE_DIR=cache))
+    second = json.loads(_fresh_python(code, MOE_SELECT_CACHE_DIR=cache))
+    assert first[0] == second[0] == 0 and first[2] == second[2] and first[2] is not None
+    assert first[1] is True and second[1] is False
+    assert os.listdir(cache)
+
+
+def test_catalog_cache_key_names_packaging(monkeypatch):
+    """Another packaging (whose verdicts the cached catalog carries) gives another cache key."""
+    import packaging
+
+    from moe_select.catalog import _inputs
+    from moe_select.catalog_cache import catalog_key
+
+    inputs = _inputs((), ())
+    before = catalog_key(inputs)
+    monkeypatch.setattr(packaging, "__version__", "0.0.1")
+    assert catalog_key(inputs) != before
+
+
+@pytest.mark.parametrize("argv", [
+    ["explain", "-d", "f.yaml", "--json", "--tp", "4"], ["plan", "--gpu", "H200", "-o", "p.json"], ["check", "a", "b"],
+    ["run", "--model-config", "m", "--tokens", "3", "--no-cuda-graph"], ["matrix", "--check"], ["schemas", "--write"]])
+def test_the_parser_of_one_command_parses_as_the_full_parser(argv):
+    from moe_select.cli import build_parser
+
+    assert vars(build_parser(argv[0]).parse_args(argv)) == vars(build_parser().parse_args(argv))
