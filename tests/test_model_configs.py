@@ -111,6 +111,24 @@ def test_other_block_shapes_are_read_and_decide_the_split(tmp_path, configs):
             read_model_config(_write(tmp_path, cfg))
 
 
+@pytest.mark.parametrize("block", [[128, 64], [64, 128]])
+def test_non_square_blocks_keep_both_sides_through_the_plan(tmp_path, configs, block):
+    """A non-square ``weight_block_size [bn, bk]`` keeps bn and bk in their places from the config to the
+    plan and the runner's layer spec (found missing by an independent planted-bug check: a block read as
+    ``[bn, bn]`` passed every square-block test)."""
+    import moe_select
+    from moe_select.layer import LayerSpec
+
+    cfg = json.loads((configs / "Qwen__Qwen3-30B-A3B-FP8" / "config.json").read_text())
+    cfg["quantization_config"]["weight_block_size"] = block
+    info = read_model_config(_write(tmp_path, cfg))
+    assert info.quant == "fp8_block" and info.quant_params["block"] == block
+    report = moe_select.explain({"gpu": "H200", "model_config": str(tmp_path)})
+    assert report.plan is not None, report.reasons
+    assert report.plan.deployment.quant_params["block"] == block
+    assert LayerSpec.from_plan(report.plan).block_shape == tuple(block)
+
+
 def test_dense_model_is_not_a_moe(tmp_path):
     with pytest.raises(InputError, match="not a MoE config"):
         read_model_config(_write(tmp_path, {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008}))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 
 import moe_select
+from hypothesis import given
+from hypothesis import strategies as st
 from moe_select.catalog import load_catalog
 from moe_select.cli import main
 from moe_select.lint import check
@@ -129,3 +131,18 @@ def test_check_empty_dir_and_bad_capability_constraints(tmp_path, capsys):
     f.write_text(text.replace("when: {quant: [mxfp4], arch: [sm100, sm103, sm120, sm121]}", "when: {tp: {min: 5, max: 2}}", 1))
     assert main(["check", str(f)]) == 2
     assert "when can never match" in capsys.readouterr().err
+
+
+@given(lo=st.integers(1, 64), width=st.integers(0, 64), step=st.sampled_from([None, 1, 2, 4, 8]),
+       value=st.integers(1, 160), key=st.sampled_from(["tp", "ep", "hidden_size", "num_experts"]))
+def test_when_ranges_are_inclusive_at_both_ends(lo, width, step, value, key):
+    """A ``when`` range ``{min, max, multiple_of}`` holds exactly for min <= value <= max that are multiples
+    (a planted ``max`` made exclusive was caught only by a fact that happened to sit on the boundary)."""
+    from moe_select.conditions import When
+
+    hi = lo + width
+    cond = {"min": lo, "max": hi} | ({"multiple_of": step} if step else {})
+    expect = lo <= value <= hi and (step is None or value % step == 0)
+    assert When.model_validate({key: cond}).matches({key: value}) == expect
+    assert When.model_validate({key: {"max": hi}}).matches({key: hi}) and not When.model_validate({key: {"max": hi}}).matches({key: hi + 1})
+    assert When.model_validate({key: {"min": lo}}).matches({key: lo}) and not When.model_validate({key: {"min": lo + 1}}).matches({key: lo})
