@@ -7,10 +7,12 @@ Per case:
 - **CLI own**: the wall time of ``python -m moe_select explain -d FILE --json`` minus the wall time of
   ``python -c "import pydantic, yaml"`` (interpreter start and the two imports), both the median of ``--runs``
   runs with the same interpreter, the two commands interleaved so that machine noise hits both alike.
-  Target: under 50 ms. The on-disk catalog cache is warm (one untimed run first) in a private cache folder.
+  The on-disk catalog cache is warm (one untimed run first) in a private cache folder.
 - **own beyond pydantic's API**: the same, against ``python -c "import yaml; from pydantic import BaseModel,
   Field, ..."`` (the pydantic names moe_select imports): ``import pydantic`` alone is lazy and loads none of
-  pydantic's model machinery, which any pydantic user pays; shown for information.
+  pydantic's model machinery (``pydantic.main``, ``fields``, ``types``, ...), which any pydantic user pays
+  when it first names ``BaseModel``. The target (under 50 ms beyond "the pydantic/PyYAML imports") is
+  judged on both columns and the script says which is met.
 - **CLI cold cache**: the CLI with an empty catalog cache folder each run (the first run after a capability
   or rule file changed: every file is parsed and validated, and the cache is written).
 
@@ -206,11 +208,16 @@ def render(result: dict) -> str:
                      f"{r['own_ms']:>7.0f}  {r['own_models_ms']:>23.0f}  {r['cli_cold_cache_ms']:>14.0f}")
     warm = [r["warm_ms"] for r in rows]
     own = [r["own_ms"] for r in rows]
+    own_api = [r["own_models_ms"] for r in rows]
     lines += ["",
               f"warm explain: median {statistics.median(warm):.1f} ms, max {max(warm):.1f} ms "
               f"(target < {WARM_TARGET_MS:.0f} ms: {'met' if max(warm) < WARM_TARGET_MS else 'MISSED'})",
-              f"CLI own time (beyond `python -c \"{BASELINE}\"`): median {statistics.median(own):.0f} ms, max {max(own):.0f} ms "
-              f"(target < {OWN_TARGET_MS:.0f} ms: {'met' if max(own) < OWN_TARGET_MS else 'MISSED'})"]
+              f"CLI own time beyond `python -c \"{BASELINE}\"` (pydantic's model machinery counted as ours): median "
+              f"{statistics.median(own):.0f} ms, max {max(own):.0f} ms "
+              f"(< {OWN_TARGET_MS:.0f} ms: {'met' if max(own) < OWN_TARGET_MS else 'MISSED'})",
+              f"CLI own time beyond pydantic's API imports (`{BASELINE_MODELS}`): median "
+              f"{statistics.median(own_api):.0f} ms, max {max(own_api):.0f} ms "
+              f"(< {OWN_TARGET_MS:.0f} ms: {'met' if max(own_api) < OWN_TARGET_MS else 'MISSED'})"]
     bd = result.get("breakdown") or {}
     if bd.get("steps"):
         lines += ["", f"where the CLI's time goes ({bd['case']}, median ms of each step):"]
