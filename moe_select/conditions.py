@@ -5,8 +5,11 @@ a2a, the a2a modes used, activation, routing, engine, phases, cuda_graph) and th
 ``moe_tp = tp / ep`` is the MoE tensor-parallel size; each rank keeps ``experts_per_rank = (num_experts +
 fused_shared_experts) / ep`` experts and ``intermediate_per_rank = moe_intermediate_size / moe_tp``
 rows of each (SGLang's and vLLM's FusedMoE weight loaders). Quantities are exact fractions, so an uneven
-split is visible instead of being rounded away. A quantity a deployment does not have (the block shape
-of a format without blocks) is absent: conditions on it do not match, constraints on it do not apply.
+split is visible instead of being rounded away. ``low_latency_tokens_per_rank`` is ``max_tokens_per_rank``
+when an all-to-all's low-latency mode is the only mode used (given, or ``auto`` for a decode-only
+deployment); under ``auto`` over prefill and decode the decode batch is not an input, so it is absent. A
+quantity a deployment does not have (the block shape of a format without blocks) is absent: conditions
+on it do not match, constraints on it do not apply.
 
 ``requires`` conditions a fact on package versions (PEP 440 specifiers, :mod:`packaging`): a version
 that is declared or detected decides; a package assumed present without a version is taken at the
@@ -26,7 +29,7 @@ from .vocab import Activation, Arch, Engine, Quant, Routing
 Quantity = Literal[
     "num_experts", "top_k", "hidden_size", "moe_intermediate_size", "tp", "ep", "dp", "moe_tp",
     "experts_per_rank", "intermediate_per_rank", "num_shared_experts", "fused_shared_experts",
-    "max_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
+    "max_tokens_per_rank", "low_latency_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
     "shared_intermediate_per_tp", "dense_intermediate_per_tp",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
@@ -111,6 +114,7 @@ class When(Located):
     num_shared_experts: IntCond | None = None
     fused_shared_experts: IntCond | None = None
     max_tokens_per_rank: IntCond | None = None
+    low_latency_tokens_per_rank: IntCond | None = None
     n_group: IntCond | None = None
     topk_group: IntCond | None = None
     quant_block_n: IntCond | None = None
@@ -320,7 +324,11 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "fused_shared_experts": fused_shared_experts,
         "experts_per_rank": Fraction(slots, ep) if ep else Fraction(0),
         "intermediate_per_rank": Fraction(moe_intermediate_size) / moe_tp if moe_tp else Fraction(0),
-        "max_tokens_per_rank": max_tokens_per_rank, "n_group": n_group, "topk_group": topk_group,
+        "max_tokens_per_rank": max_tokens_per_rank,
+        # the tokens per rank of forwards that run in an all-to-all's low-latency mode, known when it is the only
+        # mode used (given, or auto for decode only); auto over prefill and decode: decode's batch is not an input
+        "low_latency_tokens_per_rank": max_tokens_per_rank if tuple(a2a_modes) == ("low_latency",) else None,
+        "n_group": n_group, "topk_group": topk_group,
         "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
         "quant_group_size": group_size,
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,

@@ -1,5 +1,6 @@
 """Every real startup case (tests/cases/startup_cases.yaml) and every case from public failure reports
-(tests/cases/field_cases.yaml) through `moe-select explain --deployment FILE --json`."""
+(tests/cases/field_cases.yaml, the team's; tests/cases/own_field_cases.yaml, found by an independent check)
+through `moe-select explain --deployment FILE --json`."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,8 @@ from conftest import CASES, explain_json
 
 CASE_LIST = yaml.safe_load(CASES.read_text())["cases"]
 FIELD_CASES = yaml.safe_load((CASES.parent / "field_cases.yaml").read_text())["cases"]
-ALL_CASES = CASE_LIST + FIELD_CASES
+OWN_CASES = yaml.safe_load((CASES.parent / "own_field_cases.yaml").read_text())["cases"]
+ALL_CASES = CASE_LIST + FIELD_CASES + OWN_CASES
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c["id"] for c in ALL_CASES])

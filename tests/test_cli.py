@@ -29,7 +29,7 @@ def test_explain_ok_names_rule_and_alternatives(capsys):
     assert "other eligible: deep_gemm" in out and "triton assumed installed" in out
     # with a DeepEP-class all-to-all, DeepGEMM first (SGLang's Fp8MoEMethod auto choice)
     rc = main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8", "--ep", "8",
-               "--a2a", "deepep", "--engine", "sglang", "--a2a-mode", "low_latency"])
+               "--a2a", "deepep", "--engine", "sglang", "--a2a-mode", "low_latency", "--phase", "decode"])
     out = capsys.readouterr().out
     assert rc == 0 and "Plan: deep_gemm  chosen by rule hopper-fp8-block-ep-a2a" in out and "sgl-deep-gemm assumed installed" in out
 

@@ -101,12 +101,15 @@ def test_cutlass_sm12x_toolkit_rule_from_0_6_7():
     assert eligible({**dep, "packages": {"flashinfer-python": "0.6.6"}}, "flashinfer_cutlass")
 
 
-def test_cutlass_mxfp4_alignment_only_with_8bit_activations():
-    # flashinfer_cutlass_fused_moe_binding.cu runMoe: MXFP4 x MXFP8/FP8 needs hidden and inter % 128; other
-    # formats need 128-bit TMA alignment only.
+def test_cutlass_mxfp4_unaligned_sizes_run_padded_by_vllm():
+    # flashinfer_cutlass_fused_moe_binding.cu runMoe: MXFP4 x MXFP8/FP8 needs hidden and inter % 128, but vLLM
+    # (the one engine with these rows) rounds both up to 128 at load (oracle/mxfp4.py
+    # mxfp4_round_up_hidden_size_and_intermediate_size; gpt-oss-120b at hidden 2880 ran: vllm-project/vllm#23696).
     dep = {"gpu": "B200", "quant": "mxfp4", "engine": "vllm", "runner": "flashinfer_cutlass",
            "model": {**QWEN, "hidden_size": 2880, "moe_intermediate_size": 2880}}
-    assert codes(dep, "flashinfer_cutlass") == {"shape_unaligned"}
+    report = moe_select.explain(dep)
+    assert report.status == "ok" and report.plan.runner == "flashinfer_cutlass"
+    assert any("vLLM zero-pads both up to 128" in n for n in report.plan.notes), report.plan.notes
     assert eligible({**dep, "quant": "bf16"}, "flashinfer_cutlass")
 
 
@@ -267,7 +270,8 @@ def test_cutedsl_deepep_normal_refused_by_sglang_only():
            "cuda_graph": False, "runner": "flashinfer_cutedsl"}
     assert codes({**dep, "engine": "sglang"}, "flashinfer_cutedsl") == {"a2a_unsupported"}
     assert eligible({**dep, "engine": "vllm"}, "flashinfer_cutedsl")
-    assert eligible({**dep, "engine": "sglang", "a2a_mode": "low_latency", "cuda_graph": True}, "flashinfer_cutedsl")
+    assert eligible({**dep, "engine": "sglang", "a2a_mode": "low_latency", "cuda_graph": True, "max_tokens_per_rank": 256},
+                    "flashinfer_cutedsl")
 
 
 def test_cutedsl_needs_0_6_4():

@@ -271,3 +271,22 @@ def test_this_projects_runners_pair_with_standard_dispatch_only():
     assert cand(r, "torch_grouped_mm").eligible and cand(r, "torch_native").eligible
     ll = explain(gpu="H200", quant="bf16", model=QWEN3_30B, tp=2, ep=2, a2a="deepep", a2a_mode="low_latency")
     assert "a2a_unsupported" in codes(ll, "torch_grouped_mm") and "a2a_unsupported" in codes(ll, "torch_native")
+
+
+# ------------------------------------------------------------------------------ DeepEP low-latency token cap
+def test_deepep_low_latency_token_cap_where_low_latency_is_the_only_mode():
+    """SGLang asserts SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK <= 1024 and DeepEP's low_latency dispatch
+    takes at most that many tokens per rank (sgl-project/sglang@003a81bf2870 token_dispatcher/deepep.py;
+    deepseek-ai/DeepEP#165: low_latency for prefill fails on 1k-token prompts). Checked where low_latency is the
+    only mode: given, or auto on a decode-only worker; not under auto over prefill and decode (the decode batch
+    is not an input there)."""
+    base = dict(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", engine="sglang", cuda_graph=False)
+    forced = explain(**base, a2a_mode="low_latency", max_tokens_per_rank=4096)
+    assert forced.status == "rejected"
+    cap = [r for c in forced.candidates for r in c.reasons if "low_latency_tokens_per_rank" in r.detail]
+    assert cap and all(r.code == "parallelism_unsupported" and "a2a/deepep.yaml" in r.source for r in cap), cap
+    assert explain(**base, a2a_mode="low_latency", max_tokens_per_rank=1024).status == "ok"
+    assert explain(**base, phase="decode", max_tokens_per_rank=2048).status == "rejected"
+    assert explain(**base, phase="decode").status == "ok"                       # default decode budget 256
+    assert explain(**base, max_tokens_per_rank=16384).status == "ok"            # auto over both: not known
+    assert explain(**base, a2a_mode="normal", max_tokens_per_rank=16384).status == "ok"

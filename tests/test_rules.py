@@ -123,12 +123,12 @@ def test_check_empty_dir_and_bad_capability_constraints(tmp_path, capsys):
     assert main(["check", str(tmp_path / "empty")]) == 2
     assert "no *.yaml, *.yml, *.json files" in capsys.readouterr().err
     text = (bundled_dirs()[0] / "flashinfer_cutlass.yaml").read_text()
-    for bad, msg in (("multiple_of: 128, when: {quant: [mxfp4]", "multiple_of: 0, when: {quant: [mxfp4]"),):
+    for bad, msg in (("multiple_of: 8, when: {quant: [bf16, fp16]}", "multiple_of: 0, when: {quant: [bf16, fp16]}"),):
         f = tmp_path / "flashinfer_cutlass.yaml"
         f.write_text(text.replace(bad, msg, 1))
         assert main(["check", str(f)]) == 2
         assert "multiple_of must be a positive integer" in capsys.readouterr().err
-    f.write_text(text.replace("when: {quant: [mxfp4], arch: [sm100, sm103, sm120, sm121]}", "when: {tp: {min: 5, max: 2}}", 1))
+    f.write_text(text.replace("multiple_of: 8, when: {quant: [bf16, fp16]}", "multiple_of: 8, when: {tp: {min: 5, max: 2}}", 1))
     assert main(["check", str(f)]) == 2
     assert "when can never match" in capsys.readouterr().err
 
