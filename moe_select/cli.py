@@ -157,19 +157,39 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so a reader
     (another rank) sees the old file or the new one, never half of one; on a full disk the old file is
-    left as it was. Raises :class:`InputError` when ``path`` is a folder or its folder does not exist,
-    :class:`MoeSelectError` when the write fails (the message says the old file is unchanged)."""
+    left as it was. A symbolic link keeps pointing at the file, which is replaced the same way; a device or
+    a FIFO (``/dev/null``, ``/dev/stdout``, a pipe) is written to as it is, never replaced. Raises
+    :class:`InputError` when ``path`` is a folder or its folder does not exist, :class:`MoeSelectError`
+    when the write fails (the message says the old file is unchanged)."""
     import os
+    import stat
     import tempfile
 
     from .errors import Issue
 
     if path.is_dir():
         raise InputError(Issue(str(path), 0, "output", "is a folder: give the plan file's path, e.g. plan.json"))
-    folder = path.parent
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as exc:
+            raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    folder = target.parent
     if not folder.is_dir():
         raise InputError(Issue(str(path), 0, "output", f"the folder {str(folder)!r} does not exist"))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}; {path.name} was left unchanged") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -178,7 +198,7 @@ def write_atomically(path: Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it: other ranks may read it
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as exc:
         try:
             os.unlink(tmp)

@@ -118,8 +118,9 @@ class Understood(BaseModel):
     quant: Quant
     model: dict[str, Any]
     model_config_path: str | None = None
-    #: sha256 of every model-config file read (absolute path -> hex digest); ``resolve`` refuses a plan
-    #: whose checkpoint config changed since planning.
+    #: sha256 of every model-config file read (absolute path -> hex digest), ``"absent"`` for one looked for
+    #: and not found (``hf_quant_config.json``); ``resolve`` refuses a plan whose checkpoint config changed
+    #: since planning, a file that appeared included.
     input_files: dict[str, str] = {}
     #: Parameters of the format (``block`` [bn, bk], ``group_size``), from the checkpoint or quant_config.
     quant_params: dict[str, Any] = {}

@@ -48,7 +48,8 @@ _RENORMALIZING = {"mixtral", "granitemoe", "gpt_oss", "granitemoeshared"}
 class ModelInfo:
     """What a checkpoint config says: ``shape`` (dict of ModelShape fields), ``quant`` and where each
     value was read (``provenance``: field -> ``file:line (key)``). ``files`` maps the display name of
-    every file read (``config.json``, ``hf_quant_config.json``) to the sha256 of the bytes parsed."""
+    every file read (``config.json``, ``hf_quant_config.json``) to the sha256 of the bytes parsed, and an
+    ``hf_quant_config.json`` looked for and not found to :data:`ABSENT`."""
 
     path: str
     model_type: str
@@ -145,6 +146,10 @@ def _display(path: Any, limit: int = 300) -> str:
         return s
     text = repr(s)[1:-1]
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+#: ``ModelInfo.files`` value of a file the reader looked for and did not find (``hf_quant_config.json``).
+ABSENT = "absent"
 
 
 def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
@@ -377,6 +382,8 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
     if not isinstance(cfg, MarkedDict):
         raise InputError(Issue(name, getattr(cfg, "line", 0), "", f"{cfg_path.name} does not hold a JSON object"))
     hfq = _load_json(hfq_path, str(Path(name).parent / hfq_path.name), files) if hfq_path else None
+    if hfq_path is None:  # its absence decides the format too: a plan must see it appear
+        files[str(Path(name).parent / "hf_quant_config.json")] = ABSENT
     text = _mapping(cfg, "text_config", what=" (the text model's config)") or cfg
     tp = "text_config." if text is not cfg else ""
     model_type = _str(cfg, "model_type") or _str(text, "model_type", tp) or "?"

@@ -16,6 +16,7 @@ All of it runs under one lock, so concurrent resolves are safe.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,16 @@ def _input_file_reasons(plan: Plan) -> list[Reason]:
     for is not the one that will load (e.g. a bf16 config.json replaced by an FP8 one)."""
     import hashlib
 
+    from .model_config import ABSENT
+
     out = []
     for path, digest in sorted(plan.deployment.input_files.items()):
+        if digest == ABSENT:
+            if os.path.lexists(path):
+                out.append(Reason(code="plan_mismatch", detail=f"{path} appeared since the plan was made (it was absent: "
+                                  "the checkpoint's format may differ)", source=path,
+                                  fix="plan again with the checkpoint that will load"))
+            continue
         try:
             now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         except OSError as exc:

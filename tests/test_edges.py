@@ -43,6 +43,63 @@ def test_replaced_model_config_is_refused_at_resolve(tmp_path):
         moe_select.resolve(plan)
 
 
+def test_a_quantization_file_added_after_planning_is_refused_at_resolve(tmp_path):
+    """The absence of hf_quant_config.json decides the format too: a ModelOpt file added to a bf16 checkpoint
+    folder after planning (found by a break-it session: resolve built the bf16 runner) is a plan_mismatch."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(CONFIGS / "Qwen__Qwen3-30B-A3B", ckpt)
+    plan = moe_select.plan({"arch": "auto", "model_config": str(ckpt), "require_adapter": True})
+    assert plan.quant == "bf16"
+    moe_select.resolve(plan)  # unchanged: resolves
+    shutil.copy(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4" / "hf_quant_config.json", ckpt / "hf_quant_config.json")
+    assert moe_select.explain({"arch": "cpu", "model_config": str(ckpt)}).deployment.quant == "nvfp4"
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan)
+    assert "plan_mismatch" in exc.value.codes and "hf_quant_config.json appeared since the plan was made" in str(exc.value)
+    (ckpt / "hf_quant_config.json").unlink()
+    (ckpt / "hf_quant_config.json").symlink_to(tmp_path / "nowhere.json")  # a dangling link counts as there
+    with pytest.raises(ResolveError, match="appeared since the plan was made"):
+        moe_select.resolve(plan)
+
+
+def _plan_args(out: Path) -> list[str]:
+    return ["plan", "--arch", "cpu", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32",
+            "-o", str(out)]
+
+
+def test_plan_output_through_a_link_replaces_the_target_and_keeps_the_link(tmp_path, capsys):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert main(_plan_args(link)) == 0
+    assert link.is_symlink() and json.loads(real.read_text())["runner"]
+
+
+def test_plan_output_to_a_fifo_writes_into_it_and_keeps_it(tmp_path, capsys):
+    """A device or FIFO given to -o (/dev/null, a pipe) is written to, never replaced by a regular file (found
+    by a break-it session: as root, -o /dev/null replaced the device node)."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    rc = main(_plan_args(fifo))
+    if rc != 0:  # nothing opened the FIFO for writing: let the reader go
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    reader.join(timeout=30)
+    assert rc == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode) and json.loads(got[0])["runner"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_plan_output_where_nothing_can_be_written_is_an_error_not_a_traceback(capsys):
+    assert main(_plan_args(Path("/proc/moe-select-plan.json"))) == 1
+    err = capsys.readouterr().err
+    assert "cannot write /proc/moe-select-plan.json" in err and "Traceback" not in err
+
+
 def test_model_config_contents_enter_the_fingerprint(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(CONFIGS / "Qwen__Qwen3-30B-A3B", a)
