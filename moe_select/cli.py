@@ -280,6 +280,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if tp != args.nproc:
             raise InputError(f"--nproc {args.nproc} runs one rank per process: tp must equal nproc (got --tp {tp})",
                              file="<command line>", field="tp")
+        if (args.ep or 1) < 1 or tp % (args.ep or 1):
+            raise InputError(f"--ep {args.ep} must divide tp {tp}: each expert is split over tp/ep ranks inside the TP group",
+                             file="<command line>", field="ep")
 
         result = run_distributed(model_config=args.model_config, tokens=args.tokens, nproc=args.nproc,
                                  tp=tp, ep=args.ep or 1, a2a=args.a2a or "none", seed=args.seed)

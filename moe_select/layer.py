@@ -40,6 +40,8 @@ class LayerSpec:
             raise ValueError(f"num_experts {self.num_experts} is not divisible by ep {self.ep}")
         if not 0 <= self.ep_rank < self.ep:
             raise ValueError(f"ep_rank {self.ep_rank} outside [0, {self.ep})")
+        if not 0 <= self.tp_rank < max(1, self.tp // self.ep):
+            raise ValueError(f"tp_rank {self.tp_rank} outside [0, {max(1, self.tp // self.ep)}) (tp/ep)")
 
     @property
     def num_local_experts(self) -> int:
@@ -76,7 +78,12 @@ class LayerSpec:
 
         d = plan.deployment
         m = d.model
+        if d.ep < 1 or d.tp % d.ep:
+            raise ValueError(f"ep {d.ep} does not divide tp {d.tp}: this install's runners split each expert over "
+                             f"tp/ep ranks inside the TP group")
         moe_tp = d.tp // d.ep
+        if m["moe_intermediate_size"] % moe_tp:
+            raise ValueError(f"moe_intermediate_size {m['moe_intermediate_size']} is not divisible by tp/ep = {moe_tp}")
         params = getattr(plan, "quant_params", None) or {}
         return cls(num_experts=m["num_experts"], top_k=m["top_k"], hidden_size=m["hidden_size"],
                    intermediate_size=m["moe_intermediate_size"] // moe_tp, activation=m["activation"],

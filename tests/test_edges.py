@@ -376,3 +376,26 @@ def test_every_moe_layer_kind_is_planned_and_resolved(tmp_path):
     cpu = moe_select.plan({"arch": "auto", "model_config": str(cfg), "require_adapter": True, "runner": "torch_native"})
     runners = moe_select.resolve_layers(cpu)
     assert set(runners) == {"main", "mtp"} and runners["mtp"].spec.quant == "bf16" and runners["main"].spec.quant == "nvfp4"
+
+
+# ------------------------------------------------------- layouts this install's runners cannot split
+def test_ep_not_dividing_tp_is_refused_by_the_planner_not_crashed_at_resolve(capsys):
+    """ep > tp (or not dividing it) was planned and then crashed resolve with ZeroDivisionError (break-it
+    session): the in-tree runners' split (EP inside the TP group) is a fact of their capability files."""
+    from moe_select.layer import LayerSpec
+
+    model = "num_experts=64,top_k=2,hidden_size=64,moe_intermediate_size=32"
+    for tp, ep in ((4, 8), (8, 3)):
+        rc = main(["plan", "--arch", "cpu", "--quant", "bf16", "--model", model, "--tp", str(tp), "--ep", str(ep)])
+        err = capsys.readouterr().err
+        assert rc == 1 and "torch_native: tp = %d is not a multiple of ep (%d)" % (tp, ep) in err, err
+        assert "backends/torch_native.yaml:" in err
+    with pytest.raises(ValueError, match="tp_rank 2 outside"):
+        LayerSpec(num_experts=64, top_k=2, hidden_size=64, intermediate_size=32, tp=4, ep=2, tp_rank=2)
+
+
+def test_run_nproc_with_ep_not_dividing_tp_is_invalid_input(capsys):
+    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--nproc", "2",
+               "--tp", "2", "--ep", "4"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "ep: --ep 4 must divide tp 2" in err and "Traceback" not in err

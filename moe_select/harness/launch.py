@@ -207,6 +207,8 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     problems = []
     if nproc != tp:
         problems.append(f"nproc {nproc} must equal tp {tp}: the MoE layer spans tp ranks, one process each")
+    if ep < 1 or tp % ep:
+        problems.append(f"ep {ep} must divide tp {tp}: each expert is split over tp/ep ranks inside the TP group")
     if dtype not in DTYPES:
         problems.append(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if tokens < 1:
