@@ -278,7 +278,11 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         if is_file:
             layers.append((str(d), [(d, str(d))]))
         elif is_dir:
-            layers.append((str(d), [(p, str(p)) for p in sorted(f for g in RULE_GLOBS for f in d.glob(g))]))
+            found = sorted(f for g in RULE_GLOBS for f in d.glob(g))
+            if not found:  # an operator's rules that would silently not apply (r.YAML, a nested folder)
+                ld.issues.append(Issue(str(given), 0, "", f"no {', '.join(RULE_GLOBS)} files in this rules directory"))
+                continue
+            layers.append((str(d), [(p, str(p)) for p in found]))
         else:
             ld.issues.append(Issue(str(given), 0, "", "not a regular rules file or directory" if exists else "rules file or directory not found"))
             continue

@@ -59,6 +59,8 @@ def _model_flag(text: str) -> dict[str, Any]:
         if "=" not in part:
             raise InputError(f"--model: {part!r} is not KEY=VALUE", file="<flags>", field="model")
         k, v = (s.strip() for s in part.split("=", 1))
+        if k in out:  # as duplicate keys in a deployment file: refused, never the last one silently
+            raise InputError(f"--model: {k} is given twice", file="<flags>", field=f"model.{k}")
         try:
             out[k] = int(v)
         except ValueError:

@@ -91,7 +91,7 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     if smi:
         cmd = [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise DetectionError(f"nvidia-smi did not answer within {timeout_s:g} s (a hung driver?): cannot tell this "
                                  "machine's GPU; fix the driver, or give gpu/arch to plan explicitly") from None
@@ -105,13 +105,21 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
         lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
         if not lines:
             raise DetectionError("nvidia-smi listed no GPU although it ran: give gpu/arch to plan explicitly")
-        try:
-            name, cap = [x.strip() for x in lines[0].rsplit(",", 1)]
-            major, minor = cap.split(".")
-            arch = arch_of_capability(int(major), int(minor))
-        except ValueError:
-            raise DetectionError(f"cannot read nvidia-smi's answer {lines[0][:120]!r} (expected 'name, X.Y'): give gpu/arch "
-                                 "to plan explicitly") from None
+        gpus: list[tuple[str, str]] = []
+        for line in lines:
+            try:
+                name, cap = [x.strip() for x in line.rsplit(",", 1)]
+                major, minor = cap.split(".")
+                gpus.append((name, arch_of_capability(int(major), int(minor))))
+            except ValueError:
+                raise DetectionError(f"cannot read nvidia-smi's answer {line[:120]!r} (expected 'name, X.Y'): give gpu/arch "
+                                     "to plan explicitly") from None
+        kinds = sorted(set(gpus))
+        if len(kinds) > 1:  # one plan serves one kind of GPU: never the first one silently
+            listed = ", ".join(f"{n} ({a}) x{gpus.count((n, a))}" for n, a in kinds)
+            raise DetectionError(f"this machine has GPUs of different kinds ({listed}): give gpu/arch of the ones the "
+                                 "deployment runs on to plan explicitly")
+        name, arch = gpus[0]
         return _known(arch, name), name
     amd = _amd_gfx(kfd_nodes)
     if amd is not None:

@@ -191,6 +191,8 @@ ARGS = ["explain", "--arch", "auto", "--quant", "bf16", "--model", "num_experts=
     ("echo 'garbage without a comma'", "cannot read nvidia-smi's answer"),
     ("exit 0", "listed no GPU"),
     ("echo 'Tesla T4, 7.5'", "Tesla T4 (sm75), an architecture moe-select has no facts for"),
+    # found by a break-it session: bytes that are not UTF-8 gave a traceback; mixed GPUs planned the first one
+    ("echo 'NVIDIA H100 80GB HBM3, 9.0'; echo 'NVIDIA A100-SXM4-80GB, 8.0'", "GPUs of different kinds"),
 ])
 def test_failed_gpu_detection_refuses_instead_of_planning_cpu(tmp_path, monkeypatch, capsys, body, says):
     _fake_smi(tmp_path, monkeypatch, body)
@@ -210,8 +212,14 @@ def test_hung_nvidia_smi_refuses_within_the_timeout(tmp_path, monkeypatch, capsy
     assert "did not answer within 0.5 s" in capsys.readouterr().err
 
 
+def test_nvidia_smi_bytes_that_are_not_utf8_are_read_not_a_traceback(tmp_path, monkeypatch):
+    _fake_smi(tmp_path, monkeypatch, r"printf 'NVIDIA \377\376 H100, 9.0\n'")
+    arch, name = envmod.detect_gpu()
+    assert arch == "sm90" and name.startswith("NVIDIA") and "H100" in name
+
+
 def test_nvidia_smi_detects_the_gpu(tmp_path, monkeypatch):
-    _fake_smi(tmp_path, monkeypatch, "echo 'NVIDIA H200, 9.0'")
+    _fake_smi(tmp_path, monkeypatch, "echo 'NVIDIA H200, 9.0'; echo 'NVIDIA H200, 9.0'")
     assert envmod.detect_gpu() == ("sm90", "NVIDIA H200")
 
 
@@ -399,3 +407,19 @@ def test_run_nproc_with_ep_not_dividing_tp_is_invalid_input(capsys):
                "--tp", "2", "--ep", "4"])
     err = capsys.readouterr().err
     assert rc == 2 and "ep: --ep 4 must divide tp 2" in err and "Traceback" not in err
+
+
+def test_a_rules_directory_without_rule_files_is_refused_not_ignored(tmp_path, capsys):
+    """--rules DIR holding only r.YAML or a subfolder was silently planned with the bundled rules alone."""
+    for layout in ("r.YAML", "nested/r.yaml"):
+        d = tmp_path / layout.replace("/", "_")
+        (d / layout).parent.mkdir(parents=True)
+        (d / layout).write_text("schema_version: 1\nrules: []\n")
+        assert main(["explain", "--gpu", "H200", *ARGS[3:], "--rules", str(d)]) == 2
+        assert "no *.yaml, *.yml, *.json files in this rules directory" in capsys.readouterr().err
+
+
+def test_a_model_key_given_twice_on_the_command_line_is_refused(capsys):
+    assert main(["explain", "--gpu", "H200", "--quant", "bf16", "--model",
+                 "num_experts=8,num_experts=16,top_k=2,hidden_size=64,moe_intermediate_size=32"]) == 2
+    assert "model.num_experts: --model: num_experts is given twice" in capsys.readouterr().err
