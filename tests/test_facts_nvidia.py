@@ -290,3 +290,17 @@ def test_deepep_low_latency_token_cap_where_low_latency_is_the_only_mode():
     assert explain(**base, phase="decode").status == "ok"                       # default decode budget 256
     assert explain(**base, max_tokens_per_rank=16384).status == "ok"            # auto over both: not known
     assert explain(**base, a2a_mode="normal", max_tokens_per_rank=16384).status == "ok"
+
+
+def test_deep_gemm_and_flashinfer_cutlass_take_128x128_fp8_blocks_only():
+    """DeepGEMM's FP8 recipe is (1, 128, 128) (deepseek-ai/DeepGEMM@54e22612409371 csrc/utils/layout.hpp
+    get_default_recipe; SGLang's UE8M0 requant asserts [128, 128]); vLLM admits FlashInfer's CUTLASS block FP8
+    under kFp8Static128BlockSym only. A [128, 64] checkpoint was planned on both (break-it session)."""
+    base = dict(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, max_tokens_per_rank=256)
+    for runner, extra in (("deep_gemm", dict(a2a="deepep", engine="sglang")), ("flashinfer_cutlass", dict(engine="vllm"))):
+        ok = explain(**base, **extra, runner=runner, quant_config={"block": [128, 128]})
+        assert ok.status == "ok", (runner, ok.reasons)
+        for block in ([128, 64], [64, 128]):
+            r = explain(**base, **extra, runner=runner, quant_config={"block": block})
+            assert r.status == "rejected" and {x.code for x in r.reasons} == {"shape_unaligned"}, (runner, block, r.reasons)
+            assert any("quant_block" in x.detail and f"backends/{runner}.yaml:" in x.source for x in r.reasons)
