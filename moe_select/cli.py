@@ -33,7 +33,7 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
                    help="most tokens one rank passes to the MoE layer in one forward (default per phase)")
     g.add_argument("--tp", type=int)  # range checked by the Deployment model (file:line-style errors)
     g.add_argument("--ep", type=int)
-    g.add_argument("--dp", type=int, help="attention data-parallel size (default 1)")
+    g.add_argument("--dp", type=int, help="attention data-parallel size (default: not given, and not checked)")
     g.add_argument("--shared-expert-fusion", dest="shared_expert_fusion", action=argparse.BooleanOptionalAction, default=None,
                    help="the shared experts run as extra expert slots of the MoE layer (SGLang's fusion)")
     g.add_argument("--a2a", help="none, or an all-to-all backend of the capability files (moe-select matrix lists them)")
@@ -230,6 +230,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from .catalog import load_catalog
     from .matrix import build, drift, render_json, render_markdown, write
 
+    if args.write and args.check:
+        raise InputError("--write and --check exclude each other: --check compares the committed files, --write replaces them",
+                         file="<command line>", field="check")
     catalog = load_catalog(use_env=False, plugins=False)
     root = Path(args.root)
     if args.write:
@@ -269,6 +272,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device is available on this machine (torch.cuda.is_available() is False)",
                              file="<command line>", field="device")
+    if args.json and args.nproc == 1:
+        raise InputError("--json prints the result of a --nproc run (N > 1); a single-process run prints text",
+                         file="<command line>", field="json")
     if args.nproc > 1:
         from .harness.launch import run_distributed
 

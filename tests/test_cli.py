@@ -211,3 +211,31 @@ def test_matrix_check_finds_drift(tmp_path, capsys):
     assert main(["matrix", "--check", "--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "docs/matrix.md differs" in out and "docs/matrix.json differs" in out
+
+
+def test_the_readme_explain_excerpt_is_what_explain_prints(capsys):
+    """The README quotes a refusal with its file:line: the command it shows must still print those reasons
+    at those lines (a break-it session found the quoted line number stale)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("$ moe-select explain --gpu H100 --model-config examples/model_configs/Qwen__Qwen3-30B-A3B-FP8 --tp 8\n", 1)[1]
+    block = block.split("```", 1)[0]
+    quoted = re.findall(r"\[(backends/[\w./-]+:\d+)\]", block)
+    assert quoted, block
+    main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8"])
+    out = capsys.readouterr().out
+    printed = re.findall(r"\[(backends/[\w./-]+:\d+)\]", out)
+    for where in quoted:
+        assert where in printed, f"README quotes {where}; explain prints {printed}"
+    fix = re.search(r"Fix: (.+)", block).group(1).strip()
+    assert f"Fix: {fix}" in out
+
+
+def test_flags_that_would_be_ignored_are_refused(capsys):
+    """run --json without --nproc was silently ignored; matrix --write --check wrote the files (break-it session)."""
+    assert main(["run", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "--json"]) == 2
+    assert "--json prints the result of a --nproc run" in capsys.readouterr().err
+    assert main(["matrix", "--write", "--check"]) == 2
+    assert "--write and --check exclude each other" in capsys.readouterr().err
