@@ -36,6 +36,10 @@ _LAZY = {
 __all__ = sorted(_LAZY) + ["__version__"]
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def __getattr__(name: str) -> Any:
     # Lazy exports keep `import moe_select` light: the runner (torch) loads only when asked for.
     if name in _LAZY:

@@ -249,7 +249,8 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     for given in [Path(d) for d in backends_dirs] + (backend_dirs_from_env() if use_env else []):
         folder = given.absolute()
         if not folder.is_dir():
-            ld.issues.append(Issue(str(given), 0, "", "capability folder not found"))
+            ld.issues.append(Issue(str(given), 0, "", "a capability folder is a directory (runner files, a2a/*.yaml); "
+                                   "this is a file" if folder.exists() else "capability folder not found"))
             continue
         backend_sources.append(str(folder))
         _capability_dir(ld, folder, f"{folder}/", f"operator capability folder {folder}", runners, a2a, failed)
@@ -268,8 +269,12 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         ld.origins.update({d: origin for _, d in paths})
         layers.append((str(folder), paths))
     rule_sources: list[str] = []
+    seen_sources: set[str] = set()
     for given in [Path(d) for d in rules_dirs] + (rule_dirs_from_env() if use_env else []):
         d = given.absolute()  # shown and stored absolute: a plan must resolve from any working directory
+        if str(d) in seen_sources:  # named twice (--rules and $MOE_SELECT_RULES): one layer
+            continue
+        seen_sources.add(str(d))
         try:
             is_file, is_dir, exists = d.is_file(), d.is_dir(), d.exists()
         except OSError as exc:  # a path the OS refuses (too long, ...)

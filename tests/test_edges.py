@@ -423,3 +423,16 @@ def test_a_model_key_given_twice_on_the_command_line_is_refused(capsys):
     assert main(["explain", "--gpu", "H200", "--quant", "bf16", "--model",
                  "num_experts=8,num_experts=16,top_k=2,hidden_size=64,moe_intermediate_size=32"]) == 2
     assert "model.num_experts: --model: num_experts is given twice" in capsys.readouterr().err
+
+
+def test_small_operator_input_mistakes_named_as_they_are(tmp_path, monkeypatch, capsys):
+    """A rules folder named by --rules and $MOE_SELECT_RULES is one layer (was listed twice); --backends with a
+    file says it is a file (was: 'not found'); dir(moe_select) lists the lazily loaded API."""
+    rules = _rules(tmp_path / "r", "  - id: ops-prefer\n    when: {arch: [sm90]}\n    prefer: [triton]\n")
+    monkeypatch.setenv("MOE_SELECT_RULES", str(rules.parent))
+    report = moe_select.explain({"gpu": "H200", "quant": "bf16", "model": SMALL}, rules_dirs=[rules.parent])
+    assert report.rule_files.count(str(rules.resolve())) == 1, report.rule_files
+    monkeypatch.delenv("MOE_SELECT_RULES")
+    assert main(["explain", *ARGS[3:], "--gpu", "H200", "--backends", str(rules)]) == 2
+    assert "a capability folder is a directory" in capsys.readouterr().err
+    assert {"explain", "plan", "resolve", "MoeRunner"} <= set(dir(moe_select))
