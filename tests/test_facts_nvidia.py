@@ -304,3 +304,32 @@ def test_deep_gemm_and_flashinfer_cutlass_take_128x128_fp8_blocks_only():
             r = explain(**base, **extra, runner=runner, quant_config={"block": block})
             assert r.status == "rejected" and {x.code for x in r.reasons} == {"shape_unaligned"}, (runner, block, r.reasons)
             assert any("quant_block" in x.detail and f"backends/{runner}.yaml:" in x.source for x in r.reasons)
+
+
+# ------------------------------------------------ second independent field-case round (helper, 2026-11-30)
+def test_sglang_fp8_cutlass_moe_needs_ep_1():
+    """sgl-project/sglang@003b6ade987f moe_hook.py handle_moe_kernel_config: 'FP8/MXFP8 Cutlass MoE is only
+    supported with ep_size == 1'."""
+    base = dict(gpu="H200", quant="fp8_block", model=DSV3, engine="sglang", runner="cutlass", tp=8)
+    r = explain(**base, ep=8)
+    assert r.status == "rejected" and "parallelism_unsupported" in {x.code for x in r.reasons}
+    assert any("backends/cutlass.yaml:" in x.source for x in r.reasons)
+    assert explain(**base, ep=1).status == "ok"
+
+
+def test_sglang_deepep_v2_takes_block_fp8_experts_only():
+    """sgl-project/sglang#35634 (deepep_v2's supported scope): dynamic blockwise FP8 128x128 experts with the
+    deep_gemm runner; BF16 experts are not supported."""
+    base = dict(gpu="H200", engine="sglang", tp=8, ep=8, a2a="deepep_v2", runner="deep_gemm", max_tokens_per_rank=256)
+    assert explain(**base, quant="fp8_block", model=DSV3).status == "ok"
+    bf16 = explain(**base, quant="bf16", model=QWEN3_30B)
+    assert bf16.status == "rejected" and "a2a_unsupported" in {x.code for x in bf16.reasons}
+
+
+def test_vllm_runners_take_nixl_ep():
+    """vLLM's experts accept every all-to-all but FlashInfer's NVLink kernels (BatchedDeepGemmExperts.
+    _supports_parallel_config returns True, vllm@023fe477e2f3); NIXL-EP is batched (vllm-project/vllm#35627,
+    whose test plan runs Qwen3-30B-A3B FP8 on 8x H100 with EP 8)."""
+    model = dict(QWEN3_30B)
+    r = explain(gpu="H100", engine="vllm", quant="fp8_block", model=model, tp=1, dp=8, ep=8, a2a="nixl")
+    assert r.status == "ok", r.reasons
