@@ -6,6 +6,15 @@ from dataclasses import dataclass
 from .vocab import GATED_ACTIVATIONS, WEIGHT_ON_INPUT_ROUTINGS
 
 
+def moe_tp_size(tp: int, ep: int) -> int:
+    """Ranks each expert is split over, ``tp / ep``: this install's runners keep the expert-parallel group inside
+    the TP group (as SGLang's FusedMoE). Raises ValueError when ``ep`` does not divide ``tp``."""
+    if ep < 1 or tp < 1 or tp % ep:
+        raise ValueError(f"ep {ep} does not divide tp {tp}: this install's runners split each expert over tp/ep ranks "
+                         "inside the TP group")
+    return tp // ep
+
+
 @dataclass(frozen=True)
 class LayerSpec:
     """One rank's view of a MoE layer.
@@ -78,10 +87,7 @@ class LayerSpec:
 
         d = plan.deployment
         m = d.model
-        if d.ep < 1 or d.tp % d.ep:
-            raise ValueError(f"ep {d.ep} does not divide tp {d.tp}: this install's runners split each expert over "
-                             f"tp/ep ranks inside the TP group")
-        moe_tp = d.tp // d.ep
+        moe_tp = moe_tp_size(d.tp, d.ep)
         if m["moe_intermediate_size"] % moe_tp:
             raise ValueError(f"moe_intermediate_size {m['moe_intermediate_size']} is not divisible by tp/ep = {moe_tp}")
         params = getattr(plan, "quant_params", None) or {}

@@ -328,14 +328,12 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
         if reasons:
             raise ResolveError(reasons, rank=rank)
 
-        from .layer import LayerSpec
+        from .layer import LayerSpec, moe_tp_size
         from .runner import MoeRunner
 
         try:
             if group is not None and ep_rank is None and rank is not None:
-                if p.deployment.ep < 1 or p.deployment.tp % p.deployment.ep:
-                    raise ValueError(f"ep {p.deployment.ep} does not divide tp {p.deployment.tp}")
-                moe_tp = p.deployment.tp // p.deployment.ep
+                moe_tp = moe_tp_size(p.deployment.tp, p.deployment.ep)
                 ep_rank = rank // moe_tp
                 tp_rank = rank % moe_tp if tp_rank is None else tp_rank
             spec = LayerSpec.from_plan(p, ep_rank=ep_rank or 0, tp_rank=tp_rank or 0)
