@@ -175,7 +175,7 @@ class TritonMoeCore:
     def warm_token_counts(self) -> list[int]:
         """Token counts at which one forward each compiles every kernel variant the layer can use
         (:func:`~moe_select.backends.triton_moe_kernels.warm_token_counts`)."""
-        return K.warm_token_counts(self._table, self.spec.top_k)
+        return K.warm_token_counts(self._table, self.spec.top_k, num_local=self.spec.num_local_experts)
 
     # --- weights -----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ tokens, top-k ``K``, hidden size ``H`` and intermediate size ``I`` (``S = T*K`` 
    int32 (local expert of each block, -1 past the end) and ``num_rows [1]`` int32 (padded rows in use).
    Slots of other ranks' experts and ids of -1 are left out. All on the device: no host
    synchronisation, every buffer sized from ``T`` alone, so a forward can be captured in a CUDA graph.
-   One single-CTA kernel when ``S <= SINGLE_CTA_MAX_SLOTS``, else three kernels (count with atomics,
+   One single-CTA kernel when ``S <= single_cta_limit(E_local)``, else three kernels (count with atomics,
    offsets, scatter) after a memset.
 2. :func:`moe_gemm` (first GEMM): ``act[r] = act_fn(x[token(r)] @ w13[e].T)`` for every sorted row ``r``
    of block expert ``e``; the operand rows are gathered inside the kernel by ``token = slot // K``;
@@ -86,8 +86,21 @@ ACTIVATIONS = {"silu": 1, "gelu": 2, "relu2": 3, "swiglu_oai": 4}
 #: W_MODE of the GEMM kernel per weight format
 W_MODES = {"bf16": 0, "fp16": 0, "fp8_tensor": 1, "fp8_channel": 2, "fp8_block": 3, "int4_w4a16": 4, "int8_w8a16": 5}
 FORMATS = tuple(W_MODES)
-#: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset.
-SINGLE_CTA_MAX_SLOTS = 4096
+#: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
+#: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
+#: experts one CTA is faster up to 1024 slots (8.4 vs 8.8 us at 1024), with 128 or 256 experts only up to
+#: 64-128 slots (its global atomics contend and its block scan widens: at 2048 slots 23-29 us vs 10-11 us).
+SINGLE_CTA_MAX_SLOTS = 1024
+#: The one-CTA limit for layers with more than :data:`SINGLE_CTA_FEW_EXPERTS` local experts (same measurement).
+SINGLE_CTA_MAX_SLOTS_MANY_EXPERTS = 128
+SINGLE_CTA_FEW_EXPERTS = 32
+
+
+def single_cta_limit(num_local: int) -> int:
+    """Slots up to which :func:`moe_align` sorts in one CTA for a layer of ``num_local`` local experts."""
+    if num_local <= SINGLE_CTA_FEW_EXPERTS:
+        return SINGLE_CTA_MAX_SLOTS
+    return min(SINGLE_CTA_MAX_SLOTS, SINGLE_CTA_MAX_SLOTS_MANY_EXPERTS)
 #: Token buckets of the tile configurations: a token count uses the bucket nearest in log scale.
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 CONFIG_DIR = Path(__file__).resolve().parent / "triton_configs"
@@ -329,7 +342,7 @@ def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_
     ``id - expert_offset`` in ``[0, num_local)`` into blocks of ``block_m`` rows (module doc, step 1).
 
     ``amax``: a float32 buffer to zero on the way (``amax_rows = amax.numel()``), for the first GEMM's
-    per-row activation amax. ``single_cta_max_slots`` overrides :data:`SINGLE_CTA_MAX_SLOTS` (tests).
+    per-row activation amax. ``single_cta_max_slots`` overrides :func:`single_cta_limit` (tests, benchmarks).
     No host synchronisation. Returns :class:`Alignment`."""
     dev = topk_ids.device
     s = topk_ids.numel()
@@ -343,7 +356,7 @@ def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_
     has_amax = amax is not None
     amax_arg = amax if has_amax else num_rows
     amax_rows = amax.numel() if amax is not None else 0
-    limit = SINGLE_CTA_MAX_SLOTS if single_cta_max_slots is None else single_cta_max_slots
+    limit = single_cta_limit(num_local) if single_cta_max_slots is None else single_cta_max_slots
     if s <= limit:
         scratch = torch.empty(2 * block_e, dtype=torch.int32, device=dev)
         align_single.launch((1,), dev, topk_ids, sorted_slots, block_expert, num_rows, scratch, rank, amax_arg,
@@ -894,14 +907,19 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
                           smem_limit), "default"
 
 
-def warm_token_counts(table: dict[int, dict], top_k: int, single_cta_max_slots: int | None = None) -> list[int]:
+def warm_token_counts(table: dict[int, dict], top_k: int, single_cta_max_slots: int | None = None,
+                      num_local: int | None = None) -> list[int]:
     """The smallest token count of each distinct (tile configuration, sort path) that ``table`` (bucket
     -> config, as :func:`load_config_file` returns) gives: one forward at each compiles every kernel
     variant a layer can use, since a token count uses the configuration of its nearest bucket (so counts
     past the largest bucket use the largest bucket's) and the sort path changes once, at
-    ``S = T * top_k > SINGLE_CTA_MAX_SLOTS``. Bucket boundaries lie at the geometric means of adjacent
+    ``S = T * top_k >`` the one-CTA limit (``single_cta_max_slots``, else :func:`single_cta_limit` of
+    ``num_local``, else :data:`SINGLE_CTA_MAX_SLOTS`). Bucket boundaries lie at the geometric means of adjacent
     buckets (a tie goes to the smaller bucket)."""
-    limit = SINGLE_CTA_MAX_SLOTS if single_cta_max_slots is None else single_cta_max_slots
+    if single_cta_max_slots is not None:
+        limit = single_cta_max_slots
+    else:
+        limit = single_cta_limit(num_local) if num_local is not None else SINGLE_CTA_MAX_SLOTS
     buckets = tuple(sorted(table))
     cands = {1, limit // top_k + 1}
     for a, b in zip(buckets, buckets[1:], strict=False):

@@ -481,7 +481,7 @@ def test_token_count_edge_cases(case):
     elif case == "multi_cta_sort":                      # the three-kernel sort path (S > the single-CTA limit)
         x, ids, w = routing(spec, 40, seed)
         old = K.SINGLE_CTA_MAX_SLOTS
-        K.SINGLE_CTA_MAX_SLOTS = 16
+        K.SINGLE_CTA_MAX_SLOTS = 16                     # also bounds the many-experts limit (single_cta_limit)
         try:
             out = core.forward(x, ids, w, pw)
         finally:
@@ -783,13 +783,14 @@ def test_warm_token_counts_cover_every_token_count():
     if not HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
-    for top_k, table in [(8, {b: K.default_config(128, 1536, 2048, "bf16", b, 8) for b in K.TOKEN_BUCKETS}),
-                         (2, {1: {"BLOCK_M": 16}, 256: {"BLOCK_M": 64}, 4096: {"BLOCK_M": 128}})]:
-        warm = K.warm_token_counts(table, top_k)
+    for top_k, num_local, table in [(8, 128, {b: K.default_config(128, 1536, 2048, "bf16", b, 8) for b in K.TOKEN_BUCKETS}),
+                                    (2, 8, {1: {"BLOCK_M": 16}, 256: {"BLOCK_M": 64}, 4096: {"BLOCK_M": 128}})]:
+        warm = K.warm_token_counts(table, top_k, num_local=num_local)
         buckets = tuple(sorted(table))
+        limit = K.single_cta_limit(num_local)
 
-        def key(t, table=table, buckets=buckets, top_k=top_k):
-            return json.dumps(table[K.token_bucket(t, buckets)], sort_keys=True), t * top_k <= K.SINGLE_CTA_MAX_SLOTS
+        def key(t, table=table, buckets=buckets, top_k=top_k, limit=limit):
+            return json.dumps(table[K.token_bucket(t, buckets)], sort_keys=True), t * top_k <= limit
 
         warmed = {key(t) for t in warm}
         assert all(key(t) in warmed for t in range(1, 20001)), warm
@@ -850,7 +851,7 @@ def _ptxas_runs() -> bool:
 def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
     """Every kernel a forward launches, with the default configuration, compiled for sm90 (Hopper) by
     Triton and ptxas here, without a GPU, at the Qwen3-30B-A3B layer shape (the sort's multi-CTA path
-    from 2048 tokens): it compiles, its shared memory fits an sm90 CTA, the GEMMs use tensor cores, and ptxas
+    above 128 slots for its 128 experts): it compiles, its shared memory fits an sm90 CTA, the GEMMs use tensor cores, and ptxas
     spills at most a few registers: 16 bytes (measured 8 in fp8_channel's second GEMM at ``BLOCK_M`` 128,
     0 elsewhere), 64 in fp8_block's first GEMM (measured 52 at ``BLOCK_M`` 64)."""
     if not _ptxas_runs():
@@ -880,7 +881,7 @@ def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
     core.forward(x, torch.empty(tokens, k, dtype=torch.int32, device=meta), torch.empty(tokens, k, device=meta), pw)
     names = [d["kernel"] for d in done]
     assert names.count("_moe_gemm_kernel") == 2 and "_topk_sum_kernel" in names, names
-    assert ("_align_count_kernel" in names) == (tokens * k > K.SINGLE_CTA_MAX_SLOTS), names
+    assert ("_align_count_kernel" in names) == (tokens * k > K.single_cta_limit(e)), names
     for d in done:
         assert d["shared"] <= SMEM_SM90, d
         allowed = 64 if quant == "fp8_block" and d["kernel"] == "_moe_gemm_kernel" else 16
