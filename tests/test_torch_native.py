@@ -210,8 +210,12 @@ def test_mxfp4_plans_on_cpu_with_the_block_constraint():
     import moe_select
 
     plan = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
-                            "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
+                            "moe_intermediate_size": 2880, "activation": "silu"}})
     assert plan.runner == "torch_native" and plan.activation_precision == "bf16"
+    # gpt-oss's swiglu_oai comes with expert biases, which torch_native does not add: refused, never run without them
+    gpt_oss = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
+                                  "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
+    assert gpt_oss.status == "rejected" and "activation_unsupported" in {r.code for r in gpt_oss.reasons}
     report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "model": {
         "num_experts": 32, "top_k": 4, "hidden_size": 2888, "moe_intermediate_size": 2880}})
     assert [r.code for r in report.reasons] == ["shape_unaligned"] and "2888" in report.reasons[0].detail

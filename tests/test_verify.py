@@ -104,7 +104,7 @@ def test_verify_passes_torch_native_mxfp4():
     from moe_select.registry import Registry
 
     plan = moe_select.plan({"arch": "auto", "quant": "mxfp4", "require_adapter": True, "model": {
-        "num_experts": 8, "top_k": 2, "hidden_size": 128, "moe_intermediate_size": 64, "activation": "swiglu_oai"}})
+        "num_experts": 8, "top_k": 2, "hidden_size": 128, "moe_intermediate_size": 64, "activation": "silu"}})
     runner = moe_select.resolve(plan, verify=True, registry=Registry())
     assert runner.spec.quant == "mxfp4"
 
