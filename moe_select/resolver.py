@@ -201,6 +201,43 @@ def plan_catalog(plan: Plan) -> Any:
     return load_catalog(plan.rule_sources, use_env=False, backends_dirs=plan.backend_sources)
 
 
+def _rank_parts(p: Plan, registry: Any, group: Any, rank: int | None, ep_rank: Any, tp_rank: Any, device: Any
+                ) -> tuple[tuple[Any, Any, Any] | None, list[Reason]]:
+    """This rank's ``(LayerSpec, torch device, dispatcher)``, or the reasons it cannot have them. With a
+    ``group`` the ranks come from the group rank (``ep_rank = rank // (tp/ep)``, ``tp_rank = rank % (tp/ep)``);
+    ranks also given must be those (a contradicting rank would build another rank's shard)."""
+    from .layer import LayerSpec, moe_tp_size
+    from .parallel import DispatchError
+
+    def refuse(detail: str, source: str = "resolve(ep_rank=..., tp_rank=...)") -> tuple[None, list[Reason]]:
+        return None, [Reason(code="parallelism_unsupported", detail=f"rank: {detail}", source=source)]
+
+    for name, value in (("ep_rank", ep_rank), ("tp_rank", tp_rank)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return refuse(f"{name} must be an integer, got {value!r}")
+    try:
+        if group is not None and rank is not None:
+            moe_tp = moe_tp_size(p.deployment.tp, p.deployment.ep)
+            want_ep, want_tp = rank // moe_tp, rank % moe_tp
+            for name, given, want in (("ep_rank", ep_rank, want_ep), ("tp_rank", tp_rank, want_tp)):
+                if given is not None and given != want:
+                    return refuse(f"{name}={given} was given, but group rank {rank} is {name} {want} "
+                                  f"(tp {p.deployment.tp}, ep {p.deployment.ep}): leave the ranks to the group")
+            ep_rank, tp_rank = want_ep, want_tp
+        spec = LayerSpec.from_plan(p, ep_rank=ep_rank or 0, tp_rank=tp_rank or 0)
+    except ValueError as exc:
+        return refuse(str(exc))
+    try:
+        dev = _device(device, p, rank)
+    except ResolveError as exc:
+        return None, [r for r in exc.reasons if isinstance(r, Reason)]
+    try:
+        dispatcher = registry.dispatcher(p.a2a)(spec, group)
+    except DispatchError as exc:
+        return refuse(str(exc), source=f"backends/a2a/{p.a2a}.yaml (dispatcher)")
+    return (spec, dev, dispatcher), []
+
+
 def _device(device: Any, plan: Plan, rank: int | None) -> Any:
     """The runner's torch device: ``device``, or cuda for a GPU plan and cpu otherwise; refused when
     it is not a device torch knows or not present on this machine."""
@@ -323,25 +360,20 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
             reasons += group_reasons(p, group)
         if not reasons:
             reasons = _adapter_reasons(p, registry, catalog)
+        # This rank's layer, device and dispatcher are checked before the ranks agree, so that a rank whose
+        # own arguments are wrong makes every rank refuse (never some ranks with a runner and some without).
+        built: tuple[Any, Any, Any] | None = None
+        if not reasons:
+            built, reasons = _rank_parts(p, registry, group, rank, ep_rank, tp_rank, device)
         if group is not None:
             agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s, environment=env)
         if reasons:
             raise ResolveError(reasons, rank=rank)
+        assert built is not None
+        spec, dev, dispatcher = built
 
-        from .layer import LayerSpec, moe_tp_size
         from .runner import MoeRunner
 
-        try:
-            if group is not None and ep_rank is None and rank is not None:
-                moe_tp = moe_tp_size(p.deployment.tp, p.deployment.ep)
-                ep_rank = rank // moe_tp
-                tp_rank = rank % moe_tp if tp_rank is None else tp_rank
-            spec = LayerSpec.from_plan(p, ep_rank=ep_rank or 0, tp_rank=tp_rank or 0)
-        except ValueError as exc:
-            raise ResolveError([Reason(code="parallelism_unsupported", detail=f"rank: {exc}", source="resolve(ep_rank=...)")],
-                               rank=rank) from None
-        dev = _device(device, p, rank)
-        dispatcher = registry.dispatcher(p.a2a)(spec, group)
         core = registry.core(p.runner, dispatcher.format)(spec, dev)
         runner = MoeRunner(p, spec, core, dispatcher, dev)
     if verify:

@@ -131,8 +131,9 @@ def test_deepep_without_deep_ep_is_dependency_missing():
 
 def test_torch_a2a_without_a_group_and_token_layouts_are_refused():
     plan = cpu_plan(tp=2, ep=2, a2a="torch")
-    with pytest.raises(DispatchError, match="a2a torch needs the MoE process group"):
+    with pytest.raises(ResolveError, match="a2a torch needs the MoE process group") as exc:  # resolve's contract
         moe_select.resolve(plan)
+    assert exc.value.codes == ["parallelism_unsupported"]
     runner = moe_select.resolve(cpu_plan(tp=2, ep=2))
     assert runner.dispatcher.tokens == "replicated" and runner.dispatcher.output == "partial"
     with pytest.raises(DispatchError, match="tokens must be one of replicated, sharded"):

@@ -160,3 +160,54 @@ def test_a_rank_that_never_arrives_makes_the_others_fail_within_the_timeout(late
         assert "not every rank of the 3-rank group reached the plan agreement within 1.5 s" in r["msg"]
     if how == "sleep" and late != 0:
         assert f"{late} failed to pass monitoredBarrier" in res[0]["msg"]  # torch names the missing rank on rank 0
+
+
+ARGS_SCENARIOS = ("tp_ranks_from_group", "contradicting_ep_rank", "unavailable_device", "agree")
+
+
+def args_worker(rank: int, size: int, tmp: str) -> dict:
+    """Each scenario: every rank resolves the same plan; one rank passes arguments of its own."""
+    import torch.distributed as dist
+
+    base = {"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}
+    out = {}
+    for i, name in enumerate(ARGS_SCENARIOS):
+        kw: dict = {}
+        if name == "tp_ranks_from_group":  # tp 4, ep 1: ep_rank 0 is right for every rank; tp_rank is the group's
+            plan, kw = moe_select.plan({**base, "tp": 4, "ep": 1}), {"ep_rank": 0}
+        else:
+            plan = moe_select.plan({**base, "tp": 4, "ep": 4, "a2a": "torch"})
+            if name == "contradicting_ep_rank" and rank == 1:
+                kw = {"ep_rank": 0}
+            if name == "unavailable_device" and rank == 2:
+                kw = {"device": "cuda:7"}
+        try:
+            runner = moe_select.resolve(plan, group=dist.group.WORLD, timeout_s=20, **kw)
+            out[f"{i}:{name}"] = {"ok": True, "spec": (runner.spec.ep_rank, runner.spec.tp_rank)}
+        except Exception as exc:
+            out[f"{i}:{name}"] = {"ok": False, "type": type(exc).__name__, "codes": getattr(exc, "codes", []), "msg": str(exc)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def arg_outcomes(tmp_path_factory):
+    res = spawn(args_worker, 4, (str(tmp_path_factory.mktemp("args")),), timeout_s=90, start_method="fork")
+    return {key: [r[key] for r in res] for key in res[0]}
+
+
+def test_given_ranks_do_not_override_the_group(arg_outcomes):
+    """ep_rank given with a group used to leave tp_rank 0 on every rank (all computing the same shard: error 1.38
+    after the all-reduce, found by a break-it session); the group decides, a given rank must agree with it."""
+    assert [r["ok"] for r in arg_outcomes["0:tp_ranks_from_group"]] == [True] * 4
+    assert [r["spec"] for r in arg_outcomes["0:tp_ranks_from_group"]] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+
+
+@pytest.mark.parametrize("key, says", [("1:contradicting_ep_rank", "ep_rank=0 was given, but group rank 1 is ep_rank 1"),
+                                       ("2:unavailable_device", "device cuda:7")])
+def test_one_rank_with_wrong_arguments_makes_every_rank_refuse(arg_outcomes, key, says):
+    """Rank, device and dispatcher checks run before the ranks agree: never some ranks with a runner and some
+    without (break-it session)."""
+    ranks = arg_outcomes[key]
+    assert all(not r["ok"] and r["type"] == "ResolveError" for r in ranks), ranks
+    assert any(says in r["msg"] for r in ranks), [r["msg"] for r in ranks]
+    assert [r["ok"] for r in arg_outcomes["3:agree"]] == [True] * 4   # nobody out of step afterwards
