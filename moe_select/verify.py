@@ -6,7 +6,10 @@ this rank's weights from :func:`moe_select.harness.weights.layer_weights` (``w13
 ``w2 ~ N(0, 1/I)``, quantized to the plan's format); routing ``K`` distinct global experts per token drawn from all ranks'
 experts (so an ep > 1 rank also sees ids it must skip), one slot set to -1, weights uniform in
 [0.1, 1) renormalised to sum 1. The reference gets the dequantized weights, so weight quantization
-error is not counted; what is counted is the runner's arithmetic.
+error is not counted; what is counted is the runner's arithmetic. The reference is this rank's part
+(its experts, its intermediate slice) when the dispatcher returns a partial output (a2a none), and the
+whole layer (every expert rebuilt from the same seeds) when it returns each token's complete output
+(a2a torch with tp > 1).
 
 Size cap: when the rank's local experts take more than ``max_weight_bytes`` (default 256 MiB), the
 check runs a twin of the runner (same core class, dispatcher class, H, I, K, activation, format and
@@ -89,8 +92,18 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
         raise _refuse(f"{runner.name} raised {type(exc).__name__}: {exc}") from exc
     if tuple(out.shape) != (tokens, h_size) or out.dtype != x.dtype:
         raise _refuse(f"{runner.name} returned {list(out.shape)} {out.dtype}; expected [{tokens}, {h_size}] {x.dtype}")
-    ref = reference_moe(x, ids, wts, QuantizedExperts(q13, s13, quant), QuantizedExperts(q2, s2, quant), spec.activation,
-                        expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit, weight_on_input=spec.weight_on_input)
+    if getattr(runner.dispatcher, "output", "partial") == "complete" and spec.tp > 1:
+        # The dispatcher returns each token's whole layer output (every expert, every intermediate slice: a2a
+        # torch): the reference is the whole layer, rebuilt expert by expert from the same seeds.
+        from .harness.weights import reference_output
+        from .vocab import WEIGHT_ON_INPUT_ROUTINGS
+
+        whole = {**model, "swiglu_limit": spec.swiglu_limit,
+                 "routing": WEIGHT_ON_INPUT_ROUTINGS[0] if spec.weight_on_input else "renormalize"}
+        ref, _ = reference_output(whole, quant, spec.tp // spec.ep, seed, x.cpu(), ids.cpu(), wts.cpu())
+    else:  # this rank's partial output: its experts, its intermediate slice
+        ref = reference_moe(x, ids, wts, QuantizedExperts(q13, s13, quant), QuantizedExperts(q2, s2, quant), spec.activation,
+                            expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit, weight_on_input=spec.weight_on_input)
     err = rel_error(out, ref)
     precision = runner.plan.activation_precision
     tol = tolerance(precision, str(out.dtype).removeprefix("torch."))

@@ -211,3 +211,22 @@ def test_one_rank_with_wrong_arguments_makes_every_rank_refuse(arg_outcomes, key
     assert all(not r["ok"] and r["type"] == "ResolveError" for r in ranks), ranks
     assert any(says in r["msg"] for r in ranks), [r["msg"] for r in ranks]
     assert [r["ok"] for r in arg_outcomes["3:agree"]] == [True] * 4   # nobody out of step afterwards
+
+
+def verify_worker(rank: int, size: int, tmp: str) -> dict:
+    import torch.distributed as dist
+
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True, "tp": 2, "ep": 2,
+                            "a2a": "torch"})
+    try:
+        moe_select.resolve(plan, group=dist.group.WORLD, verify=True, timeout_s=20)
+        return {"ok": True}
+    except Exception as exc:
+        return {"ok": False, "msg": str(exc)}
+
+
+def test_verify_checks_a_complete_output_against_the_whole_layer(tmp_path):
+    """a2a torch returns each token's complete output; verify compared it with this rank's experts only and
+    refused every correct runner (error 1.09, break-it session)."""
+    res = spawn(verify_worker, 2, (str(tmp_path),), timeout_s=90, start_method="fork")
+    assert res == [{"ok": True}, {"ok": True}], res
