@@ -239,3 +239,16 @@ def test_flags_that_would_be_ignored_are_refused(capsys):
     assert "--json prints the result of a --nproc run" in capsys.readouterr().err
     assert main(["matrix", "--write", "--check"]) == 2
     assert "--write and --check exclude each other" in capsys.readouterr().err
+
+
+def test_every_seed_the_cli_accepts_runs(capsys):
+    """--seed takes (-2**62, 2**62); a seed above about 1.8e10 overflowed torch's generator seed in the weight
+    draw (a traceback, break-it session)."""
+    from moe_select.harness.weights import seed64
+
+    for s in (2**62 - 1, -(2**62) + 1, 20_000_000_000_000):
+        assert -(1 << 63) <= seed64((s * 1_000_003 + 255) * 1_009 + 7) < (1 << 63)
+    assert seed64(12345) == 12345 and seed64(-5) == -5  # seeds that fit are unchanged (the same weights as before)
+    rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--tokens", "2",
+               "--seed", str(2**62 - 1), "--device", "cpu", "--repeat", "1"])
+    assert rc == 0, capsys.readouterr().err

@@ -24,6 +24,12 @@ if TYPE_CHECKING:  # pragma: no cover
 BIASED_ROUTING = ("deepseek_v3", "sigmoid_topk")
 
 
+def seed64(value: int) -> int:
+    """``value`` as a generator seed: unchanged inside the signed 64-bit range torch takes, else reduced
+    modulo 2**63 (every seed the CLI accepts, |seed| < 2**62, then draws reproducibly)."""
+    return value if -(1 << 63) <= value < (1 << 63) else value % (1 << 63)
+
+
 def _rows(model: dict[str, Any], inter: int) -> int:
     return inter if model.get("activation") == "relu2" else 2 * inter
 
@@ -44,7 +50,7 @@ def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: i
 
     h, i = model["hidden_size"], model["moe_intermediate_size"]
     ir = i // moe_tp
-    g = torch.Generator(device=generate_on).manual_seed((seed * 1_000_003 + e) * 1_009 + j)
+    g = torch.Generator(device=generate_on).manual_seed(seed64((seed * 1_000_003 + e) * 1_009 + j))
     q13, s13 = quantize_named(torch.randn(1, _rows(model, ir), h, generator=g, device=generate_on) * h ** -0.5, quant)
     q2, s2 = quantize_named(torch.randn(1, h, ir, generator=g, device=generate_on) * i ** -0.5, quant)
     return q13, q2, s13, s2
@@ -99,7 +105,7 @@ def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "b
 
     from ..routing import route
 
-    g = torch.Generator().manual_seed(seed * 7 + 1)
+    g = torch.Generator().manual_seed(seed64(seed * 7 + 1))
     h, e = model["hidden_size"], model["num_experts"]
     x = torch.randn(tokens, h, generator=g).to(getattr(torch, dtype))
     router = torch.randn(e, h, generator=g) * h ** -0.5
