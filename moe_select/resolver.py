@@ -263,6 +263,9 @@ def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
         mod = importlib.import_module(module)
     except ImportError as exc:
         return [Reason(code="dependency_missing", detail=f"importing {what} module {module} failed: {exc}", source=module)]
+    except (Exception, SystemExit) as exc:  # an adapter that fails at import is refused here, not raised raw
+        return [Reason(code="no_adapter", detail=f"importing {what} module {module} raised {type(exc).__name__}: {exc}",
+                       source=module)]
     reg = getattr(mod, "register", None)
     if not callable(reg):
         return [Reason(code="no_adapter", detail=f"{what} module {module} has no register(registry) function", source=module)]
@@ -272,6 +275,9 @@ def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
         reg(registry)
     except RegistrationError as exc:
         return [Reason(code="no_adapter", detail=f"{what} module {module} could not register: {exc}", source=module)]
+    except Exception as exc:  # register() that raises or takes other arguments
+        return [Reason(code="no_adapter", detail=f"{what} module {module}: register(registry) raised {type(exc).__name__}: "
+                       f"{exc}", source=module)]
     registry.loaded_modules.add(module)
     return []
 

@@ -112,9 +112,15 @@ def fake_modules(tmp_path, monkeypatch):
     (tmp_path / "adapter_registers_nothing.py").write_text("def register(registry):\n    pass\n")
     (tmp_path / "adapter_without_register.py").write_text("X = 1\n")
     (tmp_path / "adapter_broken_import.py").write_text("import not_a_real_package_xyz\n")
+    # found by a break-it session: these escaped resolve() as raw exceptions (a traceback in the CLI)
+    (tmp_path / "adapter_raises_at_import.py").write_text("raise RuntimeError('no GPU driver')\n")
+    (tmp_path / "adapter_exits_at_import.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "adapter_register_raises.py").write_text("def register(registry):\n    raise KeyError('torch_native')\n")
+    (tmp_path / "adapter_register_wrong_signature.py").write_text("def register():\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
-    for m in ("adapter_registers_nothing", "adapter_without_register", "adapter_broken_import"):
+    for m in ("adapter_registers_nothing", "adapter_without_register", "adapter_broken_import", "adapter_raises_at_import",
+              "adapter_exits_at_import", "adapter_register_raises", "adapter_register_wrong_signature"):
         sys.modules.pop(m, None)
 
 
@@ -122,6 +128,10 @@ def fake_modules(tmp_path, monkeypatch):
     ("adapter_registers_nothing", "no_adapter", "did not register a torch_native core for standard dispatch"),
     ("adapter_without_register", "no_adapter", "has no register(registry)"),
     ("adapter_broken_import", "dependency_missing", "not_a_real_package_xyz"),
+    ("adapter_raises_at_import", "no_adapter", "raised RuntimeError: no GPU driver"),
+    ("adapter_exits_at_import", "no_adapter", "raised SystemExit: 3"),
+    ("adapter_register_raises", "no_adapter", "register(registry) raised KeyError"),
+    ("adapter_register_wrong_signature", "no_adapter", "register(registry) raised TypeError"),
 ])
 def test_adapter_module_problems_are_startup_errors(fake_modules, module, code, text):
     import dataclasses
