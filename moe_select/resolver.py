@@ -332,11 +332,21 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     from .registry import REGISTRY
 
     registry = registry or REGISTRY
+    if not (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool) and 0 < timeout_s < float("inf")):
+        raise InputError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}", file="<resolve>", field="timeout_s")
     rank = None
     if group is not None:
         import torch.distributed as dist
 
-        rank = dist.get_rank(group)
+        try:
+            rank = dist.get_rank(group)
+        except (ValueError, RuntimeError, TypeError, AttributeError) as exc:
+            raise ResolveError([Reason(code="parallelism_unsupported", detail=f"group: {exc} (a torch.distributed process "
+                                       "group this process belongs to, after init_process_group)",
+                                       source="resolve(group=...)")]) from None
+        if rank < 0:
+            raise ResolveError([Reason(code="parallelism_unsupported", detail="this process is not a member of the group",
+                                       source="resolve(group=...)")])
     try:
         p = load_plan(plan)
     except InputError as exc:

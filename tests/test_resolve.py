@@ -339,3 +339,20 @@ def test_fingerprint_covers_the_quantization_parameters():
     fps = {moe_select.plan({"gpu": "H200", "quant": "fp8_block", "quant_config": {"block": b}, "model": m}).fingerprint
            for b in ([128, 128], [64, 128])}
     assert len(fps) == 2
+
+
+def test_resolve_arguments_outside_the_contract_are_typed_errors():
+    """A non-group, a NaN timeout or a fractional rank raised ValueError/TypeError or failed at the first forward
+    (break-it session): resolve raises ResolveError or InputError, naming the argument."""
+    from moe_select.errors import InputError
+
+    plan = cpu_plan()
+    with pytest.raises(ResolveError, match="group:") as exc:
+        moe_select.resolve(plan, group=object())
+    assert exc.value.codes == ["parallelism_unsupported"]
+    for bad in (float("nan"), 0, -1.0, float("inf"), True):
+        with pytest.raises(InputError, match="timeout_s"):
+            moe_select.resolve(plan, timeout_s=bad)
+    for kw in ({"ep_rank": 0.5}, {"tp_rank": "0"}, {"ep_rank": True}):
+        with pytest.raises(ResolveError, match="must be an integer"):
+            moe_select.resolve(plan, **kw)
