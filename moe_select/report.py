@@ -42,9 +42,20 @@ class Report(BaseModel):
             how = f"rule {p.chosen_by.rule} at {p.chosen_by.source}" if p.chosen_by.how == "rule" else "asked for explicitly"
             alts = ", ".join(p.alternatives) or "none"
             return f"moe-select: using {p.runner} ({how}) for {d}; other eligible: {alts}"
+        kinds = self.refused_layer_kinds()
+        if kinds:
+            codes = sorted({r.code for sub in self.layers if sub.deployment.layer_kind in kinds for r in sub.reasons})
+            return f"moe-select: refused {d}: no runner for the {', '.join(kinds)} layers ({', '.join(codes)})"
         codes = sorted({r.code for r in self.reasons})
         who = self.deployment.runner if self.deployment.runner != "auto" else "every candidate"
         return f"moe-select: refused {d}: {who} rejected ({', '.join(codes)})"
+
+    def refused_layer_kinds(self) -> list[str]:
+        """The layer kinds (``mtp``, ...) no runner serves, when the main layers have an eligible runner: the
+        refusal is theirs, not the main layers' (empty otherwise)."""
+        if self.plan is not None or not any(c.eligible for c in self.candidates):
+            return []
+        return [str(sub.deployment.layer_kind) for sub in self.layers if sub.plan is None]
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` form (see README): status, deployment (flat), plan, candidates, reasons."""
@@ -115,7 +126,12 @@ class Report(BaseModel):
             out.append(f"  other eligible: {', '.join(p.alternatives) or 'none'}")
             out.append(f"  fingerprint: {p.fingerprint}")
         else:
-            out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
+            kinds = self.refused_layer_kinds()
+            if kinds:
+                out.append(f"Refused: no plan. The main layers have an eligible runner; no runner serves the "
+                           f"{', '.join(kinds)} layers (below).")
+            else:
+                out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
         if self.layers:
             from .deployment import _ranges
 

@@ -436,3 +436,13 @@ def test_small_operator_input_mistakes_named_as_they_are(tmp_path, monkeypatch, 
     assert main(["explain", *ARGS[3:], "--gpu", "H200", "--backends", str(rules)]) == 2
     assert "a capability folder is a directory" in capsys.readouterr().err
     assert {"explain", "plan", "resolve", "MoeRunner"} <= set(dir(moe_select))
+
+
+def test_a_refusal_of_one_layer_kind_names_that_kind(tmp_path, capsys):
+    """Only the MTP layers had no runner, yet the summary said every candidate was rejected (break-it session)."""
+    dep = tmp_path / "d.yaml"
+    dep.write_text(f"arch: cpu\nmodel_config: {CONFIGS / 'nvidia__DeepSeek-V3.1-NVFP4'}\nlayer_runners: {{mtp: triton}}\n")
+    assert main(["explain", "-d", str(dep)]) == 1
+    out = capsys.readouterr()
+    assert "The main layers have an eligible runner; no runner serves the mtp layers" in out.out
+    assert "no runner for the mtp layers (arch_unsupported)" in out.out + out.err
