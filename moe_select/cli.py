@@ -315,7 +315,7 @@ def _render_distributed(r: dict[str, Any]) -> str:
             continue
         lines.append(f"{k['rank']:>4}  {k['ep_rank']:>7}  {k['tp_rank']:>7}  {str(k['experts']):<11}  {str(k['intermediate']):<12}  "
                      f"{str(k['token_range']):<10}  {k['resolve_s']:>9.2f}  {k['build_s']:>7.2f}  {k['forward_s'] * 1e3:>10.1f}")
-    lines.append(f"max relative error vs float64 reference: {r['max_rel_error']:.2e} (tolerance {r['tolerance']:.0e}): "
+    lines.append(f"max relative error vs float64 reference: {r['max_rel_error']:.2e} (tolerance {r['tolerance']:.3g}): "
                  f"{'OK' if r.get('ok') else 'TOO LARGE'}; wall {r['wall_s']:.1f} s")
     return "\n".join(lines)
 
@@ -443,7 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     except MoeSelectError as exc:
-        print(f"moe-select: {exc}", file=sys.stderr)
+        text = str(exc)  # a selection refusal's summary already starts with the program's name
+        print(text if text.startswith("moe-select: ") else f"moe-select: {text}", file=sys.stderr)
         return 1
     finally:
         if short:
