@@ -92,9 +92,9 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: t
     if quant in ("bf16", "fp16") or q.shape[0] <= 1:
         return _dequantize(q, scale, quant, dtype, global_scale)
     if scale is not None and scale.shape[:1] != q.shape[:1]:
-        raise ValueError(f"{quant} scale has {scale.shape[0]} experts, the weights {q.shape[0]}")
+        raise ValueError(f"{quant} scale must have one entry per expert ({q.shape[0]} experts), got shape {list(scale.shape)}")
     if global_scale is not None and global_scale.shape[:1] != q.shape[:1]:
-        raise ValueError(f"{quant} global_scale has {global_scale.shape[0]} experts, the weights {q.shape[0]}")
+        raise ValueError(f"{quant} global_scale must be [E] = [{q.shape[0]}], got shape {list(global_scale.shape)}")
     first = _dequantize(q[:1], None if scale is None else scale[:1], quant, dtype,  # checks the shapes
                         None if global_scale is None else global_scale[:1])
     out = torch.empty((q.shape[0], *first.shape[1:]), dtype=dtype, device=q.device)

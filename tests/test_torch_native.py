@@ -289,3 +289,20 @@ def test_llama4_weight_on_the_expert_input(seed):
     ref_out = reference_moe(x, ids, wts, w13, w2)
     assert rel_error(out, ref_in) < 1e-5
     assert rel_error(ref_out, ref_in) > 1e-3  # the two forms really differ: a test that can fail
+
+
+def test_a_scale_without_an_expert_dimension_is_a_runner_input_error():
+    """A 0-d NVFP4 global scale raised IndexError while the error message was built (break-it session)."""
+    import moe_select
+    from moe_select.errors import RunnerInputError
+    from moe_select.ops import quantize_named
+    from moe_select.registry import Registry
+
+    plan = moe_select.plan({"arch": "cpu", "quant": "nvfp4", "model": {"num_experts": 4, "top_k": 2, "hidden_size": 64,
+                                                                       "moe_intermediate_size": 32}})
+    runner = moe_select.resolve(plan, registry=Registry())
+    g = torch.Generator().manual_seed(3)
+    (q13, s13), (q2, s2) = (quantize_named(torch.randn(4, *shape, generator=g) / 8, "nvfp4") for shape in ((64, 64), (64, 32)))
+    with pytest.raises(RunnerInputError, match=r"global_scale must be \[E\] = \[4\], got shape \[\]"):
+        runner.prepare_weights(q13, q2, w13_scale=s13["scale"], w2_scale=s2["scale"], w13_global_scale=torch.tensor(1.0),
+                               w2_global_scale=s2["global_scale"])
