@@ -29,7 +29,7 @@ from .conditions import Conditional
 from .entrypoints import entry_points
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
-from .versions import remember, verdicts
+from .versions import remember, satisfies
 from .yamlio import MarkedDict, decode_text, load_text, read_input, shorten, validate
 
 if TYPE_CHECKING:
@@ -326,14 +326,13 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     if ld.issues:
         raise InputError(ld.issues)
     assert common is not None
-    needs = {(name, spec) for name, spec in _specifiers([runners, a2a, common, rules])}
-    catalog = Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
-                      rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
-                      backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
-                      origins=ld.origins, plugins=plugin_adapters() if plugins else {},
-                      version_verdicts={pair: v for name, spec in sorted(needs) if name in known and known[name].checked_up_to
-                                        for pair, v in verdicts([known[name].checked_up_to or ""], [spec]).items()})
-    return catalog
+    assumed = {name: p.checked_up_to for name, p in known.items() if p.checked_up_to}
+    return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
+                   rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
+                   backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
+                   origins=ld.origins, plugins=plugin_adapters() if plugins else {},
+                   version_verdicts={(assumed[name], spec): satisfies(assumed[name], spec)
+                                     for name, spec in _specifiers([runners, a2a, common, rules]) if name in assumed})
 
 
 def _specifiers(obj: object) -> Iterable[tuple[str, str]]:

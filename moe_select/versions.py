@@ -3,7 +3,7 @@ and toolchain minimums. ``0.6.4rc1`` is older than ``0.6.4`` (it does not meet `
 version such as ``2.13.0+cpu`` meets ``>=2.4``; ``~=0.6.4`` means ``>=0.6.4, ==0.6.*``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: planning a deployment without version facts never loads packaging
     from packaging.specifiers import SpecifierSet
@@ -48,16 +48,10 @@ def satisfies(version: str, spec: str | None) -> bool:
     return verdict
 
 
-def verdicts(versions: Iterable[str], specs: Iterable[str]) -> dict[tuple[str, str], bool]:
-    """:func:`satisfies` of every version against every specifier (both parsable, else ValueError), for
-    :func:`remember` in another process that runs the same ``packaging`` (the catalog cache's key names its
-    version)."""
-    specs = sorted(set(specs))
-    return {(v, s): satisfies(v, s) for v in sorted(set(versions)) for s in specs}
-
-
 def remember(known: dict[tuple[str, str], bool]) -> None:
-    """Take ``known`` (from :func:`verdicts`) as computed: :func:`satisfies` answers these pairs from it."""
+    """Take ``known`` (``(version, spec) -> satisfies(version, spec)``, computed by a process that ran the same
+    ``packaging``: the catalog cache's key names its version) as computed: :func:`satisfies` answers these
+    pairs from it."""
     _verdicts.update(known)
 
 
