@@ -391,6 +391,7 @@ def _moe_gemm_kernel(
         A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr,
         MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
         HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
+        EVEN_K: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
@@ -405,7 +406,9 @@ def _moe_gemm_kernel(
     C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
     stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
     stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
-    4 swiglu_oai."""
+        4 swiglu_oai. EVEN_K: ``K % BLOCK_K == 0``, so the main loop loads without masks (rows of padding and
+    columns past ``N`` already point at valid memory: row 0 / the sorted row, column 0; their results are
+    never stored)."""
     pid = tl.program_id(0)
     num_rows = tl.load(num_rows_ptr)
     num_pid_m = tl.cdiv(num_rows, BLOCK_M)
@@ -455,12 +458,19 @@ def _moe_gemm_kernel(
     if GATED:
         acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for kb in range(0, tl.cdiv(K, BLOCK_K)):
-        k_ok = offs_k < K - kb * BLOCK_K
-        a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        b_mask = k_ok[:, None] & n_ok[None, :]
-        b = tl.load(b_ptrs, mask=b_mask, other=0.0)
-        if GATED:
-            bu = tl.load(bu_ptrs, mask=b_mask, other=0.0)
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b_mask = n_ok[None, :] & (offs_k < BLOCK_K)[:, None]
+            b = tl.load(b_ptrs)
+            if GATED:
+                bu = tl.load(bu_ptrs)
+        else:
+            k_ok = offs_k < K - kb * BLOCK_K
+            a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+            b_mask = k_ok[:, None] & n_ok[None, :]
+            b = tl.load(b_ptrs, mask=b_mask, other=0.0)
+            if GATED:
+                bu = tl.load(bu_ptrs, mask=b_mask, other=0.0)
         if W_MODE == 0:
             acc = tl.dot(a, b, acc)
             if GATED:
@@ -635,7 +645,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         A_GATHER=gather, C_BY_SLOT=by_slot, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
         MUL_WEIGHT=weight is not None, W_MODE=w_mode, A_SCALE=a_scale_mode, C_AMAX=c_amax_mode,
         HAS_ZERO=b_zero is not None, ZERO_DEFAULT=zero_default, Q_GROUP=group_k if c_amax_mode == 3 else 1,
-        GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0,
+        GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
         num_warps=config["num_warps"], num_stages=config["num_stages"], warmup=warmup)
 

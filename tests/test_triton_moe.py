@@ -571,6 +571,37 @@ def test_fp8_block_shapes(block):
     check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"block {block}", seed)
 
 
+@pytest.mark.parametrize("quant", ["bf16", "fp16", "fp8_channel", "fp8_block"])
+@interp
+def test_unmasked_and_masked_main_loops(quant):
+    """The GEMM's main loop loads without masks when ``K % BLOCK_K == 0`` (``EVEN_K``; padding rows read
+    row 0, clamped columns column 0, never stored) and with masks otherwise: both against the float64
+    reference, each GEMM of the forward taking the path its K asks for (H = 96 and I = 40 leave a partial
+    K tile at BLOCK_K 64 / 32; fp8_block's 32x32 blocks divide H but not I)."""
+    K = _K()
+    seen = []
+    launch = K._Kernel.launch
+
+    def record(self, grid, device, *a, **kw):
+        if "EVEN_K" in kw:
+            seen.append(kw["EVEN_K"])
+        return launch(self, grid, device, *a, **kw)
+    seed = fresh_seed()
+    spec = spec_of(quant, h=96, i=40)
+    layer = Layer(spec, seed, block=(32, 32))
+    core, pw = core_for(spec, layer, block_shape=(32, 32))
+    x, ids, w = routing(spec, 11, seed)
+    K._Kernel.launch = record                                  # the test runs in its own worker process
+    try:
+        out = core.forward(x, ids, w, pw)
+    finally:
+        K._Kernel.launch = launch
+    check(spec, layer, x, ids, w, out, "H 96, I 40", seed)
+    assert len(seen) == 2 and not seen[1], seen                # I = 40: a partial K tile in the second GEMM
+    cfg = core.config_for(11)
+    assert seen[0] == (96 % cfg["gemm1"]["BLOCK_K"] == 0), (seen, cfg)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 @interp
 def test_input_dtypes(dtype):

@@ -1,0 +1,158 @@
+"""Where the ``triton`` runner's time goes at large token counts: each step of one forward timed alone, and
+each GEMM beside variants that isolate one cause, on one GPU.
+
+    python benchmarks/gemm_profile.py --out $OUT/gemm_profile.json [--points Qwen3-30B-A3B:bf16:8192 ...]
+
+Per point (layer, format, tokens; the layers of ``benchmarks/tune_triton_moe.py``), with the tile
+configuration the runner uses (``backends/triton_configs/``) and CUDA-graph replay of 2 rotated input sets
+(``tune_triton_moe.Timer``), microseconds per call and TFLOP/s:
+
+- ``sort``, ``group_quant`` (fp8_block: the hidden states' per-token-group quantization), ``combine``
+  (the top-k sum);
+- ``gemm1``/``gemm2``: the runner's GEMMs as they run (unmasked main loop where ``K % BLOCK_K == 0``);
+- ``*.masked``: the same with the K-masked main loop (``EVEN_K`` off, the kernel before 2026-11-30 late);
+- ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
+  rows, bf16 out, no activation (the layout of a split GEMM + activation kernel), ``BLOCK_M`` 128;
+- ``gemm2.sorted``: the second GEMM writing sorted rows without the routing weight (the epilogue's
+  scatter by slot and weight taken out);
+- ``*.dense``: one dense GEMM of the same ``M x N x K`` (all rows, expert 0's weights): ``torch.mm`` for
+  bf16, ``torch._scaled_mm`` with row-wise scales for FP8 (cuBLAS: the tensor-core rate at that shape).
+
+Prints a table and writes every number as JSON. Needs a CUDA GPU; not run in CI.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tune_triton_moe as T  # noqa: E402
+
+DEFAULT_POINTS = ("Qwen3-30B-A3B:bf16:8192", "Qwen3-30B-A3B:fp8_channel:8192", "Qwen3-30B-A3B:fp8_block:8192",
+                  "Qwen3-30B-A3B:bf16:2048", "Qwen3-30B-A3B:fp8_block:1", "Qwen3-30B-A3B:bf16:1",
+                  "Mixtral-8x7B:fp8_block:8192", "DeepSeek-V3:fp8_block:8192")
+UNFUSED = ({"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
+           {"BLOCK_N": 256, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
+           {"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4})
+
+
+def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) -> dict:
+    from moe_select.backends import triton_moe_kernels as K
+    from moe_select.backends.triton_moe import ForwardPass
+
+    bench = T.Bench(name, T.MODELS[name], fmt, dev, T.BLOCK)
+    k, h, i = bench.k, bench.h, bench.i
+    w_mode = bench.core.w_mode
+    cfg = bench.core.config_for(tokens)
+    bm = cfg["BLOCK_M"]
+    sets = bench.inputs(tokens, seed=1, n_sets=2)
+    passes = [ForwardPass(bench.core, bench.weights, x, ids, tw, bm) for x, ids, tw in sets]
+    s = tokens * k
+    n13 = bench.n13
+    flops1, flops2 = 2.0 * s * n13 * h, 2.0 * s * h * i
+    rows: dict[str, dict] = {}
+
+    def run(label: str, launches: list, flops: float = 0.0) -> None:
+        try:
+            us = timer(launches)
+        except Exception as exc:  # a variant that does not compile or launch: recorded, not fatal
+            rows[label] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            return
+        rows[label] = {"us": round(us, 2), "tflops": round(flops / us / 1e6, 1) if flops else None}
+
+    run("sort", [p.sort for p in passes])
+    if fmt == "fp8_block":
+        run("group_quant", [lambda x=x: K.group_quant(x, T.BLOCK[1]) for x, _, _ in sets])
+    for p in passes:
+        p.gemm1(cfg["gemm1"])
+    run("gemm1", [lambda p=p: p.gemm1(cfg["gemm1"]) for p in passes], flops1)
+    run("gemm1.masked", [lambda p=p: p.gemm1({**cfg["gemm1"], "EVEN_K": False}) for p in passes], flops1)
+    run("gemm2", [lambda p=p: p.gemm2(cfg["gemm2"]) for p in passes], flops2)
+    run("gemm2.masked", [lambda p=p: p.gemm2({**cfg["gemm2"], "EVEN_K": False}) for p in passes], flops2)
+    run("combine", [p.combine for p in passes])
+
+    # the second GEMM writing sorted rows, no routing weight
+    for p in passes:
+        p.y_sorted = torch.empty(p.act.shape[0], h, dtype=torch.bfloat16, device=dev)
+
+    def g2_sorted(p):
+        w = p.w
+        return K.moe_gemm(p.act, w.w2, p.y_sorted, p.align, top_k=k, n_out=h, gather=False, by_slot=False,
+                          w_mode=w_mode, a_amax=p.act_scale, a_scale_mode=p.a_mode, b_scale=w.s2,
+                          group_k=p.groups[1], group_n=p.groups[2], config=cfg["gemm2"])
+    run("gemm2.sorted", [lambda p=p: g2_sorted(p) for p in passes], flops2)
+
+    # the first GEMM unfused: one accumulator over 2*I rows, bf16 out, BLOCK_M 128
+    if bench.spec.gated and tokens * k >= 128 * 4:
+        ups = [ForwardPass(bench.core, bench.weights, x, ids, tw, 128) for x, ids, tw in sets]
+        for p in ups:
+            p.h_out = torch.empty(p.act.shape[0], n13, dtype=torch.bfloat16, device=dev)
+        bk = T.BLOCK[1] if fmt == "fp8_block" else (128 if fmt == "fp8_channel" else 64)
+        for j, c in enumerate(UNFUSED):
+            c = {**c, "BLOCK_K": bk}
+
+            def g1u(p, c=c):
+                w = p.w
+                return K.moe_gemm(p.x, w.w13, p.h_out, p.align, top_k=k, n_out=n13, gather=True, by_slot=False,
+                                  w_mode=w_mode, a_amax=p.x_scale, a_scale_mode=p.a_mode, b_scale=w.s13,
+                                  group_k=p.groups[0], group_n=p.groups[2], config=c)
+            run(f"gemm1.unfused.{j}", [lambda p=p: g1u(p) for p in ups], flops1)
+            rows[f"gemm1.unfused.{j}"]["config"] = c
+        del ups
+
+    # dense cuBLAS GEMMs of the same sizes
+    w13_0, w2_0 = bench.weights.w13[0], bench.weights.w2[0]
+    if fmt == "bf16":
+        a1 = torch.randn(s, h, device=dev, dtype=torch.bfloat16)
+        a2 = torch.randn(s, i, device=dev, dtype=torch.bfloat16)
+        run("gemm1.dense", [lambda: torch.mm(a1, w13_0.t())], flops1)
+        run("gemm2.dense", [lambda: torch.mm(a2, w2_0.t())], flops2)
+    else:
+        a1 = torch.randn(s, h, device=dev).to(torch.float8_e4m3fn)
+        a2 = torch.randn(s, i, device=dev).to(torch.float8_e4m3fn)
+        sa1, sa2 = torch.ones(s, 1, device=dev), torch.ones(s, 1, device=dev)
+        sb1, sb2 = torch.ones(1, n13, device=dev), torch.ones(1, h, device=dev)
+        run("gemm1.dense", [lambda: torch._scaled_mm(a1, w13_0.t(), scale_a=sa1, scale_b=sb1, out_dtype=torch.bfloat16)],
+            flops1)
+        run("gemm2.dense", [lambda: torch._scaled_mm(a2, w2_0.t(), scale_a=sa2, scale_b=sb2, out_dtype=torch.bfloat16)],
+            flops2)
+    del passes, bench
+    torch.cuda.empty_cache()
+    return {"layer": name, "format": fmt, "tokens": tokens, "config": cfg, "steps": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="JSON output file")
+    p.add_argument("--points", nargs="+", default=list(DEFAULT_POINTS), help="LAYER:FORMAT:TOKENS")
+    p.add_argument("--budget-s", type=float, default=400.0, help="stop starting new points after this long")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA GPU")
+    dev = torch.device("cuda")
+    timer = T.Timer(dev, timed=3)
+    t0 = time.perf_counter()
+    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": T._triton_version(),
+           "host": platform.node(), "points": []}
+    for spec in args.points:
+        if time.perf_counter() - t0 > args.budget_s:
+            out.setdefault("skipped", []).append(spec)
+            continue
+        name, fmt, tokens = spec.split(":")
+        r = profile_point(name, fmt, int(tokens), dev, timer)
+        out["points"].append(r)
+        print(f"\n{name} {fmt} {tokens} tokens  BLOCK_M {r['config']['BLOCK_M']}")
+        for label, v in r["steps"].items():
+            print(f"  {label:22s} " + (f"{v['us']:10.1f} us  {v['tflops'] or '':>7}" if "us" in v else v["error"]))
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
