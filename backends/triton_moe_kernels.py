@@ -406,9 +406,11 @@ def _moe_gemm_kernel(
     C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
     stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
     stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
-        4 swiglu_oai. EVEN_K: ``K % BLOCK_K == 0``, so the main loop loads without masks (rows of padding and
-    columns past ``N`` already point at valid memory: row 0 / the sorted row, column 0; their results are
-    never stored)."""
+        4 swiglu_oai. EVEN_K: ``K % BLOCK_K == 0``, so the main loop loads without K masks (weight rows past ``N``
+    are read modulo ``N``, their results never stored). Output columns are indexed without a clamp so
+    that the epilogue's stores are vector stores: with a clamped (``where``) index Triton cannot prove
+    them contiguous and stores element by element, which cost about ten times the GEMM's own time at
+    8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md)."""
     pid = tl.program_id(0)
     num_rows = tl.load(num_rows_ptr)
     num_pid_m = tl.cdiv(num_rows, BLOCK_M)
@@ -430,9 +432,9 @@ def _moe_gemm_kernel(
         a_row = (slot // top_k).to(tl.int64)
     else:
         a_row = offs_r.to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < N
-    offs_n = tl.where(n_ok, offs_n, 0)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)    # output columns: contiguous, so stores vectorize
+    n_ok = offs_cn < N
+    offs_n = offs_cn % N                                 # weight rows read (columns past N read a valid row)
     offs_k = tl.arange(0, BLOCK_K)
 
     a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :]
@@ -459,7 +461,7 @@ def _moe_gemm_kernel(
         acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for kb in range(0, tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
-            a = tl.load(a_ptrs)
+            a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
             b_mask = n_ok[None, :] & (offs_k < BLOCK_K)[:, None]
             b = tl.load(b_ptrs)
             if GATED:
@@ -588,7 +590,7 @@ def _moe_gemm_kernel(
         tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :],
                  tl.math.div_rn(g_amax, tl.full([BLOCK_M, NG], 448.0, tl.float32)),
                  mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
-    tl.store(c_ptr + c_row[:, None] * stride_cm + offs_n[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    tl.store(c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
 moe_gemm_kernel = _kernel(do_not_specialize=["num_slots"])(_moe_gemm_kernel)

@@ -859,7 +859,9 @@ def _sm90_compile(kernel, args, kwargs) -> dict:
     return {"kernel": kernel.__name__, "shared": ck.metadata.shared,
             "regs": int(re.search(r"Used (\d+) registers", r.stderr).group(1)),
             "spill": int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)),
-            "mma": ck.asm["ptx"].count("wgmma.mma_async") + ck.asm["ptx"].count("mma.sync"), "config": kwargs.get("BLOCK_M")}
+            "mma": ck.asm["ptx"].count("wgmma.mma_async") + ck.asm["ptx"].count("mma.sync"), "config": kwargs.get("BLOCK_M"),
+            # element-by-element stores of 8/16-bit outputs (not st.global.v2/v4)
+            "scalar_stores": len(re.findall(r"st\.global(?:\.[a-z0-9]+)*\.b(?:8|16) ", ck.asm["ptx"]))}
 
 
 def _ptxas_runs() -> bool:
@@ -884,7 +886,8 @@ def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
     Triton and ptxas here, without a GPU, at the Qwen3-30B-A3B layer shape (the sort's multi-CTA path
     above 128 slots for its 128 experts): it compiles, its shared memory fits an sm90 CTA, the GEMMs use tensor cores, and ptxas
     spills at most a few registers: 16 bytes (measured 8 in fp8_channel's second GEMM at ``BLOCK_M`` 128,
-    0 elsewhere), 64 in fp8_block's first GEMM (measured 52 at ``BLOCK_M`` 64)."""
+    0 elsewhere), 64 in fp8_block's first GEMM (measured 52 at ``BLOCK_M`` 64), and the GEMMs store their
+    8/16-bit outputs with vector stores only."""
     if not _ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
     K = _K()
@@ -919,6 +922,9 @@ def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
         assert d["spill"] <= allowed, (d, core.config_for(tokens))
         if d["kernel"] == "_moe_gemm_kernel":
             assert d["mma"] > 0, d                       # tensor cores: wgmma (BLOCK_M >= 64) or mma.sync
+            # vector stores in the epilogue: element-wise ones made the GEMMs store-bound (about 10x slower
+            # at 8192 tokens on an H200, benchmarks/gemm_profile.py)
+            assert d["scalar_stores"] == 0, d
 
 
 # --- quant_int (pure torch) ----------------------------------------------------------------------------
