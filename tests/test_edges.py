@@ -271,7 +271,7 @@ def test_check_warns_when_an_override_moves_other_formats(tmp_path, capsys):
                          "    prefer: [flashinfer_cutlass, triton]\n")
     findings = check([f])[0]
     warn = [x for x in findings if x.severity == "warning"]
-    assert warn and "fp8_channel" in str(warn[0]) and "torch_grouped_mm (rule hopper-16bit-and-fp8-rowwise) -> triton" in str(warn[0])
+    assert warn and "fp8_channel" in str(warn[0]) and "triton (rule hopper-16bit-and-fp8-rowwise) -> triton (rule nvidia-general)" in str(warn[0])
     assert main(["check", str(f)]) == 0  # a warning, shown; not an error
     assert "warning: overriding rule hopper-16bit-and-fp8-rowwise" in capsys.readouterr().out
     # explain shows the override too

@@ -20,7 +20,17 @@ def write(d, name, text):
 
 
 def test_bundled_choice_for_reference():
-    assert moe_select.plan(H200_BF16).runner == "torch_grouped_mm"
+    """The Hopper bf16 / row-wise FP8 rules as measured (benchmarks/README.md, issue 11 table): triton for a
+    128-expert layer at any size, torch_grouped_mm for 8 experts per rank unless the forwards stay within
+    256 tokens per rank."""
+    assert moe_select.plan(H200_BF16).runner == "triton"
+    mixtral = {**H200_BF16, "model": {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336}}
+    p = moe_select.plan(mixtral)
+    assert p.runner == "torch_grouped_mm" and p.chosen_by.rule == "hopper-16bit-and-fp8-rowwise-few-experts"
+    assert moe_select.plan({**mixtral, "max_tokens_per_rank": 256}).runner == "triton"
+    assert moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 2048}).runner == "torch_grouped_mm"
+    # 16 experts over ep 2: 8 per rank
+    assert moe_select.plan({**mixtral, "model": {**mixtral["model"], "num_experts": 16}, "tp": 2, "ep": 2}).runner == "torch_grouped_mm"
 
 
 def test_operator_rule_overrides_bundled_one_by_id_in_place(tmp_path):
