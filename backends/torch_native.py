@@ -2,7 +2,8 @@
 
 Per local expert: gather its tokens, ``h = x @ w13[e].T`` in float32, gated activation,
 ``y = act(h) @ w2[e].T``, scale by the routing weight and add into the output (float32), cast to the
-input dtype at the end. FP8 weights, and MXFP4 / NVFP4 weights (packed e2m1 with e8m0, or e4m3 plus a
+input dtype at the end. Expert biases (gpt-oss): ``h += w13_bias[e]`` before the activation, ``y +=
+w2_bias[e]`` before the routing weight. FP8 weights, and MXFP4 / NVFP4 weights (packed e2m1 with e8m0, or e4m3 plus a
 global, block scales), are dequantized once in ``prepare_weights`` (activations are not quantized). Not CUDA-graph capturable
 (``nonzero`` gives data-dependent shapes).
 """
@@ -25,10 +26,13 @@ FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 @dataclass
 class TorchNativeWeights:
-    """``w13 [E_local, 2*I or I, H]`` and ``w2 [E_local, H, I]`` in a float dtype (fp8 dequantized to float32)."""
+    """``w13 [E_local, 2*I or I, H]`` and ``w2 [E_local, H, I]`` in a float dtype (fp8 dequantized to float32);
+    ``b13 [E_local, 2*I or I]`` and ``b2 [E_local, H]`` float32 expert biases, or None."""
 
     w13: torch.Tensor
     w2: torch.Tensor
+    b13: torch.Tensor | None = None
+    b2: torch.Tensor | None = None
 
 
 class TorchNativeCore:
@@ -42,14 +46,19 @@ class TorchNativeCore:
 
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
                         w2_scale: torch.Tensor | None = None, w13_global_scale: torch.Tensor | None = None,
-                        w2_global_scale: torch.Tensor | None = None) -> TorchNativeWeights:
+                        w2_global_scale: torch.Tensor | None = None, w13_bias: torch.Tensor | None = None,
+                        w2_bias: torch.Tensor | None = None) -> TorchNativeWeights:
         """Canonical ``w13 [E_local, 2*I, H]`` (gate rows, then up rows) and ``w2 [E_local, H, I]``.
 
         16-bit formats: float tensors (bf16/fp16, or fp32/fp64 for reference use). FP8 formats: e4m3
         tensors plus ``w13_scale``/``w2_scale``; mxfp4: packed uint8 ``[E, N, K/2]`` plus e8m0 uint8
         scales ``[E, N, K/32]``; nvfp4: packed uint8 plus e4m3 scales ``[E, N, K/16]`` and
-        ``w13_global_scale``/``w2_global_scale`` ``[E]`` float32 (shapes in :mod:`moe_select.ops`). Raises
-        :class:`RunnerInputError` naming the tensor on a wrong dtype or scale."""
+        ``w13_global_scale``/``w2_global_scale`` ``[E]`` float32 (shapes in :mod:`moe_select.ops`).
+        ``w13_bias [E_local, 2*I]`` / ``w2_bias [E_local, H]`` (any float dtype, kept in float32): expert
+        biases (gpt-oss); with tensor parallelism only one rank of an expert's TP group passes a nonzero
+        ``w2_bias`` (the ranks' outputs are summed). Raises :class:`RunnerInputError` naming the tensor on a
+        wrong dtype, shape or scale."""
+        b13, b2 = self._biases(w13.shape, w13_bias, w2_bias)
         q = self.spec.quant
         if q in _STORED:
             for name, t, s in (("w13", w13, w13_scale), ("w2", w2, w2_scale)):
@@ -70,7 +79,22 @@ class TorchNativeCore:
             for name, t in (("w13", w13), ("w2", w2)):
                 if t.dtype not in FLOAT_DTYPES:
                     raise RunnerInputError(f"{name}: {q} weights must be a float dtype, got {t.dtype}")
-        return TorchNativeWeights(w13.contiguous(), w2.contiguous())
+        return TorchNativeWeights(w13.contiguous(), w2.contiguous(), b13, b2)
+
+    def _biases(self, w13_shape: torch.Size, w13_bias: torch.Tensor | None, w2_bias: torch.Tensor | None
+                ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        s = self.spec
+        want = {"w13_bias": (w13_shape[0], s.w13_rows), "w2_bias": (w13_shape[0], s.hidden_size)}
+        out: list[torch.Tensor | None] = []
+        for name, b in (("w13_bias", w13_bias), ("w2_bias", w2_bias)):
+            if b is None:
+                out.append(None)
+                continue
+            if not b.is_floating_point() or tuple(b.shape) != want[name]:
+                raise RunnerInputError(f"{name}: expected a float tensor of shape {list(want[name])} (E_local, "
+                                       f"{'w13 rows' if name == 'w13_bias' else 'H'}), got {b.dtype} {list(b.shape)}")
+            out.append(b.to(self.device, torch.float32).contiguous())
+        return out[0], out[1]
 
     def forward(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
                 weights: TorchNativeWeights) -> torch.Tensor:
@@ -100,7 +124,11 @@ class TorchNativeCore:
                 if spec.weight_on_input:  # llama4: the routing weight scales the expert's input
                     xe = xe * w
                 h = xe @ weights.w13[e].float().t()
+                if weights.b13 is not None:
+                    h = h + weights.b13[e]
                 y = gated_act(h, spec.activation, spec.swiglu_limit) @ weights.w2[e].float().t()
+                if weights.b2 is not None:
+                    y = y + weights.b2[e]
                 out.index_add_(0, tok, y if spec.weight_on_input else y * w)
                 start += n
         return out.to(hidden_states.dtype)

@@ -10,7 +10,8 @@ in its epilogue (or on the input: ``apply_router_weight_on_input``), and the top
   of two >= 16; default 128x128), int4_w4a16 and int8_w8a16 (weight-only, group scales, optional zero
   points; AWQ and GPTQ checkpoint layouts converted at load, :mod:`moe_select.quant_int`).
 - Activations: silu, gelu (erf), relu2 (not gated: w13 has I rows), swiglu_oai (gpt-oss: alpha 1.702,
-  limit ``spec.swiglu_limit`` or 7.0; no expert biases).
+  limit ``spec.swiglu_limit`` or 7.0). Expert biases (gpt-oss's ``gate_up_proj_bias``/``down_proj_bias``)
+  when given: added in the GEMMs' epilogues, before the activation and before the routing weight.
 - Expert parallelism: the rank's experts are ``[spec.expert_offset, + spec.num_local_experts)``; other
   ids and -1 are skipped (their slots contribute nothing).
 - CUDA graphs: no host synchronisation in ``forward`` and no data-dependent shape; ``prepare_weights``
@@ -54,7 +55,8 @@ class TritonMoeWeights:
     the last dimension: ``[E, N13, H/2]``, ``[E, H, I/2]``). ``s13``/``s2``: float32 weight scales
     (fp8_tensor ``[E]``, fp8_channel ``[E, N]``, fp8_block ``[E, ceil(N/bn), ceil(K/bk)]``, int ``[E, N,
     K/group]``), None for 16-bit. ``z13``/``z2``: int zero points ``[E, N, K/group]`` uint8 or None
-    (symmetric). ``g13``/``g2``: int group sizes along K (0 otherwise)."""
+    (symmetric). ``g13``/``g2``: int group sizes along K (0 otherwise). ``b13 [E, N13]`` / ``b2 [E, H]``:
+    float32 expert biases (gpt-oss) or None."""
 
     w13: torch.Tensor
     w2: torch.Tensor
@@ -64,6 +66,8 @@ class TritonMoeWeights:
     z2: torch.Tensor | None = None
     g13: int = 0
     g2: int = 0
+    b13: torch.Tensor | None = None
+    b2: torch.Tensor | None = None
 
 
 def _shape(t: torch.Tensor) -> list[int]:
@@ -182,7 +186,8 @@ class TritonMoeCore:
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
                         w2_scale: torch.Tensor | None = None, w13_zeros: torch.Tensor | None = None,
                         w2_zeros: torch.Tensor | None = None, w13_g_idx: torch.Tensor | None = None,
-                        w2_g_idx: torch.Tensor | None = None) -> TritonMoeWeights:
+                        w2_g_idx: torch.Tensor | None = None, w13_bias: torch.Tensor | None = None,
+                        w2_bias: torch.Tensor | None = None) -> TritonMoeWeights:
         """Convert the rank's expert weights once, at load.
 
         16-bit: ``w13 [E, N13, H]``, ``w2 [E, H, I]`` in the format's dtype (N13 = 2*I, gate rows then up
@@ -193,7 +198,10 @@ class TritonMoeCore:
         uint8 or None), ``awq`` (``qweight [E, K, N/8]`` int32, ``zeros`` = qzeros ``[E, K/group, N/8]``
         int32, ``scale [E, K/group, N]``) or ``gptq`` (``qweight [E, K*bits/32, N]`` int32, qzeros
         ``[E, K/group, N*bits/32]`` int32 or None for symmetric, ``scale [E, K/group, N]``, ``g_idx`` [K]
-        or [E, K], trivial only: desc_act is refused). Compiles the kernels (``warmup``). Raises
+        or [E, K], trivial only: desc_act is refused). Expert biases (gpt-oss): ``w13_bias [E, N13]`` and
+        ``w2_bias [E, H]`` in any float dtype (kept in float32), added before the activation and before
+        the routing weight; with tensor parallelism one rank of an expert's group passes the nonzero
+        ``w2_bias`` (the ranks' outputs are summed). Compiles the kernels (``warmup``). Raises
         :class:`RunnerInputError` naming the tensor and the expected shape/dtype."""
         s = self.spec
         e, h, i, n13 = s.num_local_experts, s.hidden_size, s.intermediate_size, s.w13_rows
@@ -223,6 +231,16 @@ class TritonMoeCore:
                 out = TritonMoeWeights(w13.contiguous(), w2.contiguous(),
                                        self._fp8_scale("w13_scale", w13_scale, e, n13, h),
                                        self._fp8_scale("w2_scale", w2_scale, e, h, i))
+        for name, b, bshape in (("w13_bias", w13_bias, (e, n13)), ("w2_bias", w2_bias, (e, h))):
+            if b is None:
+                continue
+            if not isinstance(b, torch.Tensor) or not b.is_floating_point() or tuple(b.shape) != bshape:
+                got = f"{b.dtype} {_shape(b)}" if isinstance(b, torch.Tensor) else type(b).__name__
+                raise RunnerInputError(f"{name} must be a float tensor of shape {list(bshape)} ([E_local, "
+                                       f"{'N13' if name == 'w13_bias' else 'H'}]), got {got}")
+            if b.device.type != self.device.type:
+                raise RunnerInputError(f"{name} is on {b.device}; this core runs on {self.device}")
+            setattr(out, "b13" if name == "w13_bias" else "b2", b.to(self.device, torch.float32).contiguous())
         if self.warmup and self.device.type == "cuda":
             self._warm(out)
         return out
@@ -440,7 +458,7 @@ class ForwardPass:
                           a_scale_mode=self.a_mode, c_amax=self.act_scale, c_amax_mode=self.a_mode,
                           w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
                           group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
-                          config=config, warmup=warmup)
+                          bias=w.b13, bias_before_weight=False, config=config, warmup=warmup)
 
     def gemm2(self, config: dict, warmup: bool = False):
         s, w = self.core.spec, self.w
@@ -449,7 +467,7 @@ class ForwardPass:
                           by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
                           a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
                           b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
-                          group_n=self.groups[2], config=config, warmup=warmup)
+                          group_n=self.groups[2], bias=w.b2, bias_before_weight=True, config=config, warmup=warmup)
 
     def combine(self) -> torch.Tensor:
         s = self.core.spec

@@ -382,16 +382,16 @@ def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_
 # ------------------------------------------------------------------------------------------------
 
 def _moe_gemm_kernel(
-        a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, c_amax_ptr, weight_ptr,
+        a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, c_amax_ptr, weight_ptr, bias_ptr,
         sorted_ptr, block_expert_ptr, num_rows_ptr,
         num_slots, top_k, N, K, n_up,
-        stride_am, stride_be, stride_bn, stride_bk, stride_cm,
+        stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e,
         stride_se, stride_sn, stride_sk, stride_asm, stride_csm,
         group_k, group_n, swiglu_limit,
         A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr,
         MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
         HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
-        EVEN_K: tl.constexpr,
+        EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
@@ -406,7 +406,9 @@ def _moe_gemm_kernel(
     C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
     stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
     stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
-        4 swiglu_oai. EVEN_K: ``K % BLOCK_K == 0``, so the main loop loads without K masks (weight rows past ``N``
+        4 swiglu_oai. HAS_BIAS: ``bias [E, N_b]`` float32 (expert biases) added to the tile in float32 after the
+    dequantization, before (BIAS_BEFORE_WEIGHT, the second GEMM) or after (the first GEMM, where the weight
+    only ever scales the input) the routing weight, and before the activation. EVEN_K: ``K % BLOCK_K == 0``, so the main loop loads without K masks (weight rows past ``N``
     are read modulo ``N``, their results never stored). Output columns are indexed without a clamp so
     that the epilogue's stores are vector stores: with a clamped (``where``) index Triton cannot prove
     them contiguous and stores element by element, which cost about ten times the GEMM's own time at
@@ -554,11 +556,20 @@ def _moe_gemm_kernel(
         acc = acc * sa[:, None] * sb[None, :]
         if GATED:
             acc_u = acc_u * sa[:, None] * sbu[None, :]
+    if HAS_BIAS:
+        bias_base = bias_ptr + expert * stride_bias_e
+        if BIAS_BEFORE_WEIGHT:
+            acc += tl.load(bias_base + offs_n, mask=n_ok, other=0.0)[None, :]
     if MUL_WEIGHT:
         w = tl.load(weight_ptr + slot, mask=row_ok, other=0.0)
         acc = acc * w[:, None]
         if GATED:
             acc_u = acc_u * w[:, None]
+    if HAS_BIAS:
+        if not BIAS_BEFORE_WEIGHT:
+            acc += tl.load(bias_base + offs_n, mask=n_ok, other=0.0)[None, :]
+            if GATED:
+                acc_u += tl.load(bias_base + n_up + offs_n, mask=n_ok, other=0.0)[None, :]
     if ACT == 1:
         acc = acc / (1.0 + tl.exp(-acc)) * acc_u
     elif ACT == 2:
@@ -601,7 +612,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
              weight: torch.Tensor | None = None, a_amax: torch.Tensor | None = None, a_scale_mode: int = 0,
              c_amax: torch.Tensor | None = None, c_amax_mode: int = 0, b_scale: torch.Tensor | None = None,
              b_zero: torch.Tensor | None = None, zero_default: int = 0, group_k: int = 0, group_n: int = 1,
-             swiglu_limit: float = 7.0, config: dict, warmup: bool = False):
+             swiglu_limit: float = 7.0, bias: torch.Tensor | None = None, bias_before_weight: bool = False,
+             config: dict, warmup: bool = False):
     """Launch one grouped GEMM over the sorted rows of ``align`` (module doc, steps 2 and 3).
 
     ``a [rows_a, Ka]`` contiguous (16-bit; fp8 formats: any float dtype, quantized in the kernel);
@@ -609,7 +621,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     written in its dtype. ``gated``: the up rows of ``b`` start at ``n_out``. ``weight [S]`` float32:
     routing weights multiplied into the rows. ``b_scale``: ``[E]`` (W_MODE 1), ``[E, N_b]`` (2),
     ``[E, ceil(N_b/group_n), ceil(K/group_k)]`` (3), ``[E, N_b, K/group_k]`` (4, 5) float32, with
-    ``b_zero`` uint8 of the same shape or None (``zero_default``). ``config``: ``BLOCK_N``, ``BLOCK_K``,
+    ``b_zero`` uint8 of the same shape or None (``zero_default``). ``bias [E, N_b]`` float32 contiguous:
+    expert biases added to each output row (the up rows' at ``n_out + n`` when gated), before the
+    routing weight with ``bias_before_weight``, else after it. ``config``: ``BLOCK_N``, ``BLOCK_K``,
     ``GROUP_M``, ``num_warps``, ``num_stages`` (``BLOCK_M`` is ``align.block_m``). fp8_block
     (``w_mode`` 3): ``a`` is e4m3 with ``a_amax`` = its scales ``[rows_a, ceil(Ka/group_k)]`` float32
     (``a_scale_mode`` 3); ``c_amax_mode`` 3 stores ``c`` as e4m3 with ``c_amax`` = scales ``[rows_c,
@@ -638,9 +652,11 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     return moe_gemm_kernel.launch(
         grid, dev, a, b, c, a_amax if a_amax is not None else dummy, scale,
         b_zero if b_zero is not None else scale, c_amax if c_amax is not None else dummy,
-        weight if weight is not None else dummy, align.sorted_slots, align.block_expert, align.num_rows,
+        weight if weight is not None else dummy, bias if bias is not None else dummy,
+        align.sorted_slots, align.block_expert, align.num_rows,
         align.num_slots, top_k, n_out, k, n_out if gated else 0,
-        a.stride(0), b.stride(0), b.stride(1), b.stride(2), c.stride(0), *strides,
+        a.stride(0), b.stride(0), b.stride(1), b.stride(2), c.stride(0), bias.stride(0) if bias is not None else 0,
+        *strides,
         a_amax.stride(0) if a_amax is not None and a_scale_mode == 3 else 0,
         c_amax.stride(0) if c_amax is not None and c_amax_mode == 3 else 0,
         group_k, group_n, float(swiglu_limit),
@@ -648,6 +664,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         MUL_WEIGHT=weight is not None, W_MODE=w_mode, A_SCALE=a_scale_mode, C_AMAX=c_amax_mode,
         HAS_ZERO=b_zero is not None, ZERO_DEFAULT=zero_default, Q_GROUP=group_k if c_amax_mode == 3 else 1,
         GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
+        HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
         num_warps=config["num_warps"], num_stages=config["num_stages"], warmup=warmup)
 

@@ -127,14 +127,23 @@ def deployment(name, quant, runner="auto"):
 
 def make_weights(name, quant, dev, seed):
     """Random weights of the format (bf16, or an FP8 format quantized 8 experts at a time by
-    :func:`moe_select.ops.quantize`); returns (w13, w2, scales, deq(experts) -> float dequantized w13, w2
-    of those experts)."""
-    e, _, h, i, _ = MODELS[name]
+    :func:`moe_select.ops.quantize`), plus expert biases ~N(0, 0.2^2) for swiglu_oai (gpt-oss); returns
+    (w13, w2, keyword arguments of prepare_weights (scales, biases), deq(experts) -> float dequantized w13,
+    w2 of those experts and their biases or None)."""
+    e, _, h, i, act = MODELS[name]
     g = torch.Generator(device=dev).manual_seed(seed)
+    bias = {}
+    if act == "swiglu_oai":
+        gb = torch.Generator(device=dev).manual_seed(seed + 7)
+        bias = {"w13_bias": torch.randn(e, 2 * i, device=dev, generator=gb) * 0.2,
+                "w2_bias": torch.randn(e, h, device=dev, generator=gb) * 0.2}
+
+    def biases(idx):
+        return (bias["w13_bias"][idx], bias["w2_bias"][idx]) if bias else (None, None)
     if quant == "bf16":
         w13 = torch.randn(e, 2 * i, h, device=dev, dtype=torch.bfloat16, generator=g).mul_(h ** -0.5)
         w2 = torch.randn(e, h, i, device=dev, dtype=torch.bfloat16, generator=g).mul_(i ** -0.5)
-        return w13, w2, {}, lambda idx: (w13[idx], w2[idx])
+        return w13, w2, dict(bias), lambda idx: (w13[idx], w2[idx], *biases(idx))
     out = []
     for shape, fan in (((e, 2 * i, h), h), ((e, h, i), i)):
         qs, ss = [], []
@@ -144,8 +153,8 @@ def make_weights(name, quant, dev, seed):
             ss.append(sc)
         out.append((torch.cat(qs), torch.cat(ss)))
     (q13, s13), (q2, s2) = out
-    return q13, q2, {"w13_scale": s13, "w2_scale": s2}, lambda idx: (
-        dequantize(q13[idx], s13[idx], quant), dequantize(q2[idx], s2[idx], quant))
+    return q13, q2, {"w13_scale": s13, "w2_scale": s2, **bias}, lambda idx: (
+        dequantize(q13[idx], s13[idx], quant), dequantize(q2[idx], s2[idx], quant), *biases(idx))
 
 
 def inputs(name, t, dev, seed):
@@ -174,8 +183,9 @@ def ref_error(name, runner, deq, x, ids, w, out):
     sub = ids[:n].to(torch.int64)
     experts = torch.unique(sub)
     local = torch.searchsorted(experts, sub)
-    w13, w2 = deq(experts)
-    ref = reference_moe(x[:n], local, w[:n], w13, w2, act, swiglu_limit=runner.spec.swiglu_limit)
+    w13, w2, b13, b2 = deq(experts)
+    ref = reference_moe(x[:n], local, w[:n], w13, w2, act, swiglu_limit=runner.spec.swiglu_limit, w13_bias=b13,
+                        w2_bias=b2)
     return rel_error(out[:n], ref), n
 
 
@@ -312,6 +322,7 @@ def main(argv=None):
     if args.smoke:
         MODELS.clear()
         MODELS["smoke"] = (8, 2, 64, 32, "silu")
+        MODELS["smoke-swiglu"] = (8, 2, 64, 32, "swiglu_oai")      # with expert biases
     elif args.models:                                   # this subset, in this order
         keep = {m: MODELS[m] for m in args.models.split(",")}
         MODELS.clear()

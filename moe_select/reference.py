@@ -3,7 +3,9 @@
 Written for clarity, not speed: token by token, expert by expert, in float64, from the canonical
 layout, with its own activation formulas (independent of :mod:`moe_select.ops`, so a bug there cannot
 hide in both). ``out[t] = sum_k topk_weights[t, k] * w2[e] @ act(w13[e] @ x[t])`` with ``e =
-topk_ids[t, k]``; gate rows are w13[:I], up rows w13[I:].
+topk_ids[t, k]``; gate rows are w13[:I], up rows w13[I:]. With expert biases (gpt-oss, the model behind
+``swiglu_oai``: transformers' ``GptOssExperts`` has ``gate_up_proj_bias`` and ``down_proj_bias``) each
+expert computes ``w2[e] @ act(w13[e] @ x + b13[e]) + b2[e]`` and the routing weight scales all of it.
 """
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tenso
 
 def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w13: "torch.Tensor | QuantizedExperts",
                   w2: "torch.Tensor | QuantizedExperts", activation: str = "silu", *, expert_offset: int = 0,
-                  swiglu_limit: float | None = None, weight_on_input: bool = False, device: "str | torch.device" = "cpu"
-                  ) -> torch.Tensor:
+                  swiglu_limit: float | None = None, weight_on_input: bool = False, device: "str | torch.device" = "cpu",
+                  w13_bias: torch.Tensor | None = None, w2_bias: torch.Tensor | None = None) -> torch.Tensor:
     """float64 MoE forward.
 
     ``x [T, H]``; ``topk_ids [T, K]`` (global ids; those outside ``[expert_offset, expert_offset + E)``
@@ -44,7 +46,9 @@ def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.T
     here, one expert at a time). ``weight_on_input``: the routing weight multiplies the expert's input
     (llama4 routing: ``out[t] = sum_k w2[e] @ act(w13[e] @ (weight * x[t]))``). ``device``: where the
     float64 arithmetic runs (the same code on any device; a GPU's IEEE float64 checks a DeepSeek-V3 layer
-    in seconds where the host takes a minute). Returns ``[T, H]`` float64 on the CPU.
+    in seconds where the host takes a minute). ``w13_bias [E, 2*I]`` and ``w2_bias [E, H]`` (any float
+    dtype, or None): expert biases, added to the first GEMM's output before the activation and to the
+    expert's output before the routing weight (module doc). Returns ``[T, H]`` float64 on the CPU.
     """
     x64 = x.detach().to(device, torch.float64)
     ids = topk_ids.detach().to("cpu", torch.int64)
@@ -57,12 +61,14 @@ def reference_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.T
             continue
         a = w13[e].detach().to(device, torch.float64)
         b = w2[e].detach().to(device, torch.float64)
+        ba = 0.0 if w13_bias is None else w13_bias[e].detach().to(device, torch.float64)
+        bb = 0.0 if w2_bias is None else w2_bias[e].detach().to(device, torch.float64)
         for t, k in (ids == e + expert_offset).nonzero().tolist():
             w = float(wts[t, k])
             if weight_on_input:  # llama4: out = expert(weight * x)
-                out[t] += b @ _act64(a @ (w * x64[t]), activation, swiglu_limit)
+                out[t] += b @ _act64(a @ (w * x64[t]) + ba, activation, swiglu_limit) + bb
             else:
-                out[t] += w * (b @ _act64(a @ x64[t], activation, swiglu_limit))
+                out[t] += w * (b @ _act64(a @ x64[t] + ba, activation, swiglu_limit) + bb)
     return out.cpu()
 
 

@@ -252,3 +252,41 @@ def test_every_seed_the_cli_accepts_runs(capsys):
     rc = main(["run", "--model-config", str(CONFIGS / "ibm-granite__granite-3.1-3b-a800m-instruct"), "--tokens", "2",
                "--seed", str(2**62 - 1), "--device", "cpu", "--repeat", "1"])
     assert rc == 0, capsys.readouterr().err
+
+
+def _tiny_gpt_oss(tmp_path):
+    """A gpt-oss config (model_type gpt_oss: swiglu_oai, limit 7, expert biases) at a tiny shape, bf16."""
+    import json
+
+    d = tmp_path / "tiny-gpt-oss"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 32,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "swiglu_limit": 7.0, "torch_dtype": "bfloat16"}))
+    return str(d)
+
+
+def test_run_gpt_oss_with_expert_biases(capsys, tmp_path):
+    """gpt-oss runs with its expert biases (torch_native on the CPU), checked against the float64 reference
+    that adds the same biases (moe_select.harness.weights)."""
+    rc = main(["run", "--model-config", _tiny_gpt_oss(tmp_path), "--tokens", "6", "--device", "cpu", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "using torch_native" in out and "swiglu_oai" in out and "+ expert biases" in out and "OK" in out
+
+
+def test_run_nproc_gpt_oss_tp_split_biases(capsys, tmp_path):
+    """tp 2: each expert's intermediate split over two ranks; ``w2_bias`` is carried by slice 0 only, so the
+    all-reduced output adds it once (the reference's bias is the sum over slices)."""
+    import torch
+
+    from moe_select.harness.weights import expert_bias
+
+    model = {"hidden_size": 64, "moe_intermediate_size": 32, "activation": "swiglu_oai"}
+    b13_0, b2_0 = expert_bias(model, 2, 0, 3, 0)
+    b13_1, b2_1 = expert_bias(model, 2, 0, 3, 1)
+    assert b13_0.shape == (1, 32) and b2_0.abs().max() > 0 and (b2_1 == 0).all() and not torch.equal(b13_0, b13_1)
+    rc = main(["run", "--model-config", _tiny_gpt_oss(tmp_path), "--nproc", "2", "--tp", "2", "--tokens", "4"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "2 processes (gloo), tp 2, ep 1" in out and "OK" in out

@@ -212,10 +212,10 @@ def test_mxfp4_plans_on_cpu_with_the_block_constraint():
     plan = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
                             "moe_intermediate_size": 2880, "activation": "silu"}})
     assert plan.runner == "torch_native" and plan.activation_precision == "bf16"
-    # gpt-oss's swiglu_oai comes with expert biases, which torch_native does not add: refused, never run without them
-    gpt_oss = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
-                                  "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
-    assert gpt_oss.status == "rejected" and "activation_unsupported" in {r.code for r in gpt_oss.reasons}
+    # gpt-oss's swiglu_oai comes with expert biases, which torch_native adds (test_expert_biases_match_the_reference)
+    gpt_oss = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
+                               "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
+    assert gpt_oss.runner == "torch_native"
     report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "model": {
         "num_experts": 32, "top_k": 4, "hidden_size": 2888, "moe_intermediate_size": 2880}})
     assert [r.code for r in report.reasons] == ["shape_unaligned"] and "2888" in report.reasons[0].detail
@@ -306,3 +306,54 @@ def test_a_scale_without_an_expert_dimension_is_a_runner_input_error():
     with pytest.raises(RunnerInputError, match=r"global_scale must be \[E\] = \[4\], got shape \[\]"):
         runner.prepare_weights(q13, q2, w13_scale=s13["scale"], w2_scale=s2["scale"], w13_global_scale=torch.tensor(1.0),
                                w2_global_scale=s2["global_scale"])
+
+
+@pytest.mark.parametrize("activation, on_input", [("swiglu_oai", False), ("silu", False), ("swiglu_oai", True)])
+def test_expert_biases_match_the_reference(activation, on_input):
+    """Expert biases (gpt-oss): ``w13_bias`` before the activation, ``w2_bias`` before the routing weight (and
+    after the weighted input with llama4-style routing), float32 in and out against float64 (1e-4)."""
+    spec = LayerSpec(num_experts=8, top_k=2, hidden_size=64, intermediate_size=48, activation=activation, quant="bf16",
+                     weight_on_input=on_input)
+    seed = hash((activation, on_input)) % 1000
+    x, ids, wts, w13, w2 = inputs(spec, 24, seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    b13, b2 = torch.randn(8, spec.w13_rows, generator=g) * 0.3, torch.randn(8, 64, generator=g) * 0.3
+    r = make_runner(spec)
+    out = r.run(x, ids, wts, r.prepare_weights(w13, w2, w13_bias=b13, w2_bias=b2))
+    ref = reference_moe(x, ids, wts, w13, w2, activation, weight_on_input=on_input, w13_bias=b13, w2_bias=b2)
+    assert rel_error(out, ref) <= 1e-4
+    no_bias = reference_moe(x, ids, wts, w13, w2, activation, weight_on_input=on_input)
+    assert rel_error(no_bias, ref) > 0.05                     # the biases matter at this scale
+
+
+def test_reference_biases_follow_gpt_oss_expert():
+    """The reference's biased swiglu_oai against the gpt-oss expert as transformers writes it
+    (``GptOssExperts.forward``: ``gate_up = x @ gate_up_proj + gate_up_proj_bias``, gate = even columns, up =
+    odd columns, ``gate.clamp(max=limit)``, ``up.clamp(-limit, limit)``, ``glu = gate * sigmoid(gate * 1.702)``,
+    ``(up + 1) * glu @ down_proj + down_proj_bias``), one expert, one token, float64."""
+    g = torch.Generator().manual_seed(5)
+    h, i, lim = 16, 8, 3.0
+    x = torch.randn(1, h, generator=g, dtype=torch.float64) * 2
+    gate_up = torch.randn(h, 2 * i, generator=g, dtype=torch.float64)      # interleaved columns, as transformers
+    gate_up_bias = torch.randn(2 * i, generator=g, dtype=torch.float64)
+    down = torch.randn(i, h, generator=g, dtype=torch.float64)
+    down_bias = torch.randn(h, generator=g, dtype=torch.float64)
+    gu = x @ gate_up + gate_up_bias
+    gate, up = gu[..., ::2].clamp(max=lim), gu[..., 1::2].clamp(-lim, lim)
+    want = ((up + 1) * gate * torch.sigmoid(gate * 1.702)) @ down + down_bias
+    # canonical layout: w13 [2I, H] gate rows then up rows
+    w13 = torch.cat([gate_up[:, ::2].t(), gate_up[:, 1::2].t()])[None]
+    b13 = torch.cat([gate_up_bias[::2], gate_up_bias[1::2]])[None]
+    got = reference_moe(x, torch.tensor([[0]]), torch.tensor([[1.0]]), w13, down.t()[None], "swiglu_oai",
+                        swiglu_limit=lim, w13_bias=b13, w2_bias=down_bias[None])
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_bias_shapes_are_checked():
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16, activation="swiglu_oai", quant="bf16")
+    core = TorchNativeCore(spec, "cpu")
+    w13, w2 = torch.randn(4, 32, 32), torch.randn(4, 32, 16)
+    with pytest.raises(RunnerInputError, match=r"w13_bias: expected a float tensor of shape \[4, 32\]"):
+        core.prepare_weights(w13, w2, w13_bias=torch.zeros(4, 16))
+    with pytest.raises(RunnerInputError, match=r"w2_bias: expected a float tensor of shape \[4, 32\].*torch.int64"):
+        core.prepare_weights(w13, w2, w2_bias=torch.zeros(4, 32, dtype=torch.int64))

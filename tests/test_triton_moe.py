@@ -253,6 +253,11 @@ class Layer:
                 self.i13, self.i2 = i13[0], i2[0]
         self.d13 = self._dequant(q13, s13, z13, sh13, bits)
         self.d2 = self._dequant(q2, s2, z2, sh2, bits)
+        self.b13 = self.b2 = None
+        if spec.activation == "swiglu_oai":             # gpt-oss: expert biases
+            self.b13 = torch.randn(e, spec.w13_rows, generator=g, device=device) * 0.2
+            self.b2 = torch.randn(e, h, generator=g, device=device) * 0.2
+            self.kwargs.update(w13_bias=self.b13, w2_bias=self.b2)
 
     def _dequant(self, qw, sc, z, shape, bits):
         if sc is None:                                  # 16-bit: the weights themselves
@@ -294,11 +299,12 @@ def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_q
     float64 emulation of the kernels' activation quantization (TOL_EMULATION). Returns rel_error."""
     assert out.shape == x.shape and out.dtype == x.dtype, (out.shape, out.dtype, what)
     assert torch.isfinite(out).all(), f"non-finite output ({what}, seed {seed})"
+    bias = {"w13_bias": getattr(layer, "b13", None), "w2_bias": getattr(layer, "b2", None)}
     if on_input:
-        ref = reference_on_input(x, ids, w, layer.d13, layer.d2, spec)
+        ref = reference_on_input(x, ids, w, layer.d13, layer.d2, spec, **bias)
     else:
         ref = reference_moe(x, ids, w, layer.d13, layer.d2, spec.activation, expert_offset=spec.expert_offset,
-                            swiglu_limit=spec.swiglu_limit, device=x.device)  # float64 on the layer's device
+                            swiglu_limit=spec.swiglu_limit, device=x.device, **bias)  # float64 on the layer's device
     if ref.abs().max() == 0:
         assert (out == 0).all(), f"{what}: expected zeros (seed {seed})"
         return 0.0
@@ -364,6 +370,8 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
         h = xq[ti] @ layer.d13[e].detach().to(dev).double().T
         if on_input:
             h = h * w[ti, kk][:, None]
+        if getattr(layer, "b13", None) is not None:
+            h = h + layer.b13[e].to(dev).double()
         act = gated_act(h, spec.activation, spec.swiglu_limit).float()  # float32, as the epilogue
         if a32 is None:
             a32 = torch.empty(len(slots), act.shape[1], dtype=torch.float32, device=dev)
@@ -378,20 +386,23 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
         aq = _quant_rows(a32.to(act_dt).float(), amax)
     for e, (ti, kk, pos) in rows.items():
         y = aq[pos] @ layer.d2[e].detach().to(dev).double().T
+        if getattr(layer, "b2", None) is not None:
+            y = y + layer.b2[e].to(dev).double()
         if not on_input:
             y = y * w[ti, kk][:, None]
         out.index_add_(0, ti, y.float().to(act_dt).float())  # each slot's row rounded to the activation dtype
     return out.to(x.dtype).double().cpu()
 
 
-def reference_on_input(x, ids, w, d13, d2, spec):
+def reference_on_input(x, ids, w, d13, d2, spec, w13_bias=None, w2_bias=None):
     """float64 reference with the routing weight applied to the input (llama4-style)."""
     ones = torch.ones_like(w)
     out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
     for k in range(ids.shape[1]):
         xs = x.double().cpu() * w[:, k:k + 1].double().cpu()
         out += reference_moe(xs, ids[:, k:k + 1], ones[:, k:k + 1], d13, d2, spec.activation,
-                             expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit)
+                             expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit,
+                             w13_bias=w13_bias, w2_bias=w2_bias)
     return out
 
 
@@ -544,6 +555,26 @@ def test_router_weight_on_input(quant):
     assert rel_error(core.forward(x, ids, w, pw), out_w) > 0.05
 
 
+@pytest.mark.parametrize("quant, on_input", [("bf16", False), ("fp8_block", False), ("int4_w4a16", False),
+                                             ("bf16", True)])
+@interp
+def test_expert_biases(quant, on_input):
+    """gpt-oss's expert biases (swiglu_oai layers): ``w13_bias`` before the activation, ``w2_bias`` before the
+    routing weight (after the weighted input with weight-on-input routing), against float64; leaving them
+    out of the reference fails (they matter at this scale)."""
+    seed = fresh_seed()
+    spec = spec_of(quant, "swiglu_oai", k=1 if on_input else 2, limit=2.5)
+    layer = Layer(spec, seed)
+    assert layer.b13 is not None and "w2_bias" in layer.kwargs
+    core, pw = core_for(spec, layer, apply_router_weight_on_input=on_input)
+    x, ids, w = routing(spec, 12, seed, minus_one=not on_input)
+    out = core.forward(x, ids, w, pw)
+    check(spec, layer, x, ids, w, out, "expert biases", seed, on_input=on_input)
+    layer.b13 = layer.b2 = None
+    with pytest.raises(AssertionError, match="rel_error"):
+        check(spec, layer, x, ids, w, out, "expert biases left out of the reference", seed, on_input=on_input)
+
+
 @pytest.mark.parametrize("quant", ["fp8_tensor", "fp8_channel"])
 @interp
 def test_per_tensor_activation_quantization(quant):
@@ -671,6 +702,11 @@ def test_prepare_weights_and_forward_errors_name_the_tensor():
         core.prepare_weights(q13, q2, w13_scale=s13)
     with pytest.raises(RunnerInputError, match=r"w13_scale: fp8_channel scale must be \[E, N\] = \[8, 64\]"):
         core.prepare_weights(q13, q2, w13_scale=s13[:, :5], w2_scale=s2)
+    with pytest.raises(RunnerInputError, match=r"w13_bias must be a float tensor of shape \[8, 64\] \(\[E_local, N13\]\), "
+                                               r"got torch.float32 \[8, 32\]"):
+        core.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2, w13_bias=torch.zeros(8, 32))
+    with pytest.raises(RunnerInputError, match=r"w2_bias must be a float tensor of shape \[8, 64\].*torch.int32"):
+        core.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2, w2_bias=torch.zeros(8, 64, dtype=torch.int32))
     pw = core.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2)
     x, ids, w = routing(spec, 4, 1)
     with pytest.raises(RunnerInputError, match=r"hidden_states must be \[T, H=64\]"):

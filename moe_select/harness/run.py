@@ -104,7 +104,7 @@ def run_layer(args: argparse.Namespace) -> int:
     from ..reference import rel_error
     from ..resolver import resolve
     from ..selector import explain
-    from .weights import layer_weights, reference_output, routed_tokens
+    from .weights import has_expert_bias, layer_weights, reference_output, routed_tokens
 
     if (args.tp or 1) > 1 or (args.ep or 1) > 1:
         print("moe-select run: tp/ep > 1 in one process would build one rank's shard only; use --nproc N", file=sys.stderr)
@@ -152,7 +152,8 @@ def run_layer(args: argparse.Namespace) -> int:
     spec = LayerSpec.from_plan(plan)
     need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant)
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
-          f"{plan.deployment.model['routing']} {plan.quant}; expert weights {need / 2**30:.2f} GiB")
+          f"{plan.deployment.model['routing']} {plan.quant}{' + expert biases' if has_expert_bias(plan.deployment.model) else ''}; "
+          f"expert weights {need / 2**30:.2f} GiB")
     refusal = memory_refusal(spec, plan.quant, args.tokens, "cpu" if plan.arch == "cpu" else "cuda")
     if refusal:
         print(f"moe-select run: {refusal}", file=sys.stderr)

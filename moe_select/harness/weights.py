@@ -7,7 +7,10 @@ the layer stays O(1), then quantized to the format (:func:`moe_select.ops.quanti
 builds only its shard, and the float64 reference rebuilds exactly the experts the tokens touch, one at a
 time, whatever the split. Tokens: ``x ~ N(0, 1)``, router logits ``x @ router`` (router ~ N(0, 1/H)),
 plus a correction bias ~ N(0, 0.1^2) for the routing methods that take one, routed with the model's
-method (:func:`moe_select.routing.route`).
+method (:func:`moe_select.routing.route`). Expert biases, for the models that have them (gpt-oss: the
+activation ``swiglu_oai``), are drawn from a generator of their own, ``~N(0, 0.2^2)``: ``w13_bias`` for
+each intermediate slice, ``w2_bias`` on slice 0 only (the down projection's slices are summed, so one
+slice carries the bias; the others get zeros).
 """
 from __future__ import annotations
 
@@ -22,6 +25,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Routing methods whose choice adds a per-expert correction bias (DeepSeek-V3 noaux_tc, MiniMax-M2).
 BIASED_ROUTING = ("deepseek_v3", "sigmoid_topk")
+
+
+#: Activations whose models carry expert biases: swiglu_oai is gpt-oss's (transformers ``GptOssExperts``:
+#: ``gate_up_proj_bias [E, 2*I]``, ``down_proj_bias [E, H]``).
+BIASED_ACTIVATIONS = ("swiglu_oai",)
+BIAS_STD = 0.2
+
+
+def has_expert_bias(model: dict[str, Any]) -> bool:
+    """True when the model's experts carry biases (:data:`BIASED_ACTIVATIONS`)."""
+    return model.get("activation") in BIASED_ACTIVATIONS
 
 
 def seed64(value: int) -> int:
@@ -56,12 +70,27 @@ def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: i
     return q13, q2, s13, s2
 
 
+def expert_bias(model: dict[str, Any], moe_tp: int, seed: int, e: int, j: int, generate_on: Any = "cpu"
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Expert ``e``'s biases for intermediate slice ``j`` of ``moe_tp`` (module doc): ``(w13_bias [1, rows],
+    w2_bias [1, H])`` float32 on ``generate_on``, rows as :func:`expert_slice` (gate slice then up slice);
+    ``w2_bias`` is zero for ``j > 0``."""
+    import torch
+
+    h, i = model["hidden_size"], model["moe_intermediate_size"]
+    g = torch.Generator(device=generate_on).manual_seed(seed64(((seed * 1_000_003 + e) * 1_009 + j) * 31 + 17))
+    b13 = torch.randn(1, _rows(model, i // moe_tp), generator=g, device=generate_on) * BIAS_STD
+    b2 = torch.randn(1, h, generator=g, device=generate_on) * BIAS_STD
+    return b13, b2 if j == 0 else torch.zeros_like(b2)
+
+
 def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any = "cpu",
                   generate_on: Any = "cpu") -> dict[str, torch.Tensor]:
     """The keyword arguments of ``prepare_weights`` for rank ``spec`` (its experts ``[expert_offset,
     +num_local_experts)``, its intermediate slice ``tp_rank`` of ``tp/ep``) in ``spec.quant``: ``w13``,
-    ``w2`` and ``w13_<scale>``/``w2_<scale>``, built expert by expert into tensors on ``device``, drawn
-    on ``generate_on`` (:func:`expert_slice`; a GPU draws a DeepSeek-V3 layer in seconds)."""
+    ``w2`` and ``w13_<scale>``/``w2_<scale>``, and ``w13_bias [E, rows]``/``w2_bias [E, H]`` float32 for
+    models with expert biases (:func:`has_expert_bias`), built expert by expert into tensors on
+    ``device``, drawn on ``generate_on`` (:func:`expert_slice`; a GPU draws a DeepSeek-V3 layer in seconds)."""
     import torch
 
     moe_tp = spec.tp // spec.ep
@@ -70,6 +99,8 @@ def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any
     for k, e in enumerate(range(spec.expert_offset, spec.expert_offset + n)):
         q13, q2, s13, s2 = expert_slice(model, spec.quant, moe_tp, seed, e, spec.tp_rank, generate_on)
         parts = {"w13": q13, "w2": q2, **{f"w13_{a}": v for a, v in s13.items()}, **{f"w2_{a}": v for a, v in s2.items()}}
+        if has_expert_bias(model):
+            parts["w13_bias"], parts["w2_bias"] = expert_bias(model, moe_tp, seed, e, spec.tp_rank, generate_on)
         for name, t in parts.items():
             if name not in out:
                 out[name] = torch.empty((n, *t.shape[1:]), dtype=t.dtype, device=device)
@@ -95,6 +126,26 @@ def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: in
         u13.append(w13[:, half:])
         w2s.append(reference_dequantize(q2, s2, quant, device=device))
     return torch.cat(g13 + u13, dim=1), torch.cat(w2s, dim=2)
+
+
+def full_expert_bias(model: dict[str, Any], moe_tp: int, seed: int, e: int, generate_on: Any = "cpu",
+                     device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Expert ``e``'s biases as the reference sees them: ``(w13_bias [1, rows], w2_bias [1, H])`` float64 on
+    ``device`` in canonical order (all gate entries, then all up entries; ``w2_bias`` the sum over the
+    slices), or None for a model without expert biases."""
+    import torch
+
+    if not has_expert_bias(model):
+        return None
+    g13, u13, b2 = [], [], None
+    for j in range(moe_tp):
+        b13, b2j = (t.to(device, torch.float64) for t in expert_bias(model, moe_tp, seed, e, j, generate_on))
+        half = b13.shape[1] // 2 if model.get("activation") != "relu2" else b13.shape[1]
+        g13.append(b13[:, :half])
+        u13.append(b13[:, half:])
+        b2 = b2j if b2 is None else b2 + b2j
+    assert b2 is not None
+    return torch.cat(g13 + u13, dim=1), b2
 
 
 def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "bfloat16"
@@ -131,8 +182,10 @@ def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, 
     for e in touched:
         rows = (ids == e).any(dim=1).nonzero().squeeze(1)
         w13, w2 = full_expert(model, quant, moe_tp, seed, e, generate_on, device)
+        bias = full_expert_bias(model, moe_tp, seed, e, generate_on, device)
         ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
                                               expert_offset=e, swiglu_limit=model.get("swiglu_limit"),
                                               weight_on_input=model.get("routing") in WEIGHT_ON_INPUT_ROUTINGS,
-                                              device=device))
+                                              device=device, w13_bias=None if bias is None else bias[0],
+                                              w2_bias=None if bias is None else bias[1]))
     return ref, len(touched)
