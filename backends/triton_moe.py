@@ -452,6 +452,8 @@ class ForwardPass:
     def gemm1(self, config: dict, warmup: bool = False):
         s, w = self.core.spec, self.w
         config = self._fit(config, self.groups[0])
+        if config.get("SPLIT"):
+            return self._gemm1_split(config, warmup)
         return K.moe_gemm(self.x, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
                           by_slot=False, activation=s.activation, gated=s.gated,
                           weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,
@@ -459,6 +461,24 @@ class ForwardPass:
                           w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
                           group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
                           bias=w.b13, bias_before_weight=False, config=config, warmup=warmup)
+
+    def _gemm1_split(self, config: dict, warmup: bool):
+        """fp8_block's first GEMM split in two: one accumulator over the ``2*I`` gate and up rows (bias and
+        weight-on-input as the fused tile), 16-bit out ``h [R, 2*I]``, then :func:`~.triton_moe_kernels.act_quant`
+        (activation and per-group e4m3 quantization into the same ``act``/``act_scale`` as the fused
+        epilogue). Raises ValueError for a format other than fp8_block."""
+        s, w = self.core.spec, self.w
+        if self.core.w_mode != 3:
+            raise ValueError(f"SPLIT is an fp8_block first-GEMM option; this layer is {s.quant}")
+        n13 = s.w13_rows
+        h = torch.empty(self.act.shape[0], n13, dtype=torch.bfloat16, device=self.x.device)
+        K.moe_gemm(self.x, w.w13, h, self.align, top_k=s.top_k, n_out=n13, gather=True, by_slot=False, activation=None,
+                   gated=False, weight=self.tw if self.core.on_input else None, a_amax=self.x_scale, a_scale_mode=3,
+                   c_amax_mode=0, w_mode=3, b_scale=w.s13, group_k=self.groups[0], group_n=self.groups[2], bias=w.b13,
+                   bias_before_weight=False, config={k: v for k, v in config.items() if k != "SPLIT"}, warmup=warmup)
+        return K.act_quant(h, self.act, self.act_scale, self.align.num_rows, inter=s.intermediate_size,
+                           activation=s.activation, gated=s.gated, group=self.groups[0],
+                           swiglu_limit=s.swiglu_limit or 7.0, warmup=warmup)
 
     def gemm2(self, config: dict, warmup: bool = False):
         s, w = self.core.spec, self.w

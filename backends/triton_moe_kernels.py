@@ -704,6 +704,57 @@ def group_quant(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor
     return q, s
 
 
+def _act_quant_kernel(h_ptr, q_ptr, s_ptr, num_rows_ptr, inter, stride_h, stride_q, stride_s, swiglu_limit,
+                      ACT: tl.constexpr, GATED: tl.constexpr, GROUP: tl.constexpr, BLOCK_R: tl.constexpr):
+    """``BLOCK_R`` sorted rows x one group of ``GROUP`` intermediate columns: the activation of the first
+    GEMM's output ``h`` (gate columns ``[0, inter)``, up columns ``[inter, 2*inter)`` when GATED) -> e4m3 ``q`` and one
+    scale per row and group, exactly as the fused epilogue's ``C_AMAX == 3`` path (rows past the device-side
+    ``num_rows`` are skipped)."""
+    num_rows = tl.load(num_rows_ptr)
+    if tl.program_id(0) * BLOCK_R >= num_rows:
+        return
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * GROUP + tl.arange(0, GROUP)
+    r_ok = rows < num_rows
+    mask = r_ok[:, None] & (cols < inter)[None, :]
+    rows64 = rows.to(tl.int64)
+    g = tl.load(h_ptr + rows64[:, None] * stride_h + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if GATED:
+        u = tl.load(h_ptr + rows64[:, None] * stride_h + inter + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if ACT == 1:
+        a = g / (1.0 + tl.exp(-g)) * u
+    elif ACT == 2:
+        a = 0.5 * g * (1.0 + tl.erf(g * 0.7071067811865476)) * u
+    elif ACT == 3:
+        a = tl.maximum(g, 0.0)
+        a = a * a
+    else:
+        gc = tl.minimum(g, swiglu_limit)
+        uc = tl.minimum(tl.maximum(u, -swiglu_limit), swiglu_limit)
+        a = (uc + 1.0) * gc / (1.0 + tl.exp(-1.702 * gc))
+    amax = tl.maximum(tl.max(tl.where(mask, tl.abs(a), 0.0), 1), 1e-12)
+    q = tl.clamp(a * tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), amax)[:, None], -448.0, 448.0)
+    tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), tl.math.div_rn(amax, tl.full([BLOCK_R], 448.0, tl.float32)),
+             mask=r_ok)
+
+
+act_quant_kernel = _kernel()(_act_quant_kernel)
+
+
+def act_quant(h: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, num_rows: torch.Tensor, *, inter: int,
+              activation: str, gated: bool, group: int, swiglu_limit: float = 7.0, warmup: bool = False):
+    """The activation of the split first GEMM (fp8_block, ``SPLIT``): ``h [R, 2*I]`` (``[R, I]`` not gated)
+    16-bit -> ``q [R, I]`` e4m3 and ``scale [R, ceil(I/group)]`` float32 (per row and group of ``group``
+    columns, multiplier ``448 / amax``), for the first ``num_rows[0]`` rows (device-side)."""
+    rows = h.shape[0]
+    block_r = max(1, min(16, 4096 // group))
+    return act_quant_kernel.launch((triton.cdiv(rows, block_r), triton.cdiv(inter, group)), h.device, h, q, scale,
+                                   num_rows, inter, h.stride(0), q.stride(0), scale.stride(0), float(swiglu_limit),
+                                   ACT=ACTIVATIONS[activation], GATED=gated, GROUP=group, BLOCK_R=block_r,
+                                   num_warps=4, warmup=warmup)
+
+
 # ------------------------------------------------------------------------------------------------
 # 4. top-k sum
 # ------------------------------------------------------------------------------------------------
@@ -797,8 +848,11 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     and long contiguous weight reads; large ``m`` is compute-bound: 128-wide tiles (64 for the first GEMM,
     whose gate and up accumulators double the registers), ``GROUP_M`` 8 for L2 reuse, 8 warps at
     ``BLOCK_M`` 128. fp8_block uses ``BLOCK_K`` = the block's K size and a first-GEMM ``BLOCK_N`` that is
-    a multiple of it (its epilogue quantizes per group of ``bk`` columns) and ``BLOCK_M`` at most 64;
-    fp8_block and the int formats (the block scaling needs a second accumulator per dot, the int
+    a multiple of it (its epilogue quantizes per group of ``bk`` columns); above 192 rows per expert its
+    first GEMM is *split* (``SPLIT``: one accumulator over the ``2*I`` gate and up rows at ``BLOCK_M`` 128,
+    16-bit out, then :func:`act_quant`), which the fused two-accumulator tile cannot reach at ``BLOCK_M``
+    128 (measured on an H200 at 8192 tokens, benchmarks/gemm_profile.py: 1117 vs 1669 us on Qwen3-30B-A3B,
+    9890 vs 14800 us on DeepSeek-V3); fp8_block and the int formats (the block scaling needs a second accumulator per dot, the int
     dequantization a float copy of the weight tile) use 8 warps from ``BLOCK_M`` 32, int4 always, with
     ``BLOCK_K`` 64 (32 at ``BLOCK_M`` 128). Without these, ptxas (sm90, triton 3.6) spilled registers:
     fp8_block's first GEMM at ``BLOCK_M`` 128 about 1.9 KB per thread, int4's at ``BLOCK_M`` 16 2.1 KB.
@@ -819,8 +873,7 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
         bm, bn1, bn2, bk, gm, warps, stages = 128, 64, 128, 128 if fp8 else 64, 8, 8, 3
     inter = n13 // 2 if gated else n13
     heavy = fmt == "fp8_block" or fmt.startswith("int")
-    if fmt == "fp8_block" and bm > 64:
-        bm, gm = 64, 8
+    split = fmt == "fp8_block" and bm > 64          # one accumulator over 2*I rows, then act_quant (SPLIT)
     if heavy and bm >= 32 or fmt == "int4_w4a16":
         warps = 8
     if fmt == "int4_w4a16":      # unpacking two codes per byte: the smallest K tiles that keep the pipeline fed
@@ -835,7 +888,9 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
         if first and block_k:
             bn_ = max(bn_, block_k)
         c = {"BLOCK_N": bn_, "BLOCK_K": bk_, "GROUP_M": gm, "num_warps": warps, "num_stages": stages}
-        two = first and gated
+        two = first and gated and not split
+        if first and split:
+            c["SPLIT"] = True
         while smem_estimate(bm, c, fmt, two) > limit and c["num_stages"] > 2:
             c["num_stages"] -= 1
         while smem_estimate(bm, c, fmt, two) > limit and not block_k and c["BLOCK_K"] > 32:
@@ -844,7 +899,8 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
             c["BLOCK_N"] //= 2
         return c
 
-    return {"BLOCK_M": bm, "gemm1": gemm(bn1, inter, hidden, True), "gemm2": gemm(bn2, hidden, inter, False)}
+    return {"BLOCK_M": bm, "gemm1": gemm(128 if split else bn1, n13 if split else inter, hidden, True),
+            "gemm2": gemm(bn2, hidden, inter, False)}
 
 
 def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_name: str,
@@ -859,8 +915,11 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
 
 def _check_gemm_cfg(c: Any, where: str) -> dict:
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us"} or any(k not in c for k in keys):
-        raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us), got {c!r}")
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT"} or any(k not in c for k in keys):
+        raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT), "
+                         f"got {c!r}")
+    if "SPLIT" in c and not isinstance(c["SPLIT"], bool):
+        raise ValueError(f"{where}: SPLIT must be true or false, got {c['SPLIT']!r}")
     for k in keys:
         v = c[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -868,7 +927,7 @@ def _check_gemm_cfg(c: Any, where: str) -> dict:
     for k in ("BLOCK_N", "BLOCK_K"):
         if c[k] < 16 or c[k] & (c[k] - 1):
             raise ValueError(f"{where}: {k} must be a power of two >= 16, got {c[k]}")
-    return {k: c[k] for k in keys}
+    return {k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
 
 
 @functools.lru_cache(maxsize=None)
@@ -909,6 +968,9 @@ def load_config_file(path: str) -> dict[int, dict]:
             raise ValueError(f"{where}: BLOCK_M must be one of 16, 32, 64, 128, 256")
         out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"], "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1"),
                          "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2")}
+        fmt = (data.get("key") or {}).get("format") if isinstance(data.get("key"), dict) else None
+        if out[int(tok)]["gemm2"].get("SPLIT") or (out[int(tok)]["gemm1"].get("SPLIT") and fmt != "fp8_block"):
+            raise ValueError(f"{where}: SPLIT is a first-GEMM option of fp8_block files only (this file: {fmt})")
     return out
 
 

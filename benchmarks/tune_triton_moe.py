@@ -98,14 +98,17 @@ def _pow2(n: float) -> int:
 def block_m_candidates(tokens: int, e: int, k: int, default: int, fmt: str = "bf16") -> list[int]:
     """``BLOCK_M`` values worth timing for ``tokens``: the default and its neighbours (half, double),
     at most ``2 * pow2(m)`` for ``m = tokens * k / e`` rows per expert (taller blocks would be mostly
-    padding), from 64 when ``m >= 256``; fp8_block at most 64 (its first GEMM spills registers at 128)."""
+    padding), from 64 when ``m >= 256`` (fp8_block's fused first GEMM spills registers at 128: there only
+    its split variant fits, :func:`gemm_candidates`)."""
     m = tokens * k / e
     lo = 64 if m >= 256 else 16
-    hi = min(max(16, 2 * _pow2(m)), 64 if fmt == "fp8_block" else 128)
+    hi = min(max(16, 2 * _pow2(m)), 128)
     return [bm for bm in (16, 32, 64, 128) if lo <= bm <= hi and default // 2 <= bm <= default * 2]
 
 
 def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> bool:
+    if cfg.get("SPLIT"):            # one accumulator over the gate and up rows
+        gated, n_out = False, 2 * n_out
     bn, bk, warps, stages = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_warps"], cfg["num_stages"]
     b_bytes = 1 if fmt.startswith("fp8") else 2
     a_bytes = 1 if fmt == "fp8_block" else 2
@@ -126,8 +129,16 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
                     block_k: int | None, dry: bool = False, min_bn: int = 16) -> list[dict]:
     """GEMM configs to time for one (shape, format, ``BLOCK_M``, GEMM): the default ``base`` first, then
     its neighbours (``quick``) or the pruned grid (``full``). ``min_bn``: fp8_block's first GEMM needs
-    ``BLOCK_N`` >= (a multiple of) the block's K size."""
+    ``BLOCK_N`` >= (a multiple of) the block's K size. fp8_block's first GEMM (gated) from ``BLOCK_M`` 64 also
+    tries its split variant (``SPLIT``: 16-bit out over the gate and up rows, then the activation kernel)."""
     out = [dict(base)]
+    split_ok = fmt == "fp8_block" and gated and block_k is not None and bm >= 64 and not dry
+    splits: list[dict] = []
+    if split_ok and phase == "quick" and not base.get("SPLIT"):
+        splits = [{"BLOCK_N": 128, "BLOCK_K": block_k, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "SPLIT": True}]
+    elif split_ok and phase != "quick":
+        splits = [{"BLOCK_N": bn, "BLOCK_K": block_k, "GROUP_M": 8, "num_warps": w, "num_stages": st, "SPLIT": True}
+                  for bn, w, st in itertools.product((128, 256), (4, 8), (2, 3, 4))]
     if dry:
         alt = {**base, "BLOCK_N": max(16, min_bn, base["BLOCK_N"] // 2)}
         return out + ([alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}])
@@ -148,7 +159,7 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
                  for bn, bk, w, st in itertools.product(bns, bks, (4, 8), stages)]
         if bm >= 64:
             cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
-    for c in cands:
+    for c in cands + splits:
         if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
                 and _fits(c, bm, fmt, gated, n_out, k_dim):
             out.append(c)
@@ -156,7 +167,7 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
 
 
 def cfg_key(c: dict) -> tuple:
-    return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"])
+    return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], bool(c.get("SPLIT")))
 
 
 # --- layers and inputs --------------------------------------------------------------------------------
@@ -541,7 +552,7 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
 
 
 def _strip(c: dict) -> dict:
-    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "us")}
+    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "us") if k in c}
 
 
 def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict[int, dict], log: dict) -> None:

@@ -633,6 +633,58 @@ def test_unmasked_and_masked_main_loops(quant):
     assert seen[0] == (96 % cfg["gemm1"]["BLOCK_K"] == 0), (seen, cfg)
 
 
+@pytest.mark.parametrize("act, on_input", [("silu", False), ("relu2", False), ("swiglu_oai", False), ("silu", True)])
+@interp
+def test_fp8_block_split_first_gemm(act, on_input):
+    """fp8_block's split first GEMM (``SPLIT``: one accumulator over the gate and up rows, 16-bit out, then
+    act_quant) against the float64 reference and the emulated quantization, and close to the fused tile
+    (the split rounds the first GEMM's output to bf16 before the activation: one more rounding)."""
+    K = _K()
+    seed = fresh_seed()
+    spec = spec_of("fp8_block", act, k=1 if on_input else 2, h=64, i=64, limit=2.5 if act == "swiglu_oai" else None)
+    layer = Layer(spec, seed, block=(32, 32))
+    core, pw = core_for(spec, layer, block_shape=(32, 32), apply_router_weight_on_input=on_input)
+    x, ids, w = routing(spec, 40, seed, minus_one=not on_input)
+    fused = core.forward(x, ids, w, pw)
+    base = core.config_for(40)
+    split = {**base, "gemm1": {**base["gemm1"], "BLOCK_N": 32, "SPLIT": True}}
+    core.config_for = lambda t: split
+    launched = []
+    launch = K._Kernel.launch
+
+    def record(self, grid, device, *a, **kw):
+        launched.append(self.__name__)
+        return launch(self, grid, device, *a, **kw)
+    K._Kernel.launch = record
+    try:
+        out = core.forward(x, ids, w, pw)
+    finally:
+        K._Kernel.launch = launch
+    assert "_act_quant_kernel" in launched and launched.count("_moe_gemm_kernel") == 2, launched
+    check(spec, layer, x, ids, w, out, f"split first GEMM ({act})", seed, on_input=on_input)
+    assert rel_error(out, fused.double()) <= 2 * TOL_EMULATION
+
+
+def test_split_is_an_fp8_block_first_gemm_option(tmp_path):
+    K = _K()
+    good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    for fmt, g1, g2, ok in (("fp8_block", {**good, "SPLIT": True}, good, True), ("bf16", {**good, "SPLIT": True}, good, False),
+                            ("fp8_block", good, {**good, "SPLIT": True}, False), ("fp8_block", {**good, "SPLIT": 1}, good, False)):
+        f = tmp_path / f"{fmt}-{len(str(g1))}-{len(str(g2))}-{ok}.json"
+        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
+            "BLOCK_M": 128, "gemm1": g1, "gemm2": g2}}}))
+        if ok:
+            assert K.load_config_file(str(f))[8192]["gemm1"]["SPLIT"] is True
+        else:
+            with pytest.raises(ValueError, match="SPLIT"):
+                K.load_config_file(str(f))
+    # the default for fp8_block above 192 rows per expert; never for other formats
+    d = K.default_config(128, 1536, 2048, "fp8_block", 8192, 8, (128, 128))
+    assert d["BLOCK_M"] == 128 and d["gemm1"].get("SPLIT") is True and "SPLIT" not in d["gemm2"]
+    assert "SPLIT" not in K.default_config(128, 1536, 2048, "bf16", 8192, 8)["gemm1"]
+    assert "SPLIT" not in K.default_config(128, 1536, 2048, "fp8_block", 256, 8, (128, 128))["gemm1"]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 @interp
 def test_input_dtypes(dtype):
