@@ -471,6 +471,7 @@ class ForwardPass:
         if self.core.w_mode != 3:
             raise ValueError(f"SPLIT is an fp8_block first-GEMM option; this layer is {s.quant}")
         n13 = s.w13_rows
+        assert self.act_scale is not None  # fp8_block: allocated in __init__
         h = torch.empty(self.act.shape[0], n13, dtype=torch.bfloat16, device=self.x.device)
         K.moe_gemm(self.x, w.w13, h, self.align, top_k=s.top_k, n_out=n13, gather=True, by_slot=False, activation=None,
                    gated=False, weight=self.tw if self.core.on_input else None, a_amax=self.x_scale, a_scale_mode=3,

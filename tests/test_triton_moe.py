@@ -294,7 +294,7 @@ def routing(spec: LayerSpec, t: int, seed: int, device="cpu", *, minus_one=True,
     return x, ids, w.float()
 
 
-def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_quant="token"):
+def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_quant="token", h16=False):
     """``out`` against the float64 reference (rank's experts only, TOL); FP8 formats also against the
     float64 emulation of the kernels' activation quantization (TOL_EMULATION). Returns rel_error."""
     assert out.shape == x.shape and out.dtype == x.dtype, (out.shape, out.dtype, what)
@@ -311,7 +311,7 @@ def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_q
     err = rel_error(out, ref)
     assert err <= TOL[spec.quant], f"{spec.quant} {spec.activation} {what}: rel_error {err:.3g} > {TOL[spec.quant]} (seed {seed})"
     if spec.quant.startswith("fp8"):
-        emu = emulate_fp8(spec, layer, x, ids, w, on_input=on_input, act_quant=act_quant)
+        emu = emulate_fp8(spec, layer, x, ids, w, on_input=on_input, act_quant=act_quant, h16=h16)
         e2 = rel_error(out, emu)
         assert e2 <= TOL_EMULATION, (f"{spec.quant} {spec.activation} {what}: rel_error {e2:.3g} against the emulated "
                                      f"FP8 quantization > {TOL_EMULATION} (seed {seed})")
@@ -332,12 +332,13 @@ def _quant_rows(v32: torch.Tensor, amax32: torch.Tensor) -> torch.Tensor:
     return _e4m3(v32 * mult) * (amax32 / c448).double()     # (torch's ``448.0 / t`` is not)
 
 
-def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
+def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token", h16=False):
     """float64 emulation of the FP8 path (module doc of backends/triton_moe_kernels.py): the hidden
     states and the activation quantized to e4m3 exactly as the kernels do (per token, per tensor, or
     per token and group of ``bk`` for fp8_block; the activation of fp8_tensor/fp8_channel rounded to the
     activation dtype before its quantization, its amax taken before that rounding), dot products in
-    float64 on the dequantized weights, the per-slot rows rounded to the activation dtype."""
+    float64 on the dequantized weights, the per-slot rows rounded to the activation dtype. ``h16``: the first
+    GEMM's output rounded to bf16 before the activation (fp8_block's split first GEMM)."""
     from moe_select.ops import gated_act
 
     dev = x.device                                          # float64 on the layer's device (a GPU for real shapes)
@@ -372,6 +373,8 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token"):
             h = h * w[ti, kk][:, None]
         if getattr(layer, "b13", None) is not None:
             h = h + layer.b13[e].to(dev).double()
+        if h16:                                             # fp8_block's split first GEMM stores h in bf16
+            h = h.float().to(torch.bfloat16).double()
         act = gated_act(h, spec.activation, spec.swiglu_limit).float()  # float32, as the epilogue
         if a32 is None:
             a32 = torch.empty(len(slots), act.shape[1], dtype=torch.float32, device=dev)
@@ -661,7 +664,7 @@ def test_fp8_block_split_first_gemm(act, on_input):
     finally:
         K._Kernel.launch = launch
     assert "_act_quant_kernel" in launched and launched.count("_moe_gemm_kernel") == 2, launched
-    check(spec, layer, x, ids, w, out, f"split first GEMM ({act})", seed, on_input=on_input)
+    check(spec, layer, x, ids, w, out, f"split first GEMM ({act})", seed, on_input=on_input, h16=True)
     assert rel_error(out, fused.double()) <= 2 * TOL_EMULATION
 
 
@@ -1206,6 +1209,26 @@ def test_gpu_cuda_graph_replay_equals_eager(quant, tokens):
         assert torch.equal(sout, eager), f"{quant}, {tokens} tokens: graph replay differs from eager (seed {seed})"
         check(spec, layer, x2, ids2, w2, sout, "graph replay", seed)
 
+
+
+@pytest.mark.parametrize("act", ["silu", "swiglu_oai"])
+@gpu_test
+def test_gpu_fp8_block_split_first_gemm(act):
+    """fp8_block above 192 rows per expert runs its split first GEMM by default (BLOCK_M 128, act_quant):
+    against float64 and the emulation with the first GEMM's output in bf16; CUDA-graph replay equals eager."""
+    spec, layer, seed = gpu_layer("fp8_block", act, k=8, e=64, h=1024, i=512)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    assert core.config_for(2048)["gemm1"].get("SPLIT") is True
+    x, ids, w = routing(spec, 2048, seed, "cuda")
+    out = core.forward(x, ids, w, pw)
+    check(spec, layer, x, ids, w, out, "split first GEMM, 2048 tokens", seed, h16=True)
+    sx, sids, sw = x.clone(), ids.clone(), w.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        sout = core.forward(sx, sids, sw, pw)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(sout, out), f"graph replay differs from eager (seed {seed})"
 
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
