@@ -683,7 +683,7 @@ def test_split_is_an_fp8_block_first_gemm_option(tmp_path):
                 K.load_config_file(str(f))
     # the default for fp8_block above 192 rows per expert; never for other formats
     d = K.default_config(128, 1536, 2048, "fp8_block", 8192, 8, (128, 128))
-    assert d["BLOCK_M"] == 128 and d["gemm1"].get("SPLIT") is True and "SPLIT" not in d["gemm2"]
+    assert d["BLOCK_M"] == 64 and d["gemm1"].get("SPLIT") is True and "SPLIT" not in d["gemm2"]
     assert "SPLIT" not in K.default_config(128, 1536, 2048, "bf16", 8192, 8)["gemm1"]
     assert "SPLIT" not in K.default_config(128, 1536, 2048, "fp8_block", 256, 8, (128, 128))["gemm1"]
 
