@@ -851,7 +851,7 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     a multiple of it (its epilogue quantizes per group of ``bk`` columns); above 192 rows per expert its
     first GEMM is *split* (``SPLIT``: one accumulator over the ``2*I`` gate and up rows, 16-bit out, then
     :func:`act_quant`) at ``BLOCK_M`` 64, 4 warps: on an H200 at 2048 and 8192 tokens the tuner found the
-    split tile 1.9-2.3x faster than the fused two-accumulator one at ``BLOCK_M`` 64 and 1.3-1.6x faster than
+    split tile 1.8-2.3x faster than the fused two-accumulator one at ``BLOCK_M`` 64 and 1.4-1.7x faster than
     the split one at 128 on all four fp8_block layers (results/tune_triton_moe_h200_fp8block_split.json);
     fp8_block and the int formats (the block scaling needs a second accumulator per dot, the int
     dequantization a float copy of the weight tile) use 8 warps from ``BLOCK_M`` 32, int4 always, with
