@@ -636,17 +636,21 @@ def test_unmasked_and_masked_main_loops(quant):
     assert seen[0] == (96 % cfg["gemm1"]["BLOCK_K"] == 0), (seen, cfg)
 
 
-@pytest.mark.parametrize("act, on_input", [("silu", False), ("relu2", False), ("swiglu_oai", False), ("silu", True)])
+@pytest.mark.parametrize("act, on_input, block", [("silu", False, (32, 32)), ("relu2", False, (32, 32)),
+                                                  ("swiglu_oai", False, (32, 32)), ("silu", True, (32, 32)),
+                                                  ("silu", False, (24, 32)), ("gelu", False, (64, 16))])
 @interp
-def test_fp8_block_split_first_gemm(act, on_input):
+def test_fp8_block_split_first_gemm(act, on_input, block):
     """fp8_block's split first GEMM (``SPLIT``: one accumulator over the gate and up rows, 16-bit out, then
     act_quant) against the float64 reference and the emulated quantization, and close to the fused tile
     (the split rounds the first GEMM's output to bf16 before the activation: one more rounding)."""
     K = _K()
     seed = fresh_seed()
-    spec = spec_of("fp8_block", act, k=1 if on_input else 2, h=64, i=64, limit=2.5 if act == "swiglu_oai" else None)
-    layer = Layer(spec, seed, block=(32, 32))
-    core, pw = core_for(spec, layer, block_shape=(32, 32), apply_router_weight_on_input=on_input)
+    block = tuple(block)                                    # a list when it came through the worker's JSON
+    i = 40 if block == (24, 32) else 64                     # 40: gate and up rows share a 24-row block
+    spec = spec_of("fp8_block", act, k=1 if on_input else 2, h=64, i=i, limit=2.5 if act == "swiglu_oai" else None)
+    layer = Layer(spec, seed, block=block)
+    core, pw = core_for(spec, layer, block_shape=block, apply_router_weight_on_input=on_input)
     x, ids, w = routing(spec, 40, seed, minus_one=not on_input)
     fused = core.forward(x, ids, w, pw)
     base = core.config_for(40)
