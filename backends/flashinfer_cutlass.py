@@ -83,14 +83,18 @@ class FlashInferCutlassCore:
 
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
                         w2_scale: torch.Tensor | None = None, a13_scale: torch.Tensor | None = None,
-                        a2_scale: torch.Tensor | None = None) -> FlashInferWeights:
+                        a2_scale: torch.Tensor | None = None, w13_bias: torch.Tensor | None = None,
+                        w2_bias: torch.Tensor | None = None) -> FlashInferWeights:
         """Canonical ``w13 [E, 2*I, H]`` (gate, up) and ``w2 [E, H, I]`` -> FlashInfer's layout (module doc).
 
         bf16/fp16: weights of that dtype, no scales. fp8_tensor: e4m3 weights, ``w13_scale``/``w2_scale``
         ``[E]`` and the static activation scales ``a13_scale`` (one element) and ``a2_scale`` (one element
         or ``[E]``). fp8_block: e4m3 weights with ``[E, ceil(N/128), ceil(K/128)]`` block scales.
+        Expert biases (gpt-oss) are not passed to the kernel yet: ``w13_bias``/``w2_bias`` are refused.
         Raises :class:`RunnerInputError` naming the tensor that is wrong."""
         s, q = self.spec, self.spec.quant
+        if w13_bias is not None or w2_bias is not None:
+            raise RunnerInputError("flashinfer_cutlass does not pass expert biases (w13_bias, w2_bias) to its kernel yet")
         want = _DTYPE.get(q, FP8_DTYPE)
         for name, t in (("w13", w13), ("w2", w2)):
             if t.dtype != want:

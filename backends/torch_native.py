@@ -90,9 +90,12 @@ class TorchNativeCore:
             if b is None:
                 out.append(None)
                 continue
-            if not b.is_floating_point() or tuple(b.shape) != want[name]:
+            if not isinstance(b, torch.Tensor) or not b.is_floating_point() or tuple(b.shape) != want[name]:
+                got = f"{b.dtype} {list(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__
                 raise RunnerInputError(f"{name}: expected a float tensor of shape {list(want[name])} (E_local, "
-                                       f"{'w13 rows' if name == 'w13_bias' else 'H'}), got {b.dtype} {list(b.shape)}")
+                                       f"{'w13 rows' if name == 'w13_bias' else 'H'}), got {got}")
+            if b.device.type != self.device.type:
+                raise RunnerInputError(f"{name} is on {b.device}; this core runs on {self.device}")
             out.append(b.to(self.device, torch.float32).contiguous())
         return out[0], out[1]
 

@@ -464,7 +464,8 @@ class ForwardPass:
 
     def _gemm1_split(self, config: dict, warmup: bool):
         """fp8_block's first GEMM split in two: one accumulator over the ``2*I`` gate and up rows (bias and
-        weight-on-input as the fused tile), 16-bit out ``h [R, 2*I]``, then :func:`~.triton_moe_kernels.act_quant`
+        weight-on-input as the fused tile), bf16 out ``h [R, 2*I]`` (bf16 whatever the input dtype: it is
+        quantized to e4m3 next), then :func:`~.triton_moe_kernels.act_quant`
         (activation and per-group e4m3 quantization into the same ``act``/``act_scale`` as the fused
         epilogue). Raises ValueError for a format other than fp8_block."""
         s, w = self.core.spec, self.w

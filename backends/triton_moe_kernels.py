@@ -973,7 +973,8 @@ def load_config_file(path: str) -> dict[int, dict]:
                          "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2")}
         fmt = (data.get("key") or {}).get("format") if isinstance(data.get("key"), dict) else None
         if out[int(tok)]["gemm2"].get("SPLIT") or (out[int(tok)]["gemm1"].get("SPLIT") and fmt != "fp8_block"):
-            raise ValueError(f"{where}: SPLIT is a first-GEMM option of fp8_block files only (this file: {fmt})")
+            said = f"key.format {fmt}" if fmt else "no key.format"
+            raise ValueError(f"{where}: SPLIT is a first-GEMM option of fp8_block files only (this file: {said})")
     return out
 
 
@@ -991,6 +992,9 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
         path = Path(config_dir or CONFIG_DIR) / config_file_name(num_local, n13, hidden, fmt, device_name, block_shape)
         if path.is_file():
             table = load_config_file(str(path))
+            if fmt != "fp8_block" and any(c["gemm1"].get("SPLIT") for c in table.values()):
+                raise ValueError(f"{path}: SPLIT is a first-GEMM option of fp8_block layers; this file is looked up "
+                                 f"for a {fmt} layer")
             cfg = table[token_bucket(tokens, tuple(sorted(table)))]
             if fmt == "fp8_block" and block_shape:
                 bk = block_shape[1]

@@ -446,3 +446,22 @@ def test_a_refusal_of_one_layer_kind_names_that_kind(tmp_path, capsys):
     out = capsys.readouterr()
     assert "The main layers have an eligible runner; no runner serves the mtp layers" in out.out
     assert "no runner for the mtp layers (arch_unsupported)" in out.out + out.err
+
+
+def test_flashinfer_cutlass_adapter_does_not_claim_gpt_oss():
+    """flashinfer_cutlass's adapter does not pass gpt-oss's expert biases: a swiglu_oai plan for it is planned
+    for the engines (which pass them) but refused at resolve as having no adapter here; silu still resolves
+    past that check."""
+    import moe_select
+    from moe_select.errors import ResolveError
+
+    model = {"num_experts": 32, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880}
+    plan = moe_select.plan({"gpu": "H200", "quant": "bf16", "model": {**model, "activation": "swiglu_oai"},
+                            "runner": "flashinfer_cutlass"})
+    with pytest.raises(ResolveError) as e:
+        moe_select.resolve(plan)
+    assert "no_adapter: flashinfer_cutlass has no adapter in this install" in str(e.value)
+    silu = moe_select.plan({"gpu": "H200", "quant": "bf16", "model": model, "runner": "flashinfer_cutlass"})
+    with pytest.raises(ResolveError) as e:
+        moe_select.resolve(silu)
+    assert "no_adapter: flashinfer_cutlass" not in str(e.value)

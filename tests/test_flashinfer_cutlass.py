@@ -186,6 +186,9 @@ def test_refusals_and_return_check():
     w = bf.prepare_weights(torch.randn(4, 64, 64).bfloat16(), torch.randn(4, 64, 32).bfloat16())
     with pytest.raises(RuntimeError, match="output= tensor"):
         bf.forward(torch.randn(2, 64).bfloat16(), torch.zeros(2, 2, dtype=torch.int32), torch.ones(2, 2), w)
+    # gpt-oss's expert biases are not passed to the kernel: refused, never dropped
+    with pytest.raises(RunnerInputError, match="does not pass expert biases"):
+        bf.prepare_weights(torch.randn(4, 64, 64).bfloat16(), torch.randn(4, 64, 32).bfloat16(), w2_bias=torch.zeros(4, 64))
 
 
 def test_prebuilt_plan_has_no_jit_and_resolves():

@@ -357,3 +357,7 @@ def test_bias_shapes_are_checked():
         core.prepare_weights(w13, w2, w13_bias=torch.zeros(4, 16))
     with pytest.raises(RunnerInputError, match=r"w2_bias: expected a float tensor of shape \[4, 32\].*torch.int64"):
         core.prepare_weights(w13, w2, w2_bias=torch.zeros(4, 32, dtype=torch.int64))
+    with pytest.raises(RunnerInputError, match="w2_bias is on meta; this core runs on cpu"):
+        core.prepare_weights(w13, w2, w2_bias=torch.empty(4, 32, device="meta"))
+    with pytest.raises(RunnerInputError, match="w13_bias: expected a float tensor .* got list"):
+        core.prepare_weights(w13, w2, w13_bias=[0.0] * 32)

@@ -685,6 +685,17 @@ def test_split_is_an_fp8_block_first_gemm_option(tmp_path):
         else:
             with pytest.raises(ValueError, match="SPLIT"):
                 K.load_config_file(str(f))
+    # a file looked up for a bf16 layer whose own key claims fp8_block: refused by the lookup, naming the file
+    bad = tmp_path / K.config_file_name(128, 1536, 2048, "bf16", "Fake GPU")
+    bad.write_text(json.dumps({"format_version": 1, "key": {"format": "fp8_block"}, "configs": {"8192": {
+        "BLOCK_M": 128, "gemm1": {**good, "SPLIT": True}, "gemm2": good}}}))
+    with pytest.raises(ValueError, match=r"SPLIT is a first-GEMM option of fp8_block layers; this file is looked up for a bf16"):
+        K.get_config(128, 1536, 2048, "bf16", 8192, 8, device_name="Fake GPU", config_dir=tmp_path)
+    nokey = tmp_path / "nokey.json"
+    nokey.write_text(json.dumps({"format_version": 1, "configs": {"8192": {"BLOCK_M": 64, "gemm1": {**good, "SPLIT": True},
+                                                                          "gemm2": good}}}))
+    with pytest.raises(ValueError, match=r"this file: no key.format"):
+        K.load_config_file(str(nokey))
     # the default for fp8_block above 192 rows per expert; never for other formats
     d = K.default_config(128, 1536, 2048, "fp8_block", 8192, 8, (128, 128))
     assert d["BLOCK_M"] == 64 and d["gemm1"].get("SPLIT") is True and "SPLIT" not in d["gemm2"]
