@@ -381,6 +381,25 @@ def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_
 # 2./3. the grouped GEMM (both GEMMs of the layer)
 # ------------------------------------------------------------------------------------------------
 
+@triton.jit
+def _activation(g, u, swiglu_limit, ACT: tl.constexpr):
+    """The activation of the first GEMM's output in float32, shared by the fused epilogue and
+    :func:`act_quant`: ACT 1 ``silu(g) * u``, 2 ``gelu_erf(g) * u``, 3 ``relu(g)**2`` (``u`` unused), 4
+    swiglu_oai ``(clamp(u, -l, l) + 1) * gc * sigmoid(1.702 * gc)`` with ``gc = min(g, l)``."""
+    if ACT == 1:
+        a = g / (1.0 + tl.exp(-g)) * u
+    elif ACT == 2:
+        a = 0.5 * g * (1.0 + tl.erf(g * 0.7071067811865476)) * u
+    elif ACT == 3:
+        a = tl.maximum(g, 0.0)
+        a = a * a
+    else:
+        gc = tl.minimum(g, swiglu_limit)
+        uc = tl.minimum(tl.maximum(u, -swiglu_limit), swiglu_limit)
+        a = (uc + 1.0) * gc / (1.0 + tl.exp(-1.702 * gc))
+    return a
+
+
 def _moe_gemm_kernel(
         a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, c_amax_ptr, weight_ptr, bias_ptr,
         sorted_ptr, block_expert_ptr, num_rows_ptr,
@@ -570,17 +589,11 @@ def _moe_gemm_kernel(
             acc += tl.load(bias_base + offs_n, mask=n_ok, other=0.0)[None, :]
             if GATED:
                 acc_u += tl.load(bias_base + n_up + offs_n, mask=n_ok, other=0.0)[None, :]
-    if ACT == 1:
-        acc = acc / (1.0 + tl.exp(-acc)) * acc_u
-    elif ACT == 2:
-        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476)) * acc_u
-    elif ACT == 3:
-        acc = tl.maximum(acc, 0.0)
-        acc = acc * acc
-    elif ACT == 4:
-        g = tl.minimum(acc, swiglu_limit)
-        u = tl.minimum(tl.maximum(acc_u, -swiglu_limit), swiglu_limit)
-        acc = (u + 1.0) * g / (1.0 + tl.exp(-1.702 * g))
+    if ACT != 0:
+        if GATED:
+            acc = _activation(acc, acc_u, swiglu_limit, ACT)
+        else:
+            acc = _activation(acc, acc, swiglu_limit, ACT)
     c_mask = row_ok[:, None] & n_ok[None, :]
     if C_AMAX == 1:
         tl.atomic_max(c_amax_ptr + offs_r, tl.max(tl.where(c_mask, tl.abs(acc), 0.0), 1), mask=row_ok)
@@ -721,17 +734,9 @@ def _act_quant_kernel(h_ptr, q_ptr, s_ptr, num_rows_ptr, inter, stride_h, stride
     g = tl.load(h_ptr + rows64[:, None] * stride_h + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     if GATED:
         u = tl.load(h_ptr + rows64[:, None] * stride_h + inter + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    if ACT == 1:
-        a = g / (1.0 + tl.exp(-g)) * u
-    elif ACT == 2:
-        a = 0.5 * g * (1.0 + tl.erf(g * 0.7071067811865476)) * u
-    elif ACT == 3:
-        a = tl.maximum(g, 0.0)
-        a = a * a
     else:
-        gc = tl.minimum(g, swiglu_limit)
-        uc = tl.minimum(tl.maximum(u, -swiglu_limit), swiglu_limit)
-        a = (uc + 1.0) * gc / (1.0 + tl.exp(-1.702 * gc))
+        u = g
+    a = _activation(g, u, swiglu_limit, ACT)
     amax = tl.maximum(tl.max(tl.where(mask, tl.abs(a), 0.0), 1), 1e-12)
     q = tl.clamp(a * tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), amax)[:, None], -448.0, 448.0)
     tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
