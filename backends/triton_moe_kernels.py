@@ -682,6 +682,18 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         num_warps=config["num_warps"], num_stages=config["num_stages"], warmup=warmup)
 
 
+@triton.jit
+def _quant_store(v, mask, r_ok, rows64, cols, q_ptr, s_ptr, stride_q, stride_s, BLOCK_R: tl.constexpr):
+    """Per-row dynamic e4m3 quantization of one ``[BLOCK_R, GROUP]`` float32 group tile ``v`` (entries outside
+    ``mask`` count as 0), shared by :func:`group_quant` and :func:`act_quant`: ``q = clamp(v * 448 / amax)``
+    stored at ``q[rows, cols]``, scale ``amax / 448`` at ``s[rows, program_id(1)]`` (IEEE division)."""
+    amax = tl.maximum(tl.max(tl.where(mask, tl.abs(v), 0.0), 1), 1e-12)
+    q = tl.clamp(v * tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), amax)[:, None], -448.0, 448.0)
+    tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), tl.math.div_rn(amax, tl.full([BLOCK_R], 448.0, tl.float32)),
+             mask=r_ok)
+
+
 def _group_quant_kernel(x_ptr, q_ptr, s_ptr, num_rows, K, stride_x, stride_q, stride_s,
                        GROUP: tl.constexpr, BLOCK_R: tl.constexpr):
     """``BLOCK_R`` rows x one group of ``GROUP`` columns of ``x`` -> e4m3 ``q`` and one scale per row and
@@ -692,11 +704,7 @@ def _group_quant_kernel(x_ptr, q_ptr, s_ptr, num_rows, K, stride_x, stride_q, st
     mask = r_ok[:, None] & (cols < K)[None, :]
     rows64 = rows.to(tl.int64)
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(x), 1), 1e-12)
-    q = tl.clamp(x * tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), amax)[:, None], -448.0, 448.0)
-    tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
-    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), tl.math.div_rn(amax, tl.full([BLOCK_R], 448.0, tl.float32)),
-             mask=r_ok)
+    _quant_store(x, mask, r_ok, rows64, cols, q_ptr, s_ptr, stride_q, stride_s, BLOCK_R)
 
 
 group_quant_kernel = _kernel(do_not_specialize=["num_rows"])(_group_quant_kernel)
@@ -736,12 +744,8 @@ def _act_quant_kernel(h_ptr, q_ptr, s_ptr, num_rows_ptr, inter, stride_h, stride
         u = tl.load(h_ptr + rows64[:, None] * stride_h + inter + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     else:
         u = g
-    a = _activation(g, u, swiglu_limit, ACT)
-    amax = tl.maximum(tl.max(tl.where(mask, tl.abs(a), 0.0), 1), 1e-12)
-    q = tl.clamp(a * tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), amax)[:, None], -448.0, 448.0)
-    tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
-    tl.store(s_ptr + rows64 * stride_s + tl.program_id(1), tl.math.div_rn(amax, tl.full([BLOCK_R], 448.0, tl.float32)),
-             mask=r_ok)
+    _quant_store(_activation(g, u, swiglu_limit, ACT), mask, r_ok, rows64, cols, q_ptr, s_ptr, stride_q, stride_s,
+                 BLOCK_R)
 
 
 act_quant_kernel = _kernel()(_act_quant_kernel)

@@ -43,6 +43,9 @@ UNFUSED = ({"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
 
 
 def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) -> dict:
+    """Time one (layer, format, token count) on ``dev`` (module doc): returns ``{"layer", "format", "tokens",
+    "config", "steps": {label: {"us", "tflops"} or {"error"}}}``; microseconds per call, TFLOP/s from the
+    layer's flops (``2 * T * K * N * K_dim`` per GEMM)."""
     from moe_select.backends import triton_moe_kernels as K
     from moe_select.backends.triton_moe import ForwardPass
 
