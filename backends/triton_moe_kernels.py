@@ -637,7 +637,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     ``b_zero`` uint8 of the same shape or None (``zero_default``). ``bias [E, N_b]`` float32 contiguous:
     expert biases added to each output row (the up rows' at ``n_out + n`` when gated), before the
     routing weight with ``bias_before_weight``, else after it. ``config``: ``BLOCK_N``, ``BLOCK_K``,
-    ``GROUP_M``, ``num_warps``, ``num_stages`` (``BLOCK_M`` is ``align.block_m``). fp8_block
+    ``GROUP_M``, ``num_warps``, ``num_stages`` (``BLOCK_M`` is ``align.block_m``; ``EVEN_K`` False forces the
+    masked K loop, for measurements: benchmarks/gemm_profile.py). fp8_block
     (``w_mode`` 3): ``a`` is e4m3 with ``a_amax`` = its scales ``[rows_a, ceil(Ka/group_k)]`` float32
     (``a_scale_mode`` 3); ``c_amax_mode`` 3 stores ``c`` as e4m3 with ``c_amax`` = scales ``[rows_c,
     ceil(n_out/group_k)]``. Raises ValueError on an fp8_block config whose BLOCK_K is not ``group_k``
