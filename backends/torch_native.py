@@ -15,7 +15,7 @@ import torch
 
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
-from moe_select.ops import dequantize, gated_act
+from moe_select.ops import dequantize, expert_biases, gated_act
 
 FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp4", "nvfp4")
 #: Stored dtype of the weights of each scaled format.
@@ -58,7 +58,7 @@ class TorchNativeCore:
         biases (gpt-oss); with tensor parallelism only one rank of an expert's TP group passes a nonzero
         ``w2_bias`` (the ranks' outputs are summed). Raises :class:`RunnerInputError` naming the tensor on a
         wrong dtype, shape or scale."""
-        b13, b2 = self._biases(w13.shape, w13_bias, w2_bias)
+        b13, b2 = expert_biases(self.spec, self.device, w13_bias, w2_bias)
         q = self.spec.quant
         if q in _STORED:
             for name, t, s in (("w13", w13, w13_scale), ("w2", w2, w2_scale)):
@@ -80,24 +80,6 @@ class TorchNativeCore:
                 if t.dtype not in FLOAT_DTYPES:
                     raise RunnerInputError(f"{name}: {q} weights must be a float dtype, got {t.dtype}")
         return TorchNativeWeights(w13.contiguous(), w2.contiguous(), b13, b2)
-
-    def _biases(self, w13_shape: torch.Size, w13_bias: torch.Tensor | None, w2_bias: torch.Tensor | None
-                ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        s = self.spec
-        want = {"w13_bias": (w13_shape[0], s.w13_rows), "w2_bias": (w13_shape[0], s.hidden_size)}
-        out: list[torch.Tensor | None] = []
-        for name, b in (("w13_bias", w13_bias), ("w2_bias", w2_bias)):
-            if b is None:
-                out.append(None)
-                continue
-            if not isinstance(b, torch.Tensor) or not b.is_floating_point() or tuple(b.shape) != want[name]:
-                got = f"{b.dtype} {list(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__
-                raise RunnerInputError(f"{name}: expected a float tensor of shape {list(want[name])} (E_local, "
-                                       f"{'w13 rows' if name == 'w13_bias' else 'H'}), got {got}")
-            if b.device.type != self.device.type:
-                raise RunnerInputError(f"{name} is on {b.device}; this core runs on {self.device}")
-            out.append(b.to(self.device, torch.float32).contiguous())
-        return out[0], out[1]
 
     def forward(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
                 weights: TorchNativeWeights) -> torch.Tensor:

@@ -36,6 +36,7 @@ import torch
 from moe_select import quant_int
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
+from moe_select.ops import expert_biases
 
 from . import triton_moe_kernels as K
 
@@ -231,16 +232,7 @@ class TritonMoeCore:
                 out = TritonMoeWeights(w13.contiguous(), w2.contiguous(),
                                        self._fp8_scale("w13_scale", w13_scale, e, n13, h),
                                        self._fp8_scale("w2_scale", w2_scale, e, h, i))
-        for name, b, bshape in (("w13_bias", w13_bias, (e, n13)), ("w2_bias", w2_bias, (e, h))):
-            if b is None:
-                continue
-            if not isinstance(b, torch.Tensor) or not b.is_floating_point() or tuple(b.shape) != bshape:
-                got = f"{b.dtype} {_shape(b)}" if isinstance(b, torch.Tensor) else type(b).__name__
-                raise RunnerInputError(f"{name} must be a float tensor of shape {list(bshape)} ([E_local, "
-                                       f"{'N13' if name == 'w13_bias' else 'H'}]), got {got}")
-            if b.device.type != self.device.type:
-                raise RunnerInputError(f"{name} is on {b.device}; this core runs on {self.device}")
-            setattr(out, "b13" if name == "w13_bias" else "b2", b.to(self.device, torch.float32).contiguous())
+        out.b13, out.b2 = expert_biases(s, self.device, w13_bias, w2_bias)
         if self.warmup and self.device.type == "cuda":
             self._warm(out)
         return out

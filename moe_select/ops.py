@@ -17,6 +17,8 @@ multiple of 16.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 FP8_MAX = 448.0
@@ -260,3 +262,28 @@ def dequantize_named(q: torch.Tensor, scales: dict[str, torch.Tensor], quant: st
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Inverse of :func:`quantize_named`."""
     return dequantize(q, scales.get("scale"), quant, dtype, global_scale=scales.get("global_scale"))
+
+
+def expert_biases(spec: Any, device: torch.device, w13_bias: Any, w2_bias: Any
+                  ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Check a runner's expert biases (gpt-oss's ``gate_up_proj_bias``/``down_proj_bias``) against the rank's
+    layer ``spec`` (:class:`~moe_select.layer.LayerSpec`): ``w13_bias [E_local, N13]`` (gate entries then up
+    entries) and ``w2_bias [E_local, H]``, any float dtype, on ``device``'s type; returns them float32 and
+    contiguous on ``device`` (None where not given). Raises :class:`~moe_select.errors.RunnerInputError`
+    naming the tensor, the expected shape and what it got."""
+    from .errors import RunnerInputError
+
+    e = spec.num_local_experts
+    out: list[torch.Tensor | None] = []
+    for name, b, shape, dims in (("w13_bias", w13_bias, (e, spec.w13_rows), "N13"),
+                                 ("w2_bias", w2_bias, (e, spec.hidden_size), "H")):
+        if b is None:
+            out.append(None)
+            continue
+        if not isinstance(b, torch.Tensor) or not b.is_floating_point() or tuple(b.shape) != shape:
+            got = f"{b.dtype} {list(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__
+            raise RunnerInputError(f"{name} must be a float tensor of shape {list(shape)} ([E_local, {dims}]), got {got}")
+        if b.device.type != device.type:
+            raise RunnerInputError(f"{name} is on {b.device}; this core runs on {device}")
+        out.append(b.to(device, torch.float32).contiguous())
+    return out[0], out[1]

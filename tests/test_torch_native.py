@@ -353,11 +353,11 @@ def test_bias_shapes_are_checked():
     spec = LayerSpec(num_experts=4, top_k=2, hidden_size=32, intermediate_size=16, activation="swiglu_oai", quant="bf16")
     core = TorchNativeCore(spec, "cpu")
     w13, w2 = torch.randn(4, 32, 32), torch.randn(4, 32, 16)
-    with pytest.raises(RunnerInputError, match=r"w13_bias: expected a float tensor of shape \[4, 32\]"):
+    with pytest.raises(RunnerInputError, match=r"w13_bias must be a float tensor of shape \[4, 32\]"):
         core.prepare_weights(w13, w2, w13_bias=torch.zeros(4, 16))
-    with pytest.raises(RunnerInputError, match=r"w2_bias: expected a float tensor of shape \[4, 32\].*torch.int64"):
+    with pytest.raises(RunnerInputError, match=r"w2_bias must be a float tensor of shape \[4, 32\].*torch.int64"):
         core.prepare_weights(w13, w2, w2_bias=torch.zeros(4, 32, dtype=torch.int64))
     with pytest.raises(RunnerInputError, match="w2_bias is on meta; this core runs on cpu"):
         core.prepare_weights(w13, w2, w2_bias=torch.empty(4, 32, device="meta"))
-    with pytest.raises(RunnerInputError, match="w13_bias: expected a float tensor .* got list"):
+    with pytest.raises(RunnerInputError, match="w13_bias must be a float tensor .* got list"):
         core.prepare_weights(w13, w2, w13_bias=[0.0] * 32)

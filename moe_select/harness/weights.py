@@ -117,15 +117,22 @@ def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: in
 
     from ..reference import reference_dequantize
 
-    g13, u13, w2s = [], [], []
+    w13s, w2s = [], []
     for j in range(moe_tp):
         q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j, generate_on)
-        w13 = reference_dequantize(q13, s13, quant, device=device)
-        half = w13.shape[1] // 2 if model.get("activation") != "relu2" else w13.shape[1]
-        g13.append(w13[:, :half])
-        u13.append(w13[:, half:])
+        w13s.append(reference_dequantize(q13, s13, quant, device=device))
         w2s.append(reference_dequantize(q2, s2, quant, device=device))
-    return torch.cat(g13 + u13, dim=1), torch.cat(w2s, dim=2)
+    return _gates_then_ups(model, w13s), torch.cat(w2s, dim=2)
+
+
+def _gates_then_ups(model: dict[str, Any], slices: list[torch.Tensor]) -> torch.Tensor:
+    """Per-slice ``[1, rows, ...]`` tensors (each a gate slice then an up slice, as :func:`expert_slice` and
+    :func:`expert_bias` draw them) joined along dim 1 in canonical order: all gate rows, then all up rows
+    (relu2: the rows as they are)."""
+    import torch
+
+    halves = [t.shape[1] // 2 if model.get("activation") != "relu2" else t.shape[1] for t in slices]
+    return torch.cat([t[:, :h] for t, h in zip(slices, halves)] + [t[:, h:] for t, h in zip(slices, halves)], dim=1)
 
 
 def full_expert_bias(model: dict[str, Any], moe_tp: int, seed: int, e: int, generate_on: Any = "cpu",
@@ -137,15 +144,9 @@ def full_expert_bias(model: dict[str, Any], moe_tp: int, seed: int, e: int, gene
 
     if not has_expert_bias(model):
         return None
-    g13, u13, b2 = [], [], None
-    for j in range(moe_tp):
-        b13, b2j = (t.to(device, torch.float64) for t in expert_bias(model, moe_tp, seed, e, j, generate_on))
-        half = b13.shape[1] // 2 if model.get("activation") != "relu2" else b13.shape[1]
-        g13.append(b13[:, :half])
-        u13.append(b13[:, half:])
-        b2 = b2j if b2 is None else b2 + b2j
-    assert b2 is not None
-    return torch.cat(g13 + u13, dim=1), b2
+    parts = [[t.to(device, torch.float64) for t in expert_bias(model, moe_tp, seed, e, j, generate_on)]
+             for j in range(moe_tp)]
+    return _gates_then_ups(model, [b13 for b13, _ in parts]), sum((b2 for _, b2 in parts[1:]), parts[0][1])
 
 
 def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "bfloat16"
