@@ -42,6 +42,8 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--require-adapter", dest="require_adapter", action="store_true", default=None,
                    help="refuse runners that have no adapter in this install (no_adapter)")
+    g.add_argument("--strict", dest="strict", action="store_true", default=None,
+                   help="refuse a plan that is only unverified (no fact either way for some part; reason unverified)")
     g.add_argument("--nvcc", help="nvcc version of the target machine, e.g. 12.8")
     g.add_argument("--cuda", help="CUDA runtime version of the target machine")
     g.add_argument("--package", action="append", default=[], metavar="NAME=VERSION",
@@ -77,7 +79,7 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
     from .yamlio import MarkedDict, load_file, validate
 
     flags: dict[str, Any] = {k: getattr(args, k) for k in DEPLOYMENT_FLAGS if getattr(args, k, None) is not None}
-    for k in ("cuda_graph", "require_adapter", "shared_expert_fusion"):
+    for k in ("cuda_graph", "require_adapter", "shared_expert_fusion", "strict"):
         if getattr(args, k, None) is not None:
             flags[k] = getattr(args, k)
     if getattr(args, "prebuilt", None):
@@ -217,9 +219,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     for f in findings:
         print(f)
     n_rules = len(catalog.rules)
-    errors = sum(f.severity == "error" for f in findings)
+    count = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "note")}
+    errors = count["error"]
     print(f"checked {len(catalog.rule_files)} rule files ({n_rules} rules) and {len(catalog.runners)} runner + "
-          f"{len(catalog.a2a)} a2a capability files: {errors} error(s), {len(findings) - errors} warning(s)")
+          f"{len(catalog.a2a)} a2a capability files: {errors} error(s), {count['warning']} warning(s), {count['note']} note(s)")
     return 1 if errors else 0
 
 

@@ -1,17 +1,19 @@
 """``moe-select check``: lint rule and capability files beyond their schema.
 
-Findings (each ``file:line: message``), errors unless marked as warnings:
+Findings (each ``file:line: message``) have a severity: ``error`` (``check`` exits 1), ``warning`` and
+``note`` (shown; the exit code stays 0). Errors:
 - rules whose ``when`` can never match (empty lists or ranges, no multiple in a range, sizes <= 0);
 - prefer rules shadowed by an earlier rule that matches everything they match and already lists all
-  their runners, or cancelled by a disable rule that matches wherever they do;
+  their runners, or left with no runner by disable rules that match wherever they do (a disable that
+  removes some of a prefer rule's runners, leaving it others to choose, is a note);
 - prefer/disable rules naming a runner that the capability files exclude for every (arch, quant, a2a)
   the rule can match; disable rules that leave no runner for some (arch, quant) they match;
 - a2a backends (capability files) that no runner accepts;
 - facts whose ``source`` is not in a checkable form (``owner/repo@version:path[:symbol]``,
   ``owner/repo#N``, ``(reported) owner/repo#N``, ``this project: <path>``);
-- warnings: an operator override of a bundled rule that changes the choice for (arch, quant) pairs
-  outside the new rule's own conditions; comments in rule files that recommend ``when`` keys the schema
-  refuses.
+- warnings: an operator override of a bundled rule that changes the chosen runner for (arch, quant) pairs
+  outside the new rule's own conditions (the same runner chosen by another rule is no finding); comments
+  in rule files that recommend ``when`` keys the schema refuses.
 Schema errors, unknown runner names and duplicate ids are load errors (:class:`InputError`).
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .catalog import Catalog, load_catalog
@@ -32,14 +34,15 @@ from .yamlio import MarkedDict, load_file, shorten, validate
 
 @dataclass(frozen=True)
 class Finding:
-    """One lint finding: where, what, and ``severity`` (``error`` fails ``check``; ``warning`` is shown)."""
+    """One lint finding: where (``file:line``), what, and ``severity``: ``error`` fails ``check``; ``warning``
+    (something may not do what its author meant) and ``note`` (worth knowing, nothing is lost) are shown."""
 
     where: str
     message: str
-    severity: str = "error"
+    severity: Literal["error", "warning", "note"] = "error"
 
     def __str__(self) -> str:
-        mark = "warning: " if self.severity == "warning" else ""
+        mark = "" if self.severity == "error" else f"{self.severity}: "
         return f"{self.where}: {mark}{self.message}"
 
 
@@ -129,7 +132,7 @@ def _override_findings(catalog: Catalog) -> list[Finding]:
             if (arch, quant) in mine:
                 continue  # inside the new rule's own conditions: what the operator asked for
             before, after = choice(catalog, catalog.bundled_rules, arch, quant), choice(catalog, catalog.rules, arch, quant)
-            if before != after:
+            if (before and before[0]) != (after and after[0]):  # the same runner through another rule: no change
                 key = (arch, before, after)
                 moved.setdefault(key, []).append(quant)
         for (arch, before, after), quants in sorted(moved.items(), key=lambda kv: str(kv[0])):
@@ -236,10 +239,11 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
                 out.append(Finding(rule.where(), f"rule {rule.id} never chooses anything: disable rule(s) {names} "
                                    "disable all its runners wherever it matches"))
             else:
+                left = ", ".join(n for n in rule.runners if n in runnable and n not in gone)
                 for n in sorted(gone):
                     d = next(d for d in cancelling if n in d.runners)
                     out.append(Finding(rule.where("prefer"), f"rule {rule.id} prefers {n}, which rule {d.id} ({d.where()}) "
-                                       "disables wherever this rule matches"))
+                                       f"disables wherever this rule matches; it still chooses among {left}", "note"))
         else:
             covering = [d for d in disables if _covers(d.when, rule.when)]
             off = {n for d in covering for n in d.runners}
