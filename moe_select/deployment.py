@@ -280,7 +280,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             p = base_dir / p
         cfg_path = str(p)
         try:
-            info = read_model_config(p)
+            info = read_model_config(p, engine=dep.engine)  # the engine's order of quantization sources
         except InputError as exc:
             issues.extend(Issue(i.file, i.line, i.field, i.message + f" (model_config at {here('model_config')})")
                           for i in exc.issues)
@@ -289,6 +289,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             for k in model:
                 prov[f"model.{k}"] = info.provenance.get(k, f"{info.path} (default)")
             quant = info.quant
+            notes.extend(info.notes)  # quantization sources that disagree, per-channel groups (model_config)
             prov["quant"] = "model_config " + info.provenance.get("quant", info.path)
             input_files = {str(Path(k).resolve()): v for k, v in info.files.items()}  # resolve re-reads them
     else:

@@ -124,10 +124,11 @@ def block_shape(quant: str, params: dict[str, object] | None = None) -> tuple[in
 
 def group_size(quant: str, params: dict[str, object] | None = None) -> int | None:
     """Elements along K that share one scale: the weight-only int formats' group, the FP4/MXFP8 block;
-    None for formats without groups along K."""
+    None for formats without groups along K, and for a weight-only int format with ``group_size`` -1 (per
+    output channel, as AutoAWQ/AutoGPTQ write it: one scale over all of K, so no group constrains the split)."""
     f = FORMATS[quant]
     if "group_size" in f.params:
         g = (params or {}).get("group_size") or f.params["group_size"]
-        return g if isinstance(g, int) else None
+        return g if isinstance(g, int) and g > 0 else None
     block = f.params.get("block")
     return int(block) if isinstance(block, int) else None

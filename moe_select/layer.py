@@ -41,7 +41,8 @@ class LayerSpec:
     weight_on_input: bool = False
     #: fp8_block's ``(bn, bk)`` (the checkpoint's ``weight_block_size``); None: the format's default.
     block_shape: tuple[int, int] | None = None
-    #: Elements along K sharing one scale for the weight-only int formats (AWQ/GPTQ ``group_size``).
+    #: Elements along K sharing one scale for the weight-only int formats (AWQ/GPTQ ``group_size``); None for
+    #: per-output-channel scales (``group_size`` -1) and formats without groups.
     group_size: int | None = None
 
     def __post_init__(self) -> None:

@@ -11,10 +11,16 @@ sigmoid_topk; Llama-4 -> llama4; PhiMoE -> sparsemixer; Qwen-MoE/OLMoE/DeepSeek-
 ``norm_topk_prob: false`` -> softmax_topk, with true -> renormalize; Mixtral, Granite-MoE and gpt-oss
 (top-k then softmax over the k) -> renormalize.
 
+Quantization sources: ``config.json``'s ``quantization_config``, its ``compression_config`` (what
+compressed-tensors <= 0.6 wrote) and ModelOpt's ``hf_quant_config.json``, read in the order of the deployment's
+engine (:data:`QUANT_SOURCE_ORDER`: SGLang and vLLM try ``quantization_config`` first, TensorRT-LLM
+``hf_quant_config.json``; they differ, see there); sources that disagree are noted (``ModelInfo.notes``) with
+each file:line.
+
 Quantization parameters (``ModelInfo.quant_params``): FP8 ``weight_block_size`` (any ``[bn, bk]``), the
 weight-only int formats' ``group_size`` (AWQ ``group_size``/``q_group_size``, GPTQ ``group_size``,
-compressed-tensors ``weights.group_size``; -1 or channel strategy: per output channel, no group), bits,
-AWQ/GPTQ layout, symmetry and act-order.
+compressed-tensors ``weights.group_size``; -1, or compressed-tensors ``strategy: channel``, is kept as
+``group_size: -1``: per output channel, no group along K), bits, AWQ/GPTQ layout, symmetry and act-order.
 
 Layer kinds (``ModelInfo.layer_kinds``): which decoder layers have MoE experts (DeepSeek
 ``first_k_dense_replace``/``moe_layer_freq``, Qwen ``mlp_only_layers``/``decoder_sparse_step``, Llama-4
@@ -36,6 +42,7 @@ from typing import Any
 
 from .errors import InputError, Issue
 from .shape import MAX_EXPERTS, MAX_WIDTH
+from .vocab import ENGINES
 from .yamlio import MAX_INT_DIGITS, MarkedDict, decode_text, load_text, read_input, shorten
 
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
@@ -184,8 +191,73 @@ def resolve_config_path(path: str | Path) -> tuple[Path, Path | None]:
     return cfg, (quant if mode(quant) is not None or quant.is_symlink() else None)
 
 
-def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any]) -> str:
-    pre = "quantization_config."
+#: Where a checkpoint states its quantization: ``config.json`` keys (``text_config.`` ones nested in the
+#: text model's config) and ModelOpt's separate file.
+QUANT_SOURCES = ("quantization_config", "compression_config", "hf_quant_config.json",
+                 "text_config.quantization_config", "text_config.compression_config")
+
+#: The order each engine reads :data:`QUANT_SOURCES` in: the first one present is the checkpoint's quantization for
+#: that engine (``engine: any`` plans SGLang's order and notes where another engine reads otherwise).
+#:
+#: - SGLang, ``ModelConfig._parse_quant_hf_config`` (sgl-project/sglang@001adf564fd3,
+#:   python/sglang/srt/configs/model_config.py): ``quantization_config``, else ``compression_config``, else
+#:   ``hf_quant_config.json`` only when both are absent. It reads the top-level config only; the ``text_config.``
+#:   keys are this reader's fallback, as vLLM reads them.
+#: - vLLM, ``get_config`` (vllm-project/vllm@0036026e7171, vllm/transformers_utils/config.py) loads
+#:   ``hf_quant_config.json`` into ``quantization_config`` when config.json has no ``quantization_config``; then
+#:   ``ModelConfig._parse_quant_hf_config``/``_verify_quantization`` (vllm-project/vllm@0052a5b81898,
+#:   vllm/config/model.py): ``quantization_config``, else ``compression_config``, then the same keys of ``text_config``.
+#:   So vLLM differs from SGLang in one case: with ``compression_config`` and ``hf_quant_config.json`` (and no
+#:   ``quantization_config``) vLLM reads ``hf_quant_config.json``, SGLang ``compression_config``.
+#: - TensorRT-LLM, ``ModelConfig.from_pretrained`` (NVIDIA/TensorRT-LLM@008e0af8980f,
+#:   tensorrt_llm/_torch/model_config.py): ``hf_quant_config.json`` first ("the file is authoritative"; config.json's
+#:   ``quantization_config`` only when the file sets no ``quant_algo``), else ``quantization_config`` (the text
+#:   config's attributes are mirrored onto the top level); ``compression_config`` is not read.
+QUANT_SOURCE_ORDER: dict[str, tuple[str, ...]] = {
+    "sglang": ("quantization_config", "compression_config", "hf_quant_config.json", "text_config.quantization_config",
+               "text_config.compression_config"),
+    "vllm": ("quantization_config", "hf_quant_config.json", "compression_config", "text_config.quantization_config",
+             "text_config.compression_config"),
+    "trtllm": ("hf_quant_config.json", "quantization_config", "text_config.quantization_config"),
+}
+
+
+@dataclass
+class _Reading:
+    """One quantization source as read: ``quant`` and ``params`` (or ``error``: the InputError reading it
+    raised), ``where`` (``file:line (key)``, the key that names the format), the ``mapping`` whose exclusion
+    lists apply, and ``notes`` about it (per-channel groups)."""
+
+    source: str
+    where: str
+    mapping: MarkedDict
+    quant: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    error: InputError | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """``fp8_block (block [128, 128])``, ``int4_w4a16 (group_size -1)``, ``mxfp4``, or the error's message."""
+        if self.error is not None:
+            return f"an unsupported or invalid format ({self.error.issues[0].message})"
+        extra = ", ".join(f"{k} {shorten(v)}" for k, v in self.params.items() if k in ("block", "group_size"))
+        return f"{self.quant} ({extra})" if extra else str(self.quant)
+
+    def key(self) -> str:
+        """What two readings must share to agree: the format and its block/group with the format's defaults
+        filled in (ModelOpt's inline NVFP4 without ``group_size`` agrees with its file's ``group_size: 16``)."""
+        if self.error is not None or self.quant is None:
+            return self.describe()
+        from .formats import FORMATS
+
+        full = {**FORMATS[self.quant].params, **self.params}
+        return json.dumps([self.quant, {k: full[k] for k in ("block", "group_size") if k in full}], sort_keys=True)
+
+
+def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: str, notes: list[str]) -> str:
+    """The format of a compressed-tensors config ``q`` (read at the keys under ``pre``, e.g.
+    ``compression_config.``): one known format over every config group, or InputError. Integer weights with
+    ``strategy: channel`` set ``group_size`` -1 (one scale per output channel)."""
     groups = _mapping(q, "config_groups", pre)
     if not groups:
         raise _issue(q, "config_groups", "compressed-tensors config without config_groups", pre)
@@ -204,6 +276,10 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any]) -> str
         bits = w.get("num_bits")
         if strategy == "group" and _present(w, "group_size") and w.get("group_size") is not None:
             params["group_size"] = _int(w, "group_size", 1, MAX_WIDTH, gpre + "weights.")
+        elif strategy == "channel" and typ == "int" and not a:
+            params["group_size"] = -1
+            notes.append(f"{w.file}:{w.key_lines.get('strategy', w.line)} ({gpre}weights.strategy channel): per output "
+                         "channel, one scale per output row over all of K (group_size -1): no group constraint")
         bs = w.get("block_structure")
         if isinstance(bs, list) and len(bs) == 2 and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bs):
             params["block"] = [int(b) for b in bs]
@@ -230,43 +306,38 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any]) -> str
     return formats.pop()
 
 
-def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str], params: dict[str, Any]) -> str:
-    if hfq is not None:
-        if not isinstance(hfq, MarkedDict):
-            raise _issue(hfq, None, f"hf_quant_config.json must hold a JSON object, got {_what(hfq)}")
-        q = _mapping(hfq, "quantization")
-        if q is None:
-            raise _issue(hfq, "quantization", "hf_quant_config.json has no quantization mapping (ModelOpt writes "
-                         "quantization.quant_algo)")
-        algo = _str(q, "quant_algo", "quantization.")
-        table = {"NVFP4": "nvfp4", "FP8": "fp8_tensor", "MXFP8": "mxfp8", "W4A16_AWQ": "int4_w4a16"}
-        if algo not in table:
-            raise _issue(q, "quant_algo", f"ModelOpt quant_algo {shorten(algo)} is not a supported format "
-                         f"(known: {', '.join(table)})", "quantization.")
-        prov["quant"] = _at(q, "quant_algo")
-        if _present(q, "group_size"):
-            g = _int(q, "group_size", 1, MAX_WIDTH, "quantization.")
-            if table[algo] == "nvfp4" and g != 16:
-                raise _issue(q, "group_size", f"NVFP4 with group_size {g}: NVFP4 blocks are 16 elements", "quantization.")
-            params["block" if table[algo] == "nvfp4" else "group_size"] = g
-        return table[algo]
-    holder = cfg if _present(cfg, "quantization_config") else text
-    pre = "text_config." if holder is not cfg else ""
-    q = _mapping(holder, "quantization_config", pre)
-    if not q:
-        dtype = _str(text, "torch_dtype", "text_config." if text is not cfg else "") or _str(cfg, "torch_dtype")
-        src = text if "torch_dtype" in text else cfg
-        if dtype in ("bfloat16", "float16"):
-            prov["quant"] = _at(src, "torch_dtype")
-            return "bf16" if dtype == "bfloat16" else "fp16"
-        if dtype is None:
-            prov["quant"] = f"{cfg.file} (no quantization_config and no torch_dtype: unquantized, taken as bf16)"
-            return "bf16"
-        raise _issue(src, "torch_dtype", f"torch_dtype {shorten(dtype)} with no quantization_config: expert weights in "
-                     f"{shorten(dtype)} are not a supported format (bf16, fp16)")
-    pre += "quantization_config."
+def _hf_quant_mapping(hfq: Any) -> MarkedDict:
+    """The ``quantization`` mapping of an ``hf_quant_config.json`` (InputError when the file is no object or
+    lacks it)."""
+    if not isinstance(hfq, MarkedDict):
+        raise _issue(hfq, None, f"hf_quant_config.json must hold a JSON object, got {_what(hfq)}")
+    q = _mapping(hfq, "quantization")
+    if q is None:
+        raise _issue(hfq, "quantization", "hf_quant_config.json has no quantization mapping (ModelOpt writes "
+                     "quantization.quant_algo)")
+    return q
+
+
+def _read_hf_quant(q: MarkedDict, r: _Reading) -> str:
+    """ModelOpt's ``hf_quant_config.json`` ``quantization`` mapping ``q``: ``quant_algo`` (and ``group_size``)."""
+    algo = _str(q, "quant_algo", "quantization.")
+    table = {"NVFP4": "nvfp4", "FP8": "fp8_tensor", "MXFP8": "mxfp8", "W4A16_AWQ": "int4_w4a16"}
+    if algo not in table:
+        raise _issue(q, "quant_algo", f"ModelOpt quant_algo {shorten(algo)} is not a supported format "
+                     f"(known: {', '.join(table)})", "quantization.")
+    if _present(q, "group_size"):
+        g = _int(q, "group_size", 1, MAX_WIDTH, "quantization.")
+        if table[algo] == "nvfp4" and g != 16:
+            raise _issue(q, "group_size", f"NVFP4 with group_size {g}: NVFP4 blocks are 16 elements", "quantization.")
+        r.params["block" if table[algo] == "nvfp4" else "group_size"] = g
+    return table[algo]
+
+
+def _read_quant_mapping(q: MarkedDict, pre: str, r: _Reading) -> str:
+    """A ``quantization_config`` (or ``compression_config``) mapping ``q`` whose keys are named ``pre + key``:
+    its ``quant_method`` and the format's parameters into ``r.params``. Raises InputError."""
+    params = r.params
     method = _str(q, "quant_method", pre)
-    prov["quant"] = _at(q, "quant_method")
     if method == "fp8":
         if not _present(q, "weight_block_size"):
             return "fp8_tensor"
@@ -280,7 +351,7 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str],
     if method == "mxfp4":
         return "mxfp4"
     if method == "compressed-tensors":
-        return _quant_from_compressed_tensors(q, params)
+        return _quant_from_compressed_tensors(q, params, pre, r.notes)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         key = "bits" if _present(q, "bits") or not _present(q, "w_bit") else "w_bit"
         bits = _int(q, key, 1, 64, pre) if _present(q, key) else None
@@ -289,8 +360,12 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str],
             g = q[gkey]
             if not (isinstance(g, int) and not isinstance(g, bool) and (g == -1 or 0 < g <= MAX_WIDTH)):
                 raise _issue(q, gkey, f"{gkey} must be a positive integer or -1 (per channel), got {_what(g)}", pre)
-            if g > 0:
-                params["group_size"] = g
+            # -1: one scale per output channel over all of K (AutoAWQ/AutoGPTQ); kept as -1, never the format's
+            # default group (formats.group_size gives None: no group along K constrains the split).
+            params["group_size"] = g
+            if g == -1:
+                r.notes.append(f"{q.file}:{q.key_lines.get(gkey, q.line)} ({pre}{gkey} -1): per output channel, one "
+                               "scale per output row over all of K: no group constraint")
         params["bits"] = bits
         params["layout"] = "awq" if method.startswith("awq") else "gptq"
         for k, pname in (("sym", "symmetric"), ("desc_act", "act_order"), ("zero_point", "zero_point")):
@@ -310,6 +385,114 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, prov: dict[str, str],
         raise _issue(q, "quant_algo", f"ModelOpt quant_algo {shorten(algo)} is not a supported format", pre)
     raise _issue(q, "quant_method", f"quantization method {shorten(method)} is not a supported format "
                  "(known: fp8, mxfp4, compressed-tensors, awq, gptq, modelopt)", pre)
+
+
+def _quant_readings(cfg: MarkedDict, text: MarkedDict, hfq: Any) -> dict[str, _Reading]:
+    """Every quantization source present (:data:`QUANT_SOURCES` order), each read; a source whose format is
+    wrong or unsupported keeps its InputError in ``error`` (raised only if it is the one planned). A key whose
+    value is not a mapping is an InputError at once; null and ``{}`` count as absent."""
+    out: dict[str, _Reading] = {}
+    for name in QUANT_SOURCES:
+        if name == "hf_quant_config.json":
+            if hfq is None:
+                continue
+            q = _hf_quant_mapping(hfq)
+            r = _Reading(name, _at(q, "quant_algo"), q)
+            try:
+                r.quant = _read_hf_quant(q, r)
+            except InputError as exc:
+                r.error = exc
+            out[name] = r
+            continue
+        holder_name, _, key = name.rpartition(".")
+        holder = text if holder_name == "text_config" else cfg
+        if holder_name == "text_config" and text is cfg:
+            continue
+        pre = f"{name}."
+        m = _mapping(holder, key, holder_name + "." if holder_name else "")
+        if not m:
+            continue
+        # quantization_config keeps its usual provenance ("config.json:40 (quant_method)"); the others say which key
+        where = _at(m, "quant_method") if key == "quantization_config" else \
+            f"{m.file}:{m.key_lines.get('quant_method', m.line)} ({pre}quant_method)"
+        r = _Reading(name, where, m)
+        try:
+            r.quant = _read_quant_mapping(m, pre, r)
+        except InputError as exc:
+            r.error = exc
+        out[name] = r
+    return out
+
+
+def _engine_source(engine: str, readings: dict[str, _Reading]) -> str | None:
+    """The source ``engine`` reads (:data:`QUANT_SOURCE_ORDER`), None when it reads none of those present.
+    TensorRT-LLM passes over an ``hf_quant_config.json`` without a ``quant_algo`` when config.json has a
+    ``quantization_config``."""
+    for name in QUANT_SOURCE_ORDER[engine]:
+        r = readings.get(name)
+        if r is None:
+            continue
+        if engine == "trtllm" and name == "hf_quant_config.json" and r.mapping.get("quant_algo") is None \
+                and any(k in readings for k in ("quantization_config", "text_config.quantization_config")):
+            continue
+        return name
+    return None
+
+
+def _dtype_quant(cfg: MarkedDict, text: MarkedDict, prov: dict[str, str]) -> str:
+    """No quantization source: bf16 or fp16 from ``torch_dtype`` (absent: bf16), else InputError."""
+    dtype = _str(text, "torch_dtype", "text_config." if text is not cfg else "") or _str(cfg, "torch_dtype")
+    src = text if "torch_dtype" in text else cfg
+    if dtype in ("bfloat16", "float16"):
+        prov["quant"] = _at(src, "torch_dtype")
+        return "bf16" if dtype == "bfloat16" else "fp16"
+    if dtype is None:
+        prov["quant"] = f"{cfg.file} (no quantization_config and no torch_dtype: unquantized, taken as bf16)"
+        return "bf16"
+    raise _issue(src, "torch_dtype", f"torch_dtype {shorten(dtype)} with no quantization_config: expert weights in "
+                 f"{shorten(dtype)} are not a supported format (bf16, fp16)")
+
+
+def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, engine: str, prov: dict[str, str], params: dict[str, Any],
+              notes: list[str]) -> tuple[str, MarkedDict | None]:
+    """The checkpoint's expert format as ``engine`` reads it (:data:`QUANT_SOURCE_ORDER`; ``any``: SGLang's
+    order), its parameters into ``params``, ``prov["quant"]`` the ``file:line (key)`` read, and ``notes``: sources
+    that disagree (each with its file:line, what each engine reads), a source an engine does not read at all,
+    per-channel groups. Returns the format and the mapping whose exclusion lists apply. Raises the InputError of
+    the source planned when its format is wrong or unsupported."""
+    readings = _quant_readings(cfg, text, hfq)
+    planned = engine if engine in QUANT_SOURCE_ORDER else "sglang"
+    chosen_name = _engine_source(planned, readings)
+    if chosen_name is None and readings:  # TensorRT-LLM reads none of them (compression_config): the weights' format
+        chosen_name = _engine_source("sglang", readings)
+    if chosen_name is None:
+        return _dtype_quant(cfg, text, prov), None
+    chosen = readings[chosen_name]
+    if chosen.error is not None:
+        raise chosen.error
+    assert chosen.quant is not None
+    params.update(chosen.params)
+    prov["quant"] = chosen.where
+    notes.extend(chosen.notes)
+    engines = [planned] if engine in QUANT_SOURCE_ORDER else list(ENGINES)
+    if len({r.key() for r in readings.values()}) > 1:
+        who = engine if engine in QUANT_SOURCE_ORDER else "sglang (engine any plans in SGLang's order)"
+        order = ", then ".join(n for n in QUANT_SOURCE_ORDER[planned] if n in readings)
+        others = []
+        for e in ENGINES:
+            name = _engine_source(e, readings)
+            if e != planned and name != chosen_name:
+                others.append(f"{e} reads {readings[name].where} ({readings[name].describe()})" if name
+                              else f"{e} reads none of them")
+        notes.append("quantization sources disagree: " + "; ".join(f"{r.where} says {r.describe()}" for r in readings.values())
+                     + f". Planned {chosen.describe()} from {chosen.where}, as {who} reads them ({order})"
+                     + (f"; {'; '.join(others)}" if others else ""))
+    for e in engines:
+        if _engine_source(e, readings) is None:
+            notes.append(f"{e} does not read {chosen.source} ({chosen.where}): its loader reads hf_quant_config.json or "
+                         "quantization_config only and would build these experts unquantized; planned "
+                         f"{chosen.describe()}, the weights' format (rename the key to quantization_config)")
+    return chosen.quant, chosen.mapping
 
 
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[^\s"{}\[\],:]+')
@@ -365,8 +548,13 @@ def _load_json(path: Path, name: str, files: dict[str, str]) -> Any:
     return load_text(text, name)
 
 
-def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo:
+def read_model_config(path: str | Path, display: str | None = None, engine: str = "any") -> ModelInfo:
     """Parse a checkpoint folder or config.json (and its ``hf_quant_config.json``).
+
+    The quantization is read from the source ``engine`` reads first (``quantization_config``,
+    ``compression_config``, ``hf_quant_config.json``; :data:`QUANT_SOURCE_ORDER`, with each engine's upstream
+    code at a commit); ``engine`` ``any`` (or an unknown name) reads in SGLang's order. Sources that disagree,
+    and a source an engine does not read, are reported in ``notes`` with each file:line, never refused.
 
     Every value used is checked for its type and range: integers are integers (not bool, float or
     string), experts in ``[1, MAX_EXPERTS]``, hidden size and expert width in ``[1, MAX_WIDTH]``, top-k
@@ -470,11 +658,13 @@ def read_model_config(path: str | Path, display: str | None = None) -> ModelInfo
     shape["num_shared_experts"] = shared
     _widths(text, tp, shape, prov)
     params: dict[str, Any] = {}
-    quant = _quant_of(cfg, text, hfq, prov, params)
+    notes: list[str] = []
+    quant, excl = _quant_of(cfg, text, hfq, engine, prov, params, notes)
     dtype = _str(text, "torch_dtype", tp) or _str(cfg, "torch_dtype")
     _check_shape(shape, at, text, tp)
-    kinds = _layer_kinds(cfg, text, hfq, quant, params, dtype)
-    return ModelInfo(name, model_type, shape, quant, dtype, prov, files=files, quant_params=params, layer_kinds=kinds)
+    kinds = _layer_kinds(text, excl, quant, params, dtype)
+    return ModelInfo(name, model_type, shape, quant, dtype, prov, notes=notes, files=files, quant_params=params,
+                     layer_kinds=kinds)
 
 
 def _pos_int(v: Any) -> bool:
@@ -616,17 +806,16 @@ def _string_list(holder: Any, key: str) -> list[str]:
     return [p for p in v if isinstance(p, str)] if isinstance(v, list) else []
 
 
-def _layer_kinds(cfg: MarkedDict, text: MarkedDict, hfq: Any, quant: str, params: dict[str, Any],
+def _layer_kinds(text: MarkedDict, q: MarkedDict | None, quant: str, params: dict[str, Any],
                  dtype: str | None) -> list[dict[str, Any]]:
-    """The distinct MoE layer kinds (module doc): the main kind, then layers the quantization leaves out."""
+    """The distinct MoE layer kinds (module doc): the main kind, then layers the quantization leaves out. ``q``:
+    the quantization mapping read (:func:`_quant_of`), whose ``exclude_modules``, ``ignore`` and
+    ``modules_to_not_convert`` apply; a source the engine does not read excludes nothing."""
     layers = moe_layer_indices(text)
     n: int = text["num_hidden_layers"] if _pos_int(text.get("num_hidden_layers")) else 0
     nextn = text.get("num_nextn_predict_layers")
     mtp = list(range(n, n + nextn)) if isinstance(nextn, int) and _pos_int(nextn) and nextn <= 64 and layers else []
-    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), MarkedDict) else text.get("quantization_config")
-    globs = _string_list(q, "exclude_modules") + (_string_list(hfq.get("quantization"), "exclude_modules")
-                                                  if isinstance(hfq, MarkedDict) else [])
-    rules = _Exclusions(globs, _string_list(q, "ignore"), _string_list(q, "modules_to_not_convert"))
+    rules = _Exclusions(_string_list(q, "exclude_modules"), _string_list(q, "ignore"), _string_list(q, "modules_to_not_convert"))
     plain = "fp16" if dtype == "float16" else "bf16"
     excluded: set[int] = set()
     if quant not in ("bf16", "fp16") and rules:
