@@ -11,6 +11,12 @@ runner to prefer) never lives here: see :mod:`moe_select.policy`.
 Positive facts (support rows, activations, routing, dispatch formats, a2a restrictions) are lists: the
 runner can do a thing where at least one applicable fact says so. ``cuda_graph`` is a list too, the last
 applicable entry deciding. Constraints apply where their conditions hold.
+
+Evidence (schema 3): each list kind of a file carries a decision in ``lists:`` (:data:`LIST_KINDS`). An
+*exhaustive* list mirrors an upstream check that refuses everything else and cites it (file and symbol at a
+commit): a value outside it is refused. An *open* list names only what was verified: a value outside it is
+*unverified* (no fact either way), never refused. Support rows may be negative (``supported: false``): a cell
+an upstream check refuses. A file of schema 2 (an older plugin) loads with every list open, with a warning.
 """
 from __future__ import annotations
 
@@ -22,14 +28,29 @@ from .conditions import Conditional, Constraint, When, _check_requires
 from .contracts import DispatchFormat
 from .formats import Precision
 from .located import Located
-from .vocab import Activation, Arch, Engine, Quant, Routing
+from .vocab import Activation, Arch, Engine, Quant, Routing, arch_in
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 #: Every fact's ``source``: a repository file at a version, a PR/issue, a report, or this project's own
 #: code and measurements (``this project: <path>``).
 SOURCE_PATTERN = (r"^(\(reported\) )?[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[A-Za-z0-9_.+-]+:[^\s:]+(:[A-Za-z0-9_.]+)?|#\d+)"
                   r"|^this project: ")
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: Sources an exhaustive list may cite: upstream code at a commit (``owner/repo@commit:path[:symbol]``),
+#: optionally followed by more sources after ``; ``. A PR/issue or this project's own text is not enough to
+#: say that everything else is refused.
+UPSTREAM_CODE_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+@[A-Za-z0-9_.+-]+:[^\s:;]+"
+
+#: The list kinds of a runner file that need a decision (``lists:``), and what each covers:
+#: ``archs`` (the union of the support rows' archs), ``formats`` (the union of their formats), ``support``
+#: (the arch x format cells: a cell no positive row lists, or listed under conditions that do not hold),
+#: ``activations``, ``routing`` (incl. the routing weight on the expert input), ``dispatch`` (dispatch
+#: formats consumed), ``a2a`` (the all-to-all backends the runner pairs with), ``cuda_graph`` (no
+#: applicable capture fact), ``engines`` (the engines that ship the runner). Constraints, packages and
+#: toolchain entries are gates (each one refuses where it fails) and need no decision.
+LIST_KINDS = ("archs", "formats", "support", "activations", "routing", "dispatch", "a2a", "cuda_graph", "engines")
+#: The list kinds of an all-to-all file: ``archs`` (where the backend runs).
+A2A_LIST_KINDS = ("archs",)
 
 
 def _as_list(value: Any) -> Any:
@@ -51,6 +72,8 @@ class Support(Fact):
     archs: list[Arch] = Field(min_length=1)
     formats: list[Quant] = Field(min_length=1)
     activation_precision: dict[Quant, Precision] = {}
+    #: False: a negative row, a cell an upstream check refuses (cited by ``source``); the selector refuses it.
+    supported: bool = True
 
 
 class ActivationFact(Fact):
@@ -89,9 +112,13 @@ class BoolFact(Fact):
 
 
 class ArchFact(Fact):
-    """The architectures an all-to-all backend runs on."""
+    """The architectures an all-to-all backend runs on (names, families, ranges: :func:`moe_select.vocab.arch_in`)."""
 
     values: list[Arch] = Field(min_length=1)
+
+    def includes(self, arch: str) -> bool:
+        """True when ``values`` name base arch ``arch`` (by name, family or range)."""
+        return arch_in(arch, self.values)
 
 
 class PackageNeedFact(Located):
@@ -164,10 +191,33 @@ class EnginesFact(Located):
     source: str = Field(min_length=1)
 
 
-class RunnerCapability(Located):
-    """Facts of one runner (``backends/<runner>.yaml``)."""
+class Exhaustive(Located):
+    """An exhaustive list's decision: ``exhaustive`` cites the upstream check that refuses every value the
+    list does not name (``owner/repo@commit:path:symbol``); ``engines``, when given, limits the decision to
+    those engines (the list is open for the others); ``why`` says what the check does."""
 
-    schema_version: Literal[2]
+    exhaustive: str = Field(min_length=1)
+    engines: list[Engine] | None = None
+    why: str | None = None
+
+
+ListDecision = Literal["open"] | Exhaustive
+
+
+def decision_of(lists: dict[str, Any], kind: str, engine: str | None) -> Exhaustive | None:
+    """The exhaustive decision of list ``kind`` for ``engine`` (None: the list is open there, or undecided)."""
+    d = lists.get(kind)
+    if isinstance(d, Exhaustive) and (d.engines is None or engine in d.engines):
+        return d
+    return None
+
+
+class RunnerCapability(Located):
+    """Facts of one runner (``backends/<runner>.yaml``). ``lists`` holds each list kind's decision
+    (:data:`LIST_KINDS`): ``open`` or ``{exhaustive: <upstream source>}``; a kind left out is open (``moe-select
+    check`` reports it as undecided)."""
+
+    schema_version: Literal[2, 3]
     runner: str = Field(pattern=NAME_PATTERN)
     summary: str
     source: str = Field(min_length=1)
@@ -187,6 +237,12 @@ class RunnerCapability(Located):
     toolchain: list[Toolchain] = []
     jit: JitFact | None = None
     notes: list[Note] = []
+    lists: dict[Literal["archs", "formats", "support", "activations", "routing", "dispatch", "a2a", "cuda_graph", "engines"],
+                ListDecision] = {}
+
+    def decision(self, kind: str, engine: str | None) -> Exhaustive | None:
+        """The exhaustive decision of list ``kind`` under ``engine``, or None (open)."""
+        return decision_of(self.lists, kind, engine)
 
     @field_validator("activations", "routing", "dispatch", "a2a", "cuda_graph", mode="before")
     @classmethod
@@ -199,6 +255,8 @@ class RunnerCapability(Located):
             raise ValueError("registers needs a module that registers them")
         if self.module is not None and not self.registers:
             raise ValueError("a module must register a core for at least one dispatch format: list them in registers")
+        if self.schema_version == 2 and self.lists:
+            raise ValueError("lists (evidence decisions) needs schema_version 3")
         consumed = {f for d in self.dispatch for f in d.formats}
         bad = [f for f in self.registers if f not in consumed]
         if bad:
@@ -221,12 +279,18 @@ class RunnerCapability(Located):
                                                   or activation in self.adapter.activations)
 
     def formats_on(self, arch: str) -> list[str]:
-        """Formats some support row runs on ``arch`` (any conditions; may be empty)."""
-        return [f for s in self.support if arch in s.archs for f in s.formats]
+        """Formats some support row runs on base arch ``arch`` (its ``archs`` name it, a family holding it, or a
+        range: :func:`moe_select.vocab.arch_in`; any conditions; may be empty)."""
+        return [f for s in self.support if arch_in(arch, s.archs) for f in s.formats]
+
+    def has_arch(self, arch: str) -> bool:
+        """True when some support row names base arch ``arch`` (by name, family or range; any conditions)."""
+        return any(arch_in(arch, s.archs) for s in self.support)
 
     @property
     def archs(self) -> list[str]:
-        """Every architecture of the support rows, in file order."""
+        """Every arch specifier of the support rows (names, families, ranges), in file order: for display;
+        :meth:`has_arch` tells whether they hold an arch."""
         seen: list[str] = []
         for s in self.support:
             seen += [a for a in s.archs if a not in seen]
@@ -265,7 +329,7 @@ class A2ACapability(Located):
     ``low_latency``, each with its own format and capture fact) and ``auto``: the mode ``a2a_mode: auto``
     uses in each phase (default: normal for prefill, low_latency for decode, as SGLang's auto mode)."""
 
-    schema_version: Literal[2]
+    schema_version: Literal[2, 3]
     a2a: str = Field(pattern=NAME_PATTERN)
     summary: str
     source: str = Field(min_length=1)
@@ -278,6 +342,11 @@ class A2ACapability(Located):
     unavailable: list[Unavailable] = []
     constraints: list[Constraint] = []
     packages: list[PackageNeedFact] = []
+    lists: dict[Literal["archs"], ListDecision] = {}
+
+    def decision(self, kind: str, engine: str | None) -> Exhaustive | None:
+        """The exhaustive decision of list ``kind`` under ``engine``, or None (open)."""
+        return decision_of(self.lists, kind, engine)
 
     @model_validator(mode="after")
     def _modes(self) -> "A2ACapability":
@@ -324,7 +393,7 @@ class A2ACapability(Located):
 class CommonFacts(Located):
     """Constraints every runner obeys (``backends/common.yaml``)."""
 
-    schema_version: Literal[2]
+    schema_version: Literal[2, 3]
     source: str = Field(min_length=1)
     constraints: list[Constraint] = Field(min_length=1)
 
@@ -354,5 +423,5 @@ class KnownPackage(Located):
 class PackageTable(Located):
     """``backends/packages.yaml``: every kernel package a capability file may name."""
 
-    schema_version: Literal[2]
+    schema_version: Literal[2, 3]
     packages: list[KnownPackage] = Field(min_length=1)

@@ -18,13 +18,30 @@ ReasonCode = Literal[
     "arch_unsupported", "quant_unsupported", "activation_unsupported", "routing_unsupported",
     "a2a_unsupported", "parallelism_unsupported", "experts_not_divisible", "shape_unaligned",
     "dependency_missing", "toolchain_unsupported", "cuda_graph_unsupported", "disabled_by_rule",
-    "no_adapter", "plan_mismatch", "engine_unsupported",
+    "no_adapter", "plan_mismatch", "engine_unsupported", "unverified", "not_preferred",
 ]
 REASON_CODES: tuple[str, ...] = ReasonCode.__args__  # type: ignore[attr-defined]
 
 #: Version of the plan JSON. 2: rule and capability sources, model-config hashes, engines, a2a modes and
-#: dispatch formats, quantization parameters, version assumptions, per-layer plans.
-PLAN_SCHEMA_VERSION = 2
+#: dispatch formats, quantization parameters, version assumptions, per-layer plans. 3: evidence levels
+#: (supported / unverified) with their unknowns, per engine, and strict mode.
+PLAN_SCHEMA_VERSION = 3
+
+#: Evidence level of a candidate or plan: ``supported`` (a cited fact says every part runs), ``refused``
+#: (a cited fact says some part does not), ``unverified`` (no fact either way for some part).
+Evidence = Literal["supported", "refused", "unverified"]
+#: Order of the levels, strongest first (a deployment's level is the weakest over its MoE layer kinds).
+EVIDENCE_ORDER = ("supported", "unverified", "refused")
+
+
+def weakest(levels: "list[str]") -> str:
+    """The weakest of evidence ``levels`` (``refused`` < ``unverified`` < ``supported``); supported when empty."""
+    return max(levels, key=EVIDENCE_ORDER.index, default="supported")
+
+
+def strongest(levels: "list[str]") -> str:
+    """The strongest of evidence ``levels``; refused when empty."""
+    return min(levels, key=EVIDENCE_ORDER.index, default="refused")
 
 
 class Reason(BaseModel):
@@ -48,13 +65,38 @@ class Reason(BaseModel):
         return f"{self.code}: {self.detail}{only} [{self.source}]{fix}"
 
 
+class Unknown(BaseModel):
+    """What no fact covers for a candidate: the refusal ``code`` it would be, a ``detail`` naming the values,
+    ``settle`` (the fact that would decide it), the ``source`` of the open list (``file:line``), and
+    ``engines`` when it holds for some engines only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    code: ReasonCode
+    detail: str
+    settle: str
+    source: str
+    backend: str | None = None
+    engines: list[str] | None = None
+
+    def render(self) -> str:
+        """One line: ``unverified (code): detail [source] Settled by: ...``."""
+        only = f" ({', '.join(self.engines)} only)" if self.engines else ""
+        return f"unverified ({self.code}): {self.detail}{only} [{self.source}] Settled by: {self.settle}."
+
+
 class Candidate(BaseModel):
-    """One runner as evaluated: eligible or not, with every reason, and the rule that prefers it."""
+    """One runner as evaluated: eligible or not, with every reason, the rule that prefers it, and its
+    evidence (``evidence``: the best level over the engines checked, ``evidence_by_engine`` each engine's,
+    ``unknowns``: what no fact covers on the engines it is not refused on)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     backend: str
     eligible: bool
+    evidence: Evidence = "supported"
+    evidence_by_engine: dict[str, Evidence] = {}
+    unknowns: list[Unknown] = []
     reasons: list[Reason] = []
     preferred_by: str | None = None
     adapter: str | None = None
@@ -91,6 +133,48 @@ class PackageNeed(BaseModel):
     install: str | None = None
 
 
+#: Display-name prefixes of the bundled capability and rule files in a catalog's ``files`` (operator and
+#: plugin files are named by their absolute paths).
+BUNDLED_PREFIXES = ("backends/", "rules/")
+
+
+def facts_digest(files: dict[str, str]) -> str:
+    """The version of the bundled fact files: ``sha256:`` + the sha256 of one ``"<name> <sha256>\\n"`` line per
+    bundled capability file (``backends/*.yaml``, ``backends/a2a/*.yaml``) and rule file (``rules/*.yaml``),
+    sorted by name, taken from ``files`` (display name -> sha256 of the file's bytes, as
+    :class:`~moe_select.catalog.Catalog` and :attr:`Plan.files` hold them; other entries are ignored). The files
+    carry no release number of their own (their ``schema_version`` is their format's), so their contents are
+    their version: any edit of any bundled file changes it."""
+    lines = "".join(f"{name} {digest}\n" for name, digest in sorted(files.items()) if name.startswith(BUNDLED_PREFIXES))
+    return "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+
+
+class WrittenBy(BaseModel):
+    """Which moe-select wrote a plan (``moe-select --version`` prints the same three for this install):
+    ``package``, the moe-select version (:data:`moe_select.__version__`, the distribution's version);
+    ``facts``, the bundled fact and rule files' version (:func:`facts_digest`); ``plan_schema``, the plan
+    format's :data:`PLAN_SCHEMA_VERSION`. Provenance, not an input: it is not in the fingerprint, and
+    ``resolve`` warns when it differs from this install's (``PlanWriterWarning``) while it refuses
+    (``plan_mismatch``) only what a fresh selection over the plan's inputs finds different."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    package: str
+    facts: str
+    plan_schema: int
+
+    def brief(self) -> str:
+        """``moe-select 0.1.0 (fact files sha256:0123456789ab..., plan schema 2)``."""
+        return f"moe-select {self.package} (fact files {self.facts[:19]}..., plan schema {self.plan_schema})"
+
+
+def writer(files: dict[str, str]) -> WrittenBy:
+    """This install as a plan's writer, for a catalog whose ``files`` (display name -> sha256) were read."""
+    from . import __version__
+
+    return WrittenBy(package=__version__, facts=facts_digest(files), plan_schema=PLAN_SCHEMA_VERSION)
+
+
 class Plan(BaseModel):
     """A selection, as JSON for the engine (``moe-select plan -o plan.json``) and for ``resolve``.
 
@@ -111,8 +195,14 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    schema_version: Literal[2]  # required: a plan without it was not written by this moe-select
+    schema_version: Literal[3]  # required: a plan without it was not written by this moe-select
     runner: str
+    #: ``supported`` or ``unverified`` (the weakest over the plan's MoE layer kinds), its ``unknowns``, each
+    #: engine's level (``engine: any``), and ``strict`` (True: an unverified plan is refused).
+    evidence: Literal["supported", "unverified"]
+    evidence_by_engine: dict[str, Evidence] = {}
+    unknowns: list[Unknown] = []
+    strict: bool = False
     module: str | None
     registers: list[str]
     dispatch_formats: list[str]
@@ -144,6 +234,8 @@ class Plan(BaseModel):
     rule_sources: list[str] = []
     backend_sources: list[str] = []
     fingerprint: str
+    #: The moe-select that wrote the plan (:class:`WrittenBy`); None in plans written before it was recorded.
+    written_by: WrittenBy | None = None
 
     def to_json(self) -> str:
         """The plan as indented JSON text (what ``moe-select plan -o`` writes)."""

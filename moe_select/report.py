@@ -18,6 +18,8 @@ class Report(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: Literal["ok", "rejected"]
+    #: The plan's evidence (``supported`` / ``unverified``), ``refused`` without a plan.
+    evidence: Literal["supported", "unverified", "refused"] = "refused"
     deployment: Understood
     environment: Environment
     plan: Plan | None
@@ -41,7 +43,8 @@ class Report(BaseModel):
             p = self.plan
             how = f"rule {p.chosen_by.rule} at {p.chosen_by.source}" if p.chosen_by.how == "rule" else "asked for explicitly"
             alts = ", ".join(p.alternatives) or "none"
-            return f"moe-select: using {p.runner} ({how}) for {d}; other eligible: {alts}"
+            ev = "" if p.evidence == "supported" else f" [{p.evidence}: {len(p.unknowns)} unknown(s)]"
+            return f"moe-select: using {p.runner} ({how}){ev} for {d}; other eligible: {alts}"
         kinds = self.refused_layer_kinds()
         if kinds:
             codes = sorted({r.code for sub in self.layers if sub.deployment.layer_kind in kinds for r in sub.reasons})
@@ -64,6 +67,7 @@ class Report(BaseModel):
         flat = {**dep, **model, "deepep_mode": dep.get("a2a_mode")}  # deepep_mode: SGLang's name, kept for readers of v1
         return {
             "status": self.status,
+            "evidence": self.evidence,
             "deployment": flat,
             "environment": self.environment.model_dump(mode="json"),
             "plan": self.plan.model_dump(mode="json") if self.plan else None,
@@ -113,6 +117,9 @@ class Report(BaseModel):
             p = self.plan
             how = f"rule {p.chosen_by.rule} ({p.chosen_by.source})" if p.chosen_by.how == "rule" else f"asked for explicitly ({p.chosen_by.source})"
             out.append(f"Plan: {p.runner}  chosen by {how}")
+            by = ", ".join(f"{e} {lv}" for e, lv in p.evidence_by_engine.items())
+            out.append(f"  evidence: {p.evidence}" + (f" ({by})" if by else "") + (" (strict)" if p.strict else ""))
+            out += [f"  {x.render()}" for x in p.unknowns]
             out.append(f"  adapter: {p.module or 'none in this install (plan-only)'}; a2a: {p.a2a}"
                        + (f" ({p.a2a_mode}: {', '.join(p.a2a_modes)})" if p.a2a_mode else "")
                        + f"; dispatch: {', '.join(p.dispatch_formats) or 'n/a'}; activations: {p.activation_precision}")
@@ -131,7 +138,12 @@ class Report(BaseModel):
                 out.append(f"Refused: no plan. The main layers have an eligible runner; no runner serves the "
                            f"{', '.join(kinds)} layers (below).")
             else:
-                out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
+                np = [r for r in self.reasons if r.code == "not_preferred"]
+                if np:
+                    out.append("Refused: no plan. No runner a matching rule prefers is eligible; eligible but preferred by no rule:")
+                    out += [f"  {r.render()}" for r in np]
+                else:
+                    out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
         if self.layers:
             from .deployment import _ranges
 
@@ -161,7 +173,7 @@ class Report(BaseModel):
         out.append("Candidates (in rule order; then runners no matching rule prefers)")
         width = max(len(c.backend) for c in self.candidates) if self.candidates else 8
         for c in self.candidates:
-            mark = "eligible" if c.eligible else "rejected"
+            mark = (f"eligible, {c.evidence}" if c.eligible else "rejected")
             chosen = " <- chosen" if self.plan and c.backend == self.plan.runner else ""
             pref = f" (preferred by {c.preferred_by})" if c.preferred_by else ""
             own = [r for r in c.reasons if key(r) not in shared]
@@ -169,6 +181,8 @@ class Report(BaseModel):
             out.append(f"  {c.backend:<{width}}  {mark}{chosen}{pref}{more}")
             for r in own:
                 out.append(f"  {'':<{width}}    {r.render()}")
+            if c.eligible:
+                out += [f"  {'':<{width}}    {x.render()}" for x in c.unknowns]
         out.append("")
         if self.overridden_rules:
             out.append("Overridden bundled rules (operator rules with the same id replace them in place):")

@@ -21,12 +21,13 @@ from typing import Any, Iterable, Literal, Sequence, cast
 
 from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support
 from .catalog import Catalog, default_catalog
-from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fixes
+from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fixes_for_engines
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
 from .formats import FORMATS, block_shape, group_size
-from .plans import PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, canonical_files, fingerprint
+from .plans import (PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, Unknown, canonical_files, fingerprint, writer,
+                    strongest, weakest)
 from .report import Report
 from .versions import at_least, newer, satisfies
 from .vocab import ENGINES, WEIGHT_ON_INPUT_ROUTINGS
@@ -66,10 +67,16 @@ class _Ctx:
     env: Environment
     catalog: Catalog
     facts: dict[str, Any]
-    fixes: dict[int, str | None] = field(default_factory=dict)  # id(constraint) -> cached parallel fix
-    #: Constraint verdicts of parallel_fixes, shared by the engines' contexts of one select (their facts
+    #: What no fact covers (open lists), collected by the checks of one candidate under this engine.
+    unknowns: list[Unknown] = field(default_factory=list)
+    #: ``(id(constraint), engines) -> parallel fix``, shared by the engines' contexts of one select.
+    fixes: dict[Any, str | None] = field(default_factory=dict)
+    #: Constraint verdicts of the fix search, shared by the engines' contexts of one select (their facts
     #: differ in ``engine`` only, which the memo keys where a constraint reads it).
     verdicts: dict[Any, Any] = field(default_factory=dict)
+    #: Every engine the deployment is checked for -> its facts (one entry unless ``engine: any``): a fix is
+    #: checked in each engine its reason holds for (row 12 of issue 17: vLLM takes no ep 4 at tp 8).
+    engine_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
@@ -137,9 +144,45 @@ def _why_not(fact: Conditional, ctx: _Ctx) -> tuple[str, str | None]:
     return "; ".join(parts), fix
 
 
+def _version_gate(fact: Conditional | None, ctx: _Ctx) -> bool:
+    """True when ``fact``'s ``when`` holds but its ``requires`` (a package version gate) does not: a refusal
+    on evidence (the fact says which versions run it), not a gap."""
+    if fact is None or not fact.requires or (fact.when is not None and not fact.when.matches(ctx.facts)):
+        return False
+    return not _requires(fact.requires, ctx)[0]
+
+
+def _gap(ctx: _Ctx, owner: Any, kind: str, code: str, detail: str, settle: str, source: str,
+         backend: str | None) -> list[Reason]:
+    """A value no applicable fact of list ``kind`` names: refused when ``owner``'s list is exhaustive there (citing
+    the upstream check), else recorded as unknown in ``ctx.unknowns`` (unverified)."""
+    d = owner.decision(kind, ctx.facts.get("engine"))
+    if d is not None:
+        return [Reason(code=cast(Any, code), detail=f"{detail} (exhaustive {kind} list: {d.why or d.exhaustive})",
+                       source=d.where(), backend=backend)]
+    ctx.unknowns.append(Unknown(code=cast(Any, code), detail=detail, settle=settle, source=source, backend=backend))
+    return []
+
+
 # ------------------------------------------------------------------------------------------- checks
+def _parallel_fix(c: Constraint, ctx: _Ctx, engines: Sequence[str] | None) -> str | None:
+    """The tp/ep fix of a violated constraint ``c``, checked in every engine of ``engines`` (default: all the
+    deployment's) where ``c`` is violated too, i.e. every engine the reason will name: a change that works
+    in all of them, or labeled with those it works in (:func:`~moe_select.conditions.parallel_fixes_for_engines`)."""
+    pool = ctx.engine_facts or {str(ctx.facts.get("engine")): ctx.facts}
+    names = [e for e in (engines or pool) if e in pool]
+    holds = {e: pool[e] for e in names if c.applies(pool[e]) and not c.holds(pool[e])} or {"": ctx.facts}
+    key = (id(c), tuple(holds))
+    if key not in ctx.fixes:
+        ctx.fixes[key] = parallel_fixes_for_engines([c], holds, also=ctx.catalog.common.constraints, memo=ctx.verdicts)
+    return ctx.fixes[key]
+
+
 def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backend: str | None,
-                        assumed: list[str]) -> list[Reason]:
+                        assumed: list[str], engines: Sequence[str] | None = None) -> list[Reason]:
+    """A reason per constraint of ``cons`` that applies and is violated in ``ctx``; a constraint on a
+    quantity a tp/ep change can fix gets a fix checked in each of ``engines`` (default: every engine of the
+    deployment) where it is violated too."""
     out = []
     for c in cons:
         unknown = [q for q in _quantities_read(c) if q in UNGIVEN and ctx.facts.get(q) is None]
@@ -157,11 +200,7 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
         why = f" ({c.why})" if c.why else ""
         cond = c.describe_conditions()
         cond = f" (when {cond})" if cond else ""
-        fix = None
-        if c.field in PARALLEL_FIELDS:
-            if id(c) not in ctx.fixes:
-                ctx.fixes[id(c)] = parallel_fixes(c, ctx.facts, also=ctx.catalog.common.constraints, memo=ctx.verdicts)
-            fix = ctx.fixes[id(c)]
+        fix = _parallel_fix(c, ctx, engines) if c.field in PARALLEL_FIELDS else None
         out.append(Reason(code=c.code, detail=f"{owner}{cond}: {v}{why}", source=c.where(), fix=fix, backend=backend))
     return out
 
@@ -198,9 +237,10 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
         if engine in gone.engines:
             out.append(Reason(code="a2a_unsupported", detail=f"{owner} is not shipped by {engine}: {gone.why}",
                               source=gone.where(), fix="another a2a backend, or another engine"))
-    if u.arch not in a2a.archs.values:
-        out.append(Reason(code="a2a_unsupported", detail=f"{owner} runs on {', '.join(a2a.archs.values)}; this deployment is "
-                          f"{_arch_label(u)}", source=a2a.archs.where(), fix="a2a: none"))
+    if not _arch_in(u.arch, a2a.archs.values):
+        gap = _gap(ctx, a2a, "archs", "a2a_unsupported", f"{owner} runs on {', '.join(a2a.archs.values)}; this deployment is "
+                   f"{_arch_label(u)}", f"a fact that {owner} runs on {u.arch}", a2a.archs.where(), None)
+        out += [r.model_copy(update={"fix": "a2a: none"}) for r in gap]
     out += _constraint_reasons(a2a.constraints, ctx, owner, None, assumed)
     out += _package_reasons(a2a.packages, ctx, owner, None, needs)
     if u.cuda_graph:
@@ -219,7 +259,8 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
 def _values_check(facts: Sequence[Fact], attr: str, value: str, ctx: _Ctx, assumed: list[str]
                   ) -> tuple[bool, list[str], Fact | None, str, str | None]:
     """For list-valued facts: ``(value accepted, values of the applicable facts, a fact that would accept
-    value but does not apply, why not, fix)``."""
+    value but does not apply, why not, fix)``. Of several such facts, one whose ``when`` holds and whose
+    package version gate fails (a refusal on evidence) is the one returned."""
     have: list[str] = []
     blocked: Fact | None = None
     for f in facts:
@@ -227,38 +268,67 @@ def _values_check(facts: Sequence[Fact], attr: str, value: str, ctx: _Ctx, assum
         vals = ["any"] if vals == "any" else list(vals)
         if _holds(f, ctx, assumed):
             have += [v for v in vals if v not in have]
-        elif value in vals and blocked is None:
+        elif value in vals and (blocked is None or (not _version_gate(cast(Any, blocked), ctx)
+                                                    and _version_gate(cast(Any, f), ctx))):
             blocked = f
     why, fix = _why_not(blocked, ctx) if blocked is not None else ("", None)
     return value in have, have, blocked, why, fix
 
 
+def _arch_in(arch: str, specs: Sequence[str]) -> bool:
+    """True when ``arch`` is named by ``specs`` (names, families, ranges: :func:`moe_select.vocab.arch_in`)."""
+    from . import vocab
+
+    fn = getattr(vocab, "arch_in", None)
+    return fn(arch, specs) if fn is not None else arch in specs
+
+
 def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> list[Reason]:
+    """The support rows against the deployment's arch and format. A negative row (``supported: false``) that
+    applies refuses; an arch or format no row names, or a cell no applicable row lists, is refused where the
+    ``archs`` / ``formats`` / ``support`` list is exhaustive and unknown where it is open; a row that fails on
+    a package version (``requires``) refuses (a version gate)."""
     u, name = ctx.u, cap.runner
-    if u.arch not in cap.archs:
-        out = [Reason(code="arch_unsupported", detail=f"{name} runs on {', '.join(cap.archs)}; this deployment is {_arch_label(u)}",
-                      source=cap.support[0].where(), backend=name)]
-        if not any(u.quant in s.formats for s in cap.support):
-            out.append(Reason(code="quant_unsupported", detail=f"{name} never runs {u.quant} (on any arch)",
-                              source=cap.support[0].where(), backend=name))
+    for s in cap.support:
+        if not s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats and _holds(s, ctx, assumed):
+            return [Reason(code="quant_unsupported", detail=f"{name} does not run {u.quant} on {_arch_label(u)}",
+                           source=s.where(), backend=name)]
+    pos = [s for s in cap.support if s.supported]
+    archs = list(dict.fromkeys(a for s in pos for a in s.archs))
+    formats = list(dict.fromkeys(f for s in pos for f in s.formats))
+    out: list[Reason] = []
+    on_arch = [s for s in pos if _arch_in(u.arch, s.archs)]
+    if not on_arch:
+        out += _gap(ctx, cap, "archs", "arch_unsupported", f"{name} runs on {', '.join(archs)}; this deployment is {_arch_label(u)}",
+                    f"a support row of {name} naming {u.arch}", pos[0].where() if pos else cap.where("support"), name)
+    if u.quant not in formats:
+        out += _gap(ctx, cap, "formats", "quant_unsupported", f"{name} runs {', '.join(formats)}; not {u.quant}",
+                    f"a support row of {name} naming {u.quant}", pos[0].where() if pos else cap.where("support"), name)
+    if not on_arch or u.quant not in formats:
         return out
-    rows = [s for s in cap.support if u.arch in s.archs and u.quant in s.formats]
+    rows = [s for s in on_arch if u.quant in s.formats]
     if any(_holds(s, ctx, assumed) for s in rows):
         return []
-    if rows:
-        why, fix = _why_not(rows[0], ctx)
-        return [Reason(code="quant_unsupported", detail=f"{name} runs {u.quant} on {u.arch} only {why}", source=rows[0].where(),
+    gate = next((s for s in rows if _version_gate(s, ctx)), None)
+    if gate is not None:
+        why, fix = _why_not(gate, ctx)
+        return [Reason(code="quant_unsupported", detail=f"{name} runs {u.quant} on {u.arch} only {why}", source=gate.where(),
                        fix=fix, backend=name)]
-    elsewhere = sorted({a for s in cap.support if u.quant in s.formats for a in s.archs})
-    hint = f"; {u.quant} runs on {', '.join(elsewhere)}" if elsewhere else f"; {name} never runs {u.quant}"
-    src = next(s for s in cap.support if u.arch in s.archs)
-    return [Reason(code="quant_unsupported", detail=f"{name} on {u.arch} runs {', '.join(dict.fromkeys(cap.formats_on(u.arch)))}; "
-                   f"not {u.quant}{hint}", source=src.where(), backend=name)]
+    if rows:
+        why, _ = _why_not(rows[0], ctx)
+        detail, src = f"{name} runs {u.quant} on {u.arch} only {why}", rows[0].where()
+    else:
+        elsewhere = sorted({a for s in pos if u.quant in s.formats for a in s.archs})
+        detail = (f"{name} on {u.arch} runs {', '.join(dict.fromkeys(f for s in on_arch for f in s.formats))}; not {u.quant} "
+                  f"({u.quant} runs on {', '.join(elsewhere)})")
+        src = on_arch[0].where()
+    return _gap(ctx, cap, "support", "quant_unsupported", detail, f"a support row of {name} for {u.quant} on {u.arch} here", src, name)
 
 
 def _support_row(cap: RunnerCapability, ctx: _Ctx) -> Support | None:
     u = ctx.u
-    return next((s for s in cap.support if u.arch in s.archs and u.quant in s.formats and _holds(s, ctx, [])), None)
+    return next((s for s in cap.support if s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats
+                 and _holds(s, ctx, [])), None)
 
 
 def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], assumed: list[str]) -> list[Reason]:
@@ -267,32 +337,42 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     u, name, out = ctx.u, cap.runner, []
     engine = ctx.facts.get("engine")
     if cap.engines is not None and engine not in cap.engines.values:
-        out.append(Reason(code="engine_unsupported", detail=f"{name} is not shipped by {engine} (shipped by "
-                          f"{', '.join(cap.engines.values)})", source=cap.engines.where(),
-                          fix=f"engine: {' or '.join(cap.engines.values)}, or another runner", backend=name))
+        gap = _gap(ctx, cap, "engines", "engine_unsupported", f"{name} is not shipped by {engine} (shipped by "
+                   f"{', '.join(cap.engines.values)})", f"a fact that {engine} ships {name}", cap.engines.where(), name)
+        out += [r.model_copy(update={"fix": f"engine: {' or '.join(cap.engines.values)}, or another runner"}) for r in gap]
     out += _support_reasons(cap, ctx, assumed)
     act = u.model["activation"]
-    ok, have, _, why, fix = _values_check(cap.activations, "values", act, ctx, assumed)
+    ok, have, blocked, why, fix = _values_check(cap.activations, "values", act, ctx, assumed)
     if not ok:
         more = f"; {act} only {why}" if why else ""
         src = next((f for f in cap.activations if act in f.values), cap.activations[0])
-        out.append(Reason(code="activation_unsupported", detail=f"{name} computes {', '.join(have) or 'nothing here'}{more}; "
-                          f"the model uses {act}", source=src.where(), fix=fix, backend=name))
+        detail = f"{name} computes {', '.join(have) or 'nothing here'}{more}; the model uses {act}"
+        if _version_gate(blocked, ctx):
+            out.append(Reason(code="activation_unsupported", detail=detail, source=src.where(), fix=fix, backend=name))
+        else:
+            out += _gap(ctx, cap, "activations", "activation_unsupported", detail, f"an activations fact of {name} naming {act} here",
+                        src.where(), name)
     routing = u.model["routing"]
-    ok, have, _, why, fix = _values_check(cap.routing, "values", routing, ctx, assumed)
+    ok, have, blocked, why, fix = _values_check(cap.routing, "values", routing, ctx, assumed)
     takes_topk = "any" in have
     if takes_topk and routing in WEIGHT_ON_INPUT_ROUTINGS:
         if not any(f.values == "any" and f.weight_on_input and _holds(f, ctx, []) for f in cap.routing):
-            out.append(Reason(code="routing_unsupported", detail=f"{name} takes pre-computed top-k but applies the routing weight "
-                              f"to the expert output; {routing} routing applies it to the expert input",
-                              source=next(f for f in cap.routing if f.values == "any").where(), backend=name))
+            out += _gap(ctx, cap, "routing", "routing_unsupported", f"{name} takes pre-computed top-k; no fact says it applies the "
+                        f"routing weight to the expert input, which {routing} routing needs",
+                        f"a routing fact of {name} with weight_on_input: true here",
+                        next(f for f in cap.routing if f.values == "any").where(), name)
     elif not ok and not takes_topk:
         more = f"; {routing} only {why}" if why else ""
         rsrc = next((f for f in cap.routing if f.values != "any" and routing in f.values), cap.routing[0])
-        out.append(Reason(code="routing_unsupported", detail=f"{name} routes inside the kernel with {', '.join(have) or 'nothing here'}"
-                          f"{more}; the model routes with {routing}", source=rsrc.where(), fix=fix, backend=name))
+        detail = f"{name} routes inside the kernel with {', '.join(have) or 'nothing here'}{more}; the model routes with {routing}"
+        if _version_gate(blocked, ctx):
+            out.append(Reason(code="routing_unsupported", detail=detail, source=rsrc.where(), fix=fix, backend=name))
+        else:
+            out += _gap(ctx, cap, "routing", "routing_unsupported", detail, f"a routing fact of {name} naming {routing} here",
+                        rsrc.where(), name)
     out += _dispatch_reasons(cap, ctx, assumed)
-    out += _constraint_reasons(cap.constraints, ctx, name, name, assumed)
+    shipped = [e for e in ctx.engine_facts if cap.engines is None or e in cap.engines.values] or None
+    out += _constraint_reasons(cap.constraints, ctx, name, name, assumed, shipped)
     out += _package_reasons(cap.packages, ctx, name, name, needs)
     prebuilt = cap.jit is not None and ctx.env.prebuilt.get(cap.jit.package) is True
     for t in cap.toolchain:
@@ -313,6 +393,10 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
             out.append(Reason(code="cuda_graph_unsupported", detail=f"{name} cannot be captured in a CUDA graph"
                               + (f" (when {graph[-1].describe_conditions()})" if graph[-1].describe_conditions() else ""),
                               source=graph[-1].where(), fix="cuda_graph: false (SGLang: --disable-cuda-graph)", backend=name))
+        elif not graph:
+            gap = _gap(ctx, cap, "cuda_graph", "cuda_graph_unsupported", f"no capture fact of {name} applies here",
+                       f"a cuda_graph fact of {name} that applies here", cap.cuda_graph[0].where(), name)
+            out += [r.model_copy(update={"fix": "cuda_graph: false (SGLang: --disable-cuda-graph)"}) for r in gap]
     if u.require_adapter and ctx.catalog.adapter(name, u.quant, act) is None:
         if cap.module is not None and cap.adapter is not None:
             out.append(Reason(code="no_adapter", detail=f"{name}'s adapter in this install implements {', '.join(cap.adapter.formats)}"
@@ -328,14 +412,14 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
     """The a2a backend's dispatch formats against those the runner consumes; the runner's a2a restrictions."""
     u, name = ctx.u, cap.runner
     a2a = ctx.catalog.a2a.get(u.a2a)
-    if a2a is None:
-        return []
-    out = []
+    out: list[Reason] = []
     restrict = [f for f in cap.a2a if _holds(f, ctx, assumed)]
     allowed = sorted({v for f in restrict for v in f.values})
     if restrict and u.a2a not in allowed:
-        out.append(Reason(code="a2a_unsupported", detail=f"{name} is paired with a2a {', '.join(allowed)} only; this deployment "
-                          f"uses {u.a2a}", source=restrict[0].where(), fix=f"a2a in {{{', '.join(allowed)}}}", backend=name))
+        gap = _gap(ctx, cap, "a2a", "a2a_unsupported", f"{name} is paired with a2a {', '.join(allowed)}; no fact pairs it with "
+                   f"{u.a2a}", f"an a2a fact of {name} naming {u.a2a} here", restrict[0].where(), name)
+        return [r.model_copy(update={"fix": f"a2a in {{{', '.join(allowed)}}}"}) for r in gap]
+    if a2a is None:
         return out
     consumed = {f for d in cap.dispatch if _holds(d, ctx, assumed) for f in d.formats}
     used = a2a.formats_used(tuple(u.a2a_modes))
@@ -349,9 +433,10 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
                 fix = f"a2a_mode: {ok_modes[0]}" + ("" if capturable or not u.cuda_graph else " and cuda_graph: false")
         modes = f" in {'/'.join(u.a2a_modes)} mode" if u.a2a_modes else ""
         src = next((d for d in cap.dispatch), cap.dispatch[0])
-        out.append(Reason(code="a2a_unsupported", detail=f"{name} consumes {', '.join(sorted(consumed)) or 'no'} dispatch; a2a {u.a2a}"
-                          f"{modes} hands over {', '.join(missing)} (a2a_mode {u.a2a_mode or 'n/a'} uses {', '.join(u.a2a_modes) or 'one mode'})",
-                          source=src.where(), fix=fix, backend=name))
+        gap = _gap(ctx, cap, "dispatch", "a2a_unsupported", f"{name} consumes {', '.join(sorted(consumed)) or 'no'} dispatch; a2a {u.a2a}"
+                   f"{modes} hands over {', '.join(missing)} (a2a_mode {u.a2a_mode or 'n/a'} uses {', '.join(u.a2a_modes) or 'one mode'})",
+                   f"a dispatch fact of {name} consuming {', '.join(missing)} here", src.where(), name)
+        out += [r.model_copy(update={"fix": fix}) for r in gap]
     return out
 
 
@@ -388,11 +473,7 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
                                    prebuilt=deployment.prebuilt, where=deployment._file)
     u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu,
                    a2a_backends=catalog.a2a)
-    if u.runner != "auto" and u.runner not in catalog.runners:
-        close = difflib.get_close_matches(u.runner, list(catalog.runners), n=1)
-        raise InputError(Issue(deployment._file, deployment._lines.get("runner", 0), "runner",
-                               f"unknown runner {shorten(u.runner)}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                               + f"; runners: auto, {', '.join(sorted(catalog.runners))}"))
+    # A runner no capability file describes is judged (unverified), not invalid input: see select().
     return select(u, environment, catalog)
 
 
@@ -459,8 +540,12 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     engines = _engines(u)
     single = len(engines) == 1
     verdicts: dict[Any, Any] = {}
-    ctxs = {e: _Ctx(u, env, catalog, _facts(u, e), verdicts=verdicts) for e in engines}
+    fixes: dict[Any, str | None] = {}
+    engine_facts = {e: _facts(u, e) for e in engines}
+    ctxs = {e: _Ctx(u, env, catalog, engine_facts[e], fixes=fixes, verdicts=verdicts, engine_facts=engine_facts)
+            for e in engines}
     base: dict[str, list[Reason]] = {}
+    base_unknowns: dict[str, list[Unknown]] = {}
     base_assumed: list[str] = []
     base_needs: list[PackageNeed] = []
     a2a_cap = catalog.a2a.get(u.a2a)
@@ -468,10 +553,13 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         a2a_needs: list[PackageNeed] = []
         found = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, base_assumed)
         if a2a_cap is None:
-            found.append(Reason(code="a2a_unsupported", detail=f"no capability file for a2a {u.a2a}", source="backends/a2a/"))
+            ctx.unknowns.append(Unknown(code="a2a_unsupported", detail=f"no capability file describes a2a {u.a2a}",
+                                        settle=f"backends/a2a/{u.a2a}.yaml (its archs, modes and dispatch formats)",
+                                        source="backends/a2a/"))
         else:
             found += _a2a_reasons(a2a_cap, ctx, a2a_needs, base_assumed)
-        base[e] = found
+        base[e], base_unknowns[e] = found, list(ctx.unknowns)
+        ctx.unknowns.clear()
         if not base_needs:
             base_needs = a2a_needs
     rule_facts = _facts(u, engines[0] if single else None)  # engine: any matches no engine-specific rule
@@ -488,60 +576,95 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                 preferred.setdefault(runner, r)
 
     base_sensitive = bool(a2a_cap and a2a_cap.unavailable) or any(
-        c.when is not None and c.when.engine is not None for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])])
+        c.when is not None and c.when.engine is not None for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])]
+    ) or bool(a2a_cap and any(getattr(d, "engines", None) for d in a2a_cap.lists.values()))
     candidates: dict[str, Candidate] = {}
     needs_of: dict[str, list[PackageNeed]] = {}
-    for name in sorted(catalog.runners):
-        cap = catalog.runners[name]
+    names = sorted(catalog.runners)
+    if u.runner != "auto" and u.runner not in catalog.runners:
+        names.append(u.runner)  # a runner no capability file describes: judged on the common facts alone
+    for name in names:
+        cap = catalog.runners.get(name)
         per_engine: dict[str, list[Reason]] = {}
+        unknowns_by: dict[str, list[Unknown]] = {}
         assumed: list[str] = list(base_assumed)
         # Facts that name no engine give the same answer for every engine: check once, then copy.
         # engine: any asks whether some engine runs it: engines that do not ship the runner are not asked
         # (naming one explicitly gives engine_unsupported).
         shipped = engines
-        if not single and cap.engines is not None:
+        if not single and cap is not None and cap.engines is not None:
             shipped = [e for e in engines if e in cap.engines.values] or engines
-        check_engines = shipped if (cap.engine_sensitive or base_sensitive) else shipped[:1]
+        sensitive = cap is not None and (cap.engine_sensitive or any(getattr(d, "engines", None) for d in cap.lists.values()))
+        check_engines = shipped if (sensitive or base_sensitive) else shipped[:1]
         needs_by: dict[str, list[PackageNeed]] = {}
         for e in check_engines:
             engine_needs: list[PackageNeed] = []
             engine_reasons = [r.model_copy(update={"backend": name}) for r in base[e]]
-            engine_reasons += check_runner(cap, ctxs[e], engine_needs, assumed)
-            per_engine[e] = engine_reasons
-            needs_by[e] = engine_needs
+            ctx = ctxs[e]
+            ctx.unknowns = [x.model_copy(update={"backend": name}) for x in base_unknowns[e]]
+            if cap is not None:
+                engine_reasons += check_runner(cap, ctx, engine_needs, assumed)
+            else:
+                close = difflib.get_close_matches(name, list(catalog.runners), n=1)
+                ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}"
+                                            + (f" (did you mean {close[0]!r}?)" if close else ""),
+                                            settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",
+                                            source="backends/", backend=name))
+            per_engine[e], unknowns_by[e], needs_by[e] = engine_reasons, ctx.unknowns, engine_needs
+            ctx.unknowns = []
         for e in shipped[len(check_engines):]:
-            per_engine[e], needs_by[e] = per_engine[shipped[0]], needs_by[shipped[0]]
-        ok_engines = [e for e, rs in per_engine.items() if not rs]
-        # What the plan says (packages, notes, activation precision) is what the first engine that runs it does.
+            per_engine[e], needs_by[e], unknowns_by[e] = per_engine[shipped[0]], needs_by[shipped[0]], unknowns_by[shipped[0]]
+        level = {e: "refused" if rs else "unverified" if unknowns_by[e] else "supported" for e, rs in per_engine.items()}
+        best = strongest(list(level.values()))
+        ok_engines = [e for e in per_engine if level[e] == best and best != "refused"]
+        # What the plan says (packages, notes, activation precision) is what the first engine that runs it best does.
         lead = ok_engines[0] if ok_engines else check_engines[0]
         needs = needs_by[lead]
-        reasons = [] if ok_engines else _merge(per_engine)
+        unknowns = [] if best == "refused" else _merge_unknowns({e: unknowns_by[e] for e in per_engine if level[e] != "refused"})
+        reasons = [] if best != "refused" else _merge(per_engine)
+        if best == "unverified" and u.strict:
+            reasons = [Reason(code="unverified", detail=f"strict: {x.detail}", source=x.source, backend=name, engines=x.engines,
+                              fix=f"{x.settle}; or strict: false") for x in unknowns]
         for rule in disabled.get(name, []):
             reasons.append(Reason(code="disabled_by_rule", detail=f"rule {rule.id}: {rule.reason}", source=rule.where(),
                                   fix=f"override rule {rule.id} in an operator rules directory (--rules DIR)", backend=name))
-        notes = [x.text for x in cap.notes if _holds(x, ctxs[lead], [])]
+        notes = [x.text for x in cap.notes if _holds(x, ctxs[lead], [])] if cap is not None else []
         pref = preferred.get(name)
-        candidates[name] = Candidate(backend=name, eligible=not reasons, reasons=reasons, notes=notes,
-                                     preferred_by=f"{pref.id} ({pref.where()})" if pref else None,
-                                     adapter=catalog.adapter(name, u.quant, u.model["activation"]),
+        candidates[name] = Candidate(backend=name, eligible=not reasons, evidence=cast(Any, best),
+                                     evidence_by_engine=cast(Any, level) if not single else {}, unknowns=unknowns, reasons=reasons,
+                                     notes=notes, preferred_by=f"{pref.id} ({pref.where()})" if pref else None,
+                                     adapter=catalog.adapter(name, u.quant, u.model["activation"]) if cap is not None else None,
                                      engines=ok_engines if not reasons else [], assumptions=sorted(set(assumed)))
         needs_of[name] = base_needs + needs
 
-    ranked = [candidates[n] for n in preferred] + [c for n, c in candidates.items() if n not in preferred]
+    # Supported candidates first, in rule order across every matching prefer rule, then unverified ones.
+    pref_ranked = [candidates[n] for n in preferred if n in candidates]
+    pref_ranked = ([c for c in pref_ranked if c.eligible and c.evidence == "supported"]
+                   + [c for c in pref_ranked if c.eligible and c.evidence != "supported"] + [c for c in pref_ranked if not c.eligible])
+    ranked = pref_ranked + [c for n, c in candidates.items() if n not in preferred]
     chosen: Candidate | None = None
     chosen_by: ChosenBy | None = None
+    not_preferred: list[Reason] = []
     if u.runner == "auto":
-        for n, rule in preferred.items():
-            if candidates[n].eligible:
-                chosen, chosen_by = candidates[n], ChosenBy(how="rule", rule=rule.id, source=rule.where())
+        for c in pref_ranked:
+            if c.eligible:
+                rule = preferred[c.backend]
+                chosen, chosen_by = c, ChosenBy(how="rule", rule=rule.id, source=rule.where())
                 break
         considered = [c for c in ranked if not c.eligible]
+        if chosen is None:
+            for c in ranked:
+                if c.eligible and c.backend not in preferred:
+                    not_preferred.append(Reason(
+                        code="not_preferred", detail=f"{c.backend} is eligible ({c.evidence}) but no matching rule prefers it",
+                        source=(catalog.rule_files[0] if catalog.rule_files else "rules/"), backend=c.backend,
+                        fix=f"runner: {c.backend}, or a prefer rule naming it (--rules DIR)"))
     else:
         c = candidates[u.runner]
         considered = [c] if not c.eligible else []
         if c.eligible:
             chosen, chosen_by = c, ChosenBy(how="explicit", source=u.provenance.get("runner", "deployment"))
-    reasons = [r for c in considered for r in c.reasons]
+    reasons = [r for c in considered for r in c.reasons] + not_preferred
     plan = None
     if chosen is not None and chosen_by is not None:
         plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend],
@@ -552,14 +675,30 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
             where = f"layers {_ranges(k.deployment.layers)} ({k.deployment.layer_kind}, {k.deployment.quant})"
             reasons += [r.model_copy(update={"detail": f"{where}: {r.detail}"}) for r in k.reasons]
     if plan is not None and all(k.plan is not None for k in kind_reports):
-        plan = plan.model_copy(update={"layers": [k.plan for k in kind_reports]})
+        # A deployment's level is the weakest over its MoE layer kinds.
+        level = weakest([plan.evidence] + [k.plan.evidence for k in kind_reports if k.plan is not None])
+        plan = plan.model_copy(update={"layers": [k.plan for k in kind_reports], "evidence": level})
     elif plan is not None:
         plan = None  # a deployment is refused when any of its MoE layer kinds has no runner
-    return Report(status="ok" if plan else "rejected", deployment=u, environment=env, plan=plan, candidates=ranked,
+    return Report(status="ok" if plan else "rejected", evidence=plan.evidence if plan else "refused", deployment=u,
+                  environment=env, plan=plan, candidates=ranked,
                   reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k not in catalog.rule_files),
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
                                     for rid, where in catalog.overridden.items()},
                   origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports)
+
+
+def _merge_unknowns(per_engine: dict[str, list[Unknown]]) -> list[Unknown]:
+    """Unknowns of every engine, each once; one that does not hold for every engine names those it holds for."""
+    engines = list(per_engine)
+    seen: dict[tuple[str, ...], list[str]] = {}
+    first: dict[tuple[str, ...], Unknown] = {}
+    for e, items in per_engine.items():
+        for x in items:
+            k = (x.code, x.detail, x.source)
+            first.setdefault(k, x)
+            seen.setdefault(k, []).append(e)
+    return [x if len(seen[k]) == len(engines) else x.model_copy(update={"engines": seen[k]}) for k, x in first.items()]
 
 
 def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog: Catalog) -> Report:
@@ -596,16 +735,17 @@ def _version_notes(env: Environment, catalog: Catalog) -> list[str]:
 
 def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Environment, catalog: Catalog,
                ranked: list[Candidate], needs: list[PackageNeed], ctx: _Ctx) -> Plan:
-    cap = catalog.runners[chosen.backend]
-    support = _support_row(cap, ctx)
-    act = (support.activation_precision.get(u.quant) if support else None) or FORMATS[u.quant].activation or "bf16"
+    cap = catalog.runners.get(chosen.backend)  # None: a runner no capability file describes (unverified)
+    support = _support_row(cap, ctx) if cap is not None else None
+    fmt = FORMATS.get(u.quant)
+    act = (support.activation_precision.get(u.quant) if support else None) or (fmt.activation if fmt else None) or _default_precision(u.arch)
     notes = list(u.notes) + list(chosen.notes)
     if chosen_by.how == "rule":
         rule = next(r for r in catalog.rules if r.id == chosen_by.rule)
         if rule.note:
             notes.append(f"{rule.note} (rule {rule.id})")
     jit = None
-    if cap.jit is not None and env.prebuilt.get(cap.jit.package) is not True:
+    if cap is not None and cap.jit is not None and env.prebuilt.get(cap.jit.package) is not True:
         state = env.prebuilt.get(cap.jit.package)
         said = ("not prebuilt on this machine" if env.detected else "declared not prebuilt" if state is False
                 else "prebuilt state not declared")
@@ -619,18 +759,29 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     files = dict(sorted(catalog.files.items()))
     sources = list(catalog.rule_sources) + list(catalog.backend_sources)
     return Plan(
-        schema_version=cast(Literal[2], PLAN_SCHEMA_VERSION), runner=cap.runner, module=catalog.adapter(cap.runner, u.quant, u.model["activation"]),
-        registers=list(cap.registers), dispatch_formats=list(a2a_cap.formats_used(tuple(u.a2a_modes))) if a2a_cap else [],
+        schema_version=cast(Literal[3], PLAN_SCHEMA_VERSION), runner=chosen.backend,
+        evidence=cast(Any, chosen.evidence), evidence_by_engine=dict(chosen.evidence_by_engine), unknowns=list(chosen.unknowns),
+        strict=u.strict, module=catalog.adapter(chosen.backend, u.quant, u.model["activation"]) if cap is not None else None,
+        registers=list(cap.registers) if cap is not None else [],
+        dispatch_formats=list(a2a_cap.formats_used(tuple(u.a2a_modes))) if a2a_cap else [],
         a2a=u.a2a, a2a_module=a2a_cap.module if a2a_cap else None, a2a_mode=u.a2a_mode, a2a_modes=list(u.a2a_modes),
         arch=u.arch, gpu=u.gpu, quant=u.quant, quant_params=dict(u.quant_params), activation_precision=act,
-        weight_layout={"w13": cap.weight_layout.w13, "w2": cap.weight_layout.w2} if cap.weight_layout else None,
+        weight_layout={"w13": cap.weight_layout.w13, "w2": cap.weight_layout.w2} if cap is not None and cap.weight_layout else None,
         cuda_graph=u.cuda_graph, engine=u.engine, engines=list(chosen.engines), chosen_by=chosen_by,
-        alternatives=[c.backend for c in ranked if c.eligible and c.backend != cap.runner],
+        alternatives=[c.backend for c in ranked if c.eligible and c.backend != chosen.backend],
         rejected=[c for c in ranked if not c.eligible], deployment=u, environment=env, packages=needs, jit=jit,
         notes=notes, assumptions=list(chosen.assumptions), files=files, rule_sources=list(catalog.rule_sources),
-        backend_sources=list(catalog.backend_sources),
-        fingerprint=fingerprint(u, env, canonical_files(files, sources), cap.runner),
+        backend_sources=list(catalog.backend_sources), written_by=writer(files),
+        fingerprint=fingerprint(u, env, canonical_files(files, sources), chosen.backend),
     )
+
+
+def _default_precision(arch: str) -> str:
+    """Activation precision of a weight-only plan: bf16, or fp16 on GPUs without bf16 (before sm80)."""
+    from . import vocab
+
+    has_bf16 = getattr(vocab, "has_bf16", None)
+    return "bf16" if has_bf16 is None or has_bf16(arch) else "fp16"
 
 
 def plan(deployment: Deployment | str | Path | dict[str, Any], **kwargs: Any) -> Plan:
