@@ -18,15 +18,16 @@ DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "
 
 
 def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
-    from .vocab import ARCHS, ENGINES, PHASES_OF, QUANTS
+    from .vocab import ENGINES, PHASES_OF, QUANTS
 
     g = p.add_argument_group("deployment (a file, flags, or both: flags override the file's keys)")
-    g.add_argument("--deployment", "-d", metavar="FILE", help="deployment file (YAML or JSON)")
-    g.add_argument("--gpu", help="GPU product name: H200, B300, RTX PRO 6000, MI300X, ...")
-    g.add_argument("--arch", help=f"{', '.join(ARCHS)}, or auto (this machine)")
-    g.add_argument("--quant", help=f"{', '.join(QUANTS)}, auto")
-    g.add_argument("--model-config", dest="model_config", metavar="PATH", help="Hugging Face checkpoint folder or its config.json")
-    g.add_argument("--model", metavar="K=V,...", help="model shape, e.g. num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768,activation=silu,routing=renormalize")
+    g.add_argument("--deployment", "-d", metavar="FILE", type=_given("a deployment file"), help="deployment file (YAML or JSON)")
+    g.add_argument("--gpu", help="GPU product name: H200, B300, RTX PRO 6000, T4, MI300X, ... (unknown: give --arch)")
+    g.add_argument("--arch", help="architecture: sm<major><minor> (sm75, sm90, sm121, sm130, ...), gfx<target> (gfx90a, "
+                   "gfx942, gfx1201, ...), cpu, or auto (this machine); an undeclared one is judged, not refused")
+    g.add_argument("--quant", help=f"{', '.join(QUANTS)}, auto (another name is judged: no fact runs it)")
+    g.add_argument("--model-config", dest="model_config", metavar="PATH", type=_given("a checkpoint folder or its config.json"), help="Hugging Face checkpoint folder or its config.json")
+    g.add_argument("--model", metavar="K=V,...", type=_given("the model shape as K=V,..."), help="model shape, e.g. num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768,activation=silu,routing=renormalize")
     g.add_argument("--engine", help=f"{', '.join(ENGINES)}, or any (default: eligible where at least one engine runs it)")
     g.add_argument("--phase", help=f"{', '.join(PHASES_OF)} (default both)")
     g.add_argument("--max-tokens-per-rank", dest="max_tokens_per_rank", type=int,
@@ -50,8 +51,8 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
                    help="declare a package of the target machine (NAME=none: absent); repeatable")
     g.add_argument("--prebuilt", action="append", default=[], metavar="PACKAGE=true|false",
                    help="declare whether a JIT package's kernels are prebuilt on the target machine; repeatable")
-    g.add_argument("--rules", action="append", default=[], metavar="DIR", help="operator rules directory or file (repeatable; also $MOE_SELECT_RULES)")
-    g.add_argument("--backends", action="append", default=[], metavar="DIR",
+    g.add_argument("--rules", action="append", default=[], metavar="DIR", type=_given("a rules folder or file"), help="operator rules directory or file (repeatable; also $MOE_SELECT_RULES)")
+    g.add_argument("--backends", action="append", default=[], metavar="DIR", type=_given("a capability folder"),
                    help="operator capability folder (runner files, a2a/*.yaml; repeatable; also $MOE_SELECT_BACKENDS)")
 
 
@@ -139,7 +140,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(report.render_text())
         print()
         print(report.summary())
+    _warn_unverified(report)
     return 0 if report.plan else 1
+
+
+def _warn_unverified(report: Any) -> None:
+    """One warning line on stderr for a plan whose evidence is ``unverified`` (exit stays 0; ``--strict`` refuses)."""
+    p = report.plan
+    if p is not None and p.evidence == "unverified":
+        n = len(p.unknowns) + sum(len(k.unknowns) for k in p.layers)
+        print(f"moe-select: warning: the plan ({p.runner}) is unverified: no fact decides {n} point(s) (explain lists "
+              "them); --strict refuses it", file=sys.stderr)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -150,6 +161,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(report.summary(), file=sys.stderr)
         return 1
     text = report.plan.to_json()
+    _warn_unverified(report)
     if args.output and args.output != "-":
         write_atomically(Path(args.output), text)
         print(f"{report.summary()}\nplan written to {args.output}", file=sys.stderr)
@@ -158,36 +170,103 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Most symbolic links followed from ``-o``'s path (Linux's MAXSYMLINKS).
+MAX_LINKS = 40
+
+
+def _not_protected(what: str, path: Path, st: Any, folder: Path, kernel: str) -> str | None:
+    """Why ``path`` (a link, a file or a FIFO of owner ``st.st_uid``) in ``folder`` must not be followed or
+    written, as Linux's ``fs.protected_*`` sysctls decide (``kernel`` names the one), or None: in a folder
+    that is sticky and world-writable (``/tmp``), only what the caller or the folder's owner owns."""
+    import os
+    import stat
+
+    if not hasattr(os, "geteuid"):  # pragma: no cover - not POSIX
+        return None
+    fst = os.stat(folder)
+    if fst.st_mode & (stat.S_ISVTX | stat.S_IWOTH) != stat.S_ISVTX | stat.S_IWOTH or st.st_uid in (fst.st_uid, os.geteuid()):
+        return None
+    return (f"{path} is {what} owned by uid {st.st_uid} in the sticky, world-writable folder {folder} (owned by uid "
+            f"{fst.st_uid}): moe-select follows or replaces it only when you or the folder's owner own it, as the "
+            f"kernel's {kernel} does; remove it or write elsewhere")
+
+
+def _output_target(path: Path) -> Path:
+    """``path`` with the symbolic links of its last component followed (the folders' links are the kernel's
+    to follow), each only as Linux's ``protected_symlinks`` would: owned by the caller or by the owner of the
+    sticky, world-writable folder it is in (issue 17: ``-o`` through another user's link in /tmp replaced
+    the link's target). Raises :class:`MoeSelectError` naming the link otherwise, or after
+    :data:`MAX_LINKS` links."""
+    import os
+    import stat
+
+    cur = path
+    for _ in range(MAX_LINKS + 1):
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return cur
+        except OSError as exc:
+            raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if not stat.S_ISLNK(st.st_mode):
+            return cur
+        try:
+            why = _not_protected("a symbolic link", cur, st, cur.parent, "protected_symlinks")
+            link = os.readlink(cur)
+        except OSError as exc:
+            raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if why:
+            raise MoeSelectError(f"cannot write {path}: {why}")
+        cur = Path(link) if os.path.isabs(link) else cur.parent / link  # resolved by the OS, ".." after the link's folder
+    raise MoeSelectError(f"cannot write {path}: more than {MAX_LINKS} symbolic links")
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so a reader
     (another rank) sees the old file or the new one, never half of one; on a full disk the old file is
-    left as it was. A symbolic link keeps pointing at the file, which is replaced the same way; a device or
-    a FIFO (``/dev/null``, ``/dev/stdout``, a pipe) is written to as it is, never replaced. Raises
-    :class:`InputError` when ``path`` is a folder or its folder does not exist, :class:`MoeSelectError`
-    when the write fails (the message says the old file is unchanged)."""
+    left as it was. An existing file keeps its permission bits (and, where the caller may set them, its
+    owner and group); a new one gets ``0666 & ~umask``, as a plain ``open()`` would. A symbolic link keeps
+    pointing at the file, which is replaced the same way; a link, file or FIFO in a sticky world-writable
+    folder (``/tmp``) is followed or written only when the caller or the folder's owner owns it, as Linux's
+    ``protected_symlinks`` / ``protected_regular`` / ``protected_fifos`` decide (whatever the sysctls say
+    on this machine). A device or a FIFO (``/dev/null``, ``/dev/stdout``, a pipe) is written to as it is,
+    never replaced. Raises :class:`InputError` when ``path`` is a folder or its folder does not exist,
+    :class:`MoeSelectError` when a link, file or FIFO is refused as above, when the existing file is not
+    writable by the caller, or when the write fails (the message says the old file is unchanged)."""
     import os
     import stat
     import tempfile
 
     from .errors import Issue
 
-    if path.is_dir():
-        raise InputError(Issue(str(path), 0, "output", "is a folder: give the plan file's path, e.g. plan.json"))
+    target = _output_target(path)
     try:
-        mode = os.stat(path).st_mode
+        st = os.stat(target)
     except FileNotFoundError:
-        mode = None
+        st = None
     except OSError as exc:
         raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}") from None
-    if mode is not None and not stat.S_ISREG(mode):
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(Issue(str(path), 0, "output", "is a folder: give the plan file's path, e.g. plan.json"))
+    folder = target.parent
+    if st is not None and (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        kind = ("a file", "protected_regular") if stat.S_ISREG(st.st_mode) else ("a FIFO", "protected_fifos")
         try:
-            with open(path, "w", encoding="utf-8") as out:
+            why = _not_protected(kind[0], target, st, folder, kind[1])
+        except OSError as exc:
+            raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if why:
+            raise MoeSelectError(f"cannot write {path}: {why}")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(target, "w", encoding="utf-8") as out:
                 out.write(text)
         except OSError as exc:
             raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}") from None
         return
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    folder = target.parent
+    if st is not None and not os.access(target, os.W_OK):
+        raise MoeSelectError(f"cannot write {path}: {target} is not writable by you (mode "
+                             f"{stat.S_IMODE(st.st_mode):04o}); {path.name} was left unchanged")
     if not folder.is_dir():
         raise InputError(Issue(str(path), 0, "output", f"the folder {str(folder)!r} does not exist"))
     try:
@@ -196,12 +275,20 @@ def write_atomically(path: Path, text: str) -> None:
         raise MoeSelectError(f"cannot write {path}: {exc.strerror or exc}; {path.name} was left unchanged") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            if st is not None:
+                try:  # the old file's owner and group, where the caller may give them (root; a group it is in)
+                    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                        os.fchown(f.fileno(), st.st_uid, st.st_gid)
+                except (OSError, AttributeError):
+                    pass
+                os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) & 0o777)  # after chown, which may clear bits
+            else:
+                umask = os.umask(0)
+                os.umask(umask)
+                os.fchmod(f.fileno(), 0o666 & ~umask)  # as a plain open() would create it: other ranks may read it
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it: other ranks may read it
         os.replace(tmp, target)
     except OSError as exc:
         try:
@@ -295,8 +382,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise InputError(f"--ep {args.ep} must divide tp {tp}: each expert is split over tp/ep ranks inside the TP group",
                              file="<command line>", field="ep")
 
-        result = run_distributed(model_config=args.model_config, tokens=args.tokens, nproc=args.nproc,
-                                 tp=tp, ep=args.ep or 1, a2a=args.a2a or "none", seed=args.seed)
+        from .errors import SelectionError
+        from .harness.run import print_refusal
+
+        # Progress lines as each step ends: stdout with text, stderr with --json (stdout holds the JSON only).
+        def say(line: str) -> None:
+            print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+        try:
+            result = run_distributed(model_config=args.model_config, tokens=args.tokens, nproc=args.nproc,
+                                     tp=tp, ep=args.ep or 1, a2a=args.a2a or "none", seed=args.seed, say=say)
+        except SelectionError as exc:  # the same summary, reasons, sources and fixes as a single-process run
+            if args.json:
+                print(json.dumps({"ok": False, "refused": exc.report.to_dict()}, indent=2, default=str))  # type: ignore[attr-defined]
+            else:
+                print_refusal(exc.report)
+            return 1
         if args.json:
             print(json.dumps(result, indent=2, default=str))
         else:
@@ -308,9 +409,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _render_distributed(r: dict[str, Any]) -> str:
-    """Text form of :func:`moe_select.harness.launch.run_distributed`'s result."""
-    lines = [f"moe-select: using {r['plan']['summary']}",
-             f"{r['nproc']} processes (gloo), tp {r['tp']}, ep {r['ep']}, a2a {r['a2a']}, token layout {r['token_layout']}, "
+    """Text form of :func:`moe_select.harness.launch.run_distributed`'s result (the plan's line was printed
+    before the ranks started, by ``say``)."""
+    lines = [f"{r['nproc']} processes (gloo), tp {r['tp']}, ep {r['ep']}, a2a {r['a2a']}, token layout {r['token_layout']}, "
              f"{r['tokens']} tokens, {r['dtype']}",
              "rank  ep_rank  tp_rank  experts      intermediate  tokens      resolve_s  build_s  forward_ms"]
     for k in r.get("ranks", []):
@@ -331,17 +432,18 @@ def _explain_args(e: argparse.ArgumentParser) -> None:
 
 def _plan_args(pl: argparse.ArgumentParser) -> None:
     _add_deployment_flags(pl)
-    pl.add_argument("-o", "--output", help="plan file (default: stdout)")
+    pl.add_argument("-o", "--output", type=_given("the plan file's path, or - for stdout"), help="plan file (default: stdout)")
     pl.set_defaults(fn=cmd_plan)
 
 
 def _check_args(c: argparse.ArgumentParser) -> None:
-    c.add_argument("paths", nargs="*", help="operator rule files or directories; capability files are validated alone")
+    c.add_argument("paths", nargs="*", type=_given("a rules file or folder"), help="operator rule files or directories; capability files are validated alone")
     c.set_defaults(fn=cmd_check)
 
 
 def _run_args(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--model-config", dest="model_config", required=True, metavar="PATH")
+    r.add_argument("--model-config", dest="model_config", required=True, metavar="PATH",
+                   type=_given("a checkpoint folder or its config.json"))
     r.add_argument("--tokens", type=_positive, default=16, help="tokens to route (the float64 reference checks at most 256 of them)")
     r.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a GPU is present")
     r.add_argument("--runner", default="auto")
@@ -356,7 +458,7 @@ def _run_args(r: argparse.ArgumentParser) -> None:
     r.add_argument("--seed", type=_seed, default=0)
     r.add_argument("--repeat", type=_positive, default=3, help="timed forwards after one warm-up")
     r.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
-    r.add_argument("--rules", action="append", default=[], metavar="DIR")
+    r.add_argument("--rules", action="append", default=[], metavar="DIR", type=_given("a rules folder or file"))
     r.add_argument("--json", action="store_true", help="with --nproc: print the result as JSON")
     r.set_defaults(fn=cmd_run)
 
@@ -365,13 +467,13 @@ def _matrix_args(mx: argparse.ArgumentParser) -> None:
     mx.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     mx.add_argument("--write", action="store_true", help="write docs/matrix.md and docs/matrix.json under --root")
     mx.add_argument("--check", action="store_true", help="exit 1 when the committed files differ from the facts")
-    mx.add_argument("--root", default=".", help="the repository root (default: the current folder)")
+    mx.add_argument("--root", default=".", type=_given("the repository root"), help="the repository root (default: the current folder)")
     mx.set_defaults(fn=cmd_matrix)
 
 
 def _schemas_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--write", action="store_true")
-    s.add_argument("--dir", default=None, help="schemas directory (default: the installed one)")
+    s.add_argument("--dir", default=None, type=_given("a schemas folder"), help="schemas directory (default: the installed one)")
     s.set_defaults(fn=cmd_schemas)
 
 
@@ -386,11 +488,59 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 }
 
 
+def version_text() -> str:
+    """What ``moe-select --version`` prints: the moe-select version, the bundled fact files' version (the
+    :func:`~moe_select.plans.facts_digest` of the capability and rule files this install holds, hashed as a
+    catalog hashes them) and the ``schema_version`` of each file format this install reads, the plan
+    schema version, and the versions of Python and of the planning dependencies. A plan records the first
+    three (``written_by``, :class:`~moe_select.plans.WrittenBy`)."""
+    import hashlib
+    import platform
+    from typing import get_args
+
+    import packaging
+    import pydantic
+    import yaml
+
+    from . import __version__
+    from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
+    from .catalog import bundled_dirs
+    from .plans import PLAN_SCHEMA_VERSION, facts_digest
+    from .policy import RuleFile
+
+    bdir, rdir = bundled_dirs()
+    paths = {**{f"backends/{p.name}": p for p in bdir.glob("*.yaml")}, **{f"backends/a2a/{p.name}": p for p in bdir.glob("a2a/*.yaml")},
+             **{f"rules/{p.name}": p for p in rdir.glob("*.yaml")}}
+    files = {name: hashlib.sha256(p.read_bytes()).hexdigest() for name, p in paths.items()}
+
+    def reads(model: type) -> str:
+        return "/".join(str(v) for v in get_args(model.model_fields["schema_version"].annotation))
+
+    formats = ", ".join(f"{what} {reads(m)}" for what, m in (("runner", RunnerCapability), ("a2a", A2ACapability),
+                                                                ("common", CommonFacts), ("packages", PackageTable), ("rules", RuleFile)))
+    return (f"moe-select {__version__}\n"
+            f"fact files {facts_digest(files)} ({len(files)} bundled capability and rule files; schema_version read: {formats})\n"
+            f"plan schema_version {PLAN_SCHEMA_VERSION}\n"
+            f"Python {platform.python_version()}, pydantic {pydantic.VERSION}, PyYAML {yaml.__version__}, packaging {packaging.__version__}")
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print :func:`version_text` (computed only when asked for) and exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argparse parser of every subcommand (:data:`COMMANDS`), or, given ``command`` (one of them), of
     that one only: parsing its arguments gives the same result, without building the other parsers (an
     argparse parser costs about a millisecond: gettext looks for a message catalog at each message)."""
     p = argparse.ArgumentParser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
+    p.add_argument("--version", action=_VersionAction, help="the moe-select, fact-file and schema versions, and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")  # usage names them all
     for name, (help_line, add_arguments) in COMMANDS.items():
         if command is None or name == command:
@@ -408,6 +558,17 @@ def _int_in(lo: int, hi: int, what: str):
         if not lo <= value < hi:
             raise argparse.ArgumentTypeError(f"{value} is not {what}")
         return value
+    return parse
+
+
+def _given(what: str) -> Callable[[str], str]:
+    """argparse type of a path-like flag: the value as given, refused when empty (issue 17: ``--rules ""``
+    meant the current folder, ``--deployment ""``, ``--model ""`` and ``-o ""`` were ignored). argparse
+    exits 2 naming the flag: ``argument --rules: is empty: give a rules folder or file``."""
+    def parse(text: str) -> str:
+        if text == "":
+            raise argparse.ArgumentTypeError(f"is empty: give {what}")
+        return text
     return parse
 
 

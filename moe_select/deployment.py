@@ -14,15 +14,15 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping, cast
+from typing import Any, Literal, Mapping
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from .errors import InputError, Issue
 from .located import Located
 from .model_config import read_model_config
 from .shape import ModelShape
-from .vocab import GPUS, PHASES_OF, A2AMode, Arch, Engine, Phase, Quant, gpu_arch
+from .vocab import PHASES_OF, A2AMode, ArchInput, ArchName, Engine, Phase, QuantName, close_products, gpu_arch, normalize_arch
 from .yamlio import MarkedDict, load_file, shorten, validate
 
 #: Upper bound on tp and ep: far above any deployment (the largest published EP runs use hundreds of
@@ -55,11 +55,16 @@ class QuantConfig(Located):
 
 class Deployment(Located):
     """A deployment as written by an operator. Validation is strict: unknown keys, wrong types and
-    unknown names are errors naming file, line and field."""
+    ill-formed names are errors naming file, line and field. Well-formed names this moe-select does not know
+    (an arch, format, activation, routing, a2a backend) are accepted and judged by the selector; an unknown
+    GPU product name is an error (give ``arch:`` instead)."""
 
     gpu: str | None = None
-    arch: Arch | Literal["auto"] | None = None
-    quant: Quant | Literal["auto"] | None = None
+    #: ``auto`` or an architecture name, declared or not (``sm130``, ``gfx1201``: judged by the selector);
+    #: any case, nvcc's ``sm_90a``: :func:`moe_select.vocab.normalize_arch` (the note says when it changed it).
+    arch: ArchInput | None = None
+    #: ``auto``, a format of :mod:`moe_select.formats`, or another well-formed name (judged: no fact runs it).
+    quant: QuantName | None = None
     model: ModelShape | None = None
     model_config_path: str | None = Field(default=None, alias="model_config")
     quant_config: QuantConfig | None = None
@@ -80,6 +85,8 @@ class Deployment(Located):
     layer_runners: dict[str, str] | None = None
     cuda_graph: bool | None = None
     require_adapter: bool = False
+    #: Refuse a plan that is only ``unverified`` (no fact either way for some part), reason ``unverified``.
+    strict: bool = False
     packages: dict[str, str | None] | None = None
     nvcc: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     cuda: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
@@ -114,8 +121,8 @@ class Understood(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=(), strict=True)
 
     gpu: str | None
-    arch: Arch
-    quant: Quant
+    arch: ArchName
+    quant: QuantName
     model: dict[str, Any]
     model_config_path: str | None = None
     #: sha256 of every model-config file read (absolute path -> hex digest), ``"absent"`` for one looked for
@@ -126,10 +133,12 @@ class Understood(BaseModel):
     quant_params: dict[str, Any] = {}
     engine: str = "any"
     phase: str = "both"
-    max_tokens_per_rank: int = 8192
-    tp: int
-    ep: int
-    dp: int | None = None
+    # The bounds of a deployment file (Deployment): a plan file is an input too, and a tp of 2**63 in one would
+    # reach the selector (issue 17). moe_tp must be tp / ep when ep divides tp, else None.
+    max_tokens_per_rank: int = Field(default=8192, ge=1, le=MAX_TOKENS)
+    tp: int = Field(ge=1, le=MAX_RANKS)
+    ep: int = Field(ge=1, le=MAX_RANKS)
+    dp: int | None = Field(default=None, ge=1, le=MAX_RANKS)
     moe_tp: int | None
     shared_expert_fusion: bool = False
     a2a: str
@@ -147,6 +156,7 @@ class Understood(BaseModel):
     layer_kind: str = "main"
     cuda_graph: bool
     require_adapter: bool
+    strict: bool = False
     provenance: dict[str, str]
     notes: list[str] = []
 
@@ -169,6 +179,18 @@ class Understood(BaseModel):
     @classmethod
     def _model_is_a_shape(cls, v: dict[str, Any]) -> dict[str, Any]:
         ModelShape.model_validate(v)  # strict: a plan edited to num_experts 8.0 is refused here
+        return v
+
+    @field_validator("moe_tp")
+    @classmethod
+    def _moe_tp_is_tp_over_ep(cls, v: int | None, info: ValidationInfo) -> int | None:
+        tp, ep = info.data.get("tp"), info.data.get("ep")
+        if tp is None or ep is None:  # tp or ep is itself refused: that error names it
+            return v
+        want = tp // ep if tp % ep == 0 else None
+        if v != want:
+            raise ValueError(f"moe_tp must be tp / ep = {want} (tp {tp}, ep {ep})" if want is not None else
+                             f"moe_tp must be null: ep {ep} does not divide tp {tp}")
         return v
 
     @property
@@ -225,8 +247,9 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     shape, quant and its parameters from ``model_config``, the a2a modes used (``a2a_backends``: the
     catalog's a2a capabilities, name -> :class:`~moe_select.capability.A2ACapability`), and the defaults.
     Raises :class:`InputError` on conflicts (``gpu`` vs ``arch``, ``model`` and ``model_config``
-    together, a quantized checkpoint with another ``quant``, an unknown a2a backend, ``a2a_mode`` for a
-    backend without modes)."""
+    together, a quantized checkpoint with another ``quant``, ``a2a_mode`` for a backend without modes) and
+    for a GPU product no vocabulary declares. A well-formed arch, format or a2a backend this moe-select
+    does not know is kept (a note says so, with a did-you-mean) for the selector to judge."""
     prov: dict[str, str] = {}
     notes: list[str] = []
     issues: list[Issue] = []
@@ -244,16 +267,20 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     if gpu is not None:
         arch = gpu_arch(gpu)
         if arch is None:
-            close = difflib.get_close_matches(gpu.upper(), list(GPUS), n=3, cutoff=0.5)
+            close = close_products(gpu)
             bad("gpu", f"unknown GPU {shorten(gpu)}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
-                + "; give arch: sm80 ... sm121, gfx942, gfx950 instead")
+                + "; give its architecture instead, arch: (e.g. sm90, sm130, gfx942, gfx1201; any well-formed name is "
+                "planned), or declare the product in a vocabulary.yaml")
         else:
             prov["arch"] = f"{here('gpu')} (gpu {gpu})"
     if dep.arch not in (None, "auto"):
-        if arch is not None and dep.arch != arch:
+        named = normalize_arch(dep.arch)  # validated by the model: never raises here
+        if arch is not None and named != arch:
             bad("arch", f"arch {dep.arch} contradicts gpu {gpu} ({arch})")
-        arch = dep.arch
+        arch = named
         prov["arch"] = here("arch")
+        if named != dep.arch:
+            prov["arch"] += f" ({dep.arch!r} read as {named}: a compile-target suffix or spelling names the same GPU)"
     elif dep.arch == "auto" or (dep.arch is None and gpu is None):
         if detected_arch is None:
             bad("arch", "no gpu or arch given, and this machine's arch was not detected")
@@ -332,15 +359,20 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     elif quant_params:
         prov["quant_params"] = f"model_config {cfg_path}"
     if quant is not None:
-        from .formats import FORMATS
+        from .formats import QUANTS, lookup
 
-        defaults = {k: v for k, v in FORMATS[quant].params.items() if k not in quant_params}
+        fmt = lookup(quant)
+        if fmt is None:  # a well-formed name of no format this moe-select knows: judged, its parameters unknown
+            close = difflib.get_close_matches(quant, QUANTS, n=1)
+            notes.append(f"quant {quant} is not a format of this moe-select (moe_select/formats.py)"
+                         + (f" (did you mean {close[0]!r}?)" if close else "") + ": no fact runs it and its parameters are unknown")
+        defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"
         quant_params = {**defaults, **quant_params}
 
     # Engine, phase, token budget.
-    for k in ("engine", "phase", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "runner", "require_adapter"):
+    for k in ("engine", "phase", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "runner", "require_adapter", "strict"):
         prov[k] = dep.source_of(k) or "default"
     max_tokens = dep.max_tokens_per_rank
     if max_tokens is None:
@@ -357,9 +389,13 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     cap = (a2a_backends or {}).get(dep.a2a)
     no_graph: str | None = None
     if a2a_backends is not None and cap is None:
+        # A well-formed name no capability file describes: judged by the selector (no fact about it), not refused here.
         close = difflib.get_close_matches(dep.a2a, list(a2a_backends), n=1)
-        bad("a2a", f"unknown a2a backend {shorten(dep.a2a)}" + (f" (did you mean {close[0]!r}?)" if close else "")
-            + f"; a2a backends: {', '.join(sorted(a2a_backends))}")
+        notes.append(f"a2a {dep.a2a} has no capability file" + (f" (did you mean {close[0]!r}?)" if close else "")
+                     + f"; a2a backends with facts: {', '.join(sorted(a2a_backends))}")
+        if a2a_mode is not None:
+            prov["a2a_mode"] = here(mode_key)
+            a2a_modes = [a2a_mode] if a2a_mode != "auto" else []
     elif cap is not None and cap.modes:
         if a2a_mode is None:
             a2a_mode = "auto"
@@ -393,10 +429,10 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     assert arch is not None and quant is not None and model is not None
     moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
     return Understood(
-        gpu=gpu, arch=cast(Arch, arch), quant=cast(Quant, quant), model=model, model_config_path=cfg_path, input_files=input_files,
+        gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files,
         quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=dep.engine, phase=dep.phase,
         max_tokens_per_rank=max_tokens, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
         a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, cuda_graph=cuda_graph,
-        require_adapter=dep.require_adapter, provenance=prov, notes=notes,
+        require_adapter=dep.require_adapter, strict=dep.strict, provenance=prov, notes=notes,
     )

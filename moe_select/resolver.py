@@ -31,12 +31,35 @@ from .yamlio import load_file, shorten
 _lock = threading.RLock()
 
 
+class PlanWriterWarning(UserWarning):
+    """``resolve`` was given a plan written by another moe-select than this one (another package version or
+    other bundled fact files, :class:`~moe_select.plans.WrittenBy`), or by one that did not record itself.
+    A warning, not a refusal: the plan is still checked against a fresh selection over its own inputs with
+    this install's files, and refused (``plan_mismatch``) only for what differs."""
+
+
+def writer_note(plan: Plan, files: dict[str, str], name: str = "the plan") -> str | None:
+    """Why ``plan`` reads as written by another moe-select than this install, whose catalog read ``files``
+    (display name -> sha256), or None when the writer is this one. ``name`` names the plan in the text."""
+    from .plans import writer
+
+    here, was = writer(files), plan.written_by
+    if was is None:
+        return (f"{name} does not say which moe-select wrote it (no written_by: written before plans recorded it); this is "
+                f"{here.brief()}: it is checked against a fresh selection with this install's files")
+    if (was.package, was.facts) == (here.package, here.facts):
+        return None
+    return (f"{name} was written by {was.brief()}; this is {here.brief()}: it is checked against a fresh selection "
+            "with this install's files and refused (plan_mismatch) only where that differs")
+
+
 def load_plan(plan: Plan | dict | str | Path) -> Plan:
     """A :class:`Plan` from a Plan, a dict, or a JSON file (errors name file, line and field).
 
     A plan written by another version of moe-select (another ``schema_version``) is refused with a
     "plan again" message before any other field is read, never misread. Raises :class:`InputError`."""
     if isinstance(plan, Plan):
+        _check_deployments(plan)  # model_copy(update=...) skips validation (issue 17)
         return plan
     if isinstance(plan, (str, Path)):
         data = load_file(plan, kind="plan file")
@@ -68,23 +91,54 @@ def load_plan(plan: Plan | dict | str | Path) -> Plan:
         raise InputError(validation_issues(exc, data, name, Plan)) from None
 
 
+def _check_deployments(plan: Plan, prefix: str = "") -> None:
+    """Validate a :class:`Plan` object's deployments (its own and every layer kind's) again, as a plan file's
+    are: ``plan.model_copy(update=...)`` skips validation, and a tp of 2**63 would reach the selector.
+    Raises :class:`InputError` naming the field (``<plan>: deployment.tp: ...``)."""
+    from pydantic import ValidationError
+
+    from .deployment import Understood
+    from .errors import Issue
+    from .yamlio import validation_issues
+
+    data = plan.deployment.model_dump()
+    try:
+        Understood.model_validate(data)
+    except ValidationError as exc:
+        raise InputError([Issue(i.file, i.line, f"{prefix}deployment.{i.field}", i.message)
+                          for i in validation_issues(exc, data, "<plan>", Understood)]) from None
+    for n, sub in enumerate(plan.layers):
+        _check_deployments(sub, f"{prefix}layers[{n}].")
+
+
 def torch_arch() -> tuple[str, str | None]:
-    """``(arch, gpu name)`` of the current CUDA device through torch; ``("cpu", None)`` without one."""
+    """``(arch, gpu name)`` of the current CUDA device through torch; ``("cpu", None)`` without one. The arch
+    is a base arch name, declared in a vocabulary or not (compute capability 13.0 -> ``sm130``; ROCm's
+    ``gfx90a:sramecc+:xnack-`` -> ``gfx90a``); what is no arch name at all is returned as torch said it, and
+    the plan's arch then differs from it (``plan_mismatch``)."""
     import torch
+
+    from .vocab import normalize_arch
 
     if torch.cuda.is_available():
         if getattr(torch.version, "hip", None):
-            name = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
-            return name, torch.cuda.get_device_name(0)
-        major, minor = torch.cuda.get_device_capability()
-        return f"sm{major}{minor}", torch.cuda.get_device_name(0)
+            arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
+        else:
+            major, minor = torch.cuda.get_device_capability()
+            arch = f"sm{major}{minor}"
+        try:
+            arch = normalize_arch(arch)
+        except ValueError:
+            pass
+        return arch, torch.cuda.get_device_name(0)
     return "cpu", None
 
 
 #: Plan fields that the selector derives; a plan whose fields differ from a fresh selection over its own
 #: inputs was edited (or made by other code) and is refused.
 DERIVED_FIELDS = tuple(f for f in Plan.model_fields
-                       if f not in ("schema_version", "deployment", "environment", "files", "rule_sources", "backend_sources"))
+                       if f not in ("schema_version", "deployment", "environment", "files", "rule_sources", "backend_sources",
+                                    "written_by"))
 
 
 def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
@@ -144,6 +198,22 @@ def _input_file_reasons(plan: Plan) -> list[Reason]:
     return out
 
 
+def strict_reasons(plan: Plan, strict: bool) -> list[Reason]:
+    """Under ``strict``, one ``unverified`` reason per unknown of a plan (or of its layer kinds) whose evidence
+    is ``unverified``; [] otherwise."""
+    if not strict:
+        return []
+    out = []
+    for p in (plan, *plan.layers):
+        if p.evidence == "unverified":
+            out += [Reason(code="unverified", detail=f"strict: {x.detail}", source=x.source, backend=p.runner,
+                           fix=f"{x.settle}; or resolve(..., strict=False)") for x in p.unknowns]
+            if not p.unknowns:
+                out.append(Reason(code="unverified", detail=f"strict: the {p.deployment.layer_kind} plan is unverified",
+                                  source="plan", backend=p.runner, fix="plan again; or resolve(..., strict=False)"))
+    return out
+
+
 def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = False, catalog: Any = None) -> list[Reason]:
     """Every reason ``plan`` cannot be used on ``env`` (the machine as detected): arch, files, a fresh
     selection over the plan's inputs, packages, JIT state, and a runner with no adapter."""
@@ -173,7 +243,7 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
         if plan.module is None and catalog.plugins.get(plan.runner) is None:
             out.append(Reason(code="no_adapter", detail=f"{plan.runner} has no adapter in this install (plan-only); install a "
                               "plugin that registers one under the moe_select.adapters entry-point group",
-                              source=f"backends/{plan.runner}.yaml"))
+                              source=fact_file(catalog, plan.runner)))
     for need in plan.packages:
         found = env.package(need.name, need.module)[1]
         spec = f" {need.version}" if need.version else ""
@@ -201,8 +271,18 @@ def plan_catalog(plan: Plan) -> Any:
     return load_catalog(plan.rule_sources, use_env=False, backends_dirs=plan.backend_sources)
 
 
-def _rank_parts(p: Plan, registry: Any, group: Any, rank: int | None, ep_rank: Any, tp_rank: Any, device: Any
-                ) -> tuple[tuple[Any, Any, Any] | None, list[Reason]]:
+def fact_file(catalog: Any, name: str, key: str = "module", *, a2a: bool = False) -> str:
+    """``file:line`` of ``key`` (its object's line where the file has no such key) in runner ``name``'s (with
+    ``a2a``: a2a backend ``name``'s) capability file in ``catalog``: the bundled ``backends/<name>.yaml``, a
+    plugin's file, or an operator folder's (``--backends DIR``), as the catalog read it; the bundled name
+    when the catalog has no such file. Issue 17: a reason names the file its fact came from."""
+    caps = getattr(catalog, "a2a" if a2a else "runners", None) or {}
+    cap = caps.get(name)
+    return cap.where(key) if cap is not None else f"backends/{'a2a/' if a2a else ''}{name}.yaml"
+
+
+def _rank_parts(p: Plan, registry: Any, group: Any, rank: int | None, ep_rank: Any, tp_rank: Any, device: Any,
+                catalog: Any = None) -> tuple[tuple[Any, Any, Any] | None, list[Reason]]:
     """This rank's ``(LayerSpec, torch device, dispatcher)``, or the reasons it cannot have them. With a
     ``group`` the ranks come from the group rank (``ep_rank = rank // (tp/ep)``, ``tp_rank = rank % (tp/ep)``);
     ranks also given must be those (a contradicting rank would build another rank's shard)."""
@@ -234,7 +314,7 @@ def _rank_parts(p: Plan, registry: Any, group: Any, rank: int | None, ep_rank: A
     try:
         dispatcher = registry.dispatcher(p.a2a)(spec, group)
     except DispatchError as exc:
-        return refuse(str(exc), source=f"backends/a2a/{p.a2a}.yaml (dispatcher)")
+        return refuse(str(exc), source=f"{fact_file(catalog, p.a2a, a2a=True)} (dispatcher)")
     return (spec, dev, dispatcher), []
 
 
@@ -289,11 +369,11 @@ def _adapter_reasons(p: Plan, registry: Any, catalog: Any) -> list[Reason]:
     if module is None:
         return [Reason(code="no_adapter", detail=f"{p.runner} has no adapter in this install (plan-only); "
                        "install a plugin that registers one under the moe_select.adapters entry-point group",
-                       source=f"backends/{p.runner}.yaml")]
+                       source=fact_file(catalog, p.runner))]
     reasons = _load_adapter(module, f"runner {p.runner}", registry)
     if p.a2a_module is None:
         reasons.append(Reason(code="no_adapter", detail=f"a2a {p.a2a} has no dispatcher in this install",
-                              source=f"backends/a2a/{p.a2a}.yaml"))
+                              source=fact_file(catalog, p.a2a, a2a=True)))
     else:
         reasons += _load_adapter(p.a2a_module, f"a2a {p.a2a}", registry)
     if reasons:
@@ -303,16 +383,17 @@ def _adapter_reasons(p: Plan, registry: Any, catalog: Any) -> list[Reason]:
     if missing:
         return [Reason(code="no_adapter", detail=f"module {module} did not register a {p.runner} core for "
                        + ", ".join(f"{f} dispatch" for f in missing)
-                       + f" (registered: {sorted(registry.pairs())})", source=f"backends/{p.runner}.yaml")]
+                       + f" (registered: {sorted(registry.pairs())})", source=fact_file(catalog, p.runner, "registers"))]
     if registry.dispatcher(p.a2a) is None:
         return [Reason(code="no_adapter", detail=f"module {p.a2a_module} did not register dispatcher {p.a2a}",
-                       source=f"backends/a2a/{p.a2a}.yaml")]
+                       source=fact_file(catalog, p.a2a, a2a=True))]
     return []
 
 
 def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int | None = None, tp_rank: int | None = None,
             group: Any = None, environment: Environment | None = None, require_prebuilt: bool = False,
-            verify: bool = False, registry: Any = None, timeout_s: float = 60.0, catalog: Any = None) -> Any:
+            verify: bool = False, registry: Any = None, timeout_s: float = 60.0, catalog: Any = None,
+            strict: bool | None = None) -> Any:
     """Make ``plan`` ready on this machine; return a :class:`~moe_select.runner.MoeRunner`.
 
     ``device``: where the runner's tensors live (default: ``cuda`` on a GPU plan, else ``cpu``).
@@ -326,6 +407,8 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     ``environment``: machine facts (default: detected now, arch through torch).
     ``require_prebuilt``: refuse a runner whose first call would JIT-compile.
     ``verify``: run a few tokens through the runner and the float64 reference; refuse on disagreement.
+    ``strict``: refuse a plan whose evidence is ``unverified`` (reason ``unverified``, one per unknown); None
+    (default): the plan's own ``strict``.
     Raises :class:`ResolveError` (codes plan_mismatch, dependency_missing, no_adapter, ...) or
     :class:`InputError` (the plan file is invalid).
     """
@@ -365,11 +448,17 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
         except InputError as exc:
             raise ResolveError([Reason(code="plan_mismatch", detail=f"the rule/capability files no longer load: {exc}",
                                        source="catalog", fix="fix the files, or plan again")], rank=rank) from None
+        note = writer_note(p, catalog.files, f"plan {plan}" if isinstance(plan, (str, Path)) else "the plan")
+        if note:
+            import warnings
+
+            warnings.warn(PlanWriterWarning(note), stacklevel=2)
         cap = catalog.runners.get(p.runner)
         jit = [(cap.jit.package, cap.jit.detect)] if cap is not None and cap.jit is not None else []
         env = environment or detect([(n.name, n.module) for n in p.packages], arch=torch_arch(),
                                     need_nvcc=p.jit is not None, jit=jit)
         reasons = check_environment(p, env, require_prebuilt=require_prebuilt, catalog=catalog)
+        reasons += strict_reasons(p, p.strict if strict is None else strict)
         if group is not None:
             from .parallel import agree_on_plan, group_reasons
 
@@ -380,7 +469,7 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
         # own arguments are wrong makes every rank refuse (never some ranks with a runner and some without).
         built: tuple[Any, Any, Any] | None = None
         if not reasons:
-            built, reasons = _rank_parts(p, registry, group, rank, ep_rank, tp_rank, device)
+            built, reasons = _rank_parts(p, registry, group, rank, ep_rank, tp_rank, device, catalog)
         if group is not None:
             agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s, environment=env)
         if reasons:
