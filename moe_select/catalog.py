@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 from pydantic import BaseModel
 
 from .capability import A2ACapability, CommonFacts, KnownPackage, PackageNeedFact, PackageTable, RunnerCapability
-from .catalog_cache import Inputs, load_cached
+from .catalog_cache import Inputs, cache_dir, load_cached
 from .conditions import Conditional
 from .entrypoints import entry_points
 from .errors import InputError, Issue
@@ -143,9 +143,27 @@ def plugin_backend_dirs() -> list[tuple[Path, str]]:
     return out
 
 
+def env_paths(name: str, what: str) -> list[Path]:
+    """The paths ``$name`` lists (``os.pathsep``-separated; ``what`` they are, for the message), ``[]`` when it
+    is not set. Raises :class:`InputError` naming the variable when it is set but empty, or lists an empty
+    entry (``a::b``, a trailing ``:``): in a search path that means the current folder, and it was silently
+    skipped (issue 17)."""
+    val = os.environ.get(name)
+    if val is None:
+        return []
+    parts = val.split(os.pathsep)
+    if val == "":
+        raise InputError(Issue(f"${name}", 0, "", f"is set but empty: unset it, or name {what}"))
+    if "" in parts:
+        raise InputError(Issue(f"${name}", 0, "", f"{shorten(val)} has an empty entry (entry {parts.index('') + 1} of "
+                               f"{len(parts)}, separated by {os.pathsep!r}): remove it, or write . for the current folder"))
+    return [Path(p) for p in parts]
+
+
 def backend_dirs_from_env() -> list[Path]:
-    """Operator capability folders named by ``$MOE_SELECT_BACKENDS`` (``os.pathsep``-separated)."""
-    return [Path(p) for p in os.environ.get(BACKENDS_ENV, "").split(os.pathsep) if p]
+    """Operator capability folders named by ``$MOE_SELECT_BACKENDS`` (``os.pathsep``-separated). Raises
+    :class:`InputError` when it is set but empty or has an empty entry (:func:`env_paths`)."""
+    return env_paths(BACKENDS_ENV, "one or more capability folders")
 
 
 def _read(path: Path, display: str, files: dict[str, str]) -> MarkedDict:
@@ -159,9 +177,9 @@ def _read(path: Path, display: str, files: dict[str, str]) -> MarkedDict:
 
 
 def rule_dirs_from_env() -> list[Path]:
-    """Operator rule directories named by ``$MOE_SELECT_RULES`` (``os.pathsep``-separated)."""
-    val = os.environ.get(RULES_ENV, "")
-    return [Path(p) for p in val.split(os.pathsep) if p]
+    """Operator rule directories named by ``$MOE_SELECT_RULES`` (``os.pathsep``-separated). Raises
+    :class:`InputError` when it is set but empty or has an empty entry (:func:`env_paths`)."""
+    return env_paths(RULES_ENV, "one or more rules folders or files")
 
 
 class _Loader:
@@ -399,9 +417,12 @@ _lock = threading.Lock()
 def default_catalog(rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = ()) -> Catalog:
     """:func:`load_catalog` cached per (rule dirs, backend dirs, the two environment variables), for
     repeated calls in one process; a new process reads a catalog validated before from the on-disk
-    cache (:mod:`moe_select.catalog_cache`) when no input changed since."""
+    cache (:mod:`moe_select.catalog_cache`) when no input changed since. Raises :class:`InputError` for an
+    empty ``$MOE_SELECT_RULES``, ``$MOE_SELECT_BACKENDS`` or ``$MOE_SELECT_CACHE_DIR`` every time, whether
+    or not the catalog is in memory already."""
     rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
-    key = (rd, bd, os.environ.get(RULES_ENV, ""), os.environ.get(BACKENDS_ENV, ""))
+    key = (rd, bd, os.environ.get(RULES_ENV), os.environ.get(BACKENDS_ENV))  # None (unset) is not "" (an error)
+    cache_dir()  # an empty $MOE_SELECT_CACHE_DIR: refused in every call, not only in those that read the cache
     with _lock:
         if key not in _cache:
             _cache[key] = cached_load_catalog(rd, bd)

@@ -15,15 +15,17 @@ CASES = Path(__file__).resolve().parent / "cases" / "startup_cases.yaml"
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_catalog_cache(tmp_path_factory):
-    """The suite's processes share one on-disk catalog cache of their own (moe_select.catalog_cache), not
-    the user's: every test that plans goes through it, so the suite checks cached catalogs too."""
-    old = os.environ.get("MOE_SELECT_CACHE_DIR")
+    """The suite's processes share one on-disk catalog cache of their own (moe_select.catalog_cache), and its
+    key, not the user's: every test that plans goes through it, so the suite checks cached catalogs too."""
+    saved = {name: os.environ.get(name) for name in ("MOE_SELECT_CACHE_DIR", "XDG_STATE_HOME")}
     os.environ["MOE_SELECT_CACHE_DIR"] = str(tmp_path_factory.mktemp("catalog-cache"))
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))  # the cache's key (catalog_cache.key_path)
     yield
-    if old is None:
-        os.environ.pop("MOE_SELECT_CACHE_DIR", None)
-    else:
-        os.environ["MOE_SELECT_CACHE_DIR"] = old
+    for name, old in saved.items():
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 @pytest.fixture

@@ -1,12 +1,18 @@
 """The on-disk catalog cache (moe_select.catalog_cache) is never stale and never changes an answer: an edit
 to a capability or rule file, an operator rules folder, a file added to a folder, a different plugin set
 each give a catalog validated from the files; errors are load_catalog's own, every time; a cache folder
-that cannot be written, or that others could write, is simply not used."""
+that cannot be written, or that others could write, is simply not used; an entry is JSON data under an
+HMAC whose key lives outside the cache folder: a planted entry runs no code and a forged one changes no
+answer (issue 17, row 5)."""
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import re
 import shutil
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,6 +35,7 @@ rules:
 def cache(tmp_path, monkeypatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("MOE_SELECT_CACHE_DIR", str(folder))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the entries' key: this test's own
     monkeypatch.delenv("MOE_SELECT_RULES", raising=False)
     monkeypatch.delenv("MOE_SELECT_BACKENDS", raising=False)
     return folder
@@ -46,7 +53,7 @@ def bundled_copy(tmp_path, monkeypatch) -> tuple[Path, Path]:
 
 
 def _entries(folder: Path) -> list[Path]:
-    return sorted(folder.glob("catalog-*.pickle"))
+    return sorted(folder.glob("catalog-*.json"))
 
 
 def _no_load(monkeypatch) -> None:
@@ -119,7 +126,7 @@ def test_errors_are_load_catalogs_own_and_never_cached(cache, bundled_copy):
     cached_load_catalog()
     n = len(_entries(cache))
     f = b / "triton.yaml"
-    f.write_text(f.read_text().replace("schema_version: 2", "schema_version: 2\nbogus_key: 1", 1))
+    f.write_text(re.sub(r"^(schema_version: \d+)$", r"\1\nbogus_key: 1", f.read_text(), count=1, flags=re.M))
     with pytest.raises(InputError) as cached_err:
         cached_load_catalog()
     with pytest.raises(InputError) as fresh_err:
@@ -235,10 +242,13 @@ def test_a_cache_folder_others_can_write_is_not_read(cache, monkeypatch):
 def test_a_damaged_or_foreign_entry_is_a_miss(cache, monkeypatch):
     good = cached_load_catalog()
     (entry,) = _entries(cache)
-    entry.write_bytes(b"not a pickle")
+    entry.write_bytes(b"not an entry")
     assert cached_load_catalog() == good
     (entry,) = _entries(cache)
-    entry.write_bytes(pickle.dumps({"key": "another key", "catalog": good}))  # a catalog of other inputs
+    # a catalog of other inputs, under this key's name, correctly authenticated: its own key does not match
+    other = _document(entry)
+    other[1] = "another key"
+    _store(entry, other, catalog_cache._secret(create=False))
     calls = []
     real = catmod.load_catalog
     monkeypatch.setattr(catmod, "load_catalog", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -254,3 +264,157 @@ def test_old_entries_are_pruned(cache, bundled_copy, monkeypatch):
         f.write_text(text.replace("summary: ", f"summary: v{i} ", 1))
         assert cached_load_catalog().runners["triton"].summary.startswith(f"v{i} ")
     assert len(_entries(cache)) == 3
+
+
+# --------------------------------------------------------------------------- issue 17, row 5: planted and forged entries
+def _document(entry: Path) -> list:
+    """The JSON document of a cache entry (after MAGIC and the MAC line)."""
+    data = entry.read_bytes()
+    assert data.startswith(catalog_cache.MAGIC)
+    return json.loads(data[len(catalog_cache.MAGIC):].partition(b"\n")[2])
+
+
+def _store(entry: Path, document: list, secret: bytes) -> None:
+    """Write ``document`` as an entry authenticated with ``secret``, as the cache writes one."""
+    raw = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+    entry.write_bytes(catalog_cache.MAGIC + catalog_cache._mac(secret, raw) + b"\n" + raw)
+
+
+def _key() -> str:
+    return catalog_cache.catalog_key(catmod._inputs((), ()))
+
+
+def _counting(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = catmod.load_catalog
+    monkeypatch.setattr(catmod, "load_catalog", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+class _RunsCode:
+    """Unpickling this runs ``os.mkdir(marker)``: what a planted pickle can do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (str(self.marker),))
+
+
+def test_a_planted_pickle_runs_no_code(cache, tmp_path, monkeypatch):
+    """Issue 17 row 5: a file planted in the cache folder (another container running as root that shares the
+    mounted cache passes the owner/mode checks) ran its code during explain/plan. Now it is never unpickled:
+    the catalog comes from the files, and the planted code did not run."""
+    fresh = load_catalog()
+    key = _key()
+    marker = tmp_path / "the-planted-code-ran"
+    cache.mkdir(mode=0o700)
+    payload = pickle.dumps({"key": key, "catalog": _RunsCode(marker)})
+    for name in (f"catalog-{key}.pickle", f"catalog-{key}.json"):  # the old entry's name and the new one's
+        (cache / name).write_bytes(payload)
+    calls = _counting(monkeypatch)
+    assert cached_load_catalog() == fresh
+    assert not marker.exists() and calls == [1]
+    # a JSON document planted under the entry's name, with the right shape, but no MAC of this machine's key
+    (cache / f"catalog-{key}.json").write_bytes(catalog_cache.MAGIC + b"0" * 64 + b"\n" + json.dumps([2, key, None]).encode())
+    assert cached_load_catalog() == fresh and calls == [1, 1]
+
+
+def _forge(document: list) -> tuple[list, str]:
+    """The document with the first rule's line changed (what a forged entry would make explain cite)."""
+    forged = json.loads(json.dumps(document))
+    rules = forged[2]["f"]["rules"]
+    first = rules[0] if rules[0][catalog_cache.TAG] == "m" else None
+    assert first is not None and first["c"] == "moe_select.policy.Rule"
+    first["w"][1] += 100
+    return forged, f"{first['w'][0]}:{first['w'][1]}"
+
+
+def test_a_forged_entry_is_a_miss_and_never_an_answer(cache, tmp_path, monkeypatch):
+    """Issue 17 row 5: an entry whose content differs from the files (a rule's line moved), under the right
+    key, is a miss: explain cites the rule line the files say. The forgery is well formed (with this
+    machine's key it would be read: the last step shows it), so only the MAC stops it."""
+    dep = {"gpu": "H100", "quant": "bf16", "tp": 1, "ep": 1, "model": {
+        "num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+        "routing": "renormalize"}}
+    import moe_select
+
+    fresh = load_catalog()
+    truth = moe_select.explain(dep, catalog=fresh).to_dict()
+    cached_load_catalog()
+    (entry,) = _entries(cache)
+    forged, cited = _forge(_document(entry))
+    calls = _counting(monkeypatch)
+
+    # 1. the real entry, edited in place (its MAC left as it was)
+    data = entry.read_bytes()
+    mac_line = data[len(catalog_cache.MAGIC):].partition(b"\n")[0]
+    raw = json.dumps(forged, ensure_ascii=False, separators=(",", ":")).encode()
+    entry.write_bytes(catalog_cache.MAGIC + mac_line + b"\n" + raw)
+    got = cached_load_catalog()
+    assert got == fresh and got.rules[0].where() == fresh.rules[0].where() != cited and calls == [1]
+    assert moe_select.explain(dep, catalog=got).to_dict() == truth
+
+    # 2. the forgery authenticated with a key that is not this machine's (another container's)
+    _store(entry, forged, b"k" * 32)
+    assert cached_load_catalog() == fresh and calls == [1, 1]
+
+    # 3. the forgery is well formed: signed with this machine's key it is read (and cited), no load
+    _store(entry, forged, catalog_cache._secret(create=False))
+    hit = cached_load_catalog()
+    assert hit.rules[0].where() == cited and calls == [1, 1]
+
+
+def test_an_entry_is_json_data_and_the_key_is_kept_apart(cache):
+    cached_load_catalog()
+    (entry,) = _entries(cache)
+    key = _key()
+    assert entry.name == f"catalog-{key}.json"
+    document = _document(entry)
+    assert document[:2] == [2, key] and document[2][catalog_cache.TAG] == "c"
+    kp = catalog_cache.key_path()
+    assert cache not in kp.parents and kp.read_bytes() and len(kp.read_bytes()) == 32
+    if hasattr(os, "getuid"):
+        assert stat.S_IMODE(kp.stat().st_mode) == 0o600 and stat.S_IMODE(kp.parent.stat().st_mode) == 0o700
+
+
+def test_a_cache_folder_that_holds_the_key_is_not_used(tmp_path, monkeypatch):
+    """Whoever writes entries must not read the key: a cache folder that is the key's folder, or holds it,
+    is not used (every load from the files, nothing written)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    calls = _counting(monkeypatch)
+    for folder in (tmp_path / "state" / "moe-select", tmp_path / "state", tmp_path):
+        monkeypatch.setenv("MOE_SELECT_CACHE_DIR", str(folder))
+        cached_load_catalog()
+        cached_load_catalog()
+        assert not list(folder.glob("catalog-*"))
+    assert len(calls) == 6
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_fifo_planted_as_an_entry_does_not_hang_the_load(cache, monkeypatch):
+    fresh = load_catalog()
+    cache.mkdir(mode=0o700)
+    os.mkfifo(cache / f"catalog-{_key()}.json")
+    os.mkfifo(cache / f"catalog-{_key()}.pickle")
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(cached_load_catalog()), daemon=True)
+    t.start()
+    t.join(timeout=60)
+    if t.is_alive():  # the old reader blocked in open(): let it go, then fail
+        for name in (f"catalog-{_key()}.json", f"catalog-{_key()}.pickle"):
+            try:
+                os.close(os.open(cache / name, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        t.join(timeout=10)
+        pytest.fail("reading the cache blocked on a FIFO planted under an entry's name")
+    assert got == [fresh]
+
+
+def test_an_empty_cache_dir_variable_is_an_error_naming_it(cache, monkeypatch):
+    """Issue 17 row 7: MOE_SELECT_CACHE_DIR="" silently meant the default folder."""
+    monkeypatch.setenv("MOE_SELECT_CACHE_DIR", "")
+    with pytest.raises(InputError) as exc:
+        cached_load_catalog()
+    assert "$MOE_SELECT_CACHE_DIR" in str(exc.value) and "empty" in str(exc.value)
