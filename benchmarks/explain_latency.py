@@ -171,7 +171,7 @@ print(" ".join(str(b - a) for a, b in zip(t, t[1:])), t[-1] - t[0])
 STEPS = ("import pydantic, yaml", "pydantic's model machinery (from pydantic import BaseModel, Field, ...)",
          "pydantic's plugin lookup (importlib.metadata and an entry-point scan only if a plugin may be declared)",
          "moe_select's modules (model classes, their stdlib imports)",
-         "catalog: cache key (hash every file, plugin scan) and unpickle", "explain and its JSON (first call)")
+         "catalog: cache key (hash every file, plugin scan) and the entry read (HMAC, JSON)", "explain and its JSON (first call)")
 
 
 def breakdown(case_file: Path, runs: int, env: dict[str, str]) -> list[tuple[str, float]]:
