@@ -33,6 +33,13 @@ def eligible(dep: dict, runner: str) -> bool:
     return candidate(dep, runner)[1].eligible
 
 
+def unverified(dep: dict, runner: str) -> set[str]:
+    """Issue 18: the codes of what no fact decides for an eligible ``runner`` whose evidence is unverified (an open
+    list's gap); empty when the runner is supported or refused."""
+    c = candidate(dep, runner)[1]
+    return {x.code for x in c.unknowns} if c.eligible and c.evidence == "unverified" else set()
+
+
 # --------------------------------------------------------------------------------- flashinfer_cutlass
 def test_cutlass_bf16_relu2_on_sm121_needs_0_6_8():
     # FlashInfer PR #2926 (first in v0.6.8) adds the Relu2 epilogue to the SM80-class fused GEMM that
@@ -87,7 +94,9 @@ def test_cutlass_vllm_a2a_per_format():
     # work with MNNVL FI A2As" (_supports_parallel_config); SGLang registers a2a none and flashinfer only.
     dep = {"gpu": "B200", "model": QWEN, "tp": 8, "ep": 8, "engine": "vllm", "runner": "flashinfer_cutlass"}
     assert eligible({**dep, "quant": "bf16", "a2a": "flashinfer"}, "flashinfer_cutlass")
-    assert codes({**dep, "quant": "fp8_tensor", "a2a": "flashinfer"}, "flashinfer_cutlass") == {"a2a_unsupported"}
+    # Issue 18: vLLM's _supports_parallel_config accepts every config (the per-tensor FP8 caveat is a TODO comment,
+    # not a check): unverified, not refused.
+    assert unverified({**dep, "quant": "fp8_tensor", "a2a": "flashinfer"}, "flashinfer_cutlass") == {"a2a_unsupported"}
     assert eligible({**dep, "quant": "nvfp4", "a2a": "deepep", "a2a_mode": "normal", "cuda_graph": False},
                     "flashinfer_cutlass")
     sglang = {**dep, "engine": "sglang", "quant": "nvfp4", "a2a": "deepep", "a2a_mode": "normal", "cuda_graph": False}
@@ -171,7 +180,9 @@ def test_trtllm_llama4_only_with_per_tensor_fp8():
               "activation": "silu", "routing": "llama4"}
     dep = {"gpu": "B200", "model": llama4, "tp": 8, "runner": "flashinfer_trtllm"}
     assert eligible({**dep, "quant": "fp8_tensor"}, "flashinfer_trtllm")
-    assert codes({**dep, "quant": "bf16"}, "flashinfer_trtllm") == {"routing_unsupported"}
+    # Issue 18: no engine check refuses Llama4 routing for the other launchers (vLLM's NVFP4 experts even list it),
+    # so the routing list is open: bf16 Llama4 is unverified, not refused.
+    assert unverified({**dep, "quant": "bf16"}, "flashinfer_trtllm") == {"routing_unsupported"}
 
 
 def test_trtllm_softmax_topk_from_0_6_8_and_capped():
@@ -241,8 +252,10 @@ def test_routed_vllm_a2a_per_class():
     dep = {"gpu": "B200", "model": QWEN, "tp": 8, "ep": 8, "engine": "vllm", "runner": "flashinfer_trtllm_routed"}
     deepep = {"a2a": "deepep", "a2a_mode": "normal", "cuda_graph": False}
     assert eligible({**dep, **deepep, "quant": "nvfp4"}, "flashinfer_trtllm_routed")
-    assert codes({**dep, **deepep, "quant": "fp8_block"}, "flashinfer_trtllm_routed") == {"a2a_unsupported"}
-    assert codes({**dep, "quant": "bf16", "a2a": "none"}, "flashinfer_trtllm_routed") == {"a2a_unsupported"}
+    # Issue 18: the vLLM a2a facts are per class and list fewer backends than vLLM's checks take (nvfp4 takes every
+    # config), so the list is open for vLLM: these pairings are unverified, not refused.
+    assert unverified({**dep, **deepep, "quant": "fp8_block"}, "flashinfer_trtllm_routed") == {"a2a_unsupported"}
+    assert unverified({**dep, "quant": "bf16", "a2a": "none"}, "flashinfer_trtllm_routed") == {"a2a_unsupported"}
     assert eligible({**dep, "quant": "bf16", "a2a": "flashinfer"}, "flashinfer_trtllm_routed")
 
 
@@ -253,13 +266,15 @@ def test_mxfp4_composite_is_sglangs(seed):
     gpt_oss = {"num_experts": 128, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
                "activation": "swiglu_oai", "routing": "renormalize"}
     dep = {"gpu": "H200", "quant": "mxfp4", "model": gpt_oss, "runner": "flashinfer_mxfp4"}
-    assert "quant_unsupported" in codes({**dep, "engine": "vllm"}, "flashinfer_mxfp4")
+    # Issue 18: every fact names SGLang; no vLLM check refuses a runner name vLLM does not have: unverified there.
+    assert "quant_unsupported" in unverified({**dep, "engine": "vllm"}, "flashinfer_mxfp4")
     ok = random.Random(seed).choice(["0.6.10", "0.6.12", "0.6.18"])
     assert eligible({**dep, "engine": "sglang", "packages": {"flashinfer-python": ok}}, "flashinfer_mxfp4")
     assert codes({**dep, "engine": "sglang", "packages": {"flashinfer-python": "0.6.9"}}, "flashinfer_mxfp4") == {"quant_unsupported"}
     # sgl-project/sglang#32668: sm120 (is_sm120_supported), not sm121.
     assert eligible({**dep, "gpu": "RTX PRO 6000", "engine": "sglang"}, "flashinfer_mxfp4")
-    assert "arch_unsupported" in codes({**dep, "gpu": "GB10", "engine": "sglang"}, "flashinfer_mxfp4")
+    # Issue 18: SGLang's per-arch dispatch was not read as a check that refuses sm121: unverified, not refused.
+    assert unverified({**dep, "gpu": "GB10", "engine": "sglang"}, "flashinfer_mxfp4") == {"arch_unsupported"}
 
 
 # -------------------------------------------------------------------------------- flashinfer_cutedsl
@@ -298,7 +313,12 @@ def test_flashinfer_a2a_needs_nvlink_datacenter_parts(gpu):
     # flashinfer/comm/mnnvl.py MnnvlMemory.supports_mnnvl: every GPU pair on NVLink (or MNNVL fabric).
     dep = {"gpu": gpu, "quant": "bf16", "model": QWEN, "tp": 4, "ep": 4, "dp": 4, "a2a": "flashinfer",
            "runner": "flashinfer_cutlass"}
-    assert "a2a_unsupported" in codes(dep, "flashinfer_cutlass")
+    # Issue 18: a2a flashinfer's arch list names the NVLink parts verified, no check refuses other GPUs (open):
+    # elsewhere the pairing is unverified, never a refusal sourced from that list.
+    report, _ = candidate(dep, "flashinfer_cutlass")
+    assert not any(x.source.startswith("backends/a2a/flashinfer.yaml:") for c in report.candidates for x in c.reasons)
+    assert any(x.code == "a2a_unsupported" and x.source.startswith("backends/a2a/flashinfer.yaml:")
+               for c in report.candidates for x in c.unknowns)
 
 
 def test_trtllm_block_fp8_keeps_deepseek_top_k_caps_without_groups():

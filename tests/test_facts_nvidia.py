@@ -26,6 +26,11 @@ def codes(report, runner):
     return {r.code for r in cand(report, runner).reasons}
 
 
+def unknown_codes(report, runner):
+    """Codes of what no fact decides for ``runner`` (issue 18: an open list's gap is unverified, not refused)."""
+    return {x.code for x in cand(report, runner).unknowns}
+
+
 # ------------------------------------------------------------------------------ int4 wNA16 (AWQ/GPTQ)
 def test_awq_group_128_marlin_refused_when_a_rank_splits_a_group():
     # vllm-project/vllm#17604: AWQ Qwen3-30B-A3B (group 128) fails at TP 4 (768 / 4 = 192 rows per rank)
@@ -69,7 +74,10 @@ def test_fp8_moe_on_ampere_runs_weight_only_marlin_in_vllm_only():
     anyr = explain(**dep)
     assert anyr.plan.runner == "marlin" and anyr.plan.engines == ["vllm"]
     sglang = explain(**dep, engine="sglang")
-    assert sglang.status == "rejected" and "quant_unsupported" in codes(sglang, "marlin")
+    # Issue 18: SGLang's FP8 MoE Marlin path being unmerged (#30681) is silence, not a check that refuses it:
+    # the cell is unverified for SGLang (neither Marlin nor Triton is supported there), not refused.
+    assert sglang.evidence == "unverified" and not cand(sglang, "marlin").reasons
+    assert "quant_unsupported" in unknown_codes(sglang, "marlin") and cand(sglang, "marlin").evidence == "unverified"
 
 
 def test_marlin_fp8_block_needs_128x128_blocks():
@@ -96,7 +104,9 @@ def test_sglang_nvfp4_marlin_fallback_below_blackwell():
 def test_marlin_refuses_weight_on_input_routing():
     # check_moe_marlin_supports_layer: supports_router_weight = not apply_router_weight_on_input.
     r = explain(gpu="H100", quant="int4_w4a16", model={**QWEN3_30B, "routing": "llama4", "top_k": 1}, tp=1)
-    assert "routing_unsupported" in codes(r, "marlin")
+    # Issue 18: that check gates the wNA16 path only (vLLM's Marlin kernel takes the weight on the input for its
+    # other formats), so marlin's routing list stays open: the gap is unverified, never supported.
+    assert cand(r, "marlin").evidence == "unverified" and "routing_unsupported" in unknown_codes(r, "marlin")
     assert cand(r, "triton").eligible  # SGLang's Triton runner multiplies the first GEMM's input
 
 
@@ -115,8 +125,11 @@ def test_pplx_dispatch_with_deep_gemm_bf16_on_hopper():
 def test_pplx_is_deep_gemm_only_in_sglang():
     # sgl-project/sglang#30756: "Only support --moe-runner-backend deepgemm".
     r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="pplx")
-    assert r.status == "ok" and r.plan.runner == "deep_gemm"
-    assert "a2a_unsupported" in codes(r, "triton") and "a2a_unsupported" in codes(r, "marlin")
+    assert r.status == "ok" and r.plan.runner == "deep_gemm" and r.plan.evidence == "supported"
+    # Issue 18: SGLang's pplx check lives on the a2a side (moe_hook.handle_a2a_moe), not in a runner list that
+    # could be exhaustive: Triton and Marlin with pplx are unverified for SGLang (vLLM has no pplx), not refused.
+    for runner in ("triton", "marlin"):
+        assert cand(r, runner).evidence == "unverified" and "a2a_unsupported" in unknown_codes(r, runner)
 
 
 def test_deep_gemm_mooncake_is_sglangs():
@@ -166,7 +179,9 @@ def test_triton_all_to_all_per_engine():
     # SGLang registers the Triton runner for the standard dispatcher only (sgl-project/sglang#36134);
     # vLLM pairs TritonExperts / BatchedTritonExperts with DeepEP (triton_moe.py, fused_batched_moe.py).
     dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "deepep", "runner": "triton"}
-    assert explain(**dep, engine="sglang").status == "rejected"
+    # Issue 18: no SGLang check refuses it (newer SGLang registers a DeepEP fused function for triton): unverified.
+    s = explain(**dep, engine="sglang")
+    assert s.evidence == "unverified" and "a2a_unsupported" in unknown_codes(s, "triton")
     v = explain(**dep, engine="vllm")
     assert v.status == "ok" and v.plan.a2a_modes == ["normal", "low_latency"]
 
@@ -194,7 +209,9 @@ def test_triton_swiglu_oai_and_relu2():
     assert gptoss_bf16.status == "ok"
     relu2 = {**QWEN3_30B, "activation": "relu2"}
     assert explain(gpu="H200", engine="vllm", quant="bf16", model=relu2, tp=1, runner="triton").status == "ok"
-    assert explain(gpu="H200", engine="sglang", quant="bf16", model=relu2, tp=1, runner="triton").status == "rejected"
+    # Issue 18: SGLang's activation list was read for what runs, not for a check refusing relu2: unverified.
+    s = explain(gpu="H200", engine="sglang", quant="bf16", model=relu2, tp=1, runner="triton")
+    assert s.evidence == "unverified" and "activation_unsupported" in unknown_codes(s, "triton")
 
 
 # ------------------------------------------------------------------------------ OpenAI triton_kernels
@@ -233,10 +250,14 @@ def test_sglang_cutlass_block_fp8_and_nvfp4():
     # sgl-project/sglang@00563d368df9 fp8.py: cutlass FP8 MoE needs block quantization and SM90/SM100/SM120;
     # moe_runner/cutlass.py: BlockscaledFP4 type; the FP8/FP4 types run on the standard dispatcher.
     assert explain(gpu="RTX PRO 6000", quant="fp8_block", model=QWEN3_30B, tp=1, runner="cutlass").status == "ok"
-    assert explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="cutlass").status == "rejected"
+    # Issue 18: Fp8MoEMethod asserts block quantization for SGLang's 'fp8' checkpoints only (per-channel FP8 comes
+    # through compressed-tensors, not read): the fp8_channel gap is unverified, not refused.
+    ch = explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="cutlass")
+    assert ch.evidence == "unverified" and "quant_unsupported" in unknown_codes(ch, "cutlass")
     assert explain(gpu="B200", quant="nvfp4", model=QWEN3_30B, tp=1, runner="cutlass").status == "ok"
     r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", runner="cutlass")
-    assert "a2a_unsupported" in codes(r, "cutlass")
+    # SGLang refuses it (FP8 Cutlass MoE needs ep_size == 1); for the other engines the DeepEP pairing is unverified.
+    assert cand(r, "cutlass").evidence_by_engine["sglang"] == "refused" and "a2a_unsupported" in unknown_codes(r, "cutlass")
 
 
 # ------------------------------------------------------------------------------ torch_grouped_mm
@@ -270,7 +291,10 @@ def test_this_projects_runners_pair_with_standard_dispatch_only():
     r = explain(**dep)
     assert cand(r, "torch_grouped_mm").eligible and cand(r, "torch_native").eligible
     ll = explain(gpu="H200", quant="bf16", model=QWEN3_30B, tp=2, ep=2, a2a="deepep", a2a_mode="low_latency")
-    assert "a2a_unsupported" in codes(ll, "torch_grouped_mm") and "a2a_unsupported" in codes(ll, "torch_native")
+    # Issue 18: this project's own facts cannot make a list exhaustive (no upstream check), so a batched a2a is
+    # unverified for these runners at planning (their adapters register a standard core only).
+    assert cand(ll, "torch_grouped_mm").evidence != "supported" and "a2a_unsupported" in unknown_codes(ll, "torch_grouped_mm")
+    assert not cand(ll, "torch_native").eligible  # refused on other facts (no CUDA-graph capture, parallelism)
 
 
 # ------------------------------------------------------------------------------ DeepEP low-latency token cap
@@ -323,7 +347,8 @@ def test_sglang_deepep_v2_takes_block_fp8_experts_only():
     base = dict(gpu="H200", engine="sglang", tp=8, ep=8, a2a="deepep_v2", runner="deep_gemm", max_tokens_per_rank=256)
     assert explain(**base, quant="fp8_block", model=DSV3).status == "ok"
     bf16 = explain(**base, quant="bf16", model=QWEN3_30B)
-    assert bf16.status == "rejected" and "a2a_unsupported" in {x.code for x in bf16.reasons}
+    # Issue 18: the PR's scope is not a check that refuses bf16 experts: unverified, not refused.
+    assert bf16.evidence == "unverified" and "a2a_unsupported" in unknown_codes(bf16, "deep_gemm")
 
 
 def test_vllm_runners_take_nixl_ep():

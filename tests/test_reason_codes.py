@@ -35,14 +35,18 @@ def test_arch_unsupported():
 
 
 def test_quant_unsupported_names_where_the_format_runs():
-    r = find({"gpu": "H100", "quant": "fp8_block", "model": QWEN, "tp": 1, "runner": "torch_grouped_mm"}, "quant_unsupported")
-    assert "not fp8_block" in r.detail
+    # Issue 18: a refusal needs an exhaustive list (this project's own runners have none): vLLM's FlashInferExperts
+    # takes block FP8 on compute capability 9.0 only (its _supports_quant_scheme, the support list's check).
+    r = find({"gpu": "B200", "engine": "vllm", "quant": "fp8_block", "model": QWEN, "tp": 1, "runner": "flashinfer_cutlass"},
+             "quant_unsupported")
+    assert "not fp8_block" in r.detail and "(fp8_block runs on sm90)" in r.detail and "exhaustive support list" in r.detail
 
 
 def test_activation_unsupported():
-    r = find({"gpu": "H200", "quant": "fp8_block", "model": {**DSV3, "activation": "gelu"}, "tp": 8, "ep": 8,
-              "runner": "deep_gemm"}, "activation_unsupported")
-    assert "gelu" in r.detail and "silu" in r.detail
+    # Issue 18: vLLM's FlashInferExperts._supports_activation is an exhaustive check (deep_gemm's list is open).
+    r = find({"gpu": "H200", "engine": "vllm", "quant": "fp8_block", "model": {**DSV3, "activation": "gelu"}, "tp": 8,
+              "ep": 8, "runner": "flashinfer_cutlass"}, "activation_unsupported")
+    assert "gelu" in r.detail and "silu" in r.detail and r.source.startswith("backends/flashinfer_cutlass.yaml:")
 
 
 def test_routing_unsupported():
@@ -79,11 +83,28 @@ def test_parallelism_unsupported_with_fix():
 
 
 def test_a2a_on_the_wrong_arch_is_a2a_unsupported():
-    # FlashInfer's one-sided NVLink all-to-all needs datacenter NVLink parts (backends/a2a/flashinfer.yaml)
-    r = find({"gpu": "A100", "quant": "bf16", "model": QWEN, "tp": 8, "ep": 8, "a2a": "flashinfer"}, "a2a_unsupported")
-    assert "a2a flashinfer runs on" in r.detail and r.source.startswith("backends/a2a/flashinfer.yaml:")
+    # FlashInfer's one-sided NVLink all-to-all was verified on datacenter NVLink parts (backends/a2a/flashinfer.yaml).
+    # Issue 18: no check refuses other GPUs (its arch list is open), so the arch gap is an unknown with that code and
+    # source (a refusal only under strict), not a reason.
+    dep = {"gpu": "A100", "quant": "bf16", "model": QWEN, "tp": 8, "ep": 8, "a2a": "flashinfer"}
+    report = moe_select.explain(dep)
+    gap = [x for c in report.candidates for x in c.unknowns if x.source.startswith("backends/a2a/flashinfer.yaml:")]
+    assert gap and all(x.code == "a2a_unsupported" and "a2a flashinfer runs on" in x.detail for x in gap)
+    strict = [x for x in reasons({**dep, "strict": True}) if x.source.startswith("backends/a2a/flashinfer.yaml:")]
+    assert strict and {x.code for x in strict} == {"unverified"}
     assert "arch_unsupported" not in {x.code for x in reasons({"gpu": "A100", "quant": "bf16", "model": QWEN, "tp": 8,
                                                                "ep": 8, "a2a": "flashinfer", "runner": "triton"})}
+
+
+def test_not_preferred_when_no_preferred_runner_is_eligible(tmp_path):
+    # An operator disable rule removes the runner the bundled cpu rule prefers; the runners still eligible there
+    # (unverified) are named with their own code, and nothing is chosen silently.
+    (tmp_path / "ops.yaml").write_text("schema_version: 1\nrules:\n  - id: no-reference\n    when: {arch: [cpu]}\n"
+                                       "    disable: [torch_native]\n    reason: test\n")
+    report = moe_select.explain({"arch": "cpu", "quant": "bf16", "model": QWEN, "tp": 1}, rules_dirs=[tmp_path])
+    assert report.plan is None and report.status == "rejected"
+    r = next(x for x in report.reasons if x.code == "not_preferred")
+    assert "no matching rule prefers it" in r.detail and r.fix and "runner: " in r.fix
 
 
 def test_deepep_needs_ep():
