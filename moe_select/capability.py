@@ -73,7 +73,9 @@ class Support(Fact):
     formats: list[Quant] = Field(min_length=1)
     activation_precision: dict[Quant, Precision] = {}
     #: False: a negative row, a cell an upstream check refuses (cited by ``source``); the selector refuses it.
-    supported: bool = True
+    supported: bool = Field(True, description=(
+        "false: a negative row, a cell (archs x formats, under its when/requires) that an upstream check refuses, "
+        "cited by source; the selector refuses it (quant_unsupported) before any positive row is read"))
 
 
 class ActivationFact(Fact):
@@ -238,7 +240,13 @@ class RunnerCapability(Located):
     jit: JitFact | None = None
     notes: list[Note] = []
     lists: dict[Literal["archs", "formats", "support", "activations", "routing", "dispatch", "a2a", "cuda_graph", "engines"],
-                ListDecision] = {}
+                ListDecision] = Field({}, description=(
+        "Evidence decision per list kind (issue 18): 'open' (the list names only what was verified: a value "
+        "outside it is unverified) or {exhaustive: owner/repo@commit:path:symbol, why, engines} (the list mirrors "
+        "an upstream check that refuses every other value: a value outside it is refused, citing the check; "
+        "engines limits the decision to those engines). Kinds: archs, formats, support (arch x format cells), "
+        "activations, routing, dispatch, a2a, cuda_graph, engines. A kind left out is open and 'moe-select "
+        "check' reports it as an error; schema_version 3 only"))
 
     def decision(self, kind: str, engine: str | None) -> Exhaustive | None:
         """The exhaustive decision of list ``kind`` under ``engine``, or None (open)."""
@@ -342,7 +350,10 @@ class A2ACapability(Located):
     unavailable: list[Unavailable] = []
     constraints: list[Constraint] = []
     packages: list[PackageNeedFact] = []
-    lists: dict[Literal["archs"], ListDecision] = {}
+    lists: dict[Literal["archs"], ListDecision] = Field({}, description=(
+        "Evidence decision of the archs list (issue 18): 'open' (a GPU outside it is unverified) or {exhaustive: "
+        "owner/repo@commit:path:symbol, why, engines} (an upstream check refuses every other GPU); schema_version 3 "
+        "only"))
 
     def decision(self, kind: str, engine: str | None) -> Exhaustive | None:
         """The exhaustive decision of list ``kind`` under ``engine``, or None (open)."""
