@@ -9,6 +9,8 @@ Findings (each ``file:line: message``) have a severity: ``error`` (``check`` exi
 - prefer/disable rules naming a runner that the capability files exclude for every (arch, quant, a2a)
   the rule can match; disable rules that leave no runner for some (arch, quant) they match;
 - a2a backends (capability files) that no runner accepts;
+- runner and a2a files of schema 3 whose ``lists:`` lacks a decision for a list kind, and exhaustive
+  decisions whose source is not upstream code at a commit (a schema-2 file, read as all open, is a warning);
 - facts whose ``source`` is not in a checkable form (``owner/repo@version:path[:symbol]``,
   ``owner/repo#N``, ``(reported) owner/repo#N``, ``this project: <path>``);
 - warnings: an operator override of a bundled rule that changes the chosen runner for (arch, quant) pairs
@@ -204,6 +206,41 @@ def _source_findings(catalog: Catalog) -> list[Finding]:
             for where, src in iter_sources(catalog) if not pattern.match(src)]
 
 
+def evidence_findings(caps: Iterable[Any]) -> list[Finding]:
+    """Evidence decisions (issue 18) of runner and all-to-all capability files: an error for a file of schema 3
+    whose ``lists:`` has no decision for some list kind (:data:`~moe_select.capability.LIST_KINDS`,
+    :data:`~moe_select.capability.A2A_LIST_KINDS`), and for an exhaustive decision whose source is not upstream
+    code at a commit (:data:`~moe_select.capability.UPSTREAM_CODE_PATTERN`: a PR, an issue or this project's own
+    text cannot say that every other value is refused); a warning for a file of schema 2 (loaded with every list
+    open: its gaps are unverified, never refused)."""
+    from .capability import A2A_LIST_KINDS, LIST_KINDS, UPSTREAM_CODE_PATTERN, Exhaustive
+
+    code = re.compile(UPSTREAM_CODE_PATTERN)
+    out: list[Finding] = []
+    for cap in caps:
+        if not isinstance(cap, (RunnerCapability, A2ACapability)):
+            continue
+        what = f"runner {cap.runner}" if isinstance(cap, RunnerCapability) else f"a2a {cap.a2a}"
+        kinds = LIST_KINDS if isinstance(cap, RunnerCapability) else A2A_LIST_KINDS
+        if cap.schema_version < 3:
+            out.append(Finding(cap.where("schema_version"), f"{what}: schema_version {cap.schema_version} has no evidence "
+                               "decisions (lists:), so every list is read as open: a value it does not name is unverified, "
+                               "never refused; move to schema_version 3 and decide each list", "warning"))
+            continue
+        missing = [k for k in kinds if k not in cap.lists]
+        if missing:
+            out.append(Finding(cap.where("lists") if cap.lists else cap.where(),
+                               f"{what}: lists: has no decision for {', '.join(missing)} (write open, or exhaustive: "
+                               "<owner/repo@commit:path:symbol> citing the upstream check that refuses every other value)"))
+        for kind, d in cap.lists.items():
+            if isinstance(d, Exhaustive) and not code.match(d.exhaustive):
+                out.append(Finding(d.where("exhaustive"), f"{what}: the exhaustive {kind} list cites {d.exhaustive[:100]!r}, "
+                                   "not upstream code at a commit (owner/repo@commit:path[:symbol]); a PR, an issue or this "
+                                   "project's own text cannot say that every other value is refused: cite the check, or "
+                                   "make the list open"))
+    return out
+
+
 def lint_catalog(catalog: Catalog) -> list[Finding]:
     """Every finding in the catalog's rules and capability files (see module doc)."""
     out: list[Finding] = _source_findings(catalog)
@@ -261,6 +298,7 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
             out.append(Finding(cap.where(), f"a2a {name}: no runner accepts its dispatch (none consumes "
                                f"{'/'.join(sorted(f for f in formats if f))} without an a2a restriction that leaves it out), "
                                "so every deployment with it is refused"))
+    out += evidence_findings([*catalog.runners.values(), *catalog.a2a.values()])
     out += _override_findings(catalog)
     out += _comment_findings(catalog)
     return out
