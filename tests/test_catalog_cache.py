@@ -360,6 +360,7 @@ def test_a_forged_entry_is_a_miss_and_never_an_answer(cache, tmp_path, monkeypat
     assert cached_load_catalog() == fresh and calls == [1, 1]
 
     # 3. the forgery is well formed: signed with this machine's key it is read (and cited), no load
+    assert forged[1] == _key(), "the package's files changed during the test (the key names every module's hash)"
     _store(entry, forged, catalog_cache._secret(create=False))
     hit = cached_load_catalog()
     assert hit.rules[0].where() == cited and calls == [1, 1]
