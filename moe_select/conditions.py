@@ -18,6 +18,7 @@ facts that decided.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Collection, Literal, Mapping, Sequence, Union
 
@@ -355,54 +356,145 @@ def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, An
     return f
 
 
-def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64,
-                   also: Sequence[Constraint] = (), memo: dict[Any, Any] | None = None) -> str | None:
-    """Suggest tp/ep values that satisfy ``constraint`` (and every constraint in ``also``, e.g. the
-    rules every runner obeys) with everything else unchanged.
+@dataclass(frozen=True)
+class FixOptions:
+    """Single changes of tp or ep (and, when none helps, nearby (tp, ep) pairs) under which a constraint
+    holds, found by :func:`fix_options` for the deployment at ``(tp, ep)``.
 
-    Returns e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``, or None when nothing helps.
-    ``memo``: a dict shared by calls whose ``facts`` differ in ``engine`` at most (the engines checked
-    for one deployment): the facts at each (tp, ep) and each constraint's verdict there are then computed once.
+    ``eps``: ep values at this tp (divisors of tp, at most ``MAX_RANKS``); ``tps``: tp values at this ep (up
+    to the search's ``max_tp``); ``pairs``: the nearest ``(tp, ep)`` pairs, nearest first, only when neither
+    single change helps."""
+
+    tp: int
+    ep: int
+    eps: tuple[int, ...] = ()
+    tps: tuple[int, ...] = ()
+    pairs: tuple[tuple[int, int], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.eps or self.tps or self.pairs)
+
+    def text(self) -> str | None:
+        """e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``; None when there is nothing."""
+        parts = []
+        if self.eps:
+            parts.append(f"ep in {{{', '.join(map(str, self.eps))}}} (tp {self.tp})" if len(self.eps) > 1
+                         else f"set ep: {self.eps[0]} (tp {self.tp})")
+        if self.tps:
+            parts.append(f"tp in {{{', '.join(map(str, self.tps[:8]))}{', ...' if len(self.tps) > 8 else ''}}} (ep {self.ep})")
+        if self.pairs:
+            parts.append("(tp, ep) in {" + ", ".join(f"({t}, {e})" for t, e in self.pairs) + "}")
+        return ", or ".join(parts) or None
+
+    def beyond(self, common: "FixOptions") -> "FixOptions":
+        """What this engine's options add to ``common`` (the options of every engine): the single changes
+        ``common`` lacks, or, where this engine has no single change, the pairs ``common`` lacks."""
+        if self.eps or self.tps:
+            return FixOptions(self.tp, self.ep, tuple(e for e in self.eps if e not in common.eps),
+                              tuple(t for t in self.tps if t not in common.tps))
+        return FixOptions(self.tp, self.ep, pairs=tuple(p for p in self.pairs if p not in common.pairs))
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    """The divisors of ``n`` that are at most ``limit``, ascending: at most ``limit`` tests, whatever ``n``."""
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def fix_options(constraint: Constraint, facts: Sequence[Mapping[str, Any]], max_tp: int = 64,
+                also: Sequence[Constraint] = (), memo: dict[Any, Any] | None = None) -> FixOptions:
+    """The tp/ep changes under which ``constraint`` and every constraint in ``also`` (e.g. the rules every
+    runner obeys) hold for each of ``facts`` (one mapping per engine, differing in ``engine`` at most), with
+    everything else unchanged.
+
+    Bounded whatever tp the facts hold (a plan file is checked before it gets here, but facts are not
+    trusted to be): ep candidates are the divisors of tp up to ``MAX_RANKS`` (the deployment bound), tp
+    candidates 1..``max_tp``; at most ``MAX_RANKS + max_tp * (1 + divisors)`` candidates, each checked once
+    per engine. ``memo``: a dict shared by calls over the same deployment (the engines checked for one
+    deployment): the facts at each (tp, ep) and each constraint's verdict there are computed once.
+    Facts with tp or ep below 1 get no options.
     """
+    from .deployment import MAX_RANKS
+
     memo = {} if memo is None else memo
-    # A constraint whose conditions fail on a fact that tp/ep do not change applies to no candidate.
-    relevant = [c for c in (constraint, *also) if c.when is None or c.when.matches(facts, ignore=PARALLEL_QUANTITIES)]
+    tp, ep = facts[0]["tp"], facts[0]["ep"]
+    if not all(isinstance(x, int) and x >= 1 for x in (tp, ep)):
+        return FixOptions(tp, ep)
+    engines = []
+    for f in facts:
+        # A constraint whose conditions fail on a fact that tp/ep do not change applies to no candidate.
+        relevant = [c for c in (constraint, *also) if c.when is None or c.when.matches(f, ignore=PARALLEL_QUANTITIES)]
+        engine = f.get("engine")
+        engines.append((f, engine, [(c, id(c), engine if c.when is not None and c.when.engine is not None else None)
+                                    for c in relevant]))
 
-    engine = facts.get("engine")
-    checks = [(c, id(c), engine if c.when is not None and c.when.engine is not None else None) for c in relevant]
-
-    def ok(tp: int, ep: int) -> bool:
-        if tp % ep:
+    def ok(t: int, e: int) -> bool:
+        if t % e:
             return False
-        f: dict[str, Any] | None = None
-        for c, cid, eng in checks:
-            verdict = memo.get((cid, tp, ep, eng))
-            if verdict is None:
-                if f is None:
-                    f = memo.get(("facts", tp, ep, engine))
-                    if f is None:
-                        f = memo[("facts", tp, ep, engine)] = with_parallelism(facts, tp, ep)
-                verdict = memo[(cid, tp, ep, eng)] = not c.applies(f) or c.holds(f)
-            if not verdict:
-                return False
+        for base, engine, checks in engines:
+            fp: dict[str, Any] | None = None
+            for c, cid, eng in checks:
+                verdict = memo.get((cid, t, e, eng))
+                if verdict is None:
+                    if fp is None:
+                        fp = memo.get(("facts", t, e, engine))
+                        if fp is None:
+                            fp = memo[("facts", t, e, engine)] = with_parallelism(base, t, e)
+                    verdict = memo[(cid, t, e, eng)] = not c.applies(fp) or c.holds(fp)
+                if not verdict:
+                    return False
         return True
 
-    tp, ep = facts["tp"], facts["ep"]
-    eps = [e for e in range(1, tp + 1) if tp % e == 0 and e != ep and ok(tp, e)]
-    tps = [t for t in range(1, max_tp + 1) if t % ep == 0 and t != tp and ok(t, ep)]
-    parts = []
-    if eps:
-        parts.append(f"ep in {{{', '.join(map(str, eps))}}} (tp {tp})" if len(eps) > 1 else f"set ep: {eps[0]} (tp {tp})")
-    if tps:
-        parts.append(f"tp in {{{', '.join(map(str, tps[:8]))}{', ...' if len(tps) > 8 else ''}}} (ep {ep})")
-    if not parts:  # no single change helps: the nearest 4 (tp, ep) pairs that do, nearest first
-        pairs: list[tuple[int, int]] = []
-        for t in sorted(range(1, max_tp + 1), key=lambda t: (abs(t - tp), t)):
-            for e in sorted((e for e in range(1, t + 1) if t % e == 0), key=lambda e: abs(e - ep)):
-                if len(pairs) < 4 and ok(t, e):
-                    pairs.append((t, e))
-            if len(pairs) == 4:
-                break
-        if pairs:
-            parts.append("(tp, ep) in {" + ", ".join(f"({t}, {e})" for t, e in pairs) + "}")
-    return ", or ".join(parts) or None
+    eps = tuple(e for e in _divisors(tp, MAX_RANKS) if e != ep and ok(tp, e))
+    tps = tuple(t for t in range(1, max_tp + 1) if t % ep == 0 and t != tp and ok(t, ep))
+    if eps or tps:
+        return FixOptions(tp, ep, eps, tps)
+    # no single change helps: the nearest 4 (tp, ep) pairs that do, nearest first
+    pairs: list[tuple[int, int]] = []
+    for t in sorted(range(1, max_tp + 1), key=lambda t: (abs(t - tp), t)):
+        for e in sorted(_divisors(t, t), key=lambda e: abs(e - ep)):
+            if len(pairs) < 4 and ok(t, e):
+                pairs.append((t, e))
+        if len(pairs) == 4:
+            break
+    return FixOptions(tp, ep, pairs=tuple(pairs))
+
+
+def parallel_fixes(constraint: Constraint, facts: Mapping[str, Any], max_tp: int = 64,
+                   also: Sequence[Constraint] = (), memo: dict[Any, Any] | None = None) -> str | None:
+    """Suggest tp/ep values that satisfy ``constraint`` (and every constraint in ``also``) for one engine's
+    ``facts`` (:func:`fix_options`, bounded whatever tp the facts hold).
+
+    Returns e.g. ``"ep in {4, 8} (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``, or None when nothing helps.
+    """
+    return fix_options(constraint, [facts], max_tp, also, memo).text()
+
+
+def parallel_fixes_for_engines(constraints: Sequence[Constraint], facts: Mapping[str, Mapping[str, Any]],
+                               max_tp: int = 64, also: Sequence[Constraint] = (),
+                               memo: dict[Any, Any] | None = None) -> str | None:
+    """A fix for a reason that holds for several engines (``facts``: engine -> that engine's facts, the
+    engines the reason holds for): each suggestion holds in every engine named, or says for which.
+
+    ``constraints``: the violated constraint(s) the fix must satisfy (with ``also``). Returns the changes
+    that work in every engine (e.g. ``"set ep: 8 (tp 8), or tp in {1, 2, 3, 6} (ep 1)"``), followed by what
+    works in some engines only (``"; sglang, trtllm also: set ep: 4 (tp 8)"``); when no change works in
+    every engine, each engine's own (``"sglang: set ep: 2 (tp 4); vllm: set ep: 4 (tp 4)"``). None when
+    nothing helps anywhere. Example: vLLM spans EP over TP x DP (ep a multiple of tp), so ep 4 at tp 8,
+    which SGLang takes, is no vLLM configuration (``backends/common.yaml``).
+    """
+    if not constraints or not facts:
+        return None
+    first, *rest = constraints
+    also = (*rest, *also)
+    if len(facts) == 1:
+        return fix_options(first, list(facts.values()), max_tp, also, memo).text()
+    common = fix_options(first, list(facts.values()), max_tp, also, memo)
+    groups: dict[FixOptions, list[str]] = {}  # what some engines add to the common options -> those engines
+    for engine, f in facts.items():
+        own = fix_options(first, [f], max_tp, also, memo)
+        extra = own.beyond(common) if common else own
+        if extra:
+            groups.setdefault(extra, []).append(engine)
+    parts = [common.text()] if common else []
+    parts += [f"{', '.join(names)}{' also' if common else ''}: {extra.text()}" for extra, names in groups.items()]
+    return "; ".join(p for p in parts if p) or None
