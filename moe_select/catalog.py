@@ -30,6 +30,8 @@ from .entrypoints import entry_points
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
 from .versions import remember, satisfies
+from .vocabulary import FILE_NAME as VOCABULARY_FILE
+from .vocabulary import Vocabulary, check_bundled, index_of, merge, name_issues
 from .yamlio import MarkedDict, decode_text, load_text, read_input, shorten, validate
 
 if TYPE_CHECKING:
@@ -41,8 +43,8 @@ BACKENDS_ENV = "MOE_SELECT_BACKENDS"
 RULE_GLOBS = ("*.yaml", "*.yml", "*.json")
 ADAPTER_ENTRY_POINTS = "moe_select.adapters"
 BACKEND_ENTRY_POINTS = "moe_select.backends"
-#: Files of a capability folder that are not runner files.
-SPECIAL_FILES = ("common.yaml", "packages.yaml")
+#: Files of a capability folder that are not runner files (``vocabulary.yaml``: :mod:`moe_select.vocabulary`).
+SPECIAL_FILES = ("common.yaml", "packages.yaml", "vocabulary.yaml")
 
 T = TypeVar("T")
 
@@ -90,6 +92,10 @@ class Catalog:
     #: files name and every version its package table assumes (``checked_up_to``): a process that plans
     #: from the cached catalog decides them without :mod:`packaging.specifiers` (:func:`moe_select.versions.remember`).
     version_verdicts: dict[tuple[str, str], bool] = field(default_factory=dict)
+    #: The names facts and rules may use: the bundled ``vocabulary.yaml`` merged with those of plugins and
+    #: operator capability folders (:func:`moe_select.vocabulary.merge`); :func:`moe_select.vocab.use` makes
+    #: it the one :func:`~moe_select.vocab.arch_in` and :func:`~moe_select.vocab.gpu_arch` read.
+    vocabulary: Vocabulary | None = None
 
     def adapter(self, runner: str, quant: str | None = None, activation: str | None = None) -> str | None:
         """The module that implements ``runner`` (for ``quant``/``activation`` when given) here: its
@@ -253,6 +259,11 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     _capability_dir(ld, bdir, "backends/", None, runners, a2a, failed)
     common = ld.model(CommonFacts, bdir / "common.yaml", "backends/common.yaml")
     table = ld.model(PackageTable, bdir / "packages.yaml", "backends/packages.yaml")
+    vocab_files: list[Vocabulary] = []
+    bundled_vocab = ld.model(Vocabulary, bdir / VOCABULARY_FILE, f"backends/{VOCABULARY_FILE}")
+    if bundled_vocab is not None:
+        ld.issues.extend(check_bundled(bundled_vocab))
+        vocab_files.append(bundled_vocab)
 
     plugin_rule_dirs: list[tuple[Path, str]] = []
     if plugins:
@@ -261,6 +272,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                 ld.issues.append(Issue(origin, 0, "", f"the plugin's package was not found ({folder})"))
                 continue
             _capability_dir(ld, folder, f"{folder}/", origin, runners, a2a, failed)
+            _vocabulary_file(ld, folder, f"{folder}/", origin, vocab_files)
             if (folder / "rules").is_dir():
                 plugin_rule_dirs.append((folder / "rules", origin))
     backend_sources: list[str] = []
@@ -272,6 +284,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
             continue
         backend_sources.append(str(folder))
         _capability_dir(ld, folder, f"{folder}/", f"operator capability folder {folder}", runners, a2a, failed)
+        _vocabulary_file(ld, folder, f"{folder}/", f"operator capability folder {folder}", vocab_files)
 
     rules: list[Rule] = []
     rule_files: list[str] = []
@@ -310,6 +323,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
             ld.issues.append(Issue(str(given), 0, "", "not a regular rules file or directory" if exists else "rules file or directory not found"))
             continue
         rule_sources.append(str(d))
+    every_rule: list[Rule] = []  # of every layer, replaced ones included: each is checked for undeclared names
     for layer, paths in layers:
         layer_rules: list[Rule] = []
         for path, display in paths:
@@ -319,6 +333,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
             rule_files.append(display)
             rule_paths[display] = path
             layer_rules.extend(rf.rules)
+        every_rule.extend(layer_rules)
         seen: dict[str, Rule] = {}
         for r in layer_rules:
             if r.id in seen:
@@ -341,16 +356,37 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
 
     known = {p.name: p for p in (table.packages if table else [])}
     _cross_check(ld, runners, a2a, rules, known, failed, table is not None)
+    vocabulary, vocab_issues = merge(vocab_files)
+    ld.issues.extend(vocab_issues)
+    if bundled_vocab is not None:  # names facts and rules use that no vocabulary declares (a typo: sm09, silu_)
+        idx = index_of(vocabulary)
+        for owner in [*runners.values(), *a2a.values(), *([common] if common is not None else []), *every_rule]:
+            ld.issues.extend(name_issues(owner, idx))
     if ld.issues:
         raise InputError(ld.issues)
     assert common is not None
+    from . import vocab
+
+    vocab.use(vocabulary)
     assumed = {name: p.checked_up_to for name, p in known.items() if p.checked_up_to}
     return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
                    rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
                    backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
-                   origins=ld.origins, plugins=plugin_adapters() if plugins else {},
+                   origins=ld.origins, plugins=plugin_adapters() if plugins else {}, vocabulary=vocabulary,
                    version_verdicts={(assumed[name], spec): satisfies(assumed[name], spec)
                                      for name, spec in _specifiers([runners, a2a, common, rules]) if name in assumed})
+
+
+def _vocabulary_file(ld: _Loader, folder: Path, prefix: str, origin: str, files: list[Vocabulary]) -> None:
+    """Load ``vocabulary.yaml`` of a plugin's or operator's capability folder into ``files`` when it has one."""
+    path = folder / VOCABULARY_FILE
+    if not path.is_file():
+        return
+    display = f"{prefix}{VOCABULARY_FILE}"
+    ld.origins[display] = origin
+    found = ld.model(Vocabulary, path, display)
+    if found is not None:
+        files.append(found)
 
 
 def _specifiers(obj: object) -> Iterable[tuple[str, str]]:
@@ -426,7 +462,11 @@ def default_catalog(rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterab
     with _lock:
         if key not in _cache:
             _cache[key] = cached_load_catalog(rd, bd)
-        return _cache[key]
+        catalog = _cache[key]
+    from . import vocab
+
+    vocab.use(catalog.vocabulary)  # the names this catalog declares are the ones lookups read
+    return catalog
 
 
 def cached_load_catalog(rules_dirs: Sequence[str | Path] = (), backends_dirs: Sequence[str | Path] = ()) -> Catalog:
@@ -437,6 +477,9 @@ def cached_load_catalog(rules_dirs: Sequence[str | Path] = (), backends_dirs: Se
     rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
     catalog = load_cached(lambda: _inputs(rd, bd), lambda: load_catalog(list(rd), backends_dirs=list(bd)), Catalog)
     remember(catalog.version_verdicts)
+    from . import vocab
+
+    vocab.use(catalog.vocabulary)
     return catalog
 
 

@@ -25,7 +25,7 @@ from typing import Any, Collection, Literal, Mapping, Sequence, Union
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from .located import Located
-from .vocab import Activation, Arch, Engine, Quant, Routing
+from .vocab import Activation, Arch, Engine, Quant, Routing, arch_in
 
 Quantity = Literal[
     "num_experts", "top_k", "hidden_size", "moe_intermediate_size", "tp", "ep", "dp", "moe_tp",
@@ -90,7 +90,8 @@ class When(Located):
 
     ``engine`` restricts a fact to the engines it holds for (with ``engine: any`` the selector checks
     each engine and a runner is eligible where at least one engine runs it). ``deepep_mode`` is read as
-    ``a2a_mode`` (SGLang's name for it)."""
+    ``a2a_mode`` (SGLang's name for it). ``arch`` takes arch names, families (``sm10x``, ``gfx9``) and ranges
+    (``sm80+``), as facts do (:func:`moe_select.vocab.arch_in`); every name must be declared in a vocabulary."""
 
     arch: list[Arch] | None = None
     quant: list[Quant] | None = None
@@ -155,7 +156,9 @@ class When(Located):
                 if not set(cond) & set(value):
                     return False
             elif value not in cond:
-                return False
+                # an arch condition names archs, families (sm10x) and ranges (sm80+): moe_select.vocab.arch_in
+                if key != "arch" or not arch_in(value, cond):
+                    return False
         return True
 
     def unsatisfiable(self) -> str | None:

@@ -66,8 +66,8 @@ def declared(*, packages: dict[str, str | None] | None, nvcc: str | None, cuda: 
 
 
 class DetectionError(MoeSelectError):
-    """This machine's GPU could not be detected for ``arch: auto`` (a tool failed, hung, or reported a
-    GPU that moe-select has no facts for). Planning refuses rather than plan for the wrong machine."""
+    """This machine's GPU could not be detected for ``arch: auto`` (a tool failed, hung, or reported what
+    is no architecture). Planning refuses rather than plan for the wrong machine."""
 
 
 #: Seconds ``nvidia-smi`` may take before detection gives up (it answers in well under a second on a
@@ -82,8 +82,9 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     """``(arch, product name)`` of GPU 0 without importing torch; ``("cpu", None)`` when the machine has
     no GPU. NVIDIA: ``nvidia-smi --query-gpu=name,compute_cap`` (driver >= 510). AMD: the amdkfd topology
     in sysfs (``gfx_target_version`` 90402 -> gfx942). Raises :class:`DetectionError` when nvidia-smi
-    exits non-zero, hangs past ``timeout_s`` seconds or prints what cannot be read, when an NVIDIA driver
-    is loaded but nvidia-smi is missing, or when the GPU's arch is not one moe-select has facts for."""
+    exits non-zero, hangs past ``timeout_s`` seconds or prints what cannot be read, or when an NVIDIA driver
+    is loaded but nvidia-smi is missing. A GPU of an architecture no vocabulary declares (compute capability
+    13.0 -> ``sm130``, ``gfx1201``) is returned as it is: the selector judges it."""
     import shutil
     import subprocess
 
@@ -131,13 +132,17 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
 
 
 def _known(arch: str, name: str | None) -> str:
-    from .vocab import ARCHS
+    """``arch`` as a base arch name (:func:`moe_select.vocab.normalize_arch`): an architecture no vocabulary
+    declares (a new GPU, compute capability 13.0 -> sm130) is returned, for the selector to judge. Raises
+    :class:`DetectionError` only when what the tool reported is no architecture name at all."""
+    from .vocab import normalize_arch
 
-    if arch not in ARCHS:
-        what = f"{name} ({arch})" if name else arch
-        raise DetectionError(f"this machine's GPU is {what}, an architecture moe-select has no facts for (known: "
-                             f"{', '.join(a for a in ARCHS if a != 'cpu')})")
-    return arch
+    try:
+        return normalize_arch(arch)
+    except ValueError:
+        what = f"{name} ({arch[:40]!r})" if name else repr(arch[:40])
+        raise DetectionError(f"this machine's GPU reported {what}, which is no architecture name: give gpu/arch to "
+                             "plan explicitly") from None
 
 
 def _amd_gfx(nodes: Path) -> str | None:

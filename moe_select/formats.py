@@ -69,7 +69,8 @@ class Format:
     scales (the memory estimate); ``scales``: ``prepare_weights`` keyword suffixes (``w13_<name>``,
     ``w2_<name>``) with the shape and dtype of each; ``params``: the format's parameters and defaults
     (``block``: ``[bn, bk]`` or an element count along K; ``group_size``); ``activation``: the
-    precision the format fixes (None: the runner chooses, per its capability file); ``online``: an
+    precision the format fixes (None: the runner chooses, per its capability file, else the plan computes in
+    bf16, or fp16 on a GPU without bf16: the weight-only ``*_w*a16`` formats and mxfp4); ``online``: an
     engine can make it from a bf16/fp16 checkpoint at load."""
 
     name: str
@@ -101,14 +102,20 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            summary="OCP MXFP4 (gpt-oss): packed e2m1, an e8m0 scale per 32 along K; activations per runner"),
     Format("int8_w8a8", 8, 1, 1, "int8_token", {"scale": "[E, N] float32"},
            summary="int8 weights per channel, dynamic per-token int8 activations"),
-    Format("int8_w8a16", 8, 1, 1, "bf16", {"scale": "[E, N, K/group] float32", "zeros": "[E, N, K/group] uint8 or none"},
+    Format("int8_w8a16", 8, 1, 1, None, {"scale": "[E, N, K/group] float32", "zeros": "[E, N, K/group] uint8 or none"},
            {"group_size": 128}, summary="weight-only int8 with group scales (GPTQ 8-bit)"),
-    Format("int4_w4a16", 4, 2, 0.5, "bf16", {"scale": "[E, N, K/group] float32", "zeros": "[E, N, K/group] uint8 or none"},
+    Format("int4_w4a16", 4, 2, 0.5, None, {"scale": "[E, N, K/group] float32", "zeros": "[E, N, K/group] uint8 or none"},
            {"group_size": 128}, summary="weight-only int4 with group scales (AWQ, GPTQ, compressed-tensors wNa16)"),
 )}
 QUANTS: tuple[str, ...] = get_args(Quant)
 if tuple(FORMATS) != QUANTS:  # a format added in one place only
     raise RuntimeError(f"moe_select.formats: FORMATS {tuple(FORMATS)} and Quant {QUANTS} disagree")
+
+
+def lookup(name: str) -> Format | None:
+    """The row of format ``name``, or None for a name this moe-select does not know (a deployment may name
+    any well-formed format: the selector judges it; nothing that reads the table may fail with a KeyError)."""
+    return FORMATS.get(name)
 
 
 def block_shape(quant: str, params: dict[str, object] | None = None) -> tuple[int, int] | None:
@@ -125,8 +132,11 @@ def block_shape(quant: str, params: dict[str, object] | None = None) -> tuple[in
 def group_size(quant: str, params: dict[str, object] | None = None) -> int | None:
     """Elements along K that share one scale: the weight-only int formats' group, the FP4/MXFP8 block;
     None for formats without groups along K, and for a weight-only int format with ``group_size`` -1 (per
-    output channel, as AutoAWQ/AutoGPTQ write it: one scale over all of K, so no group constrains the split)."""
-    f = FORMATS[quant]
+    output channel, as AutoAWQ/AutoGPTQ write it: one scale over all of K, so no group constrains the split),
+    and for a name that is no format (:func:`lookup`)."""
+    f = lookup(quant)
+    if f is None:
+        return None
     if "group_size" in f.params:
         g = (params or {}).get("group_size") or f.params["group_size"]
         return g if isinstance(g, int) and g > 0 else None

@@ -16,7 +16,8 @@ Findings (each ``file:line: message``) have a severity: ``error`` (``check`` exi
 - warnings: an operator override of a bundled rule that changes the chosen runner for (arch, quant) pairs
   outside the new rule's own conditions (the same runner chosen by another rule is no finding); comments
   in rule files that recommend ``when`` keys the schema refuses.
-Schema errors, unknown runner names and duplicate ids are load errors (:class:`InputError`).
+Schema errors, unknown runner names, duplicate ids and arch/family/activation/routing names no vocabulary
+declares (``vocabulary.yaml``; a did-you-mean) are load errors (:class:`InputError`).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .catalog import Catalog, load_catalog
 from .conditions import IntRange, When
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
-from .vocab import ARCHS, QUANTS
+from .vocab import QUANTS, arch_in, declared_archs
 from .yamlio import MarkedDict, load_file, shorten, validate
 
 
@@ -76,7 +77,9 @@ def _covers(a: When, b: When) -> bool:
 
 
 def _domain(rule: Rule) -> list[tuple[str, str]]:
-    archs: list[str] = list(rule.when.arch or ARCHS)
+    """The (declared arch, format) pairs ``rule`` can match (its arch names, families and ranges expanded
+    over the declared archs of the active vocabulary)."""
+    archs = [a for a in declared_archs() if rule.when.arch is None or arch_in(a, rule.when.arch)]
     quants: list[str] = list(rule.when.quant or QUANTS)
     return [(a, q) for a in archs for q in quants]
 
@@ -112,12 +115,12 @@ def choice(catalog: Catalog, rules: list[Rule], arch: str, quant: str) -> tuple[
     whose ``when`` names nothing but arch and quant, and the capability files' arch x format support
     (other facts are not looked at); None when no such rule picks one."""
     disabled = {n for r in rules if r.action == "disable" and _only_arch_quant(r)
-                and (r.when.arch is None or arch in r.when.arch) and (r.when.quant is None or quant in r.when.quant)
+                and (r.when.arch is None or arch_in(arch, r.when.arch)) and (r.when.quant is None or quant in r.when.quant)
                 for n in r.runners}
     for r in rules:
         if r.action != "prefer" or not _only_arch_quant(r):
             continue
-        if (r.when.arch is None or arch in r.when.arch) and (r.when.quant is None or quant in r.when.quant):
+        if (r.when.arch is None or arch_in(arch, r.when.arch)) and (r.when.quant is None or quant in r.when.quant):
             for n in r.runners:
                 if n not in disabled and quant in catalog.runners[n].formats_on(arch):
                     return n, r.id
@@ -304,28 +307,54 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
     return out
 
 
-def _kind(path: Path) -> str:
-    """``rules``, ``capability`` (validated, returns nothing) for one file; raises InputError."""
+_VOCABULARY_KEYS = ("archs", "families", "activations", "routings", "engines")
+
+
+def _kind(path: Path) -> tuple[str, Any]:
+    """``(kind, model)`` of one file, validated: kind ``rules``, ``capability`` or ``vocabulary``
+    (:mod:`moe_select.vocabulary`); raises InputError."""
+    from .vocabulary import Vocabulary
+
     data = load_file(path, kind="rule or capability file")
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "the file must hold a mapping"))
     model = (RuleFile if "rules" in data else RunnerCapability if "runner" in data else A2ACapability if "a2a" in data
-             else CommonFacts if "constraints" in data else PackageTable if "packages" in data else None)
+             else CommonFacts if "constraints" in data else PackageTable if "packages" in data
+             else Vocabulary if any(k in data for k in _VOCABULARY_KEYS) else None)
     if model is None:
-        raise InputError(Issue(str(path), getattr(data, "line", 0), "", "not a rule file (rules:) or capability file "
-                               "(runner:, a2a:, constraints:, packages:)"))
-    validate(model, data, str(path))
-    return "rules" if model is RuleFile else "capability"
+        raise InputError(Issue(str(path), getattr(data, "line", 0), "", "not a rule file (rules:), capability file "
+                               "(runner:, a2a:, constraints:, packages:) or vocabulary file (archs:, families:, ...)"))
+    obj = validate(model, data, str(path))
+    return ("rules" if model is RuleFile else "vocabulary" if model is Vocabulary else "capability"), obj
+
+
+def _given_names(catalog: Catalog, capability: list[Any], vocabularies: list[tuple[Path, Any]]) -> list[Issue]:
+    """Names the capability files given to ``check`` use that neither the catalog's vocabulary nor a
+    vocabulary file given with them declares (the bundled file itself, given again, is not read twice)."""
+    from .vocabulary import Vocabulary, bundled_path, index_of, merge, name_issues
+
+    bundled = bundled_path().resolve()
+    extra = [v for path, v in vocabularies if path.resolve() != bundled]
+    base = catalog.vocabulary or Vocabulary.model_construct(schema_version=3)
+    merged, issues = merge([base, *extra]) if extra else (base, [])
+    idx = index_of(merged)
+    for obj in capability:
+        issues += name_issues(obj, idx)
+    return issues
 
 
 def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[list[Finding], Catalog]:
     """Validate ``paths`` (files, or directories of ``*.yaml``/``*.yml``/``*.json``) with the bundled files,
     then lint. Rule files join the catalog (as ``--rules`` would); capability files are validated on
-    their own. ``$MOE_SELECT_RULES`` is included when ``use_env``, as ``explain`` does. Raises
-    :class:`InputError` for files that do not load."""
+    their own, and the arch, family, activation and routing names they use must be declared (by the
+    catalog's vocabulary or a ``vocabulary.yaml`` given with them). ``$MOE_SELECT_RULES`` is included when
+    ``use_env``, as ``explain`` does. Raises :class:`InputError` for files that do not load and for names no
+    vocabulary declares (file:line, did-you-mean)."""
     from .catalog import RULE_GLOBS
 
     rule_paths: list[Path] = []
+    capability: list[Any] = []
+    vocabularies: list[tuple[Path, Any]] = []
     issues: list[Issue] = []
     for p in map(Path, paths):
         try:
@@ -341,11 +370,23 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
             issues.append(Issue(str(p), 0, "", f"no {', '.join(RULE_GLOBS)} files in this directory"))
         for f in files:
             try:
-                if _kind(f) == "rules":
-                    rule_paths.append(f)
+                kind, obj = _kind(f)
             except InputError as exc:
                 issues += exc.issues
+                continue
+            if kind == "rules":
+                rule_paths.append(f)
+            elif kind == "vocabulary":
+                vocabularies.append((f, obj))
+            else:
+                capability.append(obj)
     if issues:
         raise InputError(issues)
     catalog = load_catalog(rule_paths, use_env=use_env)
-    return lint_catalog(catalog), catalog
+    issues = _given_names(catalog, capability, vocabularies)
+    if issues:
+        raise InputError(issues)
+    findings = lint_catalog(catalog)
+    seen = {(f.where, f.message) for f in findings}  # a bundled file given again is reported once
+    findings += [f for f in evidence_findings(capability) if (f.where, f.message) not in seen]
+    return findings, catalog

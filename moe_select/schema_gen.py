@@ -16,6 +16,7 @@ from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapabili
 from .deployment import Deployment
 from .policy import RuleFile
 from .plans import Plan
+from .vocabulary import Vocabulary
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "deployment": Deployment,
@@ -25,6 +26,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "packages": PackageTable,
     "rules": RuleFile,
     "plan": Plan,
+    "vocabulary": Vocabulary,
 }
 
 
