@@ -11,6 +11,7 @@ the hostile part of ``benchmarks/fuzz_inputs.py``'s corpus.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -195,6 +196,52 @@ def _fp8_ignore(n: int) -> dict:
 L_BLOCK = line_of(json.dumps(QWEN_FP8, indent=2), '"weight_block_size"')
 NVFP4 = FIXTURES / "models" / "nvidia__Qwen3-30B-A3B-NVFP4"
 NVFP4_CONFIG = json.loads((NVFP4 / "config.json").read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _fresh_plan() -> str:
+    """A plan made now (H200, bf16, a small shape: tp 8, ep 8, moe_tp 1), as ``moe-select plan`` writes it."""
+    import moe_select
+
+    return moe_select.plan(DEPLOYMENT_DICT).to_json()
+
+
+DEPLOYMENT_DICT = {"gpu": "H200", "quant": "bf16", "tp": 8, "ep": 8,
+                   "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32}}
+
+
+def _plan_with(d: Path, **deployment: Any) -> tuple[Path, str]:
+    """A fresh plan (:func:`_fresh_plan`) with ``deployment`` keys changed, written to ``d/plan.json``; returns the
+    file and its text."""
+    data = json.loads(_fresh_plan())
+    data["deployment"].update(deployment)
+    text = json.dumps(data, indent=2)
+    return _write(d, "plan.json", text), text
+
+
+def _plan_case(field: str, value: Any, says: str) -> Case:
+    """A plan whose ``deployment.<field>`` is ``value``: refused naming that field's line (load_plan, so resolve)."""
+    def build(d: Path) -> tuple[Any, str]:
+        f, text = _plan_with(d, **{field: value})
+        line = text[:text.index(f'"{field}":', text.index('"deployment": {'))].count("\n") + 1
+        return f, rf"{{d}}/plan\.json:{line}: deployment\.{field}: {says}"
+    return Case(f"plan with deployment.{field}: {value}", "plan", build)
+
+
+#: ``(field, value, message regex)``: the plan cases of issue 17 row 1 (the fresh plan has tp 8, ep 8, moe_tp 1).
+PLAN_BOUNDS = [
+    ("tp", 2**63, r"Input should be less than or equal to 4096"),
+    ("tp", 2**24, r"Input should be less than or equal to 4096"),
+    ("tp", 0, r"Input should be greater than or equal to 1"),
+    ("tp", -4, r"Input should be greater than or equal to 1"),
+    ("ep", 2**63, r"Input should be less than or equal to 4096"),
+    ("ep", -1, r"Input should be greater than or equal to 1"),
+    ("dp", 0, r"Input should be greater than or equal to 1"),
+    ("dp", 10**30, r"Input should be less than or equal to 4096"),
+    ("max_tokens_per_rank", 0, r"Input should be greater than or equal to 1"),
+    ("max_tokens_per_rank", 2**63, r"Input should be less than or equal to 1048576"),
+    ("moe_tp", 3, r"moe_tp must be tp / ep = 1 \(tp 8, ep 8\)"),
+]
 
 
 CASES: list[Case] = [
@@ -418,6 +465,9 @@ CASES: list[Case] = [
     _cfg_case("config.json is a list", [1, 2], r"config\.json:1: config\.json does not hold a JSON object"),
     _cfg_case("duplicate key", None, r"config\.json:\d+: hidden_size: duplicate key \(first given on line \d+\)",
               raw=json.dumps(QWEN, indent=2).replace('"hidden_size": 2048,', '"hidden_size": 2048,\n  "hidden_size": 4096,')),
+
+    # --- issue 17 row 1: a plan's deployment has the bounds of a deployment file (tp 2**63 spun resolve forever) --------
+    *[_plan_case(field, value, says) for field, value, says in PLAN_BOUNDS],
 ]
 
 

@@ -120,7 +120,7 @@ def test_experts_not_divisible_with_fix():
 
 def test_shape_unaligned_with_fix():
     r = find({"gpu": "H100", "quant": "fp8_block", "model": QWEN, "tp": 8, "ep": 1}, "shape_unaligned")
-    assert "96" in r.detail and "ep in {4, 8}" in r.fix and "tp in {1, 2, 3, 6}" in r.fix
+    assert "96" in r.detail and r.fix == "set ep: 8 (tp 8), or tp in {1, 2, 3, 6} (ep 1); sglang, trtllm also: set ep: 4 (tp 8)"
 
 
 def test_dependency_missing_absent_and_too_old():
