@@ -513,7 +513,7 @@ def version_text() -> str:
              **{f"rules/{p.name}": p for p in rdir.glob("*.yaml")}}
     files = {name: hashlib.sha256(p.read_bytes()).hexdigest() for name, p in paths.items()}
 
-    def reads(model: type) -> str:
+    def reads(model: type[pydantic.BaseModel]) -> str:
         return "/".join(str(v) for v in get_args(model.model_fields["schema_version"].annotation))
 
     formats = ", ".join(f"{what} {reads(m)}" for what, m in (("runner", RunnerCapability), ("a2a", A2ACapability),

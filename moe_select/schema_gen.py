@@ -30,8 +30,25 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 }
 
 
+def _build_deferred() -> None:
+    """Build every file model now (:class:`~moe_select.located.Located` defers its validator and serializer
+    to the first validation). A schema encodes each field's default with the default's own serializer, and
+    a deferred one is a placeholder: pydantic 2.13 raises ``TypeError: 'MockValSer' object is not an
+    instance of 'SchemaSerializer'`` for ``Rule.when``'s default in a fresh process (2.14 builds it on
+    the way)."""
+    from .located import Located
+
+    todo: list[type[BaseModel]] = [Located]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls is not Located:
+            cls.model_rebuild(force=True)
+
+
 def generate() -> dict[str, dict[str, Any]]:
-    """``{file name: schema}`` for every format."""
+    """``{file name: schema}`` for every format. Builds the deferred file models first (:func:`_build_deferred`)."""
+    _build_deferred()
     out = {}
     for name, model in SCHEMAS.items():
         schema = model.model_json_schema(by_alias=True)

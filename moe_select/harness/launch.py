@@ -67,7 +67,7 @@ def _entry(fn: Callable, rank: int, nproc: int, init: str, backend: str, timeout
 
 
 def spawn(fn: Callable, nproc: int, args: tuple = (), *, timeout_s: float, backend: str = "gloo",
-          threads: int | None = None, start_method: str = "spawn") -> list[Any]:
+          threads: int | None = None, start_method: str = "spawn", on_exit: Callable[[int], None] | None = None) -> list[Any]:
     """Run ``fn(rank, nproc, *args)`` in ``nproc`` processes joined in one process group (``backend``
     over tcp://127.0.0.1 on a free port, group timeout ``timeout_s``; ``nccl`` puts rank r on cuda:r).
 
@@ -75,9 +75,11 @@ def spawn(fn: Callable, nproc: int, args: tuple = (), *, timeout_s: float, backe
     ``fork`` (children share the parent's imports: ~0.05 s; CPU only, never after CUDA was initialized;
     the child runs with ``threads`` (default 1) intra-op threads, as DataLoader workers do, because an
     OpenMP pool does not survive a fork). ``fn`` must be a module-level function; its return value must
-    pickle. Returns the per-rank results. Raises :class:`LaunchError` naming every rank that raised (its
+    pickle. ``on_exit(rank)`` is called as each rank's process ends, in the order they end (a progress bar
+    counts them). Returns the per-rank results. Raises :class:`LaunchError` naming every rank that raised (its
     exception and traceback) or was still running after ``timeout_s`` seconds (then killed)."""
     import multiprocessing as mp
+    from multiprocessing.connection import wait
 
     import torch
 
@@ -91,8 +93,13 @@ def spawn(fn: Callable, nproc: int, args: tuple = (), *, timeout_s: float, backe
         for p in procs:
             p.start()
         deadline = time.monotonic() + timeout_s
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
+        running = {p.sentinel: r for r, p in enumerate(procs)}
+        while running and time.monotonic() < deadline:
+            for ended in wait(list(running), timeout=max(0.0, deadline - time.monotonic())):
+                r = running.pop(ended)
+                procs[r].join()
+                if on_exit is not None:
+                    on_exit(r)
         late = [r for r, p in enumerate(procs) if p.is_alive()]
         for r in late:
             procs[r].kill()
@@ -178,7 +185,8 @@ def estimate_bytes(model: dict, quant: str, *, tp: int, ep: int, nproc: int, tok
 
 
 def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: int, a2a: str, seed: int = 0,
-                    dtype: str = "bfloat16", timeout_s: float = 120) -> dict:
+                    dtype: str = "bfloat16", timeout_s: float = 120, say: Callable[[str], None] | None = None,
+                    bar: bool | None = None) -> dict:
     """Plan, then run one MoE layer of ``model_config`` over ``nproc`` gloo processes and check it.
 
     ``model_config``: a checkpoint folder or config.json (shape, routing, quant read from it);
@@ -199,9 +207,21 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     ``reference_experts`` (experts touched), ``memory`` (estimate, bytes), ``ranks`` (per rank:
     ep_rank, tp_rank, experts, intermediate rows, token range, ``resolve_s``, ``build_s``, ``forward_s``
     in seconds), ``wall_s``. Raises :class:`~moe_select.errors.InputError` /
-    :class:`~moe_select.errors.SelectionError` from planning, :class:`LaunchError` for bad arguments,
-    too little memory, or a failed or late rank (naming it)."""
-    from ..selector import plan as make_plan
+    :class:`~moe_select.errors.SelectionError` (carrying the report, every reason with its source and
+    fix: :func:`moe_select.harness.run.print_refusal` prints it) from planning, :class:`LaunchError` for
+    bad arguments, too little memory, or a failed or late rank (naming it).
+
+    ``say``: called with one line as each step ends: the plan (its summary, before anything is spawned),
+    then ``ranks: ...`` (every rank resolved, built its shard and ran) and ``reference: ...``; ``bar``: the
+    :class:`~moe_select.harness.progress.Phase` bars of those two phases (ranks finished, experts of the
+    reference) on stderr, None: when stderr is a terminal."""
+    from ..errors import SelectionError
+    from ..selector import explain
+    from .progress import Phase
+
+    def tell(line: str) -> None:
+        if say is not None:
+            say(line)
 
     t0 = time.perf_counter()
     problems = []
@@ -215,8 +235,12 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
         problems.append(f"tokens must be >= 1, got {tokens}")
     if problems:
         raise LaunchError(problems)
-    p = make_plan({"arch": "auto", "model_config": str(Path(model_config).resolve()), "tp": tp, "ep": ep,
-                   "a2a": a2a, "require_adapter": True})
+    report = explain({"arch": "auto", "model_config": str(Path(model_config).resolve()), "tp": tp, "ep": ep,
+                      "a2a": a2a, "require_adapter": True})
+    if report.plan is None:
+        raise SelectionError(report)
+    p = report.plan
+    tell(report.summary())
     m = p.deployment.model
     if p.quant not in WEIGHT_BYTES:
         raise LaunchError(f"run_distributed builds {', '.join(WEIGHT_BYTES)} weights; the plan's quant is {p.quant}")
@@ -233,16 +257,20 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     cfg = {"plan": p.to_json(), "seed": seed, "tokens": tokens, "dtype": dtype, "layout": layout,
            "timeout_s": min(timeout_s, 60.0)}
     threads = max(1, (os.cpu_count() or 1) // nproc)
-    ranks = spawn(worker, nproc, (cfg,), timeout_s=timeout_s, threads=threads)
+    with Phase("ranks", nproc, "rank", bar=bar) as ph:
+        ranks = spawn(worker, nproc, (cfg,), timeout_s=timeout_s, threads=threads, on_exit=lambda r: ph.advance())
+    tell(f"ranks: {nproc} processes resolved the plan together, built their shards and ran in {ph.seconds:.1f} s")
     tr = time.perf_counter()
     import torch
 
     from ..formats import tolerance
     from ..reference import rel_error
-    from .weights import reference_output, routed_tokens
+    from .weights import reference_output, routed_tokens, touched_experts
 
     x, ids, wts = routed_tokens(m, tokens, seed, dtype)
-    ref, touched = reference_output(m, p.quant, tp // ep, seed, x, ids, wts)
+    with Phase("reference", touched_experts(ids), "expert", bar=bar) as ph:
+        ref, touched = reference_output(m, p.quant, tp // ep, seed, x, ids, wts, progress=ph)
+    tell(f"reference: float64, {touched} experts in {ph.seconds:.1f} s")
     out = ranks[0]["out"] if layout == "replicated" else torch.cat([r["out"] for r in ranks])
 
     err = rel_error(out, ref)

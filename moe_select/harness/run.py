@@ -48,6 +48,16 @@ def _progress(on: bool, what: str, every_s: float = 30.0) -> Iterator[None]:
         print(f"moe-select run: {what} took {time.perf_counter() - t0:.0f} s", flush=True)
 
 
+def print_refusal(report: Any, file: Any = None) -> None:
+    """Print a refused :class:`~moe_select.report.Report` as ``moe-select run`` does, one process or
+    ``--nproc``: its summary (one line: the deployment and every reason code), then the report (the input as
+    understood, the environment, and every candidate with every reason, its source and its fix), on
+    ``file`` (default stdout)."""
+    out = file or sys.stdout
+    print(report.summary(), file=out)
+    print(report.render_text(), file=out, flush=True)
+
+
 def no_build_alternative(report: Any, catalog: Any) -> str | None:
     """The first eligible alternative of ``report``'s plan (rule order) whose first call builds no kernels
     (no JIT fact, or its JIT package prebuilt on the machine), or None."""
@@ -95,7 +105,12 @@ def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str 
 
 def run_layer(args: argparse.Namespace) -> int:
     """Body of ``moe-select run`` (single process). Returns the exit code: 0 when the error against the
-    float64 reference is within the format's tolerance, 1 otherwise or when refused."""
+    float64 reference is within the format's tolerance, 1 otherwise or when refused.
+
+    Prints, as each step ends (each line flushed): the plan (before resolve), the layer, the resolved
+    runner, then one line per phase: ``weights`` (built and prepared), ``forward`` (the first call and the
+    timed ones), ``reference`` (the float64 reference, one touched expert at a time), and the error. While a
+    phase runs, a :class:`~moe_select.harness.progress.Phase` bar counts its steps on stderr (a terminal only)."""
     import torch
 
     from ..deployment import deployment_from_dict
@@ -104,7 +119,8 @@ def run_layer(args: argparse.Namespace) -> int:
     from ..reference import rel_error
     from ..resolver import resolve
     from ..selector import explain
-    from .weights import has_expert_bias, layer_weights, reference_output, routed_tokens
+    from .progress import Phase
+    from .weights import has_expert_bias, layer_weights, reference_output, routed_tokens, touched_experts
 
     if (args.tp or 1) > 1 or (args.ep or 1) > 1:
         print("moe-select run: tp/ep > 1 in one process would build one rank's shard only; use --nproc N", file=sys.stderr)
@@ -136,10 +152,10 @@ def run_layer(args: argparse.Namespace) -> int:
                   f"using {quick}, the next eligible runner that needs no build (--allow-jit to build)")
             report = explain(deployment_from_dict({**values, "runner": quick}, "<moe-select run>"), environment=environment,
                              rules_dirs=args.rules)
-    print(report.summary())
     if report.plan is None:
-        print(report.render_text())
+        print_refusal(report)
         return 1
+    print(report.summary(), flush=True)
     plan = report.plan
     if plan.jit is not None and not allow_jit:
         print(f"moe-select run: {plan.runner} would build kernels at its first call and no eligible runner avoids it: "
@@ -153,7 +169,7 @@ def run_layer(args: argparse.Namespace) -> int:
     need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant)
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
           f"{plan.deployment.model['routing']} {plan.quant}{' + expert biases' if has_expert_bias(plan.deployment.model) else ''}; "
-          f"expert weights {need / 2**30:.2f} GiB")
+          f"expert weights {need / 2**30:.2f} GiB", flush=True)
     refusal = memory_refusal(spec, plan.quant, args.tokens, "cpu" if plan.arch == "cpu" else "cuda")
     if refusal:
         print(f"moe-select run: {refusal}", file=sys.stderr)
@@ -161,39 +177,45 @@ def run_layer(args: argparse.Namespace) -> int:
     # Refusing a plan whose first call builds for minutes is resolve's require_prebuilt (dependency_missing).
     runner = resolve(plan, device=args.device, environment=environment, require_prebuilt=not allow_jit)
     device = runner.device
-    t0 = time.perf_counter()
+    print(f"runner: {runner}", flush=True)
     m = plan.deployment.model
-    weights = layer_weights(spec, m, args.seed, device, generate_on=device)
-    with _progress(plan.jit is not None, f"building {plan.runner}'s kernels"):
+    with Phase("weights", spec.num_local_experts, "expert") as ph:
+        weights = layer_weights(spec, m, args.seed, device, generate_on=device, progress=ph)
         prepared = runner.prepare_weights(weights.pop("w13"), weights.pop("w2"), **weights)
         del weights
-        t_load = time.perf_counter() - t0
-        dtype = "float16" if plan.quant == "fp16" else "bfloat16"
-        x, topk_ids, topk_w = routed_tokens(m, args.tokens, args.seed, dtype)
-        x, topk_ids, topk_w = x.to(device), topk_ids.to(device), topk_w.to(device)
-        out = runner.run(x, topk_ids, topk_w, prepared)  # warm-up (the first call: where a JIT build happens)
+    print(f"weights: {spec.num_local_experts} experts built and prepared in {ph.seconds:.2f} s", flush=True)
+    dtype = "float16" if plan.quant == "fp16" else "bfloat16"
+    x, topk_ids, topk_w = routed_tokens(m, args.tokens, args.seed, dtype)
+    x, topk_ids, topk_w = x.to(device), topk_ids.to(device), topk_w.to(device)
     times = []
-    for _ in range(max(1, args.repeat)):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+    with Phase("forward", 1 + max(1, args.repeat), "call") as ph:
         t = time.perf_counter()
-        out = runner.run(x, topk_ids, topk_w, prepared)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
+        with _progress(plan.jit is not None, f"building {plan.runner}'s kernels"):
+            out = runner.run(x, topk_ids, topk_w, prepared)  # warm-up (the first call: where a JIT build happens)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        first = time.perf_counter() - t
+        ph.advance()
+        for _ in range(max(1, args.repeat)):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            out = runner.run(x, topk_ids, topk_w, prepared)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+            ph.advance()
+    touched = touched_experts(topk_ids)
+    print(f"forward: median {statistics.median(times) * 1e3:.2f} ms over {len(times)} runs ({device.type}); first call "
+          f"{first * 1e3:.2f} ms; tokens {args.tokens}, experts touched {touched}/{spec.num_experts}", flush=True)
     n_ref = min(args.tokens, REFERENCE_TOKENS)  # the float64 reference is a token-by-token loop
-    t = time.perf_counter()
-    ref, _ = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu(),
-                              generate_on=device, device=device)
-    t_ref = time.perf_counter() - t
+    checked = f" (first {n_ref} of {args.tokens} tokens)" if n_ref < args.tokens else ""
+    with Phase("reference", touched_experts(topk_ids[:n_ref]), "expert") as ph:
+        ref, n_experts = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu(),
+                                          generate_on=device, device=device, progress=ph)
+    print(f"reference: float64, {n_experts} experts{checked} in {ph.seconds:.2f} s on {device.type}", flush=True)
     err = rel_error(out[:n_ref], ref)
     tol = tolerance(plan.activation_precision, str(out.dtype).removeprefix("torch."))
-    touched = len(set(topk_ids.flatten().tolist()))
-    print(f"runner: {runner}")
-    print(f"tokens {args.tokens}, experts touched {touched}/{spec.num_experts}; weights built and prepared in {t_load:.2f} s")
-    print(f"forward: median {statistics.median(times) * 1e3:.2f} ms over {len(times)} runs ({device.type})")
-    checked = f" (first {n_ref} of {args.tokens} tokens)" if n_ref < args.tokens else ""
-    print(f"float64 reference: {t_ref:.2f} s on {device.type}")
     print(f"max relative error vs float64 reference{checked}: {err:.2e} (tolerance {tol:.1e} for {plan.activation_precision} activations, {out.dtype} output): "
           f"{'OK' if err <= tol else 'TOO LARGE'}")
     return 0 if err <= tol else 1

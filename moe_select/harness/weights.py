@@ -14,7 +14,7 @@ slice carries the bias; the others get zeros).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..vocab import WEIGHT_ON_INPUT_ROUTINGS
 
@@ -85,12 +85,13 @@ def expert_bias(model: dict[str, Any], moe_tp: int, seed: int, e: int, j: int, g
 
 
 def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any = "cpu",
-                  generate_on: Any = "cpu") -> dict[str, torch.Tensor]:
+                  generate_on: Any = "cpu", progress: Callable[[int], None] | None = None) -> dict[str, torch.Tensor]:
     """The keyword arguments of ``prepare_weights`` for rank ``spec`` (its experts ``[expert_offset,
     +num_local_experts)``, its intermediate slice ``tp_rank`` of ``tp/ep``) in ``spec.quant``: ``w13``,
     ``w2`` and ``w13_<scale>``/``w2_<scale>``, and ``w13_bias [E, rows]``/``w2_bias [E, H]`` float32 for
     models with expert biases (:func:`has_expert_bias`), built expert by expert into tensors on
-    ``device``, drawn on ``generate_on`` (:func:`expert_slice`; a GPU draws a DeepSeek-V3 layer in seconds)."""
+    ``device``, drawn on ``generate_on`` (:func:`expert_slice`; a GPU draws a DeepSeek-V3 layer in seconds).
+    ``progress``: called with 1 after each expert (a :class:`~moe_select.harness.progress.Phase` counts them)."""
     import torch
 
     moe_tp = spec.tp // spec.ep
@@ -105,6 +106,8 @@ def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any
             if name not in out:
                 out[name] = torch.empty((n, *t.shape[1:]), dtype=t.dtype, device=device)
             out[name][k] = t[0]
+        if progress is not None:
+            progress(1)
     return out
 
 
@@ -169,11 +172,13 @@ def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "b
 
 
 def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, x: torch.Tensor, ids: torch.Tensor,
-                     wts: torch.Tensor, generate_on: Any = "cpu", device: Any = "cpu") -> tuple[torch.Tensor, int]:
+                     wts: torch.Tensor, generate_on: Any = "cpu", device: Any = "cpu",
+                     progress: Callable[[int], None] | None = None) -> tuple[torch.Tensor, int]:
     """The float64 layer output ``[T, H]`` on the CPU (:func:`moe_select.reference.reference_moe`) for
     weights seeded by ``seed`` and drawn on ``generate_on`` (as the layer's were), built one touched expert
     at a time (only one expert is ever held in float64), the float64 arithmetic done on ``device`` (``run``
-    passes the GPU it ran on). Returns it and the number of experts touched."""
+    passes the GPU it ran on). Returns it and the number of experts touched. ``progress``: called with 1
+    after each touched expert (:func:`touched_experts` says how many there will be)."""
     import torch
 
     from ..reference import reference_moe
@@ -189,4 +194,12 @@ def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, 
                                               weight_on_input=model.get("routing") in WEIGHT_ON_INPUT_ROUTINGS,
                                               device=device, w13_bias=None if bias is None else bias[0],
                                               w2_bias=None if bias is None else bias[1]))
+        if progress is not None:
+            progress(1)
     return ref, len(touched)
+
+
+def touched_experts(ids: torch.Tensor) -> int:
+    """How many distinct experts the routed ``ids [T, K]`` touch (negative ids, dropped slots, not counted):
+    the steps of :func:`reference_output`."""
+    return int((ids.unique() >= 0).sum())
