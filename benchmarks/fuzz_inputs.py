@@ -1,13 +1,16 @@
 """Worst time and memory per input over the fuzz corpus: the seed files, a few hundred mutations of them
 and the hostile inputs of issue 7, per input kind (deployment, rule file, capability file, model config,
-plan). Goal: every input answered in under a second and 300 MB.
+plan, and a plan given to ``resolve``). Goal: every input answered in under a second and 300 MB.
 
-    python benchmarks/fuzz_inputs.py [--mutations N] [--seed S]
+    python benchmarks/fuzz_inputs.py [--mutations N] [--seed S] [--kinds plan,resolve]
 
 Each kind runs in its own subprocess (a worker), which drives the product as a user does, exactly as
 ``tests/test_fuzz_inputs.py`` does (it reuses that file's mutations and ``tests/test_hostile_inputs.py``'s
 cases): ``moe-select explain --deployment F --json``, ``check F``, ``explain --model-config DIR --json``
-in-process, and ``load_plan(F)`` for plans. Per case it measures the wall time (the run without
+in-process, ``load_plan(F)`` for plans, and ``resolve(F)`` (this machine's environment as the plan
+declares it, a fresh registry) for the ``resolve`` kind: a fresh plan with its deployment's tp, ep, dp,
+max_tokens_per_rank or moe_tp set to boundary and hostile values (issue 17 row 1: ``tp: 2**63`` spun one
+core forever in the fix search, ``tp: 2**24`` took 8 s). Per case it measures the wall time (the run without
 tracing) and the peak of Python allocations (``tracemalloc``, a second run); per worker the peak
 resident set (``getrusage``: the interpreter, its imports and every case of that kind, so an upper
 bound on any one input). The printed table has one row per kind; ``--json`` prints the raw results.
@@ -29,7 +32,11 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
-KINDS = ("deployment", "rules", "capability", "model", "plan")
+KINDS = ("deployment", "rules", "capability", "model", "plan", "resolve")
+#: Deployment fields of a plan the ``resolve`` kind sets, and the values it sets them to (bounds: 1..4096 ranks,
+#: 1..2**20 tokens; moe_tp must be tp / ep).
+RESOLVE_FIELDS = ("tp", "ep", "dp", "max_tokens_per_rank", "moe_tp")
+RESOLVE_VALUES = (0, -1, -4, 1, 2, 3, 7, 8, 16, 4095, 4096, 4097, 2**20, 2**20 + 1, 2**24, 2**31, 2**63, 10**30, None)
 
 
 def _modules() -> tuple[Any, Any]:
@@ -68,6 +75,19 @@ def _corpus(kind: str, n: int, seed: int, work: Path) -> list[tuple[str, Callabl
             return ["explain", "--gpu", "H200", "--model-config", str(d), "--json"]
         cases.append((name, prepare))
 
+    if kind == "resolve":
+        def plan_case(name: str, changes: dict[str, Any]) -> None:
+            def prepare() -> Any:
+                return ("resolve", hostile._plan_with(Path(tempfile.mkdtemp(dir=work)), **changes)[0])
+            cases.append((name, prepare))
+
+        plan_case("seed: a fresh plan", {})
+        for field, value, _ in hostile.PLAN_BOUNDS:
+            plan_case(f"hostile: deployment.{field}: {value}", {field: value})
+        for _ in range(n):
+            changes = {c.choice(RESOLVE_FIELDS): c.choice(RESOLVE_VALUES) for _ in range(c.integer(1, 2))}
+            plan_case("deployment " + ", ".join(f"{k}: {v}" for k, v in changes.items()), changes)
+        return cases
     if kind in ("deployment", "rules", "capability", "plan"):
         seeds = {"deployment": fuzz.DEPLOYMENTS, "rules": fuzz.RULES, "capability": fuzz.CAPABILITIES, "plan": fuzz.PLANS}[kind]
         target = {"deployment": "deployment.yaml", "plan": "plan.json"}.get(kind, "file.yaml")
@@ -106,9 +126,32 @@ def _corpus(kind: str, n: int, seed: int, work: Path) -> list[tuple[str, Callabl
     return cases
 
 
+def _resolve_exit(path: Path) -> int:
+    """``resolve(path)`` as an exit code: 0 ready, 1 refused (ResolveError), 2 invalid (InputError). The
+    environment is the one the fresh plan declares (so the plan is checked, not this machine)."""
+    from moe_select.environment import Environment
+    from moe_select.errors import InputError, ResolveError
+    from moe_select.registry import Registry
+    from moe_select.resolver import resolve
+
+    _, hostile = _modules()
+    env = Environment.model_validate(json.loads(hostile._fresh_plan())["environment"])
+    try:
+        with hostile.no_hang():
+            resolve(path, environment=env, registry=Registry())
+    except InputError:
+        return 2
+    except ResolveError:
+        return 1
+    return 0
+
+
 def _execute(target: Any) -> int:
-    """Run one case; the exit code (load_plan: 0 loaded, 2 InputError). Other exceptions propagate."""
+    """Run one case; the exit code (load_plan: 0 loaded, 2 InputError; resolve: also 1 refused). Other
+    exceptions propagate."""
     fuzz, hostile = _modules()
+    if isinstance(target, tuple):
+        return _resolve_exit(target[1])
     if isinstance(target, Path):
         return hostile.plan_exit(target)[0]
     return hostile.run(target)[0]
@@ -155,14 +198,19 @@ def main() -> int:
     p.add_argument("--mutations", type=int, default=200, help="mutations per kind (half byte-level, half data-level)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the raw results as JSON")
+    p.add_argument("--kinds", default=",".join(KINDS), help=f"input kinds to run, comma-separated (default: {','.join(KINDS)})")
     p.add_argument("--worker", choices=KINDS, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args.mutations, args.seed)))
         return 0
+    kinds = [k for k in args.kinds.split(",") if k]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        p.error(f"unknown kind(s) {', '.join(unknown)}; kinds: {', '.join(KINDS)}")
     results = []
     t0 = time.perf_counter()
-    for kind in KINDS:
+    for kind in kinds:
         proc = subprocess.run([sys.executable, __file__, "--worker", kind, "--mutations", str(args.mutations),
                                "--seed", str(args.seed)], capture_output=True, text=True, cwd=ROOT,
                               env={**os.environ, "PYTHONHASHSEED": "0"})
