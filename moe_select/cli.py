@@ -314,27 +314,32 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    """The capability matrix (runner x arch x format x a2a, with engines, versions and sources): print it
-    (Markdown, or ``--json``), ``--write`` it under ``--root`` (docs/matrix.md, docs/matrix.json), or
-    ``--check`` that the committed files match the facts (exit 1 when they drift)."""
+    """The capability matrix (runner x arch x format x a2a, with engines, versions and sources, and the
+    selector's verdict per runner x arch x format x engine with its counts): print it (Markdown, or
+    ``--json``), ``--write`` it under ``--root`` (docs/matrix.md, docs/matrix.json and the README's block of
+    counts), or ``--check`` that the committed files and the README's counts match the facts (exit 1 naming
+    each file that drifts and each count that differs)."""
     from .catalog import load_catalog
-    from .matrix import build, drift, render_json, render_markdown, write
+    from .matrix import build, drift, readme_drift, render_json, render_markdown, write
 
     if args.write and args.check:
         raise InputError("--write and --check exclude each other: --check compares the committed files, --write replaces them",
                          file="<command line>", field="check")
     catalog = load_catalog(use_env=False, plugins=False)
     root = Path(args.root)
+    data = build(catalog)
     if args.write:
-        for p in write(catalog, root):
+        for p in write(catalog, root, data):
             print(f"wrote {p}")
         return 0
     if args.check:
-        bad = drift(catalog, root)
+        bad = drift(catalog, root, data)
         for rel in bad:
             print(f"{rel} differs from the capability files: run moe-select matrix --write")
-        return 1 if bad else 0
-    data = build(catalog)
+        counts = readme_drift(data, root)
+        for line in counts:
+            print(f"{line}: run moe-select matrix --write")
+        return 1 if bad or counts else 0
     sys.stdout.write(render_json(data) if args.json else render_markdown(data))
     return 0
 
@@ -465,8 +470,8 @@ def _run_args(r: argparse.ArgumentParser) -> None:
 
 def _matrix_args(mx: argparse.ArgumentParser) -> None:
     mx.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
-    mx.add_argument("--write", action="store_true", help="write docs/matrix.md and docs/matrix.json under --root")
-    mx.add_argument("--check", action="store_true", help="exit 1 when the committed files differ from the facts")
+    mx.add_argument("--write", action="store_true", help="write docs/matrix.md, docs/matrix.json and README.md's counts under --root")
+    mx.add_argument("--check", action="store_true", help="exit 1 when the committed files or README.md's counts differ from the facts")
     mx.add_argument("--root", default=".", type=_given("the repository root"), help="the repository root (default: the current folder)")
     mx.set_defaults(fn=cmd_matrix)
 

@@ -244,6 +244,29 @@ def evidence_findings(caps: Iterable[Any]) -> list[Finding]:
     return out
 
 
+def uncovered_findings(catalog: Catalog) -> list[Finding]:
+    """Arch x format x engine cells no rule covers, from the selector itself (:func:`moe_select.cells.evaluate`:
+    one representative deployment per cell, the catalog's rules included): cells the selector refuses with
+    ``not_preferred`` because some runner is eligible there (supported or unverified) but no matching ``prefer``
+    rule names an eligible runner. One finding per arch and set of formats (naming the engines, the eligible
+    runners with their evidence, and the cell count), at the not_preferred reason's source: a ``warning`` when
+    one of those runners is ``supported`` there (the facts say it runs, the policy refuses), a ``note`` when
+    every one is only ``unverified`` (no fact says it runs either: strict mode would refuse it anyway)."""
+    from .cells import evaluate, uncovered
+
+    out = []
+    cells = evaluate(catalog)
+    for arch, quants, engines, eligible, source in uncovered(cells):
+        severity: Literal["warning", "note"] = "warning" if any(lv == "supported" for _, lv in eligible) else "note"
+        runners = ", ".join(f"{n} ({lv})" for n, lv in eligible)
+        formats = f"every format ({len(quants)})" if quants == cells.quants else ", ".join(quants)
+        out.append(Finding(source or (catalog.rule_files[0] if catalog.rule_files else "rules/"),
+                           f"no rule covers {arch} x {formats} x engine {', '.join(engines)} ({len(quants) * len(engines)} "
+                           f"cells): {runners} eligible there, but no matching prefer rule names an eligible runner, so "
+                           "explain refuses them with not_preferred (a prefer rule for this arch settles it)", severity))
+    return out
+
+
 def lint_catalog(catalog: Catalog) -> list[Finding]:
     """Every finding in the catalog's rules and capability files (see module doc)."""
     out: list[Finding] = _source_findings(catalog)
@@ -304,6 +327,7 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
     out += evidence_findings([*catalog.runners.values(), *catalog.a2a.values()])
     out += _override_findings(catalog)
     out += _comment_findings(catalog)
+    out += uncovered_findings(catalog)
     return out
 
 

@@ -87,8 +87,11 @@ def test_auto_refusal_lists_every_candidate():
 
 
 def test_bundled_rules_lint_clean():
+    """No error or warning in the bundled tree; its only findings are notes of arch x format x engine cells no
+    rule covers where every eligible runner is only unverified (lint.uncovered_findings, README "Command line")."""
     findings, _ = check()
-    assert findings == []
+    assert [f for f in findings if not f.message.startswith("no rule covers ")] == []
+    assert all(f.severity == "note" for f in findings), findings
 
 
 def test_check_finds_dead_and_misdirected_rules(tmp_path):
