@@ -116,12 +116,12 @@ from moe_select.catalog import load_catalog
 model = {"num_experts": 8, "top_k": 2, "hidden_size": 256, "moe_intermediate_size": 128}
 dep = {"arch": "cpu", "quant": "int4_w4a8", "model": model}
 out = {}
-for name, folder in (("before", None), ("after", Path(sys.argv[1]))):
+for name, folder, quant in (("before", None, "int4_w4a8"), ("after", Path(sys.argv[1]), "int4_w4a8"), ("bf16", None, "bf16")):
     cat = load_catalog(backends_dir=folder, use_env=False, plugins=False)
-    report = moe_select.explain(dep, catalog=cat)
+    report = moe_select.explain({**dep, "quant": quant}, catalog=cat)
     p = report.plan
     out[name] = {"evidence": report.evidence, "runner": p and p.runner, "precision": p and p.activation_precision,
-                 "unknowns": [u.code for u in p.unknowns] if p else None}
+                 "unknowns": sorted(u.code for u in p.unknowns) if p else None}
 print(json.dumps(out))
 """
 
@@ -130,8 +130,9 @@ print(json.dumps(out))
 def test_recipe_b_format(tmp_path):
     """(b): a row in backends/formats.yaml and a support row in the capability file of the runner that runs it
     (here torch_native on cpu), done in a copy of the bundled capability folder (format rows are bundled only:
-    a plugin cannot add one yet). Before, the format is planned unverified (no row, no fact); after, supported,
-    at the activation precision its row fixes. A runner with an adapter here (torch_native) would also need
+    a plugin cannot add one yet). Before, the format is planned unverified (no row, no fact: one unknown more
+    than bf16 on the same deployment); after, with bf16's evidence level and unknowns, at the activation
+    precision its row fixes. A runner with an adapter here (torch_native) would also need
     the adapter's code to compute it; a plan-only runner needs none."""
     from moe_select.catalog import bundled_dirs
 
@@ -150,8 +151,11 @@ def test_recipe_b_format(tmp_path):
     import json
 
     got = json.loads(run.stdout.strip().splitlines()[-1])
-    assert got["before"] == {"evidence": "unverified", "runner": "torch_native", "precision": "bf16", "unknowns": ["quant_unsupported"]}
-    assert got["after"] == {"evidence": "supported", "runner": "torch_native", "precision": "fp8_token", "unknowns": []}
+    before, after, bf16 = got["before"], got["after"], got["bf16"]
+    assert (before["evidence"], before["runner"]) == ("unverified", "torch_native")
+    assert before["unknowns"] == sorted(bf16["unknowns"] + ["quant_unsupported"])  # the format is what no fact covers
+    # after: the format is as settled as bf16 is for the same runner (the rest of the facts decide the level)
+    assert after == {**bf16, "precision": "fp8_token"} and after["runner"] == "torch_native"
 
 
 # ---------------------------------------------------------------------------------- (c) a GPU architecture
@@ -223,7 +227,7 @@ try:
 except moe_select.ResolveError as exc:
     resolved = str(exc)
 print(json.dumps({"evidence": report.evidence, "runner": p.runner, "a2a_module": p.a2a_module, "formats": p.dispatch_formats,
-                  "unknowns": [(u.code, u.source.split(":")[0]) for u in p.unknowns], "resolved": resolved}))
+                  "unknowns": [(u.code, u.source.split(":")[0], "toy_a2a" in u.detail) for u in p.unknowns], "resolved": resolved}))
 """
 
 
@@ -238,7 +242,7 @@ def test_recipe_d_all_to_all(tmp_path):
     got = run_json(PLAN_A2A, env, tmp_path)
     assert got["evidence"] == "unverified" and got["runner"] == "torch_native"
     assert got["a2a_module"] == "toy_a2a_pkg.dispatch_toy_a2a" and got["formats"] == ["standard"]
-    assert got["unknowns"] == [["a2a_unsupported", "backends/torch_native.yaml"]]
+    assert ["a2a_unsupported", "backends/torch_native.yaml", True] in got["unknowns"], got["unknowns"]
     assert "no_adapter" not in got["resolved"] and "process group" in got["resolved"], got["resolved"]
 
 
