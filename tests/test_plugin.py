@@ -31,8 +31,14 @@ RULE = """\
 schema_version: 1
 rules:
   - id: toy-first-on-cpu
-    when: {arch: [cpu]}
+    when: {arch: [toy_host]}
     prefer: [toy_runner]
+"""
+# The plugin's own vocabulary (issue 18): a family its rule names, which no bundled file declares.
+VOCABULARY = """\
+schema_version: 3
+families:
+  - {name: toy_host, members: [cpu], source: "this project: tests/test_plugin.py"}
 """
 ADAPTER = """\
 from moe_select.backends.torch_native import TorchNativeCore
@@ -95,6 +101,7 @@ def test_plugin_brings_its_facts_rule_and_adapter(tmp_path):
     (pkg / "adapter.py").write_text(ADAPTER)
     (pkg / "toy_runner.yaml").write_text(CAPABILITY)
     (pkg / "rules" / "10-toy.yaml").write_text(RULE)
+    (pkg / "vocabulary.yaml").write_text(VOCABULARY)
     (src / "pyproject.toml").write_text(PYPROJECT)
     site = tmp_path / "site"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
@@ -108,6 +115,7 @@ def test_plugin_brings_its_facts_rule_and_adapter(tmp_path):
     assert got["core"] == "ToyCore" and got["error"] < 2e-2
     yaml_file = str((site / "toy_moe" / "toy_runner.yaml").resolve())
     assert any(f.endswith("toy_moe/toy_runner.yaml") for f in got["files"])  # hashed into the plan
+    assert any(f.endswith("toy_moe/vocabulary.yaml") for f in got["files"])  # its family decided the rule
     assert any("plugin toy-moe-plugin" in origin for origin in got["origins"].values()), got["origins"]
     # `moe-select check` sees the plugin's files too, and the bundled ones are untouched
     chk = subprocess.run([sys.executable, "-m", "moe_select", "check"], capture_output=True, text=True, env=env, cwd=tmp_path)
