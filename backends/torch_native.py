@@ -14,13 +14,11 @@ from dataclasses import dataclass
 import torch
 
 from moe_select.errors import RunnerInputError
+from moe_select.formats import lookup
 from moe_select.layer import LayerSpec
 from moe_select.ops import dequantize, expert_biases, gated_act
 
 FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp4", "nvfp4")
-#: Stored dtype of the weights of each scaled format.
-_STORED = {"fp8_tensor": (torch.float8_e4m3fn,), "fp8_channel": (torch.float8_e4m3fn,), "fp8_block": (torch.float8_e4m3fn,),
-           "mxfp4": (torch.uint8,), "nvfp4": (torch.uint8,)}
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 
@@ -60,13 +58,16 @@ class TorchNativeCore:
         wrong dtype, shape or scale."""
         b13, b2 = expert_biases(self.spec, self.device, w13_bias, w2_bias)
         q = self.spec.quant
-        if q in _STORED:
+        row = lookup(q)  # every format of FORMATS has one (tests/test_formats.py); the stored dtype and scales
+        if row is not None and row.quantized:
+            stored = getattr(torch, row.dtype)
+            scale = row.scales[0]
             for name, t, s in (("w13", w13, w13_scale), ("w2", w2, w2_scale)):
-                if t.dtype not in _STORED[q]:
-                    raise RunnerInputError(f"{name}: {q} weights must be {_STORED[q][0]}, got {t.dtype}")
+                if t.dtype != stored:
+                    raise RunnerInputError(f"{name}: {q} weights must be {stored}, got {t.dtype}")
                 if s is None:
-                    raise RunnerInputError(f"{name}_scale is required for {q}")
-            if q != "nvfp4" and (w13_global_scale is not None or w2_global_scale is not None):
+                    raise RunnerInputError(f"{name}_scale is required for {q} ({scale.shape} {scale.dtype})")
+            if "global_scale" not in row.scale_names and (w13_global_scale is not None or w2_global_scale is not None):
                 raise RunnerInputError(f"{q} weights take no global scales")
             try:
                 w13 = dequantize(w13, w13_scale, q, global_scale=w13_global_scale)

@@ -35,6 +35,8 @@ import torch
 
 from moe_select import quant_int
 from moe_select.errors import RunnerInputError
+from moe_select.formats import Format, lookup
+from moe_select.formats import block_shape as format_block_shape
 from moe_select.layer import LayerSpec
 from moe_select.ops import expert_biases
 
@@ -43,8 +45,29 @@ from . import triton_moe_kernels as K
 FORMATS = K.FORMATS
 FP8_DTYPE = torch.float8_e4m3fn
 _DTYPE16 = {"bf16": torch.bfloat16, "fp16": torch.float16}
-INT_BITS = {"int4_w4a16": 4, "int8_w8a16": 8}
-DEFAULT_BLOCK_SHAPE = (128, 128)
+
+
+def _row(quant: str) -> Format:
+    """The row of a format this adapter implements (backends/formats.yaml)."""
+    row = lookup(quant)
+    if row is None:  # pragma: no cover - every W_MODES format has a row (tests/test_formats.py)
+        raise RunnerInputError(f"triton: {quant} has no row in backends/formats.yaml")
+    return row
+
+
+#: Bits per weight element of the formats the kernel dequantizes as integers (weight modes 4 and 5), from their rows.
+INT_BITS = {q: _row(q).bits for q, mode in K.W_MODES.items() if mode in (4, 5)}
+
+
+def _default_block_shape() -> tuple[int, int]:
+    shape = format_block_shape("fp8_block")
+    if shape is None:  # pragma: no cover - fp8_block's row gives params.block [bn, bk] (tests/test_formats.py)
+        raise RunnerInputError("triton: fp8_block's row in backends/formats.yaml gives no [bn, bk] block")
+    return shape
+
+
+#: fp8_block's default ``(bn, bk)`` (its row's ``params.block``), for a spec that gives none.
+DEFAULT_BLOCK_SHAPE = _default_block_shape()
 
 
 @dataclass
@@ -217,7 +240,7 @@ class TritonMoeCore:
         else:
             if any(t is not None for t in (w13_zeros, w2_zeros, w13_g_idx, w2_g_idx)):
                 raise RunnerInputError(f"{q} weights take no zero points or g_idx")
-            want = _DTYPE16.get(q, FP8_DTYPE)
+            want = getattr(torch, _row(q).dtype)  # the stored element dtype of the format's row
             for name, t, shape in (("w13", w13, (e, n13, h)), ("w2", w2, (e, h, i))):
                 if t.dtype != want:
                     raise RunnerInputError(f"{name}: {q} weights must be {want}, got {t.dtype}")

@@ -28,6 +28,7 @@ from .catalog_cache import Inputs, cache_dir, load_cached
 from .conditions import Conditional
 from .entrypoints import entry_points
 from .errors import InputError, Issue
+from .formats import Format
 from .policy import Rule, RuleFile
 from .versions import remember, satisfies
 from .vocabulary import FILE_NAME as VOCABULARY_FILE
@@ -44,7 +45,7 @@ RULE_GLOBS = ("*.yaml", "*.yml", "*.json")
 ADAPTER_ENTRY_POINTS = "moe_select.adapters"
 BACKEND_ENTRY_POINTS = "moe_select.backends"
 #: Files of a capability folder that are not runner files (``vocabulary.yaml``: :mod:`moe_select.vocabulary`).
-SPECIAL_FILES = ("common.yaml", "packages.yaml", "vocabulary.yaml")
+SPECIAL_FILES = ("common.yaml", "packages.yaml", "vocabulary.yaml", "formats.yaml")
 
 T = TypeVar("T")
 
@@ -96,6 +97,9 @@ class Catalog:
     #: operator capability folders (:func:`moe_select.vocabulary.merge`); :func:`moe_select.vocab.use` makes
     #: it the one :func:`~moe_select.vocab.arch_in` and :func:`~moe_select.vocab.gpu_arch` read.
     vocabulary: Vocabulary | None = None
+    #: The formats table (``backends/formats.yaml``, :mod:`moe_select.formats`), validated with the catalog
+    #: and cached with it; :func:`moe_select.formats.use` makes it the one :func:`~moe_select.formats.lookup` reads.
+    formats: dict[str, Format] = field(default_factory=dict)
 
     def adapter(self, runner: str, quant: str | None = None, activation: str | None = None) -> str | None:
         """The module that implements ``runner`` (for ``quant``/``activation`` when given) here: its
@@ -256,6 +260,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     runners: dict[str, RunnerCapability] = {}
     a2a: dict[str, A2ACapability] = {}
     failed: set[str] = set()  # runner files that did not load: rules naming them are not reported again
+    formats_rows = _formats_table(ld, bdir)  # first: capability and rule files name formats of this table
     _capability_dir(ld, bdir, "backends/", None, runners, a2a, failed)
     common = ld.model(CommonFacts, bdir / "common.yaml", "backends/common.yaml")
     table = ld.model(PackageTable, bdir / "packages.yaml", "backends/packages.yaml")
@@ -365,16 +370,33 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     if ld.issues:
         raise InputError(ld.issues)
     assert common is not None
-    from . import vocab
+    from . import formats, vocab
 
     vocab.use(vocabulary)
+    formats.use(formats_rows)
     assumed = {name: p.checked_up_to for name, p in known.items() if p.checked_up_to}
     return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
                    rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
                    backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
                    origins=ld.origins, plugins=plugin_adapters() if plugins else {}, vocabulary=vocabulary,
+                   formats=formats_rows,
                    version_verdicts={(assumed[name], spec): satisfies(assumed[name], spec)
                                      for name, spec in _specifiers([runners, a2a, common, rules]) if name in assumed})
+
+
+def _formats_table(ld: _Loader, bdir: Path) -> dict[str, Format]:
+    """The formats table of the bundled capability folder ``bdir`` (``formats.yaml``; the installed one when
+    ``bdir`` has none), validated and made active (:func:`moe_select.formats.use`) before the files that
+    name formats are validated. An invalid table is an issue (file:line, field) and the bundled table is used."""
+    from . import formats
+
+    path = bdir / formats.FILE_NAME
+    if not path.is_file():
+        path = formats.bundled_path()
+    doc = ld.model(formats.FormatsFile, path, f"backends/{formats.FILE_NAME}")
+    rows = {f.name: f for f in doc.formats} if doc is not None else {}
+    formats.use(rows)
+    return rows
 
 
 def _vocabulary_file(ld: _Loader, folder: Path, prefix: str, origin: str, files: list[Vocabulary]) -> None:
@@ -463,9 +485,10 @@ def default_catalog(rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterab
         if key not in _cache:
             _cache[key] = cached_load_catalog(rd, bd)
         catalog = _cache[key]
-    from . import vocab
+    from . import formats, vocab
 
     vocab.use(catalog.vocabulary)  # the names this catalog declares are the ones lookups read
+    formats.use(catalog.formats)
     return catalog
 
 
@@ -477,9 +500,10 @@ def cached_load_catalog(rules_dirs: Sequence[str | Path] = (), backends_dirs: Se
     rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
     catalog = load_cached(lambda: _inputs(rd, bd), lambda: load_catalog(list(rd), backends_dirs=list(bd)), Catalog)
     remember(catalog.version_verdicts)
-    from . import vocab
+    from . import formats, vocab
 
     vocab.use(catalog.vocabulary)
+    formats.use(catalog.formats)
     return catalog
 
 

@@ -18,14 +18,15 @@ DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "
 
 
 def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
-    from .vocab import ENGINES, PHASES_OF, QUANTS
+    from .vocab import ENGINES, PHASES_OF
 
     g = p.add_argument_group("deployment (a file, flags, or both: flags override the file's keys)")
     g.add_argument("--deployment", "-d", metavar="FILE", type=_given("a deployment file"), help="deployment file (YAML or JSON)")
     g.add_argument("--gpu", help="GPU product name: H200, B300, RTX PRO 6000, T4, MI300X, ... (unknown: give --arch)")
     g.add_argument("--arch", help="architecture: sm<major><minor> (sm75, sm90, sm121, sm130, ...), gfx<target> (gfx90a, "
                    "gfx942, gfx1201, ...), cpu, or auto (this machine); an undeclared one is judged, not refused")
-    g.add_argument("--quant", help=f"{', '.join(QUANTS)}, auto (another name is judged: no fact runs it)")
+    g.add_argument("--quant", help="a format with a row in backends/formats.yaml (bf16, fp8_block, mxfp4, int4_w4a16, ...), "
+                   "auto (another name is judged: no fact runs it)")
     g.add_argument("--model-config", dest="model_config", metavar="PATH", type=_given("a checkpoint folder or its config.json"), help="Hugging Face checkpoint folder or its config.json")
     g.add_argument("--model", metavar="K=V,...", type=_given("the model shape as K=V,..."), help="model shape, e.g. num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768,activation=silu,routing=renormalize")
     g.add_argument("--engine", help=f"{', '.join(ENGINES)}, or any (default: eligible where at least one engine runs it)")

@@ -28,8 +28,6 @@ from .yamlio import MarkedDict, load_file, shorten, validate
 #: Upper bound on tp and ep: far above any deployment (the largest published EP runs use hundreds of
 #: ranks), low enough that fix suggestions stay cheap to enumerate.
 MAX_RANKS = 4096
-#: Formats an engine can make from a bf16/fp16 checkpoint at load (SGLang --quantization fp8 / w8a8_fp8).
-ONLINE_QUANT = ("fp8_tensor", "fp8_channel")
 #: Upper bound on max_tokens_per_rank (tokens one rank passes to the MoE layer in one forward).
 MAX_TOKENS = 1 << 20
 #: Defaults of max_tokens_per_rank per phase, shown in explain as defaults: a decode forward holds at
@@ -324,11 +322,22 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
 
     if dep.quant not in (None, "auto"):
         if quant is not None and quant != dep.quant:
-            if quant in ("bf16", "fp16") and dep.quant in ONLINE_QUANT + ("bf16", "fp16"):
-                notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization")
-            elif quant in ("bf16", "fp16"):
+            from .formats import lookup as format_row
+            from .formats import names as format_names
+
+            # Online quantization: an unquantized checkpoint served in a format whose row says an engine makes
+            # it at load (``online``; SGLang --quantization fp8 / w8a8_fp8), or in the other 16-bit format. A
+            # format without a row has no fact either way: stated, and judged (planned unverified).
+            ckpt, wanted = format_row(quant), format_row(dep.quant)
+            unquantized = ckpt is not None and not ckpt.quantized
+            if unquantized and (wanted is None or wanted.online or not wanted.quantized):
+                notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization"
+                             + ("" if wanted is not None else " to a format without a row in backends/formats.yaml (no "
+                                "fact says an engine makes it)"))
+            elif unquantized:
+                online = [n for n in format_names() if (r := format_row(n)) is not None and r.online]
                 bad("quant", f"quant {dep.quant} for a {quant} checkpoint: engines quantize online only to "
-                    f"{', '.join(ONLINE_QUANT)}; use a checkpoint in {dep.quant}")
+                    f"{', '.join(online)} (backends/formats.yaml, online); use a checkpoint in {dep.quant}")
             else:
                 bad("quant", f"quant {dep.quant} contradicts the checkpoint's format {quant} ({prov.get('quant')})")
         quant = dep.quant
@@ -359,13 +368,15 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     elif quant_params:
         prov["quant_params"] = f"model_config {cfg_path}"
     if quant is not None:
-        from .formats import QUANTS, lookup
+        from .formats import lookup, names
 
         fmt = lookup(quant)
         if fmt is None:  # a well-formed name of no format this moe-select knows: judged, its parameters unknown
-            close = difflib.get_close_matches(quant, QUANTS, n=1)
-            notes.append(f"quant {quant} is not a format of this moe-select (moe_select/formats.py)"
-                         + (f" (did you mean {close[0]!r}?)" if close else "") + ": no fact runs it and its parameters are unknown")
+            close = difflib.get_close_matches(quant, names(), n=1)
+            near = lookup(close[0]) if close else None
+            notes.append(f"quant {quant} is not a format of this moe-select (no row in backends/formats.yaml)"
+                         + (f" (did you mean {near.name!r}: {near.summary}?)" if near is not None else "")
+                         + ": no fact runs it and its parameters are unknown; run and verify refuse it (no scales, no tolerance)")
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"

@@ -1,26 +1,38 @@
-"""The quantization formats of expert weights, one table: what each format stores, its parameters (block
-and group shapes, packing), the names of the scale tensors ``prepare_weights`` takes, the activation
-precision the format fixes, bytes per element, and the tolerance of a runner's output against the
-float64 reference. Everything that needs such a fact reads it here (vocabulary, model-config reading,
-planning constraints, memory estimates, runners' shape checks, ``verify``), nothing repeats it.
+"""The quantization formats of expert weights: one table of data, ``backends/formats.yaml``, read and
+validated once per process (:func:`table`). A row says what a format stores (the element dtype and bits,
+the packing along K), the scale tensors ``prepare_weights`` takes (names, shapes, dtypes, elements per
+scale value), its parameters and their defaults (block and group shapes), the activation precision it
+fixes, whether an engine can make it online from a 16-bit checkpoint and whether moe-select's harness can
+generate test weights of it. Everything that needs such a fact reads the row (vocabulary, model-config
+reading, planning constraints, the memory estimates, runners' checks, ``verify`` and ``moe-select run``);
+the tolerance of a runner's output against the float64 reference (:func:`tolerance`) is computed here from
+the activation precision.
 
-Adding a format: a row in :data:`FORMATS` and its name in :data:`Quant` (checked against each other at
-import), the capability files of the runners that run it, and tests (README, "Where things live").
+A name without a row (``quant: int4_w4a8``: a deployment may name any well-formed format) is judged by
+the selector (planned unverified); nothing that reads the table may fail with a KeyError on it:
+:func:`lookup` gives None and :func:`missing_row` the refusal's words (no scales, no tolerance), which
+``verify`` and ``moe-select run`` give as ``no_adapter``.
 
-Sources of the layouts: OCP Microscaling Formats v1.0 (MXFP4/MXFP8: 32-element blocks, e8m0 scales);
-NVIDIA ModelOpt NVFP4 (16-element blocks, e4m3 block scales and a float32 global scale per tensor);
-DeepSeek-V3 ``quantization_config`` (``weight_block_size: [128, 128]``, ``weight_scale_inv`` multiplies);
-AutoAWQ / AutoGPTQ packing (:mod:`moe_select.quant_int` cites the code).
+Adding a format: its row in ``backends/formats.yaml``, the capability files of the runners that run it,
+and tests (README, "Hand-edited files to add"). The rows are bundled only: a plugin's folder cannot add a
+format yet (facts and rules name formats of this table, :data:`Quant`).
+
+Sources of the layouts: each row's ``source`` (OCP Microscaling Formats v1.0 for MXFP4/MXFP8, NVIDIA
+ModelOpt NVFP4, DeepSeek-V3's ``quantization_config``, AutoAWQ/AutoGPTQ packing in
+:mod:`moe_select.quant_int`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, get_args
+import difflib
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
 
-Quant = Literal[
-    "bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp8", "nvfp4", "mxfp4",
-    "int8_w8a8", "int8_w8a16", "int4_w4a16",
-]
+from pydantic import AfterValidator, Field, GetJsonSchemaHandler, field_validator, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+from .located import Located
 
 #: Precision of the activations a runner feeds its GEMMs (structured; capability files use these names).
 Precision = Literal["float32", "bf16", "fp16", "fp8_tensor", "fp8_token", "fp8_group", "mxfp8", "nvfp4", "int8_token"]
@@ -60,72 +72,248 @@ def tolerance(precision: str, output: str = "bf16") -> float:
     return 2 * UNIT_ROUNDOFF[precision] + out_u
 
 
-@dataclass(frozen=True)
-class Format:
-    """One row of the table.
+#: File name of the table in the bundled capability folder (``backends/``, installed as ``moe_select.backends``).
+FILE_NAME = "formats.yaml"
+SCHEMA_VERSION = 1
+#: Bits of each stored element dtype a row may name (torch's names).
+DTYPE_BITS: dict[str, int] = {"bfloat16": 16, "float16": 16, "float32": 32, "float8_e4m3fn": 8, "uint8": 8, "int8": 8,
+                              "int32": 32}
+#: Parameters a row may give defaults for: ``block`` (``[bn, bk]``, or elements along K) and ``group_size``.
+PARAM_NAMES = ("block", "group_size")
+NO_ROW = "no format row: no scales, no tolerance"
 
-    ``bits`` per stored weight element; ``pack_k``: elements packed per stored element along K (2 for
-    4-bit formats in their canonical layout); ``stored_bytes``: bytes per weight element including its
-    scales (the memory estimate); ``scales``: ``prepare_weights`` keyword suffixes (``w13_<name>``,
-    ``w2_<name>``) with the shape and dtype of each; ``params``: the format's parameters and defaults
-    (``block``: ``[bn, bk]`` or an element count along K; ``group_size``); ``activation``: the
-    precision the format fixes (None: the runner chooses, per its capability file, else the plan computes in
-    bf16, or fp16 on a GPU without bf16: the weight-only ``*_w*a16`` formats and mxfp4); ``online``: an
-    engine can make it from a bf16/fp16 checkpoint at load."""
 
-    name: str
-    bits: int
-    pack_k: int
-    stored_bytes: float
-    activation: str | None
-    scales: dict[str, str] = field(default_factory=dict)
-    params: dict[str, object] = field(default_factory=dict)
+class Scale(Located):
+    """One scale tensor of a format: ``name`` (``prepare_weights`` takes ``w13_<name>`` and ``w2_<name>``),
+    ``shape`` (its layout, in the symbols of ``w [E, N, K]``), ``dtype`` (torch's name), ``per`` (weight
+    elements per scale value: the memory estimate counts ``dtype bytes / per`` per weight element; None:
+    one per output row or per tensor, not counted) and ``optional`` (a runner may be given none: zero
+    points)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)
+    shape: str = Field(min_length=3, pattern=r"^\[.*\]$")
+    dtype: str
+    per: int | None = Field(default=None, ge=1)
+    optional: bool = False
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in DTYPE_BITS:
+            raise ValueError(f"dtype {v!r} is not one of {', '.join(DTYPE_BITS)}")
+        return v
+
+
+class FormatParams(Located):
+    """A format's parameters and their defaults (a checkpoint's ``quantization_config`` or a deployment's
+    ``quant_config`` gives its own): ``block`` (``[bn, bk]`` for two-dimensional blocks, or elements
+    along K sharing one scale) and ``group_size`` (elements along K sharing one scale, weight-only int)."""
+
+    block: list[int] | int | None = None
+    group_size: int | None = Field(default=None, ge=1)
+
+    @field_validator("block")
+    @classmethod
+    def _block(cls, v: list[int] | int | None) -> list[int] | int | None:
+        if isinstance(v, list) and (len(v) != 2 or min(v) < 1):
+            raise ValueError(f"block is [bn, bk] (two positive numbers) or an element count, got {v}")
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"block must be positive, got {v}")
+        return v
+
+
+class Format(Located):
+    """One row of ``backends/formats.yaml`` (the file's comment documents each column).
+
+    ``params`` in the file is :attr:`parameters` (:class:`FormatParams`). Derived: :attr:`pack_k` (elements
+    per stored element along K), :attr:`stored_bytes` (bytes per weight element including its scales),
+    :attr:`params` (the parameter defaults as a dict), :attr:`scale_names`, :attr:`quantized`."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
+    summary: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    dtype: str
+    bits: Literal[4, 8, 16]
+    activation: Precision | None = None
+    scales: list[Scale] = []
+    parameters: FormatParams = Field(default_factory=lambda: FormatParams(), alias="params")
     online: bool = False
-    summary: str = ""
+    generated: bool = False
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in DTYPE_BITS:
+            raise ValueError(f"dtype {v!r} is not one of {', '.join(DTYPE_BITS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Format":
+        stored = DTYPE_BITS[self.dtype]
+        if stored % self.bits or stored // self.bits > 2:
+            raise ValueError(f"{self.name}: {self.bits}-bit elements do not pack into {self.dtype} (one or two per element)")
+        names = [s.name for s in self.scales]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: a scale name appears twice in {names}")
+        if self.online and self.scales == []:
+            raise ValueError(f"{self.name}: online quantization makes a quantized format; a format without scales is the checkpoint's own")
+        return self
+
+    @property
+    def pack_k(self) -> int:
+        """Elements per stored element along K: 2 for 4-bit elements in a byte (mxfp4, nvfp4, int4_w4a16), else 1."""
+        return DTYPE_BITS[self.dtype] // self.bits
+
+    @property
+    def stored_bytes(self) -> float:
+        """Bytes per weight element as stored, scales included (``bits/8`` plus ``dtype bytes / per`` of each
+        scale with a ``per``; per-row and per-tensor scales are not counted): the memory estimates'."""
+        return self.bits / 8 + sum(DTYPE_BITS[s.dtype] / 8 / s.per for s in self.scales if s.per)
+
+    @property
+    def params(self) -> dict[str, object]:
+        """The parameter defaults given: ``{"block": [bn, bk] or n, "group_size": g}`` (either may be absent)."""
+        return self.parameters.model_dump(exclude_none=True)
+
+    @property
+    def scale_names(self) -> tuple[str, ...]:
+        """``prepare_weights`` keyword suffixes of the scales (``scale``, ``global_scale``, ``zeros``)."""
+        return tuple(s.name for s in self.scales)
+
+    @property
+    def quantized(self) -> bool:
+        """True for a format with scales (bf16 and fp16 are a checkpoint's unquantized weights)."""
+        return bool(self.scales)
 
 
-FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("bf16", 16, 1, 2, "bf16", summary="unquantized bfloat16"),
-    Format("fp16", 16, 1, 2, "fp16", summary="unquantized float16"),
-    Format("fp8_tensor", 8, 1, 1, "fp8_tensor", {"scale": "[E] float32"}, online=True,
-           summary="FP8 e4m3 weights, one scale per expert tensor; per-tensor FP8 activations"),
-    Format("fp8_channel", 8, 1, 1, "fp8_token", {"scale": "[E, N] float32"}, online=True,
-           summary="FP8 e4m3 weights, one scale per output channel; dynamic per-token FP8 activations"),
-    Format("fp8_block", 8, 1, 1 + 4 / (128 * 128), "fp8_group", {"scale": "[E, ceil(N/bn), ceil(K/bk)] float32"},
-           {"block": [128, 128]},
-           summary="FP8 e4m3 weights in [bn, bk] blocks (DeepSeek-V3: 128x128); per-token-group FP8 activations"),
-    Format("mxfp8", 8, 1, 1 + 1 / 32, "mxfp8", {"scale": "[E, N, K/32] uint8 (e8m0)"}, {"block": 32},
-           summary="OCP MXFP8: e4m3 elements, an e8m0 scale per 32 along K"),
-    Format("nvfp4", 4, 2, 0.5 + 1 / 16, "nvfp4", {"scale": "[E, N, K/16] float8_e4m3fn", "global_scale": "[E] float32"},
-           {"block": 16}, summary="NVIDIA NVFP4: packed e2m1, an e4m3 scale per 16 along K, a global scale"),
-    Format("mxfp4", 4, 2, 0.5 + 1 / 32, None, {"scale": "[E, N, K/32] uint8 (e8m0)"}, {"block": 32},
-           summary="OCP MXFP4 (gpt-oss): packed e2m1, an e8m0 scale per 32 along K; activations per runner"),
-    Format("int8_w8a8", 8, 1, 1, "int8_token", {"scale": "[E, N] float32"},
-           summary="int8 weights per channel, dynamic per-token int8 activations"),
-    Format("int8_w8a16", 8, 1, 1, None, {"scale": "[E, N, K/group] float32", "zeros": "[E, N, K/group] uint8 or none"},
-           {"group_size": 128}, summary="weight-only int8 with group scales (GPTQ 8-bit)"),
-    Format("int4_w4a16", 4, 2, 0.5, None, {"scale": "[E, N, K/group] float32", "zeros": "[E, N, K/group] uint8 or none"},
-           {"group_size": 128}, summary="weight-only int4 with group scales (AWQ, GPTQ, compressed-tensors wNa16)"),
-)}
-QUANTS: tuple[str, ...] = get_args(Quant)
-if tuple(FORMATS) != QUANTS:  # a format added in one place only
-    raise RuntimeError(f"moe_select.formats: FORMATS {tuple(FORMATS)} and Quant {QUANTS} disagree")
+class FormatsFile(Located):
+    """``backends/formats.yaml``: ``schema_version`` and ``formats`` (one :class:`Format` per name)."""
+
+    schema_version: Literal[1]
+    formats: list[Format] = Field(min_length=1)
+
+    @field_validator("formats")
+    @classmethod
+    def _unique(cls, v: list[Format]) -> list[Format]:
+        seen: dict[str, Format] = {}
+        for f in v:
+            if f.name in seen:
+                raise ValueError(f"format {f.name!r} has two rows: {seen[f.name].where()} and {f.where()}")
+            seen[f.name] = f
+        return v
+
+
+_lock = threading.Lock()
+_table: list[dict[str, Format]] = []
+
+
+def bundled_path() -> Path:
+    """``formats.yaml`` of the installed ``moe_select.backends``."""
+    import importlib
+
+    return Path(importlib.import_module("moe_select.backends").__file__ or ".").parent / FILE_NAME
+
+
+def load_table(path: str | Path, display: str | None = None) -> dict[str, Format]:
+    """The rows of the formats file at ``path``, name -> :class:`Format`, in file order. Raises
+    :class:`InputError` naming file:line and field for a file that does not read or validate (an unknown
+    column, a dtype that is no torch dtype, a name given twice, ...)."""
+    from .yamlio import load_file, validate
+
+    shown = display or str(path)
+    data = load_file(path, shown, kind="formats file")
+    doc = validate(FormatsFile, data, shown)
+    return {f.name: f for f in doc.formats}
+
+
+def use(rows: dict[str, Format]) -> None:
+    """Make ``rows`` the table :func:`table` answers with: the catalog's (:func:`moe_select.catalog.load_catalog`
+    validates the file once; a catalog read from the on-disk cache brings its rows already validated, so a
+    planning process never parses or validates the table). An empty ``rows`` is ignored."""
+    if rows:
+        with _lock:
+            _table[:] = [rows]
+
+
+def table() -> dict[str, Format]:
+    """The table: the one the last catalog loaded made active (:func:`use`), else the bundled
+    ``backends/formats.yaml``, read and validated at the first call of the process (about 25 ms: the
+    models' validators are built then), then kept. Raises :class:`InputError` when the bundled file does
+    not load (a broken install)."""
+    if _table:
+        return _table[0]
+    with _lock:
+        if not _table:
+            _table.append(load_table(bundled_path(), f"backends/{FILE_NAME}"))
+    return _table[0]
+
+
+def names() -> tuple[str, ...]:
+    """Every format with a row, in the file's order."""
+    return tuple(table())
 
 
 def lookup(name: str) -> Format | None:
     """The row of format ``name``, or None for a name this moe-select does not know (a deployment may name
     any well-formed format: the selector judges it; nothing that reads the table may fail with a KeyError)."""
-    return FORMATS.get(name)
+    return table().get(name)
 
+
+def missing_row(name: str) -> str | None:
+    """Why nothing here can build or check weights of format ``name`` (``verify``, ``moe-select run``: the
+    detail of their ``no_adapter`` refusal), or None when it has a row. Names the closest format."""
+    if lookup(name) is not None:
+        return None
+    close = difflib.get_close_matches(name, names(), n=1)
+    return (f"{NO_ROW} for quant {name!r} in backends/{FILE_NAME}: moe-select cannot make or dequantize its weights "
+            "nor bound its error" + (f" (did you mean {close[0]!r}?)" if close else ""))
+
+
+def __getattr__(name: str) -> Any:
+    """``FORMATS`` (name -> row) and ``QUANTS`` (the names): the table, read at first use."""
+    if name == "FORMATS":
+        return table()
+    if name == "QUANTS":
+        return names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _known_format(v: str) -> str:
+    if v not in table():
+        from .yamlio import shorten
+
+        close = difflib.get_close_matches(v, names(), n=1) if len(v) <= 200 else []
+        raise ValueError(f"{shorten(v)} is not one of {', '.join(names())}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                         + f" (the formats of backends/{FILE_NAME})")
+    return v
+
+
+class _FormatNames:
+    """JSON Schema of :data:`Quant`: a string, one of the table's names (read when a schema is generated)."""
+
+    def __get_pydantic_json_schema__(self, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        out = handler(core_schema)
+        out["enum"] = list(names())
+        return out
+
+    def __repr__(self) -> str:
+        return "_FormatNames()"
+
+
+#: A format named by a fact or rule: one with a row in the table (a capability file's ``formats``, a
+#: rule's ``when.quant``). A deployment may name any well-formed format (:data:`moe_select.vocab.QuantName`).
+Quant = Annotated[str, AfterValidator(_known_format), _FormatNames()]
 
 def block_shape(quant: str, params: dict[str, object] | None = None) -> tuple[int, int] | None:
-    """``(bn, bk)`` of a block-scaled FP8 format (the checkpoint's ``weight_block_size``, default
-    128x128), None for other formats."""
-    if quant != "fp8_block":
+    """``(bn, bk)`` of a format scaled in two-dimensional blocks (fp8_block: the checkpoint's
+    ``weight_block_size`` from ``params``, else the row's default, 128x128), None for other formats and for a
+    name without a row. Raises ValueError when ``params`` gives a block that is not ``[bn, bk]``."""
+    f = lookup(quant)
+    if f is None or not isinstance(f.parameters.block, list):
         return None
-    block = (params or {}).get("block") or FORMATS[quant].params["block"]
+    block = (params or {}).get("block") or f.parameters.block
     if not isinstance(block, (list, tuple)) or len(block) != 2:
-        raise ValueError(f"fp8_block needs a [bn, bk] block, got {block!r}")
+        raise ValueError(f"{quant} needs a [bn, bk] block, got {block!r}")
     return int(block[0]), int(block[1])
 
 
@@ -137,8 +325,8 @@ def group_size(quant: str, params: dict[str, object] | None = None) -> int | Non
     f = lookup(quant)
     if f is None:
         return None
-    if "group_size" in f.params:
-        g = (params or {}).get("group_size") or f.params["group_size"]
+    if f.parameters.group_size is not None:
+        g = (params or {}).get("group_size") or f.parameters.group_size
         return g if isinstance(g, int) and g > 0 else None
-    block = f.params.get("block")
-    return int(block) if isinstance(block, int) else None
+    block = f.parameters.block
+    return block if isinstance(block, int) else None

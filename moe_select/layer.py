@@ -75,16 +75,21 @@ class LayerSpec:
 
     @property
     def k_pack(self) -> int:
-        """Elements per stored weight element along K (:data:`moe_select.formats.FORMATS`' ``pack_k``): 2 for
-        the 4-bit formats (mxfp4, nvfp4, int4_w4a16: two per uint8), else 1."""
-        from .formats import FORMATS
+        """Elements per stored weight element along K (the format's row, :attr:`moe_select.formats.Format.pack_k`):
+        2 for the 4-bit formats (mxfp4, nvfp4, int4_w4a16: two per uint8), else 1. Raises
+        :class:`~moe_select.errors.RunnerInputError` for a format without a row (its layout is unknown here)."""
+        from .errors import RunnerInputError
+        from .formats import lookup, missing_row
 
-        return FORMATS[self.quant].pack_k
+        row = lookup(self.quant)
+        if row is None:
+            raise RunnerInputError(missing_row(self.quant) or self.quant)
+        return row.pack_k
 
     @classmethod
     def from_plan(cls, plan, *, ep_rank: int = 0, tp_rank: int = 0) -> "LayerSpec":
         """The spec of rank (ep_rank, tp_rank) of ``plan``'s deployment."""
-        from .formats import block_shape, group_size
+        from .formats import block_shape, group_size, lookup
 
         d = plan.deployment
         m = d.model
@@ -92,9 +97,10 @@ class LayerSpec:
         if m["moe_intermediate_size"] % moe_tp:
             raise ValueError(f"moe_intermediate_size {m['moe_intermediate_size']} is not divisible by tp/ep = {moe_tp}")
         params = getattr(plan, "quant_params", None) or {}
+        row = lookup(plan.quant)  # group_size: the formats whose row has one (weight-only int)
         return cls(num_experts=m["num_experts"], top_k=m["top_k"], hidden_size=m["hidden_size"],
                    intermediate_size=m["moe_intermediate_size"] // moe_tp, activation=m["activation"],
                    quant=plan.quant, tp=d.tp, ep=d.ep, ep_rank=ep_rank, tp_rank=tp_rank,
                    swiglu_limit=m.get("swiglu_limit"), weight_on_input=m["routing"] in WEIGHT_ON_INPUT_ROUTINGS,
                    block_shape=block_shape(plan.quant, params), group_size=group_size(plan.quant, params)
-                   if plan.quant.startswith("int") else None)
+                   if row is not None and row.parameters.group_size is not None else None)

@@ -248,9 +248,10 @@ class _Reading:
         filled in (ModelOpt's inline NVFP4 without ``group_size`` agrees with its file's ``group_size: 16``)."""
         if self.error is not None or self.quant is None:
             return self.describe()
-        from .formats import FORMATS
+        from .formats import lookup
 
-        full = {**FORMATS[self.quant].params, **self.params}
+        row = lookup(self.quant)
+        full = {**(row.params if row is not None else {}), **self.params}
         return json.dumps([self.quant, {k: full[k] for k in ("block", "group_size") if k in full}], sort_keys=True)
 
 

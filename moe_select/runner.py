@@ -54,8 +54,9 @@ class MoeRunner:
 
         ``w13 [E_local, 2*I, H]`` (gate rows then up rows; ``[E_local, I, H]`` for relu2), ``w2
         [E_local, H, I]``, on ``self.device``; ``E_local = num_experts / ep``, ``I`` per rank.
-        ``scales``: ``w13_scale``/``w2_scale`` for FP8 and MXFP4 formats (shapes: :mod:`moe_select.ops`;
-        mxfp4 weights are packed two per byte along the last dimension).
+        ``scales``: ``w13_<name>``/``w2_<name>`` for each scale of the format's row in ``backends/formats.yaml``
+        (``scale``; nvfp4 also ``global_scale``; the int formats ``zeros``; shapes: :mod:`moe_select.ops`;
+        4-bit weights are packed two per byte along the last dimension).
         Raises :class:`RunnerInputError` naming the tensor and the expected shape/dtype/device."""
         s = self.spec
         pk = s.k_pack
@@ -76,8 +77,14 @@ class MoeRunner:
                 raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         try:
             return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
-        except TypeError as exc:  # an unexpected keyword: say which scales this format takes
-            raise RunnerInputError(f"prepare_weights for {s.quant} ({self.plan.runner}): {exc}") from None
+        except TypeError as exc:  # an unexpected keyword: say which scales this format takes (its row)
+            from .formats import lookup
+
+            row = lookup(s.quant)
+            takes = ", ".join(f"w13_{c.name}/w2_{c.name} {c.shape} {c.dtype}" + (" (optional)" if c.optional else "")
+                              for c in (row.scales if row is not None else []))
+            raise RunnerInputError(f"prepare_weights for {s.quant} ({self.plan.runner}): {exc}; {s.quant} takes "
+                                   + (takes or "no scales") + " (backends/formats.yaml)") from None
 
     def run(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
             weights: PreparedWeights) -> torch.Tensor:

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .deployment import Deployment
+from .formats import FormatsFile
 from .policy import RuleFile
 from .plans import Plan
 from .vocabulary import Vocabulary
@@ -27,6 +28,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "rules": RuleFile,
     "plan": Plan,
     "vocabulary": Vocabulary,
+    "formats": FormatsFile,
 }
 
 

@@ -25,7 +25,7 @@ from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fix
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
-from .formats import FORMATS, block_shape, group_size
+from .formats import block_shape, group_size, lookup
 from .plans import (PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, Unknown, canonical_files, fingerprint, writer,
                     strongest, weakest)
 from .report import Report
@@ -737,7 +737,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
                ranked: list[Candidate], needs: list[PackageNeed], ctx: _Ctx) -> Plan:
     cap = catalog.runners.get(chosen.backend)  # None: a runner no capability file describes (unverified)
     support = _support_row(cap, ctx) if cap is not None else None
-    fmt = FORMATS.get(u.quant)
+    fmt = lookup(u.quant)
     act = (support.activation_precision.get(u.quant) if support else None) or (fmt.activation if fmt else None) or _default_precision(u.arch)
     notes = list(u.notes) + list(chosen.notes)
     if chosen_by.how == "rule":

@@ -33,8 +33,6 @@ from .formats import tolerance
 from .reference import QuantizedExperts, reference_moe, rel_error
 from .plans import Reason, ReasonCode
 
-#: Formats this check can make test weights for (moe_select.harness.weights.layer_weights).
-GENERATED = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block", "mxfp4", "nvfp4")
 _ACT_DTYPE = {"fp16": torch.float16}
 SOURCE = "moe_select.verify (resolve(verify=True))"
 
@@ -59,14 +57,21 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
 
     Raises :class:`ResolveError`: ``plan_mismatch`` when the output differs from the reference by more
     than the format's tolerance, has the wrong shape or dtype, is not finite, or the runner raises;
-    ``quant_unsupported`` for a format this check cannot generate weights for (FP4, int)."""
+    ``quant_unsupported`` for a format whose row says the harness does not generate its weights (``generated:
+    false`` in ``backends/formats.yaml``: the int formats, mxfp8); ``no_adapter`` for a format without a row
+    (no scales, no tolerance: :func:`moe_select.resolver.weights_refusal`)."""
+    from .formats import lookup
+    from .resolver import weights_refusal
+
     spec = runner.spec
     quant = spec.quant
-    if quant not in GENERATED:
-        raise _refuse(f"cannot generate {quant} test weights (verify makes {', '.join(GENERATED)})",
-                      code="quant_unsupported", fix="resolve without verify=True, and check this runner another way")
+    refused = weights_refusal(quant, "verify")
+    if refused is not None:
+        raise ResolveError([refused])
+    row = lookup(quant)
+    assert row is not None  # weights_refusal refuses a name without a row
     h_size, i_size = spec.hidden_size, spec.intermediate_size
-    bytes_per_expert = 3 * h_size * i_size * (0.5 if quant in ("mxfp4", "nvfp4") else 1 if quant.startswith("fp8") else 2)
+    bytes_per_expert = 3 * h_size * i_size * row.stored_bytes
     if spec.num_local_experts * bytes_per_expert > max_weight_bytes:
         runner = _twin(runner, max(spec.top_k, 8))
         spec = runner.spec

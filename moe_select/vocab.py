@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal
 
 from pydantic import AfterValidator, WithJsonSchema
 
-from .formats import QUANTS, Quant  # noqa: F401  (one table of formats; re-exported)
+from .formats import Quant  # noqa: F401  (one table of formats; re-exported; QUANTS: __getattr__)
 from .yamlio import shorten
 
 if TYPE_CHECKING:
@@ -303,7 +303,12 @@ def weight_on_input(routing: str, vocabulary: "Vocabulary | VocabularyIndex | No
 
 def __getattr__(name: str) -> Any:
     """Lazy views of the active vocabulary kept for callers of the closed-vocabulary module: ``ARCHS``
-    (declared arch names), ``NVIDIA_ARCHS``, ``GPUS`` (product -> arch), ``ACTIVATIONS``, ``ROUTINGS``."""
+    (declared arch names), ``NVIDIA_ARCHS``, ``GPUS`` (product -> arch), ``ACTIVATIONS``, ``ROUTINGS``, and
+    ``QUANTS`` (the formats with a row, :func:`moe_select.formats.names`: the table is read at first use)."""
+    if name == "QUANTS":
+        from .formats import names
+
+        return names()
     if name == "ARCHS":
         return declared_archs()
     if name == "NVIDIA_ARCHS":

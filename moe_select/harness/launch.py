@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import MoeSelectError
-from .memory import BUILD_BYTES, PROCESS_OVERHEAD, activation_bytes, available_host_bytes
+from .memory import PROCESS_OVERHEAD, activation_bytes, available_host_bytes, build_bytes
 
 DTYPES = ("bfloat16", "float16", "float32")
-#: bytes per expert-weight element a torch_native rank holds (the weights as given, plus for the scaled
-#: formats the float32 copy its prepare_weights dequantizes to), for every format run_distributed builds.
-WEIGHT_BYTES = BUILD_BYTES
 
 
 class LaunchError(MoeSelectError):
@@ -171,7 +168,8 @@ def worker(rank: int, size: int, cfg: dict) -> dict:
 
 def estimate_bytes(model: dict, quant: str, *, tp: int, ep: int, nproc: int, tokens: int) -> dict[str, int]:
     """Bytes a :func:`run_distributed` run holds on this machine: ``per_rank`` (the weight shard
-    ``E/ep x (w13 rows + I) / (tp/ep) x H`` elements at :data:`WEIGHT_BYTES`, one expert slice in
+    ``E/ep x (w13 rows + I) / (tp/ep) x H`` elements at :func:`~moe_select.harness.memory.build_bytes` (the
+    weights as given, plus for a quantized format the float32 copy torch_native dequantizes to), one expert slice in
     float32 while generating, tokens, a process), ``parent`` (one full expert in float64 for the
     reference, a process) and ``total``."""
     e, h, i, k = model["num_experts"], model["hidden_size"], model["moe_intermediate_size"], model["top_k"]
@@ -179,7 +177,7 @@ def estimate_bytes(model: dict, quant: str, *, tp: int, ep: int, nproc: int, tok
     moe_tp = tp // ep
     slice_elems = (rows + i) * h // moe_tp
     act = activation_bytes(tokens=tokens, hidden=h, inter=i // moe_tp, top_k=k, num_experts=e)
-    per_rank = (e // ep) * slice_elems * WEIGHT_BYTES[quant] + slice_elems * 4 + act + PROCESS_OVERHEAD
+    per_rank = int((e // ep) * slice_elems * build_bytes(quant)) + slice_elems * 4 + act + PROCESS_OVERHEAD
     parent = (rows + i) * h * 8 * 3 + act + PROCESS_OVERHEAD
     return {"per_rank": per_rank, "parent": parent, "total": nproc * per_rank + parent}
 
@@ -208,8 +206,10 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     ep_rank, tp_rank, experts, intermediate rows, token range, ``resolve_s``, ``build_s``, ``forward_s``
     in seconds), ``wall_s``. Raises :class:`~moe_select.errors.InputError` /
     :class:`~moe_select.errors.SelectionError` (carrying the report, every reason with its source and
-    fix: :func:`moe_select.harness.run.print_refusal` prints it) from planning, :class:`LaunchError` for
-    bad arguments, too little memory, or a failed or late rank (naming it).
+    fix: :func:`moe_select.harness.run.print_refusal` prints it) from planning,
+    :class:`~moe_select.errors.ResolveError` for a plan whose weights the harness cannot make
+    (:func:`moe_select.resolver.weights_refusal`), :class:`LaunchError` for bad arguments, too little
+    memory, or a failed or late rank (naming it).
 
     ``say``: called with one line as each step ends: the plan (its summary, before anything is spawned),
     then ``ranks: ...`` (every rank resolved, built its shard and ran) and ``reference: ...``; ``bar``: the
@@ -242,8 +242,12 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     p = report.plan
     tell(report.summary())
     m = p.deployment.model
-    if p.quant not in WEIGHT_BYTES:
-        raise LaunchError(f"run_distributed builds {', '.join(WEIGHT_BYTES)} weights; the plan's quant is {p.quant}")
+    from ..errors import ResolveError
+    from ..resolver import weights_refusal
+
+    refused = weights_refusal(p.quant, "moe-select run --nproc")
+    if refused is not None:  # no row (no_adapter), or weights the harness does not generate (quant_unsupported)
+        raise ResolveError([refused])
     mem = estimate_bytes(m, p.quant, tp=tp, ep=ep, nproc=nproc, tokens=tokens)
     avail = available_host_bytes()
     if mem["total"] > 0.85 * avail:

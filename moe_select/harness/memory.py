@@ -1,29 +1,47 @@
 """Memory estimates of ``moe-select run`` (one process) and ``run --nproc`` (one process per rank), so
 that a run that cannot fit is refused before any weight is built, with advice that helps.
 
-Bytes are counted per element as the runners hold them (:data:`STORED_BYTES`, :data:`BUILD_BYTES`) and
-per token as the forward's temporaries need them (:func:`activation_bytes`); the numbers are upper
-estimates, not measurements of a particular runner.
+Bytes are counted per element as the runners hold them (:func:`stored_bytes`, :func:`build_bytes`: the
+format's row in ``backends/formats.yaml``, :mod:`moe_select.formats`) and per token as the forward's
+temporaries need them (:func:`activation_bytes`); the numbers are upper estimates, not measurements of a
+particular runner.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-#: Bytes per stored expert-weight element (mxfp4/nvfp4: two e2m1 per byte; their scales add 1/32 or 1/16).
-STORED_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block": 1, "mxfp4": 0.5, "nvfp4": 0.5}
-#: Bytes per element while the layer is built: the stored weights plus, for the formats torch_native
-#: dequantizes in prepare_weights, its float32 copy.
-BUILD_BYTES = {"bf16": 2, "fp16": 2, "fp8_tensor": 1 + 4, "fp8_channel": 1 + 4, "fp8_block": 1 + 4, "mxfp4": 0.5 + 4,
-               "nvfp4": 0.5 + 4}
+#: Bytes per element of the float32 copy torch_native's prepare_weights makes of a quantized format.
+DEQUANTIZED_BYTES = 4
 #: Resident size of a Python process with torch (CPU) imported: measured about 0.4 GiB.
 PROCESS_OVERHEAD = 450 * 2**20
 
 
-def layer_bytes(num_local_experts: int, w13_rows: int, hidden: int, inter: int, quant: str, table=STORED_BYTES) -> int:
-    """Bytes of one rank's expert weights (w13 ``[E, w13_rows, H]`` + w2 ``[E, H, I]``) in ``quant``, per
-    element as ``table`` counts them (2 bytes for formats it does not list)."""
-    return int(num_local_experts * (w13_rows * hidden + hidden * inter) * table.get(quant, 2))
+def stored_bytes(quant: str) -> float:
+    """Bytes per stored expert-weight element of format ``quant``, scales included (the row's
+    :attr:`~moe_select.formats.Format.stored_bytes`: mxfp4 0.5 + 1/32, nvfp4 0.5 + 1/16, fp8 1, bf16 2).
+    Raises ValueError for a name without a row (:func:`moe_select.formats.missing_row`)."""
+    from ..formats import lookup, missing_row
+
+    row = lookup(quant)
+    if row is None:
+        raise ValueError(missing_row(quant))
+    return row.stored_bytes
+
+
+def build_bytes(quant: str) -> float:
+    """Bytes per element while the layer is built: the stored weights plus, for a quantized format (one with
+    scales; torch_native dequantizes it in prepare_weights), its float32 copy. Raises as :func:`stored_bytes`."""
+    from ..formats import lookup
+
+    row = lookup(quant)
+    return stored_bytes(quant) + (DEQUANTIZED_BYTES if row is not None and row.quantized else 0)
+
+
+def layer_bytes(num_local_experts: int, w13_rows: int, hidden: int, inter: int, per_element: float) -> int:
+    """Bytes of one rank's expert weights (w13 ``[E, w13_rows, H]`` + w2 ``[E, H, I]``) at ``per_element``
+    bytes per element (:func:`stored_bytes`, :func:`build_bytes`, or 8 for float64)."""
+    return int(num_local_experts * (w13_rows * hidden + hidden * inter) * per_element)
 
 
 def activation_bytes(*, tokens: int, hidden: int, inter: int, top_k: int, num_experts: int) -> int:

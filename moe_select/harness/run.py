@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Iterator
 
-from .memory import BUILD_BYTES, activation_bytes, available_host_bytes, device_free_bytes, gib, layer_bytes
+from .memory import activation_bytes, available_host_bytes, build_bytes, device_free_bytes, gib, layer_bytes, stored_bytes
 
 #: At most this many tokens are checked against the float64 reference (it loops token by token).
 REFERENCE_TOKENS = 256
@@ -72,7 +72,7 @@ def no_build_alternative(report: Any, catalog: Any) -> str | None:
 def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str | None:
     """Why ``tokens`` tokens through the layer ``spec`` in ``quant`` cannot fit on this machine, or None.
 
-    Counts the weights as built (:data:`~moe_select.harness.memory.BUILD_BYTES`), the forward's temporaries
+    Counts the weights as built (:func:`~moe_select.harness.memory.build_bytes`), the forward's temporaries
     (:func:`~moe_select.harness.memory.activation_bytes`) and the float64 reference, which runs on the same
     device and holds one expert at a time (it rebuilds the touched experts from their seeds): the stored
     slice's float64 form, the dequantized copy and the canonical concatenation, three float64 experts at
@@ -80,11 +80,11 @@ def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str 
     memory. The advice names only what helps: fewer ``--tokens`` when the temporaries are the problem; when
     the weights alone do not fit, nothing run can do here (``--nproc`` splits the layer over processes of
     this same machine, so the total stays the same)."""
-    weights = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, BUILD_BYTES)
+    weights = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, build_bytes(quant))
     per_token = activation_bytes(tokens=1, hidden=spec.hidden_size, inter=spec.intermediate_size, top_k=spec.top_k,
                                  num_experts=spec.num_experts)
     acts = per_token * tokens
-    ref = 3 * layer_bytes(1, spec.w13_rows, spec.hidden_size, spec.intermediate_size, quant, {quant: 8})  # float64 experts
+    ref = 3 * layer_bytes(1, spec.w13_rows, spec.hidden_size, spec.intermediate_size, 8)  # float64 experts
     if device_type == "cuda":
         free, where = device_free_bytes(None), "free on the GPU"
     else:
@@ -117,7 +117,8 @@ def run_layer(args: argparse.Namespace) -> int:
     from ..layer import LayerSpec
     from ..formats import tolerance
     from ..reference import rel_error
-    from ..resolver import resolve
+    from ..errors import ResolveError
+    from ..resolver import resolve, weights_refusal
     from ..selector import explain
     from .progress import Phase
     from .weights import has_expert_bias, layer_weights, reference_output, routed_tokens, touched_experts
@@ -165,8 +166,12 @@ def run_layer(args: argparse.Namespace) -> int:
     if plan.jit is not None:
         print(f"moe-select run: building {plan.runner}'s kernels at the first call ({plan.jit}); this can take minutes",
               flush=True)
+    refused = weights_refusal(plan.quant, "moe-select run")
+    if refused is not None:  # no row: nothing here makes, dequantizes or bounds its weights
+        raise ResolveError([refused])
     spec = LayerSpec.from_plan(plan)
-    need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, plan.quant)
+    need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size,
+                       stored_bytes(plan.quant))
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
           f"{plan.deployment.model['routing']} {plan.quant}{' + expert biases' if has_expert_bias(plan.deployment.model) else ''}; "
           f"expert weights {need / 2**30:.2f} GiB", flush=True)
