@@ -346,10 +346,16 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
-    """Write (``--write``) or check (default) the JSON Schemas against the models."""
-    from .schema_gen import drift, write
+    """Write (``--write``) or check (default) the JSON Schemas against the models. With a pydantic older than
+    the one whose JSON text the committed files are (:func:`moe_select.schema_gen.text_differs`), neither:
+    exit 1 saying so."""
+    from .schema_gen import drift, text_differs, write
 
     target = Path(args.dir) if args.dir else None
+    why = text_differs()
+    if why:
+        print(f"moe-select schemas: {why}", file=sys.stderr)
+        return 1
     if args.write:
         for p in write(target):
             print(f"wrote {p}")

@@ -32,6 +32,25 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 }
 
 
+#: The committed schemas are the JSON text that pydantic writes from this version on. Older versions (the
+#: package supports pydantic >= 2.6) write the same schemas as other text (``allOf`` around a ``$ref``, no
+#: ``type`` beside a ``const``), so they can neither check nor rewrite the committed files.
+SCHEMA_TEXT_PYDANTIC = (2, 11)
+
+
+def text_differs() -> str | None:
+    """Why this install's pydantic cannot check or write the committed schema files (it is older than
+    :data:`SCHEMA_TEXT_PYDANTIC`), or None when it can."""
+    import pydantic
+
+    have = tuple(int(p) for p in pydantic.VERSION.split(".")[:2])
+    if have >= SCHEMA_TEXT_PYDANTIC:
+        return None
+    want = ".".join(map(str, SCHEMA_TEXT_PYDANTIC))
+    return (f"the committed schemas are the JSON text pydantic >= {want} writes; pydantic {pydantic.VERSION} writes the same "
+            f"models as other text, so it can neither check nor rewrite them: use pydantic >= {want} for moe-select schemas")
+
+
 def _build_deferred() -> None:
     """Build every file model now (:class:`~moe_select.located.Located` defers its validator and serializer
     to the first validation). A schema encodes each field's default with the default's own serializer, and

@@ -76,6 +76,11 @@ def test_plan_refusal_goes_to_stderr(capsys, tmp_path):
 
 
 def test_schemas_in_sync(capsys):
+    from moe_select.schema_gen import text_differs
+
+    if text_differs():  # CI's lowest-supported-versions step: this pydantic writes other JSON text
+        assert main(["schemas"]) == 1 and "can neither check nor rewrite them" in capsys.readouterr().err
+        return
     assert main(["schemas"]) == 0
 
 
