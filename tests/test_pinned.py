@@ -193,25 +193,27 @@ def test_two_rules_folders_layer_by_id(tmp_path, monkeypatch):
     monkeypatch.delenv("MOE_SELECT_RULES", raising=False)
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
-    (a / "r.yaml").write_text("schema_version: 1\nrules:\n" + _rule("site-a", ["torch_grouped_mm"])
+    (a / "r.yaml").write_text("schema_version: 1\nrules:\n" + _rule("site-a", ["triton"])
                               + _rule("hopper-fp8-block", ["deep_gemm", "triton"], "fp8_block"))
     (b / "r.yaml").write_text("schema_version: 1\nrules:\n" + _rule("site-b", ["triton"], "fp16")
                               + _rule("site-a", ["triton", "torch_grouped_mm"]))
     bundled = [r.id for r in load_catalog(use_env=False).rules]
     cat = load_catalog([a, b], use_env=False)
     assert [r.id for r in cat.rules] == ["site-b", "site-a", *bundled]
-    assert [(r.id, r.where()) for r in cat.rules[:2]] == [("site-b", f"{b / 'r.yaml'}:3"), ("site-a", f"{b / 'r.yaml'}:6")]
+    assert [(r.id, r.where(), r.prefer) for r in cat.rules[:2]] == [("site-b", f"{b / 'r.yaml'}:3", ["triton"]),
+                                                                    ("site-a", f"{b / 'r.yaml'}:6", ["triton", "torch_grouped_mm"])]
     i = bundled.index("hopper-fp8-block") + 2
     assert (cat.rules[i].where(), cat.rules[i].prefer) == (f"{a / 'r.yaml'}:6", ["deep_gemm", "triton"])
     nvidia = ROOT / "rules" / "10-nvidia.yaml"
     assert cat.overridden == {"hopper-fp8-block": f"rules/10-nvidia.yaml:{line_of(nvidia, '- id: hopper-fp8-block')}",
                               "site-a": f"{a / 'r.yaml'}:3"}
-    # the plan names the rule of the last layer, from its file and line
-    plan = moe_select.plan({"gpu": "H200", "quant": "bf16", "model": SMALL, "max_tokens_per_rank": 8192}, rules_dirs=[a, b])
+    # the plan names the rule of the last layer, from its file and line (triton, supported on sm90 bf16, first
+    # in both versions of site-a: the runner is the same, the rule's file and line tell which one chose it)
+    d = {"gpu": "H200", "quant": "bf16", "model": SMALL, "max_tokens_per_rank": 8192}
+    plan = moe_select.plan(d, rules_dirs=[a, b])
     assert (plan.runner, plan.chosen_by.rule, plan.chosen_by.source) == ("triton", "site-a", f"{b / 'r.yaml'}:6")
-    # and the other order: A's site-a wins
-    plan = moe_select.plan({"gpu": "H200", "quant": "bf16", "model": SMALL, "max_tokens_per_rank": 8192}, rules_dirs=[b, a])
-    assert (plan.runner, plan.chosen_by.rule, plan.chosen_by.source) == ("torch_grouped_mm", "site-a", f"{a / 'r.yaml'}:3")
+    plan = moe_select.plan(d, rules_dirs=[b, a])                         # the other order: A's site-a is last
+    assert (plan.runner, plan.chosen_by.rule, plan.chosen_by.source) == ("triton", "site-a", f"{a / 'r.yaml'}:3")
 
 
 # ============================================================ 4. the catalog cache sees edits of .yml and .json rules
