@@ -69,13 +69,23 @@ def test_generated_formats_are_what_ops_makes(name):
     """For each format the harness generates, quantize_named returns the row's stored dtype, packing and
     scale names and dtypes (the table and the code that makes the weights agree)."""
     row = _row(name)
-    w = torch.randn(2, 32, 256)
+    w = torch.randn(2, 128, 256)
     q, scales = quantize_named(w, name)
     assert str(q.dtype).removeprefix("torch.") == row.dtype
-    assert q.shape == (2, 32, 256 // row.pack_k)
+    assert q.shape == (2, 128, 256 // row.pack_k)
     assert tuple(scales) == row.scale_names
     for s in row.scales:
         assert str(scales[s.name].dtype).removeprefix("torch.") == s.dtype, s.name
+        if s.per is not None:  # the memory estimate's elements per scale value are what ops makes
+            assert scales[s.name].numel() * s.per == w.numel(), s.name
+
+
+def test_ops_block_constants_are_the_rows_parameters():
+    """ops implements the layouts with its own constants; they must be the rows' defaults."""
+    from moe_select import ops
+
+    assert formats.block_shape("fp8_block") == (ops.BLOCK, ops.BLOCK)
+    assert formats.group_size("mxfp4") == ops.MX_BLOCK and formats.group_size("nvfp4") == ops.NV_BLOCK
 
 
 @pytest.mark.parametrize("name", [n for n in formats.names() if not formats.lookup(n).generated])  # type: ignore[union-attr]
