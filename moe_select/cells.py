@@ -7,8 +7,8 @@ representative deployment (:data:`REPRESENTATIVE`) with that arch, format and en
 that declares no packages (each is assumed present at the newest version the facts were checked against, as
 ``explain`` assumes for another machine). A runner's verdict in a cell is its candidate's ``evidence`` there
 (a ``disable`` rule is policy, not evidence: it does not change the level); a cell's plan is the report's.
-The cost is one ``select`` per cell: 15 archs x 11 formats x 3 engines = 495 calls, about 2 s of CPU
-(measured in the README, "Command line").
+The cost is one ``select`` per cell: declared archs x formats x engines (15 x 11 x 3 = 495 calls when this
+was written, about 1.6 s of CPU: README, "Command line").
 """
 from __future__ import annotations
 
@@ -150,28 +150,31 @@ def evaluate(catalog: Catalog, *, archs: tuple[str, ...] | None = None, quants: 
 
 
 def uncovered(cells: Cells) -> list[tuple[str, tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...], str | None]]:
-    """Cells no rule covers, grouped: ``(arch, formats, engines, eligible runners with their evidence, source)``
-    for every arch, one group per set of formats that the same engines leave uncovered. A cell is uncovered
-    when the selector refused it with ``not_preferred``: some runner is eligible (supported or unverified)
-    but no matching ``prefer`` rule names an eligible runner."""
-    by_arch_engine: dict[tuple[str, str], list[str]] = {}
-    eligible: dict[tuple[str, str], dict[str, str]] = {}
+    """Cells no rule covers, grouped: ``(arch, formats, engines, eligible runners with their evidence, source)``.
+    A cell is uncovered when the selector refused it with ``not_preferred``: some runner is eligible (supported
+    or unverified) but no matching ``prefer`` rule names an eligible runner. Cells where one of those runners is
+    ``supported`` and cells where every one is ``unverified`` are never grouped together; within each kind, per
+    arch, the formats one engine leaves uncovered are grouped, and engines with the same formats share a group
+    (their eligible runners merged, each with its best level)."""
+    by_cell: dict[tuple[str, str, bool], list[str]] = {}
+    eligible: dict[tuple[str, str, bool], dict[str, str]] = {}
     source: dict[str, str | None] = {}
     for (arch, quant, engine), p in cells.plans.items():
         if p.not_preferred:
-            by_arch_engine.setdefault((arch, engine), []).append(quant)
-            runners = eligible.setdefault((arch, engine), {})
+            firm = any(level == "supported" for _, level in p.not_preferred)
+            by_cell.setdefault((arch, engine, firm), []).append(quant)
+            runners = eligible.setdefault((arch, engine, firm), {})
             for name, level in p.not_preferred:
                 runners[name] = "supported" if "supported" in (level, runners.get(name)) else level
             source.setdefault(arch, p.source)
-    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for (arch, engine), listed in by_arch_engine.items():
-        groups.setdefault((arch, tuple(listed)), []).append(engine)
+    groups: dict[tuple[str, tuple[str, ...], bool], list[str]] = {}
+    for (arch, engine, firm), listed in by_cell.items():
+        groups.setdefault((arch, tuple(listed), firm), []).append(engine)
     out = []
-    for (arch, quants), engines in groups.items():
+    for (arch, quants, firm), engines in groups.items():
         merged: dict[str, str] = {}
         for e in engines:
-            for name, level in eligible[(arch, e)].items():
+            for name, level in eligible[(arch, e, firm)].items():
                 merged[name] = "supported" if "supported" in (level, merged.get(name)) else level
         out.append((arch, quants, tuple(engines), tuple(sorted(merged.items())), source[arch]))
     return out

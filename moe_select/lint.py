@@ -248,10 +248,11 @@ def uncovered_findings(catalog: Catalog) -> list[Finding]:
     """Arch x format x engine cells no rule covers, from the selector itself (:func:`moe_select.cells.evaluate`:
     one representative deployment per cell, the catalog's rules included): cells the selector refuses with
     ``not_preferred`` because some runner is eligible there (supported or unverified) but no matching ``prefer``
-    rule names an eligible runner. One finding per arch and set of formats (naming the engines, the eligible
-    runners with their evidence, and the cell count), at the not_preferred reason's source: a ``warning`` when
-    one of those runners is ``supported`` there (the facts say it runs, the policy refuses), a ``note`` when
-    every one is only ``unverified`` (no fact says it runs either: strict mode would refuse it anyway)."""
+    rule names an eligible runner. One finding per group of :func:`moe_select.cells.uncovered` (an arch, a set of
+    formats, the engines leaving them uncovered; naming the eligible runners with their evidence and the cell
+    count), at the not_preferred reason's source: a ``warning`` for cells where one of those runners is
+    ``supported`` (the facts say it runs, the policy refuses), a ``note`` for cells where every one is only
+    ``unverified`` (no fact says it runs either: strict mode would refuse it anyway)."""
     from .cells import evaluate, uncovered
 
     out = []
