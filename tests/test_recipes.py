@@ -126,7 +126,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.xfail(strict=False, reason="formats as data, backends/formats.yaml (issue 18 open vocabulary), in progress")
 def test_recipe_b_format(tmp_path):
     """(b): a row in backends/formats.yaml and a support row in the capability file of the runner that runs it
     (here torch_native on cpu), done in a copy of the bundled capability folder (format rows are bundled only:
