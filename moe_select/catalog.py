@@ -213,8 +213,12 @@ class _Loader:
 
 def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, runners: dict[str, RunnerCapability],
                     a2a: dict[str, A2ACapability], failed: set[str]) -> None:
-    """Load the runner files and ``a2a/*.yaml`` of one capability folder into ``runners``/``a2a``."""
+    """Load the runner files and ``a2a/*.yaml`` of one capability folder into ``runners``/``a2a``. A plugin's or
+    operator's folder (``origin`` given) holding ``formats.yaml`` is an issue: format rows are bundled only."""
     for path in sorted(folder.glob("*.yaml")):
+        if path.name == "formats.yaml" and origin:
+            ld.issues.append(Issue(f"{prefix}{path.name}", 0, "", "format rows are bundled only (backends/formats.yaml): a "
+                                   "plugin or --backends folder cannot add or change a format yet; remove this file"))
         if path.name in SPECIAL_FILES:
             continue
         display = f"{prefix}{path.name}"

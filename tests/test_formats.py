@@ -165,6 +165,16 @@ def test_a_capability_file_naming_a_format_without_a_row_is_a_load_error(tmp_pat
     assert "backends/torch_native.yaml:" in str(exc.value) and "'mxfp5' is not one of" in str(exc.value)
 
 
+def test_a_formats_file_in_an_operator_folder_is_an_error_not_ignored(tmp_path):
+    from moe_select.catalog import load_catalog
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "formats.yaml").write_text(HEADER + ROW)
+    with pytest.raises(InputError, match="format rows are bundled only"):
+        load_catalog(backends_dirs=[folder], use_env=False, plugins=False)
+
+
 def test_a_planning_process_reads_the_table_from_the_cached_catalog(tmp_path):
     """The table is validated with the catalog and cached with it: a second process plans without parsing or
     validating backends/formats.yaml (no cost per explain), and lookups answer from the cached rows."""
