@@ -1,0 +1,254 @@
+"""The engines' launch vocabularies as data (``backends/engines/*.yaml``), validated with file:line errors.
+
+- ``sglang.yaml``, ``vllm.yaml``, ``trtllm.yaml`` (:class:`EngineTable`): how each engine is launched
+  (``launchers``), how it parses its command line (``parser``), its flags (:class:`FlagEntry`), the
+  environment variables that change its MoE choice (:class:`EnvEntry`) and, for TensorRT-LLM, the keys of its
+  ``--extra_llm_api_options`` YAML (``config_keys``). Every entry says what it *means* for the MoE choice
+  (:data:`Meaning`: a closed list that :mod:`moe_select.launch_line` maps onto a deployment), the engine
+  version or ref it was checked at, its source (the engine's argument definition at a commit, or the PR
+  that added, renamed or removed it), and, where it changed, ``since`` / ``deprecated`` / ``removed`` /
+  ``ignored`` (:class:`Change`: the PR or code that says so, the date, the version where a source names one).
+- ``names.yaml`` (:class:`NamesTable`): this project's runner and all-to-all names against each engine's.
+
+Raises :class:`~moe_select.errors.InputError` (file:line, field) for a file that does not validate: an
+unknown key, a meaning outside :data:`Meaning`, a source that is no citation, a flag name given twice.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .errors import InputError, Issue
+from .located import Located
+
+SCHEMA_VERSION = 1
+ENGINES = ("sglang", "vllm", "trtllm")
+
+#: What a flag, variable or config key means for the MoE choice; :mod:`moe_select.launch_line` maps each.
+Meaning = Literal[
+    "model", "config_file", "extra_options",
+    "tp", "dp", "ep", "ep_switch", "pp", "pcp", "dp_local", "moe_dp", "moe_tp", "dp_attention", "nnodes",
+    "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb",
+    "cuda_graph_off", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
+    "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_config",
+    "disagg_mode", "kv_transfer_config", "server_role", "moe_config", "trt_backend",
+    # removed switches, read for what they used to mean
+    "ep_equals_tp", "a2a_deepep", "runner_flashinfer", "runner_flashinfer_cutlass", "runner_flashinfer_trtllm",
+    "runner_triton_kernel", "runner_flashinfer_mxfp4",
+    # understood: it bears on the MoE layer, but no deployment field holds it (a note says so)
+    "moe_read",
+    # understood: it does not concern the MoE choice
+    "not_moe",
+]
+#: How a flag takes its value: ``switch`` (none), ``bool_optional`` (``--x`` / ``--no-x``), ``bool`` (a YAML
+#: boolean), ``value``/``int``/``file``/``json`` (one token), ``list`` (one or more tokens, up to the next flag).
+Takes = Literal["switch", "bool_optional", "bool", "value", "int", "file", "json", "list"]
+#: A citation: ``owner/repo@ref:path[:symbol]``, ``owner/repo#N``, or ``this project: ...``; more may follow.
+CITATION = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[0-9a-f]{7,40}:[^\s:;]+(:[A-Za-z0-9_.]+)?|#\d+)|this project: )")
+_KEYED = re.compile(r"^([a-z_]+):([A-Za-z0-9_.]+)$")
+_FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class Change(Located):
+    """When a flag or variable was added, deprecated, removed or became ignored: ``by`` (the PR, or the code
+    that says so), ``date`` (the PR's merge date), ``version`` (PEP 440; only where a source names it) and
+    ``announced`` (the version is the one the deprecation message announced, not a release checked)."""
+
+    by: str
+    date: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    version: str | None = None
+    announced: bool = False
+
+    @field_validator("by")
+    @classmethod
+    def _cited(cls, v: str) -> str:
+        if not CITATION.match(v):
+            raise ValueError(f"{v[:60]!r} is not a citation (owner/repo@commit:path[:symbol] or owner/repo#N)")
+        return v
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, v: str | None) -> str | None:
+        from packaging.version import InvalidVersion, Version
+
+        if v is not None:
+            try:
+                Version(v)
+            except InvalidVersion:
+                raise ValueError(f"{v!r} is not a PEP 440 version") from None
+        return v
+
+    def text(self) -> str:
+        """``vllm-project/vllm#33535 (2026-02-02, v0.15.0)``."""
+        bits = [b for b in (self.date, f"v{self.version}" + (" as announced" if self.announced else "") if self.version else None) if b]
+        return self.by + (f" ({', '.join(bits)})" if bits else "")
+
+
+class _Entry(Located):
+    means: Meaning
+    checked: str = Field(min_length=1)
+    source: str
+    since: Change | None = None
+    deprecated: Change | None = None
+    removed: Change | None = None
+    ignored: Change | None = None
+    replacement: str | None = None
+    note: str | None = None
+
+
+class FlagEntry(_Entry):
+    """One flag (or config key) and its aliases; ``names[0]`` is how moe-select writes it."""
+
+    names: list[str] = Field(min_length=1)
+    takes: Takes
+
+    @property
+    def name(self) -> str:
+        """The canonical spelling."""
+        return self.names[0]
+
+
+class EnvEntry(_Entry):
+    """One environment variable the engine reads for its MoE choice."""
+
+    name: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+
+
+class Launcher(Located):
+    """A command that starts the engine (``argv`` as written) and how it takes the model (a flag, or the first
+    positional argument)."""
+
+    argv: list[str] = Field(min_length=1)
+    model: str
+
+
+class EngineTable(Located):
+    """One engine's launch vocabulary (see the module docstring)."""
+
+    schema_version: Literal[1]
+    engine: Literal["sglang", "vllm", "trtllm"]
+    checked_at: str
+    parser: Literal["argparse", "vllm_argparse", "click"]
+    launchers: list[Launcher] = Field(min_length=1)
+    sources: dict[str, str] = {}
+    flags: list[FlagEntry]
+    env: list[EnvEntry] = []
+    config_keys: list[FlagEntry] = []
+
+    @field_validator("sources")
+    @classmethod
+    def _sources_cited(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, cite in v.items():
+            if not CITATION.match(cite):
+                raise ValueError(f"sources.{key}: {cite[:60]!r} is not a citation (owner/repo@commit:path)")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EngineTable":
+        seen: dict[str, str] = {}
+        for entry in [*self.flags, *self.config_keys, *self.env]:
+            names = entry.names if isinstance(entry, FlagEntry) else [entry.name] if isinstance(entry, EnvEntry) else []
+            for n in names:
+                if isinstance(entry, FlagEntry) and entry in self.flags and not _FLAG.match(n):
+                    raise ValueError(f"{n!r} is not a flag name (--name or -x)")
+                if n in seen:
+                    raise ValueError(f"{n} is given twice (at {seen[n]} and {entry.where()})")
+                seen[n] = entry.where()
+            m = _KEYED.match(entry.source)
+            if m and m.group(1) not in self.sources:
+                raise ValueError(f"{entry.where()}: source {entry.source!r} names {m.group(1)!r}, which sources: does not declare "
+                                 f"(it declares {', '.join(self.sources) or 'none'})")
+            if not m and not CITATION.match(entry.source):
+                raise ValueError(f"{entry.where()}: source {entry.source[:60]!r} is not a citation (key:symbol of sources:, "
+                                 "owner/repo@commit:path[:symbol] or owner/repo#N)")
+        return self
+
+    def cite(self, entry: _Entry) -> str:
+        """The full citation of ``entry`` (a ``key:symbol`` source expanded through ``sources``)."""
+        m = _KEYED.match(entry.source)
+        return f"{self.sources[m.group(1)]}:{m.group(2)}" if m else entry.source
+
+
+class RunnerName(Located):
+    """Our runner name and each engine's (None: the engine has no name for it)."""
+
+    ours: str
+    sglang: str | None
+    vllm: str | None
+    trtllm: str | None
+    source: str = Field(pattern=CITATION.pattern)
+
+
+class A2AName(Located):
+    """Our all-to-all backend (and mode; None: any) and each engine's spelling (SGLang's with its --deepep-mode)."""
+
+    ours: str
+    mode: str | None = None
+    sglang: str | None
+    sglang_mode: str | None = None
+    vllm: str | None
+    source: str = Field(pattern=CITATION.pattern)
+
+
+class NamesTable(Located):
+    """``backends/engines/names.yaml``."""
+
+    schema_version: Literal[1]
+    runners: list[RunnerName]
+    a2a: list[A2AName]
+
+    def runner_for(self, engine: str, ours: str) -> tuple[bool, str | None]:
+        """``(known, name)``: whether the table has a row for ``ours``, and the engine's name (None: it has none)."""
+        for row in self.runners:
+            if row.ours == ours:
+                return True, getattr(row, engine)
+        return False, None
+
+    def runner_from(self, engine: str, theirs: str) -> str | None:
+        """Our runner name for the engine's ``theirs`` (case-insensitive for TensorRT-LLM), or None."""
+        for row in self.runners:
+            name = getattr(row, engine)
+            if name is not None and (name == theirs or (engine == "trtllm" and name.upper() == theirs.upper())):
+                return row.ours
+        return None
+
+
+def engines_dir() -> Path:
+    """``backends/engines`` of the installed package."""
+    return Path(importlib.import_module("moe_select.backends.engines").__file__ or ".").parent
+
+
+def _load(path: Path, model: type[Located]) -> Located:
+    from .yamlio import MarkedDict, load_file, validate
+
+    shown = f"backends/engines/{path.name}"
+    data = load_file(path, shown, kind="engine table")
+    if not isinstance(data, MarkedDict):
+        raise InputError(Issue(shown, getattr(data, "line", 0), "", "an engine table holds a mapping"))
+    return validate(model, data, shown)
+
+
+@functools.lru_cache(maxsize=None)
+def table(engine: str) -> EngineTable:
+    """The validated table of ``engine`` (``sglang``, ``vllm``, ``trtllm``), read once per process.
+    Raises :class:`InputError` (file:line) for a table that does not validate, :class:`KeyError` for another name."""
+    if engine not in ENGINES:
+        raise KeyError(engine)
+    t = _load(engines_dir() / f"{engine}.yaml", EngineTable)
+    assert isinstance(t, EngineTable)
+    if t.engine != engine:
+        raise InputError(Issue(f"backends/engines/{engine}.yaml", t._line, "engine", f"says {t.engine}, not {engine}"))
+    return t
+
+
+@functools.lru_cache(maxsize=None)
+def names() -> NamesTable:
+    """The validated ``names.yaml``."""
+    t = _load(engines_dir() / "names.yaml", NamesTable)
+    assert isinstance(t, NamesTable)
+    return t

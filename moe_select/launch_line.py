@@ -1,0 +1,1020 @@
+"""Read an engine's launch line as the engine reads it, and turn it into a deployment (issue 22).
+
+``from_command(argv, env)`` takes a launch line (a string as documentation writes it, or an argv list) and
+returns a :class:`Launch`: the engine, its flags as understood (each with what it means for the MoE choice
+and the source of that meaning, from the tables in ``backends/engines/``), the flags that do not concern the
+MoE choice, the unknown ones (with a did-you-mean: tables lag releases, so never fatal), the deprecated,
+removed and silently ignored ones (with the release and the new spelling), flags newer than the declared
+engine version, what the engine itself would refuse at startup, and the deployment dict
+(:attr:`Launch.deployment`, each value with provenance ``launch line: --flag value``) that
+:func:`moe_select.explain` plans. Torch-free.
+
+**Text.** ``\\`` + newline continuations are joined; ``#`` comments, blank lines and ``export VAR=value``
+lines (also ``VAR=value`` lines) are read as the shell would; exactly one command remains. Tokens are split
+with :func:`shlex.split` (POSIX rules). Leading ``VAR=value`` words set the command's environment; ``env``,
+``nohup``, ``exec`` are stripped; ``torchrun [opts] -m MODULE`` is read as ``python -m MODULE`` (torchrun's
+options dropped, a note says so); ``docker run [opts] IMAGE CMD...`` is read as ``CMD...`` (``-e/--env
+VAR=value`` kept as environment; the image's default command cannot be read and is refused); a trailing
+``| ...``, ``&`` and redirections are dropped. Anything else before the engine is refused naming the token.
+
+**Environment** (:func:`merge_env`): the line's own assignments win, then an ``--env FILE`` (``VAR=value``
+lines), then the shell, which is read only when asked (``shell=True``: the CLI does for ``arch: auto``).
+
+**Parsing.** SGLang: argparse (exact names, ``--flag=value``, a unique prefix of a long option is taken as
+it: argparse's ``allow_abbrev``); vLLM: FlexibleArgumentParser (``_`` = ``-`` in names, dotted
+``--json-arg.key value`` merged into the JSON argument, ``--config FILE.yaml`` keys inserted before the
+command line's flags, ``-O3`` the optimization level); TensorRT-LLM: click (exact names, no abbreviation)
+plus the ``--extra_llm_api_options``/``--config`` YAML, whose keys overwrite the options.
+
+**Parallelism** (the MoE layer's group is the deployment's ``tp``, its EP size ``ep``, ``moe_tp = tp/ep``):
+SGLang ``--tp-size``/``--ep-size`` (every all-to-all backend but ``none`` makes the engine set ep = tp: a
+finding says so when the line asked otherwise), ``--moe-dp-size`` > 1 cannot be expressed (refused);
+vLLM ``-ep`` is a switch: the MoE group is tp x dp x pcp ranks and EP is all of it
+(vllm-project/vllm#26732's example: ``--data-parallel-size 2 --enable-expert-parallel``); TensorRT-LLM
+``moe_tensor_parallel_size`` x ``moe_expert_parallel_size`` = ``tensor_parallel_size`` (else refused).
+
+Errors: :class:`~moe_select.errors.InputError` (exit 2), naming the token, for an unbalanced quote, an
+unknown launcher, a flag without its value, a value of the wrong type, a config file that is missing or
+not a mapping, a launch moe-select's deployment cannot express, and a model neither local nor cached.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .engine_tables import ENGINES, Change, EngineTable, EnvEntry, FlagEntry, names, table
+from .errors import InputError, Issue
+
+#: Where a launch line read from a string or the command line is said to come from in messages.
+LINE = "<launch line>"
+#: Environment variable prefixes that belong to an engine: one not in its table is reported unknown.
+ENGINE_ENV_PREFIXES = {"sglang": ("SGLANG_", "SGL_"), "vllm": ("VLLM_",), "trtllm": ("TRTLLM_", "TLLM_")}
+#: docker run options that take a value (the next word unless written --opt=value); others are switches.
+DOCKER_VALUE_OPTS = {"-e", "--env", "--env-file", "-v", "--volume", "--mount", "--gpus", "--shm-size", "--ipc", "--network",
+                     "--net", "-p", "--publish", "--name", "--entrypoint", "--runtime", "-w", "--workdir", "--ulimit",
+                     "-u", "--user", "--device", "--cap-add", "--security-opt", "--label", "-l", "--memory", "-m",
+                     "--cpus", "--pid", "--add-host", "--hostname", "-h", "--platform", "--pull", "--restart",
+                     "--log-driver", "--log-opt", "--group-add", "--tmpfs", "--cpuset-cpus", "--stop-signal"}
+#: torchrun options that take a value.
+TORCHRUN_VALUE_OPTS = {"--nproc-per-node", "--nproc_per_node", "--nnodes", "--node-rank", "--node_rank", "--master-addr",
+                       "--master_addr", "--master-port", "--master_port", "--rdzv-backend", "--rdzv_backend",
+                       "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id", "--max-restarts", "--max_restarts",
+                       "--log-dir", "--log_dir"}
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_NEGATIVE = re.compile(r"^-\d+(\.\d+)?$")
+#: Where the engines print "unrecognized arguments" for a flag their parser does not have.
+UNRECOGNIZED = {"sglang": "launch_server.py: error: unrecognized arguments", "vllm": "vllm: error: unrecognized arguments",
+                "trtllm": "Error: No such option"}
+
+
+@dataclass
+class Finding:
+    """One thing said about the line. ``kind``: ``understood`` (a flag that bears on the MoE choice),
+    ``not_moe``, ``unknown`` (no table entry: reported, never fatal), ``deprecated``, ``removed``, ``ignored``
+    (the engine reads it no more), ``newer`` (newer than the declared engine version), ``engine_error`` (the
+    engine itself refuses this at startup), ``rewritten`` (the engine changes what was asked), ``note``."""
+
+    kind: str
+    token: str
+    message: str
+    source: str | None = None
+
+    def render(self) -> str:
+        return f"{self.kind}: {self.token}: {self.message}" + (f" [{self.source}]" if self.source else "")
+
+
+@dataclass
+class Read:
+    """A flag (or key, or variable) as understood: the entry, the value, and how it was written."""
+
+    entry: FlagEntry | EnvEntry
+    value: Any
+    written: str
+
+
+@dataclass
+class Launch:
+    """A launch line as understood (see the module docstring)."""
+
+    engine: str
+    launcher: list[str]
+    engine_version: str | None
+    argv: list[str]
+    env: dict[str, str]
+    env_from: dict[str, str]
+    model: str | None = None
+    model_written: str | None = None
+    values: dict[str, Read] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    #: Flags kept as written that moe-select does not set (not MoE, unknown): an emitted launch keeps them.
+    kept: list[list[str]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    config_file: str | None = None
+    deployment: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def found(self, kind: str) -> list[Finding]:
+        """The findings of one kind."""
+        return [f for f in self.findings if f.kind == kind]
+
+    def marked(self, file: str = LINE) -> Any:
+        """The deployment as a :class:`~moe_select.yamlio.MarkedDict` whose keys carry their provenance."""
+        from .yamlio import MarkedDict
+
+        data = MarkedDict(self.deployment)
+        data.file = file
+        for k in self.deployment:
+            data.key_sources[k] = self.provenance.get(k, "launch line")
+        return data
+
+    def explain(self, **kwargs: Any) -> Any:
+        """:func:`moe_select.explain` of :attr:`deployment` (with the given overrides of deployment keys under
+        ``deployment=`` and keyword arguments of explain)."""
+        from .deployment import Deployment
+        from .selector import explain
+        from .yamlio import validate
+
+        extra = kwargs.pop("deployment", {}) or {}
+        data = self.marked()
+        for k, v in extra.items():
+            data[k] = v
+            data.key_sources[k] = "python (deployment=)"
+        return explain(validate(Deployment, data, LINE), **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the ``launch`` key of ``explain --json``)."""
+        return {"engine": self.engine, "launcher": self.launcher, "engine_version": self.engine_version,
+                "table_checked_at": table(self.engine).checked_at, "model": self.model, "env": self.env_from,
+                "understood": {k: {"value": r.value, "written": r.written, "source": _cite(self.engine, r.entry)}
+                               for k, r in self.values.items()},
+                "findings": [f.__dict__ for f in self.findings], "deployment": self.deployment, "provenance": self.provenance}
+
+    def render_text(self) -> str:
+        """The launch section of ``explain``."""
+        t = table(self.engine)
+        lines = [f"Launch line: {self.engine} ({' '.join(self.launcher)})" + (f", engine version {self.engine_version}" if self.engine_version
+                 else ", engine version not declared (judged at the tables' newest: give --engine-version)"),
+                 f"  tables checked at {t.checked_at}"]
+        if self.model:
+            lines.append(f"  model: {self.model_written} -> {self.model}")
+        for k in sorted(self.deployment):
+            lines.append(f"  {k:<22} {self.deployment[k]!s:<16} {self.provenance.get(k, '')}")
+        order = ("engine_error", "removed", "ignored", "rewritten", "newer", "deprecated", "unknown", "understood", "note", "not_moe")
+        for kind in order:
+            group = self.found(kind)
+            if not group:
+                continue
+            if kind == "not_moe":
+                lines.append(f"  do not concern the MoE choice: {', '.join(f.token for f in group)}")
+                continue
+            lines.append(f"  {kind}:")
+            lines += [f"    {f.token}: {f.message}" + (f" [{f.source}]" if f.source else "") for f in group]
+        return "\n".join(lines)
+
+
+def _cite(engine: str, entry: FlagEntry | EnvEntry) -> str:
+    return table(engine).cite(entry)
+
+
+# ------------------------------------------------------------------------------------------ text -> argv
+def read_source(spec: str, *, stdin: Any = None) -> tuple[str, str]:
+    """The text of a launch line given as ``@FILE`` (read it), ``-`` (read stdin) or the line itself; returns
+    ``(text, where)``. Raises :class:`InputError` for a file that cannot be read."""
+    if spec == "-":
+        import sys
+
+        return (stdin or sys.stdin).read(), "<stdin>"
+    if spec.startswith("@"):
+        from .yamlio import decode_text, read_input
+
+        path = spec[1:]
+        if not path:
+            raise InputError("--from-command @: give a file after @", file=LINE, field="from_command")
+        raw, _ = read_input(path, path, "launch-line file")
+        return decode_text(raw, path), path
+    return spec, LINE
+
+
+def _unbalanced(line: str) -> str | None:
+    """The quote that never closes in ``line`` (POSIX shell rules) and where, or None."""
+    quote, start, i = None, 0, 0
+    while i < len(line):
+        c = line[i]
+        if quote is None:
+            if c == "\\":
+                i += 2
+                continue
+            if c in "'\"":
+                quote, start = c, i
+        elif c == quote:
+            quote = None
+        elif quote == '"' and c == "\\":
+            i += 2
+            continue
+        i += 1
+    if quote is None:
+        return None
+    return f"unbalanced {quote} quote at column {start + 1}: {line[start:start + 40]!r}"
+
+
+def split_text(text: str, where: str = LINE) -> tuple[list[str], dict[str, str]]:
+    """The command's words and the environment the text sets (``export`` lines, ``VAR=value`` lines), as a
+    shell reads a documentation snippet. Raises :class:`InputError` for an unbalanced quote (naming it) and
+    for more than one command (naming the second)."""
+    joined = re.sub(r"\\[ \t]*\r?\n", " ", text)
+    env: dict[str, str] = {}
+    command: list[str] | None = None
+    for n, raw in enumerate(joined.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        bad = _unbalanced(line)
+        if bad:
+            raise InputError(Issue(where, n, "", bad))
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as exc:  # pragma: no cover - _unbalanced finds these first
+            raise InputError(Issue(where, n, "", f"cannot split the line: {exc}")) from None
+        if not words:
+            continue
+        if words[0] == "export":
+            for w in words[1:]:
+                m = _ASSIGN.match(w)
+                if m:
+                    env[m.group(1)] = m.group(2)
+            continue
+        if all(_ASSIGN.match(w) for w in words):  # VAR=value lines set shell variables
+            env.update(dict(_ASSIGN.match(w).groups() for w in words))  # type: ignore[union-attr, misc]
+            continue
+        if command is not None:
+            raise InputError(Issue(where, n, "", f"a second command {words[0]!r}: give one launch line (the engine's)"))
+        command = words
+    if command is None:
+        raise InputError(Issue(where, 0, "", "no command in the launch line"))
+    return command, env
+
+
+def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Finding], where: str) -> list[str]:
+    """``words`` without leading assignments, ``env``/``nohup``/``exec``, ``docker run ... IMAGE``,
+    ``torchrun [opts]`` and trailing pipes, ``&`` and redirections (see the module docstring)."""
+    out = list(words)
+    for i, w in enumerate(out):
+        if w in ("|", "||", "&&", ";"):
+            if w in ("&&", ";", "||"):
+                raise InputError(Issue(where, 0, "", f"{w!r} joins a second command: give one launch line (the engine's)"))
+            findings.append(Finding("note", " ".join(out[i:])[:60], "the pipe after the command is not read"))
+            out = out[:i]
+            break
+    while out and (out[-1] == "&" or re.match(r"^\d?>>?(&\d)?$", out[-1]) or (len(out) > 1 and re.match(r"^\d?>>?$", out[-2]))):
+        out.pop()
+    while out:
+        w = out[0]
+        m = _ASSIGN.match(w)
+        if m:
+            env[m.group(1)] = m.group(2)
+            out.pop(0)
+        elif w in ("env", "nohup", "exec"):
+            out.pop(0)
+        elif w == "docker" and len(out) > 1 and out[1] == "run":
+            i = 2
+            while i < len(out) and out[i].startswith("-"):
+                opt, eq, val = out[i].partition("=")
+                if opt in DOCKER_VALUE_OPTS and not eq:
+                    val = out[i + 1] if i + 1 < len(out) else ""
+                    i += 1
+                if opt in ("-e", "--env"):
+                    m2 = _ASSIGN.match(val)
+                    if m2:
+                        env[m2.group(1)] = m2.group(2)
+                i += 1
+            if i + 1 >= len(out):
+                raise InputError(Issue(where, 0, "", f"docker run {out[i] if i < len(out) else ''}: the image's default command "
+                                       "is not in the line; give the command after the image (e.g. python3 -m sglang.launch_server ...)"))
+            findings.append(Finding("note", f"docker run ... {out[i]}", "the container's command is read; docker's options are not (its -e variables are)"))
+            out = out[i + 1:]
+        elif w == "torchrun" or w.endswith("/torchrun"):
+            i = 1
+            while i < len(out) and out[i].startswith("-") and out[i] != "-m":
+                opt, eq, _ = out[i].partition("=")
+                if opt in TORCHRUN_VALUE_OPTS and not eq:
+                    i += 1
+                i += 1
+            if i + 1 < len(out) and out[i] == "-m":
+                findings.append(Finding("note", "torchrun", "torchrun's own options are not read: the engine starts its own ranks"))
+                out = ["python", *out[i:]]
+            else:
+                raise InputError(Issue(where, 0, "", f"torchrun {out[i] if i < len(out) else ''}: moe-select reads a torchrun that runs "
+                                       "an engine module (torchrun ... -m sglang.launch_server ...); give the engine's own launch line"))
+        else:
+            break
+    return out
+
+
+def _launcher(words: list[str], where: str) -> tuple[str, list[str], list[str], str]:
+    """``(engine, launcher as written, the engine's arguments, how it takes the model)``. Raises
+    :class:`InputError` naming the first word for an unknown launcher."""
+    def norm(w: str) -> str:
+        base = w.rsplit("/", 1)[-1]
+        return "python" if re.match(r"^python(3(\.\d+)?)?$", base) else base
+
+    best: tuple[int, str, Any] | None = None
+    for engine in ENGINES:
+        for la in table(engine).launchers:
+            want = [norm(a) for a in la.argv]
+            if [norm(w) for w in words[:len(want)]] == want and (best is None or len(want) > best[0]):
+                best = (len(want), engine, la)
+    if best is None:
+        first = " ".join(words[:3])
+        known = "; ".join(" ".join(la.argv) for e in ENGINES for la in table(e).launchers if not la.argv[0].startswith("python3"))
+        raise InputError(Issue(where, 0, "launcher", f"unknown engine launcher {first!r}: moe-select reads {known}"))
+    n, engine, la = best
+    return engine, words[:n], words[n:], la.model
+
+
+# ---------------------------------------------------------------------------------------- environment
+def read_env_file(path: str) -> dict[str, str]:
+    """``VAR=value`` lines of an ``--env`` file (``export`` allowed, ``#`` comments, shell quoting).
+    Raises :class:`InputError` (file:line) for a line that is no assignment."""
+    from .yamlio import decode_text, read_input
+
+    raw, _ = read_input(path, path, "environment file")
+    out: dict[str, str] = {}
+    for n, line in enumerate(decode_text(raw, path).splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        bad = _unbalanced(line)
+        if bad:
+            raise InputError(Issue(path, n, "", bad))
+        words = shlex.split(line, comments=True)
+        if words and words[0] == "export":
+            words = words[1:]
+        for w in words:
+            m = _ASSIGN.match(w)
+            if not m:
+                raise InputError(Issue(path, n, "", f"{w[:40]!r} is not VAR=value"))
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def merge_env(line_env: Mapping[str, str], file_env: Mapping[str, str] | None = None, shell: Mapping[str, str] | None = None
+              ) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment the engine sees, and where each value came from: the line's own assignments win, then
+    the ``--env`` file, then ``shell`` (only when given: the shell is read for ``arch: auto`` or when asked)."""
+    env: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for values, src in ((shell or {}, "shell"), (file_env or {}, "--env file"), (line_env, "launch line")):
+        for k, v in values.items():
+            env[k], where[k] = v, src
+    return env, where
+
+
+# ------------------------------------------------------------------------------------------ versions
+def _ver(text: str | None) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    if text is None:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, engine: str) -> tuple[list[Finding], bool]:
+    """The findings of an entry's changes at ``version`` (None: the tables' newest), and whether the engine
+    still honours it (False when removed or ignored there)."""
+    v = _ver(version)
+    out: list[Finding] = []
+    live = True
+    new = f"; write {entry.replacement}" if entry.replacement else ""
+
+    def at_or_after(c: Change) -> bool | None:
+        if v is None:
+            return True
+        cv = _ver(c.version)
+        return None if cv is None else v >= cv
+
+    if entry.since is not None and v is not None:
+        sv = _ver(entry.since.version)
+        if sv is not None and v < sv:
+            out.append(Finding("newer", written, f"added in {entry.since.text()}, newer than the declared {engine} {version}: "
+                               f"{engine} {version} does not have it", entry.since.by))
+            live = False
+    if entry.removed is not None:
+        r = at_or_after(entry.removed)
+        if r is not False:
+            when = entry.removed.text() + ("" if r else f" (no release recorded; judged removed at {engine} {version})" if v is not None else "")
+            kind = "removed"
+            out.append(Finding(kind, written, f"removed by {when}{new}", entry.removed.by))
+            live = False
+    if live and entry.ignored is not None:
+        r = at_or_after(entry.ignored)
+        if r is not False:
+            out.append(Finding("ignored", written, f"no longer read (ignored since {entry.ignored.text()}): setting it changes nothing"
+                               + (f" ({entry.note})" if entry.note else "") + new, entry.ignored.by))
+            live = False
+    if live and entry.deprecated is not None:
+        out.append(Finding("deprecated", written, f"deprecated by {entry.deprecated.text()}{new}", entry.deprecated.by))
+    return out, live
+
+
+# ------------------------------------------------------------------------------------------ parsing
+def _all_names(t: EngineTable) -> list[str]:
+    return [n for e in t.flags for n in e.names]
+
+
+def _lookup(t: EngineTable, name: str) -> tuple[FlagEntry | None, bool, str | None]:
+    """``(entry, negated, how)`` for a flag name as the engine's parser finds it: exact (vLLM: ``_`` as ``-``),
+    ``--no-X`` of a bool_optional flag, or (argparse) a unique prefix of a long option (``how`` says so)."""
+    key = name
+    if t.parser == "vllm_argparse" and key.startswith("--"):
+        key = key.replace("_", "-")
+    for e in t.flags:
+        if key in e.names:
+            return e, False, None
+    if key.startswith("--no-"):
+        for e in t.flags:
+            if e.takes == "bool_optional" and "--" + key[5:] in e.names:
+                return e, True, None
+    if t.parser != "click" and key.startswith("--"):
+        hits = {e.name: e for e in t.flags for n in e.names if n.startswith("--") and n.startswith(key)}
+        if len(hits) == 1:
+            e = next(iter(hits.values()))
+            return e, False, (f"an abbreviation of {e.name} (argparse reads a unique prefix of a long option; a flag this table "
+                              "lacks could make it ambiguous)")
+    return None, False, None
+
+
+def _did_you_mean(name: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(options), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def _convert(entry: FlagEntry, raw: str, written: str, where: str) -> Any:
+    if entry.takes == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise InputError(Issue(where, 0, written, f"{entry.name} takes an integer, got {raw[:40]!r}")) from None
+    if entry.takes == "json":
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            if entry.means == "compilation_config" and raw.strip().isdigit():
+                return {"level": int(raw)}
+            raise InputError(Issue(where, 0, written, f"{entry.name} takes JSON, got {raw[:60]!r}")) from None
+    return raw
+
+
+def _config_file(path: str, flag: str, where: str, base: Path | None) -> tuple[dict[str, Any], str]:
+    """A YAML config file of the launch (``--config``, ``--extra_llm_api_options``): a mapping. Raises
+    :class:`InputError` naming the flag for a missing file or one that is not a mapping."""
+    from .yamlio import MarkedDict, load_file
+
+    p = Path(path)
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    if not p.is_file():
+        raise InputError(Issue(where, 0, flag, f"{flag} {path}: no such file (give the YAML file the launch reads)"))
+    data = load_file(p, str(path), kind=f"{flag} file")
+    if not isinstance(data, MarkedDict):
+        raise InputError(Issue(str(path), getattr(data, "line", 0), flag, f"{flag} {path}: the file holds a "
+                               f"{type(data).__name__ if data is not None else 'nothing'}, not a mapping of settings"))
+    return _plain(data), str(p)
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _config_to_args(t: EngineTable, cfg: Mapping[str, Any]) -> list[str]:
+    """The command-line words of a ``--config`` YAML, as the engine inserts them (vLLM:
+    FlexibleArgumentParser.load_config_file; SGLang reads the same keys, ``_`` or ``-``)."""
+    out: list[str] = []
+    for key, value in cfg.items():
+        flag = "--" + key.replace("_", "-") if t.engine == "sglang" else "--" + key
+        if isinstance(value, bool):
+            if value:
+                out.append(flag)
+            elif t.engine == "vllm":
+                out.append("--no-" + key)
+        elif isinstance(value, list):
+            if value:
+                out += [flag, *(json.dumps(v) if isinstance(v, (dict, list)) else str(v) for v in value)]
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value)]
+        elif value is not None:
+            out += [flag, str(value)]
+    return out
+
+
+def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, base: Path | None) -> None:
+    """Read ``args`` as the engine's parser does into ``launch.values`` / ``findings`` / ``kept``."""
+    t = table(launch.engine)
+    engine, version = launch.engine, launch.engine_version
+    # Config files first: their keys come before the command line's flags (the line wins).
+    for i, w in enumerate(args):
+        name, eq, val = w.partition("=")
+        entry, _, _ = _lookup(t, name) if name.startswith("-") else (None, False, None)
+        if entry is not None and entry.means in ("config_file", "extra_options"):
+            path = val if eq else (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None)
+            if path is None:
+                raise InputError(Issue(where, 0, name, f"{name} without its value (give the YAML file)"))
+            cfg, full = _config_file(path, name, where, base)
+            launch.config, launch.config_file = cfg, full
+            launch.values[entry.means] = Read(entry, full, f"{name} {path}")
+            drop = {i} if eq else {i, i + 1}
+            rest = [a for j, a in enumerate(args) if j not in drop]
+            if entry.means == "config_file":
+                args = _config_to_args(t, cfg) + rest
+                if engine == "vllm" and launch.argv[:0] == [] and model_style == "positional" and "model" in cfg:
+                    launch.model, launch.model_written = str(cfg["model"]), f"{name} {path} (model)"
+            else:
+                args = rest
+            break
+    dotted: dict[str, dict[str, Any]] = {}
+    i = 0
+    positional_done = model_style != "positional"
+    while i < len(args):
+        w = args[i]
+        if w == "--":
+            i += 1
+            continue
+        if not w.startswith("-") or _NEGATIVE.match(w) or w == "-":
+            if not positional_done:
+                launch.model, launch.model_written = w, w
+                positional_done = True
+            else:
+                launch.findings.append(Finding("engine_error", w, f"an extra positional argument: {UNRECOGNIZED[engine]}: {w}"))
+            i += 1
+            continue
+        name, eq, inline = w.partition("=")
+        # vLLM: -O3 / -O 3 is the optimization level; dotted JSON arguments merge into the JSON flag.
+        if engine == "vllm" and re.match(r"^-O(=?\d|$)", name) and not name.startswith("--"):
+            level = name[2:].lstrip("=") or inline or (args[i + 1] if i + 1 < len(args) else "")
+            step = 2 if name == "-O" and not eq else 1
+            launch.findings.append(Finding("not_moe", w if step == 1 else f"{w} {level}", "the optimization level"))
+            launch.kept.append(args[i:i + step])
+            i += step
+            continue
+        if engine == "vllm" and "." in name:
+            head, _, path = name.partition(".")
+            entry, _, _ = _lookup(t, head)
+            raw = inline if eq else (args[i + 1] if i + 1 < len(args) else None)
+            if raw is None:
+                raise InputError(Issue(where, 0, name, f"{name} without its value"))
+            step = 1 if eq else 2
+            if entry is None:
+                launch.findings.append(Finding("unknown", name, f"not in the vLLM table{_did_you_mean(head.replace('_', '-'), _all_names(t))}; "
+                                               "kept as written"))
+                launch.kept.append(args[i:i + step])
+                i += step
+                continue
+            append = path.endswith("+")
+            keys = path.rstrip("+").split(".")
+            try:
+                value: Any = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw.split(",") if append else raw
+            node = dotted.setdefault(entry.name, {})
+            for k in keys[:-1]:
+                node = node.setdefault(k, {})
+            node[keys[-1]] = (node.get(keys[-1], []) + (value if isinstance(value, list) else [value])) if append else value
+            launch.values[entry.means] = Read(entry, dotted[entry.name], f"{entry.name}.{'.'.join(keys)}")
+            i += step
+            continue
+        entry, negated, how = _lookup(t, name)
+        if entry is None:
+            dashed = name.replace("_", "-")
+            if engine == "sglang" and dashed != name and _lookup(t, dashed)[0] is not None:
+                launch.findings.append(Finding("engine_error", name, f"SGLang reads exact names ({UNRECOGNIZED[engine]}: {name}); "
+                                               f"write {dashed}", "sgl-project/sglang#12818"))
+            else:
+                launch.findings.append(Finding("unknown", name, f"not in the {engine} table (checked at {t.checked_at})"
+                                               f"{_did_you_mean(name, _all_names(t))}; kept as written, not read"))
+            step = 1 if eq or i + 1 >= len(args) or args[i + 1].startswith("-") else 2
+            launch.kept.append(args[i:i + step])
+            i += step
+            continue
+        written = name
+        if how:
+            launch.findings.append(Finding("note", name, how))
+        if entry.takes in ("switch", "bool_optional"):
+            if eq:
+                raise InputError(Issue(where, 0, name, f"{name} is a switch and takes no value (got ={inline[:40]})"))
+            value = not negated
+            step = 1
+        elif entry.takes == "list":
+            j = i + 1
+            vals = [inline] if eq else []
+            while not eq and j < len(args) and (not args[j].startswith("-") or _NEGATIVE.match(args[j])):
+                vals.append(args[j])
+                j += 1
+            if not vals:
+                raise InputError(Issue(where, 0, name, f"{name} without its value"))
+            value = [int(v) if v.isdigit() else v for v in vals]
+            step = 1 if eq else j - i
+            written = f"{name} {' '.join(vals)}"
+        else:
+            if eq:
+                raw = inline
+                step = 1
+            elif i + 1 < len(args) and (not args[i + 1].startswith("-") or _NEGATIVE.match(args[i + 1])
+                                        or (entry.takes == "json" and args[i + 1].startswith("{"))):
+                raw = args[i + 1]
+                step = 2
+            else:
+                raise InputError(Issue(where, 0, name, f"{name} without its value"
+                                       + (f" (the next word {args[i + 1]!r} is a flag)" if i + 1 < len(args) else "")))
+            value = _convert(entry, raw, name, where)
+            written = f"{name} {raw}" if len(raw) < 60 else f"{name} {raw[:57]}..."
+        found, live = _changes(entry, written, version, engine)
+        for f in found:
+            if f.kind in ("removed", "newer"):
+                f = Finding("engine_error" if f.kind == "removed" else f.kind, f.token, f.message + f" ({UNRECOGNIZED[engine]})", f.source)
+            launch.findings.append(f)
+        if entry.means == "not_moe":
+            launch.findings.append(Finding("not_moe", name, entry.note or "", None))
+            launch.kept.append(args[i:i + step])
+        elif entry.means == "model":
+            launch.model, launch.model_written = str(value), written
+        elif live:
+            if entry.means in launch.values and entry.means not in ("config_file", "extra_options"):
+                launch.findings.append(Finding("note", written, f"given again: the last one wins (was {launch.values[entry.means].written})"))
+            launch.values[entry.means] = Read(entry, value, written)
+            launch.findings.append(Finding("understood", written, (entry.note or entry.means), _cite(engine, entry)))
+        i += step
+    for flag, value in dotted.items():  # merged over a JSON flag given whole (vLLM: the dotted ones come last)
+        entry = next(e for e in t.flags if e.name == flag)
+        prev = launch.values.get(entry.means)
+        merged = {**(prev.value if prev is not None and isinstance(prev.value, dict) else {}), **value}
+        launch.values[entry.means] = Read(entry, merged, prev.written if prev is not None and prev.value is not value else flag)
+        launch.findings.append(Finding("understood", flag, f"{entry.means} {json.dumps(value)}", _cite(engine, entry)))
+    if model_style == "positional" and launch.model is None:
+        raise InputError(Issue(where, 0, "model", f"{' '.join(launch.launcher)} takes the model as its first argument; none given"))
+
+
+def _read_trtllm_yaml(launch: Launch) -> None:
+    """The ``--extra_llm_api_options`` keys as TensorRT-LLM reads them: they overwrite the options."""
+    t = table("trtllm")
+    keys = {n: e for e in t.config_keys for n in e.names}
+    for key, value in launch.config.items():
+        e = keys.get(key)
+        written = f"{key}: {json.dumps(value)}"[:80]
+        if e is None:
+            launch.findings.append(Finding("unknown", key, f"not a key of the TensorRT-LLM table{_did_you_mean(key, keys)} "
+                                           "(TensorRT-LLM's LLM API refuses keys it does not have)"))
+            continue
+        found, live = _changes(e, written, launch.engine_version, "trtllm")
+        launch.findings += found
+        if e.means == "not_moe":
+            launch.findings.append(Finding("not_moe", key, ""))
+            continue
+        if e.takes == "int" and not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
+            raise InputError(Issue(launch.config_file or LINE, 0, key, f"{key} takes an integer, got {value!r}"))
+        if e.takes == "bool" and not isinstance(value, bool):
+            raise InputError(Issue(launch.config_file or LINE, 0, key, f"{key} takes true or false, got {value!r}"))
+        if live:
+            if e.means in launch.values:
+                launch.findings.append(Finding("note", written, f"overwrites {launch.values[e.means].written} (the YAML wins over the options)"))
+            launch.values[e.means] = Read(e, value, f"{Path(launch.config_file or 'config').name}: {key}")
+            launch.findings.append(Finding("understood", written, e.note or e.means, _cite("trtllm", e)))
+
+
+def _read_env(launch: Launch, where: str) -> None:
+    t = table(launch.engine)
+    known = {e.name: e for e in t.env}
+    for name, value in launch.env.items():
+        e = known.get(name)
+        written = f"{name}={value}"
+        if e is not None:
+            found, live = _changes(e, written, launch.engine_version, launch.engine)
+            launch.findings += found
+            if live:
+                launch.values[f"env:{name}"] = Read(e, value, written)
+                launch.findings.append(Finding("understood", written, e.note or e.means, _cite(launch.engine, e)))
+        elif name.startswith(ENGINE_ENV_PREFIXES[launch.engine]):
+            launch.findings.append(Finding("unknown", name, f"a {launch.engine} variable not in its table{_did_you_mean(name, known)}; not read"))
+        elif name == "CUDA_VISIBLE_DEVICES":
+            launch.findings.append(Finding("note", written, f"{len([d for d in value.split(',') if d.strip()])} GPU(s) visible; "
+                                           "the parallel sizes are read from the flags"))
+
+
+# ------------------------------------------------------------------------------------------ meaning
+def _hf_cache_dirs(env: Mapping[str, str]) -> list[Path]:
+    if env.get("HF_HUB_CACHE"):
+        return [Path(env["HF_HUB_CACHE"]).expanduser()]
+    if env.get("HF_HOME"):
+        return [Path(env["HF_HOME"]).expanduser() / "hub"]
+    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return [base / "huggingface" / "hub"]
+
+
+def resolve_model(model: str, written: str, env: Mapping[str, str], base: Path | None, where: str) -> tuple[str, str]:
+    """The model config folder of ``model``: a local folder (or its config.json) as it is, a Hugging Face name
+    looked up in the local cache (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``; the
+    snapshot ``refs/main`` names, else the only one; offline). Returns ``(path, how)``. Raises
+    :class:`InputError` naming the token and what to give when it is neither."""
+    p = Path(model).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    if p.is_dir() or (p.is_file() and p.name == "config.json"):
+        return str(p), "a local folder"
+    looked: list[str] = []
+    if re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", model) and not p.exists():
+        for hub in _hf_cache_dirs(env):
+            repo = hub / ("models--" + model.replace("/", "--"))
+            looked.append(str(repo))
+            snaps = repo / "snapshots"
+            if not snaps.is_dir():
+                continue
+            ref = repo / "refs" / "main"
+            rev = ref.read_text().strip() if ref.is_file() else None
+            cands = [snaps / rev] if rev and (snaps / rev).is_dir() else sorted(d for d in snaps.iterdir() if d.is_dir())
+            cands = [c for c in cands if (c / "config.json").is_file()]
+            if len(cands) == 1:
+                return str(cands[0]), f"the Hugging Face cache ({cands[0]})"
+            if len(cands) > 1:
+                raise InputError(Issue(where, 0, "model", f"{written}: {len(cands)} cached snapshots of {model} and no refs/main "
+                                       f"({snaps}): give --model-config with the one the engine loads"))
+    raise InputError(Issue(where, 0, "model", f"{written}: {model!r} is not a local folder"
+                           + (f" and not in the Hugging Face cache (looked in {', '.join(looked)})" if looked else "")
+                           + ": give --model-config PATH (a checkpoint folder or its config.json)"
+                           + (f", or fetch its config first (huggingface-cli download {model} config.json)" if looked else "")))
+
+
+def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
+    """Our runner name for the engine's ``theirs`` and a note when it is not a names-table row."""
+    if theirs.lower() == "auto":
+        return "auto", None
+    ours = names().runner_from(engine, theirs)
+    if ours is not None:
+        return ours, None
+    low = re.sub(r"[^a-z0-9_]", "_", theirs.lower())
+    if any(r.ours == low for r in names().runners):  # the same spelling names another kernel of ours
+        return f"{engine}_{low}", (f"{engine}'s {theirs} is not our {low} (backends/engines/names.yaml): planned as "
+                                   f"{engine}_{low}, a runner no capability file describes (judged, unverified)")
+    return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
+
+
+def _a2a_ours(engine: str, theirs: str, mode: str | None) -> tuple[str, str | None, str | None]:
+    """``(our a2a, our mode or None, note)`` for the engine's name (and SGLang's --deepep-mode)."""
+    for row in names().a2a:
+        if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
+            return row.ours, row.mode if row.mode not in (None,) else mode, None
+        if engine == "vllm" and row.vllm == theirs:
+            return row.ours, row.mode, None
+    low = re.sub(r"[^a-z0-9_]", "_", theirs.lower())
+    return low, mode, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged)"
+
+
+def _set(launch: Launch, key: str, value: Any, how: str) -> None:
+    launch.deployment[key] = value
+    launch.provenance[key] = f"launch line: {how}"
+
+
+def _num(launch: Launch, means: str) -> int | None:
+    r = launch.values.get(means)
+    return None if r is None or r.value is None else int(r.value)
+
+
+def _w(launch: Launch, *means: str) -> str:
+    return " ".join(launch.values[m].written for m in means if m in launch.values)
+
+
+def _map(launch: Launch, where: str) -> None:
+    """The deployment the launch asks for (engine semantics in the module docstring)."""
+    e, v = launch.engine, launch.values
+    _set(launch, "engine", e, " ".join(launch.launcher))
+    # --- parallelism
+    tp = _num(launch, "tp") or 1
+    ep = _num(launch, "ep")
+    if e == "sglang":
+        moe_dp = _num(launch, "moe_dp") or 1
+        if moe_dp > 1:
+            raise InputError(Issue(where, 0, v["moe_dp"].written, f"{v['moe_dp'].written}: SGLang's MoE data parallelism splits "
+                                   "the MoE group into moe_dp groups (moe_tp = tp / ep / moe_dp); moe-select's deployment has "
+                                   "no such dimension (moe_tp = tp / ep): this launch cannot be expressed"))
+        _set(launch, "tp", tp, _w(launch, "tp") or "SGLang's default tp 1")
+        if "dp_attention" in v:
+            dp = _num(launch, "dp") or 1
+            _set(launch, "dp", dp, f"{_w(launch, 'dp_attention', 'dp')}")
+        elif (_num(launch, "dp") or 1) > 1:
+            launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without --enable-dp-attention: each "
+                                           "replica is its own MoE group of tp ranks, planned once"))
+        a2a_theirs = v["a2a"].value if "a2a" in v else None
+        if "a2a_deepep" in v:
+            pass
+        if a2a_theirs is not None:
+            mode = v["a2a_mode"].value if "a2a_mode" in v else None
+            ours, ours_mode, note = _a2a_ours("sglang", a2a_theirs, mode)
+            _set(launch, "a2a", ours, _w(launch, "a2a"))
+            if mode is not None:
+                _set(launch, "a2a_mode", mode, _w(launch, "a2a_mode"))
+            if note:
+                launch.findings.append(Finding("note", _w(launch, "a2a"), note))
+            if ours != "none":
+                if ep is not None and ep != tp:
+                    launch.findings.append(Finding("rewritten", _w(launch, "ep"), f"SGLang sets ep = tp ({tp}) for every all-to-all "
+                                                   f"backend but none ({_w(launch, 'a2a')}): the {ep} asked for is not what runs",
+                                                   "sgl-project/sglang#24884"))
+                _set(launch, "ep", tp, f"{_w(launch, 'a2a')} (SGLang sets ep = tp for every all-to-all backend but none)")
+            elif ep is not None:
+                _set(launch, "ep", ep, _w(launch, "ep"))
+        elif ep is not None:
+            _set(launch, "ep", ep, _w(launch, "ep"))
+    elif e == "vllm":
+        dp = _num(launch, "dp") or 1
+        pcp = _num(launch, "pcp") or 1
+        group = tp * dp * pcp
+        how = " ".join(x for x in (_w(launch, "tp"), _w(launch, "dp"), _w(launch, "pcp")) if x) or "vLLM's default tp 1"
+        _set(launch, "tp", group, f"{how} (vLLM's MoE group: tp x dp x pcp = {tp} x {dp} x {pcp})" if group != tp else how)
+        if dp > 1:
+            _set(launch, "dp", dp, f"{_w(launch, 'dp')} (data-parallel attention)")
+        if v.get("ep_switch") is not None and v["ep_switch"].value:
+            _set(launch, "ep", group, f"{_w(launch, 'ep_switch')} (a switch: EP = tp x dp x pcp = {group})")
+        if "a2a" in v:
+            ours, mode, note = _a2a_ours("vllm", v["a2a"].value, None)
+            if "ep" not in launch.deployment and ours != "none":
+                launch.findings.append(Finding("note", _w(launch, "a2a"), "vLLM uses an all-to-all only with --enable-expert-parallel: not read"))
+            else:
+                _set(launch, "a2a", ours, _w(launch, "a2a"))
+                if mode is not None:
+                    _set(launch, "a2a_mode", mode, _w(launch, "a2a"))
+            if note:
+                launch.findings.append(Finding("note", _w(launch, "a2a"), note))
+    else:  # trtllm
+        moe_tp = _num(launch, "moe_tp")
+        how_tp = _w(launch, "tp") or "TensorRT-LLM's default tp 1"
+        _set(launch, "tp", tp, how_tp)
+        if ep is not None and moe_tp is not None and ep * moe_tp != tp:
+            raise InputError(Issue(where, 0, _w(launch, "moe_tp"), f"{_w(launch, 'ep')} x {_w(launch, 'moe_tp')} = {ep * moe_tp} is not "
+                                   f"tensor_parallel_size {tp}: TensorRT-LLM needs moe_tp x moe_ep = tp; this launch cannot be expressed"))
+        if ep is None and moe_tp is not None:
+            if tp % moe_tp:
+                raise InputError(Issue(where, 0, _w(launch, "moe_tp"), f"moe_tensor_parallel_size {moe_tp} does not divide tp {tp}"))
+            _set(launch, "ep", tp // moe_tp, f"{_w(launch, 'moe_tp')} (moe_ep = tp / moe_tp)")
+        elif ep is not None:
+            _set(launch, "ep", ep, _w(launch, "ep") + (f" {_w(launch, 'moe_tp')}" if moe_tp is not None else ""))
+        if v.get("dp_attention") is not None and v["dp_attention"].value:
+            _set(launch, "dp", tp, f"{_w(launch, 'dp_attention')} (attention data parallel over the tp ranks)")
+        if (ep or 1) > 1:
+            launch.findings.append(Finding("note", "moe_expert_parallel_size", "TensorRT-LLM picks its all-to-all itself (not a launch "
+                                           "option): planned with a2a none"))
+    # --- runner
+    runner_theirs: tuple[str, str] | None = None
+    if "runner" in v:
+        runner_theirs = (str(v["runner"].value), _w(launch, "runner"))
+    elif e == "trtllm" and isinstance(v.get("moe_config") and v["moe_config"].value, dict) and v["moe_config"].value.get("backend"):
+        runner_theirs = (str(v["moe_config"].value["backend"]), f"{v['moe_config'].written}.backend")
+    if runner_theirs is not None:
+        ours, note = _runner_ours(e, runner_theirs[0])
+        if ours != "auto":
+            _set(launch, "runner", ours, runner_theirs[1])
+        if note:
+            launch.findings.append(Finding("note", runner_theirs[1], note))
+    # --- quantization (an engine's method name; only online quantization changes the checkpoint's format)
+    if "quant" in v:
+        launch.findings.append(Finding("note", _w(launch, "quant"), "the format is read from the checkpoint (moe-select's quant: "
+                                       "auto); give --quant for online quantization of an unquantized checkpoint"))
+    # --- CUDA graphs
+    if v.get("cuda_graph_off") is not None and v["cuda_graph_off"].value:
+        _set(launch, "cuda_graph", False, _w(launch, "cuda_graph_off"))
+    cc = v.get("compilation_config")
+    if cc is not None and isinstance(cc.value, dict) and str(cc.value.get("cudagraph_mode", "")).upper() == "NONE":
+        _set(launch, "cuda_graph", False, f"{cc.written} (cudagraph_mode NONE)")
+    cg = v.get("cuda_graph_config")
+    if cg is not None:
+        if cg.value is None:
+            _set(launch, "cuda_graph", False, f"{cg.written}: null")
+        elif isinstance(cg.value, dict):
+            _set(launch, "cuda_graph", True, cg.written)
+    # --- phase
+    phase = None
+    if "disagg_mode" in v and v["disagg_mode"].value in ("prefill", "decode"):
+        phase = v["disagg_mode"].value
+        _set(launch, "phase", phase, _w(launch, "disagg_mode"))
+    kvt = v.get("kv_transfer_config")
+    if kvt is not None and isinstance(kvt.value, dict):
+        role = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}.get(str(kvt.value.get("kv_role")))
+        if role:
+            phase = role
+            _set(launch, "phase", role, f"{kvt.written} (kv_role {kvt.value.get('kv_role')})")
+    if "server_role" in v:
+        role = {"CONTEXT": "prefill", "GENERATION": "decode"}.get(str(v["server_role"].value).upper())
+        if role:
+            phase = role
+            _set(launch, "phase", role, _w(launch, "server_role"))
+    # --- tokens one rank passes to the MoE layer
+    _tokens(launch, phase or "both")
+    # --- nodes
+    nn = _num(launch, "nnodes")
+    if nn is not None and nn > 1:
+        launch.findings.append(Finding("note", _w(launch, "nnodes"), f"{nn} nodes: an all-to-all crosses nodes (internode); no capability "
+                                       "fact reads it yet"))
+    if v.get("shared_expert_fusion_off") is not None and v["shared_expert_fusion_off"].value:
+        _set(launch, "shared_expert_fusion", False, _w(launch, "shared_expert_fusion_off"))
+    for m in ("eplb", "moe_read", "spec_algo", "dp_local", "pp", "trt_backend"):
+        if m in v:
+            launch.findings.append(Finding("note", v[m].written, "read; no deployment field holds it (planned without it)"))
+
+
+def _tokens(launch: Launch, phase: str) -> None:
+    """``max_tokens_per_rank`` from the capture limit (decode) or the prefill budget (prefill, both)."""
+    v = launch.values
+    draft = 1
+    sc = v.get("spec_config")
+    if "spec_draft_tokens" in v:
+        draft = int(v["spec_draft_tokens"].value)
+    elif sc is not None and isinstance(sc.value, dict):
+        n = sc.value.get("num_speculative_tokens", sc.value.get("max_draft_len"))
+        draft = 1 + int(n) if isinstance(n, int) else 1
+    how_draft = f" x {draft} tokens per request ({_w(launch, 'spec_draft_tokens') or sc.written if sc else ''})" if draft > 1 else ""
+    if phase == "decode":
+        bs, how = None, ""
+        if "cuda_graph_max_bs" in v:
+            bs, how = int(v["cuda_graph_max_bs"].value), _w(launch, "cuda_graph_max_bs")
+        elif "cuda_graph_bs" in v:
+            bs, how = max(int(x) for x in v["cuda_graph_bs"].value), _w(launch, "cuda_graph_bs")
+        elif isinstance(v.get("cuda_graph_config") and v["cuda_graph_config"].value, dict):
+            cfg = v["cuda_graph_config"].value
+            if cfg.get("max_batch_size"):
+                bs, how = int(cfg["max_batch_size"]), f"{v['cuda_graph_config'].written}.max_batch_size"
+            elif cfg.get("batch_sizes"):
+                bs, how = max(cfg["batch_sizes"]), f"{v['cuda_graph_config'].written}.batch_sizes"
+        elif isinstance(v.get("compilation_config") and v["compilation_config"].value, dict):
+            cfg = v["compilation_config"].value
+            if cfg.get("max_cudagraph_capture_size"):
+                bs, how = int(cfg["max_cudagraph_capture_size"]), f"{v['compilation_config'].written} (max_cudagraph_capture_size)"
+            elif cfg.get("cudagraph_capture_sizes"):
+                bs, how = max(cfg["cudagraph_capture_sizes"]), f"{v['compilation_config'].written} (cudagraph_capture_sizes)"
+        if bs is None and "max_running" in v:
+            bs, how = int(v["max_running"].value), _w(launch, "max_running")
+        if bs is not None:
+            _set(launch, "max_tokens_per_rank", bs * draft, f"{how}{how_draft}")
+        return
+    budget = None
+    for m in ("chunked_prefill", "max_batched_tokens"):
+        if m in v and int(v[m].value) > 0:
+            budget, how = int(v[m].value), _w(launch, m)
+            break
+    mc = v.get("moe_config")
+    if mc is not None and isinstance(mc.value, dict) and isinstance(mc.value.get("max_num_tokens"), int):
+        if budget is None or mc.value["max_num_tokens"] < budget:
+            budget, how = mc.value["max_num_tokens"], f"{mc.written}.max_num_tokens (the MoE chunk)"
+    if budget is not None:
+        dp = launch.deployment.get("dp")
+        if launch.engine == "sglang" and dp and dp > 1 and "chunked_prefill" in v and launch.deployment.get("a2a", "none") != "none":
+            budget, how = max(1, budget // dp), f"{how} / dp {dp} (SGLang divides the chunk by dp under DP attention)"
+        _set(launch, "max_tokens_per_rank", budget, how)
+
+
+# ------------------------------------------------------------------------------------------ entry point
+def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None, *, engine_version: str | None = None,
+                 base_dir: str | Path | None = None, model_config: str | None = None, where: str = LINE) -> Launch:
+    """Read a launch line (a string, or argv words) into a :class:`Launch` (see the module docstring).
+
+    ``env``: the environment besides the line's own assignments (an ``--env`` file's and, when the caller
+    reads it, the shell's: :func:`merge_env`); the line's assignments win. ``engine_version``: the engine's
+    version (PEP 440) that flags are judged at (None: the tables' newest). ``base_dir``: what relative config
+    and model paths resolve against. ``model_config``: a model config folder given instead of the line's model
+    (no lookup). Raises :class:`InputError` (module docstring)."""
+    if engine_version is not None and _ver(engine_version) is None:
+        raise InputError(Issue(where, 0, "engine_version", f"{engine_version!r} is not a PEP 440 version (e.g. 0.11.1)"))
+    findings: list[Finding] = []
+    line_env: dict[str, str] = {}
+    if isinstance(argv, str):
+        words, line_env = split_text(argv, where)
+    else:
+        words = list(argv)
+        if not words:
+            raise InputError(Issue(where, 0, "", "no command in the launch line"))
+    words = _strip_wrappers(words, line_env, findings, where)
+    if not words:
+        raise InputError(Issue(where, 0, "", "no command in the launch line"))
+    engine, launcher, args, model_style = _launcher(words, where)
+    full_env, env_from = merge_env(line_env, env)
+    launch = Launch(engine=engine, launcher=launcher, engine_version=engine_version, argv=args, env=full_env, env_from=env_from,
+                    findings=findings)
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    _parse_args(launch, args, model_style, where, base)
+    if engine == "trtllm" and launch.config:
+        _read_trtllm_yaml(launch)
+    _read_env(launch, where)
+    _map(launch, where)
+    if model_config is None:
+        if launch.model is None:
+            raise InputError(Issue(where, 0, "model", f"no model in the launch line ({' '.join(launcher)} {model_style})"))
+        path, how = resolve_model(launch.model, launch.model_written or launch.model, full_env, base, where)
+        _set(launch, "model_config", path, f"{launch.model_written} ({how})")
+    return launch
