@@ -20,7 +20,7 @@ an upstream check refuses. A file of schema 2 (an older plugin) loads with every
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import Field, field_validator, model_validator
 
@@ -206,7 +206,7 @@ class Exhaustive(Located):
 ListDecision = Literal["open"] | Exhaustive
 
 
-def decision_of(lists: dict[str, Any], kind: str, engine: str | None) -> Exhaustive | None:
+def decision_of(lists: Mapping[Any, Any], kind: str, engine: str | None) -> Exhaustive | None:
     """The exhaustive decision of list ``kind`` for ``engine`` (None: the list is open there, or undecided)."""
     d = lists.get(kind)
     if isinstance(d, Exhaustive) and (d.engines is None or engine in d.engines):
@@ -287,13 +287,14 @@ class RunnerCapability(Located):
                                                   or activation in self.adapter.activations)
 
     def formats_on(self, arch: str) -> list[str]:
-        """Formats some support row runs on base arch ``arch`` (its ``archs`` name it, a family holding it, or a
-        range: :func:`moe_select.vocab.arch_in`; any conditions; may be empty)."""
-        return [f for s in self.support if arch_in(arch, s.archs) for f in s.formats]
+        """Formats some positive support row runs on base arch ``arch`` (its ``archs`` name it, a family holding it,
+        or a range: :func:`moe_select.vocab.arch_in`; any conditions; may be empty). A negative row
+        (``supported: false``) runs nothing."""
+        return [f for s in self.support if s.supported and arch_in(arch, s.archs) for f in s.formats]
 
     def has_arch(self, arch: str) -> bool:
-        """True when some support row names base arch ``arch`` (by name, family or range; any conditions)."""
-        return any(arch_in(arch, s.archs) for s in self.support)
+        """True when some positive support row names base arch ``arch`` (by name, family or range; any conditions)."""
+        return any(s.supported and arch_in(arch, s.archs) for s in self.support)
 
     @property
     def archs(self) -> list[str]:

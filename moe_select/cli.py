@@ -18,7 +18,7 @@ DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "
 
 
 def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
-    from .vocab import ENGINES, PHASES_OF
+    from .vocab import ENGINES, INSTALL_ENGINE, PHASES_OF
 
     g = p.add_argument_group("deployment (a file, flags, or both: flags override the file's keys)")
     g.add_argument("--deployment", "-d", metavar="FILE", type=_given("a deployment file"), help="deployment file (YAML or JSON)")
@@ -29,7 +29,8 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
                    "auto (another name is judged: no fact runs it)")
     g.add_argument("--model-config", dest="model_config", metavar="PATH", type=_given("a checkpoint folder or its config.json"), help="Hugging Face checkpoint folder or its config.json")
     g.add_argument("--model", metavar="K=V,...", type=_given("the model shape as K=V,..."), help="model shape, e.g. num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768,activation=silu,routing=renormalize")
-    g.add_argument("--engine", help=f"{', '.join(ENGINES)}, or any (default: eligible where at least one engine runs it)")
+    g.add_argument("--engine", help=f"{', '.join(ENGINES)}, or any (default: eligible where at least one of those serving "
+                   f"engines runs it), or {INSTALL_ENGINE} (this install's own adapters, what resolve builds)")
     g.add_argument("--phase", help=f"{', '.join(PHASES_OF)} (default both)")
     g.add_argument("--max-tokens-per-rank", dest="max_tokens_per_rank", type=int,
                    help="most tokens one rank passes to the MoE layer in one forward (default per phase)")
@@ -43,7 +44,8 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--runner", help="auto or a runner name")
     g.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--require-adapter", dest="require_adapter", action="store_true", default=None,
-                   help="refuse runners that have no adapter in this install (no_adapter)")
+                   help=f"only what this install's adapters run: plan for engine {INSTALL_ENGINE} (with a serving "
+                   f"--engine: refuse, no_adapter, a candidate this install cannot run that way)")
     g.add_argument("--strict", dest="strict", action="store_true", default=None,
                    help="refuse a plan that is only unverified (no fact either way for some part; reason unverified)")
     g.add_argument("--nvcc", help="nvcc version of the target machine, e.g. 12.8")

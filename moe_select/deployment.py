@@ -22,7 +22,8 @@ from .errors import InputError, Issue
 from .located import Located
 from .model_config import read_model_config
 from .shape import ModelShape
-from .vocab import PHASES_OF, A2AMode, ArchInput, ArchName, Engine, Phase, QuantName, close_products, gpu_arch, normalize_arch
+from .vocab import (INSTALL_ENGINE, PHASES_OF, A2AMode, ArchInput, ArchName, Engine, Phase, QuantName, close_products, gpu_arch,
+                    normalize_arch)
 from .yamlio import MarkedDict, load_file, shorten, validate
 
 #: Upper bound on tp and ep: far above any deployment (the largest published EP runs use hundreds of
@@ -82,6 +83,9 @@ class Deployment(Located):
     #: layers; other kinds are planned with ``auto`` unless named here.
     layer_runners: dict[str, str] | None = None
     cuda_graph: bool | None = None
+    #: Only runners this install has an adapter for (README "Python API"): with ``engine: any`` (or none given)
+    #: the deployment is planned for ``engine: moe_select``, this install's adapters; with a serving engine, a
+    #: candidate is also checked under ``moe_select`` and refused (``no_adapter``) where this install's facts refuse.
     require_adapter: bool = False
     #: Refuse a plan that is only ``unverified`` (no fact either way for some part), reason ``unverified``.
     strict: bool = False
@@ -385,6 +389,10 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     # Engine, phase, token budget.
     for k in ("engine", "phase", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "runner", "require_adapter", "strict"):
         prov[k] = dep.source_of(k) or "default"
+    engine: str = dep.engine
+    if dep.require_adapter and engine == "any":  # this install's adapters: plan for this install as an engine
+        engine = INSTALL_ENGINE
+        prov["engine"] = f"{INSTALL_ENGINE}: require_adapter ({prov['require_adapter']}) plans for this install's adapters"
     max_tokens = dep.max_tokens_per_rank
     if max_tokens is None:
         max_tokens = DEFAULT_TOKENS[dep.phase]
@@ -441,7 +449,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
     return Understood(
         gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files,
-        quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=dep.engine, phase=dep.phase,
+        quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=engine, phase=dep.phase,
         max_tokens_per_rank=max_tokens, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
         a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, cuda_graph=cuda_graph,

@@ -4,6 +4,8 @@ Steps, each refusing with a :class:`~moe_select.errors.ResolveError` that names 
 1. re-detect the machine (arch through torch, packages from their metadata) and compare with the
    plan: a different arch, changed rule/capability files, or a changed package version is
    ``plan_mismatch`` (each differing field named); a missing package or version is ``dependency_missing``;
+   a plan made for a serving engine is checked again under ``engine: moe_select`` (this install's facts and
+   code): a refusal there is ``no_adapter`` naming the failing fact (:func:`engine_plan_reasons`);
 2. with ``require_prebuilt=True``, refuse a runner whose first call would JIT-compile;
 3. import the adapter module and the dispatcher module eagerly and call their ``register(registry)``
    (a plan-only runner without a plugin is ``no_adapter``);
@@ -277,6 +279,8 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
             out.append(Reason(code="no_adapter", detail=f"{plan.runner} has no adapter in this install (plan-only); install a "
                               "plugin that registers one under the moe_select.adapters entry-point group",
                               source=fact_file(catalog, plan.runner)))
+        else:
+            out += engine_plan_reasons(plan, catalog)
     for need in plan.packages:
         found = env.package(need.name, need.module)[1]
         spec = f" {need.version}" if need.version else ""
@@ -296,6 +300,24 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
                           f"require_prebuilt is set: {plan.jit}", source="resolve(require_prebuilt=True)",
                           fix=f"{hint}plan another runner"))
     return out
+
+
+def engine_plan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
+    """A plan made for a serving engine (``engine`` sglang, vllm, trtllm or any) says what that engine runs; this
+    install builds its own adapter for it only where it runs that too. The plan's deployment (as planned: runner,
+    format, activation, parallelism, a2a, CUDA graphs) is checked again under ``engine: moe_select``
+    (:func:`moe_select.selector.install_refusals`); each refusal there is a ``no_adapter`` naming the failing fact.
+    A plan made for ``moe_select`` was selected under those facts already: []."""
+    from .selector import install_refusals
+    from .vocab import INSTALL_ENGINE
+
+    if plan.engine == INSTALL_ENGINE:
+        return []
+    try:
+        return install_refusals(plan.deployment, plan.environment, catalog, [plan.runner]).get(plan.runner, [])
+    except (TypeError, ValueError, KeyError) as exc:  # inputs a selector never wrote: _replan_reasons says so
+        return [Reason(code="plan_mismatch", detail=f"the plan's deployment cannot be checked under this install's facts "
+                       f"({exc})", source="plan", fix="plan again (moe-select plan)")]
 
 
 def plan_catalog(plan: Plan) -> Any:

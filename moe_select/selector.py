@@ -5,9 +5,14 @@ input (declared for another machine, or detected once for this one before checks
 of the catalog is checked against every fact, and every failure is reported with its closed code, a
 detail naming the values, the ``file:line`` of the fact or rule, and a fix where one exists.
 
-Engines: with ``engine: any`` each runner is checked once per engine whose facts differ (SGLang, vLLM,
-TensorRT-LLM) and is eligible where at least one engine runs it; the candidate and the plan name those
-engines, and a reason that holds for some engines only says which. Versions: a fact conditioned on a
+Engines: with ``engine: any`` each runner is checked once per serving engine whose facts differ (SGLang,
+vLLM, TensorRT-LLM) and is eligible where at least one engine runs it; the candidate and the plan name those
+engines, and a reason that holds for some engines only says which. ``engine: moe_select`` is this install as
+an engine (its own adapters and dispatchers, what ``resolve`` builds): the facts scoped to it, and the
+checks of this install's code (:func:`adapter_reasons`: a runner or all-to-all without an adapter here, a
+format, activation or dispatch format the adapter does not implement, each ``no_adapter``). ``engine: any``
+never includes it; ``require_adapter`` plans for it (with a serving engine: a candidate this install cannot
+run that way is refused, ``no_adapter``, naming the failing fact). Versions: a fact conditioned on a
 package version (``requires``) is decided by the declared or detected version; a package assumed present
 without a version is taken at the newest version the facts were checked against, and the candidate
 lists every fact that assumption decided.
@@ -30,7 +35,7 @@ from .plans import (PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan,
                     strongest, weakest)
 from .report import Report
 from .versions import at_least, newer, satisfies
-from .vocab import ENGINES, WEIGHT_ON_INPUT_ROUTINGS
+from .vocab import ENGINES, INSTALL_ENGINE, WEIGHT_ON_INPUT_ROUTINGS
 from .yamlio import shorten
 
 #: Most issues of one kind reported for one input (a 10,000-key mapping gives 20 lines and a count).
@@ -233,6 +238,10 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
     u, owner = ctx.u, f"a2a {a2a.a2a}"
     out: list[Reason] = []
     engine = ctx.facts.get("engine")
+    if engine == INSTALL_ENGINE and a2a.module is None:
+        out.append(Reason(code="no_adapter", detail=f"{owner} has no dispatcher in this install (plan-only: a serving engine "
+                          "brings its own)", source=a2a.where("module"),
+                          fix="an a2a backend with a dispatcher here (none, torch), or a serving engine"))
     for gone in a2a.unavailable:
         if engine in gone.engines:
             out.append(Reason(code="a2a_unsupported", detail=f"{owner} is not shipped by {engine}: {gone.why}",
@@ -397,15 +406,33 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
             gap = _gap(ctx, cap, "cuda_graph", "cuda_graph_unsupported", f"no capture fact of {name} applies here",
                        f"a cuda_graph fact of {name} that applies here", cap.cuda_graph[0].where(), name)
             out += [r.model_copy(update={"fix": "cuda_graph: false (SGLang: --disable-cuda-graph)"}) for r in gap]
-    if u.require_adapter and ctx.catalog.adapter(name, u.quant, act) is None:
-        if cap.module is not None and cap.adapter is not None:
-            out.append(Reason(code="no_adapter", detail=f"{name}'s adapter in this install implements {', '.join(cap.adapter.formats)}"
-                              + (f" with {', '.join(cap.adapter.activations)}" if cap.adapter.activations else "")
-                              + f"; {u.quant} with {act} is plan-only here", source=cap.adapter.where(), backend=name))
-        else:
-            out.append(Reason(code="no_adapter", detail=f"{name} has no adapter in this install (plan-only: an engine must "
-                              "bring its own implementation)", source=cap.where("module"), backend=name))
+    if engine == INSTALL_ENGINE:
+        out += adapter_reasons(cap, ctx.catalog, u)
     return out
+
+
+def adapter_reasons(cap: RunnerCapability, catalog: Catalog, u: Understood) -> list[Reason]:
+    """What this install's own code refuses for runner ``cap`` (engine ``moe_select``), each ``no_adapter`` naming
+    the fact: no adapter module here (and no plugin: a plan-only runner), an ``adapter`` block that leaves out the
+    deployment's format or activation (the core raises for them: ``RunnerInputError``), a dispatch format the
+    all-to-all hands over that the module does not register (``registers``; resolve's registry check)."""
+    name, act = cap.runner, u.model["activation"]
+    module = catalog.adapter(name, u.quant, act)
+    if module is None:
+        if cap.module is not None and cap.adapter is not None:
+            return [Reason(code="no_adapter", detail=f"{name}'s adapter in this install implements {', '.join(cap.adapter.formats)}"
+                           + (f" with {', '.join(cap.adapter.activations)}" if cap.adapter.activations else "")
+                           + f"; {u.quant} with {act} is plan-only here", source=cap.adapter.where(), backend=name)]
+        return [Reason(code="no_adapter", detail=f"{name} has no adapter in this install (plan-only: an engine must "
+                       "bring its own implementation)", source=cap.where("module"), backend=name)]
+    a2a = catalog.a2a.get(u.a2a)
+    if module == cap.module and a2a is not None:
+        missing = [f for f in a2a.formats_used(tuple(u.a2a_modes)) if f not in cap.registers]
+        if missing:
+            return [Reason(code="no_adapter", detail=f"{name}'s adapter registers {', '.join(cap.registers)} dispatch; a2a {u.a2a} "
+                           f"hands over {', '.join(missing)}", source=cap.where("registers"), backend=name,
+                           fix=f"a2a: none, or an a2a backend handing over {', '.join(cap.registers)} rows")]
+    return []
 
 
 def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> list[Reason]:
@@ -552,7 +579,11 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     for e, ctx in ctxs.items():
         a2a_needs: list[PackageNeed] = []
         found = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, base_assumed)
-        if a2a_cap is None:
+        if a2a_cap is None and e == INSTALL_ENGINE:  # no file, no module: nothing here dispatches it
+            found.append(Reason(code="no_adapter", detail=f"no capability file describes a2a {u.a2a}: this install has no "
+                                "dispatcher for it", source="backends/a2a/",
+                                fix=f"backends/a2a/{u.a2a}.yaml with its dispatcher module (README, Hand-edited files to add (d))"))
+        elif a2a_cap is None:
             ctx.unknowns.append(Unknown(code="a2a_unsupported", detail=f"no capability file describes a2a {u.a2a}",
                                         settle=f"backends/a2a/{u.a2a}.yaml (its archs, modes and dispatch formats)",
                                         source="backends/a2a/"))
@@ -583,6 +614,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     names = sorted(catalog.runners)
     if u.runner != "auto" and u.runner not in catalog.runners:
         names.append(u.runner)  # a runner no capability file describes: judged on the common facts alone
+    # require_adapter with a serving engine: what that engine runs, where this install runs it too.
+    install = install_refusals(u, env, catalog, names) if u.require_adapter and INSTALL_ENGINE not in engines else {}
     for name in names:
         cap = catalog.runners.get(name)
         per_engine: dict[str, list[Reason]] = {}
@@ -610,7 +643,7 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                                             + (f" (did you mean {close[0]!r}?)" if close else ""),
                                             settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",
                                             source="backends/", backend=name))
-            per_engine[e], unknowns_by[e], needs_by[e] = engine_reasons, ctx.unknowns, engine_needs
+            per_engine[e], unknowns_by[e], needs_by[e] = engine_reasons + install.get(name, []), ctx.unknowns, engine_needs
             ctx.unknowns = []
         for e in shipped[len(check_engines):]:
             per_engine[e], needs_by[e], unknowns_by[e] = per_engine[shipped[0]], needs_by[shipped[0]], unknowns_by[shipped[0]]
@@ -676,8 +709,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
             reasons += [r.model_copy(update={"detail": f"{where}: {r.detail}"}) for r in k.reasons]
     if plan is not None and all(k.plan is not None for k in kind_reports):
         # A deployment's level is the weakest over its MoE layer kinds.
-        level = weakest([plan.evidence] + [k.plan.evidence for k in kind_reports if k.plan is not None])
-        plan = plan.model_copy(update={"layers": [k.plan for k in kind_reports], "evidence": level})
+        deployment_level = weakest([str(plan.evidence)] + [str(k.plan.evidence) for k in kind_reports if k.plan is not None])
+        plan = plan.model_copy(update={"layers": [k.plan for k in kind_reports], "evidence": deployment_level})
     elif plan is not None:
         plan = None  # a deployment is refused when any of its MoE layer kinds has no runner
     return Report(status="ok" if plan else "rejected", evidence=plan.evidence if plan else "refused", deployment=u,
@@ -686,6 +719,35 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
                                     for rid, where in catalog.overridden.items()},
                   origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports)
+
+
+def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners: Iterable[str]) -> dict[str, list[Reason]]:
+    """Each of ``runners`` checked under ``engine: moe_select`` (this install's facts and code) for deployment ``u``
+    as it stands (made for another engine): runner -> the reasons it is refused here, each as ``no_adapter`` (this
+    install cannot build it that way), naming the failing fact's code, detail and source; [] where this install
+    runs it (supported or unverified: only a refusal counts). What ``require_adapter`` adds to a serving engine's
+    candidates and ``resolve`` checks for a plan made for a serving engine (README "Python API")."""
+    uk = u.model_copy(update={"engine": INSTALL_ENGINE, "require_adapter": False, "strict": False, "layer_kinds": []})
+    facts = _facts(uk, INSTALL_ENGINE)
+    ctx = _Ctx(uk, env, catalog, facts, engine_facts={INSTALL_ENGINE: facts})
+    base = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, [])
+    a2a_cap = catalog.a2a.get(uk.a2a)
+    if a2a_cap is None:
+        base.append(Reason(code="no_adapter", detail=f"no capability file describes a2a {uk.a2a}: this install has no "
+                           "dispatcher for it", source="backends/a2a/"))
+    else:
+        base += _a2a_reasons(a2a_cap, ctx, [], [])
+    out: dict[str, list[Reason]] = {}
+    for name in runners:
+        cap = catalog.runners.get(name)
+        ctx.unknowns = []
+        found = list(base) + (check_runner(cap, ctx, [], []) if cap is not None else [
+            Reason(code="no_adapter", detail=f"no capability file describes runner {name}: this install has no adapter for it",
+                   source="backends/")])
+        out[name] = [Reason(code="no_adapter", detail=f"this install (engine {INSTALL_ENGINE}) does not run it: {r.code}: {r.detail}",
+                            source=r.source, fix=r.fix, backend=name) if r.code != "no_adapter" else r.model_copy(update={"backend": name})
+                     for r in found]
+    return out
 
 
 def _merge_unknowns(per_engine: dict[str, list[Unknown]]) -> list[Unknown]:
@@ -793,4 +855,4 @@ def plan(deployment: Deployment | str | Path | dict[str, Any], **kwargs: Any) ->
     return report.plan
 
 
-__all__ = ["explain", "plan", "select", "check_runner", "fmt_num"]
+__all__ = ["explain", "plan", "select", "check_runner", "adapter_reasons", "install_refusals", "fmt_num"]

@@ -171,11 +171,18 @@ Routing = Annotated[str, AfterValidator(_name), VocabRef("routing"),
 #: name (judged by the selector: no fact runs it). Facts and rules use :data:`Quant` (the formats table).
 QuantName = Annotated[str, AfterValidator(_name), WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "maxLength": 64})]
 
-#: Serving engines whose facts can differ; ``any`` (the default) plans for whichever engine runs it. The
-#: selector checks each of these; ``backends/vocabulary.yaml`` declares the same names with their sources
+#: Engines whose facts can differ: the serving engines, and ``moe_select``, this install itself (its own adapters,
+#: ``backends/<runner>.py``, and dispatchers, ``backends/a2a/dispatch_<name>.py``, as ``resolve`` builds them and
+#: ``moe-select run`` runs them). ``backends/vocabulary.yaml`` declares the same names with their sources
 #: (checked equal when it loads), and a plugin cannot add one.
-Engine = Literal["sglang", "vllm", "trtllm"]
-ENGINES: tuple[str, ...] = Engine.__args__  # type: ignore[attr-defined]
+Engine = Literal["sglang", "vllm", "trtllm", "moe_select"]
+#: This install as an engine: what its adapters run (``engine: moe_select``; ``moe-select run`` and
+#: ``require_adapter`` plan for it). A fact scoped ``when: {engine: [moe_select]}`` describes this install's code.
+INSTALL_ENGINE = "moe_select"
+#: Every engine a fact may name (:data:`Engine`).
+ALL_ENGINES: tuple[str, ...] = Engine.__args__  # type: ignore[attr-defined]
+#: The serving engines: what ``engine: any`` (the default) checks, each one; never :data:`INSTALL_ENGINE`.
+ENGINES: tuple[str, ...] = tuple(e for e in ALL_ENGINES if e != INSTALL_ENGINE)
 
 #: What a deployment runs: prefill workers, decode workers, or both (no PD disaggregation).
 Phase = Literal["prefill", "decode", "both"]

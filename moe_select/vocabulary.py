@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from .errors import InputError, Issue
 from .located import Located
-from .vocab import (ENGINES, GATED_ACTIVATIONS, NAME_PATTERN, WEIGHT_ON_INPUT_ROUTINGS, VocabRef, capability,
+from .vocab import (ALL_ENGINES, GATED_ACTIVATIONS, NAME_PATTERN, WEIGHT_ON_INPUT_ROUTINGS, VocabRef, capability,
                     is_arch, normalize_arch_error, range_floor, vendor_of)
 
 SCHEMA_VERSION = 3
@@ -262,13 +262,14 @@ def bundled_index() -> VocabularyIndex:
 
 
 def check_bundled(vocab: Vocabulary) -> list[Issue]:
-    """The bundled file's own promises: its engines are exactly :data:`moe_select.vocab.ENGINES`, its gated
-    activations and weight-on-input routings are the ones this project's code implements."""
+    """The bundled file's own promises: its engines are exactly :data:`moe_select.vocab.ALL_ENGINES` (the serving
+    engines and ``moe_select``, this install), its gated activations and weight-on-input routings are the ones this
+    project's code implements."""
     out = []
     names = tuple(e.name for e in vocab.engines)
-    if names != ENGINES:
+    if names != ALL_ENGINES:
         out.append(Issue(vocab._file, vocab._lines.get("engines", vocab._line), "engines",
-                         f"engines {list(names)} must be the engines the selector checks: {list(ENGINES)}"))
+                         f"engines {list(names)} must be the engines the selector checks: {list(ALL_ENGINES)}"))
     gated = tuple(a.name for a in vocab.activations if a.gated)
     if gated != GATED_ACTIVATIONS:
         out.append(Issue(vocab._file, vocab._lines.get("activations", vocab._line), "activations",

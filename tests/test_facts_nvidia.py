@@ -287,7 +287,9 @@ def test_torch_grouped_mm_row_alignment():
 def test_this_projects_runners_pair_with_standard_dispatch_only():
     # this project: moe_select/contracts.py (standard format), backends/torch_grouped_mm.py route_plan and
     # backends/torch_native.py register(): token-major cores; no batched (expert-major) core.
-    dep = {"gpu": "H200", "quant": "bf16", "model": QWEN3_30B, "tp": 2, "ep": 2, "a2a": "torch", "cuda_graph": False}
+    # Issue 18: planned for this install (engine moe_select): this project's torch all-to-all is no serving engine's.
+    dep = {"gpu": "H200", "quant": "bf16", "model": QWEN3_30B, "tp": 2, "ep": 2, "a2a": "torch", "cuda_graph": False,
+           "engine": "moe_select"}
     r = explain(**dep)
     assert cand(r, "torch_grouped_mm").eligible and cand(r, "torch_native").eligible
     ll = explain(gpu="H200", quant="bf16", model=QWEN3_30B, tp=2, ep=2, a2a="deepep", a2a_mode="low_latency")

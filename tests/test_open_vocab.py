@@ -126,7 +126,7 @@ def test_bundled_vocabulary_agrees_with_the_code(catalog):
     from moe_select.vocabulary import check_bundled
 
     assert check_bundled(catalog.vocabulary) == []
-    assert tuple(e.name for e in catalog.vocabulary.engines) == vocab.ENGINES
+    assert tuple(e.name for e in catalog.vocabulary.engines) == vocab.ALL_ENGINES == vocab.ENGINES + (vocab.INSTALL_ENGINE,)
 
 
 # ------------------------------------------------------------------------------------------ deployments

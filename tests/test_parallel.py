@@ -122,7 +122,10 @@ def test_deepep_without_deep_ep_is_dependency_missing():
     hopper = Environment(detected=True, arch="sm90", gpu="H200", packages={"torch": "2.13.0", "deep_ep": None})
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan, environment=hopper, registry=Registry())
-    assert exc.value.codes == ["dependency_missing"] and "a2a deepep needs deep_ep" in str(exc.value)
+    # every reason at once: the missing package, and this install's own check of the plan (made for the serving
+    # engines) under engine moe_select: no DeepEP dispatcher here (issue 18)
+    assert set(exc.value.codes) == {"dependency_missing", "no_adapter"} and "a2a deepep needs deep_ep" in str(exc.value)
+    assert "a2a deepep has no dispatcher in this install" in str(exc.value)
     with_it = Environment(detected=True, arch="sm90", gpu="H200", packages={"torch": "2.13.0", "deep_ep": "1.2.1"})
     with pytest.raises(ResolveError) as exc:  # installed, but this project ships no DeepEP dispatcher
         moe_select.resolve(plan, environment=with_it, registry=Registry())

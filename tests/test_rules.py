@@ -11,6 +11,9 @@ from moe_select.lint import check
 
 H200_BF16 = {"gpu": "H200", "quant": "bf16", "model": {"num_experts": 128, "top_k": 8, "hidden_size": 2048,
                                                       "moe_intermediate_size": 768}, "tp": 1}
+# Planned for this install (engine moe_select): the Hopper rules were measured on this install's adapters
+# (torch_grouped_mm and triton), and torch_grouped_mm runs under no serving engine.
+H200_BF16_HERE = {**H200_BF16, "engine": "moe_select"}
 
 
 def write(d, name, text):
@@ -23,8 +26,8 @@ def test_bundled_choice_for_reference():
     """The Hopper bf16 / row-wise FP8 rules as measured (benchmarks/README.md, issue 11 table): triton for a
     128-expert layer at any size, torch_grouped_mm for 8 experts per rank unless the forwards stay within
     256 tokens per rank."""
-    assert moe_select.plan(H200_BF16).runner == "triton"
-    mixtral = {**H200_BF16, "model": {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336}}
+    assert moe_select.plan(H200_BF16_HERE).runner == "triton"
+    mixtral = {**H200_BF16_HERE, "model": {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336}}
     p = moe_select.plan(mixtral)
     assert p.runner == "torch_grouped_mm" and p.chosen_by.rule == "hopper-16bit-and-fp8-rowwise-few-experts"
     assert moe_select.plan({**mixtral, "max_tokens_per_rank": 256}).runner == "triton"
@@ -32,7 +35,7 @@ def test_bundled_choice_for_reference():
     # the measured condition is the model's expert count: Mixtral over ep 2 stays on torch_grouped_mm, while a
     # 128-expert layer split to 8 experts per rank (small per-expert GEMMs, not measured) stays on triton
     assert moe_select.plan({**mixtral, "tp": 2, "ep": 2}).runner == "torch_grouped_mm"
-    assert moe_select.plan({**H200_BF16, "tp": 16, "ep": 16}).runner == "triton"
+    assert moe_select.plan({**H200_BF16_HERE, "tp": 16, "ep": 16}).runner == "triton"
 
 
 def test_operator_rule_overrides_bundled_one_by_id_in_place(tmp_path):

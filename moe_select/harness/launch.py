@@ -191,8 +191,8 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     ``tokens``: the batch (T); ``nproc`` must equal ``tp`` (the layer spans tp ranks; ``ep`` divides
     ``tp``); ``a2a``: ``none`` or ``torch``; ``dtype``: activations (bfloat16, float16, float32); weights
     are the checkpoint's format (bf16/fp16 stored as such, FP8 quantized per slice with ops.quantize).
-    Steps: plan (``arch: auto``, ``require_adapter``); estimate memory and refuse before starting;
-    spawn ``nproc`` processes, each ``resolve(plan, group=WORLD)`` (all ranks agree), builds its shard
+    Steps: plan (``arch: auto``, ``engine: moe_select``: this install's adapters); estimate memory and refuse
+    before starting; spawn ``nproc`` processes, each ``resolve(plan, group=WORLD)`` (all ranks agree), builds its shard
     (experts ``[ep_rank*E/ep, +E/ep)``, intermediate rows ``[tp_rank*I/(tp/ep), +I/(tp/ep))``, seeded
     random weights), routes the seeded tokens with the model's routing (:func:`moe_select.routing.route`)
     and runs the forward. Token layout: ``a2a torch`` and ``none`` with ep > 1 give each rank its own
@@ -236,7 +236,7 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     if problems:
         raise LaunchError(problems)
     report = explain({"arch": "auto", "model_config": str(Path(model_config).resolve()), "tp": tp, "ep": ep,
-                      "a2a": a2a, "require_adapter": True})
+                      "a2a": a2a, "engine": "moe_select", "require_adapter": True})
     if report.plan is None:
         raise SelectionError(report)
     p = report.plan

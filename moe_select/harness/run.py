@@ -126,7 +126,9 @@ def run_layer(args: argparse.Namespace) -> int:
     if (args.tp or 1) > 1 or (args.ep or 1) > 1:
         print("moe-select run: tp/ep > 1 in one process would build one rank's shard only; use --nproc N", file=sys.stderr)
         return 2
-    values: dict[str, Any] = {"arch": "auto", "model_config": args.model_config, "runner": args.runner, "require_adapter": True}
+    # This install's adapters run the layer: planned for engine moe_select (README "Runners"), never a serving engine's facts.
+    values: dict[str, Any] = {"arch": "auto", "model_config": args.model_config, "runner": args.runner, "engine": "moe_select",
+                              "require_adapter": True}
     if args.device == "cpu":
         values["arch"] = "cpu"
         values["packages"] = None
