@@ -336,8 +336,9 @@ _VOCABULARY_KEYS = ("archs", "families", "activations", "routings", "engines")
 
 
 def _kind(path: Path) -> tuple[str, Any]:
-    """``(kind, model)`` of one file, validated: kind ``rules``, ``capability`` or ``vocabulary``
-    (:mod:`moe_select.vocabulary`); raises InputError."""
+    """``(kind, model)`` of one file, validated: kind ``rules``, ``capability``, ``formats`` (the formats table,
+    :mod:`moe_select.formats`) or ``vocabulary`` (:mod:`moe_select.vocabulary`); raises InputError."""
+    from .formats import FormatsFile
     from .vocabulary import Vocabulary
 
     data = load_file(path, kind="rule or capability file")
@@ -345,12 +346,15 @@ def _kind(path: Path) -> tuple[str, Any]:
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "the file must hold a mapping"))
     model = (RuleFile if "rules" in data else RunnerCapability if "runner" in data else A2ACapability if "a2a" in data
              else CommonFacts if "constraints" in data else PackageTable if "packages" in data
+             else FormatsFile if "formats" in data
              else Vocabulary if any(k in data for k in _VOCABULARY_KEYS) else None)
     if model is None:
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "not a rule file (rules:), capability file "
-                               "(runner:, a2a:, constraints:, packages:) or vocabulary file (archs:, families:, ...)"))
+                               "(runner:, a2a:, constraints:, packages:), formats table (formats:) or vocabulary file "
+                               "(archs:, families:, ...)"))
     obj = validate(model, data, str(path))
-    return ("rules" if model is RuleFile else "vocabulary" if model is Vocabulary else "capability"), obj
+    kind = "rules" if model is RuleFile else "vocabulary" if model is Vocabulary else "formats" if model is FormatsFile else "capability"
+    return kind, obj
 
 
 def _given_names(catalog: Catalog, capability: list[Any], vocabularies: list[tuple[Path, Any]]) -> list[Issue]:
@@ -403,7 +407,7 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
                 rule_paths.append(f)
             elif kind == "vocabulary":
                 vocabularies.append((f, obj))
-            else:
+            elif kind == "capability":
                 capability.append(obj)
     if issues:
         raise InputError(issues)
