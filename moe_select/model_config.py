@@ -610,11 +610,17 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
     else:
         act = _str(text, "hidden_act", tp) or "silu"
         table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu", "relu2": "relu2"}
-        if act not in table:
-            raise _issue(text, "hidden_act", f"hidden_act {shorten(act)} is not a supported MoE activation "
-                         f"({', '.join(table)})", tp)
-        shape["activation"] = table[act]
-        prov["activation"] = _at(text, "hidden_act") if _present(text, "hidden_act") else f"{name} (no hidden_act: silu)"
+        if act in table:
+            shape["activation"] = table[act]
+            prov["activation"] = _at(text, "hidden_act") if _present(text, "hidden_act") else f"{name} (no hidden_act: silu)"
+        elif re.match(r"^[a-z][a-z0-9_]{0,63}$", act):
+            # An activation no vocabulary declares (issue 18): kept under its own name, for the selector to judge.
+            shape["activation"] = act
+            prov["activation"] = (f"{_at(text, 'hidden_act')} (an activation this moe-select does not know: read as "
+                                  f"{', '.join(table)}; kept as {act} and judged)")
+        else:
+            raise _issue(text, "hidden_act", f"hidden_act {shorten(act)} is not an activation name (read: "
+                         f"{', '.join(table)}; another lower-case name is kept and judged)", tp)
 
     scoring, topk_method = _str(text, "scoring_func", tp), _str(text, "topk_method", tp)
     grouped = topk_method in ("noaux_tc", "group_limited_greedy") or _present(text, "n_group")

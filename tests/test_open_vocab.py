@@ -159,6 +159,23 @@ def test_unknown_a2a_is_judged_with_a_did_you_mean():
     assert any("did you mean 'deepep'" in n for n in report.deployment.notes)
 
 
+def _config(tmp_path: Path, hidden_act: str) -> Path:
+    d = tmp_path / "tiny-moe"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_moe", "hidden_size": 64, "moe_intermediate_size": 32, "num_experts": 8,
+        "num_experts_per_tok": 2, "hidden_act": hidden_act, "norm_topk_prob": True, "torch_dtype": "bfloat16"}))
+    return d
+
+
+def test_a_checkpoint_activation_without_facts_is_judged(tmp_path):
+    report = moe_select.explain({"gpu": "H200", "model_config": str(_config(tmp_path, "geglu"))})
+    assert report.deployment.model["activation"] == "geglu"
+    assert "kept as geglu and judged" in report.deployment.provenance["model.activation"]
+    msg = error_of(moe_select.explain, {"gpu": "H200", "model_config": str(_config(tmp_path / "b", "GeLU-New"))})
+    assert "hidden_act 'GeLU-New' is not an activation name" in msg
+
+
 def test_weight_only_plan_without_bf16_computes_in_fp16():
     t4 = moe_select.explain({"gpu": "T4", "quant": "int4_w4a16", "model": MODEL, "runner": "triton"})
     a100 = moe_select.explain({"gpu": "A100", "quant": "int4_w4a16", "model": MODEL, "runner": "triton"})
