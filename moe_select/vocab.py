@@ -160,7 +160,8 @@ Arch = Annotated[str, AfterValidator(_arch_spec), VocabRef("arch"),
 ArchName = Annotated[str, AfterValidator(_arch_name), WithJsonSchema({"type": "string", "pattern": ARCH_PATTERN})]
 #: What a deployment may write for ``arch``: ``auto`` or anything :func:`normalize_arch` reads.
 ArchInput = Annotated[str, AfterValidator(_arch_input),
-                      WithJsonSchema({"type": "string", "pattern": r"^(auto|(?i:cpu|sm_?[1-9][0-9]{1,2}[af]?|gfx[0-9][0-9a-f]{2,3}))$"})]
+                      WithJsonSchema({"type": "string", "pattern": r"^(auto|[cC][pP][uU]|[sS][mM]_?[1-9][0-9]{1,2}[aAfF]?"
+                                                  r"|[gG][fF][xX][0-9][0-9a-fA-F]{2,3})$"})]
 #: An activation name: any well-formed name in a deployment; declared-checked in facts and rules.
 Activation = Annotated[str, AfterValidator(_name), VocabRef("activation"),
                        WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "maxLength": 64})]

@@ -59,6 +59,18 @@ def test_ill_formed_arch_is_a_value_error(text):
         vocab.normalize_arch(text)
 
 
+def test_the_deployment_schema_pattern_reads_what_normalize_arch_reads():
+    from moe_select.schema_gen import generate
+
+    pattern = generate()["deployment.schema.json"]["properties"]["arch"]["anyOf"][0]["pattern"]
+    for text in ["sm90", "SM90A", "sm_100f", "gfx90a", "GFX1201", "cpu", "auto", "sm9", "gfx9", "sm10x", "sm80+", "h100"]:
+        try:
+            ok = text == "auto" or bool(vocab.normalize_arch(text))
+        except ValueError:
+            ok = False
+        assert bool(re.match(pattern, text)) == ok, text
+
+
 @pytest.mark.parametrize("arch, cap", [("sm121", (12, 1)), ("sm90", (9, 0)), ("sm75", (7, 5)), ("sm130", (13, 0)),
                                        ("sm100", (10, 0)), ("gfx942", None), ("cpu", None), ("sm90a", None)])
 def test_capability_from_the_name(arch, cap):
