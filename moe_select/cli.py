@@ -108,7 +108,15 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
             pk[name] = None if ver.lower() in ("none", "null") else ver
         flags["packages"] = pk
     flags.update(extra or {})
-    if args.deployment:
+    from .launch_cli import cli_launch
+
+    launch = cli_launch(args)  # --from-command: the engine's launch line is the base, flags override it
+    if launch is not None:
+        data, file, base = launch.marked(), "<launch line>", Path.cwd()
+        for k in flags:
+            if k in data:
+                data.key_sources[k] = f"command line (--{k.replace('_', '-')}), over {data.key_sources[k]}"
+    elif args.deployment:
         file = str(args.deployment)
         data = load_file(args.deployment, kind="deployment file")  # read once; the file's keys keep their lines
         if not isinstance(data, MarkedDict):
@@ -123,7 +131,8 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
         data.file = file
     for k, v in flags.items():
         data[k] = v
-        data.key_sources[k] = f"command line (--{k.replace('_', '-')})"
+        if not str(data.key_sources.get(k, "")).startswith("command line"):
+            data.key_sources[k] = f"command line (--{k.replace('_', '-')})"
     return validate(Deployment, data, file), base
 
 
@@ -137,9 +146,12 @@ def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
 def cmd_explain(args: argparse.Namespace) -> int:
     """Why this plan, why not the others. ``--json``: the machine-readable report."""
     report = _explain(args)
+    launch = getattr(args, "launch", None)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), **({"launch": launch.to_dict()} if launch is not None else {})}, indent=2))
     else:
+        if launch is not None:
+            print(launch.render_text() + "\n")
         print(report.render_text())
         print()
         print(report.summary())
@@ -163,7 +175,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(report.render_text(), file=sys.stderr)
         print(report.summary(), file=sys.stderr)
         return 1
-    text = report.plan.to_json()
+    if getattr(args, "emit", None):
+        from .launch_cli import emit_text
+
+        text = emit_text(args, report.plan)
+    else:
+        text = report.plan.to_json()
     _warn_unverified(report)
     if args.output and args.output != "-":
         write_atomically(Path(args.output), text)
@@ -439,13 +456,19 @@ def _render_distributed(r: dict[str, Any]) -> str:
 
 
 def _explain_args(e: argparse.ArgumentParser) -> None:
+    from .launch_cli import add_cli_flags
+
     _add_deployment_flags(e)
+    add_cli_flags(e)
     e.add_argument("--json", action="store_true", help="print the report as JSON")
     e.set_defaults(fn=cmd_explain)
 
 
 def _plan_args(pl: argparse.ArgumentParser) -> None:
+    from .launch_cli import add_cli_flags
+
     _add_deployment_flags(pl)
+    add_cli_flags(pl, emit=True)
     pl.add_argument("-o", "--output", type=_given("the plan file's path, or - for stdout"), help="plan file (default: stdout)")
     pl.set_defaults(fn=cmd_plan)
 

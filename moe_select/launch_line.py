@@ -256,7 +256,14 @@ def split_text(text: str, where: str = LINE) -> tuple[list[str], dict[str, str]]
         command = words
     if command is None:
         raise InputError(Issue(where, 0, "", "no command in the launch line"))
-    return command, env
+    return [expand(w, env) for w in command], env
+
+
+def expand(word: str, env: Mapping[str, str]) -> str:
+    """``$VAR`` and ``${VAR}`` of ``word`` replaced by what the launch text set (an unset one is left as written;
+    quoting is not tracked: a single-quoted ``$`` is expanded too)."""
+    return re.sub(r"\$(\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))",
+                  lambda m: env.get(m.group(2) or m.group(3), m.group(0)), word)
 
 
 def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Finding], where: str) -> list[str]:
@@ -461,14 +468,14 @@ def _convert(entry: FlagEntry, raw: str, written: str, where: str) -> Any:
         try:
             return int(raw)
         except ValueError:
-            raise InputError(Issue(where, 0, written, f"{entry.name} takes an integer, got {raw[:40]!r}")) from None
+            raise InputError(Issue(where, 0, written, f"{written} takes an integer, got {raw[:40]!r}")) from None
     if entry.takes == "json":
         try:
             return json.loads(raw)
         except json.JSONDecodeError:
             if entry.means == "compilation_config" and raw.strip().isdigit():
                 return {"level": int(raw)}
-            raise InputError(Issue(where, 0, written, f"{entry.name} takes JSON, got {raw[:60]!r}")) from None
+            raise InputError(Issue(where, 0, written, f"{written} takes JSON, got {raw[:60]!r}")) from None
     return raw
 
 
@@ -937,7 +944,7 @@ def _tokens(launch: Launch, phase: str) -> None:
     if "spec_draft_tokens" in v:
         draft = int(v["spec_draft_tokens"].value)
     elif sc is not None and isinstance(sc.value, dict):
-        n = sc.value.get("num_speculative_tokens", sc.value.get("max_draft_len"))
+        n = sc.value.get("num_speculative_tokens", sc.value.get("max_draft_len", sc.value.get("num_nextn_predict_layers")))
         draft = 1 + int(n) if isinstance(n, int) else 1
     how_draft = f" x {draft} tokens per request ({_w(launch, 'spec_draft_tokens') or sc.written if sc else ''})" if draft > 1 else ""
     if phase == "decode":
@@ -1012,7 +1019,9 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         _read_trtllm_yaml(launch)
     _read_env(launch, where)
     _map(launch, where)
-    if model_config is None:
+    if model_config is not None:
+        _set(launch, "model_config", model_config, f"given instead of the line's model ({launch.model_written or 'none'})")
+    else:
         if launch.model is None:
             raise InputError(Issue(where, 0, "model", f"no model in the launch line ({' '.join(launcher)} {model_style})"))
         path, how = resolve_model(launch.model, launch.model_written or launch.model, full_env, base, where)

@@ -1,0 +1,77 @@
+"""The command-line side of launch lines (issue 22): ``explain``/``plan`` ``--from-command``, ``--env``,
+``--shell-env``, ``--engine-version`` and ``plan --emit``. :mod:`moe_select.cli` calls into here.
+
+``--from-command`` takes the line as argv after ``--`` (``--from-command -- vllm serve M -tp 8``), as one
+quoted string, as ``@FILE`` or as ``-`` (stdin). Deployment flags given besides override what the line says
+(the provenance says both). The environment: the line's assignments, then ``--env FILE``, then the shell
+only with ``--shell-env`` or when the plan is for this machine (no ``--gpu``/``--arch``, or ``arch auto``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+
+def add_cli_flags(p: argparse.ArgumentParser, *, emit: bool = False) -> None:
+    """Add the launch-line flags to ``explain`` (and, with ``emit``, ``plan``)."""
+    g = p.add_argument_group("launch line (issue 22: read an engine's own launch command)")
+    g.add_argument("--from-command", dest="from_command", nargs="?", const="--", default=None, metavar="LINE|@FILE|-",
+                   help="the engine's launch line: a quoted string, @FILE, - (stdin), or nothing and the argv after --")
+    g.add_argument("launch_argv", nargs="*", help=argparse.SUPPRESS)
+    g.add_argument("--env", dest="env_file", metavar="FILE", help="VAR=value lines the engine also sees (after the line's own)")
+    g.add_argument("--shell-env", dest="shell_env", action="store_true", help="the shell's environment is the engine's too")
+    g.add_argument("--engine-version", dest="engine_version", metavar="V", help="the engine's version (PEP 440) the flags are judged at")
+    if emit:
+        g.add_argument("--emit", choices=["sglang", "vllm", "trtllm"],
+                       help="write the plan as this engine's launch (flags, environment, TensorRT-LLM YAML) instead of the plan JSON")
+
+
+def cli_launch(args: argparse.Namespace) -> Any:
+    """The :class:`~moe_select.launch_line.Launch` of ``args`` (None without ``--from-command``), kept on
+    ``args.launch``. Raises :class:`InputError` for positional words without ``--from-command`` and for
+    everything :func:`~moe_select.launch_line.from_command` refuses."""
+    from .launch_line import LINE, from_command, read_env_file, read_source
+
+    spec = getattr(args, "from_command", None)
+    extra = list(getattr(args, "launch_argv", None) or [])
+    if spec is None:
+        if extra:
+            raise InputError(f"unexpected words {' '.join(extra)[:60]!r}: give --from-command -- <the engine's launch line>",
+                             file="<command line>", field="from_command")
+        return None
+    if getattr(args, "deployment", None):
+        raise InputError("give --deployment or --from-command, not both", file="<command line>", field="from_command")
+    if spec == "--":
+        if not extra:
+            raise InputError("--from-command: give the line (quoted), @FILE, - or the argv after --", file="<command line>",
+                             field="from_command")
+        line: Any = extra
+        where = LINE
+        base = Path.cwd()
+    else:
+        if extra:
+            raise InputError(f"--from-command {spec[:40]!r} and words after it: give one launch line", file="<command line>",
+                             field="from_command")
+        line, where = read_source(spec)
+        base = Path(where).resolve().parent if where not in (LINE, "<stdin>") else Path.cwd()
+    env: dict[str, str] = {}
+    this_machine = getattr(args, "arch", None) in (None, "auto") and getattr(args, "gpu", None) is None
+    if getattr(args, "shell_env", False) or this_machine:
+        env.update(os.environ)
+    if getattr(args, "env_file", None):
+        env.update(read_env_file(args.env_file))
+    launch = from_command(line, env, engine_version=getattr(args, "engine_version", None), base_dir=base,
+                          model_config=getattr(args, "model_config", None), where=where)
+    args.launch = launch
+    return launch
+
+
+def emit_text(args: argparse.Namespace, plan: Any) -> str:
+    """The emitted launch script of ``plan`` (``plan --emit``). Raises :class:`~moe_select.launch_emit.EmitError`."""
+    from .launch_emit import emit
+
+    return emit(plan, args.emit, engine_version=getattr(args, "engine_version", None), launch=getattr(args, "launch", None)).script()

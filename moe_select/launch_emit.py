@@ -1,0 +1,205 @@
+"""Write a plan as an engine's launch (issue 22): ``moe-select plan --emit sglang|vllm|trtllm``.
+
+:func:`emit` returns the MoE flags, environment and (TensorRT-LLM) the ``--extra_llm_api_options`` YAML that
+make the engine run the plan: the runner and all-to-all in the engine's own names (``backends/engines/names.yaml``),
+the parallel sizes as the engine spells them, CUDA graphs off when the plan says so, the phase, and the
+token budget when the deployment gave one. With the :class:`~moe_select.launch_line.Launch` the plan came
+from, the user's other flags are kept as written. Every flag written is checked against the engine's table at
+the declared version (absent there, or removed by then: refused); a flag whose table entry records no release
+is written with a comment saying so.
+
+Raises :class:`EmitError` (exit 1, naming what the engine lacks) where the engine cannot express the plan: the
+plan does not hold for that engine, the engine has no name for the runner or the all-to-all, vLLM's EP
+(a switch: EP = tp x dp x pcp) cannot give ep = E with 1 < E < tp, or a flag is missing at the version.
+Reading the emitted launch back (:func:`moe_select.launch_line.from_command`) gives the same plan.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine_tables import FlagEntry, names, table
+from .errors import MoeSelectError
+
+#: File name of the TensorRT-LLM YAML an emitted launch writes (a here-document in the script).
+TRTLLM_YAML = "moe-select-llm-api.yaml"
+
+
+class EmitError(MoeSelectError):
+    """The engine cannot express the plan (the message says what it lacks)."""
+
+
+@dataclass
+class Emitted:
+    """An emitted launch: ``argv`` (the engine command), ``env`` (variables to set), ``yaml`` (TensorRT-LLM's
+    options file, or None) and ``comments`` (what the reader should know)."""
+
+    engine: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    yaml: dict[str, Any] | None = None
+    comments: list[str] = field(default_factory=list)
+    #: How many words of ``argv`` are the launcher and the model (written on the first line).
+    head: int = 1
+
+    def script(self) -> str:
+        """A shell script: comments, the YAML as a here-document, then the command (one flag per line)."""
+        import yaml as pyyaml
+
+        lines = ["#!/bin/sh", f"# written by moe-select plan --emit {self.engine}"]
+        lines += [f"# {c}" for c in self.comments]
+        if self.yaml is not None:
+            lines += [f"cat > {TRTLLM_YAML} <<'EOF'", pyyaml.safe_dump(self.yaml, sort_keys=True).rstrip(), "EOF"]
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        words: list[str] = []
+        i = 0
+        argv = self.argv
+        head = argv[:self.head]
+        i = self.head
+        words.append(" ".join(shlex.quote(w) for w in head))
+        while i < len(argv):
+            j = i + 1
+            while j < len(argv) and not argv[j].startswith("-"):
+                j += 1
+            words.append(" ".join(shlex.quote(w) for w in argv[i:j]))
+            i = j
+        cmd = (env + " " if env else "") + " \\\n    ".join(words)
+        return "\n".join(lines + [cmd]) + "\n"
+
+
+def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> str:
+    """The canonical spelling of the flag of ``means``, checked at ``version``."""
+    from .launch_line import _ver
+
+    t = table(engine)
+    entry: FlagEntry | None = next((e for e in t.flags if e.means == means and e.removed is None), None)
+    if entry is None:
+        raise EmitError(f"{engine}'s table has no flag for {means}: moe-select cannot write this plan as a {engine} launch")
+    v = _ver(version)
+    if entry.since is not None:
+        sv = _ver(entry.since.version)
+        if v is not None and sv is not None and v < sv:
+            raise EmitError(f"{entry.name} was added in {entry.since.text()}: {engine} {version} does not have it, and the plan needs it "
+                            f"(declare a newer --engine-version, or plan without it)")
+        if v is not None and sv is None:
+            comments.append(f"{entry.name}: added by {entry.since.text()}; no release is recorded for it: check that {engine} {version} has it")
+    return entry.name
+
+
+def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: Any = None, model: str | None = None) -> Emitted:
+    """The launch of ``plan`` for ``engine`` (``sglang``, ``vllm``, ``trtllm``). ``launch``: the
+    :class:`~moe_select.launch_line.Launch` the plan came from (its other flags and its model are kept);
+    ``model``: the model to write (default: the launch's, else the plan's model config folder). Raises
+    :class:`EmitError` where the engine cannot express the plan (module docstring)."""
+    if engine not in ("sglang", "vllm", "trtllm"):
+        raise EmitError(f"--emit {engine}: moe-select writes sglang, vllm or trtllm launches")
+    if engine not in plan.engines:
+        raise EmitError(f"the plan ({plan.runner}) holds for {', '.join(plan.engines) or 'no engine'}, not {engine}: plan with --engine {engine}")
+    if launch is not None and launch.engine != engine:
+        raise EmitError(f"the plan came from a {launch.engine} launch line; --emit {engine} would drop its flags: emit {launch.engine}, "
+                        f"or plan {engine} from a deployment")
+    d = plan.deployment
+    comments: list[str] = [f"the plan: runner {plan.runner}, a2a {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
+                           + f", tp {d.tp}, ep {d.ep}" + (f", dp {d.dp}" if d.dp else "") + f", phase {d.phase}"]
+    known, theirs = names().runner_for(engine, plan.runner)
+    if theirs is None:
+        raise EmitError(f"{engine} has no name for the runner {plan.runner}" + ("" if known else " (no row in backends/engines/names.yaml)")
+                        + f": it cannot run this plan; plan with --engine {engine} to get a runner it has")
+    if plan.layers:
+        comments.append("the plan's other MoE layer kinds (" + ", ".join(f"{k.deployment.layer_kind}: {k.runner}" for k in plan.layers)
+                        + ") run as the engine decides for them: this launch sets the main layers' runner")
+    mdl = model or (launch.model if launch is not None else None) or d.model_config_path
+    if mdl is None:
+        raise EmitError("the plan has no model config path (a model: shape): give the model to launch")
+    version = engine_version or (launch.engine_version if launch is not None else None)
+    prov = d.provenance
+    argv: list[str]
+    yaml_doc: dict[str, Any] | None = None
+    a2a_row = None
+    if plan.a2a != "none" or (d.ep > 1 and engine == "vllm"):
+        mode = plan.a2a_mode
+        rows = [r for r in names().a2a if r.ours == plan.a2a]
+        a2a_row = next((r for r in rows if r.mode == mode), None) or next((r for r in rows if r.mode is None), None)
+        if a2a_row is None and engine == "vllm" and len(plan.a2a_modes) == 1:
+            a2a_row = next((r for r in rows if r.mode == plan.a2a_modes[0]), None)
+    if engine == "sglang":
+        argv = ["python3", "-m", "sglang.launch_server", "--model-path", mdl, _flag("sglang", "tp", version, comments), str(d.tp)]
+        if d.ep > 1:
+            argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
+        if d.dp:
+            argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
+        argv += [_flag("sglang", "runner", version, comments), theirs]
+        if plan.a2a != "none":
+            if a2a_row is None or a2a_row.sglang is None:
+                raise EmitError(f"SGLang has no --moe-a2a-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else ""))
+            argv += [_flag("sglang", "a2a", version, comments), a2a_row.sglang]
+            if plan.a2a_mode and plan.a2a_mode != "auto" and a2a_row.sglang_mode:
+                argv += [_flag("sglang", "a2a_mode", version, comments), plan.a2a_mode]
+        if not plan.cuda_graph:
+            argv.append(_flag("sglang", "cuda_graph_off", version, comments))
+        if d.phase in ("prefill", "decode"):
+            argv += [_flag("sglang", "disagg_mode", version, comments), d.phase]
+        if not prov.get("max_tokens_per_rank", "default").startswith("default"):
+            if d.phase == "decode":
+                argv += [_flag("sglang", "cuda_graph_max_bs", version, comments), str(d.max_tokens_per_rank)]
+            else:
+                chunk = d.max_tokens_per_rank * (d.dp if d.dp and plan.a2a != "none" else 1)
+                argv += [_flag("sglang", "chunked_prefill", version, comments), str(chunk)]
+    elif engine == "vllm":
+        dp = d.dp or 1
+        if d.tp % dp:
+            raise EmitError(f"vLLM's MoE group is tp x dp: dp {dp} does not divide the plan's tp {d.tp}")
+        if d.ep not in (1, d.tp):
+            raise EmitError(f"vLLM's --enable-expert-parallel is a switch (EP = tp x dp x pcp = {d.tp}): it cannot give ep {d.ep}; "
+                            f"plan with ep 1 or ep {d.tp}")
+        argv = ["vllm", "serve", mdl, _flag("vllm", "tp", version, comments), str(d.tp // dp)]
+        if dp > 1:
+            argv += [_flag("vllm", "dp", version, comments), str(dp)]
+        if d.ep > 1:
+            argv.append(_flag("vllm", "ep_switch", version, comments))
+        argv += [_flag("vllm", "runner", version, comments), theirs]
+        if d.ep > 1:
+            if a2a_row is None or a2a_row.vllm is None:
+                raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
+                                + ": plan it with another a2a (vLLM: none, deepep normal or low_latency)")
+            argv += [_flag("vllm", "a2a", version, comments), a2a_row.vllm]
+        elif plan.a2a != "none":
+            raise EmitError(f"vLLM runs an all-to-all ({plan.a2a}) only with expert parallelism: the plan has ep 1")
+        if not plan.cuda_graph:
+            argv.append(_flag("vllm", "cuda_graph_off", version, comments))
+        if d.phase in ("prefill", "decode"):
+            role = {"prefill": "kv_producer", "decode": "kv_consumer"}[d.phase]
+            comments.append(f"a {d.phase} worker: its --kv-transfer-config (connector, kv_role {role}) is the deployment's to give")
+            argv += [_flag("vllm", "kv_transfer_config", version, comments), f'{{"kv_connector": "NixlConnector", "kv_role": "{role}"}}']
+        if not prov.get("max_tokens_per_rank", "default").startswith("default"):
+            if d.phase == "decode":
+                argv += [_flag("vllm", "cuda_graph_max_bs", version, comments), str(d.max_tokens_per_rank)]
+            else:
+                argv += [_flag("vllm", "max_batched_tokens", version, comments), str(d.max_tokens_per_rank)]
+    else:
+        if plan.a2a != "none":
+            raise EmitError(f"TensorRT-LLM picks its all-to-all itself: a plan with a2a {plan.a2a} cannot be written as its launch")
+        argv = ["trtllm-serve", mdl, _flag("trtllm", "extra_options", version, comments), TRTLLM_YAML]
+        yaml_doc = {"tensor_parallel_size": d.tp, "moe_expert_parallel_size": d.ep, "moe_tensor_parallel_size": d.tp // d.ep,
+                    "moe_config": {"backend": theirs}}
+        if d.dp:
+            yaml_doc["enable_attention_dp"] = True
+        if not plan.cuda_graph:
+            yaml_doc["cuda_graph_config"] = None
+        elif not prov.get("max_tokens_per_rank", "default").startswith("default") and d.phase == "decode":
+            yaml_doc["cuda_graph_config"] = {"max_batch_size": d.max_tokens_per_rank}
+        if not prov.get("max_tokens_per_rank", "default").startswith("default") and d.phase != "decode":
+            yaml_doc["max_num_tokens"] = d.max_tokens_per_rank
+        if d.phase in ("prefill", "decode"):
+            argv += ["--server_role", {"prefill": "CONTEXT", "decode": "GENERATION"}[d.phase]]
+    if launch is not None:
+        for words in launch.kept:
+            argv += words
+        if launch.config and engine == "trtllm" and yaml_doc is not None:
+            yaml_doc = {**{k: v for k, v in launch.config.items()}, **yaml_doc,
+                        "moe_config": {**(launch.config.get("moe_config") or {}), **yaml_doc["moe_config"]}}
+        env = {k: v for k, v in launch.env.items() if launch.env_from.get(k) == "launch line"}
+    else:
+        env = {}
+    return Emitted(engine=engine, argv=argv, env=env, yaml=yaml_doc, comments=comments, head={"sglang": 3, "vllm": 3, "trtllm": 2}[engine])

@@ -1,0 +1,460 @@
+"""Issue 22: launch lines read as the engines read them (moe_select/launch_line.py), written back
+(moe_select/launch_emit.py), and the engine tables (backends/engines/, moe_select/engine_tables.py).
+
+Real launch lines: each test cites where the line was published and the outcome its source reports. A model
+named by its Hugging Face id is given from a fake offline cache (tmp_path) holding the repository's config.json
+from examples/model_configs (what the lookup reads), or through model_config= where no example config exists.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from moe_select.cli import main
+from moe_select.engine_tables import names, table
+from moe_select.errors import InputError
+from moe_select.launch_emit import EmitError, emit
+from moe_select.launch_line import Launch, from_command
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "examples" / "model_configs"
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path) -> dict[str, str]:
+    """A Hugging Face hub cache with the example configs under their hub names (refs/main -> a snapshot)."""
+    hub = tmp_path / "hub"
+    for folder in CONFIGS.iterdir():
+        if "__" not in folder.name:
+            continue
+        repo = hub / ("models--" + folder.name.replace("__", "--"))
+        snap = repo / "snapshots" / "0123abcd"
+        snap.mkdir(parents=True)
+        for f in folder.iterdir():
+            shutil.copy(f, snap / f.name)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0123abcd")
+    return {"HF_HUB_CACHE": str(hub)}
+
+
+def kinds(launch: Launch, kind: str) -> dict[str, str]:
+    return {f.token: f.message for f in launch.found(kind)}
+
+
+# ------------------------------------------------------------------------------------ real launch lines
+def test_sglang_deepep_issue_4232_removed_flag(hf_cache):
+    # sgl-project/sglang#4232 (comment, 2025-03-15): ran on SGLang of March 2025 and hit CUDA OOM on H20.
+    # At the tables' newest, --enable-deepep-moe is gone (sgl-project/sglang#10770): the engine refuses the line.
+    line = ("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention "
+            "--enable-deepep-moe --trust-remote-code --port 8010 --context-length 8192 --mem-fraction-static 0.8 --disable-cuda-graph")
+    launch = from_command(line, hf_cache)
+    err = kinds(launch, "engine_error")
+    assert "removed by sgl-project/sglang#10770" in err["--enable-deepep-moe"]
+    assert "write --moe-a2a-backend deepep" in err["--enable-deepep-moe"]
+    assert launch.deployment["tp"] == 8 and launch.deployment["dp"] == 8
+    assert launch.deployment["cuda_graph"] is False
+    assert "a2a" not in launch.deployment  # a removed flag means nothing: no silent rewrite to deepep
+    assert launch.deployment["model_config"].endswith("snapshots/0123abcd")
+
+
+def test_sglang_underscore_flag_issue_12818():
+    # sgl-project/sglang#12818: "launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2" on v0.5.5.
+    line = ("python -m sglang.launch_server --model-path /moonshotai/Kimi-K2-Thinking --tp 8 --disable-radix-cache "
+            "--trust-remote-code --tool-call-parser kimi_k2 --reasoning_parser kimi_k2 --context-length 262144")
+    launch = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"))
+    err = kinds(launch, "engine_error")
+    assert "write --reasoning-parser" in err["--reasoning_parser"] and "unrecognized arguments" in err["--reasoning_parser"]
+    assert launch.deployment["tp"] == 8
+    assert "--tp" in kinds(launch, "note") and "abbreviation of --tp-size" in kinds(launch, "note")["--tp"]
+
+
+def test_sglang_docs_deepseek_single_node(hf_cache):
+    # sgl-project/sglang docs/basic_usage/deepseek.md: the single-node DeepSeek-V3 launch (runs on 8 x H200).
+    launch = from_command("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code", hf_cache)
+    assert not launch.found("engine_error") and not launch.found("unknown")
+    assert launch.deployment == {"engine": "sglang", "tp": 8, "model_config": launch.deployment["model_config"]}
+    report = launch.explain(deployment={"gpu": "H200"})
+    assert report.plan is not None
+    assert report.deployment.provenance["tp"] == "launch line: --tp 8"
+
+
+def test_sglang_docs_deepseek_two_nodes_internode(hf_cache):
+    # sgl-project/sglang docs/basic_usage/deepseek.md: two nodes, node 0 (runs).
+    line = ("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 16 --dist-init-addr 10.0.0.1:5000 "
+            "--nnodes 2 --node-rank 0 --trust-remote-code")
+    launch = from_command(line, hf_cache)
+    assert launch.deployment["tp"] == 16
+    assert "internode" in kinds(launch, "note")["--nnodes 2"]
+    assert {"--dist-init-addr", "--node-rank", "--trust-remote-code"} <= set(kinds(launch, "not_moe"))
+
+
+def test_sglang_pr_24884_a2a_forces_ep_equals_tp():
+    # sgl-project/sglang#24884 (server_args: every a2a backend but none sets ep_size = tp_size, with a warning).
+    line = "python3 -m sglang.launch_server --model-path M --tp 8 --ep-size 4 --moe-a2a-backend deepep --deepep-mode low_latency"
+    launch = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"))
+    assert launch.deployment["ep"] == 8 and launch.deployment["a2a_mode"] == "low_latency"
+    assert "not what runs" in kinds(launch, "rewritten")["--ep-size 4"]
+
+
+def test_sglang_config_file_and_env(tmp_path):
+    # SGLang --config FILE.yaml (server_args: the same keys; the command line wins) and an export line.
+    cfg = tmp_path / "sglang.yaml"
+    cfg.write_text("tp-size: 4\nmoe-runner-backend: deep_gemm\nchunked-prefill-size: 4096\ntrust-remote-code: true\n")
+    text = (f"export SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256\n"
+            f"sglang serve --model-path M --config {cfg} --tp-size 8  # the line wins\n")
+    launch = from_command(text, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"))
+    assert launch.deployment["tp"] == 8 and launch.deployment["runner"] == "deep_gemm"
+    assert launch.deployment["max_tokens_per_rank"] == 4096
+    assert "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256" in kinds(launch, "understood")
+
+
+def test_vllm_pr_26732_new_way(hf_cache):
+    # vllm-project/vllm#26732 (PR description, "New way"): runs on vLLM >= 0.11.1.
+    line = "vllm serve openai/gpt-oss-20b --data-parallel-size 2 --enable-expert-parallel --all2all-backend deepep_high_throughput"
+    launch = from_command(line, hf_cache)
+    d = launch.deployment
+    assert (d["tp"], d["ep"], d["dp"], d["a2a"], d["a2a_mode"]) == (2, 2, 2, "deepep", "normal")
+    assert "EP = tp x dp x pcp" in launch.provenance["ep"]
+
+
+def test_vllm_pr_26732_old_way_env_removed(hf_cache):
+    # vllm-project/vllm#26732 (PR description, "Old way (still works but deprecated)"): VLLM_ALL2ALL_BACKEND; removed by
+    # vllm-project/vllm#33535 (v0.15.0): at the tables' newest the variable is not read and the a2a falls back.
+    line = "VLLM_ALL2ALL_BACKEND=deepep_high_throughput vllm serve openai/gpt-oss-20b --data-parallel-size 2 --enable-expert-parallel"
+    launch = from_command(line, hf_cache)
+    removed = kinds(launch, "removed")
+    assert "vllm-project/vllm#33535" in removed["VLLM_ALL2ALL_BACKEND=deepep_high_throughput"]
+    assert "write --all2all-backend" in removed["VLLM_ALL2ALL_BACKEND=deepep_high_throughput"]
+    assert "a2a" not in launch.deployment
+    old = from_command(line, hf_cache, engine_version="0.11.1")  # still read then: deprecated
+    assert "deprecated by vllm-project/vllm#26732" in kinds(old, "deprecated")["VLLM_ALL2ALL_BACKEND=deepep_high_throughput"]
+
+
+def test_vllm_issue_27347_flag_newer_than_version():
+    # vllm-project/vllm#27347: "vllm: error: unrecognized arguments: --all2all-backend deepep_low_latency" (vLLM 0.11.0).
+    line = "vllm serve M -tp 8 --enable-expert-parallel --all2all-backend deepep_low_latency"
+    launch = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.11.0")
+    assert "does not have it" in kinds(launch, "newer")["--all2all-backend deepep_low_latency"]
+    assert "a2a" not in launch.deployment
+    now = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.12.0")
+    assert now.deployment["a2a_mode"] == "low_latency" and not now.found("newer")
+
+
+def test_vllm_issue_34249_qwen3_fp8(hf_cache):
+    # vllm-project/vllm#34249: launched on 8 x H100 (vLLM 0.15.2rc1), FLASHINFER_CUTLASS auto-selected, failed over
+    # 16k-token inputs. --gpu-utilization is no vLLM flag (not a prefix of --gpu-memory-utilization): reported.
+    text = """vllm serve Qwen/Qwen3-235B-A22B-FP8 \\
+  --gpu-utilization 0.95 \\
+  --tensor-parallel-size 8 \\
+  --enable-expert-parallel \\
+  --max-model-len 262144 \\
+  --max-num-batched-tokens 16384  # set --max-num-batched-tokens to prove that flashinfer fp8 does not work over this token limit
+"""
+    launch = from_command(text, hf_cache)
+    d = launch.deployment
+    assert (d["tp"], d["ep"], d["max_tokens_per_rank"]) == (8, 8, 16384)
+    assert "did you mean --gpu-memory-utilization" in kinds(launch, "unknown")["--gpu-utilization"]
+    report = launch.explain(deployment={"gpu": "H100"})
+    assert report.deployment.max_tokens_per_rank == 16384
+
+
+def test_vllm_pr_32954_env_ignored_and_dotted_json():
+    # vllm-project/vllm#32954 (test plan; ran, GSM8K 0.953): VLLM_FLASHINFER_MOE_BACKEND, deprecated by
+    # vllm-project/vllm#43148 and no longer read (v0.23): a user who set it paid a JIT build for vLLM's own choice.
+    line = ("VLLM_USE_FLASHINFER_MOE_FP16=1 VLLM_FLASHINFER_MOE_BACKEND=latency vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct  "
+            "--max-num-batched-tokens 8192  --max-model-len 32768  --no-enable-prefix-caching  --async-scheduling  "
+            "--compilation_config.pass_config.enable_fi_allreduce_fusion true --compilation_config.pass_config.enable_noop true  "
+            "--compilation_config.custom_ops+=+rms_norm  --compilation_config.cudagraph_mode FULL_DECODE_ONLY  "
+            "--compilation_config.splitting_ops []  --disable-log-requests -tp 2")
+    launch = from_command(line, model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    ignored = kinds(launch, "ignored")["VLLM_FLASHINFER_MOE_BACKEND=latency"]
+    assert "vllm-project/vllm#43148" in ignored and "--moe-backend flashinfer_trtllm" in ignored and "JIT" in ignored
+    assert "VLLM_USE_FLASHINFER_MOE_FP16" in kinds(launch, "unknown")
+    cc = launch.values["compilation_config"].value
+    assert cc["pass_config"] == {"enable_fi_allreduce_fusion": True, "enable_noop": True}
+    assert cc["custom_ops"] == ["+rms_norm"] and cc["cudagraph_mode"] == "FULL_DECODE_ONLY" and cc["splitting_ops"] == []
+    assert launch.deployment["tp"] == 2 and launch.deployment["max_tokens_per_rank"] == 8192
+    assert "--no-enable-prefix-caching" in kinds(launch, "not_moe")
+
+
+def test_vllm_fp8_env_ignored_at_version_and_read_before():
+    # VLLM_USE_FLASHINFER_MOE_FP8 (vllm-project/vllm#43148: "will be removed in v0.23").
+    line = "VLLM_USE_FLASHINFER_MOE_FP8=1 vllm serve M -tp 8"
+    at = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.23.0")
+    assert "no longer read" in kinds(at, "ignored")["VLLM_USE_FLASHINFER_MOE_FP8=1"]
+    before = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.22.0")
+    assert "VLLM_USE_FLASHINFER_MOE_FP8=1" in kinds(before, "deprecated") and not before.found("ignored")
+    fp4 = from_command("VLLM_USE_FLASHINFER_MOE_FP4=1 vllm serve M", model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"))
+    assert "VLLM_USE_FLASHINFER_MOE_FP4=1" in kinds(fp4, "ignored")
+
+
+def test_vllm_pr_28723_pcp():
+    # vllm-project/vllm#28723 (test plan; ran): export line, -pcp 2 x tp 4 = an MoE group of 8 ranks.
+    text = ("export VLLM_ATTENTION_BACKEND='FLASHINFER'\n"
+            "vllm serve Qwen/Qwen2.5-3B --tensor-parallel-size 4 --decode-context-parallel-size 2 --prefill-context-parallel-size 2 "
+            "--dcp-kv-cache-interleave-size 8\n")
+    launch = from_command(text, model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.deployment["tp"] == 8 and "4 x 1 x 2" in launch.provenance["tp"]
+    assert "VLLM_ATTENTION_BACKEND" in kinds(launch, "unknown")
+    assert "--decode-context-parallel-size" in kinds(launch, "unknown")
+
+
+def test_vllm_pr_28988_pcp_mla(hf_cache):
+    # vllm-project/vllm#28988 (test plan; ran): PCP 2 with TP 1.
+    line = "vllm serve deepseek-ai/DeepSeek-V2-Lite-Chat --gpu-memory-utilization 0.9 --tensor-parallel-size 1 --prefill-context-parallel-size 2"
+    launch = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"))
+    assert launch.deployment["tp"] == 2 and "ep" not in launch.deployment
+
+
+def test_vllm_issue_8273_config_yaml(tmp_path):
+    # vllm-project/vllm#8273: `vllm serve model --config config.yaml` (host, port, uvicorn-log-level) failed on the vLLM of
+    # Sept 2024 ("unrecognized arguments: --config"); current vLLM inserts the file's keys (argparse_utils).
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text('host: "127.0.0.1"\nport: 6379\nuvicorn-log-level: "info"\ntensor-parallel-size: 4\n')
+    launch = from_command(f"vllm serve /models/m --config {cfg}", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.deployment["tp"] == 4
+    assert "--uvicorn-log-level" in kinds(launch, "unknown") and "--host" in kinds(launch, "not_moe")
+
+
+def test_vllm_api_server_entrypoint(hf_cache):
+    # The OpenAI server module takes --model (vllm/entrypoints/openai/api_server.py; vllm-project/vllm#27389 shows its usage).
+    launch = from_command("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-30B-A3B -tp 2 --enforce-eager", hf_cache)
+    assert launch.deployment["tp"] == 2 and launch.deployment["cuda_graph"] is False
+
+
+def _trt_guide_yaml(tmp_path: Path) -> Path:
+    p = tmp_path / "config.yml"
+    p.write_text("enable_attention_dp: true\ncuda_graph_config:\n  enable_padding: true\n  max_batch_size: 128\n"
+                 "kv_cache_config:\n  dtype: fp8\nstream_interval: 10\nspeculative_config:\n  decoding_type: MTP\n"
+                 "  num_nextn_predict_layers: 1\nmoe_config:\n  backend: DEEPGEMM\n  max_num_tokens: 3200\n")
+    return p
+
+
+def test_trtllm_deepseek_r1_deployment_guide(tmp_path):
+    # NVIDIA/TensorRT-LLM deployment guide "Quick Start Recipe for DeepSeek R1 on TensorRT LLM" (B200, 1k/1k; runs):
+    # EXTRA_LLM_API_FILE set, then the command with --extra_llm_api_options ${EXTRA_LLM_API_FILE}.
+    cfg = _trt_guide_yaml(tmp_path)
+    text = f"""EXTRA_LLM_API_FILE={cfg}
+trtllm-serve deepseek-ai/DeepSeek-R1-0528 \\
+    --host 0.0.0.0 \\
+    --port 8000 \\
+    --max_batch_size 1024 \\
+    --max_num_tokens 3200 \\
+    --max_seq_len 2048 \\
+    --kv_cache_free_gpu_memory_fraction 0.8 \\
+    --tp_size 8 \\
+    --ep_size 8 \\
+    --trust_remote_code \\
+    --extra_llm_api_options ${{EXTRA_LLM_API_FILE}}
+"""
+    launch = from_command(text, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-R1"))
+    d = launch.deployment
+    assert (d["tp"], d["ep"], d["dp"], d["runner"], d["cuda_graph"], d["max_tokens_per_rank"]) == (8, 8, 8, "deep_gemm", True, 3200)
+    report = launch.explain(deployment={"gpu": "B200"})
+    assert report.plan is not None and report.plan.runner == "deep_gemm"
+
+
+def test_trtllm_guide_config_alias(tmp_path):
+    # NVIDIA/TensorRT-LLM deployment guide (newer): `trtllm-serve deepseek-ai/DeepSeek-R1-0528 --host 0.0.0.0 --port 8000
+    # --config ${EXTRA_LLM_API_FILE}` (--config: the alias of --extra_llm_api_options).
+    cfg = _trt_guide_yaml(tmp_path)
+    text = f"EXTRA_LLM_API_FILE={cfg}\ntrtllm-serve deepseek-ai/DeepSeek-R1-0528 --host 0.0.0.0 --port 8000 --config ${{EXTRA_LLM_API_FILE}}\n"
+    launch = from_command(text, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-R1"))
+    assert launch.deployment["runner"] == "deep_gemm" and launch.deployment["tp"] == 1 and launch.deployment["dp"] == 1
+
+
+def test_trtllm_decode_worker_tokens(tmp_path):
+    # The same guide's YAML on a GENERATION worker (disaggregated serving, --server_role: serve.py): the CUDA-graph
+    # batch (128) x (1 + 1 MTP draft token) tokens per rank.
+    cfg = _trt_guide_yaml(tmp_path)
+    launch = from_command(f"trtllm-serve M --tp_size 8 --ep_size 8 --server_role GENERATION --extra_llm_api_options {cfg}",
+                          model_config=str(CONFIGS / "deepseek-ai__DeepSeek-R1"))
+    assert launch.deployment["phase"] == "decode" and launch.deployment["max_tokens_per_rank"] == 256
+
+
+def test_trtllm_triton_gateway_tutorial(tmp_path):
+    # triton-inference-server tutorial (TensorRT-LLM >= 0.19 PyTorch backend; runs): dense 70B, tp 8.
+    (tmp_path / "extra_llm_api_configs.yml").write_text("enable_attention_dp: false\n")
+    text = ("trtllm-serve deepseek-ai/DeepSeek-R1-Distill-Llama-70B \\\n    --backend pytorch \\\n    --tp_size 8 \\\n"
+            "    --kv_cache_free_gpu_memory_fraction 0.9 \\\n    --trust_remote_code \\\n    --extra_llm_api_options extra_llm_api_configs.yml\n")
+    launch = from_command(text, model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"), base_dir=tmp_path)
+    assert launch.deployment["tp"] == 8 and "dp" not in launch.deployment
+
+
+def test_trtllm_mpirun_wrapper_refused():
+    # NVIDIA DGX Spark playbook: `mpirun -x HF_TOKEN trtllm-llmapi-launch trtllm-serve ...`: a launcher moe-select does
+    # not strip; refused naming it.
+    with pytest.raises(InputError, match="unknown engine launcher 'mpirun -x HF_TOKEN'"):
+        from_command("mpirun -x HF_TOKEN trtllm-llmapi-launch trtllm-serve M --tp_size 2 --backend pytorch")
+
+
+def test_trtllm_moe_tp_times_ep_must_be_tp(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("moe_tensor_parallel_size: 2\nmoe_expert_parallel_size: 2\n")
+    with pytest.raises(InputError, match="cannot be expressed"):
+        from_command(f"trtllm-serve M --tp_size 8 --extra_llm_api_options {cfg}", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    cfg.write_text("moe_tensor_parallel_size: 2\n")
+    launch = from_command(f"trtllm-serve M --tp_size 8 --extra_llm_api_options {cfg}", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.deployment["ep"] == 4
+
+
+# ------------------------------------------------------------------------------------ wrappers, env, models
+def test_docker_run_and_cuda_visible_devices(hf_cache):
+    line = ("docker run --gpus all --shm-size 32g -p 30000:30000 -e SGLANG_ENABLE_JIT_DEEPGEMM=0 --ipc=host lmsysorg/sglang:latest "
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8")
+    launch = from_command("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 " + line, hf_cache)
+    assert launch.env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0" and "8 GPU(s) visible" in kinds(launch, "note")["CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
+    with pytest.raises(InputError, match="default command"):
+        from_command("docker run --gpus all lmsysorg/sglang:latest")
+
+
+def test_torchrun_stripped_or_refused():
+    launch = from_command("torchrun --nproc-per-node 8 -m sglang.launch_server --model-path M --tp 8",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.engine == "sglang" and launch.deployment["tp"] == 8
+    with pytest.raises(InputError, match="torchrun"):
+        from_command("torchrun --nproc-per-node 8 train.py")
+
+
+def test_env_precedence(tmp_path):
+    env_file = tmp_path / "engine.env"
+    env_file.write_text("export VLLM_ALL2ALL_BACKEND=deepep_low_latency\nVLLM_USE_DEEP_GEMM=0\n")
+    from moe_select.launch_line import merge_env, read_env_file
+
+    env, src = merge_env({"VLLM_USE_DEEP_GEMM": "1"}, read_env_file(str(env_file)), {"VLLM_USE_DEEP_GEMM": "2", "HOME": "/h"})
+    assert env["VLLM_USE_DEEP_GEMM"] == "1" and src["VLLM_USE_DEEP_GEMM"] == "launch line"
+    assert src["VLLM_ALL2ALL_BACKEND"] == "--env file" and src["HOME"] == "shell"
+
+
+def test_hub_model_not_cached_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match=r"not in the Hugging Face cache .*give --model-config PATH"):
+        from_command("vllm serve nobody/NoSuchModel -tp 2", {"HF_HUB_CACHE": str(tmp_path)})
+
+
+# ------------------------------------------------------------------------------------ malformed lines (exit 2)
+@pytest.mark.parametrize("line, token", [
+    ("vllm serve M --moe-backend 'triton", "unbalanced ' quote"),
+    ("llamacpp-server -m model.gguf", "unknown engine launcher 'llamacpp-server"),
+    ("vllm serve M -tp", "-tp without its value"),
+    ("python -m sglang.launch_server --model-path M --tp-size", "--tp-size without its value"),
+    ("vllm serve M -tp eight", "-tp takes an integer"),
+    ("vllm serve M --enforce-eager=1", "--enforce-eager is a switch"),
+])
+def test_malformed_lines_exit_2_naming_the_token(line, token, capsys):
+    rc = main(["explain", "--gpu", "H200", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "--from-command", line])
+    err = capsys.readouterr().err
+    assert rc == 2 and token in err and "Traceback" not in err
+
+
+def test_config_yaml_not_a_mapping_exit_2(tmp_path, capsys):
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text("- moe_config\n- backend: DEEPGEMM\n")
+    rc = main(["explain", "--gpu", "B200", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "--from-command",
+               f"trtllm-serve M --extra_llm_api_options {cfg}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--extra_llm_api_options" in err and "not a mapping" in err
+
+
+# ------------------------------------------------------------------------------------ CLI
+def test_cli_argv_after_dashes_and_file_and_json(tmp_path, capsys):
+    m = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+    rc = main(["explain", "--gpu", "H200", "--from-command", "--", "vllm", "serve", m, "-tp", "4", "--moe-backend", "triton"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "Launch line: vllm (vllm serve)" in out and "launch line: --moe-backend triton" in out
+    f = tmp_path / "launch.sh"
+    f.write_text(f"# a comment\nexport VLLM_USE_DEEP_GEMM=0\nvllm serve {m} \\\n  -tp 4\n")
+    rc = main(["explain", "--gpu", "H200", "--json", "--ep", "4", "--from-command", f"@{f}"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["launch"]["engine"] == "vllm"
+    assert data["deployment"]["provenance"]["ep"] == "command line (--ep)"
+    assert data["deployment"]["provenance"]["tp"] == "launch line: -tp 4"
+
+
+# ------------------------------------------------------------------------------------ tables
+def test_tables_validate_and_cite():
+    for engine in ("sglang", "vllm", "trtllm"):
+        t = table(engine)
+        for e in [*t.flags, *t.config_keys, *t.env]:
+            assert t.cite(e) and e.checked
+    assert {r.ours for r in names().runners} >= {"triton", "deep_gemm", "flashinfer_trtllm", "flashinfer_cutlass"}
+
+
+def test_table_error_names_file_and_line(tmp_path, monkeypatch):
+    from moe_select import engine_tables
+
+    bad = tmp_path / "vllm.yaml"
+    bad.write_text((ROOT / "backends/engines/vllm.yaml").read_text().replace("means: tp,", "means: tensor,", 1))
+    monkeypatch.setattr(engine_tables, "engines_dir", lambda: tmp_path)
+    engine_tables.table.cache_clear()
+    try:
+        with pytest.raises(InputError, match=r"backends/engines/vllm.yaml:\d+"):
+            engine_tables.table("vllm")
+    finally:
+        engine_tables.table.cache_clear()
+
+
+# ------------------------------------------------------------------------------------ emit
+def _plan(engine: str, **dep):
+    from moe_select import explain
+
+    report = explain({"gpu": dep.pop("gpu", "H200"), "model_config": str(CONFIGS / dep.pop("model", "Qwen__Qwen3-30B-A3B-FP8")),
+                      "engine": engine, **dep})
+    assert report.plan is not None, report.summary()
+    return report.plan
+
+
+@pytest.mark.parametrize("engine, dep, golden", [
+    ("sglang", {"tp": 8, "ep": 8, "a2a": "deepep", "a2a_mode": "low_latency", "dp": 8, "phase": "decode", "max_tokens_per_rank": 128},
+     "sglang.sh"),
+    ("vllm", {"tp": 8, "ep": 8, "dp": 2, "a2a": "deepep", "a2a_mode": "normal", "max_tokens_per_rank": 8192}, "vllm.sh"),
+    ("trtllm", {"gpu": "B200", "model": "deepseek-ai__DeepSeek-V3", "tp": 8, "ep": 8, "dp": 8}, "trtllm.sh"),
+])
+def test_emit_golden_and_read_back(engine, dep, golden, tmp_path, monkeypatch):
+    plan = _plan(engine, **dict(dep))
+    out = emit(plan, engine)
+    text = out.script().replace(str(ROOT), "<repo>")
+    gold = GOLDEN / golden
+    if not gold.exists():  # pragma: no cover - written once, then reviewed and committed
+        gold.parent.mkdir(exist_ok=True)
+        gold.write_text(text)
+    assert text == gold.read_text()
+    # every emitted flag exists at the tables' newest (and is the canonical spelling)
+    t = table(engine)
+    skip = {"sglang": 3, "vllm": 3, "trtllm": 2}[engine]  # the launcher (python3 -m ...) and the model
+    flags = [w.split("=")[0] for w in out.argv[skip:] if w.startswith("-")]
+    for f in flags:
+        assert any(f in e.names and e.removed is None for e in t.flags), f
+    # read back: the same plan
+    monkeypatch.chdir(tmp_path)
+    if out.yaml is not None:
+        import yaml
+
+        (tmp_path / "moe-select-llm-api.yaml").write_text(yaml.safe_dump(out.yaml))
+    back = from_command(out.argv, engine_version=None, base_dir=tmp_path)
+    report = back.explain(deployment={"gpu": plan.gpu})
+    assert report.plan is not None
+    for attr in ("runner", "a2a", "a2a_mode", "cuda_graph"):
+        assert getattr(report.plan, attr) == getattr(plan, attr), attr
+    for attr in ("tp", "ep", "dp", "phase", "max_tokens_per_rank"):
+        assert getattr(report.plan.deployment, attr) == getattr(plan.deployment, attr), attr
+
+
+def test_emit_refuses_what_the_engine_cannot_express():
+    plan = _plan("sglang", tp=8, ep=4)
+    with pytest.raises(EmitError, match="holds for sglang, not vllm|not vllm"):
+        emit(plan, "vllm")
+    plan = _plan("vllm", tp=8, ep=8, dp=2, a2a="deepep", a2a_mode="low_latency")
+    with pytest.raises(EmitError, match="vllm 0.11.0 does not have it"):
+        emit(plan, "vllm", engine_version="0.11.0")  # --all2all-backend came in 0.11.1
+
+
+def test_emit_keeps_the_users_other_flags(hf_cache, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", hf_cache["HF_HUB_CACHE"])
+    rc = main(["plan", "--gpu", "H200", "--emit", "sglang", "--shell-env", "--from-command",
+               "python3 -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B-FP8 --tp 2 --trust-remote-code --port 30001 --foo 1"],)
+    out = capsys.readouterr().out
+    assert rc == 0 and "--port 30001" in out and "--trust-remote-code" in out and "--foo 1" in out and "--moe-runner-backend" in out
