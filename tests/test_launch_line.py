@@ -458,3 +458,35 @@ def test_emit_keeps_the_users_other_flags(hf_cache, capsys, monkeypatch):
                "python3 -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B-FP8 --tp 2 --trust-remote-code --port 30001 --foo 1"],)
     out = capsys.readouterr().out
     assert rc == 0 and "--port 30001" in out and "--trust-remote-code" in out and "--foo 1" in out and "--moe-runner-backend" in out
+
+
+# ------------------------------------------------------------------------------------ more real lines (failures)
+def test_vllm_issue_27389_api_server_positional_model():
+    # vllm-project/vllm#27389: "api_server.py: error: unrecognized arguments: /root/models/Qwen3-8B" (the module takes --model).
+    launch = from_command("python -m vllm.entrypoints.openai.api_server /root/models/Qwen3-8B",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert "unrecognized arguments: /root/models/Qwen3-8B" in kinds(launch, "engine_error")["/root/models/Qwen3-8B"]
+
+
+def test_vllm_issue_8273_one_word_per_flag_and_value():
+    # vllm-project/vllm#8273 (update 1): subprocess.run(["vllm", "serve", model, "--host 127.0.0.1", "--port 6379"]) failed:
+    # "--host 127.0.0.1" is one word, no flag vLLM has; "--host=127.0.0.1" worked (update 2).
+    bad = from_command(["vllm", "serve", "/m", "--host 127.0.0.1", "--port 6379"], model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert "--host 127.0.0.1" in kinds(bad, "unknown")
+    good = from_command(["vllm", "serve", "/m", "--host=127.0.0.1", "--port=6379"], model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert not good.found("unknown") and {"--host", "--port"} <= set(kinds(good, "not_moe"))
+
+
+def test_sglang_issue_4116_unknown_flag_reported_not_fatal():
+    # sgl-project/sglang#4116: "launch_server.py: error: unrecognized arguments: --enable-reasoning" (SGLang 0.4.3).
+    launch = from_command("python3 -m sglang.launch_server --model-path M --tp 8 --enable-reasoning --reasoning-parser deepseek-r1",
+                          model_config=str(CONFIGS / "deepseek-ai__DeepSeek-R1"))
+    assert "--enable-reasoning" in kinds(launch, "unknown") and launch.deployment["tp"] == 8
+
+
+def test_sglang_docs_deepseek_dp_attention(hf_cache):
+    # sgl-project/sglang docs/basic_usage/deepseek.md ("Data Parallelism Attention"; runs): tp 8 with dp 8 attention.
+    launch = from_command("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention "
+                          "--trust-remote-code", hf_cache)
+    assert (launch.deployment["tp"], launch.deployment["dp"]) == (8, 8) and "ep" not in launch.deployment
+    assert launch.explain(deployment={"gpu": "H200"}).plan is not None
