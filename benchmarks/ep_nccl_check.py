@@ -25,9 +25,10 @@ read from ``examples/model_configs``; ``NAME:D`` divides H and I by D, keeping E
   planner refuses (e.g. fp8_block when ``I / (tp/ep)`` is not a multiple of 128) is listed with its
   reason, not run: the refusal is the correct outcome.
 - formats: ``bf16``, ``fp8_channel``, ``fp8_block`` (128x128) with the runner the plan chooses on this
-  machine (``runner: auto``; on an H200 torch_grouped_mm for bf16/fp8_channel and triton for fp8_block
-  with ``a2a: none``, torch_native for fp8_block with ``a2a: torch``, which triton does not pair with;
-  on the CPU torch_native); ``float32``: bf16 weights, float32 activations and output through
+  machine (``runner: auto``, planned for ``engine: moe_select`` through ``require_adapter``: this install's
+  adapters; on an H200 torch_grouped_mm for bf16/fp8_channel and triton for fp8_block, with ``a2a: none``
+  and, since issue 18, ``a2a: torch``: the run of 2026-11-30 predates it, when SGLang's and vLLM's facts
+  about triton were applied here and ``a2a: torch`` fell back to torch_native; on the CPU torch_native); ``float32``: bf16 weights, float32 activations and output through
   ``torch_native`` (asked for explicitly: the fast runners take 16-bit activations), checked at the
   float32 tolerance because torch_native computes in float32 and rounds once to the input dtype. On the
   CPU the float32 rows use the toy shape (``--float32-shape``): real shapes in float32 on 2 cores are too slow.

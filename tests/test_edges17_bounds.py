@@ -265,6 +265,7 @@ def _operator_runner(folder: Path) -> Path:
     text = (bdir / "torch_native.yaml").read_text().replace("runner: torch_native", "runner: site_runner")
     text = re.sub(r"^module: .*\n", "", text, flags=re.M)
     text = re.sub(r"^registers: .*\n", "", text, flags=re.M)
+    text = re.sub(r"^adapter:\n(?:  .*\n)+", "", text, flags=re.M)  # what this install's module implements: none here
     f = folder / "site_runner.yaml"
     f.write_text(text)
     return f

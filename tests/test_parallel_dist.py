@@ -134,7 +134,9 @@ def late_worker(rank: int, size: int, late: int, how: str, timeout_s: float) -> 
         time.sleep(timeout_s + 1.0)  # does not arrive within the timeout
         return {"late": True}
     model = {**SMALL, "num_experts": 6, "moe_intermediate_size": 96}
-    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": model, "tp": size, "ep": size, "a2a": "torch"})
+    # this project's torch all-to-all runs under this install only (engine moe_select; issue 18)
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": model, "tp": size, "ep": size, "a2a": "torch",
+                            "engine": "moe_select"})
     t = time.monotonic()
     try:
         moe_select.resolve(plan, group=dist.group.WORLD, timeout_s=timeout_s)

@@ -216,7 +216,7 @@ def test_mxfp4_plans_on_cpu_with_the_block_constraint():
     gpt_oss = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
                                "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
     assert gpt_oss.runner == "torch_native"
-    report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "model": {
+    report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "engine": "moe_select", "model": {
         "num_experts": 32, "top_k": 4, "hidden_size": 2888, "moe_intermediate_size": 2880}})
     assert [r.code for r in report.reasons] == ["shape_unaligned"] and "2888" in report.reasons[0].detail
 
