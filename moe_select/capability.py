@@ -415,7 +415,9 @@ class KnownPackage(Located):
     ``pypi`` (False: not installable from PyPI under this name, see ``install``), ``install`` (how to get
     it when ``pip install <name>`` is not the way), ``shipped`` (how the engines obtain it), and
     ``checked_up_to``: the newest version the facts were read against (a newer installed version is
-    reported; an undeclared version is assumed to be this one)."""
+    reported; an undeclared version is assumed to be this one). ``engine``: this distribution is that serving
+    engine itself (``vllm``, ``sglang``, ``tensorrt-llm``): its version is the deployment's ``engine_version``, and
+    ``checked_up_to`` is the newest engine release the facts scoped to that engine were read at (issue 20)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
@@ -423,6 +425,9 @@ class KnownPackage(Located):
     install: str | None = None
     shipped: str
     checked_up_to: str | None = None
+    engine: Engine | None = Field(None, description=(
+        "The serving engine this distribution is (its version is the deployment's engine_version; checked_up_to is the "
+        "newest engine release the facts scoped to that engine were read at: a newer one leaves them unverified)"))
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -437,3 +442,19 @@ class PackageTable(Located):
 
     schema_version: Literal[2, 3]
     packages: list[KnownPackage] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_per_engine(self) -> "PackageTable":
+        seen: dict[str, str] = {}
+        for p in self.packages:
+            if p.engine is not None:
+                if p.engine in seen:
+                    raise ValueError(f"engine {p.engine} is both {seen[p.engine]} and {p.name}: one package row per engine")
+                if p.checked_up_to is None:
+                    raise ValueError(f"{p.name} is engine {p.engine}: give checked_up_to (the newest release its facts were read at)")
+                seen[p.engine] = p.name
+        return self
+
+    def engine_package(self, engine: str) -> KnownPackage | None:
+        """The row of the distribution that is serving engine ``engine`` (None: no row says so)."""
+        return next((p for p in self.packages if p.engine == engine), None)

@@ -121,7 +121,13 @@ class Catalog:
                 names.add(runner.jit.package)
                 if runner.jit.prebuilt_package:
                     names.add(runner.jit.prebuilt_package)
+        names.update(p.name for p in self.packages_table.values() if p.engine is not None)  # the engines themselves
         return sorted((n, self.packages_table[n].module if n in self.packages_table else n.replace("-", "_")) for n in names)
+
+    def engine_package(self, engine: str | None) -> KnownPackage | None:
+        """The known-packages row of the distribution that is serving engine ``engine`` (``vllm``, ``sglang``,
+        ``tensorrt-llm``): its version is the deployment's ``engine_version`` (None: no row names that engine)."""
+        return next((p for p in self.packages_table.values() if p.engine == engine), None) if engine else None
 
 
 def _entry_points(group: str) -> list[md.EntryPoint]:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from .errors import InputError, MoeSelectError, ResolveError
 
 DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "max_tokens_per_rank", "tp", "ep", "dp", "a2a",
-                    "a2a_mode", "runner", "nvcc", "cuda")
+                    "a2a_mode", "runner", "nvcc", "cuda", "engine_version")
 
 
 def _add_deployment_flags(p: argparse.ArgumentParser) -> None:

@@ -6,8 +6,8 @@ from the model config) and ``quant_config`` (its parameters when no checkpoint s
 (shape) or ``model_config`` (checkpoint folder or config.json, relative to the deployment file);
 ``engine``; ``phase`` and ``max_tokens_per_rank``; ``tp``, ``ep``, ``dp``, ``shared_expert_fusion``,
 ``a2a``, ``a2a_mode`` (SGLang's ``deepep_mode`` is read as it); ``runner`` (``auto`` or a runner name);
-``cuda_graph``; environment facts for planning another machine: ``packages``, ``nvcc``, ``cuda``,
-``prebuilt``.
+``cuda_graph``; ``engine_version`` (the serving engine's version: its package's version); environment facts
+for planning another machine: ``packages``, ``nvcc``, ``cuda``, ``prebuilt``.
 """
 from __future__ import annotations
 
@@ -90,6 +90,10 @@ class Deployment(Located):
     #: Refuse a plan that is only ``unverified`` (no fact either way for some part), reason ``unverified``.
     strict: bool = False
     packages: dict[str, str | None] | None = None
+    #: The serving engine's version (PEP 440), i.e. the version of the engine's own package (``vllm``, ``sglang``,
+    #: ``tensorrt-llm``: ``backends/packages.yaml``, ``engine:``); the same as declaring it under ``packages``.
+    #: Not given: the newest version the facts were checked at (explain says so). Issue 20.
+    engine_version: str | None = Field(default=None, max_length=64)
     nvcc: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     cuda: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     prebuilt: dict[str, bool] | None = None
@@ -108,6 +112,18 @@ class Deployment(Located):
                 except InvalidVersion:
                     raise ValueError(f"{name}: {version[:40]!r} is not a PEP 440 version (write e.g. \"0.6.4\", or null "
                                      "for not installed)") from None
+        return v
+
+    @field_validator("engine_version")
+    @classmethod
+    def _engine_version(cls, v: str | None) -> str | None:
+        from packaging.version import InvalidVersion, Version
+
+        if v is not None:
+            try:
+                Version(v)
+            except InvalidVersion:
+                raise ValueError(f"{v[:40]!r} is not a PEP 440 version (write e.g. \"0.29.0\" or \"1.3.0rc24\")") from None
         return v
 
     @property

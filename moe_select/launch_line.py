@@ -1019,6 +1019,8 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         _read_trtllm_yaml(launch)
     _read_env(launch, where)
     _map(launch, where)
+    if engine_version is not None:  # the selector judges the engine's facts at it too (issue 20)
+        _set(launch, "engine_version", engine_version, f"--engine-version {engine_version}")
     if model_config is not None:
         _set(launch, "model_config", model_config, f"given instead of the line's model ({launch.model_written or 'none'})")
     else:

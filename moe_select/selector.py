@@ -82,6 +82,10 @@ class _Ctx:
     #: Every engine the deployment is checked for -> its facts (one entry unless ``engine: any``): a fix is
     #: checked in each engine its reason holds for (row 12 of issue 17: vLLM takes no ep 4 at tp 8).
     engine_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``file:line`` of every fact scoped to this context's engine (``when: {engine: [...]}`` naming it, or a runner's
+    #: ``engines`` fact) that held for the candidate being checked: what was read at the engine's own source, and
+    #: is unverified at an engine version newer than the facts were checked at (issue 20).
+    engine_used: list[str] = field(default_factory=list)
 
 
 def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
@@ -132,6 +136,8 @@ def _holds(fact: Conditional, ctx: _Ctx, assumed: list[str]) -> bool:
     ok, assumptions, _ = _requires(fact.requires, ctx)
     if ok:
         assumed.extend(assumptions)
+        if fact.when is not None and fact.when.engine is not None and ctx.facts.get("engine") in fact.when.engine:
+            ctx.engine_used.append(fact.where())
     return ok
 
 
@@ -345,6 +351,8 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     and a2a-level reasons)."""
     u, name, out = ctx.u, cap.runner, []
     engine = ctx.facts.get("engine")
+    if cap.engines is not None and engine in cap.engines.values:
+        ctx.engine_used.append(cap.engines.where())
     if cap.engines is not None and engine not in cap.engines.values:
         gap = _gap(ctx, cap, "engines", "engine_unsupported", f"{name} is not shipped by {engine} (shipped by "
                    f"{', '.join(cap.engines.values)})", f"a fact that {engine} ships {name}", cap.engines.where(), name)
@@ -498,10 +506,35 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
         else:
             environment = declared(packages=deployment.packages, nvcc=deployment.nvcc, cuda=deployment.cuda,
                                    prebuilt=deployment.prebuilt, where=deployment._file)
+    environment = _with_engine_version(deployment, environment, catalog)
     u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu,
                    a2a_backends=catalog.a2a)
     # A runner no capability file describes is judged (unverified), not invalid input: see select().
     return select(u, environment, catalog)
+
+
+def _with_engine_version(dep: Deployment, env: Environment, catalog: Catalog) -> Environment:
+    """``env`` with the deployment's ``engine_version`` as the version of the engine's own package (issue 20): the
+    same as declaring that package under ``packages`` (both, differing: an error); over a detected version too (the
+    plan is for that engine version). Raises :class:`InputError` for an engine_version without one serving engine."""
+    if dep.engine_version is None:
+        return env
+    line = dep._lines.get("engine_version", dep._line)
+    pkg = catalog.engine_package(dep.engine) if dep.engine in ENGINES else None
+    if pkg is None:
+        raise InputError(Issue(dep._file, line, "engine_version", f"engine_version needs one serving engine (engine: "
+                               f"{', '.join(ENGINES)}), not engine {dep.engine}; with engine: any declare each engine's package "
+                               "under packages (vllm, sglang, tensorrt-llm)"))
+    keys = {normalize_package_name(pkg.name), normalize_package_name(pkg.module)}
+    said = {k: v for k, v in (dep.packages or {}).items() if normalize_package_name(k) in keys}
+    if any(v != dep.engine_version for v in said.values()):
+        raise InputError(Issue(dep._file, line, "engine_version", f"engine_version {dep.engine_version} contradicts packages "
+                               f"{', '.join(f'{k}: {v}' for k, v in said.items())}; give one"))
+    packages = {k: v for k, v in env.packages.items() if normalize_package_name(k) not in keys}
+    packages[pkg.name] = dep.engine_version
+    prov = dict(env.provenance)
+    prov["engine_version"] = f"{pkg.name} {dep.engine_version}: engine_version ({dep.where('engine_version')})"
+    return env.model_copy(update={"packages": packages, "provenance": prov})
 
 
 def _check_declared(dep: Deployment, catalog: Catalog, detecting: bool) -> None:
@@ -573,6 +606,9 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
             for e in engines}
     base: dict[str, list[Reason]] = {}
     base_unknowns: dict[str, list[Unknown]] = {}
+    base_used: dict[str, list[str]] = {}
+    # Engines whose declared or detected version is newer than their facts were checked at (issue 20).
+    newer_engines = _newer_engines(engines, env, catalog)
     base_assumed: list[str] = []
     base_needs: list[PackageNeed] = []
     a2a_cap = catalog.a2a.get(u.a2a)
@@ -589,8 +625,9 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                                         source="backends/a2a/"))
         else:
             found += _a2a_reasons(a2a_cap, ctx, a2a_needs, base_assumed)
-        base[e], base_unknowns[e] = found, list(ctx.unknowns)
+        base[e], base_unknowns[e], base_used[e] = found, list(ctx.unknowns), list(ctx.engine_used)
         ctx.unknowns.clear()
+        ctx.engine_used = []
         if not base_needs:
             base_needs = a2a_needs
     rule_facts = _facts(u, engines[0] if single else None)  # engine: any matches no engine-specific rule
@@ -635,8 +672,11 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
             engine_reasons = [r.model_copy(update={"backend": name}) for r in base[e]]
             ctx = ctxs[e]
             ctx.unknowns = [x.model_copy(update={"backend": name}) for x in base_unknowns[e]]
+            ctx.engine_used = list(base_used[e])
             if cap is not None:
                 engine_reasons += check_runner(cap, ctx, engine_needs, assumed)
+                if e in newer_engines and ctx.engine_used and not engine_reasons:
+                    ctx.unknowns.append(_engine_unknown(name, e, *newer_engines[e], ctx.engine_used))
             else:
                 close = difflib.get_close_matches(name, list(catalog.runners), n=1)
                 ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}"
@@ -718,7 +758,7 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                   reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k not in catalog.rule_files),
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
                                     for rid, where in catalog.overridden.items()},
-                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports)
+                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog, [e for e in engines if e in ENGINES]), layers=kind_reports)
 
 
 def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners: Iterable[str]) -> dict[str, list[Reason]]:
@@ -779,16 +819,69 @@ def _ranges(ids: list[int]) -> str:
     return r(ids)
 
 
-def _version_notes(env: Environment, catalog: Catalog) -> list[str]:
-    """An installed or declared version newer than the facts were checked against."""
+def _newer_engines(engines: Sequence[str], env: Environment, catalog: Catalog) -> dict[str, tuple[Any, str]]:
+    """Engine -> (its package row, its version) for each of ``engines`` whose version (the deployment's
+    ``engine_version``, its package declared under ``packages``, or detected here) is newer than the facts scoped
+    to it were checked at (the row's ``checked_up_to``)."""
+    out: dict[str, tuple[Any, str]] = {}
+    for e in engines:
+        pkg = catalog.engine_package(e)
+        if pkg is None or pkg.checked_up_to is None:
+            continue
+        state, found = env.package(pkg.name, pkg.module)
+        if state == "present" and found not in (None, "unknown"):
+            try:
+                if newer(found, pkg.checked_up_to):
+                    out[e] = (pkg, found)
+            except ValueError:
+                continue
+    return out
+
+
+def _engine_unknown(name: str, engine: str, pkg: Any, version: str, used: list[str]) -> Unknown:
+    """What a runner's facts say under ``engine`` at ``version``, newer than they were read at: unverified (issue 20).
+    ``used``: the engine-scoped facts that held (the first is named)."""
+    used = list(dict.fromkeys(used))
+    more = f" and {len(used) - 1} more" if len(used) > 1 else ""
+    return Unknown(code="engine_unsupported",
+                   detail=f"{name} under {engine} {version}: the facts for {engine} that make it run ({used[0]}{more}) were "
+                          f"read at {pkg.name} up to {pkg.checked_up_to}; {version} is newer and may differ",
+                   settle=f"those facts re-read at {pkg.name} {version}, then checked_up_to raised in backends/packages.yaml",
+                   source=pkg.where(), backend=name)
+
+
+def _version_notes(env: Environment, catalog: Catalog, engines: Sequence[str] = ()) -> list[str]:
+    """An installed or declared version newer than the facts were checked against; for each serving engine of
+    the deployment whose version is not given, the version its facts are taken at (issue 20)."""
     out = []
+    untold: list[Any] = []
+    absent: list[Any] = []
+    for e in engines:
+        pkg = catalog.engine_package(e)
+        if pkg is None or pkg.checked_up_to is None:
+            continue
+        state, found = env.package(pkg.name, pkg.module)
+        if state == "assumed" or (state == "present" and found in (None, "unknown")):
+            untold.append(pkg)
+        elif state == "absent":
+            absent.append(pkg)
+    at = lambda rows: ", ".join(f"{p.name} {p.checked_up_to}" for p in rows)  # noqa: E731
+    where = lambda rows: ", ".join(p.where() for p in rows)  # noqa: E731
+    if untold:
+        out.append(f"engine {'version' if len(untold) == 1 else 'versions'} not given (engine_version, or the engine's package "
+                   f"under packages): taken as {at(untold)}, the newest checked [{where(untold)}]")
+    if absent:
+        out.append(f"not installed on this machine: {', '.join(p.name for p in absent)}; the facts are read as at {at(absent)}, "
+                   f"the newest checked (engine_version plans another version) [{where(absent)}]")
     for name, version in sorted(env.packages.items()):
         known = catalog.packages_table.get(name)
         if known and known.checked_up_to and version not in (None, "unknown"):
             try:
                 if newer(version, known.checked_up_to):
+                    then = (f"; what the facts scoped to {known.engine} allow is unverified at {version}, what they refuse "
+                            "stays refused" if known.engine else "")
                     out.append(f"{name}: facts checked up to {known.checked_up_to}; {version} is "
-                               f"{'installed' if env.detected else 'declared'} (newer: facts may have changed) "
+                               f"{'installed' if env.detected else 'declared'} (newer: facts may have changed{then}) "
                                f"[{known.where()}]")
             except ValueError:
                 continue
