@@ -8,7 +8,9 @@ in its epilogue (or on the input: ``apply_router_weight_on_input``), and the top
 
 - Formats: bf16, fp16, fp8_tensor, fp8_channel, fp8_block (any ``[bn, bk]`` block with ``bk`` a power
   of two >= 16; default 128x128), int4_w4a16 and int8_w8a16 (weight-only, group scales, optional zero
-  points; AWQ and GPTQ checkpoint layouts converted at load, :mod:`moe_select.quant_int`).
+  points; AWQ and GPTQ checkpoint layouts converted at load, :mod:`moe_select.quant_int`), mxfp4 and
+  nvfp4 as W4A16 (packed e2m1 weights kept packed in memory, dequantized to bf16 in the GEMMs' main loop,
+  bf16 activations; checkpoint layouts (gpt-oss, ModelOpt) converted by :mod:`moe_select.checkpoint_layouts`).
 - Activations: silu, gelu (erf), relu2 (not gated: w13 has I rows), swiglu_oai (gpt-oss: alpha 1.702,
   limit ``spec.swiglu_limit`` or 7.0). Expert biases (gpt-oss's ``gate_up_proj_bias``/``down_proj_bias``)
   when given: added in the GEMMs' epilogues, before the activation and before the routing weight.
@@ -22,6 +24,9 @@ in its epilogue (or on the input: ``apply_router_weight_on_input``), and the top
   float32, rounded once to the input dtype. FP8: activations quantized per token (per token and
   ``bk`` group for fp8_block) to e4m3 inside the GEMMs, multiplier ``448 / amax``; weight scales
   multiply (``w = q * scale``). Int formats: weights dequantized in the kernel to the activation dtype.
+  mxfp4 / nvfp4: each e2m1 value times its block scale is exact in bf16 (at most 6 significant bits), so
+  the GEMMs see the checkpoint's weights exactly; nvfp4's per-expert global scale multiplies the float32
+  accumulator; the activations are bf16 (an fp16 input is converted; the output has the input's dtype).
 - CPU: only under ``TRITON_INTERPRET=1`` (Triton's interpreter; tests). ``meta``: shapes only, for
   compile checks that replace the kernels' launch (tests/test_triton_moe.py compiles every kernel for
   sm90 that way, without a GPU).
@@ -57,6 +62,11 @@ def _row(quant: str) -> Format:
 
 #: Bits per weight element of the formats the kernel dequantizes as integers (weight modes 4 and 5), from their rows.
 INT_BITS = {q: _row(q).bits for q, mode in K.W_MODES.items() if mode in (4, 5)}
+#: Packed e2m1 formats (weight modes 6 and 7) -> elements along K per scale byte (their rows' ``params.block``).
+FP4_GROUP = {q: int(_row(q).params["block"]) for q, mode in K.W_MODES.items() if mode in K.FP4_MODES}  # type: ignore[call-overload]
+#: Stored dtypes accepted for packed FP4 tensors besides uint8 (viewed as uint8): torch's own FP4/e8m0 dtypes.
+_FP4_X2 = tuple(getattr(torch, n) for n in ("float4_e2m1fn_x2",) if hasattr(torch, n))
+_E8M0 = tuple(getattr(torch, n) for n in ("float8_e8m0fnu",) if hasattr(torch, n))
 
 
 def _default_block_shape() -> tuple[int, int]:
@@ -78,9 +88,11 @@ class TritonMoeWeights:
     bf16/fp16, or e4m3 for FP8 formats, or uint8 codes for int formats (int4 packed two per byte along
     the last dimension: ``[E, N13, H/2]``, ``[E, H, I/2]``). ``s13``/``s2``: float32 weight scales
     (fp8_tensor ``[E]``, fp8_channel ``[E, N]``, fp8_block ``[E, ceil(N/bn), ceil(K/bk)]``, int ``[E, N,
-    K/group]``), None for 16-bit. ``z13``/``z2``: int zero points ``[E, N, K/group]`` uint8 or None
-    (symmetric). ``g13``/``g2``: int group sizes along K (0 otherwise). ``b13 [E, N13]`` / ``b2 [E, H]``:
-    float32 expert biases (gpt-oss) or None."""
+    K/group]``; mxfp4 / nvfp4: ``[E, N, K/32]`` / ``[E, N, K/16]`` uint8, the e8m0 / e4m3 scale bytes), None for
+    16-bit. ``z13``/``z2``: int zero points ``[E, N, K/group]`` uint8 or None (symmetric). ``g13``/``g2``: int
+    group sizes along K, the FP4 scale group (32 / 16), 0 otherwise. ``gs13``/``gs2``: nvfp4's per-expert
+    global scales ``[E]`` float32, else None. ``b13 [E, N13]`` / ``b2 [E, H]``: float32 expert biases
+    (gpt-oss) or None. mxfp4 / nvfp4 weights: ``[E, N13, H/2]``, ``[E, H, I/2]`` uint8 (packed e2m1)."""
 
     w13: torch.Tensor
     w2: torch.Tensor
@@ -92,6 +104,8 @@ class TritonMoeWeights:
     g2: int = 0
     b13: torch.Tensor | None = None
     b2: torch.Tensor | None = None
+    gs13: torch.Tensor | None = None
+    gs2: torch.Tensor | None = None
 
 
 def _shape(t: torch.Tensor) -> list[int]:
@@ -117,13 +131,17 @@ class TritonMoeCore:
       (default True: GPTQ's v1 format stores zero - 1; False for gptq_v2).
     - ``config_dir``: where tuned tile configurations are read (default ``backends/triton_configs``).
     - ``warmup``: compile every kernel variant at ``prepare_weights`` (default: True on CUDA).
+    - ``fp4_decode``: mxfp4 / nvfp4 only: ``"auto"`` (the PTX table decode on a GPU, the portable one under
+      the interpreter), ``"asm"`` or ``"portable"`` (both exact: the same bf16 weights; tests compare them).
 
     Raises :class:`RunnerInputError` for a format it does not run, a CPU device without the
-    interpreter, or a block shape it cannot tile."""
+    interpreter, a block shape it cannot tile, or an FP4 layer whose hidden or intermediate size is not a
+    multiple of the format's scale group (32 for mxfp4, 16 for nvfp4)."""
 
     def __init__(self, spec: LayerSpec, device: torch.device | str, *, apply_router_weight_on_input: bool = False,
                  act_quant: str = "token", block_shape: tuple[int, int] | None = None, int_layout: str = "auto",
-                 gptq_zeros_minus_one: bool = True, config_dir=None, warmup: bool | None = None):
+                 gptq_zeros_minus_one: bool = True, config_dir=None, warmup: bool | None = None,
+                 fp4_decode: str = "auto"):
         if spec.quant not in FORMATS:
             raise RunnerInputError(f"triton does not implement {spec.quant} (it runs {', '.join(FORMATS)})")
         if spec.activation not in K.ACTIVATIONS:
@@ -162,6 +180,18 @@ class TritonMoeCore:
         if spec.quant == "int4_w4a16" and (spec.hidden_size % 2 or spec.intermediate_size % 2):
             raise RunnerInputError(f"triton int4_w4a16: hidden_size {spec.hidden_size} and intermediate_size "
                                    f"{spec.intermediate_size} must be even (two codes per byte along K)")
+        self.fp4_group = FP4_GROUP.get(spec.quant, 0)
+        if self.fp4_group and (spec.hidden_size % self.fp4_group or spec.intermediate_size % self.fp4_group):
+            raise RunnerInputError(f"triton {spec.quant}: hidden_size {spec.hidden_size} and intermediate_size (per rank) "
+                                   f"{spec.intermediate_size} must be multiples of {self.fp4_group} (one scale per "
+                                   f"{self.fp4_group} elements along K; a scale block cannot be split between ranks)")
+        if fp4_decode not in ("auto", "asm", "portable"):
+            raise RunnerInputError(f"fp4_decode must be auto, asm or portable, got {fp4_decode!r}")
+        if fp4_decode != "auto" and not self.fp4_group:
+            raise RunnerInputError(f"fp4_decode applies to mxfp4 and nvfp4, not {spec.quant}")
+        if fp4_decode == "asm" and K.interpreting():
+            raise RunnerInputError("fp4_decode='asm' is PTX: it cannot run under Triton's interpreter")
+        self.fp4_asm = fp4_decode == "asm" or (fp4_decode == "auto" and not K.interpreting())
         self.config_dir = config_dir
         self.warmup = (self.device.type == "cuda") if warmup is None else bool(warmup)
         self.device_name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
@@ -211,7 +241,8 @@ class TritonMoeCore:
                         w2_scale: torch.Tensor | None = None, w13_zeros: torch.Tensor | None = None,
                         w2_zeros: torch.Tensor | None = None, w13_g_idx: torch.Tensor | None = None,
                         w2_g_idx: torch.Tensor | None = None, w13_bias: torch.Tensor | None = None,
-                        w2_bias: torch.Tensor | None = None) -> TritonMoeWeights:
+                        w2_bias: torch.Tensor | None = None, w13_global_scale: torch.Tensor | None = None,
+                        w2_global_scale: torch.Tensor | None = None) -> TritonMoeWeights:
         """Convert the rank's expert weights once, at load.
 
         16-bit: ``w13 [E, N13, H]``, ``w2 [E, H, I]`` in the format's dtype (N13 = 2*I, gate rows then up
@@ -222,7 +253,13 @@ class TritonMoeCore:
         uint8 or None), ``awq`` (``qweight [E, K, N/8]`` int32, ``zeros`` = qzeros ``[E, K/group, N/8]``
         int32, ``scale [E, K/group, N]``) or ``gptq`` (``qweight [E, K*bits/32, N]`` int32, qzeros
         ``[E, K/group, N*bits/32]`` int32 or None for symmetric, ``scale [E, K/group, N]``, ``g_idx`` [K]
-        or [E, K], trivial only: desc_act is refused). Expert biases (gpt-oss): ``w13_bias [E, N13]`` and
+        or [E, K], trivial only: desc_act is refused). mxfp4: ``w13 [E, N13, H/2]``, ``w2 [E, H, I/2]`` uint8
+        (packed e2m1, element ``2j`` in the low nibble; torch.float4_e2m1fn_x2 accepted), ``w13_scale [E, N13,
+        H/32]``, ``w2_scale [E, H, I/32]`` uint8 e8m0 (or torch.float8_e8m0fnu). nvfp4: the same packed weights,
+        ``w13_scale [E, N13, H/16]``, ``w2_scale [E, H, I/16]`` float8_e4m3fn and ``w13_global_scale``,
+        ``w2_global_scale`` ``[E]`` float32 (ModelOpt's ``weight_scale_2``; ``w = e2m1 * scale * global``).
+        Checkpoint layouts (gpt-oss's interleaved gate/up rows, ModelOpt's swizzled scales):
+        :mod:`moe_select.checkpoint_layouts`. Expert biases (gpt-oss): ``w13_bias [E, N13]`` and
         ``w2_bias [E, H]`` in any float dtype (kept in float32), added before the activation and before
         the routing weight; with tensor parallelism one rank of an expert's group passes the nonzero
         ``w2_bias`` (the ranks' outputs are summed). Compiles the kernels (``warmup``). Raises
@@ -235,8 +272,14 @@ class TritonMoeCore:
                 raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
             if t.device.type != self.device.type:
                 raise RunnerInputError(f"{name} is on {t.device}; this core runs on {self.device}")
+        if not self.fp4_group and (w13_global_scale is not None or w2_global_scale is not None):
+            raise RunnerInputError(f"{q} weights take no global scale (nvfp4 does)")
         if q in INT_BITS:
             out = self._prepare_int(w13, w2, w13_scale, w2_scale, w13_zeros, w2_zeros, w13_g_idx, w2_g_idx)
+        elif self.fp4_group:
+            if any(t is not None for t in (w13_zeros, w2_zeros, w13_g_idx, w2_g_idx)):
+                raise RunnerInputError(f"{q} weights take no zero points or g_idx")
+            out = self._prepare_fp4(w13, w2, w13_scale, w2_scale, w13_global_scale, w2_global_scale)
         else:
             if any(t is not None for t in (w13_zeros, w2_zeros, w13_g_idx, w2_g_idx)):
                 raise RunnerInputError(f"{q} weights take no zero points or g_idx")
@@ -287,6 +330,47 @@ class TritonMoeCore:
                                  f"ceil(K/{self.block_shape[1] if self.block_shape else 0})]"}[q]
             raise RunnerInputError(f"{name}: {q} scale must be {what} = {list(want)}, got {_shape(sc)}")
         return sc.float().contiguous()
+
+    def _prepare_fp4(self, w13, w2, s13, s2, gs13, gs2) -> TritonMoeWeights:
+        """mxfp4 / nvfp4 weights as given (prepare_weights' doc), checked and viewed as uint8, contiguous."""
+        s = self.spec
+        q, group = s.quant, self.fp4_group
+        e, h, i, n13 = s.num_local_experts, s.hidden_size, s.intermediate_size, s.w13_rows
+        nv = q == "nvfp4"
+        scale_dt = (FP8_DTYPE,) if nv else (torch.uint8, *_E8M0)
+        scale_what = "float8_e4m3fn (e4m3)" if nv else "uint8 (e8m0; or float8_e8m0fnu)"
+        parts: list = []
+        for name, w, sc, gsc, n, k in (("w13", w13, s13, gs13, n13, h), ("w2", w2, s2, gs2, h, i)):
+            if w.dtype in _FP4_X2:
+                w = w.view(torch.uint8)
+            if w.dtype != torch.uint8 or tuple(w.shape) != (e, n, k // 2):
+                raise RunnerInputError(f"{name}: {q} weights must be packed e2m1 uint8 [E, {'N13, H' if name == 'w13' else 'H, I'}"
+                                       f"/2] = {[e, n, k // 2]} (element 2j in the low nibble), got {w.dtype} {_shape(w)}")
+            if sc is None:
+                raise RunnerInputError(f"{name}_scale is required for {q}")
+            if not isinstance(sc, torch.Tensor) or sc.dtype not in scale_dt or tuple(sc.shape) != (e, n, k // group):
+                got = f"{sc.dtype} {_shape(sc)}" if isinstance(sc, torch.Tensor) else type(sc).__name__
+                raise RunnerInputError(f"{name}_scale: {q} scales must be {scale_what} [E, {'N13' if name == 'w13' else 'H'}, "
+                                       f"{'H' if name == 'w13' else 'I'}/{group}] = {[e, n, k // group]}, got {got}")
+            if sc.device.type != self.device.type:
+                raise RunnerInputError(f"{name}_scale is on {sc.device}; this core runs on {self.device}")
+            g = None
+            if nv:
+                if gsc is None:
+                    raise RunnerInputError(f"{name}_global_scale [E] float32 is required for nvfp4 (ModelOpt's weight_scale_2)")
+                if not isinstance(gsc, torch.Tensor) or not gsc.is_floating_point() or gsc.numel() != e or gsc.shape[0] != e:
+                    got = f"{gsc.dtype} {_shape(gsc)}" if isinstance(gsc, torch.Tensor) else type(gsc).__name__
+                    raise RunnerInputError(f"{name}_global_scale: nvfp4 global scales must be a float tensor [E] = [{e}], got {got}")
+                if gsc.device.type != self.device.type:
+                    raise RunnerInputError(f"{name}_global_scale is on {gsc.device}; this core runs on {self.device}")
+                g = gsc.reshape(e).to(torch.float32).contiguous()
+                if self.device.type != "meta" and not bool(torch.isfinite(g).all()):  # at load: a sync is fine
+                    raise RunnerInputError(f"{name}_global_scale has non-finite values")
+            elif gsc is not None:
+                raise RunnerInputError(f"{name}_global_scale: mxfp4 takes no global scale (nvfp4 does)")
+            parts.append((w.contiguous(), sc.view(torch.uint8).contiguous(), g))
+        (q13, sc13, g13), (q2, sc2, g2) = parts
+        return TritonMoeWeights(q13, q2, sc13, sc2, g13=group, g2=group, gs13=g13, gs2=g2)
 
     def _prepare_int(self, w13, w2, s13, s2, z13, z2, g13, g2) -> TritonMoeWeights:
         s = self.spec
@@ -414,6 +498,8 @@ class ForwardPass:
         q = s.quant
         if q in _DTYPE16:
             act_dtype = _DTYPE16[q]
+        elif core.fp4_group:                 # packed FP4: bf16 operands (the decoded weights are bf16)
+            act_dtype = torch.bfloat16
         else:
             act_dtype = hidden_states.dtype if hidden_states.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
         self.out_dtype = hidden_states.dtype
@@ -475,7 +561,8 @@ class ForwardPass:
                           a_scale_mode=self.a_mode, c_amax=self.act_scale, c_amax_mode=self.a_mode,
                           w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
                           group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
-                          bias=w.b13, bias_before_weight=False, config=config, warmup=warmup)
+                          bias=w.b13, bias_before_weight=False, b_gscale=w.gs13, fp4_asm=self.core.fp4_asm,
+                          config=config, warmup=warmup)
 
     def _gemm1_split(self, config: dict, warmup: bool):
         """fp8_block's first GEMM split in two: one accumulator over the ``2*I`` gate and up rows (bias and
@@ -504,7 +591,8 @@ class ForwardPass:
                           by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
                           a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
                           b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
-                          group_n=self.groups[2], bias=w.b2, bias_before_weight=True, config=config, warmup=warmup)
+                          group_n=self.groups[2], bias=w.b2, bias_before_weight=True, b_gscale=w.gs2,
+                          fp4_asm=self.core.fp4_asm, config=config, warmup=warmup)
 
     def combine(self) -> torch.Tensor:
         s = self.core.spec

@@ -84,7 +84,11 @@ FP8_MAX = 448.0
 SWIGLU_ALPHA = 1.702
 ACTIVATIONS = {"silu": 1, "gelu": 2, "relu2": 3, "swiglu_oai": 4}
 #: W_MODE of the GEMM kernel per weight format
-W_MODES = {"bf16": 0, "fp16": 0, "fp8_tensor": 1, "fp8_channel": 2, "fp8_block": 3, "int4_w4a16": 4, "int8_w8a16": 5}
+W_MODES = {"bf16": 0, "fp16": 0, "fp8_tensor": 1, "fp8_channel": 2, "fp8_block": 3, "int4_w4a16": 4, "int8_w8a16": 5,
+           "mxfp4": 6, "nvfp4": 7}
+#: Weight modes of packed e2m1 weights (W4A16: dequantized to bf16 in the main loop) and their formats
+FP4_MODES = (6, 7)
+FP4_FORMATS = ("mxfp4", "nvfp4")
 FORMATS = tuple(W_MODES)
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
 #: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
@@ -400,8 +404,83 @@ def _activation(g, u, swiglu_limit, ACT: tl.constexpr):
     return a
 
 
+#: e2m1 -> bf16 on NVIDIA GPUs (PTX, sm80+): 4 packed bytes (8 codes, element ``2j`` in the low nibble) and their
+#: 4 bf16 scales in, the 4 low-nibble values and the 4 high-nibble values out (2 bf16 per register, each times
+#: its byte's scale). Magnitudes through two byte-permute (``prmt``) table lookups, one for the bf16 high bytes
+#: (0x00, 0x3F x3, 0x40 x4) and one for the low bytes (0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0) of
+#: 0, 0.5, 1, 1.5, 2, 3, 4, 6; the sign bit (bit 3 of a code) ORed into the high byte; the scale by an
+#: ``fma.rn.bf16x2`` with a -0.0 addend (exact: an e2m1 value times an e8m0 or e4m3 scale has at most 6
+#: significant bits). The same table-lookup technique as Triton's own fp4-to-bf16 conversion (written here from
+#: the e2m1 definition, OCP Microscaling Formats v1.0, section 5.3.3).
+FP4_DECODE_ASM = tl.constexpr("""{
+.reg .b32 m<2>, s<3>, t<2>, l<2>, h<2>, v<4>, z;
+and.b32 m0, $4, 0x77777777;
+shr.u32 m1, m0, 16;
+and.b32 s0, $4, 0x88888888;
+shr.u32 s1, s0, 3;
+shr.u32 s2, s0, 19;
+prmt.b32 l0, 0xC0800000, 0xC0804000, m0;
+prmt.b32 l1, 0xC0800000, 0xC0804000, m1;
+prmt.b32 h0, 0x3F3F3F00, 0x40404040, m0;
+prmt.b32 h1, 0x3F3F3F00, 0x40404040, m1;
+prmt.b32 t0, 0x00008000, 0, s1;
+prmt.b32 t1, 0x00008000, 0, s2;
+or.b32 h0, h0, t0;
+or.b32 h1, h1, t1;
+prmt.b32 v0, l0, h0, 0x5140;
+prmt.b32 v1, l0, h0, 0x7362;
+prmt.b32 v2, l1, h1, 0x5140;
+prmt.b32 v3, l1, h1, 0x7362;
+mov.b32 z, 0x80008000;
+fma.rn.bf16x2 $0, v0, $5, z;
+fma.rn.bf16x2 $1, v1, $6, z;
+fma.rn.bf16x2 $2, v2, $7, z;
+fma.rn.bf16x2 $3, v3, $8, z;
+}""")
+
+
+@triton.jit
+def _e2m1_f32(code):
+    """float32 value of 4-bit e2m1 codes (uint8, bits 0-3: sign in bit 3, exponent bits 2-1, mantissa bit 0;
+    OCP MX v1.0 section 5.3.3) from the bit fields: magnitude code ``m`` 0 and 1 are 0 and 0.5 (subnormal),
+    2..7 are ``2^(m//2 - 1) * (1 + (m % 2) / 2)``, written directly as float32 bits."""
+    c = code.to(tl.uint32)
+    m = c & 7
+    bits = tl.where(m < 2, m * (126 << 23), (m << 22) + (126 << 23)) | ((c & 8) << 28)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr):
+    """One weight tile of packed e2m1 codes, dequantized: ``q [BN, BK/2]`` uint8 (element ``2j`` of a row in
+    the low nibble of byte ``j``), ``qs [BN, BK/SCALE_GROUP]`` uint8 scale bits (W_MODE 6: e8m0, ``2^(s - 127)``,
+    ``s = 0`` read as 0 instead of 2^-127; 7: e4m3) -> ``[BN, BK]`` bf16, ``value * scale`` exactly. FP4_ASM:
+    :data:`FP4_DECODE_ASM` (GPU); else the same values from :func:`_e2m1_f32` in float32 (any backend, the
+    interpreter included)."""
+    BN: tl.constexpr = q.shape[0]
+    BKH: tl.constexpr = q.shape[1]
+    if W_MODE == 6:
+        sf = (qs.to(tl.uint16) << 7).to(tl.bfloat16, bitcast=True)
+    else:
+        sf = qs.to(tl.float8e4nv, bitcast=True).to(tl.bfloat16)
+    if FP4_ASM:
+        s2 = sf.to(tl.uint16, bitcast=True).to(tl.uint32)
+        s2 = (s2 | (s2 << 16)).to(tl.int32, bitcast=True)          # the scale twice: one bf16x2 per byte
+        sb2 = tl.reshape(tl.broadcast_to(s2[:, :, None], (BN, BKH * 2 // SCALE_GROUP, SCALE_GROUP // 2)), (BN, BKH))
+        w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r", [q, sb2], dtype=tl.int32,
+                                       is_pure=True, pack=4)
+        lo = w2.to(tl.int16).to(tl.bfloat16, bitcast=True)
+        hi = (w2 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        sb = tl.reshape(tl.broadcast_to(sf[:, :, None], (BN, BKH * 2 // SCALE_GROUP, SCALE_GROUP // 2)), (BN, BKH))
+        sb32 = sb.to(tl.float32)
+        lo = (_e2m1_f32(q & 0xF) * sb32).to(tl.bfloat16)
+        hi = (_e2m1_f32(q >> 4) * sb32).to(tl.bfloat16)
+    return tl.interleave(lo, hi)
+
+
 def _moe_gemm_kernel(
-        a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, c_amax_ptr, weight_ptr, bias_ptr,
+        a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr,
         sorted_ptr, block_expert_ptr, num_rows_ptr,
         num_slots, top_k, N, K, n_up,
         stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e,
@@ -411,6 +490,7 @@ def _moe_gemm_kernel(
         MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
         HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
+        SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
@@ -419,7 +499,12 @@ def _moe_gemm_kernel(
     row); GATED reads the up rows at ``n_up + n`` and keeps two accumulators. W_MODE: 0 16-bit, 1 fp8
     per-expert scale, 2 fp8 per-row scale, 3 fp8 block scales (``[group_n, group_k]`` blocks, BLOCK_K ==
     group_k), 4 int4, 5 int8 (groups of ``group_k`` along K, zero points; GROUP_TILE: ``BLOCK_K`` divides
-    ``group_k``, so one scale per column and K tile, else one per element). A_SCALE: 1 A quantized in the
+    ``group_k``, so one scale per column and K tile, else one per element), 6 mxfp4, 7 nvfp4 (packed e2m1 ``B
+    [E, rows, K/2]`` uint8, one scale byte per ``SCALE_GROUP`` elements along K, ``scale [E, rows,
+    K/SCALE_GROUP]`` uint8: e8m0 (6) or e4m3 bits (7); 7 also multiplies the float32 accumulators by the
+    expert's global scale ``b_gscale[e]``; :func:`_fp4_tile` decodes, FP4_ASM picks its GPU or portable
+    code; SWAP_AB computes the transposed tile ``B[e] @ A.T`` so the weight tile is the MMA's M operand,
+    for small ``BLOCK_M``). A_SCALE: 1 A quantized in the
     kernel from a per-row amax at ``a_amax[A row]``, 2 from one amax ``a_amax[0]`` (W_MODE 1, 2); 3 A is
     e4m3 already with one scale per row and K tile at ``a_amax[A row * stride_asm + k tile]`` (W_MODE 3).
     C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
@@ -480,88 +565,147 @@ def _moe_gemm_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if GATED:
         acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for kb in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
-            a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-            b_mask = n_ok[None, :] & (offs_k < BLOCK_K)[:, None]
-            b = tl.load(b_ptrs)
+    if W_MODE == 6 or W_MODE == 7:
+        # Packed e2m1 (mxfp4 / nvfp4): [BLOCK_N, BLOCK_K / 2] bytes and [BLOCK_N, BLOCK_K / SCALE_GROUP] scales per
+        # K tile, decoded to bf16 in registers (_fp4_tile), one dot per tile (module doc).
+        offs_kh = tl.arange(0, BLOCK_K // 2)
+        offs_g = tl.arange(0, BLOCK_K // SCALE_GROUP)
+        q_ptrs = b_base + offs_n[:, None] * stride_bn + offs_kh[None, :] * stride_bk
+        qs_ptrs = s_base + offs_n[:, None] * stride_sn + offs_g[None, :] * stride_sk
+        if GATED:
+            qu_ptrs = q_ptrs + n_up * stride_bn
+            qsu_ptrs = qs_ptrs + n_up * stride_sn
+        if SWAP_AB:
+            acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
             if GATED:
-                bu = tl.load(bu_ptrs)
-        else:
-            k_ok = offs_k < K - kb * BLOCK_K
-            a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            b_mask = k_ok[:, None] & n_ok[None, :]
-            b = tl.load(b_ptrs, mask=b_mask, other=0.0)
-            if GATED:
-                bu = tl.load(bu_ptrs, mask=b_mask, other=0.0)
-        if W_MODE == 0:
-            acc = tl.dot(a, b, acc)
-            if GATED:
-                acc_u = tl.dot(a, bu, acc_u)
-        elif W_MODE == 1 or W_MODE == 2:
-            qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b.dtype)
-            acc = tl.dot(qa, b, acc)
-            if GATED:
-                acc_u = tl.dot(qa, bu, acc_u)
-        elif W_MODE == 3:
-            sa = tl.load(a_amax_ptr + a_row * stride_asm + kb, mask=row_ok, other=0.0)
-            sb = tl.load(s_base + (offs_n // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
-            acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
-            if GATED:
-                sbu = tl.load(s_base + ((offs_n + n_up) // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
-                acc_u += tl.dot(a, bu) * sa[:, None] * sbu[None, :]
-        else:
-            if W_MODE == 4:
-                code = ((b >> b_shift) & 0xF).to(tl.int32)
+                acc_u = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        for kb in range(0, tl.cdiv(K, BLOCK_K)):
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+                q = tl.load(q_ptrs)
+                qs = tl.load(qs_ptrs)
+                if GATED:
+                    qu = tl.load(qu_ptrs)
+                    qsu = tl.load(qsu_ptrs)
             else:
-                code = b.to(tl.int32)
-            z_base = b_zero_ptr + expert * stride_se
-            if GROUP_TILE:      # the K tile lies in one group: one scale (and zero) per column
-                g0 = (kb * BLOCK_K) // group_k
-                sc = tl.load(s_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
-                if HAS_ZERO:
-                    z = tl.load(z_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0).to(tl.int32)[None, :]
-                else:
-                    z = ZERO_DEFAULT
+                k_left = K - kb * BLOCK_K
+                a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < k_left)[None, :], other=0.0)
+                kh_ok = (offs_kh < k_left // 2)[None, :]
+                g_ok = (offs_g < k_left // SCALE_GROUP)[None, :]
+                q = tl.load(q_ptrs, mask=kh_ok, other=0)
+                qs = tl.load(qs_ptrs, mask=g_ok, other=0)
+                if GATED:
+                    qu = tl.load(qu_ptrs, mask=kh_ok, other=0)
+                    qsu = tl.load(qsu_ptrs, mask=g_ok, other=0)
+            w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM)
+            if SWAP_AB:
+                acc = tl.dot(w, tl.trans(a), acc)
             else:
-                grp = (kb * BLOCK_K + offs_k) // group_k
-                sc = tl.load(s_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk, mask=b_mask, other=0.0)
-                if HAS_ZERO:
-                    z = tl.load(z_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk,
-                                mask=b_mask, other=0).to(tl.int32)
-                else:
-                    z = ZERO_DEFAULT
-            acc = tl.dot(a, ((code - z).to(tl.float32) * sc).to(a.dtype), acc)
+                acc = tl.dot(a, tl.trans(w), acc)
             if GATED:
+                wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM)
+                if SWAP_AB:
+                    acc_u = tl.dot(wu, tl.trans(a), acc_u)
+                else:
+                    acc_u = tl.dot(a, tl.trans(wu), acc_u)
+            a_ptrs += BLOCK_K
+            q_ptrs += (BLOCK_K // 2) * stride_bk
+            qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+            if GATED:
+                qu_ptrs += (BLOCK_K // 2) * stride_bk
+                qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+        if SWAP_AB:
+            acc = tl.trans(acc)
+            if GATED:
+                acc_u = tl.trans(acc_u)
+        if W_MODE == 7:                      # nvfp4: the expert's global scale, in float32
+            gsc = tl.load(b_gscale_ptr + expert)
+            acc = acc * gsc
+            if GATED:
+                acc_u = acc_u * gsc
+    else:
+        for kb in range(0, tl.cdiv(K, BLOCK_K)):
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+                b_mask = n_ok[None, :] & (offs_k < BLOCK_K)[:, None]
+                b = tl.load(b_ptrs)
+                if GATED:
+                    bu = tl.load(bu_ptrs)
+            else:
+                k_ok = offs_k < K - kb * BLOCK_K
+                a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+                b_mask = k_ok[:, None] & n_ok[None, :]
+                b = tl.load(b_ptrs, mask=b_mask, other=0.0)
+                if GATED:
+                    bu = tl.load(bu_ptrs, mask=b_mask, other=0.0)
+            if W_MODE == 0:
+                acc = tl.dot(a, b, acc)
+                if GATED:
+                    acc_u = tl.dot(a, bu, acc_u)
+            elif W_MODE == 1 or W_MODE == 2:
+                qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b.dtype)
+                acc = tl.dot(qa, b, acc)
+                if GATED:
+                    acc_u = tl.dot(qa, bu, acc_u)
+            elif W_MODE == 3:
+                sa = tl.load(a_amax_ptr + a_row * stride_asm + kb, mask=row_ok, other=0.0)
+                sb = tl.load(s_base + (offs_n // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
+                acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
+                if GATED:
+                    sbu = tl.load(s_base + ((offs_n + n_up) // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
+                    acc_u += tl.dot(a, bu) * sa[:, None] * sbu[None, :]
+            else:
                 if W_MODE == 4:
-                    code_u = ((bu >> b_shift) & 0xF).to(tl.int32)
+                    code = ((b >> b_shift) & 0xF).to(tl.int32)
                 else:
-                    code_u = bu.to(tl.int32)
-                if GROUP_TILE:
-                    scu = tl.load(s_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
+                    code = b.to(tl.int32)
+                z_base = b_zero_ptr + expert * stride_se
+                if GROUP_TILE:      # the K tile lies in one group: one scale (and zero) per column
+                    g0 = (kb * BLOCK_K) // group_k
+                    sc = tl.load(s_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
                     if HAS_ZERO:
-                        zu = tl.load(z_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok,
-                                     other=0).to(tl.int32)[None, :]
+                        z = tl.load(z_base + offs_n * stride_sn + g0 * stride_sk, mask=n_ok, other=0).to(tl.int32)[None, :]
                     else:
-                        zu = ZERO_DEFAULT
+                        z = ZERO_DEFAULT
                 else:
-                    scu = tl.load(s_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
-                                  mask=b_mask, other=0.0)
+                    grp = (kb * BLOCK_K + offs_k) // group_k
+                    sc = tl.load(s_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk, mask=b_mask, other=0.0)
                     if HAS_ZERO:
-                        zu = tl.load(z_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
-                                     mask=b_mask, other=0).to(tl.int32)
+                        z = tl.load(z_base + offs_n[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                    mask=b_mask, other=0).to(tl.int32)
                     else:
-                        zu = ZERO_DEFAULT
-                acc_u = tl.dot(a, ((code_u - zu).to(tl.float32) * scu).to(a.dtype), acc_u)
-        a_ptrs += BLOCK_K
-        if W_MODE == 4:
-            b_ptrs += (BLOCK_K // 2) * stride_bk
-            if GATED:
-                bu_ptrs += (BLOCK_K // 2) * stride_bk
-        else:
-            b_ptrs += BLOCK_K * stride_bk
-            if GATED:
-                bu_ptrs += BLOCK_K * stride_bk
+                        z = ZERO_DEFAULT
+                acc = tl.dot(a, ((code - z).to(tl.float32) * sc).to(a.dtype), acc)
+                if GATED:
+                    if W_MODE == 4:
+                        code_u = ((bu >> b_shift) & 0xF).to(tl.int32)
+                    else:
+                        code_u = bu.to(tl.int32)
+                    if GROUP_TILE:
+                        scu = tl.load(s_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok, other=0.0)[None, :]
+                        if HAS_ZERO:
+                            zu = tl.load(z_base + (offs_n + n_up) * stride_sn + g0 * stride_sk, mask=n_ok,
+                                         other=0).to(tl.int32)[None, :]
+                        else:
+                            zu = ZERO_DEFAULT
+                    else:
+                        scu = tl.load(s_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                      mask=b_mask, other=0.0)
+                        if HAS_ZERO:
+                            zu = tl.load(z_base + (offs_n + n_up)[None, :] * stride_sn + grp[:, None] * stride_sk,
+                                         mask=b_mask, other=0).to(tl.int32)
+                        else:
+                            zu = ZERO_DEFAULT
+                    acc_u = tl.dot(a, ((code_u - zu).to(tl.float32) * scu).to(a.dtype), acc_u)
+            a_ptrs += BLOCK_K
+            if W_MODE == 4:
+                b_ptrs += (BLOCK_K // 2) * stride_bk
+                if GATED:
+                    bu_ptrs += (BLOCK_K // 2) * stride_bk
+            else:
+                b_ptrs += BLOCK_K * stride_bk
+                if GATED:
+                    bu_ptrs += BLOCK_K * stride_bk
 
     if W_MODE == 1 or W_MODE == 2:
         sa = a_amax * (1.0 / 448.0)          # the dequantization scale (an ulp here changes no rounding)
@@ -626,7 +770,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
              c_amax: torch.Tensor | None = None, c_amax_mode: int = 0, b_scale: torch.Tensor | None = None,
              b_zero: torch.Tensor | None = None, zero_default: int = 0, group_k: int = 0, group_n: int = 1,
              swiglu_limit: float = 7.0, bias: torch.Tensor | None = None, bias_before_weight: bool = False,
-             config: dict, warmup: bool = False):
+             b_gscale: torch.Tensor | None = None, fp4_asm: bool | None = None, config: dict, warmup: bool = False):
     """Launch one grouped GEMM over the sorted rows of ``align`` (module doc, steps 2 and 3).
 
     ``a [rows_a, Ka]`` contiguous (16-bit; fp8 formats: any float dtype, quantized in the kernel);
@@ -642,12 +786,22 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     (``w_mode`` 3): ``a`` is e4m3 with ``a_amax`` = its scales ``[rows_a, ceil(Ka/group_k)]`` float32
     (``a_scale_mode`` 3); ``c_amax_mode`` 3 stores ``c`` as e4m3 with ``c_amax`` = scales ``[rows_c,
     ceil(n_out/group_k)]``. Raises ValueError on an fp8_block config whose BLOCK_K is not ``group_k``
-    or (``c_amax_mode`` 3) whose BLOCK_N is not a multiple of it."""
+    or (``c_amax_mode`` 3) whose BLOCK_N is not a multiple of it. mxfp4 / nvfp4 (``w_mode`` 6 / 7): ``b [E, N_b,
+    K/2]`` uint8 packed e2m1, ``b_scale [E, N_b, K/group_k]`` uint8 (e8m0, or e4m3 viewed as uint8),
+    ``b_gscale [E]`` float32 (nvfp4), ``a`` bf16; ``fp4_asm``: the GPU decode (:data:`FP4_DECODE_ASM`; default:
+    not under the interpreter); config ``SWAP_AB`` (optional): the transposed tile; raises ValueError when
+    ``BLOCK_K`` is not a multiple of ``group_k``."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
     if w_mode == 3 and bk != group_k:
         raise ValueError(f"fp8_block needs BLOCK_K == the block's K size ({group_k}), got {bk}")
+    if w_mode in FP4_MODES and (bk % group_k or group_k not in (16, 32)):
+        raise ValueError(f"packed FP4 weights: BLOCK_K must be a multiple of the scale group ({group_k}), got {bk}")
+    if w_mode in FP4_MODES and w_mode == 7 and b_gscale is None:
+        raise ValueError("nvfp4 needs its per-expert global scale (b_gscale)")
+    if fp4_asm is None:
+        fp4_asm = not interpreting()
     if c_amax_mode == 3 and bn % group_k:
         raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
                          f"must be a multiple of {group_k}, got {bn}")
@@ -665,7 +819,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     dummy = align.num_rows
     return moe_gemm_kernel.launch(
         grid, dev, a, b, c, a_amax if a_amax is not None else dummy, scale,
-        b_zero if b_zero is not None else scale, c_amax if c_amax is not None else dummy,
+        b_zero if b_zero is not None else scale, b_gscale if b_gscale is not None else dummy,
+        c_amax if c_amax is not None else dummy,
         weight if weight is not None else dummy, bias if bias is not None else dummy,
         align.sorted_slots, align.block_expert, align.num_rows,
         align.num_slots, top_k, n_out, k, n_out if gated else 0,
@@ -679,6 +834,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         HAS_ZERO=b_zero is not None, ZERO_DEFAULT=zero_default, Q_GROUP=group_k if c_amax_mode == 3 else 1,
         GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
+        SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
+        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
         num_warps=config["num_warps"], num_stages=config["num_stages"], warmup=warmup)
 
@@ -826,6 +983,9 @@ def token_bucket(tokens: int, buckets=TOKEN_BUCKETS) -> int:
     return min(buckets, key=lambda b: (abs(math.log(b) - lt), b))
 
 
+#: Packed-FP4 defaults at up to 32 rows per tile (decode): K tile and warps (sm90 compile check, tests).
+FP4_BLOCK_K_SMALL_M = 128
+FP4_WARPS_SMALL_M = 4
 #: Shared memory one CTA may use on sm90 (H100/H200): 227 KB. sm80: 163 KB; sm86, sm89, sm120: 99 KB.
 SMEM_SM90 = 227 * 1024
 
@@ -883,7 +1043,8 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     else:
         bm, bn1, bn2, bk, gm, warps, stages = 128, 64, 128, 128 if fp8 else 64, 8, 8, 3
     inter = n13 // 2 if gated else n13
-    heavy = fmt == "fp8_block" or fmt.startswith("int")
+    fp4 = fmt in FP4_FORMATS
+    heavy = fmt == "fp8_block" or fmt.startswith("int") or fp4
     split = fmt == "fp8_block" and bm > 64          # one accumulator over 2*I rows, then act_quant (SPLIT)
     if split:                                       # at BLOCK_M 64 (measured faster than 128, docstring)
         bm = 64
@@ -891,12 +1052,15 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
         warps = 8
     if fmt == "int4_w4a16":      # unpacking two codes per byte: the smallest K tiles that keep the pipeline fed
         bk = 32 if bm >= 128 else 64
+    if fp4:                      # packed e2m1: whole scale groups per K tile (32 for mxfp4)
+        bk = FP4_BLOCK_K_SMALL_M if bm <= 32 else 64 if bm <= 64 else 32
+        warps = FP4_WARPS_SMALL_M if bm <= 32 else 8
     block_k = block_shape[1] if fmt == "fp8_block" and block_shape else None
 
     limit = smem_limit or SMEM_SM90
 
     def gemm(bn: int, n: int, k: int, first: bool) -> dict:
-        bk_ = block_k or min(bk, max(16, _pow2(k)))
+        bk_ = block_k or min(bk, max(32 if fp4 else 16, _pow2(k)))
         bn_ = min(bn, max(16, _pow2(n)))
         if first and block_k:
             bn_ = max(bn_, block_k)
@@ -928,11 +1092,12 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
 
 def _check_gemm_cfg(c: Any, where: str) -> dict:
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT"} or any(k not in c for k in keys):
-        raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT), "
-                         f"got {c!r}")
-    if "SPLIT" in c and not isinstance(c["SPLIT"], bool):
-        raise ValueError(f"{where}: SPLIT must be true or false, got {c['SPLIT']!r}")
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB"} or any(k not in c for k in keys):
+        raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
+                         f"SWAP_AB), got {c!r}")
+    for flag in ("SPLIT", "SWAP_AB"):
+        if flag in c and not isinstance(c[flag], bool):
+            raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
     for k in keys:
         v = c[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -940,7 +1105,8 @@ def _check_gemm_cfg(c: Any, where: str) -> dict:
     for k in ("BLOCK_N", "BLOCK_K"):
         if c[k] < 16 or c[k] & (c[k] - 1):
             raise ValueError(f"{where}: {k} must be a power of two >= 16, got {c[k]}")
-    return {k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
+    return ({k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
+            | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}))
 
 
 @functools.lru_cache(maxsize=None)
@@ -985,6 +1151,9 @@ def load_config_file(path: str) -> dict[int, dict]:
         if out[int(tok)]["gemm2"].get("SPLIT") or (out[int(tok)]["gemm1"].get("SPLIT") and fmt != "fp8_block"):
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: SPLIT is a first-GEMM option of fp8_block files only (this file: {said})")
+        if (out[int(tok)]["gemm1"].get("SWAP_AB") or out[int(tok)]["gemm2"].get("SWAP_AB")) and fmt not in FP4_FORMATS:
+            said = f"key.format {fmt}" if fmt else "no key.format"
+            raise ValueError(f"{where}: SWAP_AB is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
     return out
 
 
