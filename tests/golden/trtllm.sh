@@ -1,10 +1,10 @@
 #!/bin/sh
 # written by moe-select plan --emit trtllm
-# the plan: runner deep_gemm, a2a none, tp 8, ep 8, dp 8, phase both
+# the plan: runner trtllm_gen, a2a none, tp 8, ep 8, dp 8, phase both
 cat > moe-select-llm-api.yaml <<'EOF'
 enable_attention_dp: true
 moe_config:
-  backend: DEEPGEMM
+  backend: TRTLLM
 moe_expert_parallel_size: 8
 moe_tensor_parallel_size: 1
 tensor_parallel_size: 8
