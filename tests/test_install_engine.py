@@ -77,8 +77,9 @@ def test_triton_with_torch_all_to_all_is_planned_for_this_install():
 
 
 def test_serving_engine_facts_do_not_apply_to_this_install():
-    # SGLang serves MXFP4 on its Triton runner (upcast at load); this install's triton adapter has no MXFP4 path.
-    dep = {"gpu": "H200", "model": QWEN3, "quant": "mxfp4", "runner": "triton", "cuda_graph": False}
+    # SGLang's Triton runner serves int8 W8A8 (the engines' support rows); this install's triton adapter has no
+    # int8_w8a8 path (its adapter formats; it runs mxfp4 and nvfp4 as W4A16 since issue 24).
+    dep = {"gpu": "H200", "model": QWEN3, "quant": "int8_w8a8", "runner": "triton", "cuda_graph": False}
     assert moe_select.explain({**dep, "engine": "sglang"}).plan.evidence == "supported"
     here = moe_select.explain({**dep, "engine": "moe_select"})
     assert here.plan is None and [r.code for r in here.reasons] == ["no_adapter"]

@@ -24,6 +24,7 @@ EXPECTED = {
     "mistralai__Mixtral-8x7B-v0.1": (8, 2, 4096, 14336, "silu", "renormalize", "bf16", 0),
     "nvidia__DeepSeek-V3.1-NVFP4": (256, 8, 7168, 2048, "silu", "deepseek_v3", "nvfp4", 1),
     "nvidia__Qwen3-30B-A3B-NVFP4": (128, 8, 2048, 768, "silu", "renormalize", "nvfp4", 0),
+    "openai__gpt-oss-120b": (128, 4, 2880, 2880, "swiglu_oai", "renormalize", "mxfp4", 0),
     "openai__gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai", "renormalize", "mxfp4", 0),
     # MiniMax-M2: sigmoid scores with a routing bias and no expert groups (not DeepSeek's grouped routing)
     "MiniMaxAI__MiniMax-M2": (256, 8, 3072, 1536, "silu", "sigmoid_topk", "fp8_block", 0),
