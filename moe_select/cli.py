@@ -340,7 +340,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     counts), or ``--check`` that the committed files and the README's counts match the facts (exit 1 naming
     each file that drifts and each count that differs)."""
     from .catalog import load_catalog
-    from .matrix import build, drift, readme_drift, render_json, render_markdown, write
+    from .matrix import build, drift, names_drift, readme_drift, render_json, render_markdown, write
 
     if args.write and args.check:
         raise InputError("--write and --check exclude each other: --check compares the committed files, --write replaces them",
@@ -356,7 +356,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         bad = drift(catalog, root, data)
         for rel in bad:
             print(f"{rel} differs from the capability files: run moe-select matrix --write")
-        counts = readme_drift(data, root)
+        counts = readme_drift(data, root) + names_drift(root)
         for line in counts:
             print(f"{line}: run moe-select matrix --write")
         return 1 if bad or counts else 0

@@ -175,12 +175,42 @@ class EngineTable(Located):
 
 
 class RunnerName(Located):
-    """Our runner name and each engine's (None: the engine has no name for it)."""
+    """Our runner name and each engine's (None: the engine has no name for it). ``kernel``: another runner of ours
+    that runs the same kernels under another engine's integration (TensorRT-LLM's TRTLLM backend, ``trtllm_gen``,
+    and FlashInfer's ``flashinfer_trtllm``: the TRT-LLM-gen kernels), for the reader; each has its own facts."""
 
     ours: str
     sglang: str | None
     vllm: str | None
     trtllm: str | None
+    kernel: str | None = None
+    source: str = Field(pattern=CITATION.pattern)
+
+
+class AutoRow(Located):
+    """One branch of TensorRT-LLM's ``moe_config.backend: AUTO``: ``when`` (in words), the ``backend`` it resolves
+    to, and the bundled rule that states it (None: moe-select cannot state the condition, e.g. an architecture)."""
+
+    when: str = Field(min_length=1)
+    backend: str = Field(pattern=r"^[A-Z_]+$")
+    rule: str | None = None
+
+
+class TrtllmAuto(Located):
+    """TensorRT-LLM's AUTO resolution as data: ``rows`` in the order TensorRT-LLM tries them (the first whose
+    condition holds names the backend), then ``fallback``, the backend every other family degrades to."""
+
+    rows: list[AutoRow] = Field(min_length=1)
+    fallback: str = Field(pattern=r"^[A-Z_]+$")
+    source: str = Field(pattern=CITATION.pattern)
+
+
+class Retired(Located):
+    """An engine's backend name that can no longer be selected (the engine raises for it at startup)."""
+
+    engine: Literal["sglang", "vllm", "trtllm"]
+    name: str
+    why: str = Field(min_length=1)
     source: str = Field(pattern=CITATION.pattern)
 
 
@@ -201,6 +231,40 @@ class NamesTable(Located):
     schema_version: Literal[1]
     runners: list[RunnerName]
     a2a: list[A2AName]
+    trtllm_auto: TrtllmAuto | None = None
+    retired: list[Retired] = []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "NamesTable":
+        ours = {r.ours for r in self.runners}
+        for engine in ENGINES:
+            seen: dict[str, str] = {}
+            for r in self.runners:
+                name = getattr(r, engine)
+                if name is None:
+                    continue
+                key = name.upper() if engine == "trtllm" else name
+                if key in seen:
+                    raise ValueError(f"{r.where()}: {engine} name {name!r} is both {seen[key]} and {r.ours}: one row per name")
+                seen[key] = r.ours
+        for r in self.runners:
+            if r.kernel is not None and r.kernel not in ours:
+                raise ValueError(f"{r.where()}: kernel {r.kernel!r} is no runner of this table")
+        if self.trtllm_auto is not None:
+            backends = {r.trtllm.upper() for r in self.runners if r.trtllm}
+            for row in [*self.trtllm_auto.rows]:
+                if row.backend not in backends:
+                    raise ValueError(f"{row.where()}: AUTO resolves to {row.backend}, which no row's trtllm names")
+            if self.trtllm_auto.fallback not in backends:
+                raise ValueError(f"{self.trtllm_auto.where()}: fallback {self.trtllm_auto.fallback} is no row's trtllm name")
+        return self
+
+    def retired_name(self, engine: str, theirs: str) -> Retired | None:
+        """The retired-name row of ``engine``'s ``theirs`` (case-insensitive for TensorRT-LLM), or None."""
+        for r in self.retired:
+            if r.engine == engine and (r.name == theirs or (engine == "trtllm" and r.name.upper() == theirs.upper())):
+                return r
+        return None
 
     def runner_for(self, engine: str, ours: str) -> tuple[bool, str | None]:
         """``(known, name)``: whether the table has a row for ``ours``, and the engine's name (None: it has none)."""
@@ -252,3 +316,37 @@ def names() -> NamesTable:
     t = _load(engines_dir() / "names.yaml", NamesTable)
     assert isinstance(t, NamesTable)
     return t
+
+
+#: The README's generated names block lies between these lines (``moe-select matrix --write`` replaces it, ``--check``
+#: compares it): :func:`names_markdown` of ``names.yaml``.
+NAMES_BEGIN = ("<!-- BEGIN moe-select names: generated from backends/engines/names.yaml by `moe-select matrix --write`, "
+               "checked by `--check` -->")
+NAMES_END = "<!-- END moe-select names -->"
+
+
+def names_markdown(t: NamesTable | None = None) -> list[str]:
+    """``names.yaml`` as Markdown lines: the runner names per engine, TensorRT-LLM's AUTO resolution, the retired
+    names (what the README's generated block holds)."""
+    t = t or names()
+    code = lambda v: f"`{v}`" if v else "-"  # noqa: E731
+    out = ["| ours | SGLang `--moe-runner-backend` | vLLM `--moe-backend` | TensorRT-LLM `moe_config.backend` | same kernels as |",
+           "|---|---|---|---|---|"]
+    for r in t.runners:
+        out.append(f"| `{r.ours}` | {code(r.sglang)} | {code(r.vllm)} | {code(r.trtllm)} | {code(r.kernel)} |")
+    if t.trtllm_auto is not None:
+        by_name = {(r.trtllm or "").upper(): r.ours for r in t.runners if r.trtllm}
+        out += ["", "TensorRT-LLM's `moe_config.backend: AUTO` (the first row that holds; a backend that cannot serve the layer "
+                f"degrades to {t.trtllm_auto.fallback}):", "",
+                "| when | backend | runner | bundled rule |", "|---|---|---|---|"]
+        for row in t.trtllm_auto.rows:
+            out.append(f"| {row.when} | `{row.backend}` | `{by_name[row.backend]}` | "
+                       + (f"`{row.rule}`" if row.rule else "none: moe-select cannot state it") + " |")
+    if t.retired:
+        out += ["", "Retired (the engine raises for them): " + "; ".join(f"{r.engine} `{r.name}` ({r.why})" for r in t.retired) + "."]
+    return out
+
+
+def names_block(t: NamesTable | None = None) -> str:
+    """The README's generated names block, markers included."""
+    return "\n".join([NAMES_BEGIN, *names_markdown(t), NAMES_END])

@@ -242,9 +242,46 @@ def write(catalog: Catalog, root: Path, data: dict[str, Any] | None = None) -> l
     readme = root / README_FILE
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")
-        readme.write_text(_with_block(text, readme_block(data), str(readme)), encoding="utf-8")
+        text = _with_block(text, readme_block(data), str(readme))
+        readme.write_text(_with_names(text, str(readme)), encoding="utf-8")
         paths.append(readme)
     return paths
+
+
+def _names_span(text: str) -> tuple[int, int] | None:
+    from .engine_tables import NAMES_BEGIN, NAMES_END
+
+    i = text.find(NAMES_BEGIN)
+    j = text.find(NAMES_END, i + 1) if i >= 0 else -1
+    return (i, j + len(NAMES_END)) if i >= 0 and j >= 0 else None
+
+
+def _with_names(text: str, where: str) -> str:
+    """``text`` with its generated names block (``backends/engines/names.yaml`` as tables) replaced (issue 20)."""
+    from .engine_tables import NAMES_BEGIN, NAMES_END, names_block
+    from .errors import InputError, Issue
+
+    span = _names_span(text)
+    if span is None:
+        raise InputError(Issue(where, 0, "", f"no generated names block: put the lines {NAMES_BEGIN!r} and {NAMES_END!r} "
+                               "where the names table goes"))
+    return text[:span[0]] + names_block() + text[span[1]:]
+
+
+def names_drift(root: Path) -> list[str]:
+    """How ``root/README.md``'s names block differs from ``backends/engines/names.yaml`` (empty: in sync)."""
+    from .engine_tables import names_block
+
+    readme = root / README_FILE
+    if not readme.is_file():
+        return [f"{README_FILE}: not found under {root} (its names block cannot be checked)"]
+    text = readme.read_text(encoding="utf-8")
+    span = _names_span(text)
+    if span is None:
+        return [f"{README_FILE}: no generated names block (backends/engines/names.yaml)"]
+    if text[span[0]:span[1]] != names_block():
+        return [f"{README_FILE}: the names block differs from backends/engines/names.yaml"]
+    return []
 
 
 def drift(catalog: Catalog, root: Path, data: dict[str, Any] | None = None) -> list[str]:

@@ -609,6 +609,7 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     base_used: dict[str, list[str]] = {}
     # Engines whose declared or detected version is newer than their facts were checked at (issue 20).
     newer_engines = _newer_engines(engines, env, catalog)
+    untold_engines = _untold_engines(engines, env, catalog)
     base_assumed: list[str] = []
     base_needs: list[PackageNeed] = []
     a2a_cap = catalog.a2a.get(u.a2a)
@@ -677,6 +678,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                 engine_reasons += check_runner(cap, ctx, engine_needs, assumed)
                 if e in newer_engines and ctx.engine_used and not engine_reasons:
                     ctx.unknowns.append(_engine_unknown(name, e, *newer_engines[e], ctx.engine_used))
+                elif e in untold_engines and ctx.engine_used:
+                    assumed.append(untold_engines[e])
             else:
                 close = difflib.get_close_matches(name, list(catalog.runners), n=1)
                 ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}"
@@ -758,7 +761,7 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                   reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k not in catalog.rule_files),
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
                                     for rid, where in catalog.overridden.items()},
-                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog, [e for e in engines if e in ENGINES]), layers=kind_reports)
+                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports)
 
 
 def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners: Iterable[str]) -> dict[str, list[Reason]]:
@@ -838,6 +841,23 @@ def _newer_engines(engines: Sequence[str], env: Environment, catalog: Catalog) -
     return out
 
 
+def _untold_engines(engines: Sequence[str], env: Environment, catalog: Catalog) -> dict[str, str]:
+    """Engine -> the assumption its facts are read under, for each of ``engines`` whose version is not given (no
+    ``engine_version``, its package not declared, not installed here): the newest version checked (issue 20)."""
+    out: dict[str, str] = {}
+    for e in engines:
+        pkg = catalog.engine_package(e)
+        if pkg is None or pkg.checked_up_to is None:
+            continue
+        state, found = env.package(pkg.name, pkg.module)
+        if state == "present" and found not in (None, "unknown"):
+            continue
+        why = "not installed on this machine" if state == "absent" else "not given (engine_version)"
+        out[e] = (f"{e}'s version {why}: the facts scoped to {e} are read as at {pkg.name} {pkg.checked_up_to}, the newest "
+                  f"checked [{pkg.where()}]")
+    return out
+
+
 def _engine_unknown(name: str, engine: str, pkg: Any, version: str, used: list[str]) -> Unknown:
     """What a runner's facts say under ``engine`` at ``version``, newer than they were read at: unverified (issue 20).
     ``used``: the engine-scoped facts that held (the first is named)."""
@@ -850,29 +870,9 @@ def _engine_unknown(name: str, engine: str, pkg: Any, version: str, used: list[s
                    source=pkg.where(), backend=name)
 
 
-def _version_notes(env: Environment, catalog: Catalog, engines: Sequence[str] = ()) -> list[str]:
-    """An installed or declared version newer than the facts were checked against; for each serving engine of
-    the deployment whose version is not given, the version its facts are taken at (issue 20)."""
+def _version_notes(env: Environment, catalog: Catalog) -> list[str]:
+    """An installed or declared version newer than the facts were checked against (an engine's too, issue 20)."""
     out = []
-    untold: list[Any] = []
-    absent: list[Any] = []
-    for e in engines:
-        pkg = catalog.engine_package(e)
-        if pkg is None or pkg.checked_up_to is None:
-            continue
-        state, found = env.package(pkg.name, pkg.module)
-        if state == "assumed" or (state == "present" and found in (None, "unknown")):
-            untold.append(pkg)
-        elif state == "absent":
-            absent.append(pkg)
-    at = lambda rows: ", ".join(f"{p.name} {p.checked_up_to}" for p in rows)  # noqa: E731
-    where = lambda rows: ", ".join(p.where() for p in rows)  # noqa: E731
-    if untold:
-        out.append(f"engine {'version' if len(untold) == 1 else 'versions'} not given (engine_version, or the engine's package "
-                   f"under packages): taken as {at(untold)}, the newest checked [{where(untold)}]")
-    if absent:
-        out.append(f"not installed on this machine: {', '.join(p.name for p in absent)}; the facts are read as at {at(absent)}, "
-                   f"the newest checked (engine_version plans another version) [{where(absent)}]")
     for name, version in sorted(env.packages.items()):
         known = catalog.packages_table.get(name)
         if known and known.checked_up_to and version not in (None, "unknown"):

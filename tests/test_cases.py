@@ -123,5 +123,4 @@ XFAIL_S3: dict[str, str] = {
     "f3-vllm29691-w4a8-grouped-gemm-hopper": "issue 21: W4A8 format and vLLM's CUTLASS W4A8 MoE (PR #29691) not facts yet",
     "f3-sgl31470-flashinfer-megamoe-dsv4-flash-nvfp4": "issue 21: the fused FlashInfer MegaMoE a2a + runner (sglang PR #31470)",
     "f3-vllm37591-qwen35-fp8-fi-trtllm-renorm-fi066": "issue 21: the FlashInfer < 0.6.7 renormalize routing gate (vllm #37591)",
-    "f3-trtllm13327-qwen3-30b-fp8-gb300": "issue 20: TensorRT-LLM's own MoE backends (PR #13327)",
 }

@@ -44,9 +44,10 @@ def _vllm(**kw):
 def test_not_given_is_the_newest_checked_and_explain_says_so(checked):
     report = _vllm()
     assert report.plan is not None and report.plan.evidence == "supported"
-    note = next(n for n in report.version_notes if n.startswith("engine version not given"))
-    assert f"vllm {checked['vllm']}" in note and "backends/packages.yaml:" in note
-    assert f"vllm {checked['vllm']}" in report.render_text()
+    said = next(a for a in report.plan.assumptions if a.startswith("vllm's version not given"))
+    assert f"vllm {checked['vllm']}" in said and "backends/packages.yaml:" in said
+    assert f"  assumed: {said}" in report.render_text().splitlines()
+    assert report.version_notes == []  # nothing newer than checked
 
 
 def test_a_newer_engine_is_reported_and_its_facts_are_unverified(checked):

@@ -253,9 +253,10 @@ trtllm-serve deepseek-ai/DeepSeek-R1-0528 \\
 """
     launch = from_command(text, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-R1"))
     d = launch.deployment
-    assert (d["tp"], d["ep"], d["dp"], d["runner"], d["cuda_graph"], d["max_tokens_per_rank"]) == (8, 8, 8, "deep_gemm", True, 3200)
+    # moe_config.backend DEEPGEMM is TensorRT-LLM's own DeepGemmFusedMoE (issue 20: backends/trtllm_deepgemm.yaml).
+    assert (d["tp"], d["ep"], d["dp"], d["runner"], d["cuda_graph"], d["max_tokens_per_rank"]) == (8, 8, 8, "trtllm_deepgemm", True, 3200)
     report = launch.explain(deployment={"gpu": "B200"})
-    assert report.plan is not None and report.plan.runner == "deep_gemm"
+    assert report.plan is not None and report.plan.runner == "trtllm_deepgemm"
 
 
 def test_trtllm_guide_config_alias(tmp_path):
@@ -264,7 +265,7 @@ def test_trtllm_guide_config_alias(tmp_path):
     cfg = _trt_guide_yaml(tmp_path)
     text = f"EXTRA_LLM_API_FILE={cfg}\ntrtllm-serve deepseek-ai/DeepSeek-R1-0528 --host 0.0.0.0 --port 8000 --config ${{EXTRA_LLM_API_FILE}}\n"
     launch = from_command(text, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-R1"))
-    assert launch.deployment["runner"] == "deep_gemm" and launch.deployment["tp"] == 1 and launch.deployment["dp"] == 1
+    assert launch.deployment["runner"] == "trtllm_deepgemm" and launch.deployment["tp"] == 1 and launch.deployment["dp"] == 1
 
 
 def test_trtllm_decode_worker_tokens(tmp_path):

@@ -13,6 +13,7 @@ from moe_select.catalog import load_catalog
 from moe_select.cells import LEVELS, REPRESENTATIVE, evaluate, uncovered
 from moe_select.cli import main
 from moe_select.lint import check
+from moe_select.engine_tables import NAMES_BEGIN, NAMES_END, names_block
 from moe_select.matrix import README_BEGIN, README_END, build, readme_block, render_markdown, write
 
 from conftest import ROOT
@@ -127,10 +128,10 @@ def test_readme_counts_are_checked(tmp_path, data, catalog, capsys):
     block = readme_block(data)
     assert block.startswith(README_BEGIN) and block.endswith(README_END)
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{README_BEGIN}\n{README_END}\n\nrest\n", encoding="utf-8")
+    readme.write_text(f"# x\n\n{README_BEGIN}\n{README_END}\n\n{NAMES_BEGIN}\n{NAMES_END}\n\nrest\n", encoding="utf-8")
     write(catalog, tmp_path, data)
     text = readme.read_text(encoding="utf-8")
-    assert block in text and text.endswith("\n\nrest\n")
+    assert block in text and names_block() in text and text.endswith("\n\nrest\n")
     assert main(["matrix", "--check", "--root", str(tmp_path)]) == 0, capsys.readouterr().out
     capsys.readouterr()
     n = data["evidence"]["counts"]["vllm"]["runners.refused"]
@@ -147,6 +148,10 @@ def test_readme_counts_are_checked(tmp_path, data, catalog, capsys):
     readme.write_text(text.replace(README_BEGIN, "<!-- gone -->"), encoding="utf-8")
     assert main(["matrix", "--check", "--root", str(tmp_path)]) == 1
     assert "no generated matrix counts block" in capsys.readouterr().out
+    # The names table (backends/engines/names.yaml, issue 20) is generated and checked the same way.
+    readme.write_text(text.replace("| `trtllm_gen` |", "| `trtllm_gen_old` |"), encoding="utf-8")
+    assert main(["matrix", "--check", "--root", str(tmp_path)]) == 1
+    assert "the names block differs from backends/engines/names.yaml" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------- check: coverage
