@@ -19,7 +19,8 @@ definition (:func:`dequant_int_kernel_layout`), not by :mod:`moe_select.quant_in
 max|out - ref| / max|ref|`` against the float64 reference on the dequantized weights (so weight quantization
 error is not counted) are the one table's, :func:`moe_select.formats.tolerance` for the format's activation
 precision and output dtype (``TOL``); measured here (interpreter, E 8, K 2, H 64, I 32, 13 tokens, 80 draws
-per format over the four activations, 2026-12):
+per format over the four activations, 2026-12; the GPU tests on an H200 stay further inside: bf16 4.9e-3,
+fp16 5.5e-4, int4 6.3e-3, int8 5.9e-3, FP8 6.6e-2 at most):
 
 - bf16 1.56e-2 (4 bf16 roundings): measured at most 6.4e-3 (median 3.9e-3);
 - fp16 1.95e-3 (4 fp16 roundings): at most 8.9e-4 (median 4.6e-4);
@@ -32,8 +33,14 @@ per format over the four activations, 2026-12):
     divide with ``div_rn`` (IEEE), so the emulation's e4m3 values are the kernels' and the output is
     bit-equal (236 of 240 draws) except where float32 accumulation order moves a value across a rounding
     boundary: at most 3.2e-3 measured. ``TOL_EMULATION`` is one bf16 step of the largest output, 2^-7
-    (7.8e-3): it catches a wrong scale, group or rounding mode of a few per cent that the first check lets
-    through (3e-2 before: bf16's whole error budget on a path that is bit-exact).
+    (7.8e-3): it catches a wrong scale, group or rounding mode of a per cent or less that the first check
+    lets through (3e-2 before: bf16's whole error budget on a path that is bit-exact; a planted 0.45 %
+    error in the activations' dequantization scale failed 8 of 8 draws at 2^-7, 2 of 8 at 3e-2). On a GPU the
+    kernels are not bit-exact against the emulation (Hopper's FP8 tensor cores accumulate with limited
+    precision, DeepSeek-V3's report section 3.3.2, and the tuned tiles order the sums differently): measured on
+    an H200 (2026-12, the GPU tests' 90 FP8 checks run 4 times, 360 checks) exact on 100, median 1.3e-3, at most 6.9e-3 up to
+    64 tokens and 2.2e-2 at 256-2048 tokens (fp8_channel with the tuned files, graph replay at 700 tokens,
+    fp8_block at 2048), so the GPU tests take ``TOL_EMULATION_GPU`` = 2^-5 (3.1e-2).
 """
 from __future__ import annotations
 
@@ -77,6 +84,8 @@ def _tolerance(quant: str) -> float:
 TOL = {q: _tolerance(q) for q in FORMATS}
 #: FP8 output against its float64 emulation: one bf16 step of the largest output (module doc).
 TOL_EMULATION = 2.0 ** -7
+#: The same check on a GPU (module doc: not bit-exact there), 2^-5: 1.4x the largest difference measured on an H200.
+TOL_EMULATION_GPU = 2.0 ** -5
 #: fp8_block's split first GEMM against the fused one (test_fp8_block_split_first_gemm): e4m3's unit roundoff.
 SPLIT_VS_FUSED = 2.0 ** -4
 ACTIVATIONS = ("silu", "gelu", "relu2", "swiglu_oai")
@@ -327,7 +336,8 @@ def routing(spec: LayerSpec, t: int, seed: int, device="cpu", *, minus_one=True,
 
 def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_quant="token", h16=False):
     """``out`` against the float64 reference (rank's experts only, TOL); FP8 formats also against the
-    float64 emulation of the kernels' activation quantization (TOL_EMULATION). Returns rel_error."""
+    float64 emulation of the kernels' activation quantization (TOL_EMULATION in the interpreter,
+    TOL_EMULATION_GPU on a GPU). Prints both errors (pytest -rA). Returns rel_error."""
     assert out.shape == x.shape and out.dtype == x.dtype, (out.shape, out.dtype, what)
     assert torch.isfinite(out).all(), f"non-finite output ({what}, seed {seed})"
     bias = {"w13_bias": getattr(layer, "b13", None), "w2_bias": getattr(layer, "b2", None)}
@@ -344,8 +354,12 @@ def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_q
     if spec.quant.startswith("fp8"):
         emu = emulate_fp8(spec, layer, x, ids, w, on_input=on_input, act_quant=act_quant, h16=h16)
         e2 = rel_error(out, emu)
-        assert e2 <= TOL_EMULATION, (f"{spec.quant} {spec.activation} {what}: rel_error {e2:.3g} against the emulated "
-                                     f"FP8 quantization > {TOL_EMULATION} (seed {seed})")
+        emu_tol = TOL_EMULATION if out.device.type == "cpu" else TOL_EMULATION_GPU
+        print(f"{spec.quant} {spec.activation} {what}: rel_error {err:.3g} (reference), {e2:.3g} (emulation)")
+        assert e2 <= emu_tol, (f"{spec.quant} {spec.activation} {what}: rel_error {e2:.3g} against the emulated "
+                               f"FP8 quantization > {emu_tol} (seed {seed})")
+    else:
+        print(f"{spec.quant} {spec.activation} {what}: rel_error {err:.3g} (reference)")
     return err
 
 
