@@ -8,7 +8,9 @@
   version or ref it was checked at, its source (the engine's argument definition at a commit, or the PR
   that added, renamed or removed it), and, where it changed, ``since`` / ``deprecated`` / ``removed`` /
   ``ignored`` (:class:`Change`: the PR or code that says so, the date, the version where a source names one).
-- ``names.yaml`` (:class:`NamesTable`): this project's runner and all-to-all names against each engine's.
+- ``names.yaml`` (:class:`NamesTable`): this project's runner and all-to-all names against each engine's, TensorRT-LLM's
+  ``moe_config.backend: AUTO`` resolution (:class:`TrtllmAuto`) and retired backend names (:class:`Retired`); generated
+  into the README (:func:`names_block`, by ``moe-select matrix --write``).
 
 Raises :class:`~moe_select.errors.InputError` (file:line, field) for a file that does not validate: an
 unknown key, a meaning outside :data:`Meaning`, a source that is no citation, a flag name given twice.

@@ -15,7 +15,9 @@ never includes it; ``require_adapter`` plans for it (with a serving engine: a ca
 run that way is refused, ``no_adapter``, naming the failing fact). Versions: a fact conditioned on a
 package version (``requires``) is decided by the declared or detected version; a package assumed present
 without a version is taken at the newest version the facts were checked against, and the candidate
-lists every fact that assumption decided.
+lists every fact that assumption decided. The serving engine's own version (``engine_version``, or its package under
+``packages``) is such a version: a candidate the facts scoped to that engine make supported is unverified when the
+engine is newer than they were checked at (issue 20: :func:`_newer_engines`, :func:`_engine_unknown`).
 """
 from __future__ import annotations
 
