@@ -61,7 +61,7 @@ def at_least(version: str, minimum: str) -> bool:
 
 
 def newer(version: str, than: str) -> bool:
-    """True when ``version`` is a newer release than ``than`` (local parts ignored)."""
-    return parse_version(version).release > parse_version(than).release or (
-        parse_version(version).release == parse_version(than).release and parse_version(version) > parse_version(than)
-        and not parse_version(version).local)
+    """True when ``version`` is newer than ``than`` under PEP 440 ordering, local parts ignored (``0.6.18+cu128`` is
+    not newer than ``0.6.18``; ``2.6.1.0`` is ``2.6.1``: releases are padded with zeros; ``0.6.18.post1`` and
+    ``0.6.19rc1`` are newer, ``0.6.18rc7`` older)."""
+    return parse_version(parse_version(version).public) > parse_version(parse_version(than).public)

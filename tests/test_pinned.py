@@ -75,10 +75,9 @@ NEWER = [
     ("torch", "2.13.0+cu128", False),
     ("torch", "2.14.0+cu128", True),               # local part ignored, release newer
     ("deep_gemm", "10.0", True),                   # 10 > 2 (as text, "10.0" < "2.6.1")
-    # 2.6.1.0 is 2.6.1 (PEP 440 pads releases with zeros); versions.newer compares the release tuples
-    # (2, 6, 1, 0) > (2, 6, 1) and calls it newer: a real bug found while writing this table
-    pytest.param("deep_gemm", "2.6.1.0", False, marks=pytest.mark.xfail(
-        strict=True, reason="versions.newer compares release tuples without padding: 2.6.1.0 reads as newer than 2.6.1")),
+    # 2.6.1.0 is 2.6.1 (PEP 440 pads releases with zeros); versions.newer compared the release tuples
+    # (2, 6, 1, 0) > (2, 6, 1) and called it newer: a real bug found while writing this table (fixed)
+    ("deep_gemm", "2.6.1.0", False),
 ]
 
 
