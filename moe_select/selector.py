@@ -908,8 +908,9 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
                 else "prebuilt state not declared")
         jit = f"{cap.jit.package}: {said}; the first call JIT-compiles ({cap.jit.cost}) [{cap.jit.where()}]"
     for n in needs:
-        if n.state == "assumed":
-            notes.append(f"{n.name}{' ' + n.version if n.version else ''} assumed installed (not declared)")
+        said = f"{n.name}{' ' + n.version if n.version else ''} assumed installed (not declared)"
+        if n.state == "assumed" and said not in notes:  # one line per package and version, whoever needs it
+            notes.append(said)
     if u.engine == "any":
         notes.append(f"holds for engines: {', '.join(chosen.engines)}")
     a2a_cap = catalog.a2a.get(u.a2a)
