@@ -400,7 +400,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .harness.launch import run_distributed
 
         ignored = [f"--{k.replace('_', '-')}" for k, default in (("quant", None), ("runner", "auto"), ("rules", []),
-                   ("cuda_graph", None), ("repeat", 3), ("device", None)) if getattr(args, k) != default]
+                   ("cuda_graph", None), ("repeat", 3), ("device", None), ("layer", None)) if getattr(args, k) != default]
         if ignored:
             raise InputError(f"--nproc runs on the CPU with the checkpoint's format, runner auto and the bundled rules: "
                              f"{', '.join(ignored)} cannot be honoured with it", file="<command line>", field="nproc")
@@ -495,6 +495,8 @@ def _run_args(r: argparse.ArgumentParser) -> None:
     r.add_argument("--seed", type=_seed, default=0)
     r.add_argument("--repeat", type=_positive, default=3, help="timed forwards after one warm-up")
     r.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
+    r.add_argument("--layer", default=None, metavar="KIND",
+                   help="the MoE layer kind to build: main (default) or one of the checkpoint's other kinds (mtp, ...)")
     r.add_argument("--rules", action="append", default=[], metavar="DIR", type=_given("a rules folder or file"))
     r.add_argument("--json", action="store_true", help="with --nproc: print the result as JSON")
     r.set_defaults(fn=cmd_run)

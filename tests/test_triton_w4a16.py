@@ -588,6 +588,37 @@ def test_checkpoint_layouts_through_the_kernels():
     assert err <= tol(), f"ModelOpt layout (swizzled scales) through the kernels: rel_error {err:.3g} (seed {seed})"
 
 
+# --- moe-select run: the layer kinds ------------------------------------------------------------------------
+
+def _small_deepseek_nvfp4(tmp_path: Path) -> Path:
+    """NVIDIA's DeepSeek-V3.1-NVFP4 config (examples/model_configs) shrunk to 16 experts, hidden 256, expert width
+    64 (its NVFP4 layers and its bf16 MTP layer kept), for CPU runs."""
+    src = ROOT / "examples" / "model_configs" / "nvidia__DeepSeek-V3.1-NVFP4"
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.update(hidden_size=256, moe_intermediate_size=64, intermediate_size=512, n_routed_experts=16, n_group=4, topk_group=2)
+    dst = tmp_path / "dsv31-nvfp4-small"
+    dst.mkdir()
+    (dst / "config.json").write_text(json.dumps(cfg))
+    (dst / "hf_quant_config.json").write_text((src / "hf_quant_config.json").read_text())
+    return dst
+
+
+def test_run_builds_the_layer_kind_asked_for(tmp_path, capsys):
+    """``moe-select run --layer mtp`` builds DeepSeek-V3.1-NVFP4's bf16 MTP layer (its plan of its own), the
+    default the NVFP4 layers; an unknown kind names the checkpoint's kinds (exit 2)."""
+    from moe_select.cli import main
+
+    cfg = _small_deepseek_nvfp4(tmp_path)
+    assert main(["run", "--model-config", str(cfg), "--device", "cpu", "--tokens", "3", "--layer", "mtp"]) == 0
+    out = capsys.readouterr().out
+    assert "layer kind mtp: torch_native (bf16)" in out and " bf16; expert weights" in out, out
+    assert main(["run", "--model-config", str(cfg), "--device", "cpu", "--tokens", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "layer kind" not in out and " nvfp4; expert weights" in out, out
+    assert main(["run", "--model-config", str(cfg), "--device", "cpu", "--tokens", "3", "--layer", "dense"]) == 2
+    assert "MoE layer kinds are main, mtp" in capsys.readouterr().err
+
+
 # --- configurations and the sm90 compile check ---------------------------------------------------------------
 
 def test_fp4_default_configs_and_swap_ab_files(tmp_path):
@@ -785,6 +816,21 @@ def test_gpu_fp4_no_recompile_across_token_counts(quant):
         core.forward(x[:t], ids[:t], w[:t], pw)
     torch.cuda.synchronize()
     assert K.compiled_variants() == before, f"{K.compiled_variants() - before} compiles after prepare_weights"
+
+
+@gpu_test
+def test_gpu_run_plans_triton_and_replays_a_cuda_graph(tmp_path, capsys):
+    """``moe-select run --device cuda`` on the shrunken DeepSeek-V3.1-NVFP4 config: the plan is triton (nvfp4, bf16
+    activations), the forward is captured in a CUDA graph whose replay equals eager, within tolerance; the MTP
+    layer kind (bf16) too."""
+    from moe_select.cli import main
+
+    cfg = _small_deepseek_nvfp4(tmp_path)
+    for layer in ("main", "mtp"):
+        rc = main(["run", "--model-config", str(cfg), "--device", "cuda", "--tokens", "40", "--layer", layer])
+        out = capsys.readouterr().out
+        assert rc == 0, out
+        assert "runner: MoeRunner(triton" in out and "replay equals eager" in out, out
 
 
 @gpu_test

@@ -109,8 +109,13 @@ def run_layer(args: argparse.Namespace) -> int:
 
     Prints, as each step ends (each line flushed): the plan (before resolve), the layer, the resolved
     runner, then one line per phase: ``weights`` (built and prepared), ``forward`` (the first call and the
-    timed ones), ``reference`` (the float64 reference, one touched expert at a time), and the error. While a
-    phase runs, a :class:`~moe_select.harness.progress.Phase` bar counts its steps on stderr (a terminal only)."""
+    timed ones), ``graph`` (when the plan captures CUDA graphs and the layer runs on a GPU: the forward
+    captured once, replayed on the same inputs, checked equal to the eager output bit for bit, and timed;
+    the error is then measured on the replay's output), ``reference`` (the float64 reference, one touched
+    expert at a time), and the error. ``args.layer``: the MoE layer kind to build (``main``, or a kind of the
+    checkpoint's ``plan.layers``: DeepSeek-V3.1-NVFP4's bf16 ``mtp`` layer). While a phase runs, a
+    :class:`~moe_select.harness.progress.Phase` bar counts its steps on stderr (a terminal only). Exit 1 also
+    when a graph replay differs from eager."""
     import torch
 
     from ..deployment import deployment_from_dict
@@ -160,6 +165,16 @@ def run_layer(args: argparse.Namespace) -> int:
         return 1
     print(report.summary(), flush=True)
     plan = report.plan
+    kind = getattr(args, "layer", None) or "main"
+    if kind != "main":
+        kinds = {sub.deployment.layer_kind: sub for sub in plan.layers}
+        if kind not in kinds:
+            print(f"moe-select run: --layer {kind}: this checkpoint's MoE layer kinds are main"
+                  f"{', ' + ', '.join(sorted(kinds)) if kinds else ''}", file=sys.stderr)
+            return 2
+        plan = kinds[kind]
+        print(f"layer kind {kind}: {plan.runner} ({plan.quant}), rule {plan.chosen_by.rule if plan.chosen_by else '-'}",
+              flush=True)
     if plan.jit is not None and not allow_jit:
         print(f"moe-select run: {plan.runner} would build kernels at its first call and no eligible runner avoids it: "
               f"{plan.jit}. Give --allow-jit to build them, or install the prebuilt kernels",
@@ -215,6 +230,9 @@ def run_layer(args: argparse.Namespace) -> int:
     touched = touched_experts(topk_ids)
     print(f"forward: median {statistics.median(times) * 1e3:.2f} ms over {len(times)} runs ({device.type}); first call "
           f"{first * 1e3:.2f} ms; tokens {args.tokens}, experts touched {touched}/{spec.num_experts}", flush=True)
+    graph_differs = False
+    if plan.cuda_graph and device.type == "cuda":
+        out, graph_differs = _graph_replay(runner, prepared, x, topk_ids, topk_w, out, max(1, args.repeat))
     n_ref = min(args.tokens, REFERENCE_TOKENS)  # the float64 reference is a token-by-token loop
     checked = f" (first {n_ref} of {args.tokens} tokens)" if n_ref < args.tokens else ""
     with Phase("reference", touched_experts(topk_ids[:n_ref]), "expert") as ph:
@@ -225,4 +243,40 @@ def run_layer(args: argparse.Namespace) -> int:
     tol = tolerance(plan.activation_precision, str(out.dtype).removeprefix("torch."))
     print(f"max relative error vs float64 reference{checked}: {err:.2e} (tolerance {tol:.1e} for {plan.activation_precision} activations, {out.dtype} output): "
           f"{'OK' if err <= tol else 'TOO LARGE'}")
-    return 0 if err <= tol else 1
+    return 0 if err <= tol and not graph_differs else 1
+
+
+def _graph_replay(runner: Any, prepared: Any, x: Any, ids: Any, wts: Any, eager: Any, repeat: int) -> tuple[Any, bool]:
+    """Capture one forward of ``runner`` in a CUDA graph (static copies of the inputs; warmed up on a side
+    stream first, as torch's capture needs), replay it, compare its output with the ``eager`` one bit for bit
+    and time ``repeat`` replays. Prints the ``graph`` line; returns (the replay's output, whether it differs)."""
+    import torch
+
+    from .progress import Phase
+
+    with Phase("graph", 1 + repeat, "replay") as ph:
+        sx, sids, sw = x.clone(), ids.clone(), wts.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            runner.run(sx, sids, sw, prepared)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            gout = runner.run(sx, sids, sw, prepared)
+        graph.replay()
+        torch.cuda.synchronize()
+        ph.advance()
+        same = bool(torch.equal(gout, eager))
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            graph.replay()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+            ph.advance()
+        out = gout.clone()
+        del graph
+    print(f"graph: captured in one CUDA graph; replay {'equals' if same else 'DIFFERS FROM'} eager (bitwise); median "
+          f"{statistics.median(times) * 1e3:.3f} ms over {repeat} replays", flush=True)
+    return out, not same
