@@ -39,6 +39,12 @@ How (the search is separable, so it times sum-of-candidates, not their product):
   ``--reserve-s`` (default 15) before it, writes what it has (config files hold the tokens measured so
   far; the log says what was skipped), stops its workers and exits 0.
 
+Packed FP4 (W4A16, issue 24): ``--formats mxfp4 nvfp4`` (random packed codes and scales: every code value,
+scales around ``1/sqrt(K)``), or ``--fp4`` for the issue's four layers in their checkpoints' formats (gpt-oss-20b
+and gpt-oss-120b in mxfp4, Qwen3-30B-A3B and DeepSeek-V3 in nvfp4). Their ``BLOCK_K`` candidates are whole scale
+groups (>= 32), and tiles of ``BLOCK_M`` <= 32 are also tried with ``SWAP_AB`` (the weight tile as the MMA's M
+operand).
+
 Output under ``--out``: ``triton_configs/<file>.json`` in the format of
 ``backends/triton_configs/README.md`` (copy them into ``backends/triton_configs/`` to use them), and
 ``tune_log.json``: environment, arguments, every timing (us per call), compile statistics, default
@@ -70,8 +76,15 @@ MODELS = {  # E, K, H, I, activation
     "DeepSeek-V3": (256, 8, 7168, 2048, "silu"),
     "Mixtral-8x7B": (8, 2, 4096, 14336, "silu"),
     "gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai"),
+    "gpt-oss-120b": (128, 4, 2880, 2880, "swiglu_oai"),
 }
+#: Models tuned by default (gpt-oss-120b's layer is gpt-oss-20b's with 4x the experts: asked for by name or --fp4).
+DEFAULT_MODELS = ("Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3", "Mixtral-8x7B", "gpt-oss-20b")
 FORMATS = ("bf16", "fp8_channel", "fp8_block")
+FP4_FORMATS = ("mxfp4", "nvfp4")
+ALL_FORMATS = FORMATS + FP4_FORMATS
+#: --fp4: the issue-24 layers in their checkpoints' formats.
+FP4_PAIRS = (("gpt-oss-20b", "mxfp4"), ("gpt-oss-120b", "mxfp4"), ("Qwen3-30B-A3B", "nvfp4"), ("DeepSeek-V3", "nvfp4"))
 TOKENS = (1, 32, 256, 2048, 8192)
 BLOCK = (128, 128)
 DRY_MODEL = (4, 2, 64, 32, "silu")
@@ -110,8 +123,10 @@ def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> 
     if cfg.get("SPLIT"):            # one accumulator over the gate and up rows
         gated, n_out = False, 2 * n_out
     bn, bk, warps, stages = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_warps"], cfg["num_stages"]
-    b_bytes = 1 if fmt.startswith("fp8") else 2
+    b_bytes = 1 if fmt.startswith("fp8") or fmt in FP4_FORMATS else 2   # packed FP4: half a byte, counted as one
     a_bytes = 1 if fmt == "fp8_block" else 2
+    if fmt in FP4_FORMATS and (cfg["BLOCK_K"] < 32 or cfg["BLOCK_K"] % (32 if fmt == "mxfp4" else 16)):
+        return False
     mult = 2 if gated else 1
     smem = stages * (bm * bk * a_bytes + bn * bk * b_bytes * mult)
     # float32 accumulators per thread; block scaling keeps a second one per dot (the scaled partial sum)
@@ -139,9 +154,11 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
     elif split_ok and phase != "quick":
         splits = [{"BLOCK_N": bn, "BLOCK_K": block_k, "GROUP_M": 8, "num_warps": w, "num_stages": st, "SPLIT": True}
                   for bn, w, st in itertools.product((128, 256), (4, 8), (2, 3, 4))]
+    swap = fmt in FP4_FORMATS and bm <= 32        # packed FP4 weight-streaming tiles: also the transposed tile
     if dry:
         alt = {**base, "BLOCK_N": max(16, min_bn, base["BLOCK_N"] // 2)}
-        return out + ([alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}])
+        alts = [alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}]
+        return out + alts + ([{**base, "SWAP_AB": True}] if swap else [])
     if phase == "quick":
         cands = [{**base, "BLOCK_N": base["BLOCK_N"] * 2}, {**base, "BLOCK_N": base["BLOCK_N"] // 2},
                  {**base, "num_stages": base["num_stages"] + 1}, {**base, "num_stages": base["num_stages"] - 1},
@@ -159,6 +176,8 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
                  for bn, bk, w, st in itertools.product(bns, bks, (4, 8), stages)]
         if bm >= 64:
             cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
+    if swap:
+        cands = cands + [{**c, "SWAP_AB": True} for c in [base, *cands] if not c.get("SWAP_AB")]
     for c in cands + splits:
         if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
                 and _fits(c, bm, fmt, gated, n_out, k_dim):
@@ -167,7 +186,8 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
 
 
 def cfg_key(c: dict) -> tuple:
-    return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], bool(c.get("SPLIT")))
+    return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], bool(c.get("SPLIT")),
+            bool(c.get("SWAP_AB")))
 
 
 # --- layers and inputs --------------------------------------------------------------------------------
@@ -205,13 +225,26 @@ class Bench:
 
 def make_weights(spec, fmt: str, device, block, seed: int):
     """(w13, w2, {scales}) for ``prepare_weights``: random ``N(0, 1/fan_in)``, quantized per chunk of
-    experts (bounded float32 temporaries)."""
+    experts (bounded float32 temporaries); packed FP4: random codes (every byte value) with random scales
+    around ``1/(3 sqrt(fan_in))`` (e8m0 exponents, or e4m3 scales and a global scale per expert)."""
     from moe_select.ops import quantize_fp8_channel
 
     g = torch.Generator(device=device).manual_seed(seed)
     e, h, i, n13 = spec.num_local_experts, spec.hidden_size, spec.intermediate_size, spec.w13_rows
     out = []
     scales = {}
+    if fmt in FP4_FORMATS:
+        for name, (n, k) in (("w13", (n13, h)), ("w2", (h, i))):
+            out.append(torch.randint(0, 256, (e, n, k // 2), generator=g, device=device, dtype=torch.int32).to(torch.uint8))
+            target = 1.0 / (3 * k ** 0.5)
+            if fmt == "mxfp4":
+                base = 127 + round(math.log2(target))
+                scales[f"{name}_scale"] = torch.randint(base - 3, base + 3, (e, n, k // 32), generator=g, device=device,
+                                                        dtype=torch.int32).to(torch.uint8)
+            else:
+                scales[f"{name}_scale"] = (torch.rand(e, n, k // 16, generator=g, device=device) * 3.75 + 0.25).to(torch.float8_e4m3fn)
+                scales[f"{name}_global_scale"] = torch.full((e,), target / 2, device=device)
+        return out[0], out[1], scales
     for name, shape, fan in (("w13", (e, n13, h), h), ("w2", (e, h, i), i)):
         if fmt == "bf16":
             out.append((torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16) / fan ** 0.5))
@@ -396,25 +429,24 @@ def default_for(bench: Bench, tokens: int) -> dict:
                             bench.spec.gated)
 
 
-def plan_jobs(models: dict, formats, tokens, block, phase: str, dry: bool) -> list[dict]:
-    """Compile jobs in the order the measurements of ``phase`` need them."""
+def plan_jobs(pairs: list[tuple[str, tuple, str]], tokens, block, phase: str, dry: bool) -> list[dict]:
+    """Compile jobs in the order the measurements of ``phase`` need them (``pairs``: (model, shape, format))."""
     K = _K()
     jobs = []
-    for name, shape in models.items():
+    for name, shape, fmt in pairs:
         e, k, h, i, act = shape
         n13 = i if act == "relu2" else 2 * i
-        for fmt in formats:
-            blk = block if fmt == "fp8_block" else None
-            for t in tokens:
-                base = K.default_config(e, n13, h, fmt, K.token_bucket(t), k, blk, act != "relu2")
-                bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, e, k, base["BLOCK_M"], fmt)
-                for bm in bms:
-                    for kind, gated, n_out, kd in (("gemm1", act != "relu2", i, h), ("gemm2", False, h, i)):
-                        min_bn = blk[1] if blk and kind == "gemm1" else 16
-                        for c in gemm_candidates(phase, base[kind], bm, fmt, gated, n_out, kd, blk[1] if blk else None,
-                                                 dry, min_bn):
-                            jobs.append({"key": (name, fmt, kind, bm, cfg_key(c)), "shape": list(shape), "fmt": fmt,
-                                         "block": list(blk) if blk else None, "kind": kind, "bm": bm, "cfg": c})
+        blk = block if fmt == "fp8_block" else None
+        for t in tokens:
+            base = K.default_config(e, n13, h, fmt, K.token_bucket(t), k, blk, act != "relu2")
+            bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, e, k, base["BLOCK_M"], fmt)
+            for bm in bms:
+                for kind, gated, n_out, kd in (("gemm1", act != "relu2", i, h), ("gemm2", False, h, i)):
+                    min_bn = blk[1] if blk and kind == "gemm1" else 16
+                    for c in gemm_candidates(phase, base[kind], bm, fmt, gated, n_out, kd, blk[1] if blk else None,
+                                             dry, min_bn):
+                        jobs.append({"key": (name, fmt, kind, bm, cfg_key(c)), "shape": list(shape), "fmt": fmt,
+                                     "block": list(blk) if blk else None, "kind": kind, "bm": bm, "cfg": c})
     return jobs
 
 
@@ -424,7 +456,10 @@ def tune(args) -> dict:
     dry = args.dry_run
     dev = torch.device("cpu") if dry else torch.device("cuda", torch.cuda.current_device())
     models = {"dry": DRY_MODEL} if dry else {m: MODELS[m] for m in args.models}
-    formats = DRY_FORMATS if dry else tuple(args.formats)
+    formats = (DRY_FORMATS if args.formats == list(FORMATS) else tuple(args.formats)) if dry else tuple(args.formats)
+    pairs = [(n, s, f) for n, s in models.items() for f in formats]
+    if getattr(args, "fp4", False) and not dry:
+        pairs = [(n, MODELS[n], f) for n, f in FP4_PAIRS]
     tokens = DRY_TOKENS if dry else tuple(args.tokens)
     block = DRY_BLOCK if dry else BLOCK
     device_name = "cpu" if dry else torch.cuda.get_device_name(dev)
@@ -434,7 +469,7 @@ def tune(args) -> dict:
            "cuda": torch.version.cuda, "started": _now(), "method": __doc__.split("How (")[1].split("Output under")[0].strip(),
            "results": {}, "skipped": [], "errors": []}
     comp = Compiler(0 if dry else args.jobs)
-    all_jobs = {p: plan_jobs(models, formats, tokens, block, p, dry) for p in phases}
+    all_jobs = {p: plan_jobs(pairs, tokens, block, p, dry) for p in phases}
     for p in phases:
         for j in all_jobs[p]:
             comp.submit(j)
@@ -447,38 +482,37 @@ def tune(args) -> dict:
     stop = False
     try:
         for phase in phases:
-            for name, shape in models.items():
-                for fmt in formats:
-                    if stop or time.monotonic() > deadline:
+            for name, shape, fmt in pairs:
+                if stop or time.monotonic() > deadline:
+                    stop = True
+                    log["skipped"].append({"phase": phase, "model": name, "format": fmt, "why": "budget"})
+                    continue
+                bench = Bench(name, shape, fmt, dev, block)
+                for t in tokens:
+                    if time.monotonic() > deadline:
                         stop = True
-                        log["skipped"].append({"phase": phase, "model": name, "format": fmt, "why": "budget"})
+                        log["skipped"].append({"phase": phase, "model": name, "format": fmt, "tokens": t, "why": "budget"})
                         continue
-                    bench = Bench(name, shape, fmt, dev, block)
-                    for t in tokens:
-                        if time.monotonic() > deadline:
-                            stop = True
-                            log["skipped"].append({"phase": phase, "model": name, "format": fmt, "tokens": t, "why": "budget"})
-                            continue
-                        try:
-                            res = tune_point(bench, t, phase, dry, comp, timer, measured, deadline, log, args.seed)
-                        except torch.cuda.OutOfMemoryError as exc:
-                            log["errors"].append({"model": name, "format": fmt, "tokens": t, "error": f"OOM: {exc}"[:300]})
-                            torch.cuda.empty_cache()
-                            continue
-                        if res is None:
-                            stop = True
-                            continue
-                        prev = best.get((name, fmt, t))
-                        if prev is None or res["us"] <= prev["us"]:
-                            res["phase"] = phase
-                            best[(name, fmt, t)] = res
-                        log["results"].setdefault(name, {}).setdefault(fmt, {})[str(t)] = best[(name, fmt, t)]
-                    write_config_file(out_dir, bench, device_name, {t: r for (m, f, t), r in best.items()
-                                                                    if m == name and f == fmt}, log)
-                    del bench
-                    if dev.type == "cuda":
+                    try:
+                        res = tune_point(bench, t, phase, dry, comp, timer, measured, deadline, log, args.seed)
+                    except torch.cuda.OutOfMemoryError as exc:
+                        log["errors"].append({"model": name, "format": fmt, "tokens": t, "error": f"OOM: {exc}"[:300]})
                         torch.cuda.empty_cache()
-                    _write_log(out_dir, log, comp, t_start)
+                        continue
+                    if res is None:
+                        stop = True
+                        continue
+                    prev = best.get((name, fmt, t))
+                    if prev is None or res["us"] <= prev["us"]:
+                        res["phase"] = phase
+                        best[(name, fmt, t)] = res
+                    log["results"].setdefault(name, {}).setdefault(fmt, {})[str(t)] = best[(name, fmt, t)]
+                write_config_file(out_dir, bench, device_name, {t: r for (m, f, t), r in best.items()
+                                                                if m == name and f == fmt}, log)
+                del bench
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+                _write_log(out_dir, log, comp, t_start)
     finally:
         log["compile"] = comp.stats()
         comp.close()
@@ -552,7 +586,7 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
 
 
 def _strip(c: dict) -> dict:
-    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "us") if k in c}
+    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "us") if k in c}
 
 
 def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict[int, dict], log: dict) -> None:
@@ -618,8 +652,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget from the start (s)")
     p.add_argument("--reserve-s", type=float, default=15.0, help="stop measuring this long before the budget ends")
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="compile worker processes")
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS))
+    p.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), choices=list(MODELS))
+    p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(ALL_FORMATS))
+    p.add_argument("--fp4", action="store_true", help="tune the issue-24 layers in their formats (FP4_PAIRS); "
+                                                      "overrides --models and --formats")
     p.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS))
     p.add_argument("--timed", type=int, default=3, help="timed graph replays per candidate")
     p.add_argument("--seed", type=int, default=0)

@@ -646,6 +646,34 @@ def test_fp4_default_configs_and_swap_ab_files(tmp_path):
                 K.load_config_file(str(p))
 
 
+@interp
+def test_fp4_tuner_dry_run_writes_configs_the_core_reads():
+    """benchmarks/tune_triton_moe.py --dry-run --formats mxfp4 nvfp4 (interpreter, tiny shapes): one config file
+    per format (SWAP_AB candidates timed at small BLOCK_M), which a core reading that folder uses, still within
+    tolerance of the reference."""
+    spec_ = importlib.util.spec_from_file_location("tune_triton_moe", ROOT / "benchmarks" / "tune_triton_moe.py")
+    assert spec_ is not None and spec_.loader is not None
+    tune = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(tune)
+    with tempfile.TemporaryDirectory() as out:
+        assert tune.main(["--dry-run", "--out", out, "--budget-s", "120", "--formats", *FP4]) == 0
+        log = json.loads((Path(out) / "tune_log.json").read_text())
+        assert not log["errors"], log["errors"]
+        timed = [c for fmt in FP4 for pt in log["results"]["dry"][fmt].values() for bm in pt["per_block_m"].values()
+                 for c in bm["gemm1"]]
+        assert any(c.get("SWAP_AB") for c in timed), timed
+        m = tune.DRY_MODEL
+        for quant in FP4:
+            spec = spec_of(quant, e=m[0], k=m[1], h=m[2], i=m[3])
+            seed = fresh_seed()
+            layer = Fp4Layer(spec, seed)
+            core, pw = core_for(spec, layer, config_dir=out + "/triton_configs")
+            assert core.config_source.startswith(f"E={m[0]},N={2 * m[3]},K={m[2]},format={quant}"), core.config_source
+            for t in tune.DRY_TOKENS:
+                x, ids, w = routing(spec, t, seed + t)
+                check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"tuned config, {t} tokens", seed)
+
+
 def _sm90():
     """tests/test_triton_moe.py's sm90 compile helper (Triton's own binder and compiler for sm90, then ptxas -v),
     reused."""
