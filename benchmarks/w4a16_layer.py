@@ -1,0 +1,336 @@
+"""W4A16 layers of issue 24 on one GPU: the ``triton`` runner's MXFP4 / NVFP4 paths against the roofline floor.
+
+Run on the GPU machine in one call (about 6-8 minutes on an H200; ``--budget-s`` stops starting new work):
+
+    python benchmarks/w4a16_layer.py --out $OUT/w4a16_layer.json [--runs] [--budget-s 500]
+
+(``--smoke``: a tiny layer on the CPU through Triton's interpreter, to check the script; set TRITON_INTERPRET=1.)
+
+For the MoE layers of the issue's four checkpoints (``examples/model_configs``: gpt-oss-20b and gpt-oss-120b in
+mxfp4 with their expert biases and clamped SwiGLU, NVIDIA's Qwen3-30B-A3B-NVFP4 and DeepSeek-V3.1-NVFP4 (its
+NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
+
+- plan: ``moe_select.plan`` for this machine, ``engine: moe_select`` (this install's adapters, as ``moe-select
+  run``), CUDA graphs on, the checkpoint read from its config; the plan's runner and rule are recorded (the
+  rows time the ``triton`` runner whatever the rules choose; ``runner: triton`` is asked explicitly).
+- weights: random packed e2m1 codes (every byte value) with random scales (e8m0 exponents / e4m3 scales and a
+  global scale) sized so that the layer's stages stay O(1); gpt-oss's biases ~N(0, 0.2^2).
+- inputs: 4 sets per token count (bf16 hidden states ~N(0, 1), router logits ~N(0, 1) routed with the model's
+  own method: renormalised top-k, DeepSeek's grouped top-k with its groups and scaling factor), rotated so that
+  weights are not served from L2, as benchmarks/moe_layer.py does (its ``bench_runner``: eager with a
+  synchronisation before each call, then CUDA-graph replay with the inputs copied in outside the timed region;
+  the replay is checked bit-equal to eager).
+- floor (the issue's): ``bytes / copy bandwidth`` with bytes = the touched experts' packed weights (half a byte
+  per element) and block scales (one byte per 32 / 16 elements), plus the activations (bf16 in and out,
+  ``T x H x 2 x 2``); the copy bandwidth measured in this run (device-to-device copy of 2 GiB, bytes read plus
+  written, moe_layer.py's ``ceilings``). ``frac = floor / graph time``; targets: within 2x at 1 token (frac >=
+  0.5), frac >= 0.8 at 32-256 tokens. The flops floor (``2 T K 3 I H`` at the measured bf16 peak) is recorded too.
+- error: rel_error of the first tokens (up to 8) against the float64 reference (``reference_moe`` on the weights
+  dequantized by ``reference_dequantize``), with the one table's tolerance for bf16 activations.
+- variants (``--variants``, at 1, 32 and 256 tokens): ``swap_ab`` (the transposed tile for ``BLOCK_M`` <= 32)
+  and ``portable`` (the bit-field decode instead of the PTX table decode); ``torch_native`` (the only other
+  runner with an adapter here for these formats: eager only, it cannot be captured) at 1 and 32 tokens on layers
+  of at most 1e9 weights.
+- ``--runs``: also ``moe-select run --device cuda --tokens 64`` for the four checkpoints (and DeepSeek-V3.1-NVFP4's
+  bf16 ``mtp`` layer, ``--layer mtp``) first, each log saved next to the JSON (``run_<model>[_mtp].log``), exit
+  codes in the JSON; ``--runs --layers ""`` runs only those.
+
+Writes JSON (default ``$OUT/w4a16_layer.json``) and prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "examples" / "model_configs"
+#: layer -> (checkpoint folder, format)
+LAYERS = {
+    "gpt-oss-20b": ("openai__gpt-oss-20b", "mxfp4"),
+    "gpt-oss-120b": ("openai__gpt-oss-120b", "mxfp4"),
+    "Qwen3-30B-A3B-NVFP4": ("nvidia__Qwen3-30B-A3B-NVFP4", "nvfp4"),
+    "DeepSeek-V3.1-NVFP4": ("nvidia__DeepSeek-V3.1-NVFP4", "nvfp4"),
+}
+TOKENS = (1, 8, 32, 64, 128, 256, 2048)
+VARIANT_TOKENS = (1, 32, 256)
+GROUP = {"mxfp4": 32, "nvfp4": 16}
+REF_TOKENS = 8
+
+
+def _moe_layer():
+    """benchmarks/moe_layer.py (its Clock, ceilings and bench_runner), loaded by path."""
+    spec = importlib.util.spec_from_file_location("moe_layer_bench", ROOT / "benchmarks" / "moe_layer.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def random_weights(spec, dev, seed: int, biases: bool) -> dict:
+    """prepare_weights' keyword arguments: random packed codes and scales (module doc)."""
+    g = torch.Generator(device=dev).manual_seed(seed)
+    e, h, i, q = spec.num_local_experts, spec.hidden_size, spec.intermediate_size, spec.quant
+    out = {}
+    for name, (n, k) in (("w13", (spec.w13_rows, h)), ("w2", (h, i))):
+        out[name] = torch.randint(0, 256, (e, n, k // 2), generator=g, device=dev, dtype=torch.int32).to(torch.uint8)
+        target = 1.0 / (2.9 * k ** 0.5)
+        if q == "mxfp4":
+            base = 127 + round(math.log2(target))
+            out[f"{name}_scale"] = torch.randint(base - 3, base + 3, (e, n, k // 32), generator=g, device=dev,
+                                                 dtype=torch.int32).to(torch.uint8)
+        else:
+            out[f"{name}_scale"] = (torch.rand(e, n, k // 16, generator=g, device=dev) * 3.75 + 0.25).to(torch.float8_e4m3fn)
+            out[f"{name}_global_scale"] = (torch.rand(e, generator=g, device=dev) + 0.5) * target / 3
+    if biases:
+        out["w13_bias"] = torch.randn(e, spec.w13_rows, generator=g, device=dev) * 0.2
+        out["w2_bias"] = torch.randn(e, h, generator=g, device=dev) * 0.2
+    return out
+
+
+def inputs(model: dict, t: int, dev, seed: int):
+    from moe_select.routing import route
+
+    g = torch.Generator(device=dev).manual_seed(seed)
+    x = torch.randn(t, model["hidden_size"], generator=g, device=dev).to(torch.bfloat16)
+    logits = torch.randn(t, model["num_experts"], generator=g, device=dev)
+    bias = torch.randn(model["num_experts"], generator=g, device=dev) * 0.1 if model["routing"] == "deepseek_v3" else None
+    w, ids = route(logits, model["routing"], model["top_k"], n_group=model.get("n_group"), topk_group=model.get("topk_group"),
+                   routed_scaling_factor=model.get("routed_scaling_factor"), correction_bias=bias)
+    return x, ids.to(torch.int32), w.float()
+
+
+def floor(spec, quant: str, t: int, ids_sets, ceil: dict) -> dict:
+    """The issue's floor (module doc) for ``t`` tokens, experts touched averaged over the input sets."""
+    e_touched = statistics.mean(len(torch.unique(ids[ids >= 0])) for ids in ids_sets)
+    elems = spec.w13_rows * spec.hidden_size + spec.hidden_size * spec.intermediate_size
+    per_expert = elems / 2 + elems / GROUP[quant]
+    nbytes = e_touched * per_expert + t * spec.hidden_size * 2 * 2
+    flops = 2 * t * spec.top_k * (spec.w13_rows + spec.intermediate_size) * spec.hidden_size
+    return {"bytes": nbytes, "experts_touched": e_touched, "floor_us": nbytes / (ceil["copy_GBps"] * 1e9) * 1e6,
+            "flops_floor_us": flops / (ceil["bf16_TFLOPs"] * 1e12) * 1e6}
+
+
+def ref_error(spec, kw: dict, x, ids, w, out) -> float:
+    from moe_select.reference import QuantizedExperts, reference_moe, rel_error
+
+    q = spec.quant
+    n = min(REF_TOKENS, x.shape[0])
+    s13 = {k[4:]: v for k, v in kw.items() if k.startswith("w13_") and k != "w13_bias"}
+    s2 = {k[3:]: v for k, v in kw.items() if k.startswith("w2_") and k != "w2_bias"}
+    ref = reference_moe(x[:n], ids[:n], w[:n], QuantizedExperts(kw["w13"], s13, q), QuantizedExperts(kw["w2"], s2, q),
+                        spec.activation, swiglu_limit=spec.swiglu_limit, device=x.device, w13_bias=kw.get("w13_bias"),
+                        w2_bias=kw.get("w2_bias"))
+    return rel_error(out[:n], ref)
+
+
+def set_variant(core, variant: str, saved: dict) -> None:
+    """Switch the resolved triton core to a variant (tile options or decode); ``saved`` restores the default."""
+    if not saved:
+        saved["table"] = json.loads(json.dumps(core._table))
+        saved["asm"] = core.fp4_asm
+    core._table = json.loads(json.dumps(saved["table"]))
+    core.fp4_asm = saved["asm"]
+    if variant == "swap_ab":
+        for c in core._table.values():
+            if c["BLOCK_M"] <= 32:
+                c["gemm1"]["SWAP_AB"] = c["gemm2"]["SWAP_AB"] = True
+    elif variant == "portable":
+        core.fp4_asm = False
+    core._table = {int(k): v for k, v in core._table.items()}
+
+
+def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start: float) -> None:
+    import moe_select
+    from moe_select.formats import tolerance
+    from moe_select.layer import LayerSpec
+
+    folder, quant = LAYERS[name]
+    dep = {"arch": "auto", "model_config": str(CONFIGS / folder), "engine": "moe_select", "require_adapter": True,
+           "tp": 1, "cuda_graph": True}
+    if args.smoke:
+        dep = {"arch": "sm90", "engine": "moe_select", "quant": quant, "tp": 1, "cuda_graph": True,
+               "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 64,
+                         "activation": "swiglu_oai" if quant == "mxfp4" else "silu", "routing": "renormalize",
+                         "swiglu_limit": 7.0}}
+    report = moe_select.explain(dep)
+    chosen = report.plan.runner if report.plan else None
+    rule = report.plan.chosen_by.rule if report.plan and report.plan.chosen_by else None
+    result["rules_choose"][name] = {"runner": chosen, "rule": rule, "evidence": report.plan.evidence if report.plan else None}
+    plan = moe_select.plan({**dep, "runner": "triton"})
+    model = plan.deployment.model
+    spec = LayerSpec.from_plan(plan)
+    if args.smoke:
+        from moe_select.backends.triton_moe import TritonMoeCore
+        from moe_select.runner import MoeRunner
+        from moe_select.backends.a2a.dispatch_none import NoDispatch
+
+        runner = MoeRunner(plan, spec, TritonMoeCore(spec, dev), NoDispatch(spec), dev)
+    else:
+        runner = moe_select.resolve(plan, device=dev)
+    kw = random_weights(spec, dev, seed=1, biases=model["activation"] == "swiglu_oai")
+    t0 = time.perf_counter()
+    pw = runner.prepare_weights(kw["w13"], kw["w2"], **{k: v for k, v in kw.items() if k not in ("w13", "w2")})
+    prep_s = time.perf_counter() - t0
+    print(f"{name} {quant}: plan {chosen} (rule {rule}); timing {runner!r}; prepare_weights (compiles) {prep_s:.1f} s",
+          flush=True)
+    tol = tolerance(plan.activation_precision)
+    saved: dict = {}
+    tokens = (1, 8) if args.smoke else TOKENS
+    for variant in ["default", *[v for v in args.variants.split(",") if v]]:
+        set_variant(runner.core, variant, saved)
+        for t in tokens:
+            if variant != "default" and t not in VARIANT_TOKENS:
+                continue
+            if time.time() - t_start > args.budget_s:
+                result["skipped"].append({"layer": name, "variant": variant, "tokens": t, "why": "time budget"})
+                continue
+            try:
+                sets = [inputs(model, t, dev, seed=100 * t + j) for j in range(ml.SETS)]
+                eager, gus, same, out0 = ml.bench_runner(runner, pw, sets, clock, args.reps, dev.type == "cuda")
+                err = ref_error(spec, kw, *sets[0], out0)
+            except Exception as exc:  # noqa: BLE001 - one failure must not lose the other rows
+                result["failed"].append({"layer": name, "variant": variant, "tokens": t, "error": f"{type(exc).__name__}: {exc}"[:1500]})
+                print(f"FAILED {name} {variant} T={t}: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            roof = floor(spec, quant, t, [s[1] for s in sets], ceil)
+            best = gus if gus is not None else eager
+            row = {"layer": name, "quant": quant, "variant": variant, "runner": "triton", "tokens": t, "eager_us": eager,
+                   "graph_us": gus, "graph_equals_eager": same, "rel_error": err, "tolerance": tol, **roof,
+                   "frac_of_floor": roof["floor_us"] / best, "config": runner.core.config_for(t),
+                   "config_source": runner.core.config_source, "prepare_s": prep_s}
+            result["rows"].append(row)
+            print(f"{name:20s} {variant:9s} T={t:5d} eager {eager:9.1f} us graph {gus if gus is None else round(gus, 1)!s:>9} us "
+                  f"floor {roof['floor_us']:8.1f} us frac {row['frac_of_floor']:.2f} err {err:.2e} same {same}", flush=True)
+    set_variant(runner.core, "default", saved)
+    del runner, pw
+    if not args.smoke and spec.num_experts * 3 * spec.hidden_size * spec.intermediate_size <= 1e9 and "torch_native" in args.runners:
+        native(name, dep, model, kw, ml, clock, dev, result, args, t_start)
+    del kw
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def native(name, dep, model, kw, ml, clock, dev, result, args, t_start) -> None:
+    """torch_native (eager: it cannot be captured) at 1 and 32 tokens on the same weights."""
+    import moe_select
+    from moe_select.layer import LayerSpec
+
+    plan = moe_select.plan({**dep, "runner": "torch_native", "cuda_graph": False})
+    runner = moe_select.resolve(plan, device=dev)
+    spec = LayerSpec.from_plan(plan)
+    pw = runner.prepare_weights(kw["w13"], kw["w2"], **{k: v for k, v in kw.items() if k not in ("w13", "w2")})
+    for t in (1, 32):
+        if time.time() - t_start > args.budget_s:
+            continue
+        sets = [inputs(model, t, dev, seed=100 * t + j) for j in range(ml.SETS)]
+        eager, _, _, out0 = ml.bench_runner(runner, pw, sets, clock, args.reps, False)
+        roof = floor(spec, spec.quant, t, [s[1] for s in sets], result["ceilings"])
+        result["rows"].append({"layer": name, "quant": spec.quant, "variant": "default", "runner": "torch_native", "tokens": t,
+                               "eager_us": eager, "graph_us": None, "rel_error": ref_error(spec, kw, *sets[0], out0),
+                               **roof, "frac_of_floor": roof["floor_us"] / eager})
+        print(f"{name:20s} torch_native T={t:5d} eager {eager:9.1f} us floor {roof['floor_us']:8.1f} us", flush=True)
+    del runner, pw
+
+
+def runs(out_dir: Path, result: dict, budget_end: float) -> None:
+    """``moe-select run --device cuda`` for the four checkpoints (+ DeepSeek-V3.1-NVFP4's mtp layer)."""
+    todo = [(name, folder, None) for name, (folder, _) in LAYERS.items()] + [("DeepSeek-V3.1-NVFP4", "nvidia__DeepSeek-V3.1-NVFP4", "mtp")]
+    for name, folder, layer in todo:
+        if time.time() > budget_end:
+            result["runs"].append({"layer": name, "kind": layer or "main", "skipped": "time budget"})
+            continue
+        argv = [sys.executable, "-m", "moe_select.cli", "run", "--model-config", str(CONFIGS / folder), "--device", "cuda",
+                "--tokens", "64"] + (["--layer", layer] if layer else [])
+        t0 = time.time()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=max(30, budget_end - time.time() + 60))
+        log = out_dir / f"run_{name}{'_' + layer if layer else ''}.log"
+        log.write_text(f"$ moe-select {' '.join(argv[3:])}\n{proc.stdout}\n{proc.stderr}")
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("moe-select:", "runner:", "graph:", "max relative", "layer kind"))]
+        result["runs"].append({"layer": name, "kind": layer or "main", "rc": proc.returncode, "wall_s": round(time.time() - t0, 1),
+                               "log": log.name, "summary": lines})
+        print(f"run {name} {layer or 'main'}: rc {proc.returncode} ({time.time() - t0:.0f} s)\n  " + "\n  ".join(lines), flush=True)
+
+
+def print_table(result: dict) -> None:
+    c = result["ceilings"]
+    print(f"\n## {result['machine']}, torch {result['torch']}, triton {result['triton']}, {result['date']}: copy "
+          f"{c['copy_GBps']:.0f} GB/s, bf16 {c['bf16_TFLOPs']:.0f} TFLOP/s")
+    print("| layer | format | tokens | runner | variant | floor us | eager us | graph us (frac) | target | met | rel err (tol) |")
+    print("|---|---|---:|---|---|---:|---:|---:|---:|---|---|")
+    for r in result["rows"]:
+        t = r["tokens"]
+        want = 0.5 if t == 1 else 0.8 if 32 <= t <= 256 else None
+        g = r["graph_us"] if r["graph_us"] is not None else r["eager_us"]
+        met = "-" if want is None or r["variant"] != "default" else ("yes" if r["frac_of_floor"] >= want else "no")
+        print(f"| {r['layer']} | {r['quant']} | {t} | {r['runner']} | {r['variant']} | {r['floor_us']:.1f} | {r['eager_us']:.1f} | "
+              f"{g:.1f} ({r['frac_of_floor']:.2f}) | {want if want else '-'} | {met} | {r['rel_error']:.1e} "
+              f"({r.get('tolerance', 0):.1e}) |")
+    for k, v in result["rules_choose"].items():
+        print(f"rules choose {v['runner']} ({v['rule']}, {v['evidence']}) for {k}")
+    for r in result["runs"]:
+        print(f"run: {r}")
+    for s in result["skipped"] + result["failed"]:
+        print(f"skipped/failed: {s}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "w4a16_layer.json"))
+    ap.add_argument("--budget-s", type=float, default=500.0, help="stop starting new measurements after this")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--layers", default=",".join(LAYERS), help="comma-separated subset, in this order")
+    ap.add_argument("--variants", default="swap_ab,portable", help="comma-separated: swap_ab, portable (or empty)")
+    ap.add_argument("--runners", default="triton,torch_native")
+    ap.add_argument("--runs", action="store_true", help="also moe-select run --device cuda on the four checkpoints")
+    ap.add_argument("--smoke", action="store_true", help="tiny layers on the CPU (TRITON_INTERPRET=1): checks the script")
+    args = ap.parse_args(argv)
+    t_start = time.time()
+    dev = torch.device("cpu" if args.smoke else "cuda")
+    ml = _moe_layer()
+    clock = ml.Clock(dev)
+    ceil = ml.ceilings(dev, clock)
+    import triton
+
+    result = {"script": "benchmarks/w4a16_layer.py", "argv": sys.argv[1:] if argv is None else argv,
+              "machine": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu", "torch": torch.__version__,
+              "triton": triton.__version__, "date": time.strftime("%Y-%m-%d"), "ceilings": ceil, "rows": [],
+              "rules_choose": {}, "runs": [], "skipped": [], "failed": []}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save():
+        result["elapsed_s"] = round(time.time() - t_start, 1)
+        out.write_text(json.dumps(result, indent=1, default=str))
+
+    print(f"machine {result['machine']}: copy {ceil['copy_GBps']:.0f} GB/s, bf16 {ceil['bf16_TFLOPs']:.0f} TFLOP/s", flush=True)
+    layers = [n for n in args.layers.split(",") if n]
+    if args.runs and not args.smoke:
+        runs(out.parent, result, t_start + args.budget_s * (0.45 if layers else 1.0))
+        save()
+    for name in layers:
+        if time.time() - t_start > args.budget_s:
+            result["skipped"].append({"layer": name, "why": "time budget"})
+            continue
+        try:
+            run_layer(name, args, ml, ceil, clock, dev, result, t_start)
+        except Exception as exc:  # noqa: BLE001
+            result["failed"].append({"layer": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            print(f"FAILED {name}: {type(exc).__name__}: {exc}", flush=True)
+        save()
+    save()
+    print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
