@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import math
 import os
 import random
 import select
@@ -391,6 +392,85 @@ def test_fp4_through_moe_runner_and_the_harness_weights():
         ref, _ = reference_output(model, quant, 1, seed, x, ids, w)
         err = rel_error(out, ref)
         assert err <= tol(), f"{quant} {act} through MoeRunner: rel_error {err:.3g} (seed {seed})"
+
+
+def _run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
+    """A model of the few PTX instructions of the GPU decode (and, or, shr, mov, prmt (default mode),
+    fma.rn.bf16x2), written from the PTX ISA's definitions, executing ``asm`` on 32-bit ``regs`` ($n operands
+    and named registers); returns the registers."""
+    import re
+
+    def val(tok: str) -> int:
+        tok = tok.strip()
+        return regs[tok] if tok in regs else int(tok, 0) & 0xFFFFFFFF
+
+    def bf16(bits: int) -> float:
+        return torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item()
+
+    def to_bf16(x: float) -> int:
+        return torch.tensor([x], dtype=torch.float64).to(torch.bfloat16).view(torch.int16).item() & 0xFFFF
+
+    for line in asm.splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line[0] in "{}." or line.startswith(".reg"):
+            continue
+        op, args = line.split(None, 1)
+        d, *src = [a.strip() for a in args.split(",")]
+        s = [val(a) for a in src]
+        if op == "and.b32":
+            r = s[0] & s[1]
+        elif op == "or.b32":
+            r = s[0] | s[1]
+        elif op == "shr.u32":
+            r = s[0] >> s[1]
+        elif op == "mov.b32":
+            r = s[0]
+        elif op == "prmt.b32":
+            pool = (s[1] << 32) | s[0]
+            r = 0
+            for i in range(4):
+                sel = (s[2] >> (4 * i)) & 0xF
+                byte = (pool >> (8 * (sel & 7))) & 0xFF
+                if sel & 8:
+                    byte = 0xFF if byte & 0x80 else 0
+                r |= byte << (8 * i)
+        elif op == "fma.rn.bf16x2":
+            r = 0
+            for half in range(2):
+                a, b, c = ((x >> (16 * half)) & 0xFFFF for x in s)
+                r |= to_bf16(bf16(a) * bf16(b) + bf16(c)) << (16 * half)
+        else:
+            raise AssertionError(f"the PTX model has no {op}")
+        assert re.fullmatch(r"\$\d+|[a-z]\d*", d), d
+        regs[d] = r & 0xFFFFFFFF
+    return regs
+
+
+def test_fp4_ptx_decode_table_gives_every_code_times_its_scale():
+    """The GPU decode (triton_moe_kernels.FP4_DECODE_ASM), run through a model of its PTX instructions, for all
+    256 byte values in every position of the packed word, with random bf16 scales: output register ``j`` holds
+    byte ``j``'s low-nibble value (bits 0-15) and high-nibble value (bits 16-31), each e2m1 value times the
+    byte's scale, against the e2m1 table of the OCP MX spec."""
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    asm = str(_K().FP4_DECODE_ASM.value)
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+    for start in range(0, 256, 4):
+        word = [(start + j * 67) % 256 for j in range(4)]                    # every byte value, in every position
+        scales = [2.0 ** rng.randint(-20, 10) * rng.choice([1.0, 1.125, 1.5, 1.875]) for _ in range(4)]
+        sbits = [torch.tensor([s]).to(torch.bfloat16).view(torch.int16).item() & 0xFFFF for s in scales]
+        regs = {"$4": sum(b << (8 * j) for j, b in enumerate(word)), **{f"${5 + j}": sbits[j] * 0x10001 for j in range(4)}}
+        regs = _run_ptx(asm, regs)
+        for j, b in enumerate(word):
+            got = regs[f"${j}"]
+            for half, nib in ((0, b & 0xF), (1, b >> 4)):
+                bits = (got >> (16 * half)) & 0xFFFF
+                value = torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item()
+                want = table[nib] * scales[j]
+                assert value == want and math.copysign(1, value) == math.copysign(1, want), \
+                    (f"byte {b:#04x} in position {j}, nibble {half}: {value} != {want} (seed {seed})")
 
 
 # --- checkpoint layouts (pure torch) -------------------------------------------------------------------------
