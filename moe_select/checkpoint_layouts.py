@@ -27,7 +27,7 @@ Checkpoint layouts read here (each cited at a commit):
   ``input_scale``, unused by a W4A16 runner); :func:`stack_modelopt_experts` stacks them per layer as the
   engines do (``w13 = [gate; up]``, ``w13_weight_scale_2 [E, 2]``: vLLM's ``ModelOptNvFp4FusedMoE``). Block
   scales are read *linear* (as the checkpoint stores them) or *swizzled* (the 128x4 interleave the engines
-  write for their CUTLASS/FlashInfer kernels after loading: ``swizzle_blockscale``,
+  write for their FP4 grouped-GEMM kernels after loading: ``swizzle_blockscale``,
   vllm-project/vllm@0b70ce189816f5dbfcdd323f5b49640f97fc78c4:vllm/model_executor/layers/quantization/utils/nvfp4_utils.py),
   which :func:`unswizzle_nvfp4_scale` inverts. Gate and up global scales that differ are reconciled as that
   file's ``reconcile_nvfp4_moe_w13_scales`` does (one shared per-expert global scale, the larger; the other

@@ -39,9 +39,9 @@ Meaning = Literal[
     "cuda_graph_off", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
     "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_config",
     "disagg_mode", "kv_transfer_config", "server_role", "moe_config", "trt_backend",
-    # removed switches, read for what they used to mean
-    "ep_equals_tp", "a2a_deepep", "runner_flashinfer", "runner_flashinfer_cutlass", "runner_flashinfer_trtllm",
-    "runner_triton_kernel", "runner_flashinfer_mxfp4",
+    # removed switches and ignored variables, read for what they used to mean (the entry's ``replacement`` names
+    # today's spelling): tp-wide expert parallelism, an all-to-all backend, a runner
+    "ep_equals_tp", "retired_a2a", "retired_runner",
     # understood: it bears on the MoE layer, but no deployment field holds it (a note says so)
     "moe_read",
     # understood: it does not concern the MoE choice
@@ -178,8 +178,8 @@ class EngineTable(Located):
 
 class RunnerName(Located):
     """Our runner name and each engine's (None: the engine has no name for it). ``kernel``: another runner of ours
-    that runs the same kernels under another engine's integration (TensorRT-LLM's TRTLLM backend, ``trtllm_gen``,
-    and FlashInfer's ``flashinfer_trtllm``: the TRT-LLM-gen kernels), for the reader; each has its own facts."""
+    that runs the same kernels under another engine's integration (e.g. TensorRT-LLM's own backend over a kernel
+    library that another runner calls directly), for the reader; each has its own facts."""
 
     ours: str
     sglang: str | None

@@ -15,6 +15,8 @@ Reading the emitted launch back (:func:`moe_select.launch_line.from_command`) gi
 """
 from __future__ import annotations
 
+import json
+
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,11 @@ from .errors import MoeSelectError
 
 #: File name of the TensorRT-LLM YAML an emitted launch writes (a here-document in the script).
 TRTLLM_YAML = "moe-select-llm-api.yaml"
+
+
+#: The KV connector of an emitted disaggregated vLLM launch is the deployment's choice, not the MoE plan's: a placeholder
+#: that vLLM refuses until it is replaced (the comment beside it says so), never a guess.
+KV_CONNECTOR_PLACEHOLDER = "<your kv_connector>"
 
 
 class EmitError(MoeSelectError):
@@ -162,7 +169,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
-                                + ": plan it with another a2a (vLLM: none, deepep normal or low_latency)")
+                                + ": plan it with an a2a that the names table (backends/engines/names.yaml) gives vLLM a name for")
             argv += [_flag("vllm", "a2a", version, comments), a2a_row.vllm]
         elif plan.a2a != "none":
             raise EmitError(f"vLLM runs an all-to-all ({plan.a2a}) only with expert parallelism: the plan has ep 1")
@@ -170,8 +177,9 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv.append(_flag("vllm", "cuda_graph_off", version, comments))
         if d.phase in ("prefill", "decode"):
             role = {"prefill": "kv_producer", "decode": "kv_consumer"}[d.phase]
-            comments.append(f"a {d.phase} worker: its --kv-transfer-config (connector, kv_role {role}) is the deployment's to give")
-            argv += [_flag("vllm", "kv_transfer_config", version, comments), f'{{"kv_connector": "NixlConnector", "kv_role": "{role}"}}']
+            comments.append(f"a {d.phase} worker: its --kv-transfer-config (connector, kv_role {role}) is the deployment's to give: "
+                            f"replace {KV_CONNECTOR_PLACEHOLDER}")
+            argv += [_flag("vllm", "kv_transfer_config", version, comments), json.dumps({"kv_connector": KV_CONNECTOR_PLACEHOLDER, "kv_role": role})]
         if not prov.get("max_tokens_per_rank", "default").startswith("default"):
             if d.phase == "decode":
                 argv += [_flag("vllm", "cuda_graph_max_bs", version, comments), str(d.max_tokens_per_rank)]

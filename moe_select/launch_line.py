@@ -820,8 +820,6 @@ def _map(launch: Launch, where: str) -> None:
             launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without --enable-dp-attention: each "
                                            "replica is its own MoE group of tp ranks, planned once"))
         a2a_theirs = v["a2a"].value if "a2a" in v else None
-        if "a2a_deepep" in v:
-            pass
         if a2a_theirs is not None:
             mode = v["a2a_mode"].value if "a2a_mode" in v else None
             ours, ours_mode, note = _a2a_ours("sglang", a2a_theirs, mode)

@@ -200,39 +200,6 @@ def _input_file_reasons(plan: Plan) -> list[Reason]:
     return out
 
 
-def format_reasons(quant: str) -> list[Reason]:
-    """Why a plan in format ``quant`` cannot be made ready here: ``no_adapter`` when the format has no row in
-    the formats table (``backends/formats.yaml``: no scales, no tolerance, so no runner's weights can be
-    shaped, dequantized or checked here; the plan itself is ``unverified``), else nothing."""
-    from .formats import FILE_NAME, missing_row
-
-    why = missing_row(quant)
-    if why is None:
-        return []
-    return [Reason(code="no_adapter", detail=why, source=f"backends/{FILE_NAME}",
-                   fix=f"give {quant} a row in backends/{FILE_NAME} (README, Hand-edited files to add (b)), or use a "
-                       "format that has one")]
-
-
-def weights_refusal(quant: str, who: str) -> Reason | None:
-    """Why ``who`` (``moe-select run``, ``verify``, ``run --nproc``) cannot make seeded test weights of format
-    ``quant`` and check a runner against the float64 reference: ``no_adapter`` for a name without a row
-    (:func:`format_reasons`), ``quant_unsupported`` for a format whose row says the harness does not generate
-    it (``generated: false``: int8_w8a8, the weight-only int formats, mxfp8); None when it can."""
-    from .formats import lookup, names
-
-    found = format_reasons(quant)
-    if found:
-        return found[0].model_copy(update={"detail": f"{who}: {found[0].detail}"})
-    row = lookup(quant)
-    if row is not None and not row.generated:
-        made = ", ".join(n for n in names() if (r := lookup(n)) is not None and r.generated)
-        return Reason(code="quant_unsupported", detail=f"{who}: cannot generate {quant} test weights (it makes {made})",
-                      source=row.where("generated"),
-                      fix="resolve without verify=True, and check this runner another way")
-    return None
-
-
 def strict_reasons(plan: Plan, strict: bool) -> list[Reason]:
     """Under ``strict``, one ``unverified`` reason per unknown of a plan (or of its layer kinds) whose evidence
     is ``unverified``; [] otherwise."""
@@ -514,6 +481,8 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
                                     need_nvcc=p.jit is not None, jit=jit)
         reasons = check_environment(p, env, require_prebuilt=require_prebuilt, catalog=catalog)
         reasons += strict_reasons(p, p.strict if strict is None else strict)
+        from .weight_checks import format_reasons
+
         reasons += format_reasons(p.quant)
         if group is not None:
             from .parallel import agree_on_plan, group_reasons

@@ -59,9 +59,9 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
     than the format's tolerance, has the wrong shape or dtype, is not finite, or the runner raises;
     ``quant_unsupported`` for a format whose row says the harness does not generate its weights (``generated:
     false`` in ``backends/formats.yaml``: the int formats, mxfp8); ``no_adapter`` for a format without a row
-    (no scales, no tolerance: :func:`moe_select.resolver.weights_refusal`)."""
+    (no scales, no tolerance: :func:`moe_select.weight_checks.weights_refusal`)."""
     from .formats import lookup
-    from .resolver import weights_refusal
+    from .weight_checks import weights_refusal
 
     spec = runner.spec
     quant = spec.quant

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from .errors import InputError, Issue
 from .located import Located
-from .vocab import (ALL_ENGINES, GATED_ACTIVATIONS, NAME_PATTERN, WEIGHT_ON_INPUT_ROUTINGS, VocabRef, capability,
+from .vocab_names import (ALL_ENGINES, GATED_ACTIVATIONS, NAME_PATTERN, WEIGHT_ON_INPUT_ROUTINGS, VocabRef, capability,
                     is_arch, normalize_arch_error, range_floor, vendor_of)
 
 SCHEMA_VERSION = 3
@@ -59,7 +59,7 @@ class ArchEntry(Located):
     @field_validator("products")
     @classmethod
     def _products(cls, v: list[str]) -> list[str]:
-        from .vocab import product_key
+        from .vocab_names import product_key
 
         for p in v:
             if product_key(p) != p or not p:
@@ -88,7 +88,7 @@ class Family(Located):
     @classmethod
     def _not_an_arch(cls, v: str) -> str:
         try:
-            from .vocab import normalize_arch
+            from .vocab_names import normalize_arch
 
             normalize_arch(v)
         except ValueError:
@@ -188,7 +188,7 @@ class VocabularyIndex:
             return (f"{spec!r} is not a range: a range is an NVIDIA arch and + (sm75+: compute capability 7.5 and newer); "
                     "AMD targets have no order: list them or name a family")
         try:
-            from .vocab import normalize_arch
+            from .vocab_names import normalize_arch
 
             base = normalize_arch(spec)
         except ValueError:

@@ -22,7 +22,7 @@ from moe_select.harness import memory
 from moe_select.layer import LayerSpec
 from moe_select.ops import quantize_named
 from moe_select.registry import Registry
-from moe_select.resolver import weights_refusal
+from moe_select.weight_checks import weights_refusal
 from moe_select.verify import verify_runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,9 @@ def test_every_format_a_fact_or_adapter_names_has_a_row():
 
     for mod in (torch_native, torch_grouped_mm, triton_moe, flashinfer_cutlass):
         assert set(mod.FORMATS) <= set(names()), mod.__name__
-    cat = moe_select.catalog.default_catalog()
+    from moe_select.catalog import default_catalog
+
+    cat = default_catalog()
     assert tuple(cat.formats) == names()
     for cap in cat.runners.values():
         for row in cap.support:

@@ -92,9 +92,14 @@ def test_model_and_model_config_together(tmp_path, configs):
 
 
 def test_unknown_runner(tmp_path):
+    """A runner no capability file describes is judged, not invalid input (issue 18): the plan names it, unverified,
+    plan-only, and the unknown says what was probably meant."""
     f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "runner: deepgemm\n")
-    msg = error_of(moe_select.explain, f)
-    assert f"{f}:4: runner: unknown runner 'deepgemm' (did you mean 'deep_gemm'?)" in msg
+    report = moe_select.explain(f)
+    assert report.plan is not None and report.plan.runner == "deepgemm" and report.plan.evidence == "unverified"
+    assert report.plan.module is None
+    [u] = [x for x in report.plan.unknowns if x.code == "no_adapter"]
+    assert "no capability file describes runner deepgemm (did you mean 'deep_gemm'?)" in u.detail
 
 
 def test_top_k_above_experts(tmp_path):

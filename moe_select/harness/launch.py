@@ -208,7 +208,7 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     :class:`~moe_select.errors.SelectionError` (carrying the report, every reason with its source and
     fix: :func:`moe_select.harness.run.print_refusal` prints it) from planning,
     :class:`~moe_select.errors.ResolveError` for a plan whose weights the harness cannot make
-    (:func:`moe_select.resolver.weights_refusal`), :class:`LaunchError` for bad arguments, too little
+    (:func:`moe_select.weight_checks.weights_refusal`), :class:`LaunchError` for bad arguments, too little
     memory, or a failed or late rank (naming it).
 
     ``say``: called with one line as each step ends: the plan (its summary, before anything is spawned),
@@ -243,7 +243,7 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     tell(report.summary())
     m = p.deployment.model
     from ..errors import ResolveError
-    from ..resolver import weights_refusal
+    from ..weight_checks import weights_refusal
 
     refused = weights_refusal(p.quant, "moe-select run --nproc")
     if refused is not None:  # no row (no_adapter), or weights the harness does not generate (quant_unsupported)

@@ -123,7 +123,8 @@ def run_layer(args: argparse.Namespace) -> int:
     from ..formats import tolerance
     from ..reference import rel_error
     from ..errors import ResolveError
-    from ..resolver import resolve, weights_refusal
+    from ..resolver import resolve
+    from ..weight_checks import weights_refusal
     from ..selector import explain
     from .progress import Phase
     from .weights import has_expert_bias, layer_weights, reference_output, routed_tokens, touched_experts
