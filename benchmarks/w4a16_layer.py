@@ -121,13 +121,18 @@ def floor(spec, quant: str, t: int, ids_sets, ceil: dict) -> dict:
 
 
 def ref_error(spec, kw: dict, x, ids, w, out) -> float:
-    from moe_select.reference import QuantizedExperts, reference_moe, rel_error
+    from moe_select.reference import QuantizedExperts, reference_dequantize, reference_moe, rel_error
+
+    class DeviceExperts(QuantizedExperts):          # float64 dequantization on the weights' device
+        def __getitem__(self, e: int) -> torch.Tensor:
+            return reference_dequantize(self.q[e:e + 1], {k: v[e:e + 1] for k, v in self.scales.items()}, self.quant,
+                                        device=self.q.device)[0]
 
     q = spec.quant
     n = min(REF_TOKENS, x.shape[0])
     s13 = {k[4:]: v for k, v in kw.items() if k.startswith("w13_") and k != "w13_bias"}
     s2 = {k[3:]: v for k, v in kw.items() if k.startswith("w2_") and k != "w2_bias"}
-    ref = reference_moe(x[:n], ids[:n], w[:n], QuantizedExperts(kw["w13"], s13, q), QuantizedExperts(kw["w2"], s2, q),
+    ref = reference_moe(x[:n], ids[:n], w[:n], DeviceExperts(kw["w13"], s13, q), DeviceExperts(kw["w2"], s2, q),
                         spec.activation, swiglu_limit=spec.swiglu_limit, device=x.device, w13_bias=kw.get("w13_bias"),
                         w2_bias=kw.get("w2_bias"))
     return rel_error(out[:n], ref)
@@ -167,7 +172,7 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
     rule = report.plan.chosen_by.rule if report.plan and report.plan.chosen_by else None
     result["rules_choose"][name] = {"runner": chosen, "rule": rule, "evidence": report.plan.evidence if report.plan else None}
     plan = moe_select.plan({**dep, "runner": "triton"})
-    model = plan.deployment.model
+    model = plan.deployment.model.as_dict()
     spec = LayerSpec.from_plan(plan)
     if args.smoke:
         from moe_select.backends.triton_moe import TritonMoeCore

@@ -171,6 +171,15 @@ def random_fp4(quant: str, e: int, n: int, k: int, g: torch.Generator, device="c
     return q, {"scale": s, "global_scale": glob.float()}
 
 
+class DeviceExperts(QuantizedExperts):
+    """:class:`~moe_select.reference.QuantizedExperts` dequantized in float64 on the weights' own device (a GPU
+    dequantizes a DeepSeek-V3 expert in milliseconds where the host takes most of a second)."""
+
+    def __getitem__(self, e: int) -> torch.Tensor:
+        return reference_dequantize(self.q[e:e + 1], {k: v[e:e + 1] for k, v in self.scales.items()}, self.quant,
+                                    device=self.q.device)[0]
+
+
 class Fp4Layer:
     """A random FP4 layer of ``spec``: ``kwargs`` for prepare_weights (weights, scales, gpt-oss biases for
     swiglu_oai) and ``d13``/``d2``, the reference's float64 experts (QuantizedExperts: dequantized by
@@ -182,8 +191,8 @@ class Fp4Layer:
         q13, s13 = random_fp4(q, e, spec.w13_rows, h, g, device)
         q2, s2 = random_fp4(q, e, h, i, g, device)
         self.kwargs = {"w13": q13, "w2": q2, **{f"w13_{k}": v for k, v in s13.items()}, **{f"w2_{k}": v for k, v in s2.items()}}
-        self.d13 = QuantizedExperts(q13, s13, q)
-        self.d2 = QuantizedExperts(q2, s2, q)
+        self.d13 = DeviceExperts(q13, s13, q)
+        self.d2 = DeviceExperts(q2, s2, q)
         self.b13 = self.b2 = None
         if spec.activation == "swiglu_oai":
             self.b13 = torch.randn(e, spec.w13_rows, generator=g, device=device) * 0.2
@@ -875,8 +884,8 @@ def test_gpu_fp4_expert_parallel_ranks(quant):
         sl = slice(spec.expert_offset, spec.expert_offset + spec.num_local_experts)
         part = Fp4Layer.__new__(Fp4Layer)
         part.kwargs = {kk: v[sl] for kk, v in layer.kwargs.items()}
-        part.d13 = QuantizedExperts(layer.d13.q[sl], {kk: v[sl] for kk, v in layer.d13.scales.items()}, quant)
-        part.d2 = QuantizedExperts(layer.d2.q[sl], {kk: v[sl] for kk, v in layer.d2.scales.items()}, quant)
+        part.d13 = DeviceExperts(layer.d13.q[sl], {kk: v[sl] for kk, v in layer.d13.scales.items()}, quant)
+        part.d2 = DeviceExperts(layer.d2.q[sl], {kk: v[sl] for kk, v in layer.d2.scales.items()}, quant)
         part.b13 = part.b2 = None
         core, pw = core_for(spec, part, "cuda", warmup=False)
         out = core.forward(x, ids, w, pw)
@@ -955,8 +964,8 @@ def test_gpu_checkpoint_layouts_through_the_kernels():
     core = _tm().TritonMoeCore(spec, "cuda", warmup=False)
     pw = core.prepare_weights(**kw)
     layer = Fp4Layer.__new__(Fp4Layer)
-    layer.d13 = QuantizedExperts(kw["w13"], {"scale": kw["w13_scale"]}, "mxfp4")
-    layer.d2 = QuantizedExperts(kw["w2"], {"scale": kw["w2_scale"]}, "mxfp4")
+    layer.d13 = DeviceExperts(kw["w13"], {"scale": kw["w13_scale"]}, "mxfp4")
+    layer.d2 = DeviceExperts(kw["w2"], {"scale": kw["w2_scale"]}, "mxfp4")
     layer.b13, layer.b2 = kw["w13_bias"], kw["w2_bias"]
     x, ids, w = routing(spec, 16, seed, "cuda")
     check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), "gpt-oss checkpoint layout", seed)
