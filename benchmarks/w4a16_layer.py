@@ -172,7 +172,8 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
     rule = report.plan.chosen_by.rule if report.plan and report.plan.chosen_by else None
     result["rules_choose"][name] = {"runner": chosen, "rule": rule, "evidence": report.plan.evidence if report.plan else None}
     plan = moe_select.plan({**dep, "runner": "triton"})
-    model = plan.deployment.model.as_dict()
+    model = plan.deployment.model
+    model = model.as_dict() if hasattr(model, "as_dict") else dict(model)   # the model's fields as a dict.as_dict()
     spec = LayerSpec.from_plan(plan)
     if args.smoke:
         from moe_select.backends.triton_moe import TritonMoeCore
