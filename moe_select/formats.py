@@ -8,7 +8,7 @@ reading, planning constraints, the memory estimates, runners' checks, ``verify``
 the tolerance of a runner's output against the float64 reference (:func:`tolerance`) is computed here from
 the activation precision.
 
-A name without a row (``quant: int4_w4a8``: a deployment may name any well-formed format) is judged by
+A name without a row (``quant: int4_w4a4``: a deployment may name any well-formed format) is judged by
 the selector (planned unverified); nothing that reads the table may fail with a KeyError on it:
 :func:`lookup` gives None and :func:`missing_row` the refusal's words (no scales, no tolerance), which
 ``verify`` and ``moe-select run`` give as ``no_adapter``.

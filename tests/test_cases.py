@@ -117,10 +117,4 @@ def test_field_case_s3_outcome(case, tmp_path, capsys):
 
 
 #: Round-3 cases whose facts come with later issues (20: TensorRT-LLM's own backends; 21: the field of 2026).
-XFAIL_S3: dict[str, str] = {
-    "f3-vllm20457-llama4-scout-nvfp4a16-marlin": "issue 21: vLLM Marlin's weight on input for NVFP4A16 (PR #20457) not a fact yet",
-    "f3-vllm29901-marlin-moe-turing-t4": "issue 21: Marlin MoE on sm75 (vllm PR #29901) not a fact yet",
-    "f3-vllm29691-w4a8-grouped-gemm-hopper": "issue 21: W4A8 format and vLLM's CUTLASS W4A8 MoE (PR #29691) not facts yet",
-    "f3-sgl31470-flashinfer-megamoe-dsv4-flash-nvfp4": "issue 21: the fused FlashInfer MegaMoE a2a + runner (sglang PR #31470)",
-    "f3-vllm37591-qwen35-fp8-fi-trtllm-renorm-fi066": "issue 21: the FlashInfer < 0.6.7 renormalize routing gate (vllm #37591)",
-}
+XFAIL_S3: dict[str, str] = {}

@@ -198,7 +198,10 @@ def test_trtllm_softmax_topk_from_0_6_8_and_capped():
 def test_trtllm_renormalize_top_k_cap_by_version():
     # FlashInfer v0.6.4 routing_renormalize.cu: top_k <= 10, <= 512 experts; PR #2744 (v0.6.7): 2048, 32.
     dep = {"gpu": "B200", "quant": "bf16", "model": {**QWEN, "top_k": 16}, "runner": "flashinfer_trtllm"}
-    assert codes({**dep, "packages": {"flashinfer-python": "0.6.6"}}, "flashinfer_trtllm") == {"shape_unaligned"}
+    # Before 0.6.7 renormalize routing is also refused: it picked wrong experts with all-negative logits
+    # (vllm-project/vllm#37591, #38859; backends/flashinfer_trtllm.yaml's routing gate).
+    assert codes({**dep, "packages": {"flashinfer-python": "0.6.6"}}, "flashinfer_trtllm") == {"shape_unaligned",
+                                                                                               "routing_unsupported"}
     assert eligible({**dep, "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm")
 
 

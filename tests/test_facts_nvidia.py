@@ -256,12 +256,14 @@ def test_sglang_cutlass_block_fp8_and_nvfp4():
     assert ch.evidence == "unverified" and "quant_unsupported" in unknown_codes(ch, "cutlass")
     assert explain(gpu="B200", quant="nvfp4", model=QWEN3_30B, tp=1, runner="cutlass").status == "ok"
     r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", runner="cutlass")
-    # SGLang refuses it (FP8 Cutlass MoE needs ep_size == 1). Only SGLang ships this runner (its engines fact, issue 20:
-    # vLLM's cutlass backend is another kernel, TensorRT-LLM's CUTLASS is trtllm_cutlass), so engine any asks SGLang only;
-    # under vLLM that it ships it is unverified, under TensorRT-LLM refused (moe_resolution._candidates_for).
+    # SGLang refuses it (FP8 Cutlass MoE needs ep_size == 1). SGLang and vLLM ship a runner of this name (issue 21: vLLM's
+    # `--moe-backend cutlass`, its own CUTLASS kernels; TensorRT-LLM's CUTLASS is trtllm_cutlass). vLLM's block-FP8
+    # CUTLASS path was not read: no vLLM fact says it runs fp8_block (unverified), and the SGLang-only ep == 1 refusal
+    # does not hold there.
     assert cand(r, "cutlass").evidence_by_engine.get("sglang", cand(r, "cutlass").evidence) == "refused"
-    assert "engine_unsupported" in unknown_codes(explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep",
-                                                         runner="cutlass", engine="vllm"), "cutlass")
+    under_vllm = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", runner="cutlass", engine="vllm")
+    assert "quant_unsupported" in unknown_codes(under_vllm, "cutlass")
+    assert "engine_unsupported" not in unknown_codes(under_vllm, "cutlass")
 
 
 # ------------------------------------------------------------------------------ torch_grouped_mm

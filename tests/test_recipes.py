@@ -92,19 +92,19 @@ def test_recipe_a_runner(tmp_path):
 
 # ------------------------------------------------------------------------------- (b) a quantization format
 FORMAT_ROW = f"""\
-  - name: int4_w4a8
-    summary: int4 weights in groups of 128, FP8 per-token activations (TensorRT-LLM's W4A8)
+  - name: int4_w4a8_tensor
+    summary: int4 weights in groups of 128, FP8 per-tensor activations (a toy row for the recipe)
     source: {SRC}
     dtype: uint8
     bits: 4
-    activation: fp8_token
+    activation: fp8_tensor
     scales:
       - {{name: scale, shape: "[E, N, K/group]", dtype: float32, per: 128}}
     params: {{group_size: 128}}
 """
 SUPPORT_ROW = f"""\
   - archs: [cpu]
-    formats: [int4_w4a8]
+    formats: [int4_w4a8_tensor]
     source: {SRC}
 """
 PLAN_FORMAT = """\
@@ -114,9 +114,9 @@ import moe_select
 from moe_select.catalog import load_catalog
 
 model = {"num_experts": 8, "top_k": 2, "hidden_size": 256, "moe_intermediate_size": 128}
-dep = {"arch": "cpu", "quant": "int4_w4a8", "model": model}
+dep = {"arch": "cpu", "quant": "int4_w4a8_tensor", "model": model}
 out = {}
-for name, folder, quant in (("before", None, "int4_w4a8"), ("after", Path(sys.argv[1]), "int4_w4a8"), ("bf16", None, "bf16")):
+for name, folder, quant in (("before", None, "int4_w4a8_tensor"), ("after", Path(sys.argv[1]), "int4_w4a8_tensor"), ("bf16", None, "bf16")):
     cat = load_catalog(backends_dir=folder, use_env=False, plugins=False)
     report = moe_select.explain({**dep, "quant": quant}, catalog=cat)
     p = report.plan
@@ -154,7 +154,7 @@ def test_recipe_b_format(tmp_path):
     assert (before["evidence"], before["runner"]) == ("unverified", "torch_native")
     assert before["unknowns"] == sorted(bf16["unknowns"] + ["quant_unsupported"])  # the format is what no fact covers
     # after: the format is as settled as bf16 is for the same runner (the rest of the facts decide the level)
-    assert after == {**bf16, "precision": "fp8_token"} and after["runner"] == "torch_native"
+    assert after == {**bf16, "precision": "fp8_tensor"} and after["runner"] == "torch_native"
 
 
 # ---------------------------------------------------------------------------------- (c) a GPU architecture
