@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from moe_select.contracts import Registrar
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import BLOCK, FP8_DTYPE, FP8_MAX, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT
@@ -165,6 +166,6 @@ class FlashInferCutlassCore:
         return out
 
 
-def register(registry) -> None:
+def register(registry: Registrar) -> None:
     """Register the flashinfer_cutlass core for the standard (token-major) dispatch format."""
     registry.register_core("flashinfer_cutlass", "standard", FlashInferCutlassCore)

@@ -63,6 +63,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from moe_select.contracts import Registrar
 from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 from moe_select.ops import FP8_DTYPE, FP8_MAX, gated_act
@@ -491,6 +492,6 @@ class TorchGroupedMMCore:
         return combine(y, plan.rows).to(hidden_states.dtype)
 
 
-def register(registry) -> None:
+def register(registry: Registrar) -> None:
     """Register the torch_grouped_mm core for standard (token-major) dispatch (``a2a: none``)."""
     registry.register_core("torch_grouped_mm", "standard", TorchGroupedMMCore)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from moe_select.contracts import Registrar
 from moe_select.errors import RunnerInputError
 from moe_select.formats import lookup
 from moe_select.layer import LayerSpec
@@ -120,7 +121,7 @@ class TorchNativeCore:
         return out.to(hidden_states.dtype)
 
 
-def register(registry) -> None:
+def register(registry: Registrar) -> None:
     """Register the torch_native core for standard (token-major) dispatch from a2a ``none`` and ``torch``
     (both give rows of tokens with global ``topk_ids``; ids of other ranks' experts and -1 are skipped)."""
     registry.register_core("torch_native", "standard", TorchNativeCore)

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from moe_select import quant_int
+from moe_select.contracts import Registrar
 from moe_select.errors import RunnerInputError
 from moe_select.formats import Format, lookup
 from moe_select.formats import block_shape as format_block_shape
@@ -600,7 +601,7 @@ class ForwardPass:
         return K.topk_sum(self.y, self.ids, out, s.num_local_experts, s.expert_offset)
 
 
-def register(registry) -> None:
+def register(registry: Registrar) -> None:
     """Register the triton core for standard (token-major) dispatch, what a2a ``none`` and ``torch`` hand
     over (rows of tokens with global ``topk_ids``; ids of other ranks' experts and -1 are skipped)."""
     registry.register_core("triton", "standard", TritonMoeCore)

@@ -123,7 +123,7 @@ def model_dict(spec: str) -> tuple[str, dict]:
         model = dict(TOY)
     elif name in REAL_MODELS:
         report = moe_select.explain({"arch": "cpu", "model_config": str(ROOT / "examples" / "model_configs" / REAL_MODELS[name])})
-        model = dict(report.deployment.model)
+        model = report.deployment.model.as_dict()
     else:
         raise SystemExit(f"--models: unknown layer {name!r}; choose from {', '.join([*REAL_MODELS, 'toy'])} (NAME:D divides H and I by D)")
     d = int(div or 1)

@@ -10,9 +10,27 @@ machine at engine startup and returns a ready :class:`~moe_select.runner.MoeRunn
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover - what type checkers see of the lazy exports below (issue 19)
+    from .catalog import load_catalog as load_catalog
+    from .deployment import Deployment as Deployment
+    from .errors import InputError as InputError
+    from .errors import MoeSelectError as MoeSelectError
+    from .errors import ResolveError as ResolveError
+    from .errors import RunnerInputError as RunnerInputError
+    from .errors import SelectionError as SelectionError
+    from .plans import REASON_CODES as REASON_CODES
+    from .plans import Plan as Plan
+    from .plans import Reason as Reason
+    from .report import Report as Report
+    from .resolver import resolve as resolve
+    from .resolver import resolve_layers as resolve_layers
+    from .runner import MoeRunner as MoeRunner
+    from .selector import explain as explain
+    from .selector import plan as plan
 
 _LAZY = {
     "explain": ("moe_select.selector", "explain"),

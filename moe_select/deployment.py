@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializationInfo, ValidationInfo, field_serializer, field_validator
 
 from .errors import InputError, Issue
 from .located import Located
@@ -141,7 +141,9 @@ class Understood(BaseModel):
     gpu: str | None
     arch: ArchName
     quant: QuantName
-    model: dict[str, Any]
+    #: The MoE layer's shape. A plan writes it as a mapping without the unset optional fields
+    #: (:meth:`~moe_select.shape.ModelShape.as_dict`), as the ``dict`` it was before issue 19.
+    model: ModelShape
     model_config_path: str | None = None
     #: sha256 of every model-config file read (absolute path -> hex digest), ``"absent"`` for one looked for
     #: and not found (``hf_quant_config.json``); ``resolve`` refuses a plan whose checkpoint config changed
@@ -191,13 +193,11 @@ class Understood(BaseModel):
     @property
     def fused_shared_experts(self) -> int:
         """Expert slots the shared experts take when fused into the MoE layer (SGLang's shared-expert fusion)."""
-        return int(self.model.get("num_shared_experts", 0)) if self.shared_expert_fusion else 0
+        return self.model.num_shared_experts if self.shared_expert_fusion else 0
 
-    @field_validator("model")
-    @classmethod
-    def _model_is_a_shape(cls, v: dict[str, Any]) -> dict[str, Any]:
-        ModelShape.model_validate(v)  # strict: a plan edited to num_experts 8.0 is refused here
-        return v
+    @field_serializer("model")
+    def _model_as_written(self, m: ModelShape, info: SerializationInfo) -> dict[str, Any]:
+        return m.model_dump(mode=info.mode, exclude_none=True)  # the plan's JSON: unset fields left out
 
     @field_validator("moe_tp")
     @classmethod
@@ -213,16 +213,16 @@ class Understood(BaseModel):
 
     @property
     def shape(self) -> ModelShape:
-        """The model shape as a validated :class:`ModelShape`."""
-        return ModelShape.model_validate(self.model)
+        """The model shape (:attr:`model`; the name kept for callers from before issue 19)."""
+        return self.model
 
     def brief(self) -> str:
         """One line: ``sm90 (H200) fp8_block E=256 K=8 H=7168 I=2048 tp 8 ep 8 a2a none runner auto``."""
         m = self.model
         gpu = f" ({self.gpu})" if self.gpu else ""
         mode = f"/{self.a2a_mode}" if self.a2a_mode else ""
-        return (f"{self.arch}{gpu} {self.quant} E={m['num_experts']} K={m['top_k']} H={m['hidden_size']} "
-                f"I={m['moe_intermediate_size']} {m['activation']} {m['routing']} tp {self.tp} ep {self.ep} "
+        return (f"{self.arch}{gpu} {self.quant} E={m.num_experts} K={m.top_k} H={m.hidden_size} "
+                f"I={m.moe_intermediate_size} {m.activation} {m.routing} tp {self.tp} ep {self.ep} "
                 f"a2a {self.a2a}{mode} runner {self.runner}")
 
 
@@ -307,7 +307,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             prov["arch"] = "detected on this machine" + ("" if dep.arch == "auto" else " (no gpu or arch given)")
 
     # Model shape and quantization.
-    model: dict[str, Any] | None = None
+    model: ModelShape | None = None
     quant: str | None = None
     cfg_path: str | None = None
     input_files: dict[str, str] = {}
@@ -315,9 +315,9 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     if dep.model is not None and dep.model_config_path is not None:
         bad("model_config", "give model (shape) or model_config, not both")
     elif dep.model is not None:
-        model = dep.model.model_dump(exclude_none=True)
+        model = dep.model
         given = dep._sources.get("model")
-        for k in model:
+        for k in model.as_dict():
             prov[f"model.{k}"] = dep.model.source_of(k) or (given if given and k in dep.model.model_fields_set else "default")
     elif dep.model_config_path is not None:
         p = Path(dep.model_config_path)
@@ -330,8 +330,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             issues.extend(Issue(i.file, i.line, i.field, i.message + f" (model_config at {here('model_config')})")
                           for i in exc.issues)
         else:
-            model = ModelShape.model_validate(info.shape).model_dump(exclude_none=True)
-            for k in model:
+            model = ModelShape.model_validate(info.shape)
+            for k in model.as_dict():
                 prov[f"model.{k}"] = info.provenance.get(k, f"{info.path} (default)")
             quant = info.quant
             notes.extend(info.notes)  # quantization sources that disagree, per-channel groups (model_config)
@@ -366,8 +366,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         bad("quant", "quant not given and no model_config to read it from")
 
     # Quantization parameters: the checkpoint's, else quant_config, else the format's defaults.
-    quant_params: dict[str, Any] = dict(info.quant_params) if info is not None and model else {}
-    kinds = list(info.layer_kinds) if info is not None and model else []
+    quant_params: dict[str, Any] = dict(info.quant_params) if info is not None and model is not None else {}
+    kinds = list(info.layer_kinds) if info is not None and model is not None else []
     main_layers = list(kinds[0]["layers"]) if kinds else []
     extra: list[dict[str, Any]] = [dict(kind) for kind in kinds[1:]]
     for kind in extra:

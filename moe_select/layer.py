@@ -94,13 +94,13 @@ class LayerSpec:
         d = plan.deployment
         m = d.model
         moe_tp = moe_tp_size(d.tp, d.ep)
-        if m["moe_intermediate_size"] % moe_tp:
-            raise ValueError(f"moe_intermediate_size {m['moe_intermediate_size']} is not divisible by tp/ep = {moe_tp}")
+        if m.moe_intermediate_size % moe_tp:
+            raise ValueError(f"moe_intermediate_size {m.moe_intermediate_size} is not divisible by tp/ep = {moe_tp}")
         params = getattr(plan, "quant_params", None) or {}
         row = lookup(plan.quant)  # group_size: the formats whose row has one (weight-only int)
-        return cls(num_experts=m["num_experts"], top_k=m["top_k"], hidden_size=m["hidden_size"],
-                   intermediate_size=m["moe_intermediate_size"] // moe_tp, activation=m["activation"],
+        return cls(num_experts=m.num_experts, top_k=m.top_k, hidden_size=m.hidden_size,
+                   intermediate_size=m.moe_intermediate_size // moe_tp, activation=m.activation,
                    quant=plan.quant, tp=d.tp, ep=d.ep, ep_rank=ep_rank, tp_rank=tp_rank,
-                   swiglu_limit=m.get("swiglu_limit"), weight_on_input=m["routing"] in WEIGHT_ON_INPUT_ROUTINGS,
+                   swiglu_limit=m.swiglu_limit, weight_on_input=m.routing in WEIGHT_ON_INPUT_ROUTINGS,
                    block_shape=block_shape(plan.quant, params), group_size=group_size(plan.quant, params)
                    if row is not None and row.parameters.group_size is not None else None)

@@ -126,7 +126,7 @@ def plan_fields(plan: Any, environment: Any = None) -> dict[str, str]:
     f: dict[str, Any] = {"arch": plan.arch, "gpu": plan.gpu, "runner": plan.runner, "module": plan.module,
                          "quant": plan.quant, "tp": d.tp, "ep": d.ep, "a2a": plan.a2a, "a2a_mode": plan.a2a_mode,
                          "a2a_module": plan.a2a_module, "cuda_graph": plan.cuda_graph}
-    f.update({f"model.{k}": v for k, v in sorted(d.model.items())})
+    f.update({f"model.{k}": v for k, v in sorted(d.model.as_dict().items())})
     from .plans import canonical_files
 
     f.update({f"file:{k}": v for k, v in canonical_files(plan.files, plan.rule_sources + plan.backend_sources).items()})

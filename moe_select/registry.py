@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 
+from typing import TYPE_CHECKING
+
 from .contracts import DISPATCH_FORMATS, CoreFactory, DispatcherFactory
 from .errors import MoeSelectError
 
@@ -75,3 +77,10 @@ class Registry:
 
 #: The process-wide registry that ``resolve`` fills.
 REGISTRY = Registry()
+
+
+if TYPE_CHECKING:  # pragma: no cover - mypy: a Registry is what an adapter's register(registry: Registrar) is given
+    from .contracts import Registrar
+
+    def _is_a_registrar(registry: Registry) -> Registrar:
+        return registry

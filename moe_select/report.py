@@ -90,7 +90,7 @@ class Report(BaseModel):
                 ("quant", u.quant, u.provenance.get("quant", ""))]
         if u.quant_params:
             rows.append(("quant_params", ", ".join(f"{k} {v}" for k, v in u.quant_params.items()), u.provenance.get("quant_params", "")))
-        for k, v in u.model.items():
+        for k, v in u.model.as_dict().items():
             rows.append((k, str(v), u.provenance.get(f"model.{k}", "")))
         for k in ("engine", "phase", "max_tokens_per_rank", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "a2a_mode",
                   "runner", "cuda_graph"):

@@ -21,7 +21,7 @@ import importlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .catalog import load_catalog
 from .environment import Environment, detect
@@ -29,6 +29,14 @@ from .errors import InputError, ResolveError
 from .plans import Plan, Reason
 from .versions import satisfies
 from .yamlio import load_file, shorten
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only: resolve imports torch and the runner when it builds one
+    import torch
+
+    from .contracts import TokenDispatcher
+    from .layer import LayerSpec
+    from .registry import Registry
+    from .runner import MoeRunner
 
 _lock = threading.RLock()
 
@@ -303,8 +311,8 @@ def fact_file(catalog: Any, name: str, key: str = "module", *, a2a: bool = False
     return cap.where(key) if cap is not None else f"backends/{'a2a/' if a2a else ''}{name}.yaml"
 
 
-def _rank_parts(p: Plan, registry: Any, group: Any, rank: int | None, ep_rank: Any, tp_rank: Any, device: Any,
-                catalog: Any = None) -> tuple[tuple[Any, Any, Any] | None, list[Reason]]:
+def _rank_parts(p: Plan, registry: Registry, group: Any, rank: int | None, ep_rank: Any, tp_rank: Any, device: Any,
+                catalog: Any = None) -> tuple[tuple[LayerSpec, torch.device, TokenDispatcher] | None, list[Reason]]:
     """This rank's ``(LayerSpec, torch device, dispatcher)``, or the reasons it cannot have them. With a
     ``group`` the ranks come from the group rank (``ep_rank = rank // (tp/ep)``, ``tp_rank = rank % (tp/ep)``);
     ranks also given must be those (a contradicting rank would build another rank's shard)."""
@@ -333,14 +341,18 @@ def _rank_parts(p: Plan, registry: Any, group: Any, rank: int | None, ep_rank: A
         dev = _device(device, p, rank)
     except ResolveError as exc:
         return None, [r for r in exc.reasons if isinstance(r, Reason)]
+    factory = registry.dispatcher(p.a2a)
+    if factory is None:  # _adapter_reasons checked it; a registry changed since is refused, not called
+        return None, [Reason(code="no_adapter", detail=f"no dispatcher is registered for a2a {p.a2a}",
+                             source=fact_file(catalog, p.a2a, a2a=True))]
     try:
-        dispatcher = registry.dispatcher(p.a2a)(spec, group)
+        dispatcher = factory(spec, group)
     except DispatchError as exc:
         return refuse(str(exc), source=f"{fact_file(catalog, p.a2a, a2a=True)} (dispatcher)")
     return (spec, dev, dispatcher), []
 
 
-def _device(device: Any, plan: Plan, rank: int | None) -> Any:
+def _device(device: Any, plan: Plan, rank: int | None) -> torch.device:
     """The runner's torch device: ``device``, or cuda for a GPU plan and cpu otherwise; refused when
     it is not a device torch knows or not present on this machine."""
     import torch
@@ -360,7 +372,7 @@ def _device(device: Any, plan: Plan, rank: int | None) -> Any:
     return dev
 
 
-def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
+def _load_adapter(module: str, what: str, registry: Registry) -> list[Reason]:
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
@@ -384,7 +396,7 @@ def _load_adapter(module: str, what: str, registry: Any) -> list[Reason]:
     return []
 
 
-def _adapter_reasons(p: Plan, registry: Any, catalog: Any) -> list[Reason]:
+def _adapter_reasons(p: Plan, registry: Registry, catalog: Any) -> list[Reason]:
     """Steps 3-4: load the runner's and the dispatcher's modules, check what they registered: a core for
     every dispatch format the capability file promises and the a2a backend hands over, and the dispatcher."""
     module = p.module or catalog.plugins.get(p.runner)
@@ -414,8 +426,8 @@ def _adapter_reasons(p: Plan, registry: Any, catalog: Any) -> list[Reason]:
 
 def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int | None = None, tp_rank: int | None = None,
             group: Any = None, environment: Environment | None = None, require_prebuilt: bool = False,
-            verify: bool = False, registry: Any = None, timeout_s: float = 60.0, catalog: Any = None,
-            strict: bool | None = None) -> Any:
+            verify: bool = False, registry: Registry | None = None, timeout_s: float = 60.0, catalog: Any = None,
+            strict: bool | None = None) -> MoeRunner:
     """Make ``plan`` ready on this machine; return a :class:`~moe_select.runner.MoeRunner`.
 
     ``device``: where the runner's tensors live (default: ``cuda`` on a GPU plan, else ``cpu``).
@@ -492,7 +504,7 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
             reasons = _adapter_reasons(p, registry, catalog)
         # This rank's layer, device and dispatcher are checked before the ranks agree, so that a rank whose
         # own arguments are wrong makes every rank refuse (never some ranks with a runner and some without).
-        built: tuple[Any, Any, Any] | None = None
+        built: tuple[LayerSpec, torch.device, TokenDispatcher] | None = None
         if not reasons:
             built, reasons = _rank_parts(p, registry, group, rank, ep_rank, tp_rank, device, catalog)
         if group is not None:
@@ -504,8 +516,13 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
 
         from .runner import MoeRunner
 
-        core = registry.core(p.runner, dispatcher.format)(spec, dev)
-        runner = MoeRunner(p, spec, core, dispatcher, dev)
+        make_core = registry.core(p.runner, dispatcher.format)
+        if make_core is None:  # a dispatcher whose format is none the capability file promises (registers)
+            raise ResolveError([Reason(code="no_adapter", detail=f"dispatcher {p.a2a} hands over the {dispatcher.format} "
+                                       f"dispatch format; no {p.runner} core is registered for it (registered: "
+                                       f"{sorted(registry.pairs())})", source=fact_file(catalog, p.runner, "registers"))],
+                               rank=rank)
+        runner = MoeRunner(p, spec, make_core(spec, dev), dispatcher, dev)
     if verify:
         from .verify import verify_runner
 
@@ -513,7 +530,7 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     return runner
 
 
-def resolve_layers(plan: Plan | dict | str | Path, **kwargs: Any) -> dict[str, Any]:
+def resolve_layers(plan: Plan | dict | str | Path, **kwargs: Any) -> dict[str, MoeRunner]:
     """One ready runner per MoE layer kind of ``plan``: ``{"main": ..., "<kind>": ...}`` (the checkpoint's
     ``mtp`` or ``unquantized`` layers have plans of their own in ``plan.layers``). Every kind is resolved
     with the same arguments as :func:`resolve` (``device``, ``group``, ranks, ...), the main kind first;

@@ -5,12 +5,16 @@ and devices with plain attribute compares, then calls the dispatcher, which call
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .errors import RunnerInputError
 from .layer import LayerSpec
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from .contracts import ExpertCore, TokenDispatcher
+    from .plans import Plan
 
 _ID_DTYPES = (torch.int32, torch.int64)
 _ACT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
@@ -33,7 +37,8 @@ class MoeRunner:
     :class:`~moe_select.layer.LayerSpec`; ``device``: where tensors must live.
     """
 
-    def __init__(self, plan: Any, spec: LayerSpec, core: Any, dispatcher: Any, device: torch.device):
+    def __init__(self, plan: Plan, spec: LayerSpec, core: ExpertCore[Any], dispatcher: TokenDispatcher,
+                 device: torch.device | str):
         self.plan = plan
         self.spec = spec
         self.core = core

@@ -92,15 +92,15 @@ class _Ctx:
 
 def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
     m = u.model
-    return facts_of(arch=u.arch, quant=u.quant, a2a=u.a2a, a2a_modes=u.a2a_modes, activation=m["activation"],
-                    routing=m["routing"], cuda_graph=u.cuda_graph, tp=u.tp, ep=u.ep, num_experts=m["num_experts"],
-                    top_k=m["top_k"], hidden_size=m["hidden_size"], moe_intermediate_size=m["moe_intermediate_size"],
-                    engine=engine, phases=u.phases, dp=u.dp, num_shared_experts=m.get("num_shared_experts", 0),
+    return facts_of(arch=u.arch, quant=u.quant, a2a=u.a2a, a2a_modes=u.a2a_modes, activation=m.activation,
+                    routing=m.routing, cuda_graph=u.cuda_graph, tp=u.tp, ep=u.ep, num_experts=m.num_experts,
+                    top_k=m.top_k, hidden_size=m.hidden_size, moe_intermediate_size=m.moe_intermediate_size,
+                    engine=engine, phases=u.phases, dp=u.dp, num_shared_experts=m.num_shared_experts,
                     fused_shared_experts=u.fused_shared_experts, max_tokens_per_rank=u.max_tokens_per_rank,
-                    n_group=m.get("n_group"), topk_group=m.get("topk_group"), block=block_shape(u.quant, u.quant_params),
+                    n_group=m.n_group, topk_group=m.topk_group, block=block_shape(u.quant, u.quant_params),
                     group_size=group_size(u.quant, u.quant_params),
-                    shared_intermediate_size=m.get("shared_expert_intermediate_size"),
-                    dense_intermediate_size=m.get("dense_intermediate_size"))
+                    shared_intermediate_size=m.shared_expert_intermediate_size,
+                    dense_intermediate_size=m.dense_intermediate_size)
 
 
 def _arch_label(u: Understood) -> str:
@@ -360,7 +360,7 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
                    f"{', '.join(cap.engines.values)})", f"a fact that {engine} ships {name}", cap.engines.where(), name)
         out += [r.model_copy(update={"fix": f"engine: {' or '.join(cap.engines.values)}, or another runner"}) for r in gap]
     out += _support_reasons(cap, ctx, assumed)
-    act = u.model["activation"]
+    act = u.model.activation
     ok, have, blocked, why, fix = _values_check(cap.activations, "values", act, ctx, assumed)
     if not ok:
         more = f"; {act} only {why}" if why else ""
@@ -371,7 +371,7 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
         else:
             out += _gap(ctx, cap, "activations", "activation_unsupported", detail, f"an activations fact of {name} naming {act} here",
                         src.where(), name)
-    routing = u.model["routing"]
+    routing = u.model.routing
     ok, have, blocked, why, fix = _values_check(cap.routing, "values", routing, ctx, assumed)
     takes_topk = "any" in have
     if takes_topk and routing in WEIGHT_ON_INPUT_ROUTINGS:
@@ -426,7 +426,7 @@ def adapter_reasons(cap: RunnerCapability, catalog: Catalog, u: Understood) -> l
     the fact: no adapter module here (and no plugin: a plan-only runner), an ``adapter`` block that leaves out the
     deployment's format or activation (the core raises for them: ``RunnerInputError``), a dispatch format the
     all-to-all hands over that the module does not register (``registers``; resolve's registry check)."""
-    name, act = cap.runner, u.model["activation"]
+    name, act = cap.runner, u.model.activation
     module = catalog.adapter(name, u.quant, act)
     if module is None:
         if cap.module is not None and cap.adapter is not None:
@@ -711,7 +711,7 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         candidates[name] = Candidate(backend=name, eligible=not reasons, evidence=cast(Any, best),
                                      evidence_by_engine=cast(Any, level) if not single else {}, unknowns=unknowns, reasons=reasons,
                                      notes=notes, preferred_by=f"{pref.id} ({pref.where()})" if pref else None,
-                                     adapter=catalog.adapter(name, u.quant, u.model["activation"]) if cap is not None else None,
+                                     adapter=catalog.adapter(name, u.quant, u.model.activation) if cap is not None else None,
                                      engines=ok_engines if not reasons else [], assumptions=sorted(set(assumed)))
         needs_of[name] = base_needs + needs
 
@@ -919,7 +919,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     return Plan(
         schema_version=cast(Literal[3], PLAN_SCHEMA_VERSION), runner=chosen.backend,
         evidence=cast(Any, chosen.evidence), evidence_by_engine=dict(chosen.evidence_by_engine), unknowns=list(chosen.unknowns),
-        strict=u.strict, module=catalog.adapter(chosen.backend, u.quant, u.model["activation"]) if cap is not None else None,
+        strict=u.strict, module=catalog.adapter(chosen.backend, u.quant, u.model.activation) if cap is not None else None,
         registers=list(cap.registers) if cap is not None else [],
         dispatch_formats=list(a2a_cap.formats_used(tuple(u.a2a_modes))) if a2a_cap else [],
         a2a=u.a2a, a2a_module=a2a_cap.module if a2a_cap else None, a2a_mode=u.a2a_mode, a2a_modes=list(u.a2a_modes),

@@ -2,6 +2,8 @@
 configs and plans."""
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from .located import Located
@@ -33,6 +35,11 @@ class ModelShape(Located):
     swiglu_limit: float | None = None
     shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
     dense_intermediate_size: int | None = Field(default=None, gt=0)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain mapping, unset optional ones (None) left out: how a plan writes
+        ``deployment.model`` and how ``explain`` lists it."""
+        return self.model_dump(exclude_none=True)
 
     @model_validator(mode="after")
     def _k_le_e(self) -> "ModelShape":

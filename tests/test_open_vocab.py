@@ -182,7 +182,7 @@ def _config(tmp_path: Path, hidden_act: str) -> Path:
 
 def test_a_checkpoint_activation_without_facts_is_judged(tmp_path):
     report = moe_select.explain({"gpu": "H200", "model_config": str(_config(tmp_path, "geglu"))})
-    assert report.deployment.model["activation"] == "geglu"
+    assert report.deployment.model.activation == "geglu"
     assert "kept as geglu and judged" in report.deployment.provenance["model.activation"]
     msg = error_of(moe_select.explain, {"gpu": "H200", "model_config": str(_config(tmp_path / "b", "GeLU-New"))})
     assert "hidden_act 'GeLU-New' is not an activation name" in msg

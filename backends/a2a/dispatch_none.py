@@ -15,9 +15,16 @@ Reductions add in the activation dtype (what NCCL and gloo do for bf16).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from moe_select.contracts import Registrar
 from moe_select.parallel import TOKEN_LAYOUTS, DispatchError, check_layout
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only: torch loads at the first sharded run
+    import torch
+
+    from moe_select.contracts import ExpertCore
+    from moe_select.layer import LayerSpec
 
 
 def _all_gather(out: Any, inp: Any, group: Any) -> None:
@@ -43,7 +50,7 @@ class NoDispatch:
     format = "standard"
     token_layouts = TOKEN_LAYOUTS
 
-    def __init__(self, spec: Any, group: Any = None, *, tokens: str = "replicated"):
+    def __init__(self, spec: LayerSpec, group: Any = None, *, tokens: str = "replicated"):
         if tokens not in TOKEN_LAYOUTS:
             raise DispatchError(f"a2a none: tokens must be one of {', '.join(TOKEN_LAYOUTS)}, got {tokens!r}")
         self.spec = spec
@@ -53,14 +60,16 @@ class NoDispatch:
         if tokens == "sharded":
             self.rank, self.size = check_layout(spec, group, "a2a none (sharded tokens)")
 
-    def run(self, core: Any, hidden_states: Any, topk_ids: Any, topk_weights: Any, weights: Any) -> Any:
+    def run(self, core: ExpertCore[Any], hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+            weights: Any) -> torch.Tensor:
         """``hidden_states [T, H]``, ``topk_ids [T, K]`` (global ids), ``topk_weights [T, K]`` float32 ->
         ``[T, H]`` in ``hidden_states.dtype``: partial (replicated) or complete (sharded) output."""
         if self.tokens == "replicated":
             return core.forward(hidden_states, topk_ids, topk_weights, weights)
         return self._run_sharded(core, hidden_states, topk_ids, topk_weights, weights)
 
-    def _run_sharded(self, core: Any, x: Any, ids: Any, wts: Any, weights: Any) -> Any:
+    def _run_sharded(self, core: ExpertCore[Any], x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor,
+                     weights: Any) -> torch.Tensor:
         import torch
 
         g, size = self.group, self.size
@@ -84,6 +93,6 @@ class NoDispatch:
         return out[:n]
 
 
-def register(registry) -> None:
+def register(registry: Registrar) -> None:
     """Register :class:`NoDispatch` as the ``none`` dispatcher."""
     registry.register_dispatcher("none", NoDispatch)

@@ -22,9 +22,16 @@ slice. The row carries ``x [H]`` (activation dtype), ``topk_ids [K]`` int32 with
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from moe_select.contracts import Registrar
 from moe_select.parallel import check_layout
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only: torch loads at the first run
+    import torch
+
+    from moe_select.contracts import ExpertCore
+    from moe_select.layer import LayerSpec
 
 
 class TorchAllToAll:
@@ -39,13 +46,14 @@ class TorchAllToAll:
     tokens = "own"
     token_layouts = ()
 
-    def __init__(self, spec: Any, group: Any):
+    def __init__(self, spec: LayerSpec, group: Any):
         self.spec = spec
         self.group = group
         self.rank, self.size = check_layout(spec, group, "a2a torch")
         self.moe_tp = spec.tp // spec.ep
 
-    def run(self, core: Any, hidden_states: Any, topk_ids: Any, topk_weights: Any, weights: Any) -> Any:
+    def run(self, core: ExpertCore[Any], hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+            weights: Any) -> torch.Tensor:
         """``hidden_states [T, H]``, ``topk_ids [T, K]`` (global ids; -1 skipped), ``topk_weights [T, K]``
         float32 -> ``[T, H]`` in ``hidden_states.dtype``: the layer's output for these tokens."""
         import torch
@@ -77,7 +85,7 @@ class TorchAllToAll:
         return combine(tok, back, t)
 
 
-def combine(token_of_row: Any, rows: Any, tokens: int) -> Any:
+def combine(token_of_row: torch.Tensor, rows: torch.Tensor, tokens: int) -> torch.Tensor:
     """Sum the returned ``rows [N, H]`` (each a rank's partial output of token ``token_of_row[n]``) per
     token in float32 and round once: ``[tokens, H]`` in ``rows.dtype``. A bf16 running sum would round
     after every addition (1 + 2^-8 + 2^-8 gives 1 in bf16, 1.0078125 summed in float32 then rounded)."""
@@ -88,6 +96,6 @@ def combine(token_of_row: Any, rows: Any, tokens: int) -> Any:
     return out.to(rows.dtype)
 
 
-def register(registry) -> None:
+def register(registry: Registrar) -> None:
     """Register :class:`TorchAllToAll` as the ``torch`` dispatcher."""
     registry.register_dispatcher("torch", TorchAllToAll)

@@ -145,7 +145,7 @@ def worker(rank: int, size: int, cfg: dict) -> dict:
     if cfg["layout"] == "sharded":
         set_tokens(runner, "sharded")
     t1 = time.perf_counter()
-    s, m = runner.spec, runner.plan.deployment.model
+    s, m = runner.spec, runner.plan.deployment.model.as_dict()
     built = layer_weights(s, m, cfg["seed"])
     weights = runner.prepare_weights(built.pop("w13"), built.pop("w2"), **built)
     t2 = time.perf_counter()
@@ -241,7 +241,7 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
         raise SelectionError(report)
     p = report.plan
     tell(report.summary())
-    m = p.deployment.model
+    m = p.deployment.model.as_dict()
     from ..errors import ResolveError
     from ..weight_checks import weights_refusal
 

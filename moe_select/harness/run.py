@@ -191,7 +191,7 @@ def run_layer(args: argparse.Namespace) -> int:
     need = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size,
                        stored_bytes(plan.quant))
     print(f"layer: E={spec.num_experts} K={spec.top_k} H={spec.hidden_size} I={spec.intermediate_size} {spec.activation} "
-          f"{plan.deployment.model['routing']} {plan.quant}{' + expert biases' if has_expert_bias(plan.deployment.model) else ''}; "
+          f"{plan.deployment.model.routing} {plan.quant}{' + expert biases' if has_expert_bias(plan.deployment.model.as_dict()) else ''}; "
           f"expert weights {need / 2**30:.2f} GiB", flush=True)
     refusal = memory_refusal(spec, plan.quant, args.tokens, "cpu" if plan.arch == "cpu" else "cuda")
     if refusal:
@@ -201,7 +201,7 @@ def run_layer(args: argparse.Namespace) -> int:
     runner = resolve(plan, device=args.device, environment=environment, require_prebuilt=not allow_jit)
     device = runner.device
     print(f"runner: {runner}", flush=True)
-    m = plan.deployment.model
+    m = plan.deployment.model.as_dict()
     with Phase("weights", spec.num_local_experts, "expert") as ph:
         weights = layer_weights(spec, m, args.seed, device, generate_on=device, progress=ph)
         prepared = runner.prepare_weights(weights.pop("w13"), weights.pop("w2"), **weights)
