@@ -192,3 +192,28 @@ def test_the_renormalize_gate_leaves_deepseek_routing_alone():
     r = explain(gpu="B200", engine="vllm", quant="fp8_block", model=dsv3, tp=8, ep=8,
                 packages={"flashinfer-python": "0.6.6"}, runner="flashinfer_trtllm")
     assert "routing_unsupported" not in refusals(r, "flashinfer_trtllm")
+
+
+# --------------------------------------------------------------- MXINT4 on TRT-LLM-gen: group-32 int4 (Kimi-K2-Thinking)
+KIMI_K2 = {"num_experts": 384, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048, "activation": "silu",
+           "routing": "deepseek_v3", "n_group": 1, "topk_group": 1}
+
+
+def test_group_32_int4_on_blackwell_plans_flashinfer_trtllm_mxint4():
+    # sgl-project/sglang#16892 (CompressedTensorsMxInt4MoE @0ba3cdd47463: group 32, symmetric, flashinfer_trtllm,
+    # capability >= 100); vllm-project/vllm#32437 (TrtLlmMxint4ExpertsMonolithic @055e47c28003: kInt4Static32, SM100
+    # family). W4A16: bf16 activations.
+    for engine in ("sglang", "vllm"):
+        r = explain(gpu="B200", engine=engine, quant="int4_w4a16", quant_config={"group_size": 32}, model=KIMI_K2,
+                    tp=8, ep=8)
+        assert r.status == "ok" and r.plan.runner == "flashinfer_trtllm" and r.evidence == "supported", engine
+        assert r.plan.activation_precision == "bf16", engine
+
+
+def test_mxint4_refuses_other_group_sizes_and_hopper():
+    g128 = explain(gpu="B200", engine="vllm", quant="int4_w4a16", quant_config={"group_size": 128}, model=KIMI_K2,
+                   tp=8, ep=8, runner="flashinfer_trtllm")
+    assert g128.status != "ok" and refusals(g128, "flashinfer_trtllm")["shape_unaligned"].startswith("backends/flashinfer_trtllm.yaml:")
+    h = explain(gpu="H200", engine="vllm", quant="int4_w4a16", quant_config={"group_size": 32}, model=KIMI_K2, tp=8, ep=8,
+                runner="flashinfer_trtllm")
+    assert h.status != "ok" and "arch_unsupported" in refusals(h, "flashinfer_trtllm")
