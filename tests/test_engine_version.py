@@ -147,7 +147,7 @@ def test_facts_that_name_no_engine_hold_at_any_engine_version_and_requires_reads
 
 def test_launch_line_engine_version_reaches_the_deployment(checked):
     newer = _next(checked["vllm"])
-    launch = from_command(f"vllm serve M -tp 1", model_config=FP8, engine_version=newer)
+    launch = from_command("vllm serve M -tp 1", model_config=FP8, engine_version=newer)
     assert launch.deployment["engine_version"] == newer and "--engine-version" in launch.provenance["engine_version"]
     report = launch.explain(deployment={"gpu": "H100"})
     assert report.environment.packages["vllm"] == newer

@@ -179,7 +179,7 @@ def test_every_trtllm_backend_has_a_runner_file_and_a_name(catalog):
     assert set(backends) == {"CUTLASS", "CUTEDSL", "TRTLLM", "DEEPGEMM", "DENSEGEMM", "VANILLA", "TRITON", "MARLIN",
                              "MEGAMOE_DEEPGEMM", "MEGAMOE_CUTEDSL"}
     assert table.retired_name("trtllm", "wideep") is not None
-    for theirs, ours in backends.items():
+    for _theirs, ours in backends.items():
         cap = catalog.runners[ours]
         assert cap.engines is not None and cap.engines.values == ["trtllm"], ours
         assert ours.startswith("trtllm_") and cap.module is None, ours
