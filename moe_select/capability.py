@@ -331,6 +331,28 @@ class ModeFact(Located):
     source: str = Field(min_length=1)
 
 
+class CapacityFact(Conditional):
+    """The per-rank token capacity of an all-to-all's buffer under an engine (issue 23): the engine's environment
+    ``variable`` that sizes it, its ``default`` when unset, the most the engine accepts (``max``: the engine asserts
+    the variable is at most it; None: no bound), and which forwards pass through it: those in ``modes`` (None: every
+    mode) of the phases in ``phases`` (None: both). ``checked``: when the engine itself finds a need above it
+    (``startup``: a check while reading its arguments; ``capture``: at CUDA-graph capture, after the weights loaded;
+    ``runtime``: at the first forward that exceeds it). ``when`` scopes it (``engine``), ``requires`` dates it (the
+    engine's package version). The deployment's ``a2a_capacity`` is the variable's value; the check itself is a
+    constraint of the file (``a2a_tokens_per_rank`` at most ``a2a_capacity``: :mod:`moe_select.capacity`)."""
+
+    variable: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    default: int = Field(ge=1)
+    #: What the default means when it is not one number (e.g. "max(chunked_prefill_size, 4096)").
+    default_note: str | None = None
+    max: int | None = Field(default=None, ge=1)
+    modes: list[Literal["normal", "low_latency"]] | None = None
+    phases: list[Literal["prefill", "decode"]] | None = None
+    checked: Literal["startup", "capture", "runtime"]
+    why: str | None = None
+    source: str = Field(min_length=1)
+
+
 class A2ACapability(Located):
     """Facts of one all-to-all backend / token dispatcher (``backends/a2a/<name>.yaml``).
 
@@ -351,6 +373,8 @@ class A2ACapability(Located):
     unavailable: list[Unavailable] = []
     constraints: list[Constraint] = []
     packages: list[PackageNeedFact] = []
+    #: Per-rank token capacities of its buffers, per engine (issue 23: :class:`CapacityFact`).
+    capacity: list[CapacityFact] = []
     lists: dict[Literal["archs"], ListDecision] = Field({}, description=(
         "Evidence decision of the archs list (issue 18): 'open' (a GPU outside it is unverified) or {exhaustive: "
         "owner/repo@commit:path:symbol, why, engines} (an upstream check refuses every other GPU); schema_version 3 "
@@ -410,6 +434,37 @@ class CommonFacts(Located):
     constraints: list[Constraint] = Field(min_length=1)
 
 
+class PackageMarkers(Located):
+    """What tells a package's real distribution from a look-alike, read from installed metadata without importing it
+    (issue 21): ``importlib.metadata`` normalises names (``a-b`` is ``a_b``), so an unrelated distribution whose name
+    normalises to the row's, or one that installs a module of the same name, would pass for it.
+
+    A distribution found for the row (by its ``name``, by one of ``distributions``, or as the owner of its
+    ``module``) is the real package when its RECORD lists a path matching one of ``files`` (shell patterns relative
+    to the install folder, ``*`` crossing ``/``), or its METADATA's Home-page, Download-URL, Project-URL, Author,
+    Author-email, Maintainer or Maintainer-email contains one of ``metadata`` (case folded). An install whose RECORD
+    lists no file of the module (an editable install) and a module found without any distribution are judged by the
+    files next to the module (``files`` matched in the folder that holds it). Anything else is a look-alike: the
+    package is absent for the facts, and the report names the distribution found and why it is not the package.
+    ``distributions``: other names the real package was published under (its version is then read from it).
+    ``lookalikes``: what the known look-alikes are, for the report."""
+
+    files: list[str] = []
+    metadata: list[str] = []
+    distributions: list[str] = []
+    lookalikes: str | None = None
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _some_marker(self) -> "PackageMarkers":
+        if not self.files and not self.metadata:
+            raise ValueError("markers need files (paths the real RECORD lists) or metadata (text its METADATA names)")
+        for pattern in self.files:
+            if pattern.startswith("/") or ".." in pattern.split("/") or "\\" in pattern:
+                raise ValueError(f"markers.files: {pattern!r} is not a relative path pattern inside the install folder")
+        return self
+
+
 class KnownPackage(Located):
     """A kernel package the facts may name: ``name`` (PyPI distribution, exact), ``module`` (import name),
     ``pypi`` (False: not installable from PyPI under this name, see ``install``), ``install`` (how to get
@@ -417,7 +472,8 @@ class KnownPackage(Located):
     ``checked_up_to``: the newest version the facts were read against (a newer installed version is
     reported; an undeclared version is assumed to be this one). ``engine``: this distribution is that serving
     engine itself (``vllm``, ``sglang``, ``tensorrt-llm``): its version is the deployment's ``engine_version``, and
-    ``checked_up_to`` is the newest engine release the facts scoped to that engine were read at (issue 20)."""
+    ``checked_up_to`` is the newest engine release the facts scoped to that engine were read at (issue 20).
+    ``markers``: how detection tells the real distribution from a look-alike (:class:`PackageMarkers`)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
@@ -428,6 +484,7 @@ class KnownPackage(Located):
     engine: Engine | None = Field(None, description=(
         "The serving engine this distribution is (its version is the deployment's engine_version; checked_up_to is the "
         "newest engine release the facts scoped to that engine were read at: a newer one leaves them unverified)"))
+    markers: PackageMarkers | None = None
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 from pydantic import BaseModel
 
-from .capability import A2ACapability, CommonFacts, KnownPackage, PackageNeedFact, PackageTable, RunnerCapability
+from .capability import (A2ACapability, CommonFacts, KnownPackage, PackageMarkers, PackageNeedFact, PackageTable,
+                         RunnerCapability)
 from .catalog_cache import Inputs, cache_dir, load_cached
 from .conditions import Conditional
 from .entrypoints import entry_points
@@ -123,6 +124,11 @@ class Catalog:
                     names.add(runner.jit.prebuilt_package)
         names.update(p.name for p in self.packages_table.values() if p.engine is not None)  # the engines themselves
         return sorted((n, self.packages_table[n].module if n in self.packages_table else n.replace("-", "_")) for n in names)
+
+    def package_markers(self) -> dict[str, PackageMarkers]:
+        """Distribution -> the markers that tell it from a look-alike (issue 21), for the rows that have them: what
+        detection reads besides the (distribution, module) pairs of :meth:`packages`."""
+        return {p.name: p.markers for p in self.packages_table.values() if p.markers is not None}
 
     def engine_package(self, engine: str | None) -> KnownPackage | None:
         """The known-packages row of the distribution that is serving engine ``engine`` (``vllm``, ``sglang``,

@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 
 from .errors import InputError, MoeSelectError, ResolveError
 
-DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "max_tokens_per_rank", "tp", "ep", "dp", "a2a",
-                    "a2a_mode", "runner", "nvcc", "cuda", "engine_version")
+DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "max_tokens_per_rank", "decode_tokens_per_rank",
+                    "tp", "ep", "dp", "a2a", "a2a_mode", "a2a_capacity", "runner", "nvcc", "cuda", "engine_version")
 
 
 def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
@@ -34,6 +34,9 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--phase", help=f"{', '.join(PHASES_OF)} (default both)")
     g.add_argument("--max-tokens-per-rank", dest="max_tokens_per_rank", type=int,
                    help="most tokens one rank passes to the MoE layer in one forward (default per phase)")
+    g.add_argument("--decode-tokens-per-rank", dest="decode_tokens_per_rank", type=int,
+                   help="tokens one rank passes to the MoE layer in one decode forward: the decode CUDA-graph batch x tokens "
+                   "per request (default: max-tokens-per-rank of a decode-only deployment, else not checked)")
     g.add_argument("--tp", type=int)  # range checked by the Deployment model (file:line-style errors)
     g.add_argument("--ep", type=int)
     g.add_argument("--dp", type=int, help="attention data-parallel size (default: not given, and not checked)")
@@ -41,6 +44,9 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
                    help="the shared experts run as extra expert slots of the MoE layer (SGLang's fusion)")
     g.add_argument("--a2a", help="none, or an all-to-all backend of the capability files (moe-select matrix lists them)")
     g.add_argument("--a2a-mode", "--deepep-mode", dest="a2a_mode", help="normal, low_latency, auto")
+    g.add_argument("--a2a-capacity", dest="a2a_capacity", type=int,
+                   help="the all-to-all buffer's tokens per rank, as the engine's variable sets it (the a2a file's capacity "
+                   "names it; default: the engine's default)")
     g.add_argument("--runner", help="auto or a runner name")
     g.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--require-adapter", dest="require_adapter", action="store_true", default=None,

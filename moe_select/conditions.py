@@ -9,7 +9,10 @@ split is visible instead of being rounded away. ``low_latency_tokens_per_rank`` 
 when an all-to-all's low-latency mode is the only mode used (given, or ``auto`` for a decode-only
 deployment); under ``auto`` over prefill and decode the decode batch is not an input, so it is absent. A
 quantity a deployment does not have (the block shape of a format without blocks) is absent: conditions
-on it do not match, constraints on it do not apply.
+on it do not match, constraints on it do not apply. ``a2a_capacity`` (the all-to-all buffer's per-rank token
+capacity under the engine: the deployment's value, else the engine's default) and ``a2a_tokens_per_rank`` (the most
+tokens one rank passes through that buffer in one forward, over the phases whose needs are given) are added by the
+selector from the a2a file's ``capacity`` facts (:mod:`moe_select.capacity`, issue 23); absent where none applies.
 
 ``requires`` conditions a fact on package versions (PEP 440 specifiers, :mod:`packaging`): a version
 that is declared or detected decides; a package assumed present without a version is taken at the
@@ -31,7 +34,7 @@ Quantity = Literal[
     "num_experts", "top_k", "hidden_size", "moe_intermediate_size", "tp", "ep", "dp", "moe_tp",
     "experts_per_rank", "intermediate_per_rank", "num_shared_experts", "fused_shared_experts",
     "max_tokens_per_rank", "low_latency_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
-    "shared_intermediate_per_tp", "dense_intermediate_per_tp",
+    "shared_intermediate_per_tp", "dense_intermediate_per_tp", "a2a_tokens_per_rank", "a2a_capacity",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 

@@ -4,7 +4,7 @@ into the fully-stated input the selector reads, recording where every value came
 Format (YAML/JSON; see README "Deployment format"): ``gpu`` or ``arch``; ``quant`` (``auto``/omitted:
 from the model config) and ``quant_config`` (its parameters when no checkpoint says them); ``model``
 (shape) or ``model_config`` (checkpoint folder or config.json, relative to the deployment file);
-``engine``; ``phase`` and ``max_tokens_per_rank``; ``tp``, ``ep``, ``dp``, ``shared_expert_fusion``,
+``engine``; ``phase``, ``max_tokens_per_rank`` and ``decode_tokens_per_rank``; ``a2a_capacity``; ``tp``, ``ep``, ``dp``, ``shared_expert_fusion``,
 ``a2a``, ``a2a_mode`` (SGLang's ``deepep_mode`` is read as it); ``runner`` (``auto`` or a runner name);
 ``cuda_graph``; ``engine_version`` (the serving engine's version: its package's version); environment facts
 for planning another machine: ``packages``, ``nvcc``, ``cuda``, ``prebuilt``.
@@ -70,6 +70,13 @@ class Deployment(Located):
     engine: Engine | Literal["any"] = "any"
     phase: Phase = "both"
     max_tokens_per_rank: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    #: Tokens one rank passes to the MoE layer in one decode forward: the decode CUDA-graph batch times the tokens
+    #: per request (1 + speculative draft tokens). Not given: ``max_tokens_per_rank`` of a decode-only deployment
+    #: when that is given, else unknown (the all-to-all capacity checks of decode are then not made; issue 23).
+    decode_tokens_per_rank: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    #: The all-to-all buffer's per-rank token capacity, as the engine's variable sets it (the a2a file's
+    #: ``capacity`` names the variable per engine). Not given: the engine's default from that file (issue 23).
+    a2a_capacity: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     tp: int = Field(default=1, ge=1, le=MAX_RANKS)
     ep: int = Field(default=1, ge=1, le=MAX_RANKS)
     #: Attention data-parallel size (SGLang --dp-size with --enable-dp-attention); None: not given (facts
@@ -156,6 +163,11 @@ class Understood(BaseModel):
     # The bounds of a deployment file (Deployment): a plan file is an input too, and a tp of 2**63 in one would
     # reach the selector (issue 17). moe_tp must be tp / ep when ep divides tp, else None.
     max_tokens_per_rank: int = Field(default=8192, ge=1, le=MAX_TOKENS)
+    #: Decode tokens per rank (CUDA-graph batch x tokens per request) when given (or a given max_tokens_per_rank of a
+    #: decode-only deployment); None: not known.
+    decode_tokens_per_rank: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    #: The all-to-all buffer's per-rank capacity when given (the engine's variable); None: the engine's default.
+    a2a_capacity: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     tp: int = Field(ge=1, le=MAX_RANKS)
     ep: int = Field(ge=1, le=MAX_RANKS)
     dp: int | None = Field(default=None, ge=1, le=MAX_RANKS)
@@ -416,6 +428,14 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                                        else "a typical chunked-prefill size") + "; give yours)")
     else:
         prov["max_tokens_per_rank"] = here("max_tokens_per_rank")
+    decode_tokens = dep.decode_tokens_per_rank
+    if decode_tokens is not None:
+        prov["decode_tokens_per_rank"] = here("decode_tokens_per_rank")
+    elif dep.phase == "decode" and dep.max_tokens_per_rank is not None:
+        decode_tokens = dep.max_tokens_per_rank
+        prov["decode_tokens_per_rank"] = f"max_tokens_per_rank of a decode-only deployment ({prov['max_tokens_per_rank']})"
+    if dep.a2a_capacity is not None:
+        prov["a2a_capacity"] = here("a2a_capacity")
 
     # All-to-all backend and its modes (the key as written: a2a_mode, or SGLang's deepep_mode).
     mode_key = "deepep_mode" if ("deepep_mode" in dep._lines or "deepep_mode" in dep._sources) else "a2a_mode"
@@ -466,7 +486,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     return Understood(
         gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files,
         quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=engine, phase=dep.phase,
-        max_tokens_per_rank=max_tokens, tp=dep.tp,
+        max_tokens_per_rank=max_tokens, decode_tokens_per_rank=decode_tokens, a2a_capacity=dep.a2a_capacity, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
         a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, cuda_graph=cuda_graph,
         require_adapter=dep.require_adapter, strict=dep.strict, provenance=prov, notes=notes,

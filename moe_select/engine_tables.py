@@ -39,6 +39,8 @@ Meaning = Literal[
     "cuda_graph_off", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
     "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_config",
     "disagg_mode", "kv_transfer_config", "server_role", "moe_config", "trt_backend",
+    # an all-to-all buffer's per-rank token capacity (a variable an a2a file's ``capacity`` names): a2a_capacity
+    "a2a_capacity",
     # removed switches and ignored variables, read for what they used to mean (the entry's ``replacement`` names
     # today's spelling): tp-wide expert parallelism, an all-to-all backend, a runner
     "ep_equals_tp", "retired_a2a", "retired_runner",

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from typing import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from pathlib import Path
 
@@ -21,10 +22,15 @@ from pydantic import BaseModel, ConfigDict
 from .errors import MoeSelectError
 from .vocab import arch_of_capability
 
+if TYPE_CHECKING:
+    from .capability import PackageMarkers
+
 
 class Environment(BaseModel):
     """Machine facts. ``packages`` maps a distribution name to its version (None: not installed);
-    a name not in the map is unknown. ``detected`` says whether these were read from this machine."""
+    a name not in the map is unknown. ``detected`` says whether these were read from this machine.
+    ``provenance`` says where each fact came from; ``packages.<name>`` there: a distribution detection found for
+    package ``name`` that is not it (a look-alike, issue 21), and why (:meth:`lookalike`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -47,6 +53,14 @@ class Environment(BaseModel):
             if normalize_package_name(k) in keys:
                 return ("absent", None) if v is None else ("present", v)
         return ("absent", None) if self.detected else ("assumed", None)
+
+    def lookalike(self, name: str) -> str | None:
+        """Why what detection found for package ``name`` is not it (a look-alike), or None."""
+        return self.provenance.get(f"packages.{name}")
+
+    def lookalikes(self) -> dict[str, str]:
+        """Package -> why the distribution detection found for it is not it (issue 21)."""
+        return {k.split(".", 1)[1]: v for k, v in sorted(self.provenance.items()) if k.startswith("packages.")}
 
 
 def normalize_package_name(name: str) -> str:
@@ -183,35 +197,200 @@ def detect_nvcc() -> str | None:
     return None
 
 
-def detect_package(name: str, module: str | None) -> str | None:
-    """Installed version of distribution ``name`` (or ``"unknown"`` when only module ``module`` is
-    importable without metadata), None when absent. Imports nothing."""
-    import importlib.metadata as md
+@dataclass(frozen=True)
+class Found:
+    """What detection found of one package: its ``version`` (``"unknown"``: the module is there without a version;
+    None: absent, or only a look-alike is there) and, when a distribution or module was found that is not the
+    package, ``lookalike``: which one and why (issue 21)."""
 
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
-        pass
-    if module:
-        try:
-            if importlib.util.find_spec(module) is not None:
-                return "unknown"
-        except (ImportError, ValueError):
-            pass
+    version: str | None
+    lookalike: str | None = None
+
+
+#: METADATA fields that name a project's home, authors and maintainers (core metadata 2.x): where
+#: ``PackageMarkers.metadata`` is looked for.
+MARKER_FIELDS = ("Home-page", "Download-URL", "Project-URL", "Author", "Author-email", "Maintainer", "Maintainer-email")
+
+
+def _marker_hit(markers: "PackageMarkers", dist: Any, module: str | None, path: list[str] | None) -> str | None:
+    """The marker ``dist`` carries (``"RECORD lists ..."``, ``"METADATA names ..."``, ``"... next to the module"``),
+    or None. Reads the distribution's RECORD and METADATA, and the module's folder when the RECORD lists no file
+    of the module (an editable install); imports nothing."""
+    from fnmatch import fnmatchcase
+
+    files = [str(f).replace("\\", "/") for f in (dist.files or [])]
+    for pattern in markers.files:
+        hit = next((f for f in files if fnmatchcase(f, pattern)), None)
+        if hit is not None:
+            return f"its RECORD lists {hit}"
+    meta = dist.metadata
+    texts = [v for key in MARKER_FIELDS for v in (meta.get_all(key) or [])]
+    for want in markers.metadata:
+        hit = next((t for t in texts if want.lower() in t.lower()), None)
+        if hit is not None:
+            return f"its METADATA names {want}"
+    if module and not any(f == f"{module}.py" or f.startswith(f"{module}/") for f in files):
+        return _folder_hit(markers, module, path)
     return None
 
 
+def _module_folder(module: str, path: list[str] | None) -> Path | None:
+    """The folder that holds top-level ``module`` (its package folder's or file's parent), found without importing
+    it; None when it is not found."""
+    import importlib.machinery
+
+    try:
+        spec = (importlib.machinery.PathFinder.find_spec(module, path) if path is not None
+                else importlib.util.find_spec(module))
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    if locations:
+        return Path(locations[0]).parent
+    return Path(spec.origin).parent if spec.origin and spec.origin not in ("built-in", "frozen") else None
+
+
+def _folder_hit(markers: "PackageMarkers", module: str, path: list[str] | None) -> str | None:
+    """The marker file found next to ``module`` on disk (``markers.files`` matched in the folder holding it), or
+    None."""
+    folder = _module_folder(module, path)
+    if folder is None:
+        return None
+    for pattern in markers.files:
+        hit = next(iter(folder.glob(pattern)), None)
+        if hit is not None:
+            return f"{hit.relative_to(folder).as_posix()} lies next to the module ({folder})"
+    return None
+
+
+def _why_not(markers: "PackageMarkers") -> str:
+    bits = []
+    if markers.files:
+        bits.append(f"lists none of {', '.join(markers.files)}")
+    if markers.metadata:
+        bits.append(f"names none of {', '.join(markers.metadata)} (home page, URLs, authors)")
+    return " and ".join(bits)
+
+
+def inspect_package(name: str, module: str | None, markers: "PackageMarkers | None" = None, *,
+                    path: list[str] | None = None) -> Found:
+    """Detect distribution ``name`` (import name ``module``) as installed, without importing anything.
+
+    Without ``markers``: its version, else ``"unknown"`` when only the module can be found, else absent. With
+    ``markers`` (``backends/packages.yaml``), each distribution found for it (``name``, then
+    ``markers.distributions``, then the distribution that installed ``module``) must carry one of the real
+    package's markers (:class:`~moe_select.capability.PackageMarkers`): the first that does gives the version
+    (``"unknown"`` for an owner the row does not name); a module found without a distribution is judged by the
+    files next to it. What carries none is a look-alike: absent, and ``Found.lookalike`` says which distribution
+    (version, folder) was found and why it is not the package. ``path``: the folders to search (default
+    ``sys.path``)."""
+    import importlib.metadata as md
+
+    def find(dist_name: str) -> Any:
+        try:
+            if path is None:
+                return md.distribution(dist_name)
+            return next(iter(md.distributions(name=dist_name, path=path)), None)
+        except (md.PackageNotFoundError, ValueError):
+            return None
+
+    if markers is None:
+        dist = find(name)
+        if dist is not None:
+            return Found(dist.version)
+        if module and _module_folder(module, path) is not None:
+            return Found("unknown")
+        return Found(None)
+
+    names = {normalize_package_name(n) for n in (name, *markers.distributions)}
+
+    def candidates() -> Iterator[tuple[Any, bool]]:
+        """(distribution, whether the row names it: its version is then the package's), the named ones first; the
+        module's owners are looked for only when no named one is the package and the module is there."""
+        for dist_name in [name, *markers.distributions]:
+            dist = find(dist_name)
+            if dist is not None:
+                yield dist, True
+        if module and _module_folder(module, path) is not None:
+            for owner in _owners(module, path):
+                yield owner, normalize_package_name(owner.metadata["Name"] or "") in names
+
+    seen: list[str] = []
+    first = None
+    for dist, named in candidates():
+        label = f"{dist.metadata['Name']} {dist.version}"
+        if label in seen:
+            continue
+        seen.append(label)
+        first = first or dist
+        if _marker_hit(markers, dist, module, path) is not None:
+            return Found(dist.version if named else "unknown")
+    if seen:
+        where = _dist_folder(first)
+        return Found(None, f"found distribution {', '.join(seen)}" + (f" ({where})" if where else "")
+                     + f", which is not {name}: its RECORD and METADATA {_why_not(markers)}"
+                     + (f" ({markers.lookalikes})" if markers.lookalikes else "") + " [" + markers.where() + "]")
+    if module:
+        folder = _module_folder(module, path)
+        if folder is not None:
+            if _folder_hit(markers, module, path) is not None:
+                return Found("unknown")
+            return Found(None, f"found module {module} in {folder} without a distribution, which is not {name}: none of "
+                         f"{', '.join(markers.files) or 'its marker files'} lies next to it"
+                         + (f" ({markers.lookalikes})" if markers.lookalikes else "") + " [" + markers.where() + "]")
+    return Found(None)
+
+
+def _owners(module: str, path: list[str] | None) -> list[Any]:
+    """The installed distributions whose RECORD (or top_level.txt) provides top-level ``module``."""
+    import importlib.metadata as md
+
+    out = []
+    for dist in md.distributions(**({"path": path} if path is not None else {})):
+        top = (dist.read_text("top_level.txt") or "").split()
+        files = [str(f).replace("\\", "/") for f in (dist.files or [])]
+        if module in top or any(f.startswith(f"{module}/") or f == f"{module}.py" for f in files):
+            out.append(dist)
+    return out
+
+
+def _dist_folder(dist: Any) -> str | None:
+    """The folder holding ``dist``'s metadata (``*.dist-info`` / ``*.egg-info``), when it says."""
+    where = getattr(dist, "_path", None)
+    return str(where) if where is not None else None
+
+
+def detect_package(name: str, module: str | None, markers: "PackageMarkers | None" = None, *,
+                   path: list[str] | None = None) -> str | None:
+    """Installed version of distribution ``name`` (or ``"unknown"`` when only module ``module`` is
+    importable without metadata), None when absent or only a look-alike is installed
+    (:func:`inspect_package`). Imports nothing."""
+    return inspect_package(name, module, markers, path=path).version
+
+
 def detect(packages: Iterable[tuple[str, str | None]], *, arch: tuple[str, str | None] | None = None,
-           need_nvcc: bool = True, jit: Iterable[tuple[str, str | None]] = ()) -> Environment:
+           need_nvcc: bool = True, jit: Iterable[tuple[str, str | None]] = (),
+           markers: Mapping[str, "PackageMarkers"] | None = None) -> Environment:
     """Detect this machine. ``packages``: (distribution, module) pairs of interest (from the catalog).
     ``arch``: an already-detected ``(arch, gpu)`` (resolve passes torch's view). ``jit``: (JIT package,
     torch-free detection module) pairs from the capability files' ``jit`` facts; each module's
     ``detect_prebuilt(arch)`` decides ``prebuilt[package]`` (a module that fails to load or raises
-    leaves it None: not known). Raises :class:`DetectionError` when the GPU cannot be told."""
+    leaves it None: not known). ``markers``: distribution -> what tells it from a look-alike
+    (``Catalog.package_markers``): a look-alike is absent, and ``provenance["packages.<name>"]`` says which
+    distribution was found and why it is not the package (:func:`inspect_package`). Raises
+    :class:`DetectionError` when the GPU cannot be told."""
     import importlib
 
     a, gpu = arch if arch is not None else detect_gpu()
-    pk = {name: detect_package(name, module) for name, module in packages}
+    pk: dict[str, str | None] = {}
+    lookalikes: dict[str, str] = {}
+    for name, module in packages:
+        found = inspect_package(name, module, (markers or {}).get(name))
+        pk[name] = found.version
+        if found.lookalike:
+            lookalikes[f"packages.{name}"] = found.lookalike
     prebuilt: dict[str, bool | None] = {}
     for package, module in jit:
         if module is None:
@@ -222,6 +401,6 @@ def detect(packages: Iterable[tuple[str, str | None]], *, arch: tuple[str, str |
         except Exception:  # noqa: BLE001 - a broken detector means "not known", never a crash of planning
             prebuilt[package] = None
     prov = {"arch": "detected (torch.cuda)" if arch else "detected (nvidia-smi / amdkfd)", "packages": "detected (importlib.metadata)",
-            "nvcc": "detected (nvcc --version)", "prebuilt": "detected (each JIT package's detect_prebuilt)"}
+            "nvcc": "detected (nvcc --version)", "prebuilt": "detected (each JIT package's detect_prebuilt)", **lookalikes}
     return Environment(detected=True, arch=a, gpu=gpu, packages=pk, nvcc=detect_nvcc() if need_nvcc else None,
                        prebuilt=prebuilt, provenance=prov)

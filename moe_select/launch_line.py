@@ -938,10 +938,60 @@ def _map(launch: Launch, where: str) -> None:
     for m in ("eplb", "moe_read", "spec_algo", "dp_local", "pp", "trt_backend"):
         if m in v:
             launch.findings.append(Finding("note", v[m].written, "read; no deployment field holds it (planned without it)"))
+    _capacity(launch)
+
+
+def _capacity(launch: Launch) -> None:
+    """``a2a_capacity`` from the engine variable that the launched all-to-all's ``capacity`` fact names (issue 23);
+    a capacity variable of another all-to-all is a note (it sizes a buffer this launch does not build)."""
+    from .catalog import default_catalog
+
+    set_vars = {r.entry.name: r for k, r in launch.values.items() if k.startswith("env:") and r.entry.means == "a2a_capacity"}
+    if not set_vars:
+        return
+    a2a = default_catalog().a2a.get(str(launch.deployment.get("a2a", "none")))
+    mine = {c.variable for c in (a2a.capacity if a2a is not None else [])
+            if c.when is None or c.when.engine is None or launch.engine in c.when.engine}
+    for name, r in set_vars.items():
+        if name not in mine:
+            launch.findings.append(Finding("note", r.written, f"sizes the buffer of another all-to-all than this launch's "
+                                           f"({launch.deployment.get('a2a', 'none')}): no effect"))
+            continue
+        try:
+            value = int(str(r.value))
+        except ValueError:
+            raise InputError(Issue(LINE, 0, name, f"{r.written}: {name} is a number of tokens per rank")) from None
+        _set(launch, "a2a_capacity", value, f"{r.written} ({launch.env_from.get(name, 'environment')})")
+
+
+def _graph_batch(launch: Launch) -> tuple[int | None, str]:
+    """The decode CUDA-graph batch per rank the line sets (the capture limit, else the largest captured size, else
+    the running-request limit) and how it was written; ``(None, "")`` when the line sets none."""
+    v = launch.values
+    if "cuda_graph_max_bs" in v:
+        return int(v["cuda_graph_max_bs"].value), _w(launch, "cuda_graph_max_bs")
+    if "cuda_graph_bs" in v:
+        return max(int(x) for x in v["cuda_graph_bs"].value), _w(launch, "cuda_graph_bs")
+    if isinstance(v.get("cuda_graph_config") and v["cuda_graph_config"].value, dict):
+        cfg = v["cuda_graph_config"].value
+        if cfg.get("max_batch_size"):
+            return int(cfg["max_batch_size"]), f"{v['cuda_graph_config'].written}.max_batch_size"
+        if cfg.get("batch_sizes"):
+            return max(cfg["batch_sizes"]), f"{v['cuda_graph_config'].written}.batch_sizes"
+    elif isinstance(v.get("compilation_config") and v["compilation_config"].value, dict):
+        cfg = v["compilation_config"].value
+        if cfg.get("max_cudagraph_capture_size"):
+            return int(cfg["max_cudagraph_capture_size"]), f"{v['compilation_config'].written} (max_cudagraph_capture_size)"
+        if cfg.get("cudagraph_capture_sizes"):
+            return max(cfg["cudagraph_capture_sizes"]), f"{v['compilation_config'].written} (cudagraph_capture_sizes)"
+    if "max_running" in v:
+        return int(v["max_running"].value), _w(launch, "max_running")
+    return None, ""
 
 
 def _tokens(launch: Launch, phase: str) -> None:
-    """``max_tokens_per_rank`` from the capture limit (decode) or the prefill budget (prefill, both)."""
+    """``max_tokens_per_rank`` from the capture limit (decode) or the prefill budget (prefill, both), and
+    ``decode_tokens_per_rank`` (the decode graph batch x tokens per request) of a deployment that also prefills."""
     v = launch.values
     draft = 1
     sc = v.get("spec_config")
@@ -950,30 +1000,14 @@ def _tokens(launch: Launch, phase: str) -> None:
     elif sc is not None and isinstance(sc.value, dict):
         n = sc.value.get("num_speculative_tokens", sc.value.get("max_draft_len", sc.value.get("num_nextn_predict_layers")))
         draft = 1 + int(n) if isinstance(n, int) else 1
-    how_draft = f" x {draft} tokens per request ({_w(launch, 'spec_draft_tokens') or sc.written if sc else ''})" if draft > 1 else ""
+    how_draft = f" x {draft} tokens per request ({_w(launch, 'spec_draft_tokens') or (sc.written if sc else '')})" if draft > 1 else ""
+    bs, how = _graph_batch(launch)
     if phase == "decode":
-        bs, how = None, ""
-        if "cuda_graph_max_bs" in v:
-            bs, how = int(v["cuda_graph_max_bs"].value), _w(launch, "cuda_graph_max_bs")
-        elif "cuda_graph_bs" in v:
-            bs, how = max(int(x) for x in v["cuda_graph_bs"].value), _w(launch, "cuda_graph_bs")
-        elif isinstance(v.get("cuda_graph_config") and v["cuda_graph_config"].value, dict):
-            cfg = v["cuda_graph_config"].value
-            if cfg.get("max_batch_size"):
-                bs, how = int(cfg["max_batch_size"]), f"{v['cuda_graph_config'].written}.max_batch_size"
-            elif cfg.get("batch_sizes"):
-                bs, how = max(cfg["batch_sizes"]), f"{v['cuda_graph_config'].written}.batch_sizes"
-        elif isinstance(v.get("compilation_config") and v["compilation_config"].value, dict):
-            cfg = v["compilation_config"].value
-            if cfg.get("max_cudagraph_capture_size"):
-                bs, how = int(cfg["max_cudagraph_capture_size"]), f"{v['compilation_config'].written} (max_cudagraph_capture_size)"
-            elif cfg.get("cudagraph_capture_sizes"):
-                bs, how = max(cfg["cudagraph_capture_sizes"]), f"{v['compilation_config'].written} (cudagraph_capture_sizes)"
-        if bs is None and "max_running" in v:
-            bs, how = int(v["max_running"].value), _w(launch, "max_running")
         if bs is not None:
             _set(launch, "max_tokens_per_rank", bs * draft, f"{how}{how_draft}")
         return
+    if bs is not None and phase == "both":
+        _set(launch, "decode_tokens_per_rank", bs * draft, f"{how}{how_draft}")
     budget = None
     for m in ("chunked_prefill", "max_batched_tokens"):
         if m in v and int(v[m].value) > 0:

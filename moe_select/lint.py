@@ -189,7 +189,8 @@ def iter_sources(catalog: Catalog) -> list[tuple[str, str]]:
                  *cap.dispatch, *cap.a2a, *cap.cuda_graph, *cap.constraints, *cap.packages, *cap.toolchain, *cap.notes]
     for acap in catalog.a2a.values():
         objs += [acap, acap.archs, acap.cuda_graph, *acap.modes.values(), *acap.unavailable, *acap.constraints, *acap.packages]
-    objs += [catalog.common, *catalog.common.constraints, *catalog.packages_table.values()]
+    objs += [catalog.common, *catalog.common.constraints, *catalog.packages_table.values(),
+             *(p.markers for p in catalog.packages_table.values())]
     for obj in objs:
         if obj is not None:
             add(obj)

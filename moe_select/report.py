@@ -92,8 +92,8 @@ class Report(BaseModel):
             rows.append(("quant_params", ", ".join(f"{k} {v}" for k, v in u.quant_params.items()), u.provenance.get("quant_params", "")))
         for k, v in u.model.as_dict().items():
             rows.append((k, str(v), u.provenance.get(f"model.{k}", "")))
-        for k in ("engine", "phase", "max_tokens_per_rank", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "a2a_mode",
-                  "runner", "cuda_graph"):
+        for k in ("engine", "phase", "max_tokens_per_rank", "decode_tokens_per_rank", "tp", "ep", "dp", "shared_expert_fusion",
+                  "a2a", "a2a_mode", "a2a_capacity", "runner", "cuda_graph"):
             v = getattr(u, k)
             if v is not None and not (k in ("dp",) and v == 1 and k not in u.provenance) and not (k == "shared_expert_fusion" and not v):
                 text = str(v).lower() if isinstance(v, bool) else str(v)
@@ -106,8 +106,11 @@ class Report(BaseModel):
         out += [f"  note: {n}" for n in u.notes]
         env = self.environment
         out.append("Environment (" + ("detected on this machine" if env.detected else "declared; what is not declared is assumed present") + ")")
-        pk = ", ".join(f"{k} {v or 'absent'}" for k, v in sorted(env.packages.items())) or "none declared"
+        fakes = env.lookalikes()
+        pk = ", ".join(f"{k} {v or ('absent (a look-alike was found)' if k in fakes else 'absent')}"
+                       for k, v in sorted(env.packages.items())) or "none declared"
         out.append(f"  packages: {pk}")
+        out += [f"  note: {k} is absent: {why}" for k, why in fakes.items()]
         pre = ", ".join(f"{k} {'unknown' if v is None else v}" for k, v in sorted(env.prebuilt.items()))
         out.append(f"  nvcc: {env.nvcc or ('not found' if env.detected else 'not declared')}; "
                    f"prebuilt JIT kernels: {pre or ('none detected' if env.detected else 'not declared')}")

@@ -260,8 +260,9 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
         found = env.package(need.name, need.module)[1]
         spec = f" {need.version}" if need.version else ""
         if found is None:
+            why = env.lookalike(need.name)
             out.append(Reason(code="dependency_missing", detail=f"{need.needed_by} needs {need.name}{spec} (import {need.module}); "
-                              "not installed on this machine", source=need.source, fix=need.install or f"pip install '{need.name}{need.version or ''}'"))
+                              "not installed on this machine" + (f": {why}" if why else ""), source=need.source, fix=need.install or f"pip install '{need.name}{need.version or ''}'"))
         elif need.state == "present" and need.found not in (None, "unknown") and found != need.found:
             out.append(Reason(code="plan_mismatch", detail=f"{need.name}: {need.found} when planned, {found} on this machine",
                               source=need.source, fix="plan again on this machine"))
@@ -490,7 +491,7 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
         cap = catalog.runners.get(p.runner)
         jit = [(cap.jit.package, cap.jit.detect)] if cap is not None and cap.jit is not None else []
         env = environment or detect([(n.name, n.module) for n in p.packages], arch=torch_arch(),
-                                    need_nvcc=p.jit is not None, jit=jit)
+                                    need_nvcc=p.jit is not None, jit=jit, markers=catalog.package_markers())
         reasons = check_environment(p, env, require_prebuilt=require_prebuilt, catalog=catalog)
         reasons += strict_reasons(p, p.strict if strict is None else strict)
         from .weight_checks import format_reasons

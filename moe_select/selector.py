@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence, cast
 
+from . import capacity as a2a_capacity
 from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support
 from .catalog import Catalog, default_catalog
 from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fixes_for_engines
@@ -61,6 +62,9 @@ def _test_text(c: Constraint) -> str:
     return "is " + ", ".join(b for b in bits if b)
 
 
+#: Quantities of an all-to-all buffer's capacity (issue 23): their reasons name the engine variable and the needs.
+CAPACITY_FIELDS = ("a2a_tokens_per_rank", "a2a_capacity")
+
 #: Quantities a tp/ep change can fix: constraints on them get a parallelism suggestion.
 PARALLEL_FIELDS = ("tp", "ep", "moe_tp", "num_experts", "experts_per_rank", "intermediate_per_rank",
                    "moe_intermediate_size", "shared_intermediate_per_tp", "dense_intermediate_per_tp")
@@ -88,6 +92,17 @@ class _Ctx:
     #: ``engines`` fact) that held for the candidate being checked: what was read at the engine's own source, and
     #: is unverified at an engine version newer than the facts were checked at (issue 20).
     engine_used: list[str] = field(default_factory=list)
+    #: The all-to-all capacity entry that holds under this context's engine, with the deployment's needs of it
+    #: (:class:`moe_select.capacity.Capacity`), or None (issue 23).
+    capacity: Any = None
+
+
+def _add_capacity(ctx: _Ctx) -> None:
+    """Set ``a2a_capacity`` and ``a2a_tokens_per_rank`` in ``ctx.facts`` (shared with ``engine_facts``) from the a2a
+    file's capacity entry that holds under this engine (:mod:`moe_select.capacity`)."""
+    ctx.capacity = a2a_capacity.capacity_for(ctx.u, ctx.catalog.a2a.get(ctx.u.a2a), ctx.facts,
+                                             lambda f: _requires(f.requires, ctx)[0])
+    ctx.facts.update(a2a_capacity.quantities(ctx.capacity))
 
 
 def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
@@ -214,7 +229,10 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
         cond = c.describe_conditions()
         cond = f" (when {cond})" if cond else ""
         fix = _parallel_fix(c, ctx, engines) if c.field in PARALLEL_FIELDS else None
-        out.append(Reason(code=c.code, detail=f"{owner}{cond}: {v}{why}", source=c.where(), fix=fix, backend=backend))
+        more = ""
+        if c.field in CAPACITY_FIELDS and ctx.capacity is not None:  # name the variable, the numbers, the fix
+            more, fix = f"; {a2a_capacity.describe(ctx.capacity)}", a2a_capacity.fix(ctx.capacity, c.field)
+        out.append(Reason(code=c.code, detail=f"{owner}{cond}: {v}{why}{more}", source=c.where(), fix=fix, backend=backend))
     return out
 
 
@@ -233,8 +251,10 @@ def _package_reasons(pkgs: Iterable[PackageNeedFact], ctx: _Ctx, owner: str, bac
         spec = f" {p.version}" if p.version else ""
         where = "on this machine" if ctx.env.detected else "in the deployment's packages"
         if state == "absent":
+            why = ctx.env.lookalike(p.name)  # a look-alike distribution was found instead (issue 21)
             out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec} (import {module}); "
-                              f"it is not installed ({where})", source=p.where(), fix=install, backend=backend))
+                              f"it is not installed ({where})" + (f": {why}" if why else ""), source=p.where(), fix=install,
+                              backend=backend))
         elif state == "present" and found not in (None, "unknown") and not satisfies(found, p.version):
             out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec}; {found} is installed ({where})",
                               source=p.where(), fix=f"pip install '{p.name}{p.version}'", backend=backend))
@@ -259,6 +279,13 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
                    f"{_arch_label(u)}", f"a fact that {owner} runs on {u.arch}", a2a.archs.where(), None)
         out += [r.model_copy(update={"fix": "a2a: none"}) for r in gap]
     out += _constraint_reasons(a2a.constraints, ctx, owner, None, assumed)
+    if ctx.capacity is not None:
+        line = a2a_capacity.unchecked(ctx.capacity)
+        if line:
+            assumed.append(line)
+    elif u.a2a_capacity is not None:
+        assumed.append(f"a2a_capacity {u.a2a_capacity} ({u.provenance.get('a2a_capacity', 'given')}): {owner} has no capacity "
+                       f"fact under {engine}: not read")
     out += _package_reasons(a2a.packages, ctx, owner, None, needs)
     if u.cuda_graph:
         for m in a2a.graph_modes(u.a2a_mode, u.phases):
@@ -504,7 +531,7 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     if environment is None:
         if this_machine:
             jit = sorted({(c.jit.package, c.jit.detect) for c in catalog.runners.values() if c.jit is not None})
-            environment = detect(catalog.packages(), jit=jit)
+            environment = detect(catalog.packages(), jit=jit, markers=catalog.package_markers())
         else:
             environment = declared(packages=deployment.packages, nvcc=deployment.nvcc, cuda=deployment.cuda,
                                    prebuilt=deployment.prebuilt, where=deployment._file)
@@ -606,6 +633,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
     engine_facts = {e: _facts(u, e) for e in engines}
     ctxs = {e: _Ctx(u, env, catalog, engine_facts[e], fixes=fixes, verdicts=verdicts, engine_facts=engine_facts)
             for e in engines}
+    for ctx in ctxs.values():
+        _add_capacity(ctx)
     base: dict[str, list[Reason]] = {}
     base_unknowns: dict[str, list[Unknown]] = {}
     base_used: dict[str, list[str]] = {}
@@ -775,6 +804,7 @@ def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners:
     uk = u.model_copy(update={"engine": INSTALL_ENGINE, "require_adapter": False, "strict": False, "layer_kinds": []})
     facts = _facts(uk, INSTALL_ENGINE)
     ctx = _Ctx(uk, env, catalog, facts, engine_facts={INSTALL_ENGINE: facts})
+    _add_capacity(ctx)
     base = _constraint_reasons(catalog.common.constraints, ctx, "every runner", None, [])
     a2a_cap = catalog.a2a.get(uk.a2a)
     if a2a_cap is None:

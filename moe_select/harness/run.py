@@ -148,7 +148,8 @@ def run_layer(args: argparse.Namespace) -> int:
         from ..catalog import default_catalog
         from ..environment import detect
 
-        environment = detect(default_catalog(args.rules).packages(), arch=("cpu", None), need_nvcc=False)
+        catalog = default_catalog(args.rules)
+        environment = detect(catalog.packages(), arch=("cpu", None), need_nvcc=False, markers=catalog.package_markers())
     report = explain(dep, environment=environment, rules_dirs=args.rules)
     allow_jit = getattr(args, "allow_jit", False)
     if report.plan is not None and report.plan.jit is not None and not allow_jit and args.runner == "auto":
