@@ -146,9 +146,7 @@ def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
     from .selector import explain
 
     dep, base = _deployment(args, extra)
-    launch = getattr(args, "launch", None)
-    return explain(dep, base_dir=base, rules_dirs=args.rules, backends_dirs=getattr(args, "backends", []),
-                   engine_env=dict(launch.env) if launch is not None else None)
+    return explain(dep, base_dir=base, rules_dirs=args.rules, backends_dirs=getattr(args, "backends", []))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

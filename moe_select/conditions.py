@@ -13,6 +13,10 @@ on it do not match, constraints on it do not apply. ``a2a_capacity`` (the all-to
 capacity under the engine: the deployment's value, else the engine's default) and ``a2a_tokens_per_rank`` (the most
 tokens one rank passes through that buffer in one forward, over the phases whose needs are given) are added by the
 selector from the a2a file's ``capacity`` facts (:mod:`moe_select.capacity`, issue 23); absent where none applies.
+``experts_per_group`` is ``num_experts / n_group``, the routed experts one group of a grouped (``deepseek_v3``) router
+scores together (a routing kernel that gives each group one warp caps it); absent without ``n_group``. ``tp_dp`` is
+``tp x dp``: vLLM's MoE group when a deployment writes ``tp`` as vLLM's tensor-parallel size beside ``dp`` (a launch
+line writes the whole group as ``tp``); absent without ``dp``.
 
 ``requires`` conditions a fact on package versions (PEP 440 specifiers, :mod:`packaging`): a version
 that is declared or detected decides; a package assumed present without a version is taken at the
@@ -34,7 +38,8 @@ Quantity = Literal[
     "num_experts", "top_k", "hidden_size", "moe_intermediate_size", "tp", "ep", "dp", "moe_tp",
     "experts_per_rank", "intermediate_per_rank", "num_shared_experts", "fused_shared_experts",
     "max_tokens_per_rank", "low_latency_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
-    "shared_intermediate_per_tp", "dense_intermediate_per_tp", "a2a_tokens_per_rank", "a2a_capacity",
+    "shared_intermediate_per_tp", "dense_intermediate_per_tp", "a2a_tokens_per_rank", "a2a_capacity", "experts_per_group",
+    "tp_dp",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 
@@ -336,6 +341,9 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         # mode used (given, or auto for decode only); auto over prefill and decode: decode's batch is not an input
         "low_latency_tokens_per_rank": max_tokens_per_rank if tuple(a2a_modes) == ("low_latency",) else None,
         "n_group": n_group, "topk_group": topk_group,
+        # the routed experts of one group of a grouped (deepseek_v3) router; absent without n_group
+        "experts_per_group": Fraction(num_experts, n_group) if n_group else None,
+        "tp_dp": tp * dp if dp else None,
         "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
         "quant_group_size": group_size,
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
@@ -345,7 +353,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
 
 #: The quantities :func:`with_parallelism` recomputes (every other fact stays as it is).
 PARALLEL_QUANTITIES = ("tp", "ep", "moe_tp", "experts_per_rank", "intermediate_per_rank", "shared_intermediate_per_tp",
-                       "dense_intermediate_per_tp")
+                       "dense_intermediate_per_tp", "tp_dp")
 
 
 def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, Any]:
@@ -355,6 +363,8 @@ def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, An
     slots = f["num_experts"] + f.get("fused_shared_experts", 0)
     f.update({"tp": tp, "ep": ep, "moe_tp": moe_tp, "experts_per_rank": Fraction(slots, ep),
               "intermediate_per_rank": Fraction(f["moe_intermediate_size"]) / moe_tp})
+    if f.get("dp"):
+        f["tp_dp"] = tp * f["dp"]
     for key, per in (("shared_intermediate_per_tp", facts.get("shared_intermediate_per_tp")),
                      ("dense_intermediate_per_tp", facts.get("dense_intermediate_per_tp"))):
         if per is not None:
