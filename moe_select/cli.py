@@ -146,7 +146,9 @@ def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
     from .selector import explain
 
     dep, base = _deployment(args, extra)
-    return explain(dep, base_dir=base, rules_dirs=args.rules, backends_dirs=getattr(args, "backends", []))
+    launch = getattr(args, "launch", None)
+    return explain(dep, base_dir=base, rules_dirs=args.rules, backends_dirs=getattr(args, "backends", []),
+                   engine_env=dict(launch.env) if launch is not None else None)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

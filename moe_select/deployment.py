@@ -416,7 +416,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
 
     # Engine, phase, token budget.
     for k in ("engine", "phase", "tp", "ep", "dp", "shared_expert_fusion", "a2a", "runner", "require_adapter", "strict"):
-        prov[k] = dep.source_of(k) or "default"
+        prov[k] = dep.source_of(k) or (dep.where(k) if k in dep.model_fields_set else "default")
     engine: str = dep.engine
     if dep.require_adapter and engine == "any":  # this install's adapters: plan for this install as an engine
         engine = INSTALL_ENGINE

@@ -144,6 +144,7 @@ class Launch:
         for k, v in extra.items():
             data[k] = v
             data.key_sources[k] = "python (deployment=)"
+        kwargs.setdefault("engine_env", dict(self.env))
         return explain(validate(Deployment, data, LINE), **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,14 +243,11 @@ def split_text(text: str, where: str = LINE) -> tuple[list[str], dict[str, str]]
             raise InputError(Issue(where, n, "", f"cannot split the line: {exc}")) from None
         if not words:
             continue
-        if words[0] == "export":
-            for w in words[1:]:
+        if words[0] == "export" or all(_ASSIGN.match(w) for w in words):  # export and VAR=value lines set shell variables
+            for w in words[1:] if words[0] == "export" else words:
                 m = _ASSIGN.match(w)
-                if m:
-                    env[m.group(1)] = m.group(2)
-            continue
-        if all(_ASSIGN.match(w) for w in words):  # VAR=value lines set shell variables
-            env.update(dict(_ASSIGN.match(w).groups() for w in words))  # type: ignore[union-attr, misc]
+                if m:  # a value may use a variable set before it (X=${DIR}/f.yaml), as the shell expands it
+                    env[m.group(1)] = expand(m.group(2), env)
             continue
         if command is not None:
             raise InputError(Issue(where, n, "", f"a second command {words[0]!r}: give one launch line (the engine's)"))
@@ -283,7 +281,7 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
         w = out[0]
         m = _ASSIGN.match(w)
         if m:
-            env[m.group(1)] = m.group(2)
+            env[m.group(1)] = expand(m.group(2), env)
             out.pop(0)
         elif w in ("env", "nohup", "exec"):
             out.pop(0)
@@ -552,6 +550,10 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
     dotted: dict[str, dict[str, Any]] = {}
     i = 0
     positional_done = model_style != "positional"
+    # vLLM's api_server module parses with make_arg_parser (vllm/entrypoints/openai/cli_args.py), which declares an
+    # optional positional ``model_tag``: one positional word is taken (not read as the model, which --model gives) and
+    # a second one is refused, as vllm-project/vllm#27389's error shows (only the path is "unrecognized").
+    model_tag_free = engine == "vllm" and model_style != "positional"
     while i < len(args):
         w = args[i]
         if w == "--":
@@ -561,6 +563,10 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             if not positional_done:
                 launch.model, launch.model_written = w, w
                 positional_done = True
+            elif model_tag_free:
+                model_tag_free = False
+                launch.findings.append(Finding("note", w, "taken as the api_server parser's optional positional model_tag "
+                                               "(the model is --model's)"))
             else:
                 launch.findings.append(Finding("engine_error", w, f"an extra positional argument: {UNRECOGNIZED[engine]}: {w}"))
             i += 1
@@ -698,6 +704,11 @@ def _read_trtllm_yaml(launch: Launch) -> None:
             launch.findings.append(Finding("understood", written, e.note or e.means, _cite("trtllm", e)))
 
 
+#: Meanings an engine variable can carry in place of a flag (vLLM's ``VLLM_ALL2ALL_BACKEND`` before it was removed):
+#: read into the deployment like the flag, which wins when both are given.
+ENV_CHOICES = ("a2a", "runner")
+
+
 def _read_env(launch: Launch, where: str) -> None:
     t = table(launch.engine)
     known = {e.name: e for e in t.env}
@@ -710,6 +721,11 @@ def _read_env(launch: Launch, where: str) -> None:
             if live:
                 launch.values[f"env:{name}"] = Read(e, value, written)
                 launch.findings.append(Finding("understood", written, e.note or e.means, _cite(launch.engine, e)))
+                if e.means in ENV_CHOICES:  # a variable the engine still reads in place of a flag: it decides unless the flag is given
+                    if e.means in launch.values:
+                        launch.findings.append(Finding("note", written, f"{launch.values[e.means].written} is given too: the flag wins"))
+                    else:
+                        launch.values[e.means] = Read(e, value, written)
         elif name.startswith(ENGINE_ENV_PREFIXES[launch.engine]):
             launch.findings.append(Finding("unknown", name, f"a {launch.engine} variable not in its table{_did_you_mean(name, known)}; not read"))
         elif name == "CUDA_VISIBLE_DEVICES":

@@ -35,6 +35,8 @@ class Report(BaseModel):
     version_notes: list[str] = []
     #: Reports of the additional MoE layer kinds (the checkpoint's ``mtp`` or ``unquantized`` layers).
     layers: list["Report"] = []
+    #: What each serving engine would itself pick (:class:`moe_select.engine_choice.EngineChoice`, issue 23).
+    engine_choices: list[Any] = []
 
     def summary(self) -> str:
         """One log line, e.g. ``moe-select: using triton (rule hopper-fp8-block ...) for sm90 ...; other eligible: ...``."""
@@ -78,6 +80,7 @@ class Report(BaseModel):
             "overridden_rules": self.overridden_rules,
             "origins": self.origins,
             "version_notes": self.version_notes,
+            "engine_choices": [c.to_dict() for c in self.engine_choices],
             "layers": [{"kind": k.deployment.layer_kind, "layers": k.deployment.layers, **k.to_dict()} for k in self.layers],
         }
 
@@ -147,6 +150,10 @@ class Report(BaseModel):
                     out += [f"  {r.render()}" for r in np]
                 else:
                     out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
+        if self.engine_choices:
+            out.append("What the engine itself would do (backends/engines/resolution.yaml, names.yaml; issue 23):")
+            for ch in self.engine_choices:
+                out += ch.render()
         if self.layers:
             from .deployment import _ranges
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence, cast
 
+from pydantic import BaseModel
+
 from . import capacity as a2a_capacity
 from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support
 from .catalog import Catalog, default_catalog
@@ -507,12 +509,15 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
 # ------------------------------------------------------------------------------------------ explain
 def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Catalog | None = None,
             environment: Environment | None = None, base_dir: Path | None = None,
-            rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = ()) -> Report:
+            rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = (),
+            engine_env: dict[str, str] | None = None) -> Report:
     """Evaluate every runner for ``deployment`` and return the full :class:`Report` (never raises for
     a refusal: see ``report.status``). ``deployment``: a model, a file path, or a dict.
 
     ``environment``: machine facts; by default declared by the deployment when it names a gpu/arch
     (planning another machine), detected on this machine for ``arch: auto`` (no torch import).
+    ``engine_env``: the serving engine's environment (a launch line's), read by the engine-choice prediction
+    (:mod:`moe_select.engine_choice`: ``report.engine_choices``, what the engine itself would pick, issue 23).
     Raises :class:`InputError` for invalid input (file:line, field) and
     :class:`~moe_select.environment.DetectionError` when this machine's GPU cannot be told.
     """
@@ -539,7 +544,46 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu,
                    a2a_backends=catalog.a2a)
     # A runner no capability file describes is judged (unverified), not invalid input: see select().
-    return select(u, environment, catalog)
+    report = select(u, environment, catalog)
+    report.engine_choices = engine_choices(report, catalog, engine_env)
+    return report
+
+
+def engine_choices(report: Report, catalog: Catalog, env: dict[str, str] | None = None) -> list[Any]:
+    """What each serving engine of ``report``'s deployment would itself pick, beside the plan
+    (:func:`moe_select.engine_choice.predict`, fed the facts each engine's checks read and the bundled rules)."""
+    from .engine_choice import predict
+
+    u = report.deployment
+    facts = {}
+    for e in _engines(u):
+        ctx = _Ctx(u, report.environment, catalog, _facts(u, e))
+        _add_capacity(ctx)
+        facts[e] = ctx.facts
+    bundled = [r for r in catalog.rules if r.id not in catalog.overridden]
+    return predict(report, facts, bundled, catalog.a2a.get(u.a2a), env, _reported_facts(catalog))
+
+
+def _reported_facts(catalog: Catalog) -> frozenset[str]:
+    """``file:line`` of every capability fact whose source is a reported failure (``(reported) ...``)."""
+    out: set[str] = set()
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, (list, tuple)):
+            for x in obj:
+                walk(x)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                walk(x)
+        elif isinstance(obj, BaseModel):
+            src = getattr(obj, "source", None)
+            if isinstance(src, str) and src.startswith("(reported)") and hasattr(obj, "where"):
+                out.add(obj.where())
+            for name in type(obj).model_fields:
+                walk(getattr(obj, name))
+
+    walk(list(catalog.runners.values()) + list(catalog.a2a.values()))
+    return frozenset(out)
 
 
 def _with_engine_version(dep: Deployment, env: Environment, catalog: Catalog) -> Environment:

@@ -313,9 +313,6 @@ def test_trtllm_guide_config_alias(tmp_path):
     assert launch.explain(deployment={"gpu": "B200"}).plan is not None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: a VAR=value line whose value uses an earlier variable (EXTRA_LLM_API_FILE=${TRTLLM_DIR}/...) is kept "
-    "unexpanded, as the shell would not; the launch then exits 2 with '--config ${TRTLLM_DIR}/...: no such file'"))
 def test_trtllm_guide_config_alias_trtllm_dir(tmp_path):
     # The same guide's main way, verbatim but for TRTLLM_DIR (the guide: /app/tensorrt_llm, "change as needed to match
     # your environment"): the variable is set from another one.
@@ -535,11 +532,6 @@ def test_emit_keeps_the_users_other_flags(hf_cache, capsys, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------ more real lines
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: moe-select reads every positional word after `python -m vllm.entrypoints.openai.api_server` as an "
-    "extra argument, but vLLM's make_arg_parser (vllm/entrypoints/openai/cli_args.py, also the api_server module's "
-    "parser) declares an optional positional model_tag, so vLLM takes `serve` as the model tag and refuses only the "
-    "path; moe-select also flags `serve` (and would flag a lone positional model that vLLM accepts)"))
 def test_vllm_issue_27389_api_server_positional_model():
     # vllm-project/vllm#27389 (description): `docker run ... ee2917e260bb serve /root/models/Qwen3-8B
     # --tensor-parallel-size 2 ...` on the vllm-openai image, whose entrypoint runs the api_server module, so the
@@ -614,11 +606,6 @@ def test_sglang_readme_docker_line(hf_cache):
     assert launch.explain(deployment={"gpu": "H200"}).plan is not None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: an engine variable whose table entry means a2a (VLLM_ALL2ALL_BACKEND) is reported understood (and "
-    "deprecated) at a vLLM that still reads it, but never reaches the deployment: _read_env stores it as "
-    "values['env:VLLM_ALL2ALL_BACKEND'] and the vLLM meaning step reads only values['a2a'], so the line is planned with "
-    "no all-to-all instead of DeepEP low-latency (the same for vllm-project/vllm#26732's 'old way' at 0.11.x)"))
 def test_vllm_pr_25904_env_all2all_low_latency():
     # vllm-project/vllm#25904 (merged; test plan verbatim): with the PR the server "starts up successfully" (before it,
     # an AssertionError at startup). VLLM_ALL2ALL_BACKEND was read then (deprecated by #26732 in 0.11.1, removed by #33535
