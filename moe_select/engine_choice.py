@@ -55,12 +55,15 @@ class _Cited(Located):
 
 
 class Hook(_Cited):
-    """One step of an engine's argument pipeline: where ``when`` holds (the deployment's facts) and every field of
+    """One step of an engine's argument pipeline: for a checkpoint of one of ``architectures`` (when given), where
+    ``when`` holds (the deployment's facts) and every field of
     ``asked`` has one of its values (as the earlier hooks left it), the engine writes ``sets`` (``ep: tp``: the tp
-    size) and prints ``log`` (``{a2a}``, ``{ep}``, ``{tp}`` filled in)."""
+    size) and prints ``log`` (``{a2a}``, ``{ep}``, ``{tp}``, ``{architecture}`` filled in)."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     engine: Literal["sglang", "vllm", "trtllm"]
+    #: The checkpoint architectures it is registered for (config.json ``architectures[0]``); None: any model.
+    architectures: list[str] | None = None
     when: When | None = None
     asked: dict[HookField, list[str | bool | int]] | None = None
     sets: dict[HookField, str | bool | int] = Field(min_length=1)
@@ -259,13 +262,16 @@ def _why_refused(c: Any, engine: str) -> str:
     return f"{rs[0].code}: {rs[0].detail} [{rs[0].source}]" if rs else "refused"
 
 
-def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str, Any]) -> tuple[list[Override], str | None]:
+def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str, Any], architecture: str | None
+                 ) -> tuple[list[Override], str | None]:
     """Run ``engine``'s hooks over ``state`` (in place); returns the overrides and the id of the hook that set the runner."""
     out: list[Override] = []
     runner_hook = None
     given = {k: not str(u.provenance.get(k, "default")).startswith("default") for k in FIELDS}
     for h in resolution().hooks:
         if h.engine != engine or (h.when is not None and not h.when.matches(facts)):
+            continue
+        if h.architectures is not None and architecture not in h.architectures:
             continue
         if h.asked and not all(state.get(k) in vals for k, vals in h.asked.items()):
             continue
@@ -277,7 +283,7 @@ def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str,
             state[k] = new
             if k == "runner":
                 runner_hook = h.id
-            log = h.log.format(a2a=u.a2a, ep=old, tp=u.tp) if h.log else None
+            log = h.log.format(a2a=u.a2a, ep=old, tp=u.tp, architecture=architecture) if h.log else None
             out.append(Override(k, old, new, given.get(k, False) and old == getattr(u, k, old), h.id, log, h.source))
     return out, runner_hook
 
@@ -383,7 +389,8 @@ def _follow(engine: str, runner: str) -> str | None:
 
 
 def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules: Sequence[Any], a2a: Any = None,
-            env: Mapping[str, str] | None = None, reported: frozenset[str] = frozenset()) -> list[EngineChoice]:
+            env: Mapping[str, str] | None = None, reported: frozenset[str] = frozenset(),
+            architecture: str | None = None) -> list[EngineChoice]:
     """What each serving engine of ``report``'s deployment would pick (module docstring).
 
     ``facts_by_engine``: the deployment's facts per engine (the selector's); ``rules``: the bundled rules (TensorRT-LLM's
@@ -391,7 +398,8 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
     dispatch formats and the mode of each phase after the engine's hooks; ``env``:
     the engine's environment (a launch line's), read by the oracles' environment rules; ``reported``: the ``file:line``
     of every fact that states a reported failure (source ``(reported) ...``): a runner refused only by those passes the
-    engine's own checks, so the engine still takes it (the cost says it is a known failure). A deployment for
+    engine's own checks, so the engine still takes it (the cost says it is a known failure); ``architecture``: the
+    checkpoint's ``architectures[0]`` (None: no checkpoint; hooks registered for architectures then do not run). A deployment for
     ``moe_select`` gets no entry (it is not a serving engine)."""
     u = report.deployment
     env = env or {}
@@ -402,7 +410,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
         facts = facts_by_engine[engine]
         state = {"runner": u.runner, "a2a_mode": u.a2a_mode, "cuda_graph": u.cuda_graph, "ep": u.ep,
                  "shared_expert_fusion": u.shared_expert_fusion}
-        overrides, runner_hook = _apply_hooks(engine, u, facts, state)
+        overrides, runner_hook = _apply_hooks(engine, u, facts, state, architecture)
         modes = {p: (a2a.modes_used(state["a2a_mode"], (p,)) or ("",))[0] for p in u.phases} if a2a is not None and a2a.modes else {}
         formats = list(a2a.formats_used(tuple(m for m in modes.values() if m))) if a2a is not None else []
         formats = formats or ["standard"]

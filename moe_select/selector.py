@@ -561,7 +561,22 @@ def engine_choices(report: Report, catalog: Catalog, env: dict[str, str] | None 
         _add_capacity(ctx)
         facts[e] = ctx.facts
     bundled = [r for r in catalog.rules if r.id not in catalog.overridden]
-    return predict(report, facts, bundled, catalog.a2a.get(u.a2a), env, _reported_facts(catalog))
+    return predict(report, facts, bundled, catalog.a2a.get(u.a2a), env, _reported_facts(catalog), _architecture(u))
+
+
+def _architecture(u: Understood) -> str | None:
+    """``architectures[0]`` of the deployment's checkpoint config (None without one, or unreadable)."""
+    import json
+
+    if not u.model_config_path:
+        return None
+    path = Path(u.model_config_path)
+    path = path / "config.json" if path.is_dir() else path
+    try:
+        archs = json.loads(path.read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(archs[0]) if isinstance(archs, list) and archs else None
 
 
 def _reported_facts(catalog: Catalog) -> frozenset[str]:

@@ -65,6 +65,22 @@ CASES = [
      dict(gpu="B300", model_config=str(CFG / "nvidia__DeepSeek-V3.1-NVFP4"), engine="sglang", tp=4,
           runner="flashinfer_cutedsl", shared_expert_fusion=True),
      "sglang", "flashinfer_cutedsl", "flashinfer_cutedsl"),
+    ("sglang-11816-deepseek-b200-fp8",
+     "sgl-project/sglang#11816: on SM100 with FP8 for DeepSeek, 'python3 -m sglang.launch_server --model-path "
+     "deepseek-ai/DeepSeek-R1 --tp 8 ... Launches with FI trtllm moe runner now'",
+     dict(gpu="B200", model_config=str(CFG / "deepseek-ai__DeepSeek-R1"), engine="sglang", tp=8),
+     "sglang", "flashinfer_trtllm", "flashinfer_trtllm"),
+    ("vllm-33543-gb200-minimax-fp8",
+     "vllm-project/vllm#33543: on SM100 (GB200) the FlashInfer TRT-LLM FP8 MoE backend is enabled by default for FP8 "
+     "MoE models (trtllm_fp8_block_scale_moe in the traceback; flashinfer-ai/flashinfer#2469 names MiniMax-M2.1); "
+     "MiniMax-M2's config (same architecture and MoE shape family) stands in, tp 4",
+     dict(gpu="GB200", model_config=str(CFG / "MiniMaxAI__MiniMax-M2"), engine="vllm", tp=4),
+     "vllm", "flashinfer_trtllm", "FLASHINFER_TRTLLM"),
+    ("trtllm-11074-gpt-oss-blackwell-auto",
+     "NVIDIA/TensorRT-LLM#11074 (merged): 'Make TRTLLM MOE the default one for GPTOSS on Blackwell' through AUTO MoE "
+     "backend selection",
+     dict(gpu="B200", model_config=str(CFG / "openai__gpt-oss-120b"), engine="trtllm"),
+     "trtllm", "trtllm_gen", "TRTLLM"),
 ]
 
 
@@ -126,6 +142,9 @@ def test_sglang_29942_deepep_auto_resolves_decode_to_low_latency_and_ep_to_tp():
 DSV3 = str(CFG / "deepseek-ai__DeepSeek-V3")
 OVERRIDES = {
     # hook id -> (deployment, field, asked, becomes)
+    "sglang-deepseek-sm100-runner": (CASES[7][2], "runner", "auto", "flashinfer_trtllm"),
+    "sglang-qwen3-moe-sm100-runner": (dict(gpu="B200", model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine="sglang"),
+                                      "runner", "auto", "flashinfer_trtllm"),
     "sglang-mxfp8-runner": (dict(gpu="B200", model=dict(NANO, activation="silu"), quant="mxfp8", engine="sglang"),
                             "runner", "auto", "flashinfer_trtllm"),
     "sglang-nvfp4-sm120-runner": (dict(gpu="RTX PRO 6000", model_config=str(CFG / "nvidia__Qwen3-30B-A3B-NVFP4"), engine="sglang"),
