@@ -294,8 +294,7 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
     o = next((x for x in resolution().oracles if x.engine == engine and u.quant in x.formats), None)
     if o is None:
         return None
-    lst = next(x for x in o.lists if x.when is None or x.when.matches(facts)) if any(
-        x.when is None or x.when.matches(facts) for x in o.lists) else o.lists[-1]
+    lst = next((x for x in o.lists if x.when is None or x.when.matches(facts)), o.lists[-1])
     order = list(lst.order)
     by_name = {e.name: e for e in order}
     notes = []
@@ -341,7 +340,8 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
                             "(the engine raises 'No ... MoE backend supports the deployment configuration')", o.source,
                             considered=considered)
     e, level = pick
-    how = (f"{o.name} oracle, the first of {listed} the facts say runs here" + (f" ({'; '.join(notes)})" if notes else "")
+    how = (f"{o.name} oracle, the first of {listed} whose kernel passes {engine}'s own checks, as the facts tell"
+           + (f" ({'; '.join(notes)})" if notes else "")
            + (f"; unless {', '.join(n for n in open_before if n != e.name)} (no fact either way) passes first"
               if any(n != e.name for n in open_before) else ""))
     return EngineChoice(engine, e.runner, e.name, how, o.source, log=o.log.format(backend=e.name, backends=listed),

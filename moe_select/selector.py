@@ -22,6 +22,7 @@ engine is newer than they were checked at (issue 20: :func:`_newer_engines`, :fu
 from __future__ import annotations
 
 import difflib
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence, cast
@@ -579,8 +580,28 @@ def _architecture(u: Understood) -> str | None:
     return str(archs[0]) if isinstance(archs, list) and archs else None
 
 
+#: id(catalog) -> (a weak reference to it, its reported-failure facts): :func:`_reported_facts` walks a catalog once
+#: (a Catalog is an unhashable dataclass; the entry goes when the catalog does).
+_REPORTED: dict[int, tuple["weakref.ref[Catalog]", frozenset[str]]] = {}
+
+
 def _reported_facts(catalog: Catalog) -> frozenset[str]:
-    """``file:line`` of every capability fact whose source is a reported failure (``(reported) ...``)."""
+    """``file:line`` of every capability fact whose source is a reported failure (``(reported) ...``), once per
+    catalog (the walk over every fact costs about as much as a selection)."""
+    key = id(catalog)
+    hit = _REPORTED.get(key)
+    if hit is not None and hit[0]() is catalog:
+        return hit[1]
+    found = _walk_reported(catalog)
+
+    def forget(_ref: object) -> None:
+        _REPORTED.pop(key, None)
+
+    _REPORTED[key] = (weakref.ref(catalog, forget), found)
+    return found
+
+
+def _walk_reported(catalog: Catalog) -> frozenset[str]:
     out: set[str] = set()
 
     def walk(obj: Any) -> None:
