@@ -9,7 +9,6 @@ arch through torch.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -238,6 +237,7 @@ def _module_folder(module: str, path: list[str] | None) -> Path | None:
     """The folder that holds top-level ``module`` (its package folder's or file's parent), found without importing
     it; None when it is not found."""
     import importlib.machinery
+    import importlib.util
 
     try:
         spec = (importlib.machinery.PathFinder.find_spec(module, path) if path is not None
@@ -348,7 +348,7 @@ def _owners(module: str, path: list[str] | None) -> list[Any]:
     import importlib.metadata as md
 
     out = []
-    for dist in md.distributions(**({"path": path} if path is not None else {})):
+    for dist in (md.distributions(path=path) if path is not None else md.distributions()):
         top = (dist.read_text("top_level.txt") or "").split()
         files = [str(f).replace("\\", "/") for f in (dist.files or [])]
         if module in top or any(f.startswith(f"{module}/") or f == f"{module}.py" for f in files):
