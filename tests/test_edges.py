@@ -326,8 +326,10 @@ def test_deepep_needs_ep_equal_to_tp_in_sglang():
     assert r.status == "rejected"
     par = [x for x in r.reasons if x.code == "parallelism_unsupported" and "tp (8)" in x.detail]
     assert par and "ep = 4 is not one of {tp (8)}" in par[0].detail and par[0].source.startswith("backends/a2a/deepep.yaml:")
+    # low_latency only: 256 tokens per rank within the DeepEP buffer once SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK
+    # is raised to 256 (its default 128 would refuse them: backends/a2a/deepep.yaml capacity, issue 23)
     assert _explain(tp=8, ep=8, a2a="deepep", deepep_mode="low_latency", runner="deep_gemm", engine="sglang",
-                    max_tokens_per_rank=256).status == "ok"  # low_latency only: within SGLang's 1024-token cap
+                    max_tokens_per_rank=256, a2a_capacity=256).status == "ok"
 
 
 def test_uneven_expert_split_is_an_sglang_refusal():

@@ -238,7 +238,8 @@ def test_deepep_low_latency_hidden_sizes_in_sglang_only(tmp_path, capsys):
     model["hidden_size"] = 3072
     for version, refused in (("1.2.1", True), ("2.0.0", False)):
         out = explain(tmp_path, capsys, gpu="H200", quant="bf16", model=model, tp=8, ep=8, a2a="deepep",
-                      a2a_mode="low_latency", engine="sglang", packages={"deep_ep": version}, max_tokens_per_rank=256)
+                      a2a_mode="low_latency", engine="sglang", packages={"deep_ep": version}, max_tokens_per_rank=256,
+                      a2a_capacity=256)  # the buffer raised to the tokens (its default 128 refuses 256: issue 23)
         assert bool(reasons_from(out, "backends/a2a/deepep.yaml")) == refused, version
 
 

@@ -288,8 +288,8 @@ def test_cutedsl_deepep_normal_refused_by_sglang_only():
            "cuda_graph": False, "runner": "flashinfer_cutedsl"}
     assert codes({**dep, "engine": "sglang"}, "flashinfer_cutedsl") == {"a2a_unsupported"}
     assert eligible({**dep, "engine": "vllm"}, "flashinfer_cutedsl")
-    assert eligible({**dep, "engine": "sglang", "a2a_mode": "low_latency", "cuda_graph": True, "max_tokens_per_rank": 256},
-                    "flashinfer_cutedsl")
+    assert eligible({**dep, "engine": "sglang", "a2a_mode": "low_latency", "cuda_graph": True, "max_tokens_per_rank": 256,
+                     "a2a_capacity": 256}, "flashinfer_cutedsl")  # DeepEP's buffer raised to the 256 tokens (issue 23)
 
 
 def test_cutedsl_needs_0_6_4():
