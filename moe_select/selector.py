@@ -25,7 +25,7 @@ import difflib
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence, cast
+from typing import Any, Iterable, Literal, Sequence, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -683,21 +683,21 @@ def _engines(u: Understood) -> list[str]:
     return list(ENGINES) if u.engine == "any" else [u.engine]
 
 
-def _merge(per_engine: dict[str, list[Reason]]) -> list[Reason]:
-    """Reasons of every engine, each once; a reason that does not hold for every engine names those it holds for."""
+_R = TypeVar("_R", Reason, Unknown)
+
+
+def _merge(per_engine: dict[str, list[_R]]) -> list[_R]:
+    """Reasons (or unknowns) of every engine, each once; one that does not hold for every engine names those it holds
+    for (``engines``)."""
     engines = list(per_engine)
     seen: dict[tuple[str, ...], list[str]] = {}
-    first: dict[tuple[str, ...], Reason] = {}
-    for e, reasons in per_engine.items():
-        for r in reasons:
-            k3: tuple[str, ...] = (r.code, r.detail, r.source)
-            first.setdefault(k3, r)
-            seen.setdefault(k3, []).append(e)
-    out = []
-    for k3, r in first.items():
-        holds = seen[k3]
-        out.append(r if len(holds) == len(engines) else r.model_copy(update={"engines": holds}))
-    return out
+    first: dict[tuple[str, ...], _R] = {}
+    for e, items in per_engine.items():
+        for x in items:
+            k: tuple[str, ...] = (x.code, x.detail, x.source)
+            first.setdefault(k, x)
+            seen.setdefault(k, []).append(e)
+    return [x if len(seen[k]) == len(engines) else x.model_copy(update={"engines": seen[k]}) for k, x in first.items()]
 
 
 def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
@@ -807,7 +807,7 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         # What the plan says (packages, notes, activation precision) is what the first engine that runs it best does.
         lead = ok_engines[0] if ok_engines else check_engines[0]
         needs = needs_by[lead]
-        unknowns = [] if best == "refused" else _merge_unknowns({e: unknowns_by[e] for e in per_engine if level[e] != "refused"})
+        unknowns = [] if best == "refused" else _merge({e: unknowns_by[e] for e in per_engine if level[e] != "refused"})
         reasons = [] if best != "refused" else _merge(per_engine)
         if best == "unverified" and u.strict:
             reasons = [Reason(code="unverified", detail=f"strict: {x.detail}", source=x.source, backend=name, engines=x.engines,
@@ -903,19 +903,6 @@ def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners:
                             source=r.source, fix=r.fix, backend=name) if r.code != "no_adapter" else r.model_copy(update={"backend": name})
                      for r in found]
     return out
-
-
-def _merge_unknowns(per_engine: dict[str, list[Unknown]]) -> list[Unknown]:
-    """Unknowns of every engine, each once; one that does not hold for every engine names those it holds for."""
-    engines = list(per_engine)
-    seen: dict[tuple[str, ...], list[str]] = {}
-    first: dict[tuple[str, ...], Unknown] = {}
-    for e, items in per_engine.items():
-        for x in items:
-            k = (x.code, x.detail, x.source)
-            first.setdefault(k, x)
-            seen.setdefault(k, []).append(e)
-    return [x if len(seen[k]) == len(engines) else x.model_copy(update={"engines": seen[k]}) for k, x in first.items()]
 
 
 def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog: Catalog) -> Report:

@@ -18,14 +18,19 @@ OWN_CASES = yaml.safe_load((CASES.parent / "own_field_cases.yaml").read_text())[
 ALL_CASES = CASE_LIST + FIELD_CASES + OWN_CASES
 
 
-@pytest.mark.parametrize("case", ALL_CASES, ids=[c["id"] for c in ALL_CASES])
-def test_startup_case(case, tmp_path, capsys):
+def run_case(case: dict, tmp_path, capsys) -> tuple[int, dict]:
+    """``explain --deployment FILE --json`` of a case's deployment (its model_config relative to the cases folder, as
+    the deployment format says): ``(exit code, report)``."""
     dep = dict(case["deployment"])
-    if "model_config" in dep:  # relative to the cases folder, as the deployment format says
+    if "model_config" in dep:
         dep["model_config"] = str((CASES.parent / dep["model_config"]).resolve())
     f = tmp_path / "deployment.yaml"
     f.write_text(yaml.safe_dump(dep))
-    rc, out = explain_json(capsys, ["--deployment", str(f)])
+    return explain_json(capsys, ["--deployment", str(f)])
+
+
+def check_expect(case: dict, rc: int, out: dict) -> None:
+    """A case's ``expect``: status (and its exit code), reason codes, runner, runner_in, runner_not_in, evidence."""
     expect = case["expect"]
     assert out["status"] == expect["status"], out["reasons"]
     assert rc == (0 if expect["status"] == "ok" else 1)
@@ -39,6 +44,14 @@ def test_startup_case(case, tmp_path, capsys):
         assert runner in expect["runner_in"]
     if "runner_not_in" in expect:
         assert runner not in expect["runner_not_in"]
+    if "evidence" in expect:
+        assert out["evidence"] == expect["evidence"]
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c["id"] for c in ALL_CASES])
+def test_startup_case(case, tmp_path, capsys):
+    rc, out = run_case(case, tmp_path, capsys)
+    check_expect(case, rc, out)
     # Every reason carries a source file:line and a detail.
     for r in out["reasons"]:
         assert r["detail"] and ":" in r["source"], r
@@ -79,12 +92,7 @@ def test_field_case_s3_is_valid_input(case, tmp_path, capsys):
     """Every round-3 field case (tests/cases/field_cases_s3.yaml) is valid input (issue 18): a plan, or a refusal on
     evidence (exit 0 or 1, every reason with a source), never exit 2, whatever names it uses (T4, W4A8, a fused
     all-to-all, TensorRT-LLM). Their runners and evidence levels are the knowledge issues' (see the next test)."""
-    dep = dict(case["deployment"])
-    if "model_config" in dep:
-        dep["model_config"] = str((CASES.parent / dep["model_config"]).resolve())
-    f = tmp_path / "deployment.yaml"
-    f.write_text(yaml.safe_dump(dep))
-    rc, out = explain_json(capsys, ["--deployment", str(f)])
+    rc, out = run_case(case, tmp_path, capsys)
     assert rc in (0, 1) and out["status"] in ("ok", "rejected")
     assert out["evidence"] in ("supported", "unverified", "refused")
     for r in out["reasons"]:
@@ -97,23 +105,8 @@ def test_field_case_s3_outcome(case, tmp_path, capsys):
     expected failures, listed in XFAIL_S3 with the issue that brings them."""
     if case["id"] in XFAIL_S3:
         pytest.xfail(XFAIL_S3[case["id"]])
-    dep = dict(case["deployment"])
-    if "model_config" in dep:
-        dep["model_config"] = str((CASES.parent / dep["model_config"]).resolve())
-    f = tmp_path / "deployment.yaml"
-    f.write_text(yaml.safe_dump(dep))
-    rc, out = explain_json(capsys, ["--deployment", str(f)])
-    expect = case["expect"]
-    assert out["status"] == expect["status"], out["reasons"]
-    runner = out["plan"]["runner"] if out["plan"] else None
-    if "runner" in expect:
-        assert runner == expect["runner"]
-    if "runner_in" in expect:
-        assert runner in expect["runner_in"]
-    if "runner_not_in" in expect:
-        assert runner not in expect["runner_not_in"]
-    if "evidence" in expect:
-        assert out["evidence"] == expect["evidence"]
+    rc, out = run_case(case, tmp_path, capsys)
+    check_expect(case, rc, out)
 
 
 #: Round-3 cases whose facts come with later issues (20: TensorRT-LLM's own backends; 21: the field of 2026).
