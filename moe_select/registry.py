@@ -38,6 +38,14 @@ class Registry:
         self._cores: dict[tuple[str, str], CoreFactory] = {}
         self._dispatchers: dict[str, DispatcherFactory] = {}
         self.loaded_modules: set[str] = set()
+        #: Module -> the (runner, dispatch format) cores its ``register(registry)`` registered at its last call
+        #: (:meth:`recording`): what a refusal names, whatever else the process registered.
+        self.registered_by: dict[str, list[tuple[str, str]]] = {}
+
+    def recording(self, module: str) -> "_Recording":
+        """A registrar that forwards to this registry and records, under ``module``, the cores registered through it."""
+        self.registered_by[module] = []
+        return _Recording(self, self.registered_by[module])
 
     def register_core(self, runner: str, dispatch_format: str, factory: CoreFactory) -> None:
         """Register ``factory`` as ``runner``'s core for ``dispatch_format`` (``standard`` or ``batched``).
@@ -84,3 +92,20 @@ if TYPE_CHECKING:  # pragma: no cover - mypy: a Registry is what an adapter's re
 
     def _is_a_registrar(registry: Registry) -> Registrar:
         return registry
+
+
+class _Recording:
+    """What :meth:`Registry.recording` returns: a :class:`~moe_select.contracts.Registrar` that forwards every
+    registration to the registry and appends the cores' ``(runner, dispatch format)`` to ``made``."""
+
+    def __init__(self, registry: Registry, made: list[tuple[str, str]]) -> None:
+        self._registry, self._made = registry, made
+
+    def register_core(self, runner: str, dispatch_format: str, factory: CoreFactory) -> None:
+        """Forward to :meth:`Registry.register_core`; recorded when it succeeds."""
+        self._registry.register_core(runner, dispatch_format, factory)
+        self._made.append((runner, dispatch_format))
+
+    def register_dispatcher(self, a2a: str, factory: DispatcherFactory) -> None:
+        """Forward to :meth:`Registry.register_dispatcher`."""
+        self._registry.register_dispatcher(a2a, factory)

@@ -387,7 +387,7 @@ def _load_adapter(module: str, what: str, registry: Registry) -> list[Reason]:
     from .registry import RegistrationError
 
     try:
-        reg(registry)
+        reg(registry.recording(module))
     except RegistrationError as exc:
         return [Reason(code="no_adapter", detail=f"{what} module {module} could not register: {exc}", source=module)]
     except Exception as exc:  # register() that raises or takes other arguments
@@ -418,7 +418,8 @@ def _adapter_reasons(p: Plan, registry: Registry, catalog: Any) -> list[Reason]:
     if missing:
         return [Reason(code="no_adapter", detail=f"module {module} did not register a {p.runner} core for "
                        + ", ".join(f"{f} dispatch" for f in missing)
-                       + f" (registered: {sorted(registry.pairs())})", source=fact_file(catalog, p.runner, "registers"))]
+                       + f" (registered: {sorted(registry.registered_by.get(module, []))})",
+                       source=fact_file(catalog, p.runner, "registers"))]
     if registry.dispatcher(p.a2a) is None:
         return [Reason(code="no_adapter", detail=f"module {p.a2a_module} did not register dispatcher {p.a2a}",
                        source=fact_file(catalog, p.a2a, a2a=True))]
