@@ -256,6 +256,21 @@ def machine_key_mismatch(m: Measurements, key: MachineKey) -> list[str]:
     return [f for f in MachineKey.model_fields if getattr(m.machine, f) != getattr(key, f)]
 
 
+def layer_key(u: Any) -> LayerKey:
+    """The :class:`LayerKey` of a deployment as understood (:class:`~moe_select.deployment.Understood`, or a plan's
+    ``deployment``): experts per rank ``num_experts / ep``, the intermediate size per rank
+    ``moe_intermediate_size / (tp / ep)`` (as :meth:`moe_select.layer.LayerSpec.from_plan` splits it), the
+    format ``quant``, and ``tp``, ``ep``, ``a2a``. Raises :class:`InputError` (field ``ep``) where ``ep`` does not
+    divide ``tp`` or the experts, or ``tp / ep`` the intermediate size: no runner of this install splits so."""
+    m = u.model
+    if u.ep < 1 or u.tp % u.ep or m.num_experts % u.ep or m.moe_intermediate_size % (u.tp // u.ep):
+        raise InputError(f"tp {u.tp}, ep {u.ep}: ep must divide tp and num_experts {m.num_experts}, and tp/ep must divide "
+                         f"moe_intermediate_size {m.moe_intermediate_size}", file="<deployment>", field="ep")
+    return LayerKey(num_experts=m.num_experts // u.ep, hidden_size=m.hidden_size,
+                    intermediate_size=m.moe_intermediate_size // (u.tp // u.ep), top_k=m.top_k, activation=m.activation,
+                    format=u.quant, tp=u.tp, ep=u.ep, a2a=u.a2a)
+
+
 def utc_now() -> str:
     """The current time as ISO 8601 UTC with a ``Z`` (seconds)."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -179,3 +179,13 @@ def test_overlap_is_the_tie_rule():
     assert overlap(point(median=10, half=1), point(median=11.5, half=1))
     assert not overlap(point(median=10, half=0.5), point(median=11.5, half=0.5))
     assert point(median=10, half=0.2).rel_half_width == pytest.approx(0.02)
+
+
+def test_layer_key_of_a_deployment_is_per_rank():
+    import moe_select
+    from moe_select.measurements import layer_key
+
+    r = moe_select.explain({"arch": "cpu", "quant": "bf16", "tp": 4, "ep": 2, "engine": "moe_select", "model": {
+        "num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 96, "activation": "silu",
+        "routing": "renormalize"}})
+    assert layer_key(r.deployment) == layer(num_experts=4, intermediate_size=48, tp=4, ep=2)
