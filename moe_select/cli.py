@@ -510,6 +510,42 @@ def _run_args(r: argparse.ArgumentParser) -> None:
     r.set_defaults(fn=cmd_run)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Time every candidate runner on this machine per token count and write the measurements (or ``--check`` a file)."""
+    from .tune import cli_tune
+
+    given = any(getattr(args, k, None) not in (None, [], False) for k in (*DEPLOYMENT_FLAGS, "deployment", "model", "from_command",
+                                                                          "cuda_graph", "shared_expert_fusion", "package", "prebuilt"))
+    return cli_tune(args, _deployment, given)
+
+
+def _tune_args(t: argparse.ArgumentParser) -> None:
+    from .launch_cli import add_cli_flags
+
+    _add_deployment_flags(t)
+    add_cli_flags(t)
+    g = t.add_argument_group("tune (README, 'Tune')")
+    g.add_argument("--tokens", metavar="N,N,...", help="token counts to time (default: powers of two up to max_tokens_per_rank, "
+                   "that count, decode_tokens_per_rank and a launch line's CUDA-graph capture sizes)")
+    g.add_argument("--budget-s", dest="budget_s", type=float, default=None, help="seconds of sampling per point (default 1)")
+    g.add_argument("--target", type=float, default=None, help="relative half-width of each point's 95%% interval of the median "
+                   "to reach (default 0.02)")
+    g.add_argument("--drift-threshold", dest="drift_threshold", type=float, default=None,
+                   help="relative change of a median that --check calls a drift (default 0.10, or the file's)")
+    g.add_argument("-o", "--output", type=_given("the measurement file's path, or - for stdout"),
+                   help="measurement file (default: stdout, the table on stderr)")
+    g.add_argument("--plot", metavar="PNG", type=_given("the plot's path"), help="write a plot (needs matplotlib: the plot extra)")
+    g.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a GPU is present")
+    g.add_argument("--allow-jit", dest="allow_jit", action="store_true", help="also time runners whose first call builds kernels")
+    g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar on stderr (default: on a terminal only)")
+    g.add_argument("--check", metavar="FILE", type=_given("a measurement file"),
+                   help="re-measure each runner of FILE at its smallest, middle and largest token count and report drift "
+                   "(exit 1 when a median moved more than the threshold; 2 on another machine or layer)")
+    g.add_argument("--json", action="store_true", help="with --check: also print the points as JSON")
+    t.set_defaults(fn=cmd_tune)
+
+
 def _matrix_args(mx: argparse.ArgumentParser) -> None:
     mx.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     mx.add_argument("--write", action="store_true", help="write docs/matrix.md, docs/matrix.json and README.md's counts under --root")
@@ -530,6 +566,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "plan": ("write the plan as JSON", _plan_args),
     "check": ("lint rule files (default: the bundled ones)", _check_args),
     "run": ("build one MoE layer of a real model config on this machine and run it", _run_args),
+    "tune": ("time every candidate runner on this machine per token count; --check a measurement file", _tune_args),
     "matrix": ("the capability matrix: print, --write or --check it", _matrix_args),
     "schemas": ("check (default) or --write the JSON Schemas", _schemas_args),
 }
@@ -634,7 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     given = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(argv)
-    short = argv is None and args.command != "run"
+    short = argv is None and args.command not in ("run", "tune")
     if short:
         # A planning command is a short process that makes no garbage worth collecting: no collections
         # while it imports and plans, and none at exit (gc.freeze: the interpreter's final collection

@@ -137,7 +137,8 @@ class Method(BaseModel):
 
 class Measurements(BaseModel):
     """A measurement file (module docstring). ``skipped``: candidates not timed and why (a failed
-    verification, a build error), runner -> reason."""
+    verification, a build error), runner -> reason. ``deployment``: the deployment tune was given (its keys as
+    written, without defaults), so that ``tune --check`` can build the same runners again; None when not recorded."""
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
@@ -150,6 +151,7 @@ class Measurements(BaseModel):
     duration_s: float = Field(ge=0)
     points: list[Point]
     skipped: dict[str, str] = {}
+    deployment: dict[str, Any] | None = None
 
     @field_validator("created")
     @classmethod
