@@ -62,7 +62,10 @@ def measured_choice(dep: dict, mfile: Path, m, order) -> tuple[list[dict], str, 
     import moe_select
 
     if "measurements" in inspect.signature(moe_select.explain).parameters:
-        report = moe_select.explain(dep, measurements=[str(mfile)])
+        try:
+            report = moe_select.explain(dep, measurements=[str(mfile)])
+        except Exception as exc:  # noqa: BLE001 - the spec's ranges stand in, and the error is reported
+            return T.ranges(m, order), f"tune.ranges (the selector with measurements raised {type(exc).__name__}: {exc})", None
         plan = report.plan
         rs = getattr(plan, "ranges", None) if plan is not None else None
         if rs:
@@ -75,10 +78,20 @@ def measured_choice(dep: dict, mfile: Path, m, order) -> tuple[list[dict], str, 
 def time_plan(plan, session, tokens, settings, dev):
     """Resolve the measured ``plan`` (one runner per range), give it the session's weights and time it at
     ``tokens`` as ``plan[ranges]`` (graph replay per count, as the others). Returns points."""
+    import torch
+
     import moe_select
+    from moe_select.harness.memory import layer_bytes, stored_bytes
     from moe_select.harness.weights import layer_weights
     from moe_select.layer import LayerSpec
 
+    spec = LayerSpec.from_plan(plan)
+    one = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, stored_bytes(plan.quant))
+    runners = {r["runner"] for r in (x.model_dump() if hasattr(x, "model_dump") else x for x in plan.ranges)}
+    need, free = one * (1 + len(runners)) * 1.1, torch.cuda.mem_get_info()[0]
+    if need > free:  # its own weights and each range's prepared copy, beside the session's runners
+        raise MemoryError(f"not timed: it needs about {need / 2**30:.1f} GiB (weights and {len(runners)} prepared copies), "
+                          f"{free / 2**30:.1f} GiB is free beside the tuned runners")
     runner = moe_select.resolve(plan, device=dev, verify=True)
     w = layer_weights(LayerSpec.from_plan(plan), plan.deployment.model.as_dict(), 0, runner.device, generate_on=runner.device)
     pw = runner.prepare_weights(w.pop("w13"), w.pop("w2"), **w)

@@ -303,3 +303,40 @@ def test_tiny_real_run_on_the_cpu(tmp_path, capsys):
     assert m.machine.gpu == "cpu" and m.machine.cuda_graph is False and m.method.timing == "eager"
     assert all(p.samples >= 10 and p.median_us > 0 for p in m.points)
     assert "torch_native" in captured.out and f"measurements written to {f}" in captured.err
+
+
+def test_tune_check_logic_with_a_fake_timer(monkeypatch, tmp_path):
+    """benchmarks/tune_check.py's check_layer: tune, the ranges, then every runner at the check counts and the gap."""
+    import argparse
+    import importlib.util
+    import pathlib
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+    monkeypatch.syspath_prepend(str(root))
+    spec = importlib.util.spec_from_file_location("tune_check_under_test", root / "tune_check.py")
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    monkeypatch.setitem(sys.modules["moe_layer"].MODELS, "tiny", (8, 2, 64, 32, "silu"))
+    real_dep = tc.deployment
+    monkeypatch.setattr(tc, "deployment", lambda n, q: {**real_dep(n, q), "cuda_graph": False})  # torch_native too
+    draw = {"torch_native": lambda t, rng: 20.0 * t * (1 + rng.uniform(0, 1e-3)),
+            "torch_grouped_mm": lambda t, rng: (100.0 + t) * (1 + rng.uniform(0, 1e-3))}
+    clock = Clock()
+
+    def session(dep, **kw):
+        timer = FakeTimer(draw, clock)
+        return REAL_OPEN(dep, **{**kw, "build": lambda plans, names, device, allow_jit=False: ({n: (None, None) for n in names}, {}),
+                                 "timer": lambda built, u, dev: timer, "machine": _machine()})
+    args = argparse.Namespace(tokens="1,2,4,8,16", point_budget_s=0.2, check_tokens="3,5,6,12")
+    lay = tc.check_layer("tiny", "bf16", args, "cpu", tmp_path, open_session=session)
+    assert lay["ranges"] == [{"max_tokens": 5, "runner": "torch_native"}, {"max_tokens": None, "runner": "torch_grouped_mm"}]
+    assert load_measurements(tmp_path / "tune_tiny_bf16.json")[0].fingerprint() == lay["fingerprint"]
+    rows = {r["tokens"]: r for r in lay["check"]}
+    assert [rows[t]["choice"] for t in (3, 5, 6, 12)] == ["torch_native"] * 2 + ["torch_grouped_mm"] * 2
+    assert [rows[t]["best"] for t in (3, 5, 6, 12)] == ["torch_native", "torch_native", "torch_grouped_mm", "torch_grouped_mm"]
+    for r in rows.values():
+        by = {p["runner"]: p["median_us"] for p in r["points"]}
+        assert set(by) == {"torch_native", "torch_grouped_mm"}   # every runner timed at every check count
+        assert r["gap"] == pytest.approx(by[r["choice"]] / min(by.values()) - 1) and r["within_target"] == (r["gap"] <= 0.05)
+    assert rows[3]["gap"] == 0 and lay["tune_within_target"]
