@@ -493,12 +493,13 @@ def tile_configs_of(runners: Iterable[Any]) -> str | None:
 
 
 def packages_of(plans: Iterable[Plan]) -> dict[str, str | None]:
-    """The kernel packages the plans need (torch and triton have fields of their own), name -> version found."""
+    """The kernel packages the plans need (torch and triton have fields of their own), name -> the version found
+    (None: absent, or present with no version found)."""
     out: dict[str, str | None] = {}
     for p in plans:
         for need in p.packages:
             if need.name not in ("torch", "triton"):
-                out[need.name] = need.version if need.state != "absent" else None
+                out[need.name] = need.found if need.state != "absent" else None
     return dict(sorted(out.items()))
 
 
