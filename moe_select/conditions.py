@@ -42,6 +42,9 @@ Quantity = Literal[
     "tp_dp",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
+#: Quantities that are 0 for many deployments (no shared experts, or shared-expert fusion off); every other is
+#: positive, so a condition that admits no positive value of one of those can never match.
+MAY_BE_ZERO: tuple[str, ...] = ("num_shared_experts", "fused_shared_experts")
 
 
 def fmt_num(x: Fraction | int) -> str:
@@ -175,14 +178,15 @@ class When(Located):
             cond = getattr(self, key)
             if isinstance(cond, list) and not cond:
                 return f"when.{key} is an empty list"
-            if isinstance(cond, IntRange) and cond.empty(positive=key in QUANTITIES):
+            positive = key in QUANTITIES and key not in MAY_BE_ZERO
+            if isinstance(cond, IntRange) and cond.empty(positive=positive):
                 if cond.min is not None and cond.max is not None and cond.min > cond.max:
                     return f"when.{key}: min {cond.min} > max {cond.max}"
                 if cond.max is not None and cond.max <= 0:
                     return f"when.{key}: max {cond.max} is not positive, and {key} is always positive"
                 return (f"when.{key}: no positive multiple of {cond.multiple_of} lies in "
                         f"[{max(cond.min or 1, 1)}, {cond.max}]")
-            if key in QUANTITIES and isinstance(cond, list) and all(v <= 0 for v in cond):
+            if positive and isinstance(cond, list) and all(v <= 0 for v in cond):
                 return f"when.{key}: {cond} holds no positive value, and {key} is always positive"
         if self.a2a is not None and "none" not in self.a2a and self.ep is not None:
             if isinstance(self.ep, list) and self.ep and all(e <= 1 for e in self.ep):
