@@ -823,6 +823,7 @@ def cli_tune(args: Any, deployment: Callable[[Any], tuple[Any, Any]], has_deploy
         raise InputError("give --deployment FILE or deployment flags (see moe-select tune --help)" +
                          (f"; {args.check} records no deployment" if old is not None else ""), file="<command line>")
     settings = _settings(args, old.method if old is not None else None)
+    given_tokens = parse_tokens(args.tokens) if args.tokens else None  # refused before anything is built
     launch = getattr(args, "launch", None)
     session = open_session(dep, device=args.device, allow_jit=args.allow_jit, rules_dirs=args.rules,
                            backends_dirs=getattr(args, "backends", []), base_dir=base, given=given)
@@ -845,7 +846,7 @@ def cli_tune(args: Any, deployment: Callable[[Any], tuple[Any, Any]], has_deploy
                  "change": d.change, "old_interval_holds": d.holds, "drifted": d.drifted} for d in drifts]}, indent=1), file=out)
         return 1 if gone or any(d.drifted for d in drifts) else 0
     u = session.report.deployment
-    tokens = parse_tokens(args.tokens) if args.tokens else default_tokens(u, launch_capture_sizes(launch, u.decode_tokens_per_rank))
+    tokens = given_tokens or default_tokens(u, launch_capture_sizes(launch, u.decode_tokens_per_rank))
     print(f"moe-select tune: {', '.join(session.names)} at {len(tokens)} token counts ({tokens[0]}..{tokens[-1]}), "
           f"{session.timer.timing}, target +-{settings.target_rel_half_width:.0%}, budget {settings.budget_s_per_point:g} s "
           f"per point", file=sys.stderr)

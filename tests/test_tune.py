@@ -340,3 +340,19 @@ def test_tune_check_logic_with_a_fake_timer(monkeypatch, tmp_path):
         assert set(by) == {"torch_native", "torch_grouped_mm"}   # every runner timed at every check count
         assert r["gap"] == pytest.approx(by[r["choice"]] / min(by.values()) - 1) and r["within_target"] == (r["gap"] <= 0.05)
     assert rows[3]["gap"] == 0 and lay["tune_within_target"]
+
+
+def test_capture_sizes_of_a_launch_line():
+    """A launch line's CUDA-graph capture sizes, as tokens per rank (times the tokens per request)."""
+    from pathlib import Path
+
+    from moe_select.launch_line import from_command
+
+    cfg = str(Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")
+    sg = from_command("python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --cuda-graph-bs 1 2 4 8 24 "
+                      "--speculative-num-draft-tokens 4", {}, model_config=cfg)
+    assert T.launch_capture_sizes(sg, sg.deployment["decode_tokens_per_rank"]) == [4, 8, 16, 32, 96]
+    vl = from_command("vllm serve Qwen/Qwen3-30B-A3B --compilation-config '{\"cudagraph_capture_sizes\": [1, 2, 4, 16]}'", {},
+                      model_config=cfg)
+    assert T.launch_capture_sizes(vl, vl.deployment["decode_tokens_per_rank"]) == [1, 2, 4, 16]
+    assert T.launch_capture_sizes(None, None) == []
