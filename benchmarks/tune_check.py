@@ -48,9 +48,13 @@ GAP_TARGET = 0.05
 LAYER_TARGET_S = 300.0
 
 
+#: CUDA graphs on (graph replay, as engines run decode); --smoke turns them off (the CPU times eager calls).
+CUDA_GRAPH = {"on": True}
+
+
 def deployment(name: str, quant: str) -> dict:
     """The layer's deployment for tune: moe_layer's (arch auto, tp 1, require_adapter) with CUDA graphs on."""
-    return {**moe_layer.deployment(name, quant), "cuda_graph": True, "runner": "auto"}
+    return {**moe_layer.deployment(name, quant), "cuda_graph": CUDA_GRAPH["on"], "runner": "auto"}
 
 
 def measured_choice(dep: dict, mfile: Path, m, order) -> tuple[list[dict], str, object]:
@@ -88,7 +92,8 @@ def time_plan(plan, session, tokens, settings, dev):
     spec = LayerSpec.from_plan(plan)
     one = layer_bytes(spec.num_local_experts, spec.w13_rows, spec.hidden_size, spec.intermediate_size, stored_bytes(plan.quant))
     runners = {r["runner"] for r in (x.model_dump() if hasattr(x, "model_dump") else x for x in plan.ranges)}
-    need, free = one * (1 + len(runners)) * 1.1, torch.cuda.mem_get_info()[0]
+    need = one * (1 + len(runners)) * 1.1
+    free = torch.cuda.mem_get_info()[0] if str(dev).startswith("cuda") else need
     if need > free:  # its own weights and each range's prepared copy, beside the session's runners
         raise MemoryError(f"not timed: it needs about {need / 2**30:.1f} GiB (weights and {len(runners)} prepared copies), "
                           f"{free / 2**30:.1f} GiB is free beside the tuned runners")
@@ -119,14 +124,14 @@ def check_layer(name: str, quant: str, args, dev, out_dir: Path, open_session=T.
           f"(build and verify {session.build_s:.1f} s); skipped: {session.skipped or 'none'}", flush=True)
     print(T.render_points(m), flush=True)
     rs, how, plan = measured_choice(dep, mfile, m, order)
-    print(f"ranges ({how}): {rs}", flush=True)
+    print(f"ranges ({how}): {[(r['max_tokens'], r['runner']) for r in rs]}", flush=True)
     # (b): every tuned runner at the check counts, no early stop, then the measured plan itself where there is one
     check_tokens = T.parse_tokens(args.check_tokens)
     plain = T.Settings(budget_s_per_point=args.point_budget_s, margin=math.inf)
     t1 = time.perf_counter()
     pts = T.measure(session.names, check_tokens, session.timer, plain)
     plan_pts, plan_error = [], None
-    if plan is not None and dev != "cpu":
+    if plan is not None and getattr(args, "time_plan", True):
         try:
             plan_pts = time_plan(plan, session, check_tokens, plain, dev)
         except Exception as exc:  # noqa: BLE001 - the single runners' table stands without it
@@ -189,6 +194,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", default=None, help="tune's token counts (default: tune's default list)")
     ap.add_argument("--check-tokens", default=",".join(map(str, CHECK_TOKENS)))
     ap.add_argument("--smoke", action="store_true", help="a tiny layer on the CPU (checks the script)")
+    ap.add_argument("--time-plan", dest="time_plan", action=argparse.BooleanOptionalAction, default=True,
+                    help="also resolve the measured plan (one runner per range) and time it at the check counts")
     args = ap.parse_args(argv)
     import torch
 
@@ -197,6 +204,7 @@ def main(argv=None) -> int:
         moe_layer.MODELS.clear()
         moe_layer.MODELS["smoke"] = (8, 2, 64, 32, "silu")
         models, dev = ["smoke"], "cpu"
+        CUDA_GRAPH["on"] = False
         args.tokens = args.tokens or "1,2,8,16"
         args.check_tokens = "3,12"
     else:
