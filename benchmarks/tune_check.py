@@ -141,6 +141,11 @@ def check_layer(name: str, quant: str, args, dev, out_dir: Path, open_session=T.
         row = {p.runner: p for p in pts if p.tokens == t}
         best = min(row.values(), key=lambda p: p.median_us)
         choice = T.runner_for(rs, t)
+        if choice not in row:  # a range's runner that (b) did not time: reported, never guessed
+            rows.append({"tokens": t, "best": best.runner, "best_us": best.median_us, "choice": choice, "choice_us": None,
+                         "gap": math.inf, "ties_best": False, "within_target": False, "rules_runner": None, "rules_gap": None,
+                         "points": [p.model_dump() for p in row.values()], "error": f"{choice} was not timed at {t} tokens"})
+            continue
         c = row[choice]
         gap = c.median_us / best.median_us - 1
         rules = order[0] if order and order[0] in row else None
@@ -168,8 +173,9 @@ def print_table(result: dict) -> None:
         for r in lay["check"]:
             pg = f"{r['plan_gap']:+.1%}" if "plan_gap" in r else "-"
             rg = f"{r['rules_gap']:+.1%} ({r['rules_runner']})" if r["rules_gap"] is not None else "-"
+            cu = f"{r['choice_us']:.1f}" if r["choice_us"] is not None else "not timed"
             print(f"| {lay['model']} | {lay['quant']} | {lay['tune_s']:.0f} | {r['tokens']} | {r['best']} ({r['best_us']:.1f}) | "
-                  f"{r['choice']} ({r['choice_us']:.1f}) | {r['gap']:+.1%} | {'yes' if r['ties_best'] else 'no'} | {pg} | {rg} |")
+                  f"{r['choice']} ({cu}) | {r['gap']:+.1%} | {'yes' if r['ties_best'] else 'no'} | {pg} | {rg} |")
     for lay in result["layers"]:
         if lay.get("plan_error"):
             print(f"plan[ranges] of {lay['model']} {lay['quant']} not timed: {lay['plan_error']}")
