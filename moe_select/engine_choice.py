@@ -58,7 +58,8 @@ class Hook(_Cited):
     """One step of an engine's argument pipeline: for a checkpoint of one of ``architectures`` (when given), where
     ``when`` holds (the deployment's facts) and every field of
     ``asked`` has one of its values (as the earlier hooks left it), the engine writes ``sets`` (``ep: tp``: the tp
-    size) and prints ``log`` (``{a2a}``, ``{ep}``, ``{tp}``, ``{architecture}`` filled in)."""
+    size) and prints ``log`` (``{a2a}``, ``{ep}``, ``{tp}``, ``{architecture}`` filled in; ``{asked}``: the value the
+    hook replaces)."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     engine: Literal["sglang", "vllm", "trtllm"]
@@ -283,7 +284,7 @@ def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str,
             state[k] = new
             if k == "runner":
                 runner_hook = h.id
-            log = h.log.format(a2a=u.a2a, ep=old, tp=u.tp, architecture=architecture) if h.log else None
+            log = h.log.format(a2a=u.a2a, ep=old, tp=u.tp, architecture=architecture, asked=old) if h.log else None
             out.append(Override(k, old, new, given.get(k, False) and old == getattr(u, k, old), h.id, log, h.source))
     return out, runner_hook
 

@@ -7,6 +7,9 @@ case). Planning only (no GPU): ``moe_select.explain`` on declared machines.
 2. SGLang's fused-only runners (marlin, flashinfer_mxfp4, hpc_ops: no runner core in MoeRunner.__init__) run with the
    all-to-alls they register a fused function for and no other: their a2a lists are exhaustive under SGLang
    (sgl-project/sglang#35557, PR #32846).
+3. SGLang's per-format runner allow-list: MXFP8 runs only with cutlass, deep_gemm, flashinfer_trtllm(_routed), and
+   triton on gfx95; any other runner given is overridden to the default with a warning (sgl-project/sglang#35272). The
+   runners outside the list are refused under SGLang for MXFP8, and explain's engine section shows the rewrite.
 """
 from __future__ import annotations
 
@@ -114,3 +117,51 @@ def test_sglang_hpc_ops_with_deepep_is_refused():
     assert _a2a_refusal(report, "hpc_ops").startswith("backends/hpc_ops.yaml:")
     alone = explain(**{**dep, "ep": 1, "dp": 1}, a2a="none")
     assert alone.plan is not None and alone.plan.runner == "hpc_ops"
+
+
+# ---------------------------------------------------- 3. SGLang's MXFP8 runner allow-list and its rewrite of the runner
+MINIMAX_SILU = {**MINIMAX_M2, "activation": "silu"}
+
+
+def _sglang_mxfp8(gpu: str, runner: str, engine: str = "sglang"):
+    return explain(gpu=gpu, engine=engine, quant="mxfp8", model=MINIMAX_SILU, tp=8, ep=1, a2a="none", runner=runner)
+
+
+def _sglang_choice(report):
+    return next(c for c in report.engine_choices if c.engine == "sglang")
+
+
+def test_sglang_marlin_for_mxfp8_on_hopper_is_refused_and_the_override_is_shown():
+    """Another runner and GPU than the round's triton on MI300X: marlin for MXFP8 on H100 is overridden to
+    flashinfer_trtllm by SGLang; moe-select refuses marlin (the allow-list) and says the engine rewrites it."""
+    report = _sglang_mxfp8("H100", "marlin")
+    assert report.plan is None
+    assert refusals(report, "marlin")["quant_unsupported"].startswith("backends/marlin.yaml:")
+    choice = _sglang_choice(report)
+    assert choice.runner == "flashinfer_trtllm"
+    (o,) = [o for o in choice.overrides if o.field == "runner"]
+    assert (o.asked, o.becomes, o.explicit, o.hook) == ("marlin", "flashinfer_trtllm", True, "sglang-mxfp8-runner-override")
+    assert o.log is not None and o.log.endswith("Overriding 'marlin'.")
+    assert "silently overrides what was asked" in report.render_text()
+
+
+def test_sglang_mxfp8_on_gfx950_takes_triton_and_rewrites_aiter_to_it():
+    """On gfx95 SGLang adds triton to the list and makes it the default: aiter is refused and rewritten to triton,
+    auto becomes triton, and triton is not refused by the allow-list there."""
+    aiter = _sglang_mxfp8("MI355X", "aiter")
+    assert aiter.plan is None and "quant_unsupported" in refusals(aiter, "aiter")
+    (o,) = [o for o in _sglang_choice(aiter).overrides if o.field == "runner"]
+    assert (o.asked, o.becomes, o.hook) == ("aiter", "triton", "sglang-mxfp8-runner-override-gfx95")
+    auto = _sglang_mxfp8("MI355X", "auto")
+    assert _sglang_choice(auto).runner == "triton"
+    assert "quant_unsupported" not in refusals(auto, "triton")
+    gfx942 = _sglang_mxfp8("MI300X", "auto")
+    assert _sglang_choice(gfx942).runner == "flashinfer_trtllm"
+    assert "quant_unsupported" in refusals(gfx942, "triton")
+
+
+def test_the_mxfp8_allow_list_is_sglangs_only():
+    """vLLM has no such list: its Marlin takes MXFP8 weights (bf16 activations) on Hopper."""
+    report = _sglang_mxfp8("H100", "marlin", engine="vllm")
+    assert "quant_unsupported" not in refusals(report, "marlin")
+    assert report.plan is not None and report.plan.runner == "marlin"
