@@ -333,3 +333,11 @@ def test_nixl_ep_detection_looks_for_the_nixl_ep_module(tmp_path):
     (site / "nixl_ep").mkdir()
     (site / "nixl_ep" / "__init__.py").write_text("")
     assert inspect_package("nixl_ep", "nixl_ep", path=[str(site)]).version == "unknown"
+
+
+def test_sglang_overrides_humming_and_experimental_sgl_marlin_for_mxfp8():
+    # sgl-project/sglang@d9a2188f5202 arg_groups/choices.py MXFP8_MOE_RUNNER_BACKEND_CHOICES (cutlass, deep_gemm,
+    # flashinfer_trtllm, flashinfer_trtllm_routed): any other runner is overridden for an MXFP8 MoE (sgl-project/sglang#35272).
+    for runner in ("humming", "experimental_sgl_marlin"):
+        refused(explain(gpu="H100", engine="sglang", quant="mxfp8", model=QWEN3_30B, tp=1, runner=runner),
+                runner, "quant_unsupported", f"backends/{runner}.yaml")
