@@ -10,6 +10,9 @@ case). Planning only (no GPU): ``moe_select.explain`` on declared machines.
 3. SGLang's per-format runner allow-list: MXFP8 runs only with cutlass, deep_gemm, flashinfer_trtllm(_routed), and
    triton on gfx95; any other runner given is overridden to the default with a warning (sgl-project/sglang#35272). The
    runners outside the list are refused under SGLang for MXFP8, and explain's engine section shows the rewrite.
+4. A version-gated routing fact and a format list read in full: SGLang's flashinfer_cutlass applies a top-1 routing
+   weight on the expert input since sgl-project/sglang PR #35504 (sgl-project/sglang#34192), and flashinfer_mxfp4's one
+   entry point runs MXFP4 payloads only (it was picked for NVFP4 on SM121).
 """
 from __future__ import annotations
 
@@ -165,3 +168,48 @@ def test_the_mxfp8_allow_list_is_sglangs_only():
     report = _sglang_mxfp8("H100", "marlin", engine="vllm")
     assert "quant_unsupported" not in refusals(report, "marlin")
     assert report.plan is not None and report.plan.runner == "marlin"
+
+
+# ------------------------------- 4. flashinfer_cutlass's weight on the input (version-gated); flashinfer_mxfp4's formats
+LLAMA4_SCOUT = {"num_experts": 16, "top_k": 1, "hidden_size": 5120, "moe_intermediate_size": 8192,
+                "activation": "silu", "routing": "llama4", "num_shared_experts": 1}
+
+
+def _scout_nvfp4(version: str | None, gpu: str = "RTX PRO 6000", **model):
+    dep = {"gpu": gpu, "engine": "sglang", "quant": "nvfp4", "model": {**LLAMA4_SCOUT, **model}, "tp": 2, "ep": 1,
+           "runner": "flashinfer_cutlass"}
+    if version is not None:
+        dep["engine_version"] = version
+    return explain(**dep)
+
+
+def _unknown_codes(report, runner):
+    return {u.code for u in cand(report, runner).unknowns}
+
+
+def test_sglang_flashinfer_cutlass_applies_a_top1_weight_on_the_input_from_0_5_19():
+    """Another GPU than the round's GB10 (SM121): RTX PRO 6000 (SM120), NVFP4 Llama-4-Scout, flashinfer_cutlass asked.
+    At 0.5.19 it is supported; at 0.5.17 (before PR #35504: the runner asserted) no fact covers it (unverified)."""
+    after = _scout_nvfp4("0.5.19")
+    assert after.plan is not None and after.plan.runner == "flashinfer_cutlass" and after.plan.evidence == "supported"
+    before = _scout_nvfp4("0.5.17")
+    assert before.plan is not None and before.plan.evidence == "unverified"
+    assert "routing_unsupported" in _unknown_codes(before, "flashinfer_cutlass")
+
+
+def test_the_weight_on_input_fact_is_top1_only():
+    """Top-2 with the weight on the input would need a differently scaled input per expert: not covered."""
+    report = _scout_nvfp4("0.5.19", top_k=2)
+    assert "routing_unsupported" in _unknown_codes(report, "flashinfer_cutlass")
+
+
+def test_sglang_flashinfer_mxfp4_runs_mxfp4_payloads_only():
+    """Block FP8 on B200 with flashinfer_mxfp4 is refused under SGLang (its fused function raises TypeError for any
+    other payload); gpt-oss's MXFP4 is not refused by the list."""
+    fp8 = explain(gpu="B200", engine="sglang", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), tp=1, ep=1,
+                  runner="flashinfer_mxfp4")
+    assert fp8.plan is None
+    assert refusals(fp8, "flashinfer_mxfp4")["quant_unsupported"].startswith("backends/flashinfer_mxfp4.yaml:")
+    mxfp4 = explain(gpu="B200", engine="sglang", model_config=str(CONFIGS / "openai__gpt-oss-120b"), tp=1, ep=1,
+                    runner="flashinfer_mxfp4")
+    assert "quant_unsupported" not in refusals(mxfp4, "flashinfer_mxfp4")
