@@ -75,7 +75,18 @@ class Support(Fact):
     #: False: a negative row, a cell an upstream check refuses (cited by ``source``); the selector refuses it.
     supported: bool = Field(True, description=(
         "false: a negative row, a cell (archs x formats, under its when/requires) that an upstream check refuses, "
-        "cited by source; the selector refuses it (quant_unsupported) before any positive row is read"))
+        "cited by source; the selector refuses it (with code) before any positive row is read"))
+    #: The reason code a negative row refuses with: ``quant_unsupported`` (the format on this GPU), or
+    #: ``arch_unsupported`` where the upstream check refuses the GPU itself (a device gate, no build for it).
+    code: Literal["quant_unsupported", "arch_unsupported"] = Field("quant_unsupported", description=(
+        "a negative row's reason code: quant_unsupported (default) or arch_unsupported (the upstream check refuses "
+        "the GPU: a device gate, no kernels built for it); only with supported: false"))
+
+    @model_validator(mode="after")
+    def _code_only_negative(self) -> "Support":
+        if self.supported and "code" in self.model_fields_set:
+            raise ValueError("code is the reason a negative row refuses with: it needs supported: false")
+        return self
 
 
 class ActivationFact(Fact):
@@ -87,10 +98,23 @@ class ActivationFact(Fact):
 class RoutingFact(Fact):
     """Routing methods the runner applies. ``any``: it takes pre-computed top-k ids and weights (the
     engine routes); ``weight_on_input``: it can apply a routing weight to the expert's input (what
-    llama4 routing needs), so ``any`` covers llama4 only with it."""
+    llama4 routing needs), so ``any`` covers llama4 only with it. ``supported: false``: a negative fact,
+    methods refused where its ``when``/``requires`` hold (a kernel that puts llama4's weight on the output, a
+    release without kernels for a method)."""
 
     values: list[Routing] | Literal["any"]
     weight_on_input: bool = False
+    #: False: a negative fact, routing methods an upstream check or kernel refuses (under its when/requires),
+    #: cited by ``source``; the selector refuses them (routing_unsupported) before any positive fact is read.
+    supported: bool = Field(True, description=(
+        "false: a negative fact, routing methods (a list, not any) that an upstream check or the kernel refuses "
+        "under its when/requires, cited by source; the selector refuses them (routing_unsupported)"))
+
+    @model_validator(mode="after")
+    def _negative_names_values(self) -> "RoutingFact":
+        if not self.supported and (self.values == "any" or self.weight_on_input):
+            raise ValueError("a negative routing fact (supported: false) names routing methods, not any, and no weight_on_input")
+        return self
 
 
 class DispatchFact(Fact):

@@ -175,6 +175,13 @@ def _why_not(fact: Conditional, ctx: _Ctx) -> tuple[str, str | None]:
     return "; ".join(parts), fix
 
 
+def _under(fact: Conditional) -> str:
+    """`` (with <package> <versions>)`` for a negative fact bounded by package versions (the releases it names), else ''."""
+    if not fact.requires:
+        return ""
+    return " (with " + ", ".join(f"{k} {v}" for k, v in fact.requires.items()) + ")"
+
+
 def _version_gate(fact: Conditional | None, ctx: _Ctx) -> bool:
     """True when ``fact``'s ``when`` holds but its ``requires`` (a package version gate) does not: a refusal
     on evidence (the fact says which versions run it), not a gap."""
@@ -338,7 +345,7 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
     u, name = ctx.u, cap.runner
     for s in cap.support:
         if not s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats and _holds(s, ctx, assumed):
-            return [Reason(code="quant_unsupported", detail=f"{name} does not run {u.quant} on {_arch_label(u)}",
+            return [Reason(code=s.code, detail=f"{name} does not run {u.quant} on {_arch_label(u)}{_under(s)}",
                            source=s.where(), backend=name)]
     pos = [s for s in cap.support if s.supported]
     archs = list(dict.fromkeys(a for s in pos for a in s.archs))
@@ -402,17 +409,23 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
             out += _gap(ctx, cap, "activations", "activation_unsupported", detail, f"an activations fact of {name} naming {act} here",
                         src.where(), name)
     routing = u.model.routing
-    ok, have, blocked, why, fix = _values_check(cap.routing, "values", routing, ctx, assumed)
+    routing_facts = [f for f in cap.routing if f.supported]
+    refused = next((f for f in cap.routing if not f.supported and routing in f.values and _holds(f, ctx, assumed)), None)
+    ok, have, blocked, why, fix = _values_check(routing_facts, "values", routing, ctx, assumed)
     takes_topk = "any" in have
-    if takes_topk and routing in WEIGHT_ON_INPUT_ROUTINGS:
-        if not any(f.values == "any" and f.weight_on_input and _holds(f, ctx, []) for f in cap.routing):
+    if refused is not None:
+        out.append(Reason(code="routing_unsupported", detail=f"{name} does not apply {routing} routing{_under(refused)}",
+                          source=refused.where(), backend=name))
+    elif takes_topk and routing in WEIGHT_ON_INPUT_ROUTINGS:
+        if not any(f.values == "any" and f.weight_on_input and _holds(f, ctx, []) for f in routing_facts):
             out += _gap(ctx, cap, "routing", "routing_unsupported", f"{name} takes pre-computed top-k; no fact says it applies the "
                         f"routing weight to the expert input, which {routing} routing needs",
                         f"a routing fact of {name} with weight_on_input: true here",
-                        next(f for f in cap.routing if f.values == "any").where(), name)
+                        next(f for f in routing_facts if f.values == "any").where(), name)
     elif not ok and not takes_topk:
         more = f"; {routing} only {why}" if why else ""
-        rsrc = next((f for f in cap.routing if f.values != "any" and routing in f.values), cap.routing[0])
+        rsrc = next((f for f in routing_facts if f.values != "any" and routing in f.values),
+                    (routing_facts or cap.routing)[0])
         detail = f"{name} routes inside the kernel with {', '.join(have) or 'nothing here'}{more}; the model routes with {routing}"
         if _version_gate(blocked, ctx):
             out.append(Reason(code="routing_unsupported", detail=detail, source=rsrc.where(), fix=fix, backend=name))

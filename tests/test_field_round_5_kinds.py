@@ -1,0 +1,119 @@
+"""Field round 5 of issue 21 (tests/cases/field_round_5.yaml), fixed as kinds: each kind a round case missed, tested on
+another deployment of the same kind than the round's case, on both sides of each version bound, and the two
+capability-file mechanisms the kinds needed (a negative support row's ``code``; negative routing facts).
+
+1. vLLM's own CUTLASS MoE (backends/cutlass.yaml): FP8 and NVFP4 rows by arch and by the vLLM release that built the
+   kernels (NVFP4 on 12.x from 0.12.0, sm103 from 0.11.2; FP8 on 10.x from 0.10.0, broken on Hopper in 0.9.0-0.9.1).
+2. vLLM 0.15.0's FlashInfer CUTLASS device gate without the 12.x family (backends/flashinfer_cutlass.yaml).
+3. FlashInfer's SM12x NVFP4 CUTLASS MoE from 0.6.7 (backends/flashinfer_cutlass.yaml).
+4. FlashInfer TRT-LLM-gen Llama4 routing: bf16 puts the weight on the output (refused), and 0.6.11 / 0.6.11.post1 have
+   no BF16/NVFP4 kernels for it (backends/flashinfer_trtllm.yaml); and the NVFP4 relu2 hidden-size report (512).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+from moe_select.catalog import load_catalog
+from moe_select.errors import InputError
+
+from conftest import CONFIGS
+
+NVFP4 = str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")
+SCOUT = str(CONFIGS / "meta-llama__Llama-4-Scout-17B-16E-Instruct")
+# Llama-4 Maverick's MoE (128 experts, top-1, weight on the expert input) written inline with a format.
+MAVERICK = {"num_experts": 128, "top_k": 1, "hidden_size": 5120, "moe_intermediate_size": 8192, "activation": "silu",
+            "routing": "llama4", "num_shared_experts": 1}
+# Nemotron-3-Nano's MoE: hidden 2688 (not a multiple of 512 nor of 256), non-gated ReLU^2.
+NEMOTRON = {"num_experts": 128, "top_k": 6, "hidden_size": 2688, "moe_intermediate_size": 1856, "activation": "relu2",
+            "routing": "sigmoid_topk"}
+BASE = {"tp": 1, "ep": 1, "a2a": "none"}
+
+
+def _explain(**dep: Any) -> Any:
+    return moe_select.explain({**BASE, **dep})
+
+
+def _codes(report: Any) -> set[str]:
+    return {r.code for r in report.reasons}
+
+
+def _reason(report: Any, code: str, backend: str) -> Any:
+    return next(r for r in report.reasons if r.code == code and r.backend == backend)
+
+
+def _planned(report: Any, runner: str) -> bool:
+    return report.plan is not None and report.plan.runner == runner
+
+
+# ------------------------------------------------------------------------------------------ the two mechanisms
+TOY = """\
+schema_version: 3
+runner: toy_gated
+summary: a kernel with negative rows and a negative routing fact
+source: "this project: test"
+support:
+  - {archs: [sm90, sm100], formats: [bf16, fp8_tensor], source: "this project: test"}
+  - {archs: [sm100], formats: [bf16], supported: false, code: arch_unsupported, requires: {vllm: "<0.20"}, source: "this project: test"}
+  - {archs: [sm90], formats: [fp8_tensor], supported: false, source: "this project: test"}
+activations: {values: [silu], source: "this project: test"}
+routing:
+  - {values: [renormalize, llama4], source: "this project: test"}
+  - {values: [llama4], supported: false, when: {quant: [fp8_tensor]}, source: "this project: test"}
+dispatch: {formats: [standard], source: "this project: test"}
+cuda_graph: {supported: true, source: "this project: test"}
+lists: {archs: open, formats: open, support: open, activations: open, routing: open, dispatch: open, a2a: open,
+        cuda_graph: open, engines: open}
+"""
+SHAPE = {"num_experts": 16, "top_k": 1, "hidden_size": 1024, "moe_intermediate_size": 512, "activation": "silu"}
+
+
+def _toy(tmp_path, text: str = TOY) -> Any:
+    (tmp_path / "toy_gated.yaml").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def _toy_explain(tmp_path, **dep: Any) -> Any:
+    dep = {"engine": "vllm", "runner": "toy_gated", **BASE, **dep}
+    dep["model"] = SHAPE | {"routing": dep.pop("routing", "renormalize")}
+    return moe_select.explain(dep, backends_dirs=[tmp_path])
+
+
+def test_a_negative_row_refuses_with_its_code_and_under_its_version_bound(tmp_path):
+    """code: arch_unsupported is the reason a negative row gives (the default stays quant_unsupported); its requires
+    bounds it (vllm < 0.20: refused at 0.19, not at 0.20); the detail names the bound."""
+    _toy(tmp_path)
+    r = _toy_explain(tmp_path, arch="sm100", quant="bf16", engine_version="0.19.0")
+    assert r.plan is None and _codes(r) == {"arch_unsupported"}
+    assert "(with vllm <0.20)" in r.reasons[0].detail and r.reasons[0].source.endswith("toy_gated.yaml:7")
+    assert _planned(_toy_explain(tmp_path, arch="sm100", quant="bf16", engine_version="0.20.0"), "toy_gated")
+    default = _toy_explain(tmp_path, arch="sm90", quant="fp8_tensor")
+    assert default.plan is None and _codes(default) == {"quant_unsupported"} and "(with" not in default.reasons[0].detail
+
+
+def test_a_negative_routing_fact_refuses_where_it_holds_only(tmp_path):
+    """A negative routing fact refuses its methods where its when holds (llama4 with fp8_tensor), before the positive
+    facts are read; elsewhere the positive fact decides (llama4 with bf16 is planned)."""
+    _toy(tmp_path)
+    r = _toy_explain(tmp_path, arch="sm100", quant="fp8_tensor", routing="llama4")
+    assert r.plan is None and _codes(r) == {"routing_unsupported"}
+    assert r.reasons[0].source.endswith("toy_gated.yaml:12")
+    assert _planned(_toy_explain(tmp_path, arch="sm100", quant="bf16", routing="llama4"), "toy_gated")
+    assert _planned(_toy_explain(tmp_path, arch="sm100", quant="fp8_tensor", routing="renormalize"), "toy_gated")
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("{archs: [sm90], formats: [fp8_tensor], supported: false,", "{archs: [sm90], formats: [fp8_tensor], code: arch_unsupported,",
+     "needs supported: false"),
+    ("{values: [llama4], supported: false,", "{values: any, supported: false,", "not any"),
+    ("code: arch_unsupported", "code: shape_unaligned", "code"),
+])
+def test_the_new_keys_are_checked_at_load(tmp_path, old, new, says):
+    """code only on a negative row and only arch/quant codes; a negative routing fact names methods, not any."""
+    assert TOY.count(old) == 1
+    _toy(tmp_path, TOY.replace(old, new))
+    with pytest.raises(InputError) as exc:
+        load_catalog(use_env=False, plugins=False, backends_dirs=[tmp_path])
+    assert "toy_gated.yaml" in str(exc.value) and says in str(exc.value)
