@@ -251,9 +251,11 @@ def test_sglang_cutlass_block_fp8_and_nvfp4():
     # moe_runner/cutlass.py: BlockscaledFP4 type; the FP8/FP4 types run on the standard dispatcher.
     assert explain(gpu="RTX PRO 6000", quant="fp8_block", model=QWEN3_30B, tp=1, runner="cutlass").status == "ok"
     # Issue 18: Fp8MoEMethod asserts block quantization for SGLang's 'fp8' checkpoints only (per-channel FP8 comes
-    # through compressed-tensors, not read): the fp8_channel gap is unverified, not refused.
-    ch = explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="cutlass")
+    # through compressed-tensors, not read): the fp8_channel gap is unverified for SGLang, not refused. (vLLM's own
+    # CUTLASS FP8 experts run it on Hopper: supported under engine any, issue 21.)
+    ch = explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="cutlass", engine="sglang")
     assert ch.evidence == "unverified" and "quant_unsupported" in unknown_codes(ch, "cutlass")
+    assert explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="cutlass").evidence == "supported"
     assert explain(gpu="B200", quant="nvfp4", model=QWEN3_30B, tp=1, runner="cutlass").status == "ok"
     r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", runner="cutlass")
     # SGLang refuses it (FP8 Cutlass MoE needs ep_size == 1). SGLang and vLLM ship a runner of this name (issue 21: vLLM's

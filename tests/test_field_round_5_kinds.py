@@ -48,6 +48,78 @@ def _planned(report: Any, runner: str) -> bool:
     return report.plan is not None and report.plan.runner == runner
 
 
+# ---------------------------------------------------------------------------------------- kind 1: vLLM's CUTLASS MoE
+@pytest.mark.parametrize("gpu", ["RTX PRO 6000", "GB10"])
+def test_vllm_cutlass_nvfp4_before_the_12x_build_is_refused_as_an_arch(gpu):
+    """vLLM before 0.12.0 built no 12.x CUTLASS MoE kernels (get_cutlass_moe_mm_data raised 'Required capability: 90
+    or 100'): an NVFP4 Qwen3 on an RTX PRO 6000 or a GB10 with --moe-backend cutlass is refused for the GPU."""
+    r = _explain(gpu=gpu, engine="vllm", engine_version="0.11.2", model_config=NVFP4, runner="cutlass")
+    assert r.plan is None and _codes(r) == {"arch_unsupported"}
+    reason = _reason(r, "arch_unsupported", "cutlass")
+    assert reason.source.startswith("backends/cutlass.yaml:") and "vllm <0.12.0" in reason.detail
+
+
+def test_vllm_cutlass_nvfp4_on_sm120_from_0_12_0():
+    """vllm-project/vllm#29242 (first in 0.12.0) builds the NVFP4 MoE kernels for 12.0: supported from there."""
+    r = _explain(gpu="RTX PRO 6000", engine="vllm", engine_version="0.12.0", model_config=NVFP4, runner="cutlass")
+    assert _planned(r, "cutlass") and r.plan.evidence == "supported"
+
+
+def test_vllm_cutlass_nvfp4_on_sm103_from_0_11_2():
+    """10.3a joined the NVFP4 MoE build in 0.11.2 (0.11.1 without CUDA 13 built 10.0a;10.1a;12.0a;12.1a): a B300 is
+    refused below it (the row's version gate) and supported at it."""
+    old = _explain(gpu="B300", engine="vllm", engine_version="0.11.1", model_config=NVFP4, runner="cutlass")
+    assert old.plan is None and "quant_unsupported" in _codes(old)
+    assert "vllm >=0.11.2" in _reason(old, "quant_unsupported", "cutlass").detail
+    new = _explain(gpu="B300", engine="vllm", engine_version="0.11.2", model_config=NVFP4, runner="cutlass")
+    assert _planned(new, "cutlass")
+
+
+@pytest.mark.parametrize("gpu", ["H200", "A100"])
+def test_vllm_cutlass_nvfp4_below_blackwell_is_refused_as_an_arch(gpu):
+    """CutlassExpertsFp4's device gate takes the 10.x, 11.x and 12.x families only."""
+    r = _explain(gpu=gpu, engine="vllm", model_config=NVFP4, runner="cutlass")
+    assert r.plan is None and "arch_unsupported" in _codes(r)
+
+
+@pytest.mark.parametrize(("gpu", "quant"), [("RTX 5090", "fp8_tensor"), ("GB10", "fp8_channel"), ("L40", "fp8_tensor"),
+                                            ("A100", "fp8_channel")])
+def test_vllm_cutlass_fp8_off_hopper_and_datacenter_blackwell_is_refused(gpu, quant):
+    """cutlass_group_gemm_supported: 9.0 <= capability < 11.0; no release builds an SM120 FP8 grouped GEMM."""
+    r = _explain(gpu=gpu, engine="vllm", quant=quant, model=MAVERICK | {"routing": "renormalize", "top_k": 2},
+                 runner="cutlass")
+    assert r.plan is None and "arch_unsupported" in _codes(r)
+
+
+def test_vllm_cutlass_fp8_on_hopper_broken_in_0_9_0_and_0_9_1():
+    """vllm-project/vllm#19648: 0.9.0 and 0.9.1 built the Hopper grouped GEMM for 9.0a;10.0a and it failed on H100;
+    0.9.2 builds it for 9.0a. Per-tensor FP8 on an H200 at 0.9.1 is refused, at 0.9.2 supported."""
+    dep = {"gpu": "H200", "engine": "vllm", "quant": "fp8_tensor", "runner": "cutlass",
+           "model": MAVERICK | {"routing": "renormalize", "top_k": 2}}
+    broken = _explain(**dep, engine_version="0.9.1")
+    assert broken.plan is None and "quant_unsupported" in _codes(broken)
+    assert "vllm >=0.9.0,<0.9.2" in _reason(broken, "quant_unsupported", "cutlass").detail
+    fixed = _explain(**dep, engine_version="0.9.2")
+    assert _planned(fixed, "cutlass") and fixed.plan.evidence == "supported"
+
+
+def test_vllm_cutlass_fp8_on_sm100_from_0_10_0():
+    """grouped_mm_c3x_sm100 first in 0.10.0 (10.0a); 0.9.2 built no 10.x FP8 grouped GEMM."""
+    dep = {"gpu": "B200", "engine": "vllm", "quant": "fp8_channel", "runner": "cutlass",
+           "model": MAVERICK | {"routing": "renormalize", "top_k": 2}}
+    assert _explain(**dep, engine_version="0.9.2").plan is None
+    assert _planned(_explain(**dep, engine_version="0.10.0"), "cutlass")
+
+
+def test_vllm_cutlass_auto_at_0_9_0_never_plans_cutlass_for_fp8_on_hopper():
+    """The round's weak pass (vllm-project/vllm#18841's kind): another Hopper FP8 deployment at 0.9.0 under auto."""
+    r = _explain(gpu="H100", engine="vllm", engine_version="0.9.0", quant="fp8_channel", tp=2,
+                 model=MAVERICK | {"routing": "renormalize", "top_k": 4})
+    assert r.plan is not None and r.plan.runner != "cutlass"
+    cutlass = next(c for c in r.candidates if c.backend == "cutlass")
+    assert not cutlass.eligible and any(x.code == "quant_unsupported" for x in cutlass.reasons)
+
+
 # ------------------------------------------------------------------------------------------ the two mechanisms
 TOY = """\
 schema_version: 3
