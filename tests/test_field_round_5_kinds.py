@@ -120,6 +120,27 @@ def test_vllm_cutlass_auto_at_0_9_0_never_plans_cutlass_for_fp8_on_hopper():
     assert not cutlass.eligible and any(x.code == "quant_unsupported" for x in cutlass.reasons)
 
 
+# ------------------------------------------------------------ kind 2: vLLM 0.15.0's FlashInfer CUTLASS device gate
+@pytest.mark.parametrize("gpu", ["GB10", "RTX 5090"])
+def test_vllm_0_15_0_flashinfer_cutlass_refuses_the_12x_family(gpu):
+    """0.15.0's FlashInferExperts device gate is 9.0 or the 10.x family (#32414): any format on a 12.x GPU is refused
+    for the GPU there (here bf16 Qwen3-30B), not at 0.14.1 or 0.15.1 (where #33417 put the 12.x family back)."""
+    dep = {"gpu": gpu, "engine": "vllm", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"),
+           "runner": "flashinfer_cutlass"}
+    r = _explain(**dep, engine_version="0.15.0")
+    assert r.plan is None and _codes(r) == {"arch_unsupported"}
+    assert "vllm ==0.15.0" in _reason(r, "arch_unsupported", "flashinfer_cutlass").detail
+    for version in ("0.14.1", "0.15.1"):
+        assert _planned(_explain(**dep, engine_version=version), "flashinfer_cutlass"), version
+
+
+def test_the_vllm_regression_is_not_sglangs():
+    """The 0.15.0 gate is vLLM's: the same GPU and format under SGLang is not refused by it."""
+    r = _explain(gpu="RTX PRO 6000", engine="sglang", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"),
+                 runner="flashinfer_cutlass", packages={"sglang": "0.5.19"})
+    assert _planned(r, "flashinfer_cutlass")
+
+
 # ------------------------------------------------------------------------------------------ the two mechanisms
 TOY = """\
 schema_version: 3
