@@ -141,6 +141,25 @@ def test_the_vllm_regression_is_not_sglangs():
     assert _planned(r, "flashinfer_cutlass")
 
 
+# ---------------------------------------------------------------- kind 3: FlashInfer's SM12x NVFP4 CUTLASS from 0.6.7
+def test_flashinfer_cutlass_nvfp4_on_gb10_needs_0_6_7():
+    """The SM12x NVFP4 grouped GEMM works from 0.6.7 (#2725: compute_120f; #2798: CUTLASS 4.4.2, the Sm120 FP4 MoE
+    launcher crash on GB10): a DGX Spark with 0.6.6 is refused with the version to install; 0.6.7 (nvcc 12.9) runs."""
+    dep = {"gpu": "GB10", "engine": "vllm", "model_config": NVFP4, "runner": "flashinfer_cutlass", "nvcc": "12.9"}
+    old = _explain(**dep, packages={"flashinfer-python": "0.6.6"})
+    assert old.plan is None and _codes(old) == {"quant_unsupported"}
+    reason = _reason(old, "quant_unsupported", "flashinfer_cutlass")
+    assert "flashinfer-python >=0.6.7" in reason.detail and reason.fix == "pip install 'flashinfer-python>=0.6.7'"
+    assert _planned(_explain(**dep, packages={"flashinfer-python": "0.6.7"}), "flashinfer_cutlass")
+
+
+def test_flashinfer_cutlass_16bit_on_sm120_keeps_no_lower_bound():
+    """Only the NVFP4 cell moved: bf16 on an RTX PRO 6000 with FlashInfer 0.6.5 is still planned."""
+    r = _explain(gpu="RTX PRO 6000", engine="vllm", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"),
+                 runner="flashinfer_cutlass", packages={"flashinfer-python": "0.6.5"}, nvcc="12.8")
+    assert _planned(r, "flashinfer_cutlass")
+
+
 # ------------------------------------------------------------------------------------------ the two mechanisms
 TOY = """\
 schema_version: 3
