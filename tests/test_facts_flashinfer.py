@@ -169,7 +169,11 @@ def test_trtllm_nvfp4_relu2_reported_corruption_refused_for_vllm():
     dep = {"gpu": "B200", "quant": "nvfp4", "engine": "vllm", "runner": "flashinfer_trtllm",
            "model": {**NEMOTRON, "num_experts": 128, "top_k": 6, "hidden_size": 2688, "moe_intermediate_size": 1856}}
     assert codes({**dep, "packages": {"flashinfer-python": "0.6.16.post3"}}, "flashinfer_trtllm") == {"shape_unaligned"}
-    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.15"}}, "flashinfer_trtllm")
+    # Issue 21 (field round 5): the earlier report flashinfer-ai/flashinfer#3168 (open, filed at 0.6.8/0.6.9) has the
+    # same failure whenever the hidden size is not a multiple of 512 and vLLM pads it to 256: refused before 0.6.16 too.
+    assert codes({**dep, "packages": {"flashinfer-python": "0.6.15"}}, "flashinfer_trtllm") == {"shape_unaligned"}
+    assert eligible({**dep, "model": {**dep["model"], "hidden_size": 3072}, "packages": {"flashinfer-python": "0.6.15"}},
+                    "flashinfer_trtllm")
     assert eligible({**dep, "packages": {"flashinfer-python": "0.6.16.post3"}}, "flashinfer_cutlass")
 
 
@@ -180,9 +184,11 @@ def test_trtllm_llama4_only_with_per_tensor_fp8():
               "activation": "silu", "routing": "llama4"}
     dep = {"gpu": "B200", "model": llama4, "tp": 8, "runner": "flashinfer_trtllm"}
     assert eligible({**dep, "quant": "fp8_tensor"}, "flashinfer_trtllm")
-    # Issue 18: no engine check refuses Llama4 routing for the other launchers (vLLM's NVFP4 experts even list it),
-    # so the routing list is open: bf16 Llama4 is unverified, not refused.
-    assert unverified({**dep, "quant": "bf16"}, "flashinfer_trtllm") == {"routing_unsupported"}
+    # Issue 18 left the routing list open for the other launchers (no engine check refuses Llama4; vLLM's NVFP4 and
+    # BF16 experts even list it). Issue 21 (field round 5) decided bf16: the BF16 launcher puts the weight on the
+    # output (a negative routing fact), so bf16 Llama4 is refused; NVFP4 stays open.
+    assert codes({**dep, "quant": "bf16"}, "flashinfer_trtllm") == {"routing_unsupported"}
+    assert unverified({**dep, "quant": "nvfp4"}, "flashinfer_trtllm") == {"routing_unsupported"}
 
 
 def test_trtllm_softmax_topk_from_0_6_8_and_capped():

@@ -160,6 +160,67 @@ def test_flashinfer_cutlass_16bit_on_sm120_keeps_no_lower_bound():
     assert _planned(r, "flashinfer_cutlass")
 
 
+# ------------------------------------------------------------- kind 4: TRT-LLM-gen Llama4 routing, per release
+@pytest.mark.parametrize("version", ["0.6.11", "0.6.11.post1"])
+def test_trtllm_gen_nvfp4_llama4_has_no_kernels_in_0_6_11(version):
+    """0.6.11 and 0.6.11.post1 request a per-token-scaled FC1 for every Llama4-routed launch and ship no NVFP4 cubin
+    for it ("No kernel found"): Maverick's MoE in NVFP4 on a B200 is refused for the routing there."""
+    r = _explain(gpu="B200", engine="vllm", quant="nvfp4", model=MAVERICK, runner="flashinfer_trtllm",
+                 packages={"flashinfer-python": version})
+    assert r.plan is None and "routing_unsupported" in _codes(r)
+    reason = _reason(r, "routing_unsupported", "flashinfer_trtllm")
+    assert "flashinfer-python >=0.6.11,<0.6.11.post2" in reason.detail
+    assert reason.source.startswith("backends/flashinfer_trtllm.yaml:")
+
+
+@pytest.mark.parametrize("version", ["0.6.10", "0.6.11.post2", "0.6.12"])
+def test_trtllm_gen_nvfp4_llama4_outside_those_releases_is_not_refused_by_it(version):
+    """Outside 0.6.11 .. 0.6.11.post1 the NVFP4 Llama4 cell stays as open as before (unverified), not refused."""
+    r = _explain(gpu="B200", engine="vllm", quant="nvfp4", model=MAVERICK, runner="flashinfer_trtllm",
+                 packages={"flashinfer-python": version})
+    assert "routing_unsupported" not in _codes(r)
+    assert _planned(r, "flashinfer_trtllm") and r.plan.evidence == "unverified"
+
+
+def test_trtllm_gen_bf16_llama4_is_refused_at_every_release():
+    """The BF16 launcher multiplies the Llama4 weight into the expert output (never on the input): Scout in bf16 is
+    refused whatever the FlashInfer release (here 0.6.12, after the kernel-set fix)."""
+    r = _explain(gpu="B200", engine="vllm", model_config=SCOUT, runner="flashinfer_trtllm",
+                 packages={"flashinfer-python": "0.6.12"})
+    assert r.plan is None and _codes(r) == {"routing_unsupported"}
+    assert "(with" not in _reason(r, "routing_unsupported", "flashinfer_trtllm").detail
+
+
+def test_trtllm_gen_fp8_tensor_llama4_kept_its_kernels():
+    """The per-tensor FP8 launcher scaled the input before 0.6.11 and keeps its kernels: not refused at 0.6.11.post1."""
+    r = _explain(gpu="B200", engine="vllm", quant="fp8_tensor", model=MAVERICK, runner="flashinfer_trtllm",
+                 packages={"flashinfer-python": "0.6.11.post1"})
+    assert "routing_unsupported" not in _codes(r) and _planned(r, "flashinfer_trtllm")
+
+
+@pytest.mark.parametrize(("hidden", "refused"), [(2688, True), (2816, True), (3072, False)])
+def test_trtllm_gen_nvfp4_relu2_hidden_a_multiple_of_512(hidden, refused):
+    """flashinfer-ai/flashinfer#3168's condition (open): NVFP4 relu2 with a hidden size not a multiple of 512, which
+    vLLM pads to 256, corrupts on SM100/SM103; at FlashInfer 0.6.9 (the report's time) 2688 and 2816 (its padded
+    size) are refused, 3072 (6 x 512) is not."""
+    r = _explain(gpu="GB200", engine="vllm", quant="nvfp4", model=NEMOTRON | {"hidden_size": hidden},
+                 runner="flashinfer_trtllm", packages={"flashinfer-python": "0.6.9"})
+    assert (r.plan is None and "shape_unaligned" in _codes(r)) is refused
+    if not refused:
+        assert _planned(r, "flashinfer_trtllm")
+
+
+def test_the_matrix_marks_negative_routing_facts():
+    """moe-select matrix shows flashinfer_trtllm's refused llama4 facts as refused (JSON supported: false)."""
+    from moe_select.matrix import build
+
+    data = build(load_catalog(use_env=False, plugins=False))
+    trt = next(r for r in data["runners"] if r["runner"] == "flashinfer_trtllm")
+    refused = [f for f in trt["routing"] if f.get("supported") is False]
+    assert [f["values"] for f in refused] == [["llama4"], ["llama4"]]
+    assert all(f.get("supported", True) for f in trt["routing"] if f not in refused)
+
+
 # ------------------------------------------------------------------------------------------ the two mechanisms
 TOY = """\
 schema_version: 3
