@@ -148,7 +148,16 @@ def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
     dep, base = _deployment(args, extra)
     launch = getattr(args, "launch", None)
     return explain(dep, base_dir=base, rules_dirs=args.rules, backends_dirs=getattr(args, "backends", []),
-                   engine_env=dict(launch.env) if launch is not None else None)
+                   engine_env=dict(launch.env) if launch is not None else None,
+                   measurements=getattr(args, "measurements", None) or None)
+
+
+def _add_measurements_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--measurements", action="append", default=[], metavar="FILE|DIR",
+                   type=_given("a measurement file or a folder of them"),
+                   help="measurement tables of moe-select tune (repeatable): where one applies (layer and machine keys), "
+                        "prefer: measured rules choose by it, one runner per token range (with no such rule in the rules: "
+                        "before every rule); engine moe_select only")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -469,6 +478,7 @@ def _explain_args(e: argparse.ArgumentParser) -> None:
     _add_deployment_flags(e)
     add_cli_flags(e)
     e.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_measurements_flag(e)
     e.set_defaults(fn=cmd_explain)
 
 
@@ -478,6 +488,7 @@ def _plan_args(pl: argparse.ArgumentParser) -> None:
     _add_deployment_flags(pl)
     add_cli_flags(pl, emit=True)
     pl.add_argument("-o", "--output", type=_given("the plan file's path, or - for stdout"), help="plan file (default: stdout)")
+    _add_measurements_flag(pl)
     pl.set_defaults(fn=cmd_plan)
 
 

@@ -102,7 +102,10 @@ class When(Located):
     ``engine`` restricts a fact to the engines it holds for (with ``engine: any`` the selector checks
     each engine and a runner is eligible where at least one engine runs it). ``deepep_mode`` is read as
     ``a2a_mode`` (SGLang's name for it). ``arch`` takes arch names, families (``sm10x``, ``gfx9``) and ranges
-    (``sm80+``), as facts do (:func:`moe_select.vocab.arch_in`); every name must be declared in a vocabulary."""
+    (``sm80+``), as facts do (:func:`moe_select.vocab.arch_in`); every name must be declared in a vocabulary.
+    ``architecture`` names checkpoint model classes (config.json ``architectures[0]``, e.g. ``NemotronHForCausalLM``):
+    a deployment that does not say its architecture (an inline ``model`` without one) matches no such condition, and
+    the selector reports a fact that holds only there as not decided."""
 
     arch: list[Arch] | None = None
     quant: list[Quant] | None = None
@@ -133,6 +136,17 @@ class When(Located):
     quant_block_n: IntCond | None = None
     quant_block_k: IntCond | None = None
     quant_group_size: IntCond | None = None
+    architecture: list[str] | None = None
+
+    @field_validator("architecture")
+    @classmethod
+    def _classes(cls, v: list[str] | None) -> list[str] | None:
+        import re
+
+        for name in v or []:
+            if not re.match(r"^[A-Za-z][A-Za-z0-9_]{0,127}$", name):
+                raise ValueError(f"{name!r} is not a model class name (config.json architectures, e.g. NemotronHForCausalLM)")
+        return v
 
     @field_validator("a2a")
     @classmethod
@@ -327,9 +341,10 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              dp: int | None = None, num_shared_experts: int = 0, fused_shared_experts: int = 0, max_tokens_per_rank: int | None = None,
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, shared_intermediate_size: int | None = None,
-             dense_intermediate_size: int | None = None) -> dict[str, Any]:
+             dense_intermediate_size: int | None = None, architecture: str | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
-    the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale."""
+    the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
+    checkpoint's model class (None: not given)."""
     moe_tp = Fraction(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
@@ -352,6 +367,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "quant_group_size": group_size,
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
         "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
+        "architecture": architecture,
     }
 
 

@@ -278,6 +278,8 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
         if why:
             out.append(Finding(rule.where(), f"rule {rule.id} never fires: {why}"))
             continue
+        if rule.measured:  # prefer: measured names no runner: the measurement table given at planning does (issue 25)
+            continue
         domain = _domain(rule)
         runnable = {n for n in rule.runners if _runnable(catalog, n, rule)}
         for name in rule.runners:

@@ -664,6 +664,7 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
         shared, prov["num_shared_experts"] = 0, f"{name} (no shared-expert key)"
     shape["num_shared_experts"] = shared
     _widths(text, tp, shape, prov)
+    _architecture(cfg, shape, prov)
     params: dict[str, Any] = {}
     notes: list[str] = []
     quant, excl = _quant_of(cfg, text, hfq, engine, prov, params, notes)
@@ -672,6 +673,19 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
     kinds = _layer_kinds(text, excl, quant, params, dtype)
     return ModelInfo(name, model_type, shape, quant, dtype, prov, notes=notes, files=files, quant_params=params,
                      layer_kinds=kinds)
+
+
+def _architecture(cfg: MarkedDict, shape: dict[str, Any], prov: dict[str, str]) -> None:
+    """The model class, ``architectures[0]`` of config.json (issue 21: facts that hold for some model architectures
+    only read it). Absent: not set. Raises :class:`InputError` (file:line) for a value that is not a list whose first
+    element is a class name."""
+    if "architectures" not in cfg or cfg["architectures"] is None:
+        return
+    archs = cfg["architectures"]
+    first = archs[0] if isinstance(archs, list) and archs else None
+    if not isinstance(first, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]{0,127}$", first):
+        raise _issue(cfg, "architectures", f"architectures must be a list of model class names, got {_what(archs)}")
+    shape["architecture"], prov["architecture"] = first, _at(cfg, "architectures")
 
 
 def _pos_int(v: Any) -> bool:

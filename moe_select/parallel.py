@@ -7,7 +7,8 @@ the intermediate slice ``tp_rank = r % (tp / ep)``. Ranks in messages are ranks 
 
 Agreement (called by ``resolve(plan, group=...)``) gathers once, from every rank, the plan's key fields
 (arch, gpu, runner, module, quant, tp, ep, a2a, model shape, the sha256 of every rule and capability
-file, package versions of ``plan.environment`` and ``plan.packages``), what ``resolve`` detected on
+file, package versions of ``plan.environment`` and ``plan.packages``, and for a plan chosen by measurement its
+token ranges and its table's fingerprint: every rank runs one table, issue 25), what ``resolve`` detected on
 the machine (arch, gpu, package versions), the plan fingerprint, and the rank's own refusal reasons.
 If any rank refused, or any field differs, every rank raises the same
 :class:`~moe_select.errors.ResolveError`: codes of the failing ranks' reasons, each prefixed with
@@ -127,6 +128,11 @@ def plan_fields(plan: Any, environment: Any = None) -> dict[str, str]:
                          "quant": plan.quant, "tp": d.tp, "ep": d.ep, "a2a": plan.a2a, "a2a_mode": plan.a2a_mode,
                          "a2a_module": plan.a2a_module, "cuda_graph": plan.cuda_graph}
     f.update({f"model.{k}": v for k, v in sorted(d.model.as_dict().items())})
+    ranges = getattr(plan, "ranges", None)
+    if ranges or getattr(plan, "measurements_fingerprint", None):  # issue 25: one table, one set of ranges
+        f["measurements_fingerprint"] = plan.measurements_fingerprint
+        f["ranges"] = ", ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None else f"above: {r.runner}"
+                                for r in ranges or [])
     from .plans import canonical_files
 
     f.update({f"file:{k}": v for k, v in canonical_files(plan.files, plan.rule_sources + plan.backend_sources).items()})

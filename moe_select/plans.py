@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .deployment import Understood
 from .environment import Environment
+from .measurements import Measurements
 
 ReasonCode = Literal[
     "arch_unsupported", "quant_unsupported", "activation_unsupported", "routing_unsupported",
@@ -24,8 +25,13 @@ REASON_CODES: tuple[str, ...] = ReasonCode.__args__  # type: ignore[attr-defined
 
 #: Version of the plan JSON. 2: rule and capability sources, model-config hashes, engines, a2a modes and
 #: dispatch formats, quantization parameters, version assumptions, per-layer plans. 3: evidence levels
-#: (supported / unverified) with their unknowns, per engine, and strict mode.
-PLAN_SCHEMA_VERSION = 3
+#: (supported / unverified) with their unknowns, per engine, and strict mode. 4: plans from measurements
+#: (issue 25): ``ranges`` (one runner per token range) and ``range_runners`` (each one's module and registrations),
+#: the embedded ``measurements`` table and its ``measurements_fingerprint``, and ``chosen_by.how`` ``measured``.
+PLAN_SCHEMA_VERSION = 4
+#: Plan versions ``resolve`` reads: 4 only adds optional fields to 3 (a version-3 plan is a plan without
+#: measurements and reads the same), so a version-3 plan still loads; older ones are refused ("plan again").
+READABLE_PLAN_SCHEMAS = (3, 4)
 
 #: Evidence level of a candidate or plan: ``supported`` (a cited fact says every part runs), ``refused``
 #: (a cited fact says some part does not), ``unverified`` (no fact either way for some part).
@@ -109,13 +115,40 @@ class Candidate(BaseModel):
 
 
 class ChosenBy(BaseModel):
-    """How the runner was chosen: by a rule (``rule`` id at ``source``), or asked for explicitly."""
+    """How the runner was chosen: by a rule (``rule`` id at ``source``), asked for explicitly, or ``measured``
+    (by a measurement table, :mod:`moe_select.measured`: ``rule`` is the ``prefer: measured`` rule, None when
+    ``--measurements`` applied before every rule; ``source`` names the rule or the table's fingerprint)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    how: Literal["rule", "explicit"]
+    how: Literal["rule", "explicit", "measured"]
     rule: str | None = None
     source: str
+
+
+class TokenRange(BaseModel):
+    """One token range of a measured plan (issue 25): forwards of at most ``max_tokens`` tokens per rank (None:
+    every larger count; the last range) and above the previous range's bound run ``runner``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    max_tokens: int | None
+    runner: str
+
+
+class RangeRunner(BaseModel):
+    """A runner of a measured plan's ranges as a plan of it alone would hold it: its adapter ``module``, the dispatch
+    formats it ``registers``, its ``weight_layout``, ``activation_precision`` and ``jit`` line (what ``resolve``
+    builds and checks for its ranges, and ``verify`` checks it as)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    runner: str
+    module: str | None = None
+    registers: list[str] = []
+    weight_layout: dict[str, str] | None = None
+    activation_precision: str | None = None
+    jit: str | None = None
 
 
 class PackageNeed(BaseModel):
@@ -188,14 +221,18 @@ class Plan(BaseModel):
     ``environment`` as understood, the ``packages`` needed, ``files`` (sha256 of every rule and
     capability file read), ``rule_sources``/``backend_sources`` (the operator rule and capability
     folders, absolute, in layering order), ``assumptions`` (facts decided by assumed package versions),
-    ``layers`` (one entry per distinct MoE layer kind when the model has more than one) and
-    ``fingerprint`` (sha256 over the canonical inputs and those files). ``deployment.input_files`` holds
+    ``layers`` (one entry per distinct MoE layer kind when the model has more than one),
+    ``ranges``/``range_runners``/``measurements``/``measurements_fingerprint`` (a plan chosen by measurement,
+    issue 25) and ``fingerprint`` (sha256 over the canonical inputs and those files, and the measured table and ranges). ``deployment.input_files`` holds
     the sha256 of every model-config file read.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    schema_version: Literal[3]  # required: a plan without it was not written by this moe-select
+    schema_version: Literal[3, 4]  # required: a plan without it was not written by this moe-select
+    #: The runner; in a plan with ``ranges``, the runner of the range that holds the deployment's
+    #: ``max_tokens_per_rank`` (its largest forward), so that a reader that knows no ranges runs what the plan
+    #: runs at that count.
     runner: str
     #: ``supported`` or ``unverified`` (the weakest over the plan's MoE layer kinds), its ``unknowns``, each
     #: engine's level (``engine: any``), and ``strict`` (True: an unverified plan is refused).
@@ -236,6 +273,15 @@ class Plan(BaseModel):
     fingerprint: str
     #: The moe-select that wrote the plan (:class:`WrittenBy`); None in plans written before it was recorded.
     written_by: WrittenBy | None = None
+    #: One runner per token range, ascending (issue 25; :mod:`moe_select.measured`): empty unless a measurement
+    #: table chose the runner. ``resolve`` builds one core per range and ``MoeRunner.run`` picks by token count.
+    ranges: list[TokenRange] = []
+    #: Each distinct runner of ``ranges`` (the plan's own included), with its module and registrations.
+    range_runners: list[RangeRunner] = []
+    #: The measurement table that applied to this deployment (embedded whole: ``resolve`` needs no file), and
+    #: its :meth:`~moe_select.measurements.Measurements.fingerprint`; None when none applied.
+    measurements: Measurements | None = None
+    measurements_fingerprint: str | None = None
 
     def to_json(self) -> str:
         """The plan as indented JSON text (what ``moe-select plan -o`` writes)."""
@@ -261,17 +307,22 @@ def canonical_files(files: dict[str, str], rule_sources: list[str]) -> dict[str,
     return dict(sorted(out.items()))
 
 
-def fingerprint(understood: Understood, environment: Environment, files: dict[str, str], runner: str) -> str:
+def fingerprint(understood: Understood, environment: Environment, files: dict[str, str], runner: str,
+                measured: dict[str, Any] | None = None) -> str:
     """sha256 over the canonical inputs (deployment as understood, environment facts, chosen runner)
     and the contents (hashes) of the rule and capability files. Provenance is left out: two ranks
-    that read the same values from differently formatted files agree."""
-    canon = {
+    that read the same values from differently formatted files agree. ``measured``: the measurement table's
+    fingerprint and the token ranges of a measured plan (left out when None, so a plan without measurements
+    keeps the fingerprint it had before issue 25)."""
+    canon: dict[str, Any] = {
         "deployment": understood.model_dump(mode="json", exclude={"provenance", "notes", "model_config_path", "input_files"}),
         "inputs": sorted(understood.input_files.values()),  # contents, not paths: ranks may mount them elsewhere
         "environment": environment.model_dump(mode="json", exclude={"provenance"}),
         "files": dict(sorted(files.items())),
         "runner": runner,
     }
+    if measured is not None:
+        canon["measured"] = measured
     blob = json.dumps(canon, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 

@@ -7,7 +7,9 @@ operator intent wins. The report lists the files used, and the plan's fingerprin
 
 Selection with ``runner: auto`` walks the matching ``prefer`` rules in order and takes the first
 eligible runner; a matching ``disable`` rule removes runners (``disabled_by_rule``), also when a
-runner is asked for explicitly.
+runner is asked for explicitly. ``prefer: measured`` (issue 25) prefers, at the rule's place, the runners a
+measurement table (``--measurements``) times for the deployment, by measured time per token range
+(:mod:`moe_select.measured`); without an applicable table the rule prefers nothing.
 """
 from __future__ import annotations
 
@@ -19,12 +21,17 @@ from .conditions import When
 from .located import Located
 
 
+#: The ``prefer`` value of a rule that prefers by measurement (issue 25).
+MEASURED = "measured"
+
+
 class Rule(Located):
-    """One policy rule: ``when`` -> ``prefer`` (ordered runners) or ``disable`` (runners, with ``reason``)."""
+    """One policy rule: ``when`` -> ``prefer`` (ordered runners, or ``measured``: the runners a measurement
+    table times, fastest per token range) or ``disable`` (runners, with ``reason``)."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     when: When = When.model_construct()  # always; not When(): that would build the validator at import
-    prefer: list[str] | None = None
+    prefer: list[str] | Literal["measured"] | None = None
     disable: list[str] | None = None
     reason: str | None = None
     note: str | None = None
@@ -40,8 +47,15 @@ class Rule(Located):
         return self
 
     @property
+    def measured(self) -> bool:
+        """True for ``prefer: measured`` (the runners come from a measurement table, not from the rule)."""
+        return self.prefer == MEASURED
+
+    @property
     def runners(self) -> list[str]:
-        """The runners the rule prefers or disables."""
+        """The runners the rule names (prefers or disables); none for ``prefer: measured``."""
+        if self.measured:
+            return []
         return list(self.prefer or self.disable or [])
 
     @property

@@ -37,13 +37,19 @@ class Report(BaseModel):
     layers: list["Report"] = []
     #: What each serving engine would itself pick (:class:`moe_select.engine_choice.EngineChoice`, issue 23).
     engine_choices: list[Any] = []
+    #: What measurement tables did (:class:`moe_select.measured.MeasuredReport`, issue 25); None when none were
+    #: given and no ``prefer: measured`` rule matched.
+    measured: Any = None
 
     def summary(self) -> str:
         """One log line, e.g. ``moe-select: using triton (rule hopper-fp8-block ...) for sm90 ...; other eligible: ...``."""
         d = self.deployment.brief()
         if self.plan is not None:
             p = self.plan
-            how = f"rule {p.chosen_by.rule} at {p.chosen_by.source}" if p.chosen_by.how == "rule" else "asked for explicitly"
+            how = _how(p.chosen_by, " at ")
+            if p.ranges:
+                how += "; by token range: " + ", ".join(f"<= {r.max_tokens} {r.runner}" if r.max_tokens is not None
+                                                        else f"above {r.runner}" for r in p.ranges)
             alts = ", ".join(p.alternatives) or "none"
             ev = "" if p.evidence == "supported" else f" [{p.evidence}: {len(p.unknowns)} unknown(s)]"
             return f"moe-select: using {p.runner} ({how}){ev} for {d}; other eligible: {alts}"
@@ -81,6 +87,7 @@ class Report(BaseModel):
             "origins": self.origins,
             "version_notes": self.version_notes,
             "engine_choices": [c.to_dict() for c in self.engine_choices],
+            "measured": self.measured.model_dump(mode="json") if self.measured is not None else None,
             "layers": [{"kind": k.deployment.layer_kind, "layers": k.deployment.layers, **k.to_dict()} for k in self.layers],
         }
 
@@ -121,8 +128,12 @@ class Report(BaseModel):
         out.append("")
         if self.plan:
             p = self.plan
-            how = f"rule {p.chosen_by.rule} ({p.chosen_by.source})" if p.chosen_by.how == "rule" else f"asked for explicitly ({p.chosen_by.source})"
+            how = _how(p.chosen_by, " ")
             out.append(f"Plan: {p.runner}  chosen by {how}")
+            if p.ranges:
+                out.append("  token ranges: " + "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None
+                                                          else f"above: {r.runner}" for r in p.ranges)
+                           + f" (measurements sha256:{(p.measurements_fingerprint or '')[:12]}...)")
             by = ", ".join(f"{e} {lv}" for e, lv in p.evidence_by_engine.items())
             out.append(f"  evidence: {p.evidence}" + (f" ({by})" if by else "") + (" (strict)" if p.strict else ""))
             out += [f"  {x.render()}" for x in p.unknowns]
@@ -150,6 +161,8 @@ class Report(BaseModel):
                     out += [f"  {r.render()}" for r in np]
                 else:
                     out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))
+        if self.measured is not None:
+            out += self.measured.render()
         if self.engine_choices:
             out.append("What the engine itself would do (backends/engines/resolution.yaml, names.yaml; issue 23):")
             for ch in self.engine_choices:
@@ -164,7 +177,8 @@ class Report(BaseModel):
                 out.append(head)
                 if sub.plan is not None:
                     kp = sub.plan
-                    how = f"rule {kp.chosen_by.rule}" if kp.chosen_by.how == "rule" else "asked for"
+                    how = (f"rule {kp.chosen_by.rule}" if kp.chosen_by.how == "rule" else "measured" if kp.chosen_by.how == "measured"
+                           else "asked for")
                     out.append(f"    -> {kp.runner} ({how}); other eligible: {', '.join(kp.alternatives) or 'none'}")
                 else:
                     out.append("    -> refused:")
@@ -202,3 +216,12 @@ class Report(BaseModel):
             out += [f"  {name}: {origin}" for name, origin in sorted(self.origins.items())]
         out.append(f"Rule files: {', '.join(self.rule_files)}; capability files: {len(self.capability_files)}")
         return "\n".join(out)
+
+
+def _how(chosen_by: Any, sep: str) -> str:
+    """How a plan's runner was chosen, in words: ``rule X<sep>(source)``, ``measurement (...)``, ``asked for explicitly``."""
+    if chosen_by.how == "rule":
+        return f"rule {chosen_by.rule}{sep}{chosen_by.source}" if sep == " at " else f"rule {chosen_by.rule} ({chosen_by.source})"
+    if chosen_by.how == "measured":
+        return f"measurement ({f'rule {chosen_by.rule} at ' if chosen_by.rule else ''}{chosen_by.source})"
+    return "asked for explicitly" if sep == " at " else f"asked for explicitly ({chosen_by.source})"

@@ -14,6 +14,14 @@ Steps, each refusing with a :class:`~moe_select.errors.ResolveError` that names 
    (:func:`moe_select.parallel.agree_on_plan`, with a timeout); all ranks refuse if any refused or differ;
 6. build the core and the dispatcher for this rank and return a :class:`~moe_select.runner.MoeRunner`.
 All of it runs under one lock, so concurrent resolves are safe.
+
+A plan chosen by measurement (issue 25: ``plan.measurements``, ``plan.ranges``) is checked against this machine in
+full first: the embedded table's :class:`~moe_select.measurements.MachineKey` (GPU, arch, driver, CUDA, torch,
+Triton, kernel packages, moe-select, the tile files its Triton cores read, CUDA graphs) against this machine's
+(:func:`machine_here`). Where it differs, the plan falls back to the runner the rules choose over the same inputs
+without the table, with a :class:`MeasurementsWarning` naming each field; under ``strict`` it is refused
+(``plan_mismatch``). Every range's runner goes through steps 2-4 (adapter imported, registrations checked) and gets
+its core; the ranks agree on the table through the plan's fingerprint and ``measurements_fingerprint``.
 """
 from __future__ import annotations
 
@@ -25,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .catalog import load_catalog
 from .environment import Environment, detect
-from .errors import InputError, ResolveError
+from .errors import InputError, MoeSelectError, ResolveError
 from .plans import Plan, Reason
 from .versions import satisfies
 from .yamlio import load_file, shorten
@@ -39,6 +47,13 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only: resolve imports torch 
     from .runner import MoeRunner
 
 _lock = threading.RLock()
+
+
+class MeasurementsWarning(UserWarning):
+    """``resolve`` was given a plan chosen by measurement whose table was taken on another machine (its
+    :class:`~moe_select.measurements.MachineKey` differs from this machine's in the fields the message names): the
+    times may not hold here, so the runner the rules choose over the same inputs is built instead. Strict mode
+    refuses such a plan (``plan_mismatch``) rather than fall back."""
 
 
 class PlanWriterWarning(UserWarning):
@@ -84,7 +99,9 @@ def load_plan(plan: Plan | dict | str | Path) -> Plan:
     if not isinstance(data, dict):
         raise InputError(Issue(name, getattr(data, "line", 0), "", "a plan file holds a JSON object (moe-select plan -o FILE)"))
     version = data.get("schema_version")
-    if version != PLAN_SCHEMA_VERSION:
+    from .plans import READABLE_PLAN_SCHEMAS
+
+    if version not in READABLE_PLAN_SCHEMAS or type(version) is not int:
         line = getattr(data, "key_lines", {}).get("schema_version", getattr(data, "line", 0))
         if type(version) is int and version < PLAN_SCHEMA_VERSION:
             why = f"was written by an older moe-select (plan schema_version {version}; this one reads {PLAN_SCHEMA_VERSION})"
@@ -155,10 +172,12 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
     """Select again over the plan's own inputs (deployment and environment as understood) with the
     current files; every derived field that differs is a ``plan_mismatch``. This is what makes a
     hand-edited plan (another module, quant, cuda_graph, fingerprint) fail at startup."""
+    from .measured import EMBEDDED, Source
     from .selector import select
 
+    tables = [Source(EMBEDDED, plan.measurements)] if plan.measurements is not None else None
     try:
-        report = select(plan.deployment, plan.environment, catalog)
+        report = select(plan.deployment, plan.environment, catalog, tables)
     except (TypeError, ValueError, KeyError) as exc:  # inputs a selector never wrote
         return [Reason(code="plan_mismatch", detail=f"the plan's deployment/environment cannot be selected over ({exc}): the "
                        "plan was edited or made by other code", source="plan", fix="plan again (moe-select plan)")]
@@ -426,6 +445,164 @@ def _adapter_reasons(p: Plan, registry: Registry, catalog: Any) -> list[Reason]:
     return []
 
 
+def range_view(p: Plan, r: Any) -> Plan:
+    """``p`` as a plan of one of its range runners ``r`` (a :class:`~moe_select.plans.RangeRunner`) alone (its runner,
+    module, registers, activation precision, JIT line; no ranges): what steps 2-4 check for its ranges and what
+    ``verify`` checks it as."""
+    return p.model_copy(update={"runner": r.runner, "module": r.module, "registers": list(r.registers), "jit": r.jit,
+                                "activation_precision": r.activation_precision or p.activation_precision,
+                                "weight_layout": r.weight_layout, "ranges": [], "range_runners": []})
+
+
+def machine_here(plan: Plan, env: Environment, device: Any = None) -> Any:
+    """This machine's :class:`~moe_select.measurements.MachineKey` for ``plan``'s embedded table (imports torch;
+    :func:`moe_select.measurements.this_machine`): ``device``'s GPU (default: the current CUDA device, else the
+    CPU), the driver, CUDA, torch and Triton versions, the versions found in ``env`` of the packages the table
+    recorded, the plan's ``cuda_graph``. ``tile_configs`` is the table's: :func:`_tile_differences` compares the
+    tile files once the cores exist."""
+    from .measurements import this_machine
+
+    m = plan.measurements
+    assert m is not None
+    packages = {name: env.package(name)[1] for name in m.machine.packages}
+    return this_machine(cuda_graph=plan.cuda_graph, packages=packages, tile_configs=m.machine.tile_configs, device=device)
+
+
+def _machine_differences(plan: Plan, here: Any) -> list[str]:
+    """Each field of ``plan``'s table's MachineKey that differs from ``here``, with both values."""
+    from .measurements import machine_key_mismatch
+
+    m = plan.measurements
+    assert m is not None
+    return [f"{f} ({getattr(here, f)} here, {getattr(m.machine, f)} there)" for f in machine_key_mismatch(m, here)]
+
+
+def _tile_differences(plan: Plan, registry: Registry, catalog: Any, spec: Any, dev: Any, fmt: str,
+                      cores: dict[str, Any]) -> list[str]:
+    """The tile files the Triton cores of the table's runners read here against the table's ``tile_configs``: tune
+    recorded the digest over the cores of every runner it timed, so the cores of the timed runners this install
+    builds for the plan (its ranges, and its other eligible runners, built once here and dropped) are asked."""
+    from types import SimpleNamespace
+
+    from .tune import tile_configs_of
+
+    m = plan.measurements
+    assert m is not None
+    runners = []
+    eligible = {plan.runner, *plan.alternatives, *(r.runner for r in plan.ranges)}
+    for name in m.runners():
+        core = cores.get(name)
+        if core is None and name in eligible:
+            cap = catalog.runners.get(name)
+            module = catalog.adapter(name, plan.quant, plan.deployment.model.activation) if cap is not None else None
+            if module is not None and not _load_adapter(module, f"runner {name}", registry):
+                make = registry.core(name, fmt)
+                try:
+                    core = make(spec, dev) if make is not None else None
+                except Exception:  # a runner that cannot be built here reads no tile file (tune skipped it too)
+                    core = None
+        if core is not None:
+            runners.append(SimpleNamespace(core=core))
+    here = tile_configs_of(runners)
+    return [] if here == m.machine.tile_configs else [f"tile_configs ({here} here, {m.machine.tile_configs} there)"]
+
+
+def _fall_back(p: Plan, differences: list[str], catalog: Any, strict: bool) -> tuple[Plan | None, list[Reason]]:
+    """A measured plan whose table was taken on another machine (``differences``): under ``strict`` the refusal;
+    else the plan the rules choose over the same inputs without the table (and a :class:`MeasurementsWarning`), or
+    the rules' refusal."""
+    from .selector import select
+
+    what = (f"the plan's measurements (sha256:{(p.measurements_fingerprint or '')[:12]}) were taken on another machine: "
+            + "; ".join(differences))
+    if strict:
+        return None, [Reason(code="plan_mismatch", detail=f"{what}; strict refuses a measured plan off its machine",
+                             source="plan (measurements.machine)",
+                             fix="measure on this machine (moe-select tune) and plan again; or resolve without strict to fall "
+                                 "back to the rules' runner")]
+    report = select(p.deployment, p.environment, catalog)
+    if report.plan is None:
+        codes = ", ".join(sorted({r.code for r in report.reasons}))
+        return None, [Reason(code="plan_mismatch", detail=f"{what}; without them the rules refuse this deployment ({codes})",
+                             source="plan (measurements.machine)", fix="measure on this machine (moe-select tune) and plan again")]
+    import warnings
+
+    warnings.warn(MeasurementsWarning(f"{what}: falling back to the rules' runner {report.plan.runner} (chosen by "
+                                      f"{report.plan.chosen_by.rule or report.plan.chosen_by.how})"), stacklevel=4)
+    return report.plan, []
+
+
+def _prepare(p: Plan, catalog: Any, registry: Registry, *, environment: Environment | None, require_prebuilt: bool,
+             strict: bool, group: Any, rank: int | None, ep_rank: Any, tp_rank: Any, device: Any, measured: bool = True
+             ) -> tuple[Plan, Environment, list[Reason], Any, dict[str, Any]]:
+    """Steps 1-4 and this rank's parts for ``p`` (after a measured plan's machine check, which may put the rules' plan
+    in its place: :func:`_fall_back`): ``(the plan to build, the environment detected, the reasons, (spec, device,
+    dispatcher) or None, the cores of a plan with ranges by runner)``."""
+    cap = catalog.runners.get(p.runner)
+    jit = [(cap.jit.package, cap.jit.detect)] if cap is not None and cap.jit is not None else []
+    wanted: list[tuple[str, str | None]] = [(n.name, n.module) for n in p.packages]
+    if p.measurements is not None:
+        wanted += [(name, None) for name in p.measurements.machine.packages if name not in {n for n, _ in wanted}]
+    env = environment or detect(wanted, arch=torch_arch(), need_nvcc=p.jit is not None, jit=jit,
+                                markers=catalog.package_markers())
+
+    def fall_back(differences: list[str]) -> tuple[Plan, Environment, list[Reason], Any, dict[str, Any]]:
+        rules_plan, why = _fall_back(p, differences, catalog, strict)
+        if rules_plan is None:
+            return p, env, why, None, {}
+        return _prepare(rules_plan, catalog, registry, environment=environment, require_prebuilt=require_prebuilt,
+                        strict=strict, group=group, rank=rank, ep_rank=ep_rank, tp_rank=tp_rank, device=device, measured=False)
+
+    if measured and p.measurements is not None:
+        differences = _machine_differences(p, machine_here(p, env, device))
+        if differences:
+            return fall_back(differences)
+    reasons = check_environment(p, env, require_prebuilt=require_prebuilt, catalog=catalog)
+    for r in p.range_runners:
+        if require_prebuilt and r.jit is not None and r.runner != p.runner:
+            reasons.append(Reason(code="dependency_missing", detail=f"{r.runner} (a runner of the plan's token ranges) would "
+                                  f"JIT-compile at its first call and require_prebuilt is set: {r.jit}",
+                                  source="resolve(require_prebuilt=True)", fix="plan another runner"))
+    reasons += strict_reasons(p, strict)
+    from .weight_checks import format_reasons
+
+    reasons += format_reasons(p.quant)
+    if group is not None:
+        from .parallel import group_reasons
+
+        reasons += group_reasons(p, group)
+    if not reasons:
+        reasons = _adapter_reasons(p, registry, catalog)
+        for r in p.range_runners:
+            if not reasons and r.runner != p.runner:
+                reasons = _adapter_reasons(range_view(p, r), registry, catalog)
+    # This rank's layer, device and dispatcher are checked before the ranks agree, so that a rank whose
+    # own arguments are wrong makes every rank refuse (never some ranks with a runner and some without).
+    built: tuple[LayerSpec, torch.device, TokenDispatcher] | None = None
+    if not reasons:
+        built, reasons = _rank_parts(p, registry, group, rank, ep_rank, tp_rank, device, catalog)
+    cores: dict[str, Any] = {}
+    if not reasons and p.ranges and built is not None:  # a measured plan's cores, before the ranks agree
+        spec, dev, dispatcher = built
+        for name in dict.fromkeys(r.runner for r in p.ranges):
+            make = registry.core(name, dispatcher.format)
+            if make is None:
+                reasons.append(Reason(code="no_adapter", detail=f"dispatcher {p.a2a} hands over the {dispatcher.format} dispatch "
+                                      f"format; no {name} core is registered for it", source=fact_file(catalog, name, "registers")))
+                continue
+            try:
+                cores[name] = make(spec, dev)
+            except (MoeSelectError, RuntimeError, ValueError, TypeError) as exc:
+                reasons.append(Reason(code="no_adapter", detail=f"building the {name} core (tokens up to its range) raised "
+                                      f"{type(exc).__name__}: {exc}", source=fact_file(catalog, name)))
+    if not reasons and measured and p.measurements is not None and built is not None:
+        spec, dev, dispatcher = built
+        differences = _tile_differences(p, registry, catalog, spec, dev, dispatcher.format, cores)
+        if differences:
+            return fall_back(differences)
+    return p, env, reasons, built, cores
+
+
 def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int | None = None, tp_rank: int | None = None,
             group: Any = None, environment: Environment | None = None, require_prebuilt: bool = False,
             verify: bool = False, registry: Registry | None = None, timeout_s: float = 60.0, catalog: Any = None,
@@ -489,27 +666,13 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
             import warnings
 
             warnings.warn(PlanWriterWarning(note), stacklevel=2)
-        cap = catalog.runners.get(p.runner)
-        jit = [(cap.jit.package, cap.jit.detect)] if cap is not None and cap.jit is not None else []
-        env = environment or detect([(n.name, n.module) for n in p.packages], arch=torch_arch(),
-                                    need_nvcc=p.jit is not None, jit=jit, markers=catalog.package_markers())
-        reasons = check_environment(p, env, require_prebuilt=require_prebuilt, catalog=catalog)
-        reasons += strict_reasons(p, p.strict if strict is None else strict)
-        from .weight_checks import format_reasons
-
-        reasons += format_reasons(p.quant)
+        strict_on = p.strict if strict is None else strict
+        p, env, reasons, built, cores = _prepare(p, catalog, registry, environment=environment, require_prebuilt=require_prebuilt,
+                                                 strict=strict_on, group=group, rank=rank, ep_rank=ep_rank, tp_rank=tp_rank,
+                                                 device=device)
         if group is not None:
-            from .parallel import agree_on_plan, group_reasons
+            from .parallel import agree_on_plan
 
-            reasons += group_reasons(p, group)
-        if not reasons:
-            reasons = _adapter_reasons(p, registry, catalog)
-        # This rank's layer, device and dispatcher are checked before the ranks agree, so that a rank whose
-        # own arguments are wrong makes every rank refuse (never some ranks with a runner and some without).
-        built: tuple[LayerSpec, torch.device, TokenDispatcher] | None = None
-        if not reasons:
-            built, reasons = _rank_parts(p, registry, group, rank, ep_rank, tp_rank, device, catalog)
-        if group is not None:
             agree_on_plan(p, group, local_reasons=reasons, timeout_s=timeout_s, environment=env)
         if reasons:
             raise ResolveError(reasons, rank=rank)
@@ -518,17 +681,22 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
 
         from .runner import MoeRunner
 
-        make_core = registry.core(p.runner, dispatcher.format)
-        if make_core is None:  # a dispatcher whose format is none the capability file promises (registers)
-            raise ResolveError([Reason(code="no_adapter", detail=f"dispatcher {p.a2a} hands over the {dispatcher.format} "
-                                       f"dispatch format; no {p.runner} core is registered for it (registered: "
-                                       f"{sorted(registry.pairs())})", source=fact_file(catalog, p.runner, "registers"))],
-                               rank=rank)
-        runner = MoeRunner(p, spec, make_core(spec, dev), dispatcher, dev)
+        if p.ranges:
+            runner = MoeRunner(p, spec, cores[p.runner], dispatcher, dev,
+                               ranges=[(r.max_tokens, r.runner, cores[r.runner]) for r in p.ranges])
+        else:
+            make_core = registry.core(p.runner, dispatcher.format)
+            if make_core is None:  # a dispatcher whose format is none the capability file promises (registers)
+                raise ResolveError([Reason(code="no_adapter", detail=f"dispatcher {p.a2a} hands over the {dispatcher.format} "
+                                           f"dispatch format; no {p.runner} core is registered for it (registered: "
+                                           f"{sorted(registry.pairs())})", source=fact_file(catalog, p.runner, "registers"))],
+                                   rank=rank)
+            runner = MoeRunner(p, spec, make_core(spec, dev), dispatcher, dev)
     if verify:
         from .verify import verify_runner
 
-        verify_runner(runner)
+        for single in runner.per_range():  # each range's runner against the float64 reference
+            verify_runner(single)
     return runner
 
 

@@ -2,10 +2,17 @@
 
 The hot path (``run``) does no imports, string parsing or registry look-ups: it checks shapes, dtypes
 and devices with plain attribute compares, then calls the dispatcher, which calls the core.
+
+A plan chosen by measurement (issue 25) has one core per token range: ``run`` picks the core on the host from
+``hidden_states.shape[0]`` (a Python int: no device synchronisation, so a forward captured in a CUDA graph at one
+batch size holds that size's core), by a bisection over the ranges' bounds. ``prepare_weights`` prepares the
+weights once per distinct runner of the ranges: the prepared sets are kept side by side (their layouts differ),
+so a plan of two runners holds two prepared copies of the layer's weights.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
@@ -34,16 +41,36 @@ class MoeRunner:
     """A ready MoE layer runner for one rank.
 
     ``plan``: the :class:`~moe_select.plans.Plan` it was resolved from; ``spec``: this rank's
-    :class:`~moe_select.layer.LayerSpec`; ``device``: where tensors must live.
+    :class:`~moe_select.layer.LayerSpec`; ``device``: where tensors must live. ``ranges``: for a plan chosen by
+    measurement, ``(max_tokens, runner, core)`` per token range, ascending, the last ``max_tokens`` None (``core``
+    is then the core of the plan's own runner, one of them).
     """
 
     def __init__(self, plan: Plan, spec: LayerSpec, core: ExpertCore[Any], dispatcher: TokenDispatcher,
-                 device: torch.device | str):
+                 device: torch.device | str, ranges: Sequence[tuple[int | None, str, ExpertCore[Any]]] | None = None):
         self.plan = plan
         self.spec = spec
         self.core = core
         self.dispatcher = dispatcher
         self.device = torch.device(device)
+        #: The ranges' runners in order of first appearance (one prepared weight set each), the range bounds
+        #: (``max_tokens`` of every range but the last), and for each range the index of its runner.
+        self.range_runners: tuple[str, ...] = ()
+        self._bounds: list[int] = []
+        self._slots: tuple[int, ...] = ()
+        self._cores: tuple[ExpertCore[Any], ...] = ()
+        if ranges:
+            if ranges[-1][0] is not None or any(b is None for b, _, _ in ranges[:-1]):
+                raise ValueError("ranges: every range but the last has a max_tokens; the last has none")
+            bounds = [int(b) for b, _, _ in ranges[:-1]]  # type: ignore[arg-type]
+            if bounds != sorted(set(bounds)):
+                raise ValueError(f"ranges: max_tokens must ascend strictly, got {bounds}")
+            names = list(dict.fromkeys(n for _, n, _ in ranges))
+            by_name = {n: c for _, n, c in ranges}
+            self.range_runners = tuple(names)
+            self._bounds = bounds
+            self._slots = tuple(names.index(n) for _, n, _ in ranges)
+            self._cores = tuple(by_name[n] for n in names)
         self._check = True
         #: Also check that every top-k id is in [-1, num_experts). On by default on the CPU; off on GPUs,
         #: where it costs a host synchronisation (and breaks CUDA-graph capture): turn it on to debug.
@@ -53,6 +80,24 @@ class MoeRunner:
     def name(self) -> str:
         """The runner's name (the plan's runner)."""
         return self.plan.runner
+
+    def runner_for(self, tokens: int) -> str:
+        """The runner ``run`` uses for a forward of ``tokens`` tokens (the plan's runner without ranges)."""
+        if not self._slots:
+            return self.plan.runner
+        return self.range_runners[self._slots[bisect_left(self._bounds, tokens)]]
+
+    def per_range(self) -> list["MoeRunner"]:
+        """One single-core runner per distinct runner of the ranges (each with a plan of that runner alone, as
+        :func:`moe_select.resolver.range_view` makes it), sharing this runner's dispatcher; ``[self]`` without
+        ranges. ``resolve(verify=True)`` checks each against the float64 reference."""
+        if not self._slots:
+            return [self]
+        from .resolver import range_view
+
+        rows = {r.runner: r for r in self.plan.range_runners}
+        return [MoeRunner(range_view(self.plan, rows[n]), self.spec, c, self.dispatcher, self.device)
+                for n, c in zip(self.range_runners, self._cores)]
 
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, **scales: torch.Tensor) -> PreparedWeights:
         """Convert canonical weights once, at load.
@@ -81,6 +126,8 @@ class MoeRunner:
             if t is not None and not isinstance(t, torch.Tensor):
                 raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         try:
+            if self._cores:  # one prepared set per runner of the ranges (layouts differ: module doc)
+                return PreparedWeights(self, tuple(c.prepare_weights(w13, w2, **scales) for c in self._cores))
             return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
         except TypeError as exc:  # an unexpected keyword: say which scales this format takes (its row)
             from .formats import lookup
@@ -124,11 +171,21 @@ class MoeRunner:
                 if lo < -1 or hi >= s.num_experts:
                     raise RunnerInputError(f"topk_ids must be global expert ids in [0, {s.num_experts}) or -1 (skipped); "
                                            f"got values in [{lo}, {hi}]")
+        if self._slots:  # one core per token range: picked on the host, no device sync
+            i = self._slots[bisect_left(self._bounds, hidden_states.shape[0])]
+            return self.dispatcher.run(self._cores[i], hidden_states, topk_ids, topk_weights, weights.data[i])
         return self.dispatcher.run(self.core, hidden_states, topk_ids, topk_weights, weights.data)
 
     def __repr__(self) -> str:
         s = self.spec
         path = getattr(self.core, "path", None)  # a core with several implementations says which one runs
+        if self._slots:
+            lo, parts = 1, []
+            for b, slot in zip([*self._bounds, None], self._slots):
+                parts.append(f"{lo}-{b}: {self.range_runners[slot]}" if b is not None else f">={lo}: {self.range_runners[slot]}")
+                lo = (b or 0) + 1
+            return (f"MoeRunner(ranges [{'; '.join(parts)}], a2a={self.plan.a2a}, {s.quant}, E={s.num_experts} (local "
+                    f"{s.num_local_experts}), K={s.top_k}, H={s.hidden_size}, I={s.intermediate_size}, device={self.device})")
         return (f"MoeRunner({self.plan.runner}, a2a={self.plan.a2a}, {s.quant}, E={s.num_experts} (local "
                 f"{s.num_local_experts}), K={s.top_k}, H={s.hidden_size}, I={s.intermediate_size}, device={self.device}"
                 f"{'' if path is None else f', path={path}'})")

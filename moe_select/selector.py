@@ -47,8 +47,10 @@ from .yamlio import shorten
 #: Most issues of one kind reported for one input (a 10,000-key mapping gives 20 lines and a count).
 MAX_ISSUES = 20
 
-#: Inputs a deployment may leave out; facts that read them are then reported as not checked.
-UNGIVEN = ("dp",)
+#: Inputs a deployment may leave out; facts that read them are then reported as not checked (``architecture``: the
+#: checkpoint's model class, from model_config or model.architecture; a support row that holds only for some
+#: architectures leaves its cell unverified when the deployment does not say which).
+UNGIVEN = ("dp", "architecture")
 
 
 def _quantities_read(c: Constraint) -> list[str]:
@@ -118,7 +120,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     n_group=m.n_group, topk_group=m.topk_group, block=block_shape(u.quant, u.quant_params),
                     group_size=group_size(u.quant, u.quant_params),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
-                    dense_intermediate_size=m.dense_intermediate_size)
+                    dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture)
 
 
 def _arch_label(u: Understood) -> str:
@@ -363,6 +365,17 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
     rows = [s for s in on_arch if u.quant in s.formats]
     if any(_holds(s, ctx, assumed) for s in rows):
         return []
+    # A row that would hold but reads an input the deployment left out (its architecture): not decided either way.
+    ungiven = [k for k in UNGIVEN if ctx.facts.get(k) is None]
+    undecided = next((s for s in rows if s.when is not None and set(s.when.keys()) & set(ungiven)
+                      and s.when.matches(ctx.facts, ignore=ungiven) and _requires(s.requires, ctx)[0]), None)
+    if undecided is not None:
+        keys = [k for k in undecided.when.keys() if k in ungiven]  # type: ignore[union-attr]
+        ctx.unknowns.append(Unknown(code="quant_unsupported", detail=f"{name} runs {u.quant} on {u.arch} only when "
+                                    f"{undecided.when.describe()}; {', '.join(keys)} not given",  # type: ignore[union-attr]
+                                    settle=f"the deployment's {', '.join(keys)} (model_config, or model.{keys[0]})",
+                                    source=undecided.where(), backend=name))
+        return []
     gate = next((s for s in rows if _version_gate(s, ctx)), None)
     if gate is not None:
         why, fix = _why_not(gate, ctx)
@@ -524,7 +537,7 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
 def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Catalog | None = None,
             environment: Environment | None = None, base_dir: Path | None = None,
             rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterable[str | Path] = (),
-            engine_env: dict[str, str] | None = None) -> Report:
+            engine_env: dict[str, str] | None = None, measurements: Any = None) -> Report:
     """Evaluate every runner for ``deployment`` and return the full :class:`Report` (never raises for
     a refusal: see ``report.status``). ``deployment``: a model, a file path, or a dict.
 
@@ -532,6 +545,9 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     (planning another machine), detected on this machine for ``arch: auto`` (no torch import).
     ``engine_env``: the serving engine's environment (a launch line's), read by the engine-choice prediction
     (:mod:`moe_select.engine_choice`: ``report.engine_choices``, what the engine itself would pick, issue 23).
+    ``measurements``: measurement tables of ``moe-select tune`` (files or folders, or
+    :class:`~moe_select.measurements.Measurements` objects): where one applies, ``prefer: measured`` (or, with no
+    such rule in the rules, every selection) chooses by them (:mod:`moe_select.measured`, issue 25).
     Raises :class:`InputError` for invalid input (file:line, field) and
     :class:`~moe_select.environment.DetectionError` when this machine's GPU cannot be told.
     """
@@ -545,6 +561,9 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
         raise InputError(f"a deployment is a Deployment, a file path or a dict, not {type(deployment).__name__}",
                          file="<python>", field="deployment")
     catalog = catalog or default_catalog(rules_dirs, backends_dirs)
+    from .measured import sources_of
+
+    tables = sources_of(measurements)  # read (and refused: InputError) before anything is detected
     this_machine = deployment.arch == "auto" or (deployment.arch is None and deployment.gpu is None)
     _check_declared(deployment, catalog, this_machine and environment is None)
     if environment is None:
@@ -558,7 +577,7 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu,
                    a2a_backends=catalog.a2a)
     # A runner no capability file describes is judged (unverified), not invalid input: see select().
-    report = select(u, environment, catalog)
+    report = select(u, environment, catalog, tables)
     report.engine_choices = engine_choices(report, catalog, engine_env)
     return report
 
@@ -713,12 +732,18 @@ def _merge(per_engine: dict[str, list[_R]]) -> list[_R]:
     return [x if len(seen[k]) == len(engines) else x.model_copy(update={"engines": seen[k]}) for k, x in first.items()]
 
 
-def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
+def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequence[Any] | None = None) -> Report:
     """The pure selection: every runner of ``catalog`` checked against the deployment ``u`` (as
     :func:`~moe_select.deployment.understand` states it) on machine ``env``; returns the
     :class:`~moe_select.report.Report` (a plan, or a refusal with every reason). Reads nothing, imports
     nothing, never raises for a refusal. ``explain`` calls it after reading and understanding the
-    input; ``resolve`` calls it again over a plan's own inputs to refuse an edited plan."""
+    input; ``resolve`` calls it again over a plan's own inputs to refuse an edited plan.
+    ``measurements``: :class:`~moe_select.measured.Source` tables (issue 25; :func:`_measured_choice`)."""
+    from . import measured as msr
+
+    app = msr.applicable(u, env, list(measurements or []))
+    table = app.source.table if app.source is not None else None
+    timed = set(table.runners()) if table is not None else set()
     engines = _engines(u)
     single = len(engines) == 1
     verdicts: dict[Any, Any] = {}
@@ -762,17 +787,33 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         if r.action == "disable":
             for name in r.runners:
                 disabled.setdefault(name, []).append(r)
+    # prefer: measured (issue 25) prefers, at its place, the runners the applicable table times; with measurements
+    # given and no such rule in the rules at all, they come before every rule (_IMPLICIT).
+    slot_rule = next((r for r in matching if r.action == "prefer" and r.measured), None)
+    any_measured_rule = any(r.action == "prefer" and r.measured for r in catalog.rules)
+    slot: Any = None if table is None else slot_rule if slot_rule is not None else None if any_measured_rule else _IMPLICIT
+    rule_order: list[str] = []  # the runners of the matching prefer rules, in order (the measured tie rule)
     preferred: dict[str, Any] = {}  # runner -> the first matching prefer rule naming it, in rule order
+    if slot is _IMPLICIT:
+        for runner in sorted(timed):
+            preferred.setdefault(runner, slot)
     for r in matching:
-        if r.action == "prefer":
+        if r.action == "prefer" and r.measured:
+            if r is slot:
+                for runner in sorted(timed):
+                    preferred.setdefault(runner, r)
+        elif r.action == "prefer":
             for runner in r.runners:
                 preferred.setdefault(runner, r)
+                if runner not in rule_order:
+                    rule_order.append(runner)
 
     base_sensitive = bool(a2a_cap and a2a_cap.unavailable) or any(
         c.when is not None and c.when.engine is not None for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])]
     ) or bool(a2a_cap and any(getattr(d, "engines", None) for d in a2a_cap.lists.values()))
     candidates: dict[str, Candidate] = {}
     needs_of: dict[str, list[PackageNeed]] = {}
+    measured_notes: dict[str, str] = {}
     names = sorted(catalog.runners)
     if u.runner != "auto" and u.runner not in catalog.runners:
         names.append(u.runner)  # a runner no capability file describes: judged on the common facts alone
@@ -822,6 +863,15 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         needs = needs_by[lead]
         unknowns = [] if best == "refused" else _merge({e: unknowns_by[e] for e in per_engine if level[e] != "refused"})
         reasons = [] if best != "refused" else _merge(per_engine)
+        if best == "unverified" and app.on_this_gpu and name in timed and table is not None:
+            # A measured candidate on the measured GPU counts as supported there (issue 25): tune ran it after verify.
+            codes = ", ".join(sorted({x.code for x in unknowns}))
+            measured_notes[name] = (f"measured on {table.machine.gpu} by moe-select tune (measurements sha256:"
+                                    f"{table.fingerprint()[:12]}, verified before timing): supported here; the facts left "
+                                    f"{len(unknowns)} point(s) open ({codes})")
+            best, unknowns = "supported", []
+            level = {e: "supported" if lv == "unverified" else lv for e, lv in level.items()}
+            ok_engines = [e for e in per_engine if level[e] == best]
         if best == "unverified" and u.strict:
             reasons = [Reason(code="unverified", detail=f"strict: {x.detail}", source=x.source, backend=name, engines=x.engines,
                               fix=f"{x.settle}; or strict: false") for x in unknowns]
@@ -829,6 +879,8 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
             reasons.append(Reason(code="disabled_by_rule", detail=f"rule {rule.id}: {rule.reason}", source=rule.where(),
                                   fix=f"override rule {rule.id} in an operator rules directory (--rules DIR)", backend=name))
         notes = [x.text for x in cap.notes if _holds(x, ctxs[lead], [])] if cap is not None else []
+        if name in measured_notes:
+            notes.append(measured_notes[name])
         pref = preferred.get(name)
         candidates[name] = Candidate(backend=name, eligible=not reasons, evidence=cast(Any, best),
                                      evidence_by_engine=cast(Any, level) if not single else {}, unknowns=unknowns, reasons=reasons,
@@ -865,11 +917,23 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
         if c.eligible:
             chosen, chosen_by = c, ChosenBy(how="explicit", source=u.provenance.get("runner", "deployment"))
     reasons = [r for c in considered for r in c.reasons] + not_preferred
+    mreport: Any = None
+    rows: list[Any] = []
+    if table is not None or slot_rule is not None or app.given:
+        mreport, rows, chosen, chosen_by = _measured_choice(u, app, slot, slot_rule, candidates, chosen, chosen_by, preferred,
+                                                            rule_order)
     plan = None
     if chosen is not None and chosen_by is not None:
-        plan = _make_plan(chosen, chosen_by, u, env, catalog, ranked, needs_of[chosen.backend],
-                          ctxs[chosen.engines[0] if chosen.engines else engines[0]])
-    kind_reports = [_select_kind(u, k, env, catalog) for k in u.layer_kinds]
+        how: ChosenBy = chosen_by
+
+        def plan_of(c: Candidate) -> Plan:
+            return _make_plan(c, how, u, env, catalog, ranked, needs_of[c.backend], ctxs[c.engines[0] if c.engines else engines[0]])
+
+        plan = plan_of(chosen)
+        if table is not None:
+            plan = _with_measurements(plan, table, rows, [plan_of(candidates[r]) for r in dict.fromkeys(x.runner for x in rows)
+                                                          if r != chosen.backend], mreport, app.assumed, u, env, catalog)
+    kind_reports = [_select_kind(u, k, env, catalog, measurements) for k in u.layer_kinds]
     for k in kind_reports:
         if k.plan is None:
             where = f"layers {_ranges(k.deployment.layers)} ({k.deployment.layer_kind}, {k.deployment.quant})"
@@ -885,7 +949,108 @@ def select(u: Understood, env: Environment, catalog: Catalog) -> Report:
                   reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k not in catalog.rule_files),
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
                                     for rid, where in catalog.overridden.items()},
-                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports)
+                  origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports,
+                  measured=mreport)
+
+
+class _ImplicitMeasured:
+    """The place of measurements given with no ``prefer: measured`` rule in the rules: before every rule."""
+
+    id = "measurements"
+    measured = True
+
+    def where(self, field: str | None = None) -> str:
+        """What ``preferred_by`` shows."""
+        return "--measurements, before every rule"
+
+
+_IMPLICIT = _ImplicitMeasured()
+
+
+def _measured_choice(u: Understood, app: Any, slot: Any, slot_rule: Any, candidates: dict[str, Candidate],
+                     chosen: Candidate | None, chosen_by: ChosenBy | None, preferred: dict[str, Any],
+                     rule_order: list[str]) -> tuple[Any, list[Any], Candidate | None, ChosenBy | None]:
+    """The measured choice of issue 25 (:mod:`moe_select.measured`): ``(the report's MeasuredReport, the token ranges,
+    the chosen candidate, how)``. The rules' choice stands unless the candidate they rank first is preferred by the
+    measured place (``slot``: the first matching ``prefer: measured`` rule, or :data:`_IMPLICIT`); then the runner of
+    the range holding ``max_tokens_per_rank`` is the plan's. The competitors are the eligible measured candidates of
+    the strongest evidence level among them (a refused one is never chosen, whatever it measured)."""
+    from .measured import MeasuredReport, token_ranges, verdicts
+
+    src = app.source
+    if src is None:
+        why = "no measurement table applies to this deployment (notes)" if app.given else \
+            "no measurements given (--measurements FILE|DIR)"
+        if slot_rule is not None:
+            why = f"rule {slot_rule.id} ({slot_rule.where()}) prefers measured: {why}"
+        return MeasuredReport(applied=False, why=why, notes=list(app.notes)), [], chosen, chosen_by
+    table = src.table
+    fp = table.fingerprint()
+    eligible = [c for c in candidates.values() if c.eligible and c.backend in set(table.runners())]
+    level = strongest([c.evidence for c in eligible])
+    competitors = [c.backend for c in eligible if c.evidence == level]
+    vs = verdicts(table, competitors, rule_order)
+    rows, range_notes = token_ranges(vs, u.max_tokens_per_rank)
+    refused = sorted(set(table.runners()) - {c.backend for c in eligible})
+    notes = list(app.notes) + [f"{a}" for a in app.assumed] + range_notes
+    if refused:
+        notes.append(f"measured but not candidates here (the facts or rules refuse them, or not {level}): {', '.join(refused)}")
+    report = MeasuredReport(applied=False, why="", source=src.name, fingerprint=fp, created=table.created, gpu=table.machine.gpu,
+                            timing=table.method.timing, verdicts=vs, ties=[t for v in vs if (t := v.tie_text())], notes=notes)
+    place = (f"rule {slot_rule.id} ({slot_rule.where()}) prefers measured" if slot_rule is not None
+             else "--measurements, before every rule (no prefer: measured rule in the rules)")
+    if u.runner != "auto":
+        why = f"runner {u.runner} is asked for explicitly"
+    elif slot is None:
+        why = "the rules have prefer: measured rules, and none matches this deployment: the rules choose"
+    elif not rows:
+        why = f"{place}; no eligible candidate is measured (the table times {', '.join(table.runners())})"
+    elif chosen is None or preferred.get(chosen.backend) is not slot:
+        rule = preferred.get(chosen.backend) if chosen is not None else None
+        why = (f"rule {rule.id} ({rule.where()}) chose {chosen.backend} before {place}" if rule is not None and chosen is not None
+               else "no runner chosen")
+    else:
+        report = report.model_copy(update={"applied": True, "why": place, "ranges": rows})
+        main = candidates[rows[-1].runner]
+        how = ChosenBy(how="measured", rule=slot_rule.id if slot_rule is not None else None,
+                       source=slot_rule.where() if slot_rule is not None else f"--measurements, table sha256:{fp[:12]}")
+        return report, rows, main, how
+    return report.model_copy(update={"why": why}), [], chosen, chosen_by
+
+
+def _with_measurements(plan: Plan, table: Any, rows: list[Any], others: list[Plan], mreport: Any, assumed: list[str],
+                       u: Understood, env: Environment, catalog: Catalog) -> Plan:
+    """``plan`` with the applicable measurement ``table`` embedded (and its fingerprint) and, when the table chose,
+    its token ``rows`` (``others``: the plans of the ranges' other runners, whose module, registers and packages the
+    ranges and the plan take), the ties and the extrapolation notes; the fingerprint covers both."""
+    from .plans import RangeRunner, TokenRange
+
+    pieces = {p.runner: p for p in [plan, *others]}
+    ranges = [TokenRange(max_tokens=r.max_tokens, runner=r.runner) for r in rows]
+    range_runners = [RangeRunner(runner=n, module=pieces[n].module, registers=list(pieces[n].registers),
+                                 weight_layout=pieces[n].weight_layout, activation_precision=pieces[n].activation_precision,
+                                 jit=pieces[n].jit) for n in dict.fromkeys(r.runner for r in rows)]
+    packages = list(plan.packages)
+    for p in others:
+        packages += [n for n in p.packages if n not in packages]
+    unknowns = list(plan.unknowns)
+    for p in others:
+        unknowns += [x for x in p.unknowns if x not in unknowns]
+    notes = list(plan.notes)
+    if rows:
+        notes.append("measured token ranges: " + "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None
+                                                          else f"above: {r.runner}" for r in rows))
+        notes += list(mreport.ties) + [n for n in mreport.notes if n.startswith(("below ", "above "))]
+    fp = table.fingerprint()
+    files = dict(sorted(catalog.files.items()))
+    sources = list(catalog.rule_sources) + list(catalog.backend_sources)
+    measured = {"table": fp, "ranges": [[r.max_tokens, r.runner] for r in rows]}
+    return plan.model_copy(update={
+        "ranges": ranges, "range_runners": range_runners, "measurements": table, "measurements_fingerprint": fp, "packages": packages, "unknowns": unknowns,
+        "evidence": weakest([str(p.evidence) for p in pieces.values()]), "notes": notes,
+        "assumptions": list(plan.assumptions) + [a for a in assumed if a not in plan.assumptions],
+        "alternatives": [a for a in plan.alternatives if a not in pieces],
+        "fingerprint": fingerprint(u, env, canonical_files(files, sources), plan.runner, measured)})
 
 
 def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners: Iterable[str]) -> dict[str, list[Reason]]:
@@ -918,14 +1083,15 @@ def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners:
     return out
 
 
-def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog: Catalog) -> Report:
+def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog: Catalog,
+                 measurements: Sequence[Any] | None = None) -> Report:
     """Select for one additional MoE layer kind: the same deployment with that kind's format and runner."""
     prov = dict(u.provenance)
     prov["quant"] = prov.get(f"layers.{kind['kind']}", "layer kind")
     prov["runner"] = prov.get(f"layers.{kind['kind']}", "layer kind")
     uk = u.model_copy(update={"quant": kind["quant"], "quant_params": dict(kind["quant_params"]), "runner": kind["runner"],
                               "layer_kinds": [], "layers": list(kind["layers"]), "layer_kind": kind["kind"], "provenance": prov})
-    return select(uk, env, catalog)
+    return select(uk, env, catalog, measurements)
 
 
 def _ranges(ids: list[int]) -> str:
@@ -1007,7 +1173,7 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     fmt = lookup(u.quant)
     act = (support.activation_precision.get(u.quant) if support else None) or (fmt.activation if fmt else None) or _default_precision(u.arch)
     notes = list(u.notes) + list(chosen.notes)
-    if chosen_by.how == "rule":
+    if chosen_by.how in ("rule", "measured") and chosen_by.rule is not None:
         rule = next(r for r in catalog.rules if r.id == chosen_by.rule)
         if rule.note:
             notes.append(f"{rule.note} (rule {rule.id})")

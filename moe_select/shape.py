@@ -20,7 +20,9 @@ MAX_WIDTH = 1 << 20
 class ModelShape(Located):
     """The MoE layer's shape: ``num_experts`` routed experts (E), ``top_k`` (K), ``hidden_size`` (H),
     ``moe_intermediate_size`` (I, per expert, before tensor parallelism), the gated ``activation`` and the
-    ``routing`` method. Optional router parameters are used by ``moe-select run`` only."""
+    ``routing`` method. Optional router parameters are used by ``moe-select run`` only. ``architecture``: the
+    checkpoint's model class (config.json ``architectures[0]``), read by facts that hold for some model architectures
+    only (``when.architecture``); None (an inline ``model`` without it): those facts are not decided (unverified)."""
 
     num_experts: int = Field(gt=0)
     top_k: int = Field(gt=0)
@@ -35,6 +37,7 @@ class ModelShape(Located):
     swiglu_limit: float | None = None
     shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
     dense_intermediate_size: int | None = Field(default=None, gt=0)
+    architecture: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain mapping, unset optional ones (None) left out: how a plan writes

@@ -13,6 +13,10 @@ case). Planning only (no GPU): ``moe_select.explain`` on declared machines.
 4. A version-gated routing fact and a format list read in full: SGLang's flashinfer_cutlass applies a top-1 routing
    weight on the expert input since sgl-project/sglang PR #35504 (sgl-project/sglang#34192), and flashinfer_mxfp4's one
    entry point runs MXFP4 payloads only (it was picked for NVFP4 on SM121).
+5. A model-specific conversion stated format-wide: TensorRT-LLM reads an NVFP4 checkpoint as W4A16_NVFP4 on Hopper for
+   Nemotron-H (NVIDIA/TensorRT-LLM#14775); Qwen3.5 keeps NVFP4 there and CUTLASS fails (NVIDIA/TensorRT-LLM#17293). The
+   model's architecture is an input (config.json architectures[0], or model.architecture): a fact scoped to one is
+   supported there, refused for another, and unverified where the deployment does not say.
 """
 from __future__ import annotations
 
@@ -213,3 +217,54 @@ def test_sglang_flashinfer_mxfp4_runs_mxfp4_payloads_only():
     mxfp4 = explain(gpu="B200", engine="sglang", model_config=str(CONFIGS / "openai__gpt-oss-120b"), tp=1, ep=1,
                     runner="flashinfer_mxfp4")
     assert "quant_unsupported" not in refusals(mxfp4, "flashinfer_mxfp4")
+
+
+# ------------------------------------------ 5. the checkpoint's architecture as an input: Nemotron-H's W4A16 NVFP4 read
+NEMOTRON_H = {"num_experts": 128, "top_k": 6, "hidden_size": 2688, "moe_intermediate_size": 1856,
+              "activation": "relu2", "routing": "sigmoid_topk"}
+
+
+def _cutlass_nvfp4_hopper(**dep):
+    return explain(gpu="H100", engine="trtllm", tp=1, ep=1, runner="trtllm_cutlass", **dep)
+
+
+def test_trtllm_cutlass_nvfp4_on_hopper_is_nemotron_h_only():
+    """A Qwen3-30B-A3B NVFP4 checkpoint (Qwen3MoeForCausalLM, from its config.json) on H100 with CUTLASS is refused;
+    a Nemotron-H-shaped layer naming NemotronHForCausalLM is supported; without an architecture it is unverified."""
+    qwen = _cutlass_nvfp4_hopper(model_config=str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4"))
+    assert qwen.deployment.model.architecture == "Qwen3MoeForCausalLM"
+    assert qwen.plan is None and "quant_unsupported" in refusals(qwen, "trtllm_cutlass")
+    nemotron = _cutlass_nvfp4_hopper(quant="nvfp4", model={**NEMOTRON_H, "architecture": "NemotronHForCausalLM"})
+    assert nemotron.plan is not None and nemotron.plan.runner == "trtllm_cutlass" and nemotron.plan.evidence == "supported"
+    assert nemotron.plan.activation_precision == "bf16"
+    unknown = _cutlass_nvfp4_hopper(quant="nvfp4", model=NEMOTRON_H)
+    assert unknown.plan is not None and unknown.plan.evidence == "unverified"
+    (u,) = [u for u in cand(unknown, "trtllm_cutlass").unknowns if u.code == "quant_unsupported"]
+    assert "architecture not given" in u.detail and u.source.startswith("backends/trtllm_cutlass.yaml:")
+
+
+def test_the_architecture_is_read_from_config_json_and_refused_when_malformed(tmp_path):
+    """config.json architectures[0] is the input; a value that is not a list of class names is an error naming the
+    file and key (nothing is coerced)."""
+    import json
+
+    from moe_select.errors import InputError
+
+    cfg = json.loads((CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4" / "config.json").read_text())
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for name in ("hf_quant_config.json",):
+        src = CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4" / name
+        if src.exists():
+            (folder / name).write_text(src.read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "architectures": "Qwen3MoeForCausalLM"}))
+    try:
+        explain(gpu="H100", engine="trtllm", model_config=str(folder), tp=1, ep=1)
+    except InputError as exc:
+        assert "architectures" in str(exc) and "config.json" in str(exc)
+    else:
+        raise AssertionError("a string architectures was accepted")
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "architectures"}))
+    report = explain(gpu="H100", engine="trtllm", model_config=str(folder), tp=1, ep=1, runner="trtllm_cutlass")
+    assert report.deployment.model.architecture is None
+    assert "quant_unsupported" in {u.code for u in cand(report, "trtllm_cutlass").unknowns}
