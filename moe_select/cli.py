@@ -527,7 +527,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     given = any(getattr(args, k, None) not in (None, [], False) for k in (*DEPLOYMENT_FLAGS, "deployment", "model", "from_command",
                                                                           "cuda_graph", "shared_expert_fusion", "package", "prebuilt"))
-    return cli_tune(args, _deployment, given)
+    return cli_tune(args, _deployment, given, write_atomically)
 
 
 def _tune_args(t: argparse.ArgumentParser) -> None:

@@ -39,6 +39,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from .errors import InputError, MoeSelectError, ResolveError
@@ -783,14 +784,14 @@ def _given_deployment(dep: Any) -> dict[str, Any]:
     return out
 
 
-def cli_tune(args: Any, deployment: Callable[[Any], tuple[Any, Any]], has_deployment: bool) -> int:
+def cli_tune(args: Any, deployment: Callable[[Any], tuple[Any, Any]], has_deployment: bool,
+             write_atomically: Callable[[Path, str], None]) -> int:
     """Body of ``moe-select tune`` (``deployment(args)`` reads the deployment flags as ``explain`` does;
-    ``has_deployment``: whether any was given). Exit codes: 0 written / no drift; 1 no candidate, or drift
+    ``has_deployment``: whether any was given; ``write_atomically``: the CLI's writer of ``-o``, passed in so that
+    this module does not import the CLI). Exit codes: 0 written / no drift; 1 no candidate, or drift
     (``--check``); 2 invalid input, ``--plot`` without matplotlib, or ``--check`` on another machine or layer."""
     import json
-    from pathlib import Path
 
-    from .cli import write_atomically
     from .deployment import deployment_from_dict
     from .measurements import load_measurements
 
