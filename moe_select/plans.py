@@ -288,6 +288,15 @@ class Plan(BaseModel):
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
 
 
+def range_view(p: Plan, r: RangeRunner) -> Plan:
+    """``p`` as a plan of one of its range runners ``r`` (a :class:`~moe_select.plans.RangeRunner`) alone (its runner,
+    module, registers, activation precision, JIT line; no ranges): what steps 2-4 check for its ranges and what
+    ``verify`` checks it as."""
+    return p.model_copy(update={"runner": r.runner, "module": r.module, "registers": list(r.registers), "jit": r.jit,
+                                "activation_precision": r.activation_precision or p.activation_precision,
+                                "weight_layout": r.weight_layout, "ranges": [], "range_runners": []})
+
+
 def canonical_files(files: dict[str, str], rule_sources: list[str]) -> dict[str, str]:
     """``files`` (display name -> sha256) with operator rule files named relative to their rule source
     (``<source folder name>/<file>``, e.g. ``oprules/50-site.yaml``), so that ranks which keep the same

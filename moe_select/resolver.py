@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .catalog import load_catalog
 from .environment import Environment, detect
 from .errors import InputError, MoeSelectError, ResolveError
-from .plans import Plan, Reason
+from .plans import Plan, Reason, range_view
 from .versions import satisfies
 from .yamlio import load_file, shorten
 
@@ -445,15 +445,6 @@ def _adapter_reasons(p: Plan, registry: Registry, catalog: Any) -> list[Reason]:
     return []
 
 
-def range_view(p: Plan, r: Any) -> Plan:
-    """``p`` as a plan of one of its range runners ``r`` (a :class:`~moe_select.plans.RangeRunner`) alone (its runner,
-    module, registers, activation precision, JIT line; no ranges): what steps 2-4 check for its ranges and what
-    ``verify`` checks it as."""
-    return p.model_copy(update={"runner": r.runner, "module": r.module, "registers": list(r.registers), "jit": r.jit,
-                                "activation_precision": r.activation_precision or p.activation_precision,
-                                "weight_layout": r.weight_layout, "ranges": [], "range_runners": []})
-
-
 def machine_here(plan: Plan, env: Environment, device: Any = None) -> Any:
     """This machine's :class:`~moe_select.measurements.MachineKey` for ``plan``'s embedded table (imports torch;
     :func:`moe_select.measurements.this_machine`): ``device``'s GPU (default: the current CUDA device, else the
@@ -482,10 +473,6 @@ def _tile_differences(plan: Plan, registry: Registry, catalog: Any, spec: Any, d
     """The tile files the Triton cores of the table's runners read here against the table's ``tile_configs``: tune
     recorded the digest over the cores of every runner it timed, so the cores of the timed runners this install
     builds for the plan (its ranges, and its other eligible runners, built once here and dropped) are asked."""
-    from types import SimpleNamespace
-
-    from .tune import tile_configs_of
-
     m = plan.measurements
     assert m is not None
     runners = []
@@ -502,9 +489,26 @@ def _tile_differences(plan: Plan, registry: Registry, catalog: Any, spec: Any, d
                 except Exception:  # a runner that cannot be built here reads no tile file (tune skipped it too)
                     core = None
         if core is not None:
-            runners.append(SimpleNamespace(core=core))
-    here = tile_configs_of(runners)
+            runners.append(core)
+    here = _tile_digest(runners)
     return [] if here == m.machine.tile_configs else [f"tile_configs ({here} here, {m.machine.tile_configs} there)"]
+
+
+def _tile_digest(cores: list[Any]) -> str | None:
+    """sha256 of the tuned Triton tile files ``cores`` read (a core's ``config_source`` other than ``default``), as
+    :func:`moe_select.tune.tile_configs_of` records it for a table (not imported from there: tune imports the CLI)."""
+    from .measurements import tile_configs_digest
+
+    files = []
+    for core in cores:
+        src = getattr(core, "config_source", None)
+        if src and src != "default":
+            from moe_select.backends.triton_moe_kernels import CONFIG_DIR  # type: ignore[import-not-found, unused-ignore]
+
+            f = Path(getattr(core, "config_dir", None) or CONFIG_DIR) / src
+            if f.is_file():
+                files.append(f)
+    return tile_configs_digest(files)
 
 
 def _fall_back(p: Plan, differences: list[str], catalog: Any, strict: bool) -> tuple[Plan | None, list[Reason]]:

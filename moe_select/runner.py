@@ -89,11 +89,11 @@ class MoeRunner:
 
     def per_range(self) -> list["MoeRunner"]:
         """One single-core runner per distinct runner of the ranges (each with a plan of that runner alone, as
-        :func:`moe_select.resolver.range_view` makes it), sharing this runner's dispatcher; ``[self]`` without
+        :func:`moe_select.plans.range_view` makes it), sharing this runner's dispatcher; ``[self]`` without
         ranges. ``resolve(verify=True)`` checks each against the float64 reference."""
         if not self._slots:
             return [self]
-        from .resolver import range_view
+        from .plans import range_view
 
         rows = {r.runner: r for r in self.plan.range_runners}
         return [MoeRunner(range_view(self.plan, rows[n]), self.spec, c, self.dispatcher, self.device)
