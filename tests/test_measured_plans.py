@@ -381,3 +381,17 @@ def test_a_warning_free_resolve_on_the_measured_machine(same_machine):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         moe_select.resolve(moe_select.plan(DEP, measurements=[CPU]))
+
+
+def test_other_tile_files_fall_back_too(tmp_path, same_machine):
+    import moe_select.resolver as R
+
+    data = json.loads(CPU.read_text())
+    data["machine"]["tile_configs"] = "0" * 64  # tune read tuned Triton tiles; no core here reads any
+    f = tmp_path / "tiles.json"
+    f.write_text(json.dumps(data))
+    p = moe_select.plan(DEP, measurements=[f])
+    assert p.ranges  # explain does not see tile files: only resolve, once the cores exist
+    with pytest.warns(R.MeasurementsWarning, match=r"tile_configs \(None here, 0{64} there\)"):
+        runner = moe_select.resolve(p)
+    assert runner.plan.ranges == [] and runner.name == "torch_native"
