@@ -22,11 +22,12 @@ checkout's files as they are now (``git ls-files`` where there is a ``.git``, el
 the editable install maps them, and a ``setup.cfg`` [mutmut] section mutates that one file and selects that
 module's test files (``TESTS`` below); mutmut then runs each mutant against the tests its stats phase saw
 calling the mutated function, ``-x``, fastest first, with a CPU-time limit per mutant. Every mutmut process
-runs under ``nice -n 19`` with ``PYTHONPATH`` = the tree + the caller's ``PYTHONPATH`` and ``TMPDIR`` inside
-the tree. ``--parallel N`` runs up to N modules at once (default 1), each with ``--jobs`` workers, or with
-``--cores C`` each with its share of C (the free cores split by source lines over the modules that take the
-free slots, so large modules, and modules started when few are left, get more). Without a module list: all
-twelve, small ones first with ``--parallel 1``, else large ones first (by source lines). When the selected
+runs under ``nice -n 19`` with ``PYTHONPATH`` = the tree + the caller's ``PYTHONPATH``, ``TMPDIR`` inside
+the tree, and fixed random inputs (``FIXED_INPUTS``: the same draw for the clean run and every mutant).
+``--parallel N`` runs up to N modules at once (default 1), each with ``--jobs`` workers, or with ``--cores C``
+each with its share of C (the free cores split by source lines over the modules that take the free slots, so
+large modules, and modules started when few are left, get more). Without a module list: all twelve, small
+ones first with ``--parallel 1``, else large ones first (by source lines). When the selected
 tests fail without any mutant, mutmut stops; the report then names the failing tests (pytest run once more).
 
 ``--max-seconds S``: no module starts after S seconds. ``--stop-seconds T``: modules still running at T
@@ -89,6 +90,10 @@ LINKED = ("backends", "rules", "schemas")
 #: Left out of every run: test_matrix_is_committed_and_in_sync compares docs/ with the sources it was generated
 #: from, so it fails on mutmut's copy (trampolined sources) whatever the mutant.
 DESELECT = ["tests/test_cli.py::test_matrix_is_committed_and_in_sync"]
+#: Fixed random inputs, so the stats, clean and every mutant's run see the same ones and a verdict does not
+#: depend on the draw: the tests' ``seed`` fixture (tests/conftest.py) and hypothesis in test_fuzz_inputs.py.
+SEED = "2026120119"
+FIXED_INPUTS = {"MOE_SELECT_TEST_SEED": SEED, "MOE_SELECT_FUZZ_DERANDOMIZE": "1"}
 
 # mutmut's exit-code verdicts (mutmut/stats.py: status_by_exit_code); None: not run yet.
 VERDICT: dict[int | None, str] = {
@@ -235,7 +240,7 @@ class Run:
         tmp.mkdir(exist_ok=True)
         pythonpath = os.pathsep.join([str(tree)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
                                                     else []))
-        self.env = dict(os.environ, PYTHONPATH=pythonpath, TMPDIR=str(tmp))
+        self.env = dict(os.environ, PYTHONPATH=pythonpath, TMPDIR=str(tmp), **FIXED_INPUTS)
         self.log = tree / f"mutmut-{module}.log"
         self.start = time.monotonic()
         spent = tree / "seconds.txt"  # wall seconds of earlier, interrupted runs of this tree (--resume)
