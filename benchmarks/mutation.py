@@ -23,7 +23,7 @@ the editable install maps them, and a ``setup.cfg`` [mutmut] section mutates tha
 module's test files (``TESTS`` below); mutmut then runs each mutant against the tests its stats phase saw
 calling the mutated function, ``-x``, fastest first, with a CPU-time limit per mutant. Every mutmut process
 runs under ``nice -n 19`` with ``PYTHONPATH`` = the tree + the caller's ``PYTHONPATH``, ``TMPDIR`` inside
-the tree, and fixed random inputs (``FIXED_INPUTS``: the same draw for the clean run and every mutant).
+the tree, fixed random inputs (the same draw for the clean run and every mutant) and no GPU (``MUTMUT_ENV``).
 ``--parallel N`` runs up to N modules at once (default 1), each with ``--jobs`` workers, or with ``--cores C``
 each with its share of C (the free cores split by source lines over the modules that take the free slots, so
 large modules, and modules started when few are left, get more). Without a module list: all twelve, small
@@ -90,10 +90,12 @@ LINKED = ("backends", "rules", "schemas")
 #: Left out of every run: test_matrix_is_committed_and_in_sync compares docs/ with the sources it was generated
 #: from, so it fails on mutmut's copy (trampolined sources) whatever the mutant.
 DESELECT = ["tests/test_cli.py::test_matrix_is_committed_and_in_sync"]
-#: Fixed random inputs, so the stats, clean and every mutant's run see the same ones and a verdict does not
-#: depend on the draw: the tests' ``seed`` fixture (tests/conftest.py) and hypothesis in test_fuzz_inputs.py.
-SEED = "2026120119"
-FIXED_INPUTS = {"MOE_SELECT_TEST_SEED": SEED, "MOE_SELECT_FUZZ_DERANDOMIZE": "1"}
+#: The environment of every mutmut run. Fixed random inputs, so the stats, clean and every mutant's run see the
+#: same ones and a verdict does not depend on the draw: the tests' ``seed`` fixture (tests/conftest.py) and
+#: hypothesis in test_fuzz_inputs.py. No GPU: the planning modules need none, and on the GPU machine dozens of
+#: workers would otherwise each open a CUDA context for the tests that run layers (``moe-select run``); the
+#: tests then take the CPU paths they take on the development machine.
+MUTMUT_ENV = {"MOE_SELECT_TEST_SEED": "2026120119", "MOE_SELECT_FUZZ_DERANDOMIZE": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 # mutmut's exit-code verdicts (mutmut/stats.py: status_by_exit_code); None: not run yet.
 VERDICT: dict[int | None, str] = {
@@ -240,7 +242,7 @@ class Run:
         tmp.mkdir(exist_ok=True)
         pythonpath = os.pathsep.join([str(tree)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
                                                     else []))
-        self.env = dict(os.environ, PYTHONPATH=pythonpath, TMPDIR=str(tmp), **FIXED_INPUTS)
+        self.env = dict(os.environ, PYTHONPATH=pythonpath, TMPDIR=str(tmp), **MUTMUT_ENV)
         self.log = tree / f"mutmut-{module}.log"
         self.start = time.monotonic()
         spent = tree / "seconds.txt"  # wall seconds of earlier, interrupted runs of this tree (--resume)
