@@ -22,7 +22,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -332,3 +332,19 @@ def tile_configs_digest(files: list[Path]) -> str | None:
         return None
     lines = "".join(f"{f.name} {hashlib.sha256(f.read_bytes()).hexdigest()}\n" for f in sorted(files, key=lambda q: q.name))
     return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def tile_configs_of_cores(cores: Iterable[Any]) -> str | None:
+    """:func:`tile_configs_digest` of the tuned Triton tile files the built expert ``cores`` read (a core's
+    ``config_source`` other than ``default``, found in its ``config_dir`` or the runner's bundled folder), None when
+    none does. One definition for ``tune`` (recording a table) and ``resolve`` (checking one)."""
+    files = []
+    for core in cores:
+        src = getattr(core, "config_source", None)
+        if src and src != "default":
+            from moe_select.backends.triton_moe_kernels import CONFIG_DIR  # type: ignore[import-not-found, unused-ignore]
+
+            f = Path(getattr(core, "config_dir", None) or CONFIG_DIR) / src
+            if f.is_file():
+                files.append(f)
+    return tile_configs_digest(files)

@@ -495,20 +495,11 @@ def _tile_differences(plan: Plan, registry: Registry, catalog: Any, spec: Any, d
 
 
 def _tile_digest(cores: list[Any]) -> str | None:
-    """sha256 of the tuned Triton tile files ``cores`` read (a core's ``config_source`` other than ``default``), as
-    :func:`moe_select.tune.tile_configs_of` records it for a table (not imported from there: tune imports the CLI)."""
-    from .measurements import tile_configs_digest
+    """sha256 of the tuned Triton tile files ``cores`` read, as ``tune`` records it for a table
+    (:func:`moe_select.measurements.tile_configs_of_cores`)."""
+    from .measurements import tile_configs_of_cores
 
-    files = []
-    for core in cores:
-        src = getattr(core, "config_source", None)
-        if src and src != "default":
-            from moe_select.backends.triton_moe_kernels import CONFIG_DIR  # type: ignore[import-not-found, unused-ignore]
-
-            f = Path(getattr(core, "config_dir", None) or CONFIG_DIR) / src
-            if f.is_file():
-                files.append(f)
-    return tile_configs_digest(files)
+    return tile_configs_of_cores(cores)
 
 
 def _fall_back(p: Plan, differences: list[str], catalog: Any, strict: bool) -> tuple[Plan | None, list[Reason]]:

@@ -475,22 +475,11 @@ def build_torch(plans: Mapping[str, Plan], names: Sequence[str], device: Any, *,
 
 
 def tile_configs_of(runners: Iterable[Any]) -> str | None:
-    """sha256 of the tuned Triton tile files the built ``runners`` read (a core's ``config_source`` other than
-    ``default``), None when none does."""
-    from pathlib import Path
+    """sha256 of the tuned Triton tile files the built ``runners`` read (:func:`measurements.tile_configs_of_cores`
+    of their cores), None when none does."""
+    from .measurements import tile_configs_of_cores
 
-    from .measurements import tile_configs_digest
-
-    files = []
-    for r in runners:
-        src = getattr(r.core, "config_source", None)
-        if src and src != "default":
-            from moe_select.backends.triton_moe_kernels import CONFIG_DIR  # type: ignore[import-not-found, unused-ignore]
-
-            f = Path(getattr(r.core, "config_dir", None) or CONFIG_DIR) / src
-            if f.is_file():
-                files.append(f)
-    return tile_configs_digest(files)
+    return tile_configs_of_cores(r.core for r in runners)
 
 
 def packages_of(plans: Iterable[Plan]) -> dict[str, str | None]:
