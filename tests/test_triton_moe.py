@@ -1357,13 +1357,21 @@ def test_gpu_options_and_checkpoint_layouts(case):
 
 
 TUNED_FILES = sorted(p.name for p in (ROOT / "backends" / "triton_configs").glob("*.json"))
+#: The formats whose layers this file's gpu_layer builds (16-bit and FP8); packed-FP4 (W4A16) files are checked by
+#: tests/test_triton_w4a16.py::test_gpu_fp4_tuned_config_files_load_and_match_the_reference.
+GPU_TUNED_FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")
+FP4_TUNED_FORMATS = ("mxfp4", "nvfp4")
 
 
-@pytest.mark.parametrize("name", TUNED_FILES)
+def _tuned_format(name: str) -> object:
+    return (json.loads((ROOT / "backends" / "triton_configs" / name).read_text()).get("key") or {}).get("format")
+
+
+@pytest.mark.parametrize("name", [n for n in TUNED_FILES if _tuned_format(n) in GPU_TUNED_FORMATS])
 @gpu_test
 def test_gpu_tuned_config_files_load_and_match_the_reference(name):
-    """Every tuned file in backends/triton_configs (one test each): on the GPU it was tuned for, a core of its
-    key reads it and matches the reference at its buckets' token counts (up to 256)."""
+    """Every 16-bit and FP8 tuned file in backends/triton_configs (one test each): on the GPU it was tuned for, a
+    core of its key reads it and matches the reference at its buckets' token counts (up to 256)."""
     K = _K()
     dev = torch.cuda.get_device_name().replace(" ", "_")
     if not name.endswith(f"device={dev}.json"):
@@ -1381,11 +1389,32 @@ def test_gpu_tuned_config_files_load_and_match_the_reference(name):
             check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{name}, {t} tokens", seed)
 
 
+def _gpu_file_params(fn) -> list[str] | None:
+    """The tuned-file names a GPU test function is parametrized over (its ``name`` parameter), or None when it is
+    not a ``gpu``-marked test parametrized that way."""
+    marks = getattr(fn, "pytestmark", [])
+    if not any(m.name == "gpu" for m in marks):
+        return None
+    names = [list(m.args[1]) for m in marks if m.name == "parametrize" and m.args[0] == "name"]
+    return names[0] if len(names) == 1 else None
+
+
 def test_every_tuned_file_is_of_a_format_the_gpu_test_checks():
-    """The per-file GPU test above builds 16-bit and FP8 layers only: a tuned file of another format would
-    go unchecked."""
-    formats = {json.loads((ROOT / "backends" / "triton_configs" / n).read_text())["key"]["format"] for n in TUNED_FILES}
-    assert TUNED_FILES and formats <= {"bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block"}, formats
+    """Every tuned file is checked on its GPU by a per-file test: the one above for 16-bit and FP8 files, and for
+    mxfp4 and nvfp4 files tests/test_triton_w4a16.py::test_gpu_fp4_tuned_config_files_load_and_match_the_reference,
+    accepted only while that test exists and is parametrized over exactly those files. A tuned file of another
+    format, or an FP4 file without that test, would go unchecked."""
+    spec = importlib.util.spec_from_file_location("_test_triton_w4a16_for_files", ROOT / "tests" / "test_triton_w4a16.py")
+    assert spec is not None and spec.loader is not None
+    w4 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(w4)
+    fp4_params = _gpu_file_params(getattr(w4, "test_gpu_fp4_tuned_config_files_load_and_match_the_reference", None))
+    formats = {n: _tuned_format(n) for n in TUNED_FILES}
+    allowed = GPU_TUNED_FORMATS + (FP4_TUNED_FORMATS if fp4_params is not None else ())
+    assert TUNED_FILES and set(formats.values()) <= set(allowed), {n: f for n, f in formats.items() if f not in allowed}
+    own = _gpu_file_params(test_gpu_tuned_config_files_load_and_match_the_reference)
+    assert own == [n for n, f in formats.items() if f in GPU_TUNED_FORMATS], own
+    assert (fp4_params or []) == [n for n, f in formats.items() if f in FP4_TUNED_FORMATS], fp4_params
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:

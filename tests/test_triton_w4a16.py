@@ -52,6 +52,13 @@ FP4 = ("mxfp4", "nvfp4")
 GROUP = {"mxfp4": 32, "nvfp4": 16}
 ACTIVATIONS = ("silu", "gelu", "relu2", "swiglu_oai")
 CALL_TIMEOUT_S = 300
+CONFIG_DIR = ROOT / "backends" / "triton_configs"
+#: The committed tuned tile files of the packed-FP4 formats (backends/triton_configs/README.md). Each is checked by
+#: test_fp4_tuned_files_are_read_for_their_keys (CPU), test_fp4_tuned_tiles_run_in_the_interpreter and, on the GPU
+#: it was tuned for, test_gpu_fp4_tuned_config_files_load_and_match_the_reference (which
+#: tests/test_triton_moe.py::test_every_tuned_file_is_of_a_format_the_gpu_test_checks requires for these formats).
+FP4_TUNED_FILES = sorted(p.name for p in CONFIG_DIR.glob("*.json")
+                         if (json.loads(p.read_text()).get("key") or {}).get("format") in FP4)
 
 
 def tol(out_dtype: torch.dtype = torch.bfloat16) -> float:
@@ -763,6 +770,82 @@ def test_fp4_tuner_dry_run_writes_configs_the_core_reads():
                 check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"tuned config, {t} tokens", seed)
 
 
+def _tuned_layer(name: str) -> tuple[dict, LayerSpec]:
+    """A committed FP4 tuned file's JSON and the layer of its key: E local experts, hidden K, intermediate N/2 (N for
+    relu2), with the top_k and activation the file says it was tuned with (gpt-oss's SwiGLU limit 7.0 for
+    swiglu_oai, as :func:`gpu_layer`)."""
+    data = json.loads((CONFIG_DIR / name).read_text())
+    key, tuned = data["key"], data["tuned"]
+    act, top_k = tuned.get("activation"), tuned.get("top_k")
+    assert act in ACTIVATIONS and isinstance(top_k, int) and top_k >= 1, f"{name}: tuned.activation {act!r}, tuned.top_k {top_k!r}"
+    i = key["N"] if act == "relu2" else key["N"] // 2
+    spec = LayerSpec(num_experts=key["E"], top_k=top_k, hidden_size=key["K"], intermediate_size=i, activation=act,
+                     quant=key["format"], swiglu_limit=7.0 if act == "swiglu_oai" else None)
+    return data, spec
+
+
+def test_fp4_tuned_files_are_read_for_their_keys():
+    """The H200 tune of the issue's four layers is committed (benchmarks/results/fp4tune_h200_2026-12-01), and each
+    FP4 tuned file is named for its own key, loads, and is what a core of that key on that GPU reads: the lookup
+    gives every token count its nearest bucket in log scale (boundaries at the geometric means, ties to the smaller:
+    5|6, 90|91, 724|725, 4096|4097 for the tuner's 1, 32, 256, 2048, 8192); on another GPU the default."""
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    K = _K()
+    h200 = {n for n in FP4_TUNED_FILES if n.endswith(",device=NVIDIA_H200.json")}
+    want = {K.config_file_name(e, (i if act == "relu2" else 2 * i), h, REAL_FORMATS[m], "NVIDIA H200")
+            for m, (e, _, h, i, act) in REAL.items()}
+    assert want <= h200, sorted(want - h200)
+    expect = {1: 1, 5: 1, 6: 32, 90: 32, 91: 256, 724: 256, 725: 2048, 4096: 2048, 4097: 8192, 100000: 8192}
+    for name in FP4_TUNED_FILES:
+        data, spec = _tuned_layer(name)
+        key = data["key"]
+        assert key.get("block_shape") is None, name
+        assert name == K.config_file_name(key["E"], key["N"], key["K"], key["format"], key["device"]), name
+        table = K.load_config_file(str(CONFIG_DIR / name))
+        assert sorted(table) == [1, 32, 256, 2048, 8192], (name, sorted(table))
+        core = _tm().TritonMoeCore(spec, "meta")
+        assert core.config_source == "default"           # on a device not named in any file
+        core.device_name = key["device"]                 # the core's own lookup, as on that GPU
+        got, src = core._load_configs()
+        assert src == name and got == table, (name, src)
+        for t, bucket in expect.items():
+            cfg, src = K.get_config(key["E"], key["N"], key["K"], key["format"], t, spec.top_k, device_name=key["device"])
+            assert src == name and cfg == table[bucket], (name, t, bucket)
+        assert K.get_config(key["E"], key["N"], key["K"], key["format"], 32, spec.top_k,
+                            device_name="NVIDIA H100 80GB HBM3")[1] == "default"
+
+
+@pytest.mark.parametrize("name", FP4_TUNED_FILES)
+@interp
+def test_fp4_tuned_tiles_run_in_the_interpreter(name):
+    """Every distinct tile configuration of a committed FP4 tuned file (BLOCK_M, both GEMMs' tiles, GROUP_M, and
+    SWAP_AB where the file sets it), read by a core from a file of a small layer's key (the file's format and
+    activation; E 8, K 2, H 256, I 128, so a BLOCK_K of 256 spans the hidden size and overhangs I), 37 tokens
+    through the interpreter, against the float64 reference. (The interpreter ignores num_warps and num_stages;
+    the GPU test runs the files at their own shapes.)"""
+    K = _K()
+    data, real = _tuned_layer(name)
+    configs: list[dict] = []
+    for c in K.load_config_file(str(CONFIG_DIR / name)).values():
+        if c not in configs:
+            configs.append(c)
+    seed = fresh_seed()
+    spec = spec_of(real.quant, real.activation, e=8, k=2, h=256, i=128, limit=real.swiglu_limit)
+    layer = Fp4Layer(spec, seed)
+    small = K.config_file_name(8, spec.w13_rows, 256, real.quant, "cpu")
+    with tempfile.TemporaryDirectory() as d:
+        for n, cfg in enumerate(configs):
+            folder = Path(d) / str(n)
+            folder.mkdir()
+            (folder / small).write_text(json.dumps({"format_version": 1, "key": {"format": real.quant},
+                                                    "configs": {"1": cfg}}))
+            core, pw = core_for(spec, layer, config_dir=str(folder))
+            assert core.config_source == small and core.config_for(37) == cfg, (core.config_source, cfg)
+            x, ids, w = routing(spec, 37, seed + n)
+            check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{name} tile {cfg}", seed)
+
+
 def _sm90():
     """tests/test_triton_moe.py's sm90 compile helper (Triton's own binder and compiler for sm90, then ptxas -v),
     reused."""
@@ -933,6 +1016,31 @@ def test_gpu_fp4_no_recompile_across_token_counts(quant):
         core.forward(x[:t], ids[:t], w[:t], pw)
     torch.cuda.synchronize()
     assert K.compiled_variants() == before, f"{K.compiled_variants() - before} compiles after prepare_weights"
+
+
+@pytest.mark.parametrize("name", FP4_TUNED_FILES)
+@gpu_test
+def test_gpu_fp4_tuned_config_files_load_and_match_the_reference(name):
+    """Every committed FP4 tuned file (one test each; the 16-bit and FP8 files have tests/test_triton_moe.py's): on
+    the GPU it was tuned for, a core of its key (its top_k and activation, gpt-oss's biases and limit for swiglu_oai)
+    reads it, and at each of its buckets' token counts up to 256 uses that bucket's tiles and matches the float64
+    reference on every token, within the tolerance table's bf16 tolerance."""
+    K = _K()
+    dev = torch.cuda.get_device_name().replace(" ", "_")
+    if not name.endswith(f"device={dev}.json"):
+        pytest.skip(f"{name} is not for {dev}")
+    _, real = _tuned_layer(name)
+    spec, layer, seed = gpu_layer(real.quant, real.activation, e=real.num_experts, k=real.top_k, h=real.hidden_size,
+                                  i=real.intermediate_size)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    assert core.config_source == name, core.config_source
+    table = K.load_config_file(str(K.CONFIG_DIR / name))
+    checked = [t for t in sorted(table) if t <= 256]
+    assert checked, sorted(table)
+    for t in checked:
+        assert core.config_for(t) == table[t], (t, core.config_for(t))
+        x, ids, w = routing(spec, t, seed + t, "cuda")
+        check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"{name}, {t} tokens", seed)
 
 
 @gpu_test
