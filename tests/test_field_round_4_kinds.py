@@ -17,6 +17,8 @@ case). Planning only (no GPU): ``moe_select.explain`` on declared machines.
    Nemotron-H (NVIDIA/TensorRT-LLM#14775); Qwen3.5 keeps NVFP4 there and CUTLASS fails (NVIDIA/TensorRT-LLM#17293). The
    model's architecture is an input (config.json architectures[0], or model.architecture): a fact scoped to one is
    supported there, refused for another, and unverified where the deployment does not say.
+6. A refusal on evidence, not for want of a rule: sgl-kernel's ROCm build targets gfx942/gfx950 only and compiles no
+   Marlin (sgl-project/sglang#30245), so SGLang's triton is refused on other ROCm GPUs and its marlin on every one.
 """
 from __future__ import annotations
 
@@ -268,3 +270,32 @@ def test_the_architecture_is_read_from_config_json_and_refused_when_malformed(tm
     report = explain(gpu="H100", engine="trtllm", model_config=str(folder), tp=1, ep=1, runner="trtllm_cutlass")
     assert report.deployment.model.architecture is None
     assert "quant_unsupported" in {u.code for u in cand(report, "trtllm_cutlass").unknowns}
+
+
+# ------------------------------------------------- 6. sgl-kernel's ROCm targets: SGLang's triton and marlin on AMD GPUs
+RDNA_MOE = {"num_experts": 64, "top_k": 6, "hidden_size": 1280, "moe_intermediate_size": 896, "activation": "silu",
+            "routing": "softmax_topk", "num_shared_experts": 2}
+
+
+def test_sglang_triton_is_refused_on_rocm_gpus_sgl_kernel_is_not_built_for():
+    """Another GPU and format than the round's bf16 on gfx1100: FP8 on MI250 (gfx90a) under SGLang is refused with
+    arch_unsupported from triton.yaml; the same layer on MI300X is not; vLLM's triton (its own kernels) is not touched."""
+    fp8 = {"model": RDNA_MOE, "quant": "fp8_tensor", "tp": 1, "ep": 1, "runner": "triton"}
+    mi250 = explain(gpu="MI250", engine="sglang", **fp8)
+    assert mi250.plan is None
+    assert refusals(mi250, "triton")["arch_unsupported"].startswith("backends/triton.yaml:")
+    mi300 = explain(gpu="MI300X", engine="sglang", **fp8)
+    assert "arch_unsupported" not in refusals(mi300, "triton")
+    w7900 = explain(gpu="W7900", engine="sglang", model=RDNA_MOE, quant="bf16", tp=1, ep=1, runner="triton")
+    assert w7900.deployment.arch == "gfx1100" and "arch_unsupported" in refusals(w7900, "triton")
+    row = refusals(mi250, "triton")["arch_unsupported"]
+    vllm = explain(gpu="MI250", engine="vllm", **fp8)
+    assert row not in refusals(vllm, "triton").values()
+
+
+def test_sglang_marlin_is_refused_on_every_rocm_gpu():
+    """An AWQ int4 checkpoint on MI300X (gfx942) with marlin under SGLang: no ROCm build of sgl-kernel has Marlin."""
+    report = explain(gpu="MI300X", engine="sglang", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ"), tp=1, ep=1,
+                     runner="marlin")
+    assert report.plan is None
+    assert refusals(report, "marlin")["arch_unsupported"].startswith("backends/marlin.yaml:")

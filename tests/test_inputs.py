@@ -149,8 +149,8 @@ def test_capability_file_errors(tmp_path):
     f = tmp_path / "backends" / "marlin.yaml"
     f.write_text(f.read_text().replace("formats: [int4_w4a16, int8_w8a16, fp8_tensor,", "formats: [int4_w4a16, mxfp5, fp8_tensor,"))
     msg = error_of(load_catalog, backends_dir=tmp_path / "backends", use_env=False)
-    # support[0] is the negative SGLang mxfp8 row (field round 4, kind 3); the first int4 row is support[1]
-    assert "backends/marlin.yaml:" in msg and "support[1].formats[1]: 'mxfp5' is not one of" in msg
+    # support[0] and [1] are negative SGLang rows (field round 4, kinds 6 and 3); the first int4 row is support[2]
+    assert "backends/marlin.yaml:" in msg and "support[2].formats[1]: 'mxfp5' is not one of" in msg
     assert "did you mean 'mxfp" in msg and "unknown runner 'marlin'" not in msg
 
 
