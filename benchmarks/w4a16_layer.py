@@ -187,8 +187,8 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
     t0 = time.perf_counter()
     pw = runner.prepare_weights(kw["w13"], kw["w2"], **{k: v for k, v in kw.items() if k not in ("w13", "w2")})
     prep_s = time.perf_counter() - t0
-    print(f"{name} {quant}: plan {chosen} (rule {rule}); timing {runner!r}; prepare_weights (compiles) {prep_s:.1f} s",
-          flush=True)
+    print(f"{name} {quant}: plan {chosen} (rule {rule}); timing {runner!r}; tiles {runner.core.config_source}; "
+          f"prepare_weights (compiles) {prep_s:.1f} s", flush=True)
     tol = tolerance(plan.activation_precision)
     saved: dict = {}
     tokens = (1, 8) if args.smoke else TOKENS
@@ -283,6 +283,9 @@ def print_table(result: dict) -> None:
               f"({r.get('tolerance', 0):.1e}) |")
     for k, v in result["rules_choose"].items():
         print(f"rules choose {v['runner']} ({v['rule']}, {v['evidence']}) for {k}")
+    triton_rows = [r for r in result["rows"] if r["runner"] == "triton"]
+    for layer in dict.fromkeys(r["layer"] for r in triton_rows):
+        print(f"tiles of {layer}: {', '.join(sorted({r['config_source'] for r in triton_rows if r['layer'] == layer}))}")
     for r in result["runs"]:
         print(f"run: {r}")
     for s in result["skipped"] + result["failed"]:
