@@ -132,7 +132,7 @@ def test_vllm_pr_26732_new_way(hf_cache):
 
 def test_vllm_pr_26732_old_way_env_removed(hf_cache):
     # vllm-project/vllm#26732 (PR description, "Old way (still works but deprecated)"): VLLM_ALL2ALL_BACKEND; removed by
-    # vllm-project/vllm#33535 (v0.15.0): at the tables' newest the variable is not read and the a2a falls back.
+    # vllm-project/vllm#33535 (v0.16.0): at the tables' newest the variable is not read and the a2a falls back.
     line = "VLLM_ALL2ALL_BACKEND=deepep_high_throughput vllm serve openai/gpt-oss-20b --data-parallel-size 2 --enable-expert-parallel"
     launch = from_command(line, hf_cache)
     removed = kinds(launch, "removed")
@@ -141,6 +141,20 @@ def test_vllm_pr_26732_old_way_env_removed(hf_cache):
     assert "a2a" not in launch.deployment
     old = from_command(line, hf_cache, engine_version="0.11.1")  # still read then: deprecated
     assert "deprecated by vllm-project/vllm#26732" in kinds(old, "deprecated")["VLLM_ALL2ALL_BACKEND=deepep_high_throughput"]
+
+
+def test_vllm_all2all_env_read_through_0_15_removed_in_0_16(hf_cache):
+    # The 0.15.0 and 0.15.1 wheels still read VLLM_ALL2ALL_BACKEND (vllm/config/parallel.py ParallelConfig.__post_init__,
+    # warning that it "will be removed in v0.15.0"); the 0.16.0 wheel has no trace of it (backends/engines/vllm.yaml).
+    line = "VLLM_ALL2ALL_BACKEND=deepep_high_throughput vllm serve openai/gpt-oss-20b --data-parallel-size 2 --enable-expert-parallel"
+    token = "VLLM_ALL2ALL_BACKEND=deepep_high_throughput"
+    for version in ("0.15.0", "0.15.1"):
+        launch = from_command(line, hf_cache, engine_version=version)
+        assert token in kinds(launch, "deprecated") and token not in kinds(launch, "removed"), version
+        assert (launch.deployment["a2a"], launch.deployment["a2a_mode"]) == ("deepep", "normal"), version
+    gone = from_command(line, hf_cache, engine_version="0.16.0")
+    assert "v0.16.0" in kinds(gone, "removed")[token] and "as announced" not in kinds(gone, "removed")[token]
+    assert "a2a" not in gone.deployment
 
 
 def test_vllm_flag_newer_than_version_project_written():
@@ -609,7 +623,7 @@ def test_sglang_readme_docker_line(hf_cache):
 def test_vllm_pr_25904_env_all2all_low_latency():
     # vllm-project/vllm#25904 (merged; test plan verbatim): with the PR the server "starts up successfully" (before it,
     # an AssertionError at startup). VLLM_ALL2ALL_BACKEND was read then (deprecated by #26732 in 0.11.1, removed by #33535
-    # in 0.15.0): at 0.11.0 the a2a is DeepEP low-latency over DP 8 x EP; at the tables' newest it is not read.
+    # in 0.16.0): at 0.11.0 the a2a is DeepEP low-latency over DP 8 x EP; at the tables' newest it is not read.
     text = ("VLLM_ALL2ALL_BACKEND=deepep_low_latency \\\nVLLM_ATTENTION_BACKEND=FLASH_ATTN_MLA \\\n"
             "vllm serve deepseek-ai/DeepSeek-R1 \\\n    --tensor-parallel-size 1 \\\n    --enable-expert-parallel \\\n"
             "    --data-parallel-size 8 \\\n    --trust-remote-code \\\n    --host 0.0.0.0 \\\n    --port 8000 \\\n"
