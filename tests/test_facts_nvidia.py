@@ -127,9 +127,14 @@ def test_pplx_is_deep_gemm_only_in_sglang():
     r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="pplx")
     assert r.status == "ok" and r.plan.runner == "deep_gemm" and r.plan.evidence == "supported"
     # Issue 18: SGLang's pplx check lives on the a2a side (moe_hook.handle_a2a_moe), not in a runner list that
-    # could be exhaustive: Triton and Marlin with pplx are unverified for SGLang (vLLM has no pplx), not refused.
-    for runner in ("triton", "marlin"):
-        assert cand(r, runner).evidence == "unverified" and "a2a_unsupported" in unknown_codes(r, runner)
+    # could be exhaustive: Triton with pplx is unverified for SGLang (vLLM has no pplx), not refused.
+    assert cand(r, "triton").evidence == "unverified" and "a2a_unsupported" in unknown_codes(r, "triton")
+    # Marlin is refused on the runner's side (9eea6dc, field round 4 kind 2): it is fused-only in SGLang and
+    # MoeRunner.__init__ raises for every a2a backend it registers no fused function for (only none), pplx included.
+    marlin = cand(r, "marlin")
+    assert marlin.evidence == "refused"
+    assert any(x.code == "a2a_unsupported" and x.source.startswith("backends/marlin.yaml:") and "exhaustive a2a list" in x.detail
+               for x in marlin.reasons)
 
 
 def test_deep_gemm_mooncake_is_sglangs():
