@@ -375,3 +375,22 @@ def test_vllm_runners_take_nixl_ep():
     model = dict(QWEN3_30B)
     r = explain(gpu="H100", engine="vllm", quant="fp8_block", model=model, tp=1, dp=8, ep=8, a2a="nixl")
     assert r.status == "ok", r.reasons
+
+
+def test_deep_gemm_mxfp4_vllm_sm12x_refused_by_the_deepgemm_kernel_not_vllms_gate():
+    # vllm-project/vllm@055e47c28003 DeepGemmFP4Experts._supports_current_device admits the 10.x and 12.x families,
+    # but DeepGEMM (main @54e22612409371 and vLLM's pins) asserts packed FP4 operands on arch 10 only
+    # (csrc/utils/layout.hpp check_grouped_ab_fp8_fp4); SM120 FP4 exists on DeepGEMM's nv_dev branch only (#324).
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parents[1] / "backends" / "deep_gemm.yaml").read_text().splitlines()
+    row = next(i + 1 for i, text in enumerate(lines) if text.strip() == "- archs: [sm120, sm121]"
+               and "supported: false" in lines[i + 2] and "engine: [vllm]" in lines[i + 4])
+    dep = {"quant": "mxfp4", "model": GPT_OSS_120B, "tp": 1, "engine": "vllm", "runner": "deep_gemm"}
+    for gpu in ("RTX PRO 6000", "GB10"):
+        r = explain(gpu=gpu, **dep)
+        reasons = cand(r, "deep_gemm").reasons
+        assert r.status == "rejected" and [x.code for x in reasons] == ["arch_unsupported"], gpu
+        assert reasons[0].source == f"backends/deep_gemm.yaml:{row}" and "does not run mxfp4" in reasons[0].detail, gpu
+    # The same cell on SM100 is vLLM's DeepGemmFP4Experts row: not refused.
+    assert "arch_unsupported" not in codes(explain(gpu="B200", **dep), "deep_gemm")
