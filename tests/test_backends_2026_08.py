@@ -116,6 +116,16 @@ def test_b12x_refuses_other_formats_hopper_and_expert_parallelism():
             "b12x", "parallelism_unsupported", "backends/b12x.yaml")
 
 
+def test_b12x_archs_are_sm12x_under_sglang_too():
+    # SGLang's b12x path (sgl-project/sglang@5de65dff10a7 quantization/mxfp4_b12x_moe.py Mxfp4B12xMoEMethod.__init__)
+    # raises "requires SM120 or SM121" unless is_sm120_supported(): the archs list is exhaustive there as under vLLM,
+    # so b12x on an MI300X or an H100 under SGLang is refused, not left unverified.
+    for gpu, quant in (("MI300X", "mxfp8"), ("H100", "mxfp4")):
+        r = explain(gpu=gpu, engine="sglang", quant=quant, model=QWEN3_30B, tp=1)
+        refused(r, "b12x", "arch_unsupported", "backends/b12x.yaml")
+        assert "arch_unsupported" not in {u.code for u in cand(r, "b12x").unknowns}, gpu
+
+
 def test_b12x_refuses_gelu_and_mxfp4_intermediate_not_a_multiple_of_32():
     refused(explain(gpu="GB10", engine="vllm", quant="nvfp4", model={**QWEN3_30B, "activation": "gelu"}, tp=1,
                     runner="b12x"), "b12x", "activation_unsupported", "backends/b12x.yaml")

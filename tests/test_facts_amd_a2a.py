@@ -331,6 +331,16 @@ def test_mori_normal_mode_is_not_captured(tmp_path, capsys):
     assert out["status"] == "ok", out["reasons"]
 
 
+def test_mori_archs_are_asserted_by_vllm_only(tmp_path, capsys):
+    # vllm-project/vllm@001430048e81 all2all.py MoriAll2AllManager._make_all2all_kwargs asserts on_gfx942() or
+    # on_gfx950(): MoRI on an MI250 (gfx90a) is refused under vLLM; SGLang's archs are MoRI's documented GPUs (open).
+    dep = dict(gpu="MI250", quant="bf16", model=QWEN3_30B, tp=8, ep=8, a2a="mori")
+    vllm = reasons_from(explain(tmp_path, capsys, **dep, engine="vllm"), "backends/a2a/mori.yaml")
+    assert any(r["code"] == "a2a_unsupported" and "exhaustive archs list" in r["detail"] for r in vllm), vllm
+    sglang = explain(tmp_path, capsys, **dep, engine="sglang")
+    assert not [r for r in reasons_from(sglang, "backends/a2a/mori.yaml") if "archs" in r["detail"]]
+
+
 @pytest.mark.parametrize("a2a,graph", [("none", True), ("torch", False)])
 def test_this_projects_dispatchers(tmp_path, capsys, a2a, graph):
     # this project: backends/a2a/dispatch_none.py (identity, no host sync) and dispatch_torch.py (split sizes
