@@ -76,7 +76,7 @@ def test_trtllm_gen_planned_on_gb300_and_refused_on_hopper():
     plan = _planned(_trt(gpu="GB300", model_config=QWEN_FP8), "trtllm_gen")  # the field case of PR #13327
     assert plan.chosen_by.rule == "trtllm-auto-fp8-block-blackwell"
     hopper = _trt(gpu="H100", model_config=QWEN_FP8, runner="trtllm_gen")
-    _refused(hopper, "trtllm_gen", "quant_unsupported", "NVIDIA/TensorRT-LLM#7101")
+    _refused(hopper, "trtllm_gen", "arch_unsupported", "NVIDIA/TensorRT-LLM#7101")  # a device gate (is_sm_100f)
     # llama4 routing puts the router weight on the input: create_moe asserts TRTLLMGenFusedMoE is not asked to.
     llama4 = _trt(gpu="B200", quant="nvfp4", runner="trtllm_gen",
                   model={**WIDE_MXFP4, "routing": "llama4", "top_k": 1, "n_group": None, "topk_group": None})
@@ -95,8 +95,8 @@ def test_trtllm_gen_bf16_calls_flashinfer():
 
 def test_deepgemm_planned_on_blackwell_refused_on_hopper():
     _planned(_trt(gpu="B200", model_config=QWEN_FP8, runner="trtllm_deepgemm"), "trtllm_deepgemm")
-    _refused(_trt(gpu="H200", model_config=QWEN_FP8, runner="trtllm_deepgemm"), "trtllm_deepgemm", "quant_unsupported",
-             "NVIDIA/TensorRT-LLM#15081")
+    _refused(_trt(gpu="H200", model_config=QWEN_FP8, runner="trtllm_deepgemm"), "trtllm_deepgemm", "arch_unsupported",
+             "NVIDIA/TensorRT-LLM#15081")  # a device gate: SM {100, 103} only
 
 
 def test_cutedsl_on_blackwell_and_flashinfer_on_sm120():
