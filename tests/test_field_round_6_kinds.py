@@ -1,0 +1,111 @@
+"""Field round 6 of issue 21 (tests/cases/field_round_6.yaml), fixed as kinds: each kind a round case missed, tested on
+another deployment of the same kind than the round's case, on both sides of each version bound.
+
+2. AITER's CK MXFP4 MoE needs a per-rank intermediate that is a multiple of 256, and vLLM before 0.18.0 neither pads
+   it nor falls back (vllm-project/vllm#35637, #35893; backends/aiter.yaml).
+3. TensorRT-LLM's device gates (TRTLLMGenFusedMoE, DeepGemmFusedMoE can_implement: SM_UNSUPPORTED before any format is
+   read) refuse the GPU: arch_unsupported, not quant_unsupported (NVIDIA/TensorRT-LLM#10679; backends/trtllm_gen.yaml,
+   backends/trtllm_deepgemm.yaml). CUTLASS's per-format SM table stays quant_unsupported: the GPU runs other formats.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+
+from conftest import CONFIGS
+
+QWEN_FP8 = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
+QWEN_NVFP4 = str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")
+GPT_OSS_120B = str(CONFIGS / "openai__gpt-oss-120b")
+# Qwen1.5-MoE-A2.7B's MoE (moe_intermediate_size 1408: 704 rows per rank at TP 2, 704 % 256 = 192), the shape of
+# vllm-project/vllm PR #38166's gfx950 CK MXFP4 crash, written inline with an MXFP4 format.
+QWEN15 = {"num_experts": 60, "top_k": 4, "hidden_size": 2048, "moe_intermediate_size": 1408, "activation": "silu",
+          "routing": "softmax_topk", "num_shared_experts": 1}
+# MiniMax-M2.x's MoE (hidden 3072, 256 experts, top 8, 1536 wide, sigmoid routing, no shared expert).
+MINIMAX = {"num_experts": 256, "top_k": 8, "hidden_size": 3072, "moe_intermediate_size": 1536, "activation": "silu",
+           "routing": "sigmoid_topk", "num_shared_experts": 0}
+BASE = {"tp": 1, "ep": 1, "a2a": "none"}
+
+
+def _explain(**dep: Any) -> Any:
+    return moe_select.explain({**BASE, **dep})
+
+
+def _codes(report: Any) -> set[str]:
+    return {r.code for r in report.reasons}
+
+
+def _reason(report: Any, code: str, backend: str) -> Any:
+    return next(r for r in report.reasons if r.code == code and r.backend == backend)
+
+
+def _planned(report: Any, runner: str) -> bool:
+    return report.plan is not None and report.plan.runner == runner
+
+
+# --------------------------------------------------------------------- kind 2: AITER CK MXFP4 needs 256 rows per rank
+@pytest.mark.parametrize("version", ["0.16.0", "0.17.0", "0.17.1"])
+def test_aiter_ck_mxfp4_unaligned_rows_refused_before_vllm_0_18(version):
+    """Qwen1.5-MoE MXFP4 at TP 2 on MI355X: 704 rows per rank, not a multiple of 256; vLLM before 0.18.0 hands it to
+    AITER's CK MXFP4 MoE unpadded, which has no GEMM instance for it."""
+    r = _explain(gpu="MI355X", engine="vllm", engine_version=version, quant="mxfp4", model=QWEN15, tp=2,
+                 runner="aiter")
+    assert r.plan is None and _codes(r) == {"shape_unaligned"}
+    reason = _reason(r, "shape_unaligned", "aiter")
+    assert reason.source.startswith("backends/aiter.yaml:")
+    assert "intermediate_per_rank = 704 is not a multiple of 256" in reason.detail and "vllm <0.18.0" in reason.detail
+
+
+def test_aiter_ck_mxfp4_from_vllm_0_18_is_not_refused_for_the_shape():
+    """vllm-project/vllm#35893 (first in 0.18.0) stops the crash, and current vLLM pads the rows to 256: the same
+    deployment is planned from 0.18.0 and at the current engine."""
+    for version in ("0.18.0", None):
+        dep = dict(gpu="MI355X", engine="vllm", quant="mxfp4", model=QWEN15, tp=2, runner="aiter")
+        r = _explain(**dep, **({"engine_version": version} if version else {}))
+        assert _planned(r, "aiter"), (version, [(x.code, x.detail) for x in r.reasons])
+
+
+def test_aiter_ck_mxfp4_aligned_rows_planned_at_vllm_0_16():
+    """MiniMax-M2.1 MXFP4 at TP 2 (768 rows per rank, 3 x 256) ran on vLLM 0.16.0 in the report: planned."""
+    r = _explain(gpu="MI355X", engine="vllm", engine_version="0.16.0", quant="mxfp4", model=MINIMAX, tp=2,
+                 runner="aiter")
+    assert _planned(r, "aiter")
+
+
+def test_aiter_ck_mxfp4_row_rule_leaves_gpt_oss_and_sglang_alone():
+    """gpt-oss (swiglu_oai) is padded to 256 on gfx950 by vLLM's MXFP4 path (get_padding_alignment), so gpt-oss-120b at
+    TP 8 (360 rows per rank) is not refused at 0.17.1; and the fact is vLLM's (SGLang's padding was not read)."""
+    oss = _explain(gpu="MI355X", engine="vllm", engine_version="0.17.1", model_config=GPT_OSS_120B, tp=8,
+                   runner="aiter")
+    assert "shape_unaligned" not in _codes(oss)
+    sgl = _explain(gpu="MI355X", engine="sglang", quant="mxfp4", model=QWEN15, tp=2, runner="aiter")
+    assert not any(r.code == "shape_unaligned" and "256" in r.detail for r in sgl.reasons)
+
+
+# --------------------------------------------------------------- kind 3: TensorRT-LLM device gates refuse the GPU
+@pytest.mark.parametrize(("gpu", "model_config"), [("H200", QWEN_NVFP4), ("H100", QWEN_FP8)])
+def test_trtllm_gen_on_hopper_is_refused_as_an_arch(gpu, model_config):
+    """TRTLLMGenFusedMoE.can_implement refuses any SM outside the SM100 family before it reads the format: an NVFP4 or
+    block-FP8 Qwen3 on Hopper with moe_config.backend TRTLLM is refused for the GPU."""
+    r = _explain(gpu=gpu, engine="trtllm", model_config=model_config, tp=2, runner="trtllm_gen")
+    assert r.plan is None and _codes(r) == {"arch_unsupported"}
+    assert _reason(r, "arch_unsupported", "trtllm_gen").source.startswith("backends/trtllm_gen.yaml:")
+
+
+def test_trtllm_deepgemm_on_hopper_is_refused_as_an_arch():
+    """DeepGemmFusedMoE.can_implement: SM {100, 103} only (SM_UNSUPPORTED), a device gate."""
+    r = _explain(gpu="H100", engine="trtllm", model_config=QWEN_FP8, tp=2, runner="trtllm_deepgemm")
+    assert r.plan is None and _codes(r) == {"arch_unsupported"}
+    assert _reason(r, "arch_unsupported", "trtllm_deepgemm").source.startswith("backends/trtllm_deepgemm.yaml:")
+
+
+def test_trtllm_cutlass_per_format_sm_table_stays_a_format_refusal():
+    """CUTLASS refuses block FP8 on B200 through its per-format SM table, yet runs NVFP4 there: the format on this GPU
+    (quant_unsupported), not the GPU."""
+    fp8 = _explain(gpu="B200", engine="trtllm", model_config=QWEN_FP8, tp=2, runner="trtllm_cutlass")
+    assert fp8.plan is None and "quant_unsupported" in _codes(fp8) and "arch_unsupported" not in _codes(fp8)
+    assert _planned(_explain(gpu="B200", engine="trtllm", model_config=QWEN_NVFP4, tp=2, runner="trtllm_cutlass"),
+                    "trtllm_cutlass")
