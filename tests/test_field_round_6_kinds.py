@@ -6,6 +6,8 @@ another deployment of the same kind than the round's case, on both sides of each
 3. TensorRT-LLM's device gates (TRTLLMGenFusedMoE, DeepGemmFusedMoE can_implement: SM_UNSUPPORTED before any format is
    read) refuse the GPU: arch_unsupported, not quant_unsupported (NVIDIA/TensorRT-LLM#10679; backends/trtllm_gen.yaml,
    backends/trtllm_deepgemm.yaml). CUTLASS's per-format SM table stays quant_unsupported: the GPU runs other formats.
+5. vLLM enables AITER only on gfx942/gfx950 (is_aiter_found_and_supported: on_mi3xx from 0.19.0): aiter's archs list
+   is exhaustive under vLLM (ROCm/aiter#4492; backends/aiter.yaml); SGLang's gate checks no ROCm arch (open).
 """
 from __future__ import annotations
 
@@ -109,3 +111,25 @@ def test_trtllm_cutlass_per_format_sm_table_stays_a_format_refusal():
     assert fp8.plan is None and "quant_unsupported" in _codes(fp8) and "arch_unsupported" not in _codes(fp8)
     assert _planned(_explain(gpu="B200", engine="trtllm", model_config=QWEN_NVFP4, tp=2, runner="trtllm_cutlass"),
                     "trtllm_cutlass")
+
+
+# ------------------------------------------------------------------ kind 5: vLLM's AITER device gate (on_mi3xx)
+QWEN_BF16 = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+
+
+@pytest.mark.parametrize("gpu", ["W7900", "H100", "MI250"])
+def test_vllm_aiter_off_mi3xx_is_refused_as_an_arch(gpu):
+    """An RDNA3 W7900 (gfx1100), an H100 and an MI250 (gfx90a) asked for --moe-backend aiter under vLLM: vLLM's AITER
+    ops run only where is_aiter_found_and_supported() (ROCm, on_mi3xx), so AiterExperts refuses the device."""
+    r = _explain(gpu=gpu, engine="vllm", model_config=QWEN_BF16, runner="aiter")
+    assert r.plan is None and _codes(r) == {"arch_unsupported"}
+    reason = _reason(r, "arch_unsupported", "aiter")
+    assert reason.source.startswith("backends/aiter.yaml:") and "on_mi3xx" in reason.detail
+
+
+def test_vllm_aiter_on_mi3xx_planned_and_sglang_left_open():
+    """MI300X (gfx942) is planned under vLLM; under SGLang the gate (SGLANG_USE_AITER and is_hip) checks no ROCm arch,
+    so a W7900 stays unverified there, not refused."""
+    assert _planned(_explain(gpu="MI300X", engine="vllm", model_config=QWEN_BF16, runner="aiter"), "aiter")
+    sgl = _explain(gpu="W7900", engine="sglang", model_config=QWEN_BF16, runner="aiter")
+    assert _planned(sgl, "aiter") and sgl.evidence == "unverified"
