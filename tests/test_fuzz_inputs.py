@@ -60,12 +60,15 @@ CAPABILITIES = ("backends/flashinfer_cutlass.yaml", "backends/a2a/deepep.yaml", 
 MODELS = ("models/Qwen__Qwen3-30B-A3B-FP8", "models/deepseek-ai__DeepSeek-V3",
           "models/llm-compressor__Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "models/nvidia__Qwen3-30B-A3B-NVFP4")
 PLANS = ("plan.json",)
+#: ``$MOE_SELECT_TEST_TIME_SCALE`` multiplies the time bounds here: the mutation run (benchmarks/mutation.py)
+#: sets it, since mutmut's trampolines and call recording slow every call of the mutated module.
+TIME_SCALE = float(os.environ.get("MOE_SELECT_TEST_TIME_SCALE", "1"))
 #: Bound on one case (load, validate, select, report). Typical cases take 15-30 ms.
-CASE_SECONDS = 2.0
+CASE_SECONDS = 2.0 * TIME_SCALE
 #: Bound on one ``check`` of a file that loads: check also lists the arch x format x engine cells no rule covers
 #: (moe_select.cells: one selection per cell, 500-600 selections, 1.6-2.3 s of CPU measured on the 2-core VM,
 #: 2026-12-01), so a valid rules or capability file costs that on top of its own validation.
-CHECK_SECONDS = 6.0
+CHECK_SECONDS = 6.0 * TIME_SCALE
 #: Bound on one printed issue line: echoed values are cut to 80 characters, messages to a few hundred.
 ISSUE_CHARS = 1500
 #: Issues formatted outside the loaders and ``validation_issues`` (``deployment.understand``: unknown GPU;
