@@ -6,6 +6,9 @@ another deployment of the same kind than the round's case, on both sides of each
 3. TensorRT-LLM's device gates (TRTLLMGenFusedMoE, DeepGemmFusedMoE can_implement: SM_UNSUPPORTED before any format is
    read) refuse the GPU: arch_unsupported, not quant_unsupported (NVIDIA/TensorRT-LLM#10679; backends/trtllm_gen.yaml,
    backends/trtllm_deepgemm.yaml). CUTLASS's per-format SM table stays quant_unsupported: the GPU runs other formats.
+6. AITER v0.1.8 .. v0.1.15 ship a gfx950 block-FP8 1-stage kernel (fmoe_bf16_blockscaleFp8_g1u1_vs_silu_32x384) that
+   writes out of bounds, picked where 384 divides the per-rank intermediate; rebuilt in v0.1.15.post1 / v0.1.16
+   (ROCm/aiter#3471, PR #3540; backends/aiter.yaml).
 5. vLLM enables AITER only on gfx942/gfx950 (is_aiter_found_and_supported: on_mi3xx from 0.19.0): aiter's archs list
    is exhaustive under vLLM (ROCm/aiter#4492; backends/aiter.yaml); SGLang's gate checks no ROCm arch (open).
 """
@@ -133,3 +136,41 @@ def test_vllm_aiter_on_mi3xx_planned_and_sglang_left_open():
     assert _planned(_explain(gpu="MI300X", engine="vllm", model_config=QWEN_BF16, runner="aiter"), "aiter")
     sgl = _explain(gpu="W7900", engine="sglang", model_config=QWEN_BF16, runner="aiter")
     assert _planned(sgl, "aiter") and sgl.evidence == "unverified"
+
+
+# ------------------------------------------------- kind 6: AITER's gfx950 32x384 block-FP8 kernel, v0.1.8 .. v0.1.15
+QWEN235_FP8 = str(CONFIGS / "Qwen__Qwen3-235B-A22B-FP8")
+# GLM-5.3-Flash's MoE shape (2048 wide: 256 rows per rank at TP 8, not a multiple of 384).
+GLM53 = {"num_experts": 288, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 2048, "activation": "silu",
+         "routing": "deepseek_v3", "num_shared_experts": 1}
+
+
+@pytest.mark.parametrize(("engine", "tp", "aiter"), [("vllm", 4, "0.1.12"), ("sglang", 2, "0.1.8"), ("vllm", 4, "0.1.15")])
+def test_aiter_32x384_releases_refuse_block_fp8_where_384_divides_the_rows(engine, tp, aiter):
+    """Qwen3-235B-A22B-FP8 on MI355X (1536 wide: 384 rows per rank at TP 4, 768 at TP 2) with an AITER release that
+    ships the out-of-bounds 32x384 kernel: refused in either engine, naming the releases."""
+    r = _explain(gpu="MI355X", engine=engine, model_config=QWEN235_FP8, tp=tp, runner="aiter",
+                 packages={"amd-aiter": aiter})
+    assert r.plan is None and _codes(r) == {"quant_unsupported"}
+    reason = _reason(r, "quant_unsupported", "aiter")
+    assert reason.source.startswith("backends/aiter.yaml:") and "amd-aiter >=0.1.8,<0.1.15.post1" in reason.detail
+
+
+@pytest.mark.parametrize("aiter", ["0.1.15.post1", "0.1.16", "0.1.7.post5"])
+def test_aiter_32x384_outside_the_releases_is_planned(aiter):
+    """The rebuilt kernel (PR #3540: v0.1.15.post1, v0.1.16) and a release before the kernel existed (v0.1.7.post5)
+    plan the same deployment."""
+    r = _explain(gpu="MI355X", engine="vllm", model_config=QWEN235_FP8, tp=4, runner="aiter",
+                 packages={"amd-aiter": aiter})
+    assert _planned(r, "aiter"), [(x.code, x.detail) for x in r.reasons]
+
+
+def test_aiter_32x384_is_gfx950_and_384_rows_only():
+    """gfx942 ships no such kernel (MI300X planned), and 256 rows per rank (GLM-5.3-Flash at TP 8) is no multiple of
+    384 (planned at 0.1.12)."""
+    mi300 = _explain(gpu="MI300X", engine="vllm", model_config=QWEN235_FP8, tp=4, runner="aiter",
+                     packages={"amd-aiter": "0.1.12"})
+    assert _planned(mi300, "aiter")
+    glm = _explain(gpu="MI350X", engine="vllm", quant="fp8_block", model=GLM53, tp=8, runner="aiter",
+                   packages={"amd-aiter": "0.1.12"})
+    assert _planned(glm, "aiter"), [(x.code, x.detail) for x in glm.reasons]
