@@ -161,7 +161,7 @@ def test_recipe_b_format(tmp_path):
 VOCABULARY = f"""\
 schema_version: 3
 archs:
-  - {{name: sm107, vendor: nvidia, products: [TOY B999], source: {SRC}}}
+  - {{name: sm105, vendor: nvidia, products: [TOY B999], source: {SRC}}}
 """
 PLAN_ARCH = """\
 import json, moe_select
@@ -175,21 +175,21 @@ else:
     p = report.plan
     print(json.dumps({"arch": report.deployment.arch, "evidence": report.evidence, "runner": p and p.runner,
                       "rule": p and p.chosen_by.rule,
-                      "unknowns": sorted({u.code for u in p.unknowns if "sm107" in u.detail}) if p else None}))
+                      "unknowns": sorted({u.code for u in p.unknowns if "sm105" in u.detail}) if p else None}))
 """
 
 
 def test_recipe_c_architecture(tmp_path):
     """(c): one data file, a vocabulary.yaml declaring the arch and its product name. A deployment naming the
     product plans for it through the rules of its family (sm10x: every compute capability 10.x), unverified:
-    no support row names sm107 yet (the unknowns say so). Without the file the product is unknown input."""
+    no support row names sm105 yet (the unknowns say so). Without the file the product is unknown input."""
     recipe = {"vocabulary.yaml": VOCABULARY}
     assert len(recipe) == readme_count("c")
     without = run_json(PLAN_ARCH, None, tmp_path)
     assert "unknown GPU 'Toy B999'" in without["error"]
     env = install_plugin(tmp_path, "toy_arch_pkg", recipe)
     got = run_json(PLAN_ARCH, env, tmp_path)
-    assert got["arch"] == "sm107" and got["evidence"] == "unverified"
+    assert got["arch"] == "sm105" and got["evidence"] == "unverified"
     assert got["rule"] == "blackwell-nvfp4" and got["runner"]
     assert "arch_unsupported" in got["unknowns"]
 

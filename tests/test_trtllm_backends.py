@@ -122,8 +122,20 @@ def test_triton_serves_gpt_oss_on_hopper_where_trtllm_gen_does_not():
     plan = _planned(report, "trtllm_triton")
     assert plan.chosen_by.rule == "trtllm-auto-gpt-oss-hopper" and plan.activation_precision == "bf16"
     assert any("deprecated" in n for n in plan.notes)
-    _refused(_trt(gpu="H100", model_config=QWEN, runner="trtllm_triton"), "trtllm_triton", "activation_unsupported",
-             "the gpt-oss SwiGLU only")
+    # Plain SwiGLU (Qwen3): can_implement's swiglu_gptoss_style gate refuses it up to 1.3.0rc24; the SwiGLU-family gate
+    # after it (NVIDIA/TensorRT-LLM#18255; @1068f2445e51) takes it.
+    old = _trt(gpu="H100", model_config=QWEN, runner="trtllm_triton")
+    _refused(old, "trtllm_triton", "activation_unsupported", "NVIDIA/TensorRT-LLM#18255")
+    assert any("tensorrt-llm >1.3.0rc24" in r.detail for r in next(c for c in old.candidates if c.backend == "trtllm_triton").reasons)
+    new = _trt(gpu="H100", model_config=QWEN, runner="trtllm_triton", packages={"tensorrt-llm": "1.3.0rc25"})
+    assert new.status == "ok" and new.plan.runner == "trtllm_triton"
+    assert not [r for r in next(c for c in new.candidates if c.backend == "trtllm_triton").reasons if r.code == "activation_unsupported"]
+    # Routing: renormalize only at every version (TritonEPRouter routes the raw logits with top-k then softmax).
+    for version in ("1.3.0rc24", "1.3.0rc25"):
+        oss_softmax = {"num_experts": 32, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
+                       "activation": "swiglu_oai", "routing": "softmax_topk"}
+        _refused(_trt(gpu="H100", quant="mxfp4", model=oss_softmax, runner="trtllm_triton", packages={"tensorrt-llm": version}),
+                 "trtllm_triton", "routing_unsupported", "TritonFusedMoE.can_implement")
     _refused(_trt(gpu="B200", model_config=GPT_OSS, runner="trtllm_triton"), "trtllm_triton", "arch_unsupported",
              "MOE_DEVELOPER_GUIDE.md")
     blackwell = _planned(_trt(gpu="B200", model_config=GPT_OSS), "trtllm_gen")
@@ -158,6 +170,15 @@ def test_megamoe_cutedsl_planned_and_refused_with_a_host_all_to_all():
     _planned(_trt(gpu="B200", model_config=QWEN_NVFP4, runner="trtllm_megamoe_cutedsl"), "trtllm_megamoe_cutedsl")
     deepep = _trt(gpu="B200", model_config=QWEN_NVFP4, runner="trtllm_megamoe_cutedsl", tp=8, ep=8, a2a="deepep")
     _refused(deepep, "trtllm_megamoe_cutedsl", "a2a_unsupported", "MOE_DEVELOPER_GUIDE.md")
+
+
+def test_megamoe_cutedsl_on_sm107():
+    # MegaMoECuteDsl.can_implement (NVIDIA/TensorRT-LLM@023005e8ad10) takes SM100, SM103 or SM107, as the guide's matrix
+    # says: SM107 NVFP4 is supported, and the rule trtllm-nvfp4-sm107 names it (no other backend's facts name SM107).
+    plan = _planned(_trt(arch="sm107", model_config=QWEN_NVFP4), "trtllm_megamoe_cutedsl")
+    assert plan.chosen_by.rule == "trtllm-nvfp4-sm107"
+    _refused(_trt(arch="sm110", model_config=QWEN_NVFP4, runner="trtllm_megamoe_cutedsl"), "trtllm_megamoe_cutedsl",
+             "arch_unsupported", "MOE_DEVELOPER_GUIDE.md")
 
 
 # ------------------------------------------------------------------------------------ engines
