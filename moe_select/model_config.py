@@ -17,6 +17,22 @@ engine (:data:`QUANT_SOURCE_ORDER`: SGLang and vLLM try ``quantization_config`` 
 ``hf_quant_config.json``; they differ, see there); sources that disagree are noted (``ModelInfo.notes``) with
 each file:line.
 
+DeepSeek-V4 (issue 21, field round 4: one format name, two checkpoint layouts): an FP8 checkpoint
+(``quantization_config.quant_method: fp8``, ``weight_block_size [128, 128]``) of a DeepSeek-V4 model
+(:data:`DSV4_ARCHITECTURES`, or ``model_type: deepseek_v4``) keeps its routed experts in MXFP4 when the top-level
+``expert_dtype`` is ``fp4`` or absent (DeepSeek-V4-Flash), and in block FP8 when it is ``fp8`` (Flash-Base):
+vLLM's ``DeepseekV4FP8Config`` (vllm-project/vllm@023da1fc828e, vllm/model_executor/models/deepseek_v4.py: reads
+``hf_config.expert_dtype``, default ``fp4``; ``get_quant_method`` gives the FP4 experts ``Mxfp4MoEMethod``, the
+method of gpt-oss's MXFP4) and SGLang's ``ModelConfig.is_fp4_experts`` (sgl-project/sglang@001adf564fd3,
+python/sglang/srt/configs/model_config.py: on for ``is_deepseek_v4`` unless ``SGLANG_DSV4_FP4_EXPERTS`` or the
+routed experts' safetensors dtype says otherwise; ``Fp8MoEMethod.create_fp8_moe_weight_`` at
+sgl-project/sglang@00563d368df9 makes them ``[E, 2*I, H/2]`` int8 with one scale per 32 along K). The elements,
+scales and packing are MXFP4's, so the format is ``mxfp4``; what differs from gpt-oss's checkpoints is the
+engine's loading path (SGLang: ``Fp8Config`` with ``is_fp4_experts``, not ``Mxfp4Config``), which the runner facts
+tell apart by the checkpoint's architecture (``when.architecture``; an inline ``model`` states it as
+``model.architecture``). A scoring function the routings above do not cover (DeepSeek-V4's ``sqrtsoftplus``) is
+read as ``custom`` (the engine computes the top-k), not by ``norm_topk_prob``.
+
 Quantization parameters (``ModelInfo.quant_params``): FP8 ``weight_block_size`` (any ``[bn, bk]``), the
 weight-only int formats' ``group_size`` (AWQ ``group_size``/``q_group_size``, GPTQ ``group_size``,
 compressed-tensors ``weights.group_size``; -1, or compressed-tensors ``strategy: channel``, is kept as
@@ -48,6 +64,9 @@ from .yamlio import MAX_INT_DIGITS, MarkedDict, decode_text, load_text, read_inp
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 _RENORMALIZING = {"mixtral", "granitemoe", "gpt_oss", "granitemoeshared"}
+#: DeepSeek-V4's model classes (SGLang's ``is_deepseek_v4``, sgl-project/sglang@001adf564fd3,
+#: python/sglang/srt/configs/model_config.py): an FP8 checkpoint of one of them keeps FP4 routed experts (module doc).
+DSV4_ARCHITECTURES = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN")
 
 
 
@@ -334,12 +353,60 @@ def _read_hf_quant(q: MarkedDict, r: _Reading) -> str:
     return table[algo]
 
 
-def _read_quant_mapping(q: MarkedDict, pre: str, r: _Reading) -> str:
+def _dsv4(cfg: MarkedDict) -> str | None:
+    """How ``cfg`` is a DeepSeek-V4 config (``architectures[0] DeepseekV4ForCausalLM``, ``model_type
+    deepseek_v4``: vLLM's ``DeepseekV4FP8Config.override_quantization_method`` keys on the model type), else None."""
+    archs = cfg.get("architectures")
+    first = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if first in DSV4_ARCHITECTURES:
+        return f"architectures[0] {first}"
+    return "model_type deepseek_v4" if cfg.get("model_type") == "deepseek_v4" else None
+
+
+def _dsv4_fp4_experts(cfg: MarkedDict, r: _Reading) -> bool:
+    """True when ``cfg`` is a DeepSeek-V4 config (:data:`DSV4_ARCHITECTURES` or ``model_type: deepseek_v4``)
+    whose routed experts are FP4 (top-level ``expert_dtype`` ``fp4``, or absent: both engines' default), read
+    from an FP8 ``quantization_config`` (module doc, "DeepSeek-V4"); ``r.where`` and ``r.notes`` then say so.
+    ``expert_dtype: fp8`` (DeepSeek-V4-Flash-Base): False, the experts are block FP8. Another value ->
+    InputError (vLLM's ``DeepseekV4FP8Config.expert_dtype`` raises ValueError for it)."""
+    who = _dsv4(cfg)
+    if who is None:
+        return False
+    dtype = _str(cfg, "expert_dtype")
+    if dtype == "fp8":
+        return False
+    if dtype not in (None, "fp4"):
+        raise _issue(cfg, "expert_dtype", f"DeepSeek-V4 expert_dtype {shorten(dtype)} is not fp4 or fp8 (the values "
+                     "vLLM's DeepseekV4FP8Config and SGLang's is_fp4_experts know)")
+    if dtype == "fp4":
+        r.where = _at(cfg, "expert_dtype")
+        said = f"{r.where} says fp4"
+    else:
+        said = (f"{cfg.file} gives no expert_dtype: fp4, both engines' default (vLLM's DeepseekV4FP8Config reads a "
+                "missing expert_dtype as fp4; SGLang's is_fp4_experts is on for DeepSeek-V4 unless "
+                "SGLANG_DSV4_FP4_EXPERTS or the safetensors header of a routed expert (F8_E4M3) says FP8, which "
+                "moe-select does not read)")
+    r.notes.append(f"DeepSeek-V4 checkpoint ({who}): its routed experts are MXFP4 (packed e2m1, an e8m0 scale per 32 "
+                   f"along K) inside an FP8 checkpoint whose quantization_config ({r.mapping.file}:"
+                   f"{r.mapping.key_lines.get('quant_method', r.mapping.line)}) describes the other linear layers; "
+                   f"{said}. Planned mxfp4; SGLang loads these experts through Fp8Config (is_fp4_experts), not "
+                   "Mxfp4Config, so runner facts that hold for gpt-oss-style MXFP4 checkpoints only do not apply "
+                   "(facts scoped by architecture)")
+    return True
+
+
+def _read_quant_mapping(q: MarkedDict, pre: str, r: _Reading, model: MarkedDict | None = None) -> str:
     """A ``quantization_config`` (or ``compression_config``) mapping ``q`` whose keys are named ``pre + key``:
-    its ``quant_method`` and the format's parameters into ``r.params``. Raises InputError."""
+    its ``quant_method`` and the format's parameters into ``r.params``. ``model``: the top-level config.json
+    mapping (DeepSeek-V4's ``architectures`` and ``expert_dtype``, :func:`_dsv4_fp4_experts`). Raises InputError."""
     params = r.params
     method = _str(q, "quant_method", pre)
-    if method == "fp8":
+    # DeepSeek-V4: vLLM reads quant_method fp8 (or its own name deepseek_v4_fp8) of a deepseek_v4 model as
+    # DeepseekV4FP8Config, whose expert_dtype picks MXFP4 or block-FP8 experts.
+    dsv4 = method in ("fp8", "deepseek_v4_fp8") and model is not None and _dsv4(model) is not None
+    if dsv4 and model is not None and _dsv4_fp4_experts(model, r):
+        return "mxfp4"
+    if method == "fp8" or dsv4:
         if not _present(q, "weight_block_size"):
             return "fp8_tensor"
         block = q["weight_block_size"]
@@ -418,7 +485,7 @@ def _quant_readings(cfg: MarkedDict, text: MarkedDict, hfq: Any) -> dict[str, _R
             f"{m.file}:{m.key_lines.get('quant_method', m.line)} ({pre}quant_method)"
         r = _Reading(name, where, m)
         try:
-            r.quant = _read_quant_mapping(m, pre, r)
+            r.quant = _read_quant_mapping(m, pre, r, cfg)
         except InputError as exc:
             r.error = exc
         out[name] = r
@@ -638,6 +705,11 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
             take("routed_scaling_factor", "routed_scaling_factor", _number(text, "routed_scaling_factor", tp))
     elif scoring == "sigmoid":  # no expert groups: MiniMax-M2 style (sigmoid + correction bias, renormalised)
         shape["routing"], prov["routing"] = "sigmoid_topk", _at(text, "scoring_func")
+    elif scoring is not None and scoring != "softmax":
+        # A scoring function none of the routings implements (DeepSeek-V4's sqrtsoftplus): the engine's own top-k.
+        shape["routing"] = "custom"
+        prov["routing"] = (f"{_at(text, 'scoring_func')} (scoring_func {shorten(scoring)}: no routing of this moe-select "
+                           "scores so; the engine computes the top-k (custom))")
     elif model_type == "phimoe" or mt == "phimoe":
         shape["routing"], prov["routing"] = "sparsemixer", f"{name} (model_type phimoe: sparsemixer top-2)"
     elif model_type == "llama4" or mt.startswith("llama4"):

@@ -347,7 +347,9 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
     u, name = ctx.u, cap.runner
     for s in cap.support:
         if not s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats and _holds(s, ctx, assumed):
-            return [Reason(code=s.code, detail=f"{name} does not run {u.quant} on {_arch_label(u)}{_under(s)}",
+            # a row scoped to checkpoint architectures names the one it refused (the format alone did not decide)
+            of = f" from a {ctx.facts['architecture']} checkpoint" if s.when is not None and s.when.architecture else ""
+            return [Reason(code=s.code, detail=f"{name} does not run {u.quant}{of} on {_arch_label(u)}{_under(s)}",
                            source=s.where(), backend=name)]
     pos = [s for s in cap.support if s.supported]
     archs = list(dict.fromkeys(a for s in pos for a in s.archs))
