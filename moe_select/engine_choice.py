@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import Field, field_validator, model_validator
 
@@ -97,11 +97,21 @@ class Tweak(_Cited):
 
 
 class EnvRule(_Cited):
-    """An environment variable that removes entries when set to one of ``values``."""
+    """An environment variable that removes entries when set to one of ``values``, in the engine versions ``requires``
+    names (distribution -> PEP 440 specifier, as a runner fact's ``requires``: ``{vllm: "<0.24.0"}``; None: every
+    version): outside them the engine no longer reads the variable and the rule does not apply."""
 
     variable: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
     values: list[str] = Field(min_length=1)
     remove: list[str] = Field(min_length=1)
+    requires: dict[str, str] | None = None
+
+    @field_validator("requires")
+    @classmethod
+    def _specifiers(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        from .conditions import _check_requires
+
+        return _check_requires(v)
 
 
 class Oracle(_Cited):
@@ -289,9 +299,17 @@ def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str,
     return out, runner_hook
 
 
+#: ``requires`` -> ``(met, why)``: whether the deployment's packages (the engine's own version among them) meet a
+#: fact's ``requires``, and what was read or assumed (the selector's version check, passed in: this module stays pure).
+RequiresCheck = Callable[[Mapping[str, str]], tuple[bool, str]]
+
+
 def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str], formats: Sequence[str],
-            candidates: Mapping[str, Any], reported: frozenset[str]) -> EngineChoice | None:
-    """The oracle of ``u.quant`` under ``engine`` replayed (None: no oracle for the format)."""
+            candidates: Mapping[str, Any], reported: frozenset[str], requires_met: RequiresCheck | None = None
+            ) -> EngineChoice | None:
+    """The oracle of ``u.quant`` under ``engine`` replayed (None: no oracle for the format). An environment rule with
+    ``requires`` applies only where ``requires_met`` says the versions meet it (None: not checked, applied, and the
+    note says so)."""
     o = next((x for x in resolution().oracles if x.engine == engine and u.quant in x.formats), None)
     if o is None:
         return None
@@ -311,9 +329,20 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
         notes.append(f"{', '.join(t.front) + ' first' if t.front else ''}{', '.join(t.back) + ' last' if t.back else ''} "
                      f"({t.when.describe()})")
     for rule in o.env:
-        if env.get(rule.variable) in rule.values:
-            order = [e for e in order if e.name not in rule.remove]
-            notes.append(f"{rule.variable}={env[rule.variable]} removes {', '.join(rule.remove)}")
+        if env.get(rule.variable) not in rule.values:
+            continue
+        said = f"{rule.variable}={env[rule.variable]}"
+        read_at = ", ".join(f"{k} {v}" for k, v in (rule.requires or {}).items())
+        if rule.requires and requires_met is not None:
+            met, why = requires_met(rule.requires)
+            if not met:
+                notes.append(f"{said} is not read ({why}; {engine} reads it at {read_at} only) [{rule.where()}]")
+                continue
+            read_at = f"{read_at}: {why}" if why else read_at
+        order = [e for e in order if e.name not in rule.remove]
+        notes.append(f"{said} removes {', '.join(rule.remove)}"
+                     + (f" ({'read at ' + read_at if requires_met is not None else read_at + ', version not checked'})"
+                        if rule.requires else ""))
     listed = [e.name for e in order]
     considered: list[tuple[str, str | None, str]] = []
     pick = None
@@ -391,7 +420,7 @@ def _follow(engine: str, runner: str) -> str | None:
 
 def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules: Sequence[Any], a2a: Any = None,
             env: Mapping[str, str] | None = None, reported: frozenset[str] = frozenset(),
-            architecture: str | None = None) -> list[EngineChoice]:
+            architecture: str | None = None, requires_met: RequiresCheck | None = None) -> list[EngineChoice]:
     """What each serving engine of ``report``'s deployment would pick (module docstring).
 
     ``facts_by_engine``: the deployment's facts per engine (the selector's); ``rules``: the bundled rules (TensorRT-LLM's
@@ -400,8 +429,10 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
     the engine's environment (a launch line's), read by the oracles' environment rules; ``reported``: the ``file:line``
     of every fact that states a reported failure (source ``(reported) ...``): a runner refused only by those passes the
     engine's own checks, so the engine still takes it (the cost says it is a known failure); ``architecture``: the
-    checkpoint's ``architectures[0]`` (None: no checkpoint; hooks registered for architectures then do not run). A deployment for
-    ``moe_select`` gets no entry (it is not a serving engine)."""
+    checkpoint's ``architectures[0]`` (None: no checkpoint; hooks registered for architectures then do not run);
+    ``requires_met``: the version check of the oracles' environment rules that name engine versions (:data:`RequiresCheck`;
+    None: not checked, such a rule applies and says so). A deployment for ``moe_select`` gets no entry (it is not a
+    serving engine)."""
     u = report.deployment
     env = env or {}
     candidates = {c.backend: c for c in report.candidates}
@@ -426,7 +457,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
                 how, src = f"asked for ({u.provenance.get('runner', 'deployment')}): the engine runs it or raises", None
             choice = EngineChoice(engine, runner, theirs, how, src, evidence=level)
         elif engine == "vllm":
-            choice = _oracle(engine, u, facts, env, formats, candidates, reported) or EngineChoice(
+            choice = _oracle(engine, u, facts, env, formats, candidates, reported, requires_met) or EngineChoice(
                 engine, None, None, f"no oracle of resolution.yaml covers {u.quant}", None)
         elif engine == "trtllm":
             choice = _trtllm_auto(u, facts, rules, candidates)
@@ -460,4 +491,4 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
     return out
 
 
-__all__ = ["Hook", "Oracle", "Resolution", "resolution", "Override", "EngineChoice", "predict"]
+__all__ = ["Hook", "Oracle", "Resolution", "resolution", "Override", "EngineChoice", "RequiresCheck", "predict"]

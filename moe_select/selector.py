@@ -25,7 +25,7 @@ import difflib
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence, TypeVar, cast
+from typing import Any, Iterable, Literal, Mapping, Sequence, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -596,7 +596,14 @@ def engine_choices(report: Report, catalog: Catalog, env: dict[str, str] | None 
         _add_capacity(ctx)
         facts[e] = ctx.facts
     bundled = [r for r in catalog.rules if r.id not in catalog.overridden]
-    return predict(report, facts, bundled, catalog.a2a.get(u.a2a), env, _reported_facts(catalog), _architecture(u))
+
+    def requires_met(req: Mapping[str, str]) -> tuple[bool, str]:
+        """The deployment's packages against ``req`` (an oracle's environment rule dated by engine version)."""
+        ok, assumed, differs = _requires(dict(req), _Ctx(u, report.environment, catalog, {}))
+        return ok, "; ".join(x for x in (differs, *assumed) if x)
+
+    return predict(report, facts, bundled, catalog.a2a.get(u.a2a), env, _reported_facts(catalog), _architecture(u),
+                   requires_met)
 
 
 def _architecture(u: Understood) -> str | None:

@@ -113,11 +113,26 @@ def test_vllm_known_failure_is_what_vllm_runs_and_the_plan_and_the_fix_are_the_r
 
 
 def test_vllm_environment_removes_backends():
+    # vLLM reads VLLM_USE_FLASHINFER_MOE_FP8 up to 0.23.0 (the oracle's env rule requires vllm <0.24.0).
     line = "VLLM_USE_FLASHINFER_MOE_FP8=0 vllm serve m"
-    launch = from_command(line, model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"))
+    launch = from_command(line, model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine_version="0.23.0")
     ch = _choice(launch.explain(deployment={"gpu": "B200"}), "vllm")
-    assert "VLLM_USE_FLASHINFER_MOE_FP8=0 removes FLASHINFER_TRTLLM, FLASHINFER_CUTLASS" in ch.how
+    assert "VLLM_USE_FLASHINFER_MOE_FP8=0 removes FLASHINFER_TRTLLM, FLASHINFER_CUTLASS (read at vllm <0.24.0" in ch.how
     assert ch.engine_name not in ("FLASHINFER_TRTLLM", "FLASHINFER_CUTLASS")
+
+
+def test_vllm_environment_rule_not_read_where_the_engine_no_longer_reads_it():
+    # The 0.24.0 wheel names VLLM_USE_FLASHINFER_MOE_FP8 nowhere: the variable changes nothing there, declared or (the
+    # engine version not given) at the newest version the facts were checked at; the prediction is the no-variable one.
+    line = "VLLM_USE_FLASHINFER_MOE_FP8=0 vllm serve m"
+    plain = _choice(from_command("vllm serve m", model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine_version="0.24.0")
+                    .explain(deployment={"gpu": "B200"}), "vllm")
+    for version in ("0.24.0", None):
+        launch = from_command(line, model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine_version=version)
+        ch = _choice(launch.explain(deployment={"gpu": "B200"}), "vllm")
+        assert "VLLM_USE_FLASHINFER_MOE_FP8=0 is not read (vllm is " in ch.how and "removes" not in ch.how, version
+        assert "vllm reads it at vllm <0.24.0 only" in ch.how and "backends/engines/resolution.yaml:" in ch.how
+        assert (ch.runner, ch.engine_name) == (plain.runner, plain.engine_name), version
 
 
 @pytest.mark.parametrize("case", CASES[5:7], ids=[c[0] for c in CASES[5:7]])
@@ -212,3 +227,19 @@ def test_explain_text_and_json_carry_the_engine_choice():
     assert "What the engine itself would do" in text and "to run the plan: --moe-backend flashinfer_cutlass" in text
     d = r.to_dict()["engine_choices"][0]
     assert d["engine"] == "vllm" and d["runner"] == "flashinfer_trtllm" and d["follow"] == "--moe-backend flashinfer_cutlass"
+
+
+def test_env_rule_requires_is_a_pep440_specifier_named_at_its_line():
+    from moe_select.engine_choice import Resolution
+    from moe_select.errors import InputError
+    from moe_select.yamlio import load_text, validate
+
+    text = ("schema_version: 1\noracles:\n  - engine: vllm\n    name: Fp8\n    formats: [fp8_block]\n    log: x\n"
+            "    source: \"vllm-project/vllm#43148\"\n    lists:\n      - order:\n          - {name: TRITON, runner: triton}\n"
+            "    env:\n      - {variable: VLLM_X, values: [\"0\"], remove: [TRITON], requires: {vllm: \"before 0.24\"},\n"
+            "         source: \"vllm-project/vllm#43148\"}\n")
+    with pytest.raises(InputError) as e:
+        validate(Resolution, load_text(text, "r.yaml"), "r.yaml")
+    assert "r.yaml:12" in str(e.value) and "not a PEP 440 version specifier" in str(e.value)
+    ok = validate(Resolution, load_text(text.replace("before 0.24", "<0.24.0"), "r.yaml"), "r.yaml")
+    assert ok.oracles[0].env[0].requires == {"vllm": "<0.24.0"}

@@ -189,7 +189,7 @@ def test_vllm_issue_34249_qwen3_fp8():
 
 def test_vllm_pr_32954_env_ignored_and_dotted_json():
     # vllm-project/vllm#32954 (merged; test plan verbatim, the line of #28238 too; ran, GSM8K 0.953): VLLM_FLASHINFER_MOE_BACKEND, deprecated by
-    # vllm-project/vllm#43148 and no longer read (v0.23): a user who set it paid a JIT build for vLLM's own choice.
+    # vllm-project/vllm#43148 and no longer read (v0.24.0): a user who set it paid a JIT build for vLLM's own choice.
     line = ("VLLM_USE_FLASHINFER_MOE_FP16=1 VLLM_FLASHINFER_MOE_BACKEND=latency vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct  "
             "--max-num-batched-tokens 8192  --max-model-len 32768  --no-enable-prefix-caching  --async-scheduling  "
             "--compilation_config.pass_config.enable_fi_allreduce_fusion true --compilation_config.pass_config.enable_noop true  "
@@ -208,12 +208,13 @@ def test_vllm_pr_32954_env_ignored_and_dotted_json():
 
 def test_vllm_fp8_env_ignored_at_version_and_read_before_project_written():
     # Project-written lines (not field cases): VLLM_USE_FLASHINFER_MOE_FP8 (vllm-project/vllm#43148: "will be removed
-    # in v0.23").
+    # in v0.23"; the 0.23.0 wheel still reads it, the 0.24.0 wheel does not).
     line = "VLLM_USE_FLASHINFER_MOE_FP8=1 vllm serve M -tp 8"
-    at = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.23.0")
+    at = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.24.0")
     assert "no longer read" in kinds(at, "ignored")["VLLM_USE_FLASHINFER_MOE_FP8=1"]
-    before = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.22.0")
-    assert "VLLM_USE_FLASHINFER_MOE_FP8=1" in kinds(before, "deprecated") and not before.found("ignored")
+    for version in ("0.22.0", "0.23.0"):
+        before = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version=version)
+        assert "VLLM_USE_FLASHINFER_MOE_FP8=1" in kinds(before, "deprecated") and not before.found("ignored"), version
     fp4 = from_command("VLLM_USE_FLASHINFER_MOE_FP4=1 vllm serve M", model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"))
     assert "VLLM_USE_FLASHINFER_MOE_FP4=1" in kinds(fp4, "ignored")
 
