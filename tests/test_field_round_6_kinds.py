@@ -1,6 +1,9 @@
 """Field round 6 of issue 21 (tests/cases/field_round_6.yaml), fixed as kinds: each kind a round case missed, tested on
 another deployment of the same kind than the round's case, on both sides of each version bound.
 
+1. vLLM before 0.20.0 rounds the MoE hidden size up for DeepEP (low_latency sizes; 512-byte atoms for high_throughput)
+   and copies the unpadded checkpoint experts into the padded weights: the worker fails at load (vllm-project/vllm#36926;
+   backends/a2a/deepep.yaml). Any 16-bit checkpoint whose hidden size is rounded, not NemotronH only.
 2. AITER's CK MXFP4 MoE needs a per-rank intermediate that is a multiple of 256, and vLLM before 0.18.0 neither pads
    it nor falls back (vllm-project/vllm#35637, #35893; backends/aiter.yaml).
 3. TensorRT-LLM's device gates (TRTLLMGenFusedMoE, DeepGemmFusedMoE can_implement: SM_UNSUPPORTED before any format is
@@ -174,3 +177,55 @@ def test_aiter_32x384_is_gfx950_and_384_rows_only():
     glm = _explain(gpu="MI350X", engine="vllm", quant="fp8_block", model=GLM53, tp=8, runner="aiter",
                    packages={"amd-aiter": "0.1.12"})
     assert _planned(glm, "aiter"), [(x.code, x.detail) for x in glm.reasons]
+
+
+# ------------------------------------------------ kind 1: vLLM < 0.20.0 cannot load experts DeepEP's rounding padded
+# gpt-oss-20b's MoE written as a 16-bit layer (hidden 2880: DeepEP low_latency rounds it to 3072, high_throughput to
+# 3072 as well: 5760 bytes to whole 512-byte atoms).
+OSS_BF16 = {"num_experts": 32, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
+            "activation": "swiglu_oai", "routing": "renormalize", "num_shared_experts": 0}
+# Nemotron-3-Nano's MoE without a checkpoint architecture: the refusal is the hidden size's, not the model's.
+NANO = {"num_experts": 128, "top_k": 6, "hidden_size": 2688, "moe_intermediate_size": 1856, "activation": "relu2",
+        "routing": "deepseek_v3", "num_shared_experts": 1}
+DEEPEP = {"gpu": "H100", "engine": "vllm", "quant": "bf16", "tp": 1, "dp": 2, "ep": 2, "a2a": "deepep"}
+
+
+def _deepep_reasons(report: Any) -> set[str]:
+    return {r.code for r in report.reasons if r.source.startswith("backends/a2a/deepep.yaml:")}
+
+
+@pytest.mark.parametrize(("model", "mode", "version"), [(OSS_BF16, "low_latency", "0.18.1"),
+                                                         (OSS_BF16, "normal", "0.16.0"),
+                                                         (NANO, "normal", "0.19.1")])
+def test_vllm_before_0_20_refuses_deepep_rounded_hidden_sizes(model, mode, version):
+    """A 16-bit MoE whose hidden size DeepEP rounds up (2880, 2688) under vLLM before 0.20.0, in either DeepEP mode:
+    the expert weights are created at the rounded size and the loader copies the checkpoint's as is."""
+    r = _explain(**DEEPEP, model=model, a2a_mode=mode, engine_version=version)
+    assert r.plan is None and _deepep_reasons(r) == {"shape_unaligned"}
+    reason = next(x for x in r.reasons if x.source.startswith("backends/a2a/deepep.yaml:"))
+    assert "vllm <0.20.0" in reason.detail and "hidden_size" in reason.detail
+
+
+@pytest.mark.parametrize("mode", ["low_latency", "normal"])
+def test_vllm_0_20_loads_rounded_hidden_sizes(mode):
+    """From 0.20.0 FusedMoE._narrow_expert_data_for_padding narrows the padded hidden dimension: planned."""
+    for version in ("0.20.0", None):
+        extra = {"engine_version": version} if version else {}
+        r = _explain(**DEEPEP, model=NANO, a2a_mode=mode, **extra)
+        assert r.plan is not None and not _deepep_reasons(r), (version, [(x.code, x.detail) for x in r.reasons])
+
+
+def test_vllm_deepep_sizes_it_does_not_round_load_before_0_20():
+    """Qwen3-30B-A3B's hidden 2048 is a low_latency size and a multiple of 256: nothing is padded, planned at 0.17.1;
+    and SGLang, which does not pad, keeps its own list (2688 refused there by DeepEP's kernels, not by this fact)."""
+    r = _explain(**{**DEEPEP, "quant": None}, model_config=QWEN_BF16, a2a_mode="low_latency", engine_version="0.17.1")
+    assert r.plan is not None, [(x.code, x.detail) for x in r.reasons]
+    sgl = _explain(**{**DEEPEP, "engine": "sglang", "tp": 2, "dp": None}, model=NANO, a2a_mode="low_latency")
+    assert not any("vllm <0.20.0" in x.detail for x in sgl.reasons)
+
+
+def test_vllm_deepep_low_latency_above_8192_is_refused():
+    """vLLM's low_latency rounding raises for a hidden size above its largest size (8192), at every release read."""
+    big = {**NANO, "hidden_size": 12288, "moe_intermediate_size": 2048, "activation": "silu"}
+    r = _explain(**DEEPEP, model=big, a2a_mode="low_latency")
+    assert r.plan is None and "shape_unaligned" in _deepep_reasons(r)
