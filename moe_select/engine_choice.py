@@ -407,11 +407,11 @@ def _trtllm_auto(u: Any, facts: Mapping[str, Any], rules: Sequence[Any], candida
     return EngineChoice("trtllm", None, None, "no AUTO row matches", auto.source)
 
 
-def _follow(engine: str, runner: str) -> str | None:
-    """The flag (or key) that makes ``engine`` run our ``runner``."""
-    known, theirs = names().runner_for(engine, runner)
+def _follow(engine: str, runner: str, quant: str | None = None) -> str | None:
+    """The flag (or key) that makes ``engine`` run our ``runner`` on a ``quant`` checkpoint."""
+    known, theirs = names().runner_for(engine, runner, quant)
     if not known or theirs is None:
-        return f"{engine} has no name for {runner} (names.yaml): it cannot be told to run it"
+        return f"{engine} has no name for {runner}" + (f" on {quant}" if known and quant else "") + " (names.yaml): it cannot be told to run it"
     if engine == "trtllm":
         return f"moe_config.backend: {theirs}"
     flag = next((e.name for e in table(engine).flags if e.means == "runner" and not e.removed), None)
@@ -449,7 +449,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
         runner = state["runner"]
         if runner != "auto":
             level, _ = _level(candidates, runner, engine)
-            known, theirs = names().runner_for(engine, runner)
+            known, theirs = names().runner_for(engine, runner, u.quant)
             if runner_hook is not None:
                 how = f"set by {runner_hook}"
                 src = next(o.source for o in overrides if o.field == "runner")
@@ -486,7 +486,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
                 choice.cost = (f"both run here ({choice.runner} {level}); the plan follows the rules "
                                f"({report.plan.chosen_by.rule or 'asked'}); no measurement here compares them")
             if plan_runner is not None and engine in (report.plan.engines or [engine]):
-                choice.follow = _follow(engine, plan_runner)
+                choice.follow = _follow(engine, plan_runner, u.quant)
         out.append(choice)
     return out
 

@@ -8,7 +8,8 @@
   version or ref it was checked at, its source (the engine's argument definition at a commit, or the PR
   that added, renamed or removed it), and, where it changed, ``since`` / ``deprecated`` / ``removed`` /
   ``ignored`` (:class:`Change`: the PR or code that says so, the date, the version where a source names one).
-- ``names.yaml`` (:class:`NamesTable`): this project's runner and all-to-all names against each engine's, TensorRT-LLM's
+- ``names.yaml`` (:class:`NamesTable`): this project's runner and all-to-all names against each engine's, the names an
+  engine dispatches on the checkpoint format (:class:`FormatName`: vLLM's ``triton`` on MXFP4), TensorRT-LLM's
   ``moe_config.backend: AUTO`` resolution (:class:`TrtllmAuto`) and retired backend names (:class:`Retired`); generated
   into the README (:func:`names_block`, by ``moe-select matrix --write``).
 
@@ -191,6 +192,31 @@ class RunnerName(Located):
     source: str = Field(pattern=CITATION.pattern)
 
 
+class FormatName(Located):
+    """An engine's runner name that means another runner of ours for some checkpoint formats: the engine dispatches its
+    own backend name on the format (vLLM's ``--moe-backend triton`` runs OpenAI's triton_kernels experts on an MXFP4
+    checkpoint, its Triton fused-MoE kernel on the others). For a deployment whose format is one of ``formats``,
+    ``engine``'s ``name`` is our ``ours``: a launch line reads it so, a plan of ``ours`` is written with it, and the
+    runner whose row gives ``engine`` that ``name`` has no ``engine`` name for those formats."""
+
+    engine: Literal["sglang", "vllm", "trtllm"]
+    name: str = Field(min_length=1)
+    formats: list[str] = Field(min_length=1)
+    ours: str
+    source: str = Field(pattern=CITATION.pattern)
+
+    @field_validator("formats")
+    @classmethod
+    def _formats_known(cls, v: list[str]) -> list[str]:
+        from .formats import names as format_names
+
+        known = format_names()
+        bad = [f for f in v if f not in known]
+        if bad:
+            raise ValueError(f"{', '.join(bad)} is no format of backends/formats.yaml ({', '.join(known)})")
+        return v
+
+
 class AutoRow(Located):
     """One branch of TensorRT-LLM's ``moe_config.backend: AUTO``: ``when`` (in words), the ``backend`` it resolves
     to, and the bundled rule that states it (None: moe-select cannot state the condition, e.g. an architecture)."""
@@ -234,6 +260,8 @@ class NamesTable(Located):
 
     schema_version: Literal[1]
     runners: list[RunnerName]
+    #: Names whose runner depends on the checkpoint format (:class:`FormatName`).
+    by_format: list[FormatName] = []
     a2a: list[A2AName]
     trtllm_auto: TrtllmAuto | None = None
     retired: list[Retired] = []
@@ -254,6 +282,16 @@ class NamesTable(Located):
         for r in self.runners:
             if r.kernel is not None and r.kernel not in ours:
                 raise ValueError(f"{r.where()}: kernel {r.kernel!r} is no runner of this table")
+        for i, f in enumerate(self.by_format):
+            if f.ours not in ours:
+                raise ValueError(f"{f.where()}: ours {f.ours!r} is no runner of this table")
+            for g in self.by_format[:i]:
+                if (g.engine, g.name) == (f.engine, f.name) and set(g.formats) & set(f.formats):
+                    raise ValueError(f"{f.where()}: {f.engine} name {f.name!r} on {', '.join(sorted(set(g.formats) & set(f.formats)))} "
+                                     f"is given at {g.where()} too: one runner per name and format")
+                if (g.engine, g.ours) == (f.engine, f.ours) and set(g.formats) & set(f.formats):
+                    raise ValueError(f"{f.where()}: {f.ours} on {', '.join(sorted(set(g.formats) & set(f.formats)))} has a {f.engine} "
+                                     f"name at {g.where()} too: one name per runner and format")
         if self.trtllm_auto is not None:
             backends = {r.trtllm.upper() for r in self.runners if r.trtllm}
             for row in [*self.trtllm_auto.rows]:
@@ -270,15 +308,33 @@ class NamesTable(Located):
                 return r
         return None
 
-    def runner_for(self, engine: str, ours: str) -> tuple[bool, str | None]:
-        """``(known, name)``: whether the table has a row for ``ours``, and the engine's name (None: it has none)."""
+    def format_name(self, engine: str, name: str | None, quant: str | None) -> FormatName | None:
+        """The :class:`FormatName` that gives ``engine``'s ``name`` another meaning for checkpoint format ``quant``, or None
+        (``quant`` None: no format known, none applies)."""
+        if name is None or quant is None:
+            return None
+        return next((f for f in self.by_format if f.engine == engine and f.name == name and quant in f.formats), None)
+
+    def runner_for(self, engine: str, ours: str, quant: str | None = None) -> tuple[bool, str | None]:
+        """``(known, name)``: whether the table has a row for ``ours``, and the engine's name for it (None: it has none)
+        for checkpoint format ``quant`` (None: the format-independent name of the runners table)."""
+        if quant is not None:
+            scoped = next((f for f in self.by_format if f.engine == engine and f.ours == ours and quant in f.formats), None)
+            if scoped is not None:
+                return True, scoped.name
         for row in self.runners:
             if row.ours == ours:
-                return True, getattr(row, engine)
+                name = getattr(row, engine)
+                other = self.format_name(engine, name, quant)
+                return True, (None if other is not None and other.ours != ours else name)
         return False, None
 
-    def runner_from(self, engine: str, theirs: str) -> str | None:
-        """Our runner name for the engine's ``theirs`` (case-insensitive for TensorRT-LLM), or None."""
+    def runner_from(self, engine: str, theirs: str, quant: str | None = None) -> str | None:
+        """Our runner name for the engine's ``theirs`` (case-insensitive for TensorRT-LLM) on checkpoint format ``quant``
+        (None: the format-independent reading of the runners table), or None."""
+        scoped = self.format_name(engine, theirs, quant)
+        if scoped is not None:
+            return scoped.ours
         for row in self.runners:
             name = getattr(row, engine)
             if name is not None and (name == theirs or (engine == "trtllm" and name.upper() == theirs.upper())):
@@ -338,6 +394,10 @@ def names_markdown(t: NamesTable | None = None) -> list[str]:
            "|---|---|---|---|---|"]
     for r in t.runners:
         out.append(f"| `{r.ours}` | {code(r.sglang)} | {code(r.vllm)} | {code(r.trtllm)} | {code(r.kernel)} |")
+    if t.by_format:
+        label = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
+        out += ["", "By checkpoint format (the engine dispatches its own name on the format): "
+                + "; ".join(f"{label[f.engine]} `{f.name}` on {', '.join(f.formats)} is `{f.ours}`" for f in t.by_format) + "."]
     if t.trtllm_auto is not None:
         by_name = {(r.trtllm or "").upper(): r.ours for r in t.runners if r.trtllm}
         out += ["", "TensorRT-LLM's `moe_config.backend: AUTO` (the first row that holds; a backend that cannot serve the layer "

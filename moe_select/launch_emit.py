@@ -109,10 +109,16 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     d = plan.deployment
     comments: list[str] = [f"the plan: runner {plan.runner}, a2a {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
                            + f", tp {d.tp}, ep {d.ep}" + (f", dp {d.dp}" if d.dp else "") + f", phase {d.phase}"]
-    known, theirs = names().runner_for(engine, plan.runner)
+    known, theirs = names().runner_for(engine, plan.runner, plan.quant)
     if theirs is None:
+        general = names().runner_for(engine, plan.runner)[1]
+        shadow = names().format_name(engine, general, plan.quant)
         raise EmitError(f"{engine} has no name for the runner {plan.runner}" + ("" if known else " (no row in backends/engines/names.yaml)")
+                        + (f" on {plan.quant} checkpoints: its {general!r} runs {shadow.ours} there ({shadow.source})" if shadow else "")
                         + f": it cannot run this plan; plan with --engine {engine} to get a runner it has")
+    scoped = names().format_name(engine, theirs, plan.quant)
+    if scoped is not None:
+        comments.append(f"{engine}'s {theirs} runs {scoped.ours} on {plan.quant} checkpoints ({scoped.source})")
     if plan.layers:
         comments.append("the plan's other MoE layer kinds (" + ", ".join(f"{k.deployment.layer_kind}: {k.runner}" for k in plan.layers)
                         + ") run as the engine decides for them: this launch sets the main layers' runner")

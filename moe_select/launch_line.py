@@ -1082,4 +1082,26 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
             raise InputError(Issue(where, 0, "model", f"no model in the launch line ({' '.join(launcher)} {model_style})"))
         path, how = resolve_model(launch.model, launch.model_written or launch.model, full_env, base, where)
         _set(launch, "model_config", path, f"{launch.model_written} ({how})")
+    _format_runner(launch)
     return launch
+
+
+def _format_runner(launch: Launch) -> None:
+    """A runner name the engine dispatches on the checkpoint format (``names.yaml`` ``by_format``: vLLM's ``triton`` runs
+    OpenAI's triton_kernels on MXFP4): the checkpoint's format, read as the engine reads it, picks our runner. Raises
+    :class:`InputError` (file:line) for a model config that cannot be read: the name cannot be read without it."""
+    r = launch.values.get("runner")
+    if r is None or "runner" not in launch.deployment or "model_config" not in launch.deployment:
+        return
+    theirs = str(r.value)
+    if not any(f.engine == launch.engine and f.name == theirs for f in names().by_format):
+        return
+    from .model_config import read_model_config
+
+    quant = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine).quant
+    scoped = names().format_name(launch.engine, theirs, quant)
+    if scoped is None:
+        return
+    _set(launch, "runner", scoped.ours, f"{r.written} ({launch.engine}'s {theirs} on a {quant} checkpoint)")
+    launch.findings.append(Finding("note", r.written, f"{launch.engine} runs {theirs} as {scoped.ours} on a {quant} checkpoint "
+                                   f"(backends/engines/names.yaml by_format): planned as {scoped.ours}", scoped.source))

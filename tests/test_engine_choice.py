@@ -243,3 +243,18 @@ def test_env_rule_requires_is_a_pep440_specifier_named_at_its_line():
     assert "r.yaml:12" in str(e.value) and "not a PEP 440 version specifier" in str(e.value)
     ok = validate(Resolution, load_text(text.replace("before 0.24", "<0.24.0"), "r.yaml"), "r.yaml")
     assert ok.oracles[0].env[0].requires == {"vllm": "<0.24.0"}
+
+
+def test_vllm_name_of_a_runner_follows_the_checkpoint_format():
+    # names.yaml by_format (vllm-project/vllm@001eda31e3d0 oracle/mxfp4.py map_mxfp4_backend): asked for triton_kernel on
+    # an MXFP4 checkpoint, vLLM is told --moe-backend triton; on bf16 vLLM has no name for triton_kernel.
+    oss = moe_select.explain({"gpu": "H100", "engine": "vllm", "runner": "triton_kernel",
+                              "model_config": str(CFG / "openai__gpt-oss-20b")})
+    ch = _choice(oss, "vllm")
+    assert (ch.runner, ch.engine_name) == ("triton_kernel", "triton")
+    from moe_select.engine_choice import _follow
+
+    assert _follow("vllm", "triton_kernel", "mxfp4") == "--moe-backend triton"
+    assert "vllm has no name for triton_kernel on bf16" in _follow("vllm", "triton_kernel", "bf16")
+    assert "vllm has no name for triton on mxfp4" in _follow("vllm", "triton", "mxfp4")
+    assert _follow("vllm", "triton", "bf16") == "--moe-backend triton"

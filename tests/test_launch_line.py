@@ -635,3 +635,61 @@ def test_vllm_pr_25904_env_all2all_low_latency():
     assert "VLLM_ALL2ALL_BACKEND=deepep_low_latency" in kinds(then, "deprecated")
     now = from_command(text, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-R1"))
     assert "VLLM_ALL2ALL_BACKEND=deepep_low_latency" in kinds(now, "removed") and "a2a" not in now.deployment
+
+
+# ------------------------------------------------------------------ names the engine dispatches on the checkpoint format
+def test_vllm_moe_backend_triton_is_triton_kernel_on_an_mxfp4_checkpoint():
+    # vllm-project/vllm@001eda31e3d0 oracle/mxfp4.py map_mxfp4_backend: --moe-backend triton on MXFP4 is
+    # Mxfp4MoeBackend.TRITON (OAITritonExperts, OpenAI's triton_kernels); on other formats vLLM's Triton fused MoE.
+    oss = from_command("vllm serve openai/gpt-oss-20b --moe-backend triton", model_config=str(CONFIGS / "openai__gpt-oss-20b"))
+    assert oss.deployment["runner"] == "triton_kernel"
+    assert "triton as triton_kernel on a mxfp4 checkpoint" in kinds(oss, "note")["--moe-backend triton"]
+    report = oss.explain(deployment={"gpu": "H100"})
+    assert report.plan is not None and report.plan.runner == "triton_kernel", report.summary()
+    qwen = from_command("vllm serve Qwen/Qwen3-30B-A3B --moe-backend triton", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert qwen.deployment["runner"] == "triton" and "--moe-backend triton" not in kinds(qwen, "note")
+    # SGLang spells triton_kernel itself: its triton is our triton on every format.
+    sgl = from_command("python3 -m sglang.launch_server --model-path openai/gpt-oss-20b --moe-runner-backend triton",
+                       model_config=str(CONFIGS / "openai__gpt-oss-20b"))
+    assert sgl.deployment["runner"] == "triton"
+
+
+def test_emit_writes_vllms_triton_for_triton_kernel_on_mxfp4_only():
+    oss = _plan("vllm", gpu="H100", model="openai__gpt-oss-20b", runner="triton_kernel")
+    out = emit(oss, "vllm")
+    assert out.argv[out.argv.index("--moe-backend") + 1] == "triton"
+    assert any("triton runs triton_kernel on mxfp4 checkpoints" in c for c in out.comments)
+    back = from_command(out.argv, model_config=str(CONFIGS / "openai__gpt-oss-20b"))
+    assert back.deployment["runner"] == "triton_kernel"
+    # vLLM cannot be told to run our Triton kernel on an MXFP4 checkpoint (its triton is triton_kernel there; the facts
+    # refuse that plan anyway, so the same plan with the runner swapped stands for it) ...
+    assert names().runner_for("vllm", "triton", "mxfp4") == (True, None)
+    with pytest.raises(EmitError, match="its 'triton' runs triton_kernel there"):
+        emit(oss.model_copy(update={"runner": "triton"}), "vllm")
+    # ... nor triton_kernel on another format (vLLM has no name for it).
+    bf16 = _plan("vllm", gpu="H100", model="Qwen__Qwen3-30B-A3B", runner="triton")
+    assert emit(bf16, "vllm").argv[emit(bf16, "vllm").argv.index("--moe-backend") + 1] == "triton"
+    assert names().runner_for("vllm", "triton_kernel", "bf16") == (True, None)
+
+
+def test_names_by_format_is_one_runner_per_name_and_format():
+    from moe_select.engine_tables import NamesTable
+    from moe_select.yamlio import load_text, validate
+
+    head = ("schema_version: 1\nrunners:\n  - {ours: triton, sglang: triton, vllm: triton, trtllm: null, source: \"a/b#1\"}\n"
+            "  - {ours: triton_kernel, sglang: triton_kernel, vllm: null, trtllm: null, source: \"a/b#1\"}\na2a: []\nby_format:\n"
+            "  - {engine: vllm, name: triton, formats: [mxfp4], ours: triton_kernel, source: \"a/b#1\"}\n")
+    t = validate(NamesTable, load_text(head, "n.yaml"), "n.yaml")
+    assert t.runner_from("vllm", "triton", "mxfp4") == "triton_kernel" and t.runner_from("vllm", "triton", "bf16") == "triton"
+    assert t.runner_from("vllm", "triton") == "triton"  # no format known: the runners table's reading
+    for extra, msg in (("  - {engine: vllm, name: triton, formats: [mxfp4, nvfp4], ours: triton, source: \"a/b#1\"}\n",
+                        "one runner per name and format"),
+                       ("  - {engine: vllm, name: tk, formats: [mxfp4], ours: triton_kernel, source: \"a/b#1\"}\n",
+                        "one name per runner and format"),
+                       ("  - {engine: vllm, name: tk, formats: [mxfp5], ours: triton_kernel, source: \"a/b#1\"}\n",
+                        "mxfp5 is no format"),
+                       ("  - {engine: vllm, name: tk, formats: [mxfp4], ours: nobody, source: \"a/b#1\"}\n",
+                        "no runner of this table")):
+        with pytest.raises(InputError, match=msg) as e:
+            validate(NamesTable, load_text(head + extra, "n.yaml"), "n.yaml")
+        assert "n.yaml:" in str(e.value)
