@@ -8,12 +8,13 @@ On the 2-core development machine (one module at a time, 2 workers):
 On a many-core machine without ``.git`` (only a copy of the checkout's files), several modules at once,
 inside a wall budget, results under ``$OUT`` (the same command again with ``--resume`` continues):
 
-    python3 benchmarks/mutation.py --copy --workdir /tmp/mut --parallel 8 --cores 16 \\
-        --max-seconds 300 --stop-seconds 470 --resume --results "$OUT/mutation.json"
+    python3 benchmarks/mutation.py --copy --workdir /tmp/mut --parallel 12 --cores 16 --stop-seconds 420 \\
+        --resume --commit COMMIT --results "$OUT/mutation.json"
 
 Reading a results file (no run): ``--summary`` prints each module's counts and kill ratio and the overall
 ratio; ``--list-survivors MODULE`` (or ``all``) prints the surviving mutants' diffs; ``--merge-from FILE``
-merges another results file's modules into ``--results`` (a module's newer entry, by ``finished``, wins).
+merges another results file's modules into ``--results`` (the newer entry by ``finished`` wins, but a partial
+entry never replaces a whole one).
 
 Never mutates this checkout. Each module gets its own tree at ``--workdir/MODULE``: a throw-away git
 worktree of HEAD (commit first: the run sees HEAD's source and tests), or with ``--copy`` a plain copy of the
@@ -464,7 +465,9 @@ def main() -> None:
     if args.merge_from:
         for path in args.merge_from:
             for m, e in json.loads(path.read_text()).items():
-                if m not in results or str(e.get("finished", "")) >= str(results[m].get("finished", "")):
+                old = results.get(m)
+                if old is None or (e.get("partial"), str(old.get("finished", ""))) <= (
+                        old.get("partial"), str(e.get("finished", ""))):  # a partial entry never replaces a whole one
                     results[m] = e
         write(args.results, results)
     if args.list_survivors:
