@@ -1,0 +1,83 @@
+"""Field round 7 of issue 21 (tests/cases/field_round_7.yaml), fixed as kinds: each kind a round case missed, tested on
+another deployment of the same kind than the round's case, on both sides of each version bound.
+
+1. SGLang before 0.4.10 runs every expert-parallel MoE in its EPMoE layer (--enable-ep-moe; DeepEPMoE is one), which
+   takes unquantized or Fp8Config weights only (sgl-project/sglang#6234; backends/common.yaml): ep > 1 with another
+   format is refused (parallelism_unsupported), by format and first release that took it (NVFP4 0.4.8, W4AFp8 0.4.9.post1).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+
+from conftest import CONFIGS
+
+QWEN_AWQ = str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ")
+QWEN235_FP8 = str(CONFIGS / "Qwen__Qwen3-235B-A22B-FP8")
+# Qwen3-235B-A22B's MoE, written inline so that a format can be given without a checkpoint of it.
+QWEN235 = {"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 1536, "activation": "silu",
+           "routing": "renormalize"}
+QWEN_NVFP4 = str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")
+BASE = {"tp": 1, "ep": 1, "a2a": "none"}
+
+
+def _explain(**dep: Any) -> Any:
+    return moe_select.explain({**BASE, **dep})
+
+
+def _codes(report: Any) -> set[str]:
+    return {r.code for r in report.reasons}
+
+
+def _ep_moe(report: Any) -> list[Any]:
+    """The reasons given by SGLang's old-EPMoE facts (backends/common.yaml)."""
+    return [r for r in report.reasons if r.code == "parallelism_unsupported" and "EPMoE" in r.detail
+            and r.source.startswith("backends/common.yaml:")]
+
+
+# --------------------------------------------------------------------- kind 1: SGLang's pre-0.4.10 EPMoE formats
+@pytest.mark.parametrize("version", ["0.4.1", "0.4.6.post5", "0.4.8", "0.4.9.post6"])
+def test_old_sglang_ep_moe_refuses_awq(version):
+    """Qwen3-30B-A3B-AWQ at TP 2 with EP 2 on H100: EPMoE hands the AWQ config to Fp8EPMoEMethod (or raises
+    'Unsupported quant_config' from 0.4.9.post6): no runner can serve it."""
+    r = _explain(gpu="H100", engine="sglang", engine_version=version, model_config=QWEN_AWQ, tp=2, ep=2)
+    assert r.plan is None
+    assert _ep_moe(r), [(x.code, x.detail) for x in r.reasons]
+    assert "ep = 2 is above 1" in _ep_moe(r)[0].detail and "sglang >=0.4.1,<0.4.10" in _ep_moe(r)[0].detail
+
+
+def test_old_sglang_ep_moe_refuses_int8_over_deepep():
+    """DeepEPMoE is an EPMoE: an int8 W8A8 layer over DeepEP at EP 8 on SGLang 0.4.6.post2 is refused too."""
+    r = _explain(gpu="H100", engine="sglang", engine_version="0.4.6.post2", model=QWEN235, quant="int8_w8a8",
+                 tp=8, ep=8, a2a="deepep")
+    assert r.plan is None and _ep_moe(r)
+
+
+def test_old_sglang_ep_moe_keeps_fp8_and_tp_only():
+    """FP8 (Fp8Config) at EP 4 and AWQ without EP (FusedMoE) are not refused by the EPMoE facts at 0.4.6.post2."""
+    fp8 = _explain(gpu="H100", engine="sglang", engine_version="0.4.6.post2", model_config=QWEN235_FP8, tp=4, ep=4)
+    assert fp8.plan is not None and not _ep_moe(fp8)
+    awq = _explain(gpu="H100", engine="sglang", engine_version="0.4.6.post2", model_config=QWEN_AWQ, tp=2)
+    assert awq.plan is not None and not _ep_moe(awq)
+
+
+@pytest.mark.parametrize("version", ["0.4.10", "0.5.2", None])
+def test_sglang_0_4_10_ep_moe_takes_awq(version):
+    """From 0.4.10 EPMoE is a FusedMoE with the config's own quant method: AWQ at EP 2 is not refused by these facts."""
+    dep = dict(gpu="H100", engine="sglang", model_config=QWEN_AWQ, tp=2, ep=2)
+    r = _explain(**dep, **({"engine_version": version} if version else {}))
+    assert not _ep_moe(r) and r.plan is not None
+
+
+def test_old_sglang_ep_moe_format_bounds():
+    """NVFP4 at EP 2 on B200 is refused before 0.4.8 (FlashInfer's FusedMoE path from 0.4.8); int4_w4a8 before
+    0.4.9.post1 (W4AFp8MoEMethod in EPMoE from then)."""
+    nv = dict(gpu="B200", engine="sglang", model_config=QWEN_NVFP4, tp=2, ep=2)
+    assert _ep_moe(_explain(**nv, engine_version="0.4.7"))
+    assert not _ep_moe(_explain(**nv, engine_version="0.4.8"))
+    w4 = dict(gpu="H100", engine="sglang", model=QWEN235, quant="int4_w4a8", tp=4, ep=4)
+    assert _ep_moe(_explain(**w4, engine_version="0.4.9"))
+    assert not _ep_moe(_explain(**w4, engine_version="0.4.9.post1"))
