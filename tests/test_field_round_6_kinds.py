@@ -14,6 +14,8 @@ another deployment of the same kind than the round's case, on both sides of each
    (ROCm/aiter#3471, PR #3540; backends/aiter.yaml).
 5. vLLM enables AITER only on gfx942/gfx950 (is_aiter_found_and_supported: on_mi3xx from 0.19.0): aiter's archs list
    is exhaustive under vLLM (ROCm/aiter#4492; backends/aiter.yaml); SGLang's gate checks no ROCm arch (open).
+7. vLLM's AITER experts take SiLU, GELU and SwiGLU-OAI only (_supports_activation; 'Unsupported activation' else):
+   aiter's activations list is exhaustive under vLLM (ROCm/aiter#2484; backends/aiter.yaml); SGLang open.
 """
 from __future__ import annotations
 
@@ -229,3 +231,33 @@ def test_vllm_deepep_low_latency_above_8192_is_refused():
     big = {**NANO, "hidden_size": 12288, "moe_intermediate_size": 2048, "activation": "silu"}
     r = _explain(**DEEPEP, model=big, a2a_mode="low_latency")
     assert r.plan is None and "shape_unaligned" in _deepep_reasons(r)
+
+
+# ------------------------------------------------------ kind 7: vLLM's AITER experts compute SiLU, GELU, SwiGLU-OAI
+def _layer(activation: str) -> dict:
+    return {"num_experts": 64, "top_k": 4, "hidden_size": 2048, "moe_intermediate_size": 1024, "activation": activation,
+            "routing": "renormalize", "num_shared_experts": 0}
+
+
+@pytest.mark.parametrize(("gpu", "quant", "activation"), [("MI300X", "bf16", "relu2"), ("MI355X", "fp8_tensor", "swiglustep"),
+                                                          ("MI355X", "fp8_block", "geglu")])
+def test_vllm_aiter_refuses_activations_outside_its_mapping(gpu, quant, activation):
+    """Nemotron's ReLU^2, Step-3.5's SwiGLU-step and an activation no fact knows, asked of AITER under vLLM:
+    AiterExperts._supports_activation takes SILU, GELU and SWIGLUOAI only (rocm_aiter_fused_experts raises
+    'Unsupported activation' for any other)."""
+    r = _explain(gpu=gpu, engine="vllm", quant=quant, model=_layer(activation), runner="aiter")
+    assert r.plan is None and _codes(r) == {"activation_unsupported"}
+    reason = _reason(r, "activation_unsupported", "aiter")
+    assert reason.source.startswith("backends/aiter.yaml:") and "_supports_activation" in reason.detail
+
+
+def test_vllm_aiter_swiglu_oai_only_with_mxfp4_and_sglang_left_open():
+    """SwiGLU-OAI runs as MXFP4 on gfx950 (planned); a bf16 one is refused (vLLM hands AITER the expert biases for
+    MXFP4 W4A16 only); SiLU bf16 is planned; and SGLang's AITER activations stay open (SwiGLU-step unverified)."""
+    assert _planned(_explain(gpu="MI355X", engine="vllm", quant="mxfp4", model=_layer("swiglu_oai"), runner="aiter"),
+                    "aiter")
+    bf16 = _explain(gpu="MI300X", engine="vllm", quant="bf16", model=_layer("swiglu_oai"), runner="aiter")
+    assert bf16.plan is None and _codes(bf16) == {"activation_unsupported"}
+    assert _planned(_explain(gpu="MI300X", engine="vllm", quant="bf16", model=_layer("silu"), runner="aiter"), "aiter")
+    sgl = _explain(gpu="MI300X", engine="sglang", quant="fp8_block", model=_layer("swiglustep"), runner="aiter")
+    assert _planned(sgl, "aiter") and sgl.evidence == "unverified"
