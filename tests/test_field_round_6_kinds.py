@@ -9,11 +9,13 @@ another deployment of the same kind than the round's case, on both sides of each
 3. TensorRT-LLM's device gates (TRTLLMGenFusedMoE, DeepGemmFusedMoE can_implement: SM_UNSUPPORTED before any format is
    read) refuse the GPU: arch_unsupported, not quant_unsupported (NVIDIA/TensorRT-LLM#10679; backends/trtllm_gen.yaml,
    backends/trtllm_deepgemm.yaml). CUTLASS's per-format SM table stays quant_unsupported: the GPU runs other formats.
+4. ROCm/aiter#5049 (GLM-5.3-Flash block FP8 on gfx950): decided without a fact. The report is open, names no AITER
+   release and its fault was not confirmed by anyone else: the shape stays planned (the round case stays xfail).
+5. vLLM enables AITER only on gfx942/gfx950 (is_aiter_found_and_supported: on_mi3xx from 0.19.0): aiter's archs list
+   is exhaustive under vLLM (ROCm/aiter#4492; backends/aiter.yaml); SGLang's gate checks no ROCm arch (open).
 6. AITER v0.1.8 .. v0.1.15 ship a gfx950 block-FP8 1-stage kernel (fmoe_bf16_blockscaleFp8_g1u1_vs_silu_32x384) that
    writes out of bounds, picked where 384 divides the per-rank intermediate; rebuilt in v0.1.15.post1 / v0.1.16
    (ROCm/aiter#3471, PR #3540; backends/aiter.yaml).
-5. vLLM enables AITER only on gfx942/gfx950 (is_aiter_found_and_supported: on_mi3xx from 0.19.0): aiter's archs list
-   is exhaustive under vLLM (ROCm/aiter#4492; backends/aiter.yaml); SGLang's gate checks no ROCm arch (open).
 7. vLLM's AITER experts take SiLU, GELU and SwiGLU-OAI only (_supports_activation; 'Unsupported activation' else):
    aiter's activations list is exhaustive under vLLM (ROCm/aiter#2484; backends/aiter.yaml); SGLang open.
 """
@@ -261,3 +263,14 @@ def test_vllm_aiter_swiglu_oai_only_with_mxfp4_and_sglang_left_open():
     assert _planned(_explain(gpu="MI300X", engine="vllm", quant="bf16", model=_layer("silu"), runner="aiter"), "aiter")
     sgl = _explain(gpu="MI300X", engine="sglang", quant="fp8_block", model=_layer("swiglustep"), runner="aiter")
     assert _planned(sgl, "aiter") and sgl.evidence == "unverified"
+
+
+# ---------------------------------------------- kind 4: an unconfirmed fault report is no refusal (ROCm/aiter#5049)
+@pytest.mark.parametrize("aiter", [None, "0.1.19.post2", "0.1.20.post1"])
+def test_glm53_block_fp8_on_gfx950_stays_planned_without_a_confirmed_report(aiter):
+    """GLM-5.3-Flash's block-FP8 MoE on MI350X at TP 8 (288 experts, top 8, 256 rows per rank) with AITER: the fault
+    report (open, no AITER release named, not reproduced by the one commenter who ran the default kernel) decides
+    nothing, so no fact refuses it and aiter is planned on its support rows."""
+    extra = {"packages": {"amd-aiter": aiter}} if aiter else {}
+    r = _explain(gpu="MI350X", engine="vllm", quant="fp8_block", model=GLM53, tp=8, runner="aiter", **extra)
+    assert _planned(r, "aiter") and r.evidence == "supported", [(x.code, x.detail) for x in r.reasons]
