@@ -137,6 +137,9 @@ class When(Located):
     quant_block_k: IntCond | None = None
     quant_group_size: IntCond | None = None
     architecture: list[str] | None = None
+    #: The checkpoint carries no activation scales (``quant_params.weight_only``: ModelOpt W4A16_NVFP4,
+    #: compressed-tensors NVFP4A16; moe_select/model_config.py, "Weight-only NVFP4").
+    weight_only: bool | None = None
 
     @field_validator("architecture")
     @classmethod
@@ -341,10 +344,11 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              dp: int | None = None, num_shared_experts: int = 0, fused_shared_experts: int = 0, max_tokens_per_rank: int | None = None,
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, shared_intermediate_size: int | None = None,
-             dense_intermediate_size: int | None = None, architecture: str | None = None) -> dict[str, Any]:
+             dense_intermediate_size: int | None = None, architecture: str | None = None,
+             weight_only: bool = False) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
-    checkpoint's model class (None: not given)."""
+    checkpoint's model class (None: not given); ``weight_only``: the checkpoint has no activation scales."""
     moe_tp = Fraction(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
@@ -368,6 +372,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
         "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
         "architecture": architecture,
+        "weight_only": weight_only,
     }
 
 

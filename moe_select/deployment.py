@@ -39,10 +39,14 @@ DEFAULT_TOKENS = {"decode": 256, "prefill": 8192, "both": 8192}
 class QuantConfig(Located):
     """Parameters of the weight format, for deployments that give a ``model`` shape instead of a
     checkpoint (a checkpoint's config states them): ``block`` ``[bn, bk]`` of block-scaled FP8,
-    ``group_size`` of the weight-only int formats."""
+    ``group_size`` of the weight-only int formats, ``weight_only``: a checkpoint of a format with low-precision
+    activations (nvfp4) that carries no activation scales (ModelOpt ``W4A16_NVFP4``, compressed-tensors
+    NVFP4A16: :mod:`moe_select.model_config`, "Weight-only NVFP4"); only runners that keep 16-bit activations
+    run it."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, gt=0, le=1 << 16)
+    weight_only: bool | None = None
 
     @field_validator("block")
     @classmethod
@@ -409,6 +413,10 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             notes.append(f"quant {quant} is not a format of this moe-select (no row in backends/formats.yaml)"
                          + (f" (did you mean {near.name!r}: {near.summary}?)" if near is not None else "")
                          + ": no fact runs it and its parameters are unknown; run and verify refuse it (no scales, no tolerance)")
+        if quant_params.get("weight_only") and fmt is not None and fmt.activation in (None, "bf16", "fp16"):
+            bad("quant_config", f"weight_only applies to a format whose checkpoints carry activation scales (its "
+                f"activation precision is not 16-bit, e.g. nvfp4); {quant} fixes "
+                f"{fmt.activation or 'no activation precision (the runner chooses)'}")
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"

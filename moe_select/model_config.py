@@ -33,6 +33,16 @@ tell apart by the checkpoint's architecture (``when.architecture``; an inline ``
 ``model.architecture``). A scoring function the routings above do not cover (DeepSeek-V4's ``sqrtsoftplus``) is
 read as ``custom`` (the engine computes the top-k), not by ``norm_topk_prob``.
 
+Weight-only NVFP4 (issue 21, field round 4): NVFP4 weights and scales without activation scales, the same
+format as NVFP4 (W4A4) checkpoints, are a checkpoint kind, ``quant_params`` ``weight_only: true``: ModelOpt's
+``quant_algo: W4A16_NVFP4`` (vLLM's ``QUANT_ALGOS``, vllm-project/vllm@00155cdecca7,
+vllm/model_executor/layers/quantization/modelopt.py: "4-bit float weights, fp16/bf16 activations") and a
+compressed-tensors group of 4-bit float weights with no ``input_activations`` (vLLM's ``_is_fp4a16_nvfp4``;
+SGLang's ``CompressedTensorsW4A16Nvfp4MoE``, sgl-project/sglang@257f3a078fff). Engines run it only with a
+weight-only kernel: vLLM's ``ModelOptNvFp4FusedMoE`` selects with no activation key, which every W4A4 backend's
+``_supports_quant_scheme`` rejects ("only Marlin survives"); SGLang's scheme always builds the Marlin runner. The
+selector counts, for such a deployment, only support rows that run the format with 16-bit activations.
+
 Quantization parameters (``ModelInfo.quant_params``): FP8 ``weight_block_size`` (any ``[bn, bk]``), the
 weight-only int formats' ``group_size`` (AWQ ``group_size``/``q_group_size``, GPTQ ``group_size``,
 compressed-tensors ``weights.group_size``; -1, or compressed-tensors ``strategy: channel``, is kept as
@@ -64,6 +74,8 @@ from .yamlio import MAX_INT_DIGITS, MarkedDict, decode_text, load_text, read_inp
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 _RENORMALIZING = {"mixtral", "granitemoe", "gpt_oss", "granitemoeshared"}
+_W4A16_NVFP4_NOTE = ("{where} W4A16_NVFP4: weight-only NVFP4 (NVFP4 weights and scales, no activation scales); runners "
+                      "that quantize activations to FP4 cannot run it (weight_only)")
 #: DeepSeek-V4's model classes (SGLang's ``is_deepseek_v4``, sgl-project/sglang@001adf564fd3,
 #: python/sglang/srt/configs/model_config.py): an FP8 checkpoint of one of them keeps FP4 routed experts (module doc).
 DSV4_ARCHITECTURES = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN")
@@ -86,7 +98,8 @@ class ModelInfo:
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     #: Parameters of the format: ``block`` ([bn, bk] or an element count), ``group_size``, ``bits``,
-    #: ``layout`` (awq, gptq, compressed-tensors), ``symmetric``, ``act_order``.
+    #: ``layout`` (awq, gptq, compressed-tensors), ``symmetric``, ``act_order``, ``weight_only`` (NVFP4 without
+    #: activation scales: module doc, "Weight-only NVFP4").
     quant_params: dict[str, Any] = field(default_factory=dict)
     #: Distinct MoE layer kinds, main first: ``{"kind", "layers": [indices], "quant", "quant_params", "why"}``.
     layer_kinds: list[dict[str, Any]] = field(default_factory=list)
@@ -271,7 +284,8 @@ class _Reading:
 
         row = lookup(self.quant)
         full = {**(row.params if row is not None else {}), **self.params}
-        return json.dumps([self.quant, {k: full[k] for k in ("block", "group_size") if k in full}], sort_keys=True)
+        return json.dumps([self.quant, {k: full[k] for k in ("block", "group_size", "weight_only") if k in full}],
+                          sort_keys=True)
 
 
 def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: str, notes: list[str]) -> str:
@@ -283,6 +297,7 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: s
         raise _issue(q, "config_groups", "compressed-tensors config without config_groups", pre)
     fmt = _str(q, "format", pre)
     formats = set()
+    weight_only: set[bool] = set()
     for name, g in groups.items():
         gname = name if isinstance(name, str) and len(name) <= 80 else shorten(name)
         gpre = f"{pre}config_groups.{gname}."
@@ -309,6 +324,12 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: s
                 params["symmetric"] = w["symmetric"]
         if fmt == "nvfp4-pack-quantized" or (bits == 4 and typ == "float"):
             formats.add("nvfp4")
+            # No input_activations: weight-only NVFP4 (llm-compressor's NVFP4A16; module doc, "Weight-only NVFP4")
+            weight_only.add(not a)
+            if not a:
+                notes.append(f"{g.file}:{g.line} ({gpre.rstrip('.')}): 4-bit float weights with no input_activations: "
+                             "weight-only NVFP4 (NVFP4A16), no activation scales; runners that quantize activations "
+                             "to FP4 cannot run it (weight_only)")
         elif bits == 8 and typ == "float":
             formats.add({"channel": "fp8_channel", "tensor": "fp8_tensor", "block": "fp8_block"}.get(strategy or "", f"?{strategy}"))
         elif bits == 8 and typ == "int":
@@ -323,6 +344,11 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: s
     if bad or len(formats) != 1:
         raise _issue(q, "config_groups", f"compressed-tensors groups give formats {sorted(formats)}; expected exactly one "
                      "known format", pre)
+    if len(weight_only) > 1:
+        raise _issue(q, "config_groups", "compressed-tensors groups mix weight-only NVFP4 (no input_activations) and "
+                     "NVFP4 with FP4 activations; expected one kind", pre)
+    if weight_only == {True}:
+        params["weight_only"] = True
     return formats.pop()
 
 
@@ -341,7 +367,10 @@ def _hf_quant_mapping(hfq: Any) -> MarkedDict:
 def _read_hf_quant(q: MarkedDict, r: _Reading) -> str:
     """ModelOpt's ``hf_quant_config.json`` ``quantization`` mapping ``q``: ``quant_algo`` (and ``group_size``)."""
     algo = _str(q, "quant_algo", "quantization.")
-    table = {"NVFP4": "nvfp4", "FP8": "fp8_tensor", "MXFP8": "mxfp8", "W4A16_AWQ": "int4_w4a16"}
+    table = {"NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4", "FP8": "fp8_tensor", "MXFP8": "mxfp8", "W4A16_AWQ": "int4_w4a16"}
+    if algo == "W4A16_NVFP4":
+        r.params["weight_only"] = True
+        r.notes.append(_W4A16_NVFP4_NOTE.format(where=_at(q, "quant_algo")))
     if algo not in table:
         raise _issue(q, "quant_algo", f"ModelOpt quant_algo {shorten(algo)} is not a supported format "
                      f"(known: {', '.join(table)})", "quantization.")
@@ -447,6 +476,10 @@ def _read_quant_mapping(q: MarkedDict, pre: str, r: _Reading, model: MarkedDict 
     if method == "modelopt":
         algo = _str(q, "quant_algo", pre)
         if algo == "NVFP4":
+            return "nvfp4"
+        if algo == "W4A16_NVFP4":
+            params["weight_only"] = True
+            r.notes.append(_W4A16_NVFP4_NOTE.format(where=f"{q.file}:{q.key_lines.get('quant_algo', q.line)} ({pre}quant_algo)"))
             return "nvfp4"
         if algo == "FP8":
             return "fp8_tensor"

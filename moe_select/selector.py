@@ -120,7 +120,8 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     n_group=m.n_group, topk_group=m.topk_group, block=block_shape(u.quant, u.quant_params),
                     group_size=group_size(u.quant, u.quant_params),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
-                    dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture)
+                    dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
+                    weight_only=bool(u.quant_params.get("weight_only")))
 
 
 def _arch_label(u: Understood) -> str:
@@ -365,6 +366,19 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
     if not on_arch or u.quant not in formats:
         return out
     rows = [s for s in on_arch if u.quant in s.formats]
+    if u.quant_params.get("weight_only"):
+        # A weight-only checkpoint (no activation scales: moe_select/model_config.py, "Weight-only NVFP4") runs only
+        # where the runner keeps 16-bit activations; a row that quantizes them does not decide it.
+        a16 = [s for s in rows if _row_precision(s, u) in _SIXTEEN_BIT]
+        quantizing = next((s for s in rows if s not in a16 and _holds(s, ctx, assumed)), None)
+        rows = a16
+        if not any(_holds(s, ctx, assumed) for s in rows) and quantizing is not None:
+            ctx.unknowns.append(Unknown(
+                code="quant_unsupported", backend=name, source=quantizing.where(),
+                detail=f"{name} runs {u.quant} on {u.arch} with {_row_precision(quantizing, u)} activations; this "
+                       f"checkpoint is weight-only (no activation scales: weight_only)",
+                settle=f"a support row of {name} running {u.quant} with bf16 activations here"))
+            return []
     if any(_holds(s, ctx, assumed) for s in rows):
         return []
     # A row that would hold but reads an input the deployment left out (its architecture): not decided either way.
@@ -394,10 +408,25 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
     return _gap(ctx, cap, "support", "quant_unsupported", detail, f"a support row of {name} for {u.quant} on {u.arch} here", src, name)
 
 
+_SIXTEEN_BIT = ("bf16", "fp16")
+
+
+def _row_precision(s: Support, u: Understood) -> str | None:
+    """The activation precision support row ``s`` runs ``u.quant`` with (its ``activation_precision``, else the
+    format's; None: the format fixes none)."""
+    fmt = lookup(u.quant)
+    return s.activation_precision.get(u.quant) or (fmt.activation if fmt else None)
+
+
 def _support_row(cap: RunnerCapability, ctx: _Ctx) -> Support | None:
+    """The first supported row of ``cap`` that holds here (for a weight-only checkpoint, one with 16-bit
+    activations first)."""
     u = ctx.u
-    return next((s for s in cap.support if s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats
-                 and _holds(s, ctx, [])), None)
+    rows = [s for s in cap.support if s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats
+            and _holds(s, ctx, [])]
+    if u.quant_params.get("weight_only"):
+        rows.sort(key=lambda s: _row_precision(s, u) not in _SIXTEEN_BIT)
+    return rows[0] if rows else None
 
 
 def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], assumed: list[str]) -> list[Reason]:
@@ -1181,6 +1210,8 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     support = _support_row(cap, ctx) if cap is not None else None
     fmt = lookup(u.quant)
     act = (support.activation_precision.get(u.quant) if support else None) or (fmt.activation if fmt else None) or _default_precision(u.arch)
+    if u.quant_params.get("weight_only") and act not in _SIXTEEN_BIT:
+        act = _default_precision(u.arch)  # no activation scales: the checkpoint keeps 16-bit activations
     notes = list(u.notes) + list(chosen.notes)
     if chosen_by.how in ("rule", "measured") and chosen_by.rule is not None:
         rule = next(r for r in catalog.rules if r.id == chosen_by.rule)

@@ -12,10 +12,16 @@ SGLang's triton for that architecture and keeps it for gpt-oss.
 
 The fixture (tests/fixtures/models/deepseek-ai__DeepSeek-V4-Flash) and its sources are listed in
 tests/fixtures/README.md.
+
+The same kind for NVFP4: weight-only checkpoints (ModelOpt W4A16_NVFP4, compressed-tensors NVFP4A16) store the
+NVFP4 weights and scales without activation scales. The format stays ``nvfp4``; ``quant_params.weight_only`` is the
+checkpoint kind, and only support rows with 16-bit activations decide it (vLLM's W4A4 backends reject a selection
+without an activation key; SGLang's weight-only scheme always builds Marlin).
 """
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -192,3 +198,115 @@ def test_round_4_cases_name_why_they_stay_xfail():
         assert "architecture" not in case["deployment"]["model"], case_id
         assert "model.architecture DeepseekV4ForCausalLM" in d["xfail"][case_id], case_id
 
+
+
+# ------------------------------------------------- weight-only NVFP4 (W4A16) vs NVFP4 with FP4 activations (W4A4)
+# The same NVFP4 weights and scales, without activation scales: a checkpoint kind (quant_params weight_only), not a
+# format. Read from ModelOpt's quant_algo W4A16_NVFP4 (vLLM's modelopt QUANT_ALGOS) and from a compressed-tensors
+# group without input_activations (vLLM's _is_fp4a16_nvfp4, SGLang's CompressedTensorsW4A16Nvfp4MoE). The fixtures
+# are real files with one stated edit each, made here.
+NVFP4 = ROOT / "tests" / "fixtures" / "models" / "nvidia__Qwen3-30B-A3B-NVFP4"
+SCOUT_CT = ROOT / "tests" / "fixtures" / "models" / "llm-compressor__Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
+_FP4_ARGS = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True,
+             "dynamic": False}
+
+
+def modelopt_w4a16(tmp_path: Path) -> Path:
+    """nvidia/Qwen3-30B-A3B-NVFP4 with its hf_quant_config.json's quant_algo NVFP4 -> W4A16_NVFP4."""
+    out = tmp_path / "modelopt-w4a16"
+    shutil.copytree(NVFP4, out)
+    hfq = out / "hf_quant_config.json"
+    text = hfq.read_text()
+    assert text.count('"quant_algo": "NVFP4"') == 1
+    hfq.write_text(text.replace('"quant_algo": "NVFP4"', '"quant_algo": "W4A16_NVFP4"'))
+    return out
+
+
+def ct_nvfp4(tmp_path: Path, activations: bool) -> Path:
+    """Llama-4-Scout's compressed-tensors config with its one group's weights made NVFP4 (4-bit float, group 16,
+    llm-compressor's NVFP4 / NVFP4A16 schemes) and input_activations FP4 (W4A4) or absent (NVFP4A16)."""
+    cfg = json.loads((SCOUT_CT / "config.json").read_text())
+    q = cfg["quantization_config"]
+    q["format"] = "nvfp4-pack-quantized"
+    group = q["config_groups"]["group_0"]
+    group["weights"] = dict(_FP4_ARGS)
+    group["input_activations"] = {**_FP4_ARGS, "dynamic": "local"} if activations else None
+    out = tmp_path / ("ct-nvfp4" if activations else "ct-nvfp4a16")
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+def test_weight_only_nvfp4_is_read_as_nvfp4_weight_only(tmp_path):
+    """ModelOpt W4A16_NVFP4 and compressed-tensors NVFP4A16: nvfp4 with weight_only (a note at the line that says
+    so); their W4A4 counterparts: nvfp4 without it."""
+    for path in (modelopt_w4a16(tmp_path), ct_nvfp4(tmp_path, activations=False)):
+        info = read_model_config(path)
+        assert (info.quant, info.quant_params.get("weight_only")) == ("nvfp4", True), path.name
+        assert any("weight-only NVFP4" in n for n in info.notes), path.name
+        assert info.layer_kinds[0]["quant_params"]["weight_only"] is True
+    for path in (NVFP4, ct_nvfp4(tmp_path, activations=True)):
+        info = read_model_config(path)
+        assert info.quant == "nvfp4" and "weight_only" not in info.quant_params, path.name
+    (tmp_path / "again").mkdir()
+    hfq = modelopt_w4a16(tmp_path / "again")
+    line = line_of(hfq / "hf_quant_config.json", "W4A16_NVFP4")
+    assert any(f"hf_quant_config.json:{line} (quant_algo) W4A16_NVFP4" in n for n in read_model_config(hfq).notes)
+
+
+def test_modelopt_w4a16_in_quantization_config_too(tmp_path):
+    """quant_method modelopt with quant_algo W4A16_NVFP4 in config.json (vLLM's compressed-tensors-style ModelOpt
+    config) reads the same."""
+    src = json.loads((NVFP4 / "config.json").read_text())
+    src["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "W4A16_NVFP4", "group_size": 16}
+    out = tmp_path / "inline"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(src))
+    info = read_model_config(out)
+    assert (info.quant, info.quant_params.get("weight_only")) == ("nvfp4", True)
+
+
+def test_mixed_weight_only_groups_are_an_error(tmp_path):
+    path = ct_nvfp4(tmp_path, activations=False)
+    cfg = json.loads((path / "config.json").read_text())
+    groups = cfg["quantization_config"]["config_groups"]
+    groups["group_1"] = {**groups["group_0"], "input_activations": {**_FP4_ARGS, "dynamic": "local"},
+                         "targets": ["re:.*experts.*"]}
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    with pytest.raises(InputError) as exc:
+        read_model_config(path)
+    assert "mix weight-only NVFP4" in exc.value.issues[0].message
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_weight_only_nvfp4_plans_marlin_and_leaves_w4a4_runners_unverified(tmp_path, engine):
+    """On B200 a W4A4 checkpoint plans an FP4-activation runner (flashinfer_trtllm, supported); the weight-only one
+    plans marlin (rule weight-only-nvfp4, bf16 activations) and flashinfer_trtllm is unverified, its W4A4 row named
+    (it does not decide a checkpoint without activation scales)."""
+    w4a4 = _explain("B200", engine, NVFP4, tp=1)
+    assert w4a4.plan is not None and w4a4.plan.activation_precision == "nvfp4"
+    assert cand(w4a4, "flashinfer_trtllm").evidence == "supported"
+    w4a16 = _explain("B200", engine, modelopt_w4a16(tmp_path), tp=1)
+    assert w4a16.plan is not None
+    assert (w4a16.plan.runner, w4a16.plan.evidence, w4a16.plan.activation_precision) == ("marlin", "supported", "bf16")
+    assert w4a16.plan.chosen_by.rule == "weight-only-nvfp4"
+    fi = cand(w4a16, "flashinfer_trtllm")
+    assert fi.evidence == "unverified"
+    (unk,) = [x for x in fi.unknowns if "weight-only" in x.detail]
+    assert unk.code == "quant_unsupported" and unk.source.startswith("backends/flashinfer_trtllm.yaml:")
+
+
+def test_inline_quant_config_states_weight_only():
+    """An inline deployment says weight_only in quant_config; it is an error for a format whose activations are
+    16-bit or the runner's (bf16, mxfp4)."""
+    shape = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+             "routing": "renormalize"}
+    dep = {"gpu": "B200", "engine": "vllm", "quant": "nvfp4", "model": shape, "tp": 1, "ep": 1}
+    plain = moe_select.explain(dep)
+    wo = moe_select.explain({**dep, "quant_config": {"weight_only": True}})
+    assert plain.plan is not None and plain.plan.runner != "marlin"
+    assert wo.plan is not None and (wo.plan.runner, wo.plan.activation_precision) == ("marlin", "bf16")
+    for quant in ("bf16", "mxfp4"):
+        with pytest.raises(InputError) as exc:
+            moe_select.explain({**dep, "quant": quant, "quant_config": {"weight_only": True}})
+        assert any(i.field == "quant_config" and "weight_only" in i.message for i in exc.value.issues), quant
