@@ -81,3 +81,47 @@ def test_old_sglang_ep_moe_format_bounds():
     w4 = dict(gpu="H100", engine="sglang", model=QWEN235, quant="int4_w4a8", tp=4, ep=4)
     assert _ep_moe(_explain(**w4, engine_version="0.4.9"))
     assert not _ep_moe(_explain(**w4, engine_version="0.4.9.post1"))
+
+
+# --------------------------------------------------------------------- kind 2: NVFP4 shuffle rows under vLLM < 0.26
+def _shuffle(report: Any, runner: str) -> list[Any]:
+    """The reasons given by the NVFP4 weight-shuffle alignment fact of ``runner``."""
+    return [r for r in report.reasons if r.code == "shape_unaligned" and r.backend == runner
+            and "multiple of 64" in r.detail and "get_shuffle_matrix_sf_a_row_indices" in r.detail]
+
+
+@pytest.mark.parametrize("version", ["0.16.0", "0.20.0", "0.25.1"])
+def test_trtllm_nvfp4_shuffle_refuses_96_rows_per_rank_before_vllm_0_26(version):
+    """Qwen3-30B-A3B-NVFP4 at TP 8 on B200: 768 / 8 = 96 rows per rank, 2 x 96 = 192 gate+up rows, not a multiple of 128;
+    vLLM pads it to 16 only (96 stays): FlashInfer's shuffle asserts at load."""
+    r = _explain(gpu="B200", engine="vllm", engine_version=version, model_config=QWEN_NVFP4, tp=8,
+                 runner="flashinfer_trtllm")
+    assert r.plan is None and _codes(r) == {"shape_unaligned"}
+    (reason,) = _shuffle(r, "flashinfer_trtllm")
+    assert reason.source.startswith("backends/flashinfer_trtllm.yaml:")
+    assert "intermediate_per_rank = 96 is not a multiple of 64" in reason.detail and "vllm >=0.16.0,<0.26.0" in reason.detail
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.33.0", None])
+def test_trtllm_nvfp4_shuffle_padded_from_vllm_0_26(version):
+    """vllm-project/vllm#46880 (first in 0.26.0) pads a gated NVFP4 intermediate to 64 (96 -> 128): planned."""
+    dep = dict(gpu="B200", engine="vllm", model_config=QWEN_NVFP4, tp=8, runner="flashinfer_trtllm")
+    r = _explain(**dep, **({"engine_version": version} if version else {}))
+    assert r.plan is not None and r.plan.runner == "flashinfer_trtllm", [(x.code, x.detail) for x in r.reasons]
+
+
+def test_trtllm_nvfp4_shuffle_rule_scope():
+    """Aligned per-rank widths (768 / 4 = 192 = 3 x 64), SGLang (pads to 128) and the engines' other runners are not
+    refused by it; the routed runner, on the same weight prep, is (Gemma-4-26B-A4B's 704 at TP 4, gelu)."""
+    ok = _explain(gpu="B200", engine="vllm", engine_version="0.20.0", model_config=QWEN_NVFP4, tp=4,
+                  runner="flashinfer_trtllm")
+    assert ok.plan is not None and not _shuffle(ok, "flashinfer_trtllm")
+    sgl = _explain(gpu="B200", engine="sglang", model_config=QWEN_NVFP4, tp=8, runner="flashinfer_trtllm")
+    assert not _shuffle(sgl, "flashinfer_trtllm")
+    auto = _explain(gpu="B200", engine="vllm", engine_version="0.20.0", model_config=QWEN_NVFP4, tp=8)
+    assert auto.plan is not None and auto.plan.runner != "flashinfer_trtllm"
+    gemma = {"num_experts": 128, "top_k": 8, "hidden_size": 2816, "moe_intermediate_size": 704, "activation": "gelu",
+             "routing": "renormalize"}
+    routed = _explain(gpu="B200", engine="vllm", engine_version="0.25.0", quant="nvfp4", model=gemma, tp=4,
+                      runner="flashinfer_trtllm_routed")
+    assert routed.plan is None and _shuffle(routed, "flashinfer_trtllm_routed")
