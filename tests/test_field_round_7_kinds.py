@@ -4,6 +4,13 @@ another deployment of the same kind than the round's case, on both sides of each
 1. SGLang before 0.4.10 runs every expert-parallel MoE in its EPMoE layer (--enable-ep-moe; DeepEPMoE is one), which
    takes unquantized or Fp8Config weights only (sgl-project/sglang#6234; backends/common.yaml): ep > 1 with another
    format is refused (parallelism_unsupported), by format and first release that took it (NVFP4 0.4.8, W4AFp8 0.4.9.post1).
+2. FlashInfer's TRT-LLM-gen NVFP4 weight shuffle asserts 128 gate+up rows per rank (64 per rank when gated), and vLLM
+   before 0.26.0 pads a gated layer to 16 only (flashinfer-ai/flashinfer#3206, vllm-project/vllm#46880;
+   backends/flashinfer_trtllm.yaml, flashinfer_trtllm_routed.yaml).
+4. SGLang v0.5.12 / v0.5.12.post1's flashinfer_trtllm corrupts MiniMax-M2.7-NVFP4 output on B200 (reported, cause not
+   identified; sgl-project/sglang#26324): refused only for NVFP4 with MiniMax's sigmoid_topk routing on SM100 there.
+(Kind 3, the per-token NVFP4 tile-192 NaNs of FlashInfer 0.6.16.post4 .. 0.6.17, is left unfixed: no deployment input
+says per-token NVFP4; tests/cases/field_round_7.yaml says why.)
 """
 from __future__ import annotations
 
@@ -125,3 +132,41 @@ def test_trtllm_nvfp4_shuffle_rule_scope():
     routed = _explain(gpu="B200", engine="vllm", engine_version="0.25.0", quant="nvfp4", model=gemma, tp=4,
                       runner="flashinfer_trtllm_routed")
     assert routed.plan is None and _shuffle(routed, "flashinfer_trtllm_routed")
+
+
+# --------------------------------------------------------------------- kind 4: reported corrupt MiniMax NVFP4 output
+# MiniMax-M2's MoE (hidden 3072, 256 experts, top 8, 1536 wide, sigmoid routing), written inline with NVFP4.
+MINIMAX = {"num_experts": 256, "top_k": 8, "hidden_size": 3072, "moe_intermediate_size": 1536, "activation": "silu",
+           "routing": "sigmoid_topk"}
+
+
+def _minimax(report: Any) -> list[Any]:
+    """The reasons given by the reported-corruption routing fact of flashinfer_trtllm."""
+    return [r for r in report.reasons if r.code == "routing_unsupported" and r.backend == "flashinfer_trtllm"
+            and "sglang >=0.5.12,<=0.5.12.post1" in r.detail]
+
+
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.12.post1"])
+def test_minimax_nvfp4_trtllm_refused_at_reported_sglang(version):
+    """MiniMax-M2-shaped NVFP4 at TP 8 (192 rows per rank) on B200 with flashinfer_trtllm asked for: refused at both
+    releases the report reproduced; auto plans another runner."""
+    dep = dict(gpu="B200", engine="sglang", engine_version=version, quant="nvfp4", model=MINIMAX, tp=8)
+    r = _explain(**dep, runner="flashinfer_trtllm")
+    assert r.plan is None and _minimax(r) and _codes(r) == {"routing_unsupported"}
+    assert _minimax(r)[0].source.startswith("backends/flashinfer_trtllm.yaml:")
+    auto = _explain(**dep)
+    assert auto.plan is not None and auto.plan.runner != "flashinfer_trtllm"
+
+
+def test_minimax_nvfp4_trtllm_refusal_is_narrow():
+    """Outside the report's conditions the fact is silent: SGLang 0.5.11 and 0.5.13, B300 (SM103, not tested there),
+    FP8 weights, renormalize routing (Qwen3-30B-A3B-NVFP4) at 0.5.12.post1."""
+    base = dict(gpu="B200", engine="sglang", quant="nvfp4", model=MINIMAX, tp=8, runner="flashinfer_trtllm")
+    for dep in (dict(base, engine_version="0.5.11"), dict(base, engine_version="0.5.13"),
+                dict(base, engine_version="0.5.12.post1", gpu="B300"),
+                dict(base, engine_version="0.5.12.post1", quant="fp8_block")):
+        r = _explain(**dep)
+        assert not _minimax(r), dep
+    qwen = _explain(gpu="B200", engine="sglang", engine_version="0.5.12.post1", model_config=QWEN_NVFP4, tp=4,
+                    runner="flashinfer_trtllm")
+    assert not _minimax(qwen) and qwen.plan is not None
