@@ -346,13 +346,28 @@ class Unavailable(Located):
     source: str = Field(min_length=1)
 
 
+class ModeEngineFact(Located):
+    """How one engine's integration of an all-to-all mode differs from the mode's own facts: the dispatch ``format`` it
+    hands over there."""
+
+    format: DispatchFormat
+    source: str = Field(min_length=1)
+
+
 class ModeFact(Located):
     """One mode of an all-to-all backend: the dispatch format it hands over and whether it can be
-    captured in a CUDA graph."""
+    captured in a CUDA graph. ``engines``: the engines whose integration hands over another format in this mode
+    (vLLM's DeepEP V2 gives its experts token-major rows where SGLang's decode layout is expert-major)."""
 
     format: DispatchFormat
     cuda_graph: bool
     source: str = Field(min_length=1)
+    engines: dict[Engine, ModeEngineFact] = {}
+
+    def format_for(self, engine: str | None) -> str:
+        """The dispatch format this mode hands over under ``engine`` (None or an engine with no entry: ``format``)."""
+        fact = next((f for e, f in self.engines.items() if e == engine), None)
+        return fact.format if fact is not None else self.format
 
 
 class CapacityFact(Conditional):
@@ -442,12 +457,25 @@ class A2ACapability(Located):
         forwards only: SGLang's CUDA graphs are decode batches), () when the deployment does not decode."""
         return self.modes_used(a2a_mode, ("decode",)) if "decode" in phases else ()
 
-    def formats_used(self, modes: tuple[str, ...]) -> tuple[str, ...]:
-        """The dispatch formats handed over in ``modes`` (the single format when there are no modes)."""
+    @property
+    def engine_sensitive(self) -> bool:
+        """True when a mode hands over another dispatch format under some engine (the selector then checks engine by
+        engine)."""
+        return any(m.engines for m in self.modes.values())
+
+    def formats_used(self, modes: tuple[str, ...], engine: str | None = None) -> tuple[str, ...]:
+        """The dispatch formats handed over in ``modes`` (the single format when there are no modes) under ``engine``
+        (None: under every engine, the union of each mode's format and its engines' formats)."""
         if not self.modes:
             return (self.format,) if self.format else ()
         by_mode: dict[str, ModeFact] = {str(k): v for k, v in self.modes.items()}
-        return tuple(dict.fromkeys(by_mode[m].format for m in modes if m in by_mode))
+        out: list[str] = []
+        for m in modes:
+            if m not in by_mode:
+                continue
+            fact = by_mode[m]
+            out += [fact.format_for(engine)] if engine is not None else [fact.format, *(e.format for e in fact.engines.values())]
+        return tuple(dict.fromkeys(out))
 
 
 class CommonFacts(Located):

@@ -444,7 +444,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
                  "shared_expert_fusion": u.shared_expert_fusion}
         overrides, runner_hook = _apply_hooks(engine, u, facts, state, architecture)
         modes = {p: (a2a.modes_used(state["a2a_mode"], (p,)) or ("",))[0] for p in u.phases} if a2a is not None and a2a.modes else {}
-        formats = list(a2a.formats_used(tuple(m for m in modes.values() if m))) if a2a is not None else []
+        formats = list(a2a.formats_used(tuple(m for m in modes.values() if m), engine)) if a2a is not None else []
         formats = formats or ["standard"]
         runner = state["runner"]
         if runner != "auto":

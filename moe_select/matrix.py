@@ -121,7 +121,9 @@ def build(catalog: Catalog, judged: Cells | None = None) -> dict[str, Any]:
     a2a = []
     for name in sorted(catalog.a2a):
         acap = catalog.a2a[name]
-        modes = ({m: {"format": f.format, "cuda_graph": f.cuda_graph, "source": f.source} for m, f in acap.modes.items()}
+        modes = ({m: {"format": f.format, "cuda_graph": f.cuda_graph, "source": f.source,
+                      **({"engines": {e: x.format for e, x in f.engines.items()}} if f.engines else {})}
+                  for m, f in acap.modes.items()}
                  if acap.modes else {"-": {"format": acap.format, "cuda_graph": acap.cuda_graph.supported if acap.cuda_graph else None,
                                            "source": acap.cuda_graph.source if acap.cuda_graph else acap.source}})
         a2a.append({"a2a": name, "summary": acap.summary, "dispatcher": acap.module or None, "archs": list(acap.archs.values),
@@ -217,7 +219,9 @@ def render_markdown(data: dict[str, Any]) -> str:
     out += ["## All-to-all backends", "", "| a2a | archs | mode: format (CUDA graph) | auto | not shipped by | source |",
             "|---|---|---|---|---|---|"]
     for a in data["a2a"]:
-        modes = "; ".join(f"{m}: {f['format']} ({'yes' if f['cuda_graph'] else 'no'})" for m, f in a["modes"].items())
+        modes = "; ".join(f"{m}: {f['format']}"
+                          + "".join(f", {e}: {x}" for e, x in f.get("engines", {}).items())
+                          + f" ({'yes' if f['cuda_graph'] else 'no'})" for m, f in a["modes"].items())
         auto = ", ".join(f"{p}: {m}" for p, m in (a["auto"] or {}).items())
         gone = "; ".join(f"{', '.join(u['engines'])} ({u['source']})" for u in a["unavailable"])
         out.append(f"| {a['a2a']} | {', '.join(a['archs'])} | {modes} | {auto} | {gone} | {a['source']} |")

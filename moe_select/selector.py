@@ -524,7 +524,7 @@ def adapter_reasons(cap: RunnerCapability, catalog: Catalog, u: Understood) -> l
                        "bring its own implementation)", source=cap.where("module"), backend=name)]
     a2a = catalog.a2a.get(u.a2a)
     if module == cap.module and a2a is not None:
-        missing = [f for f in a2a.formats_used(tuple(u.a2a_modes)) if f not in cap.registers]
+        missing = [f for f in a2a.formats_used(tuple(u.a2a_modes), INSTALL_ENGINE) if f not in cap.registers]
         if missing:
             return [Reason(code="no_adapter", detail=f"{name}'s adapter registers {', '.join(cap.registers)} dispatch; a2a {u.a2a} "
                            f"hands over {', '.join(missing)}", source=cap.where("registers"), backend=name,
@@ -546,12 +546,13 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
     if a2a is None:
         return out
     consumed = {f for d in cap.dispatch if _holds(d, ctx, assumed) for f in d.formats}
-    used = a2a.formats_used(tuple(u.a2a_modes))
+    engine = ctx.facts.get("engine")
+    used = a2a.formats_used(tuple(u.a2a_modes), engine)
     missing = [f for f in used if f not in consumed]
     if missing:
         fix = None
         if a2a.modes:
-            ok_modes = [m for m, fact in a2a.modes.items() if fact.format in consumed]
+            ok_modes = [m for m, fact in a2a.modes.items() if fact.format_for(engine) in consumed]
             if ok_modes:
                 capturable = a2a.modes[ok_modes[0]].cuda_graph
                 fix = f"a2a_mode: {ok_modes[0]}" + ("" if capturable or not u.cuda_graph else " and cuda_graph: false")
@@ -846,7 +847,7 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                 if runner not in rule_order:
                     rule_order.append(runner)
 
-    base_sensitive = bool(a2a_cap and a2a_cap.unavailable) or any(
+    base_sensitive = bool(a2a_cap and (a2a_cap.unavailable or a2a_cap.engine_sensitive)) or any(
         c.when is not None and c.when.engine is not None for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])]
     ) or bool(a2a_cap and any(getattr(d, "engines", None) for d in a2a_cap.lists.values()))
     candidates: dict[str, Candidate] = {}
@@ -1237,7 +1238,8 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
         evidence=cast(Any, chosen.evidence), evidence_by_engine=dict(chosen.evidence_by_engine), unknowns=list(chosen.unknowns),
         strict=u.strict, module=catalog.adapter(chosen.backend, u.quant, u.model.activation) if cap is not None else None,
         registers=list(cap.registers) if cap is not None else [],
-        dispatch_formats=list(a2a_cap.formats_used(tuple(u.a2a_modes))) if a2a_cap else [],
+        dispatch_formats=list(a2a_cap.formats_used(tuple(u.a2a_modes), chosen.engines[0] if len(chosen.engines) == 1 else None))
+        if a2a_cap else [],
         a2a=u.a2a, a2a_module=a2a_cap.module if a2a_cap else None, a2a_mode=u.a2a_mode, a2a_modes=list(u.a2a_modes),
         arch=u.arch, gpu=u.gpu, quant=u.quant, quant_params=dict(u.quant_params), activation_precision=act,
         weight_layout={"w13": cap.weight_layout.w13, "w2": cap.weight_layout.w2} if cap is not None and cap.weight_layout else None,

@@ -317,6 +317,24 @@ def test_nixl_and_deepep_v2_exist_with_their_layouts(tmp_path, capsys):
         assert reasons_from(out, f"backends/a2a/{a2a}.yaml"), a2a
 
 
+def test_deepep_v2_under_vllm_hands_over_token_major_rows(tmp_path, capsys):
+    # vllm-project/vllm@02bd2a494f5c prepare_finalize/deepep_v2.py: DeepEPV2PrepareAndFinalize's activation format is
+    # Standard in both layouts (decode/CUDA-graph and prefill), where SGLang's decode layout is expert-major (batched).
+    dep = dict(gpu="H200", quant="bf16", model=QWEN3_30B, tp=8, ep=8, a2a="deepep_v2")
+    vllm = explain(tmp_path, capsys, **dep, engine="vllm")
+    assert vllm["status"] == "ok" and vllm["plan"]["dispatch_formats"] == ["standard"], vllm["plan"]
+    # vLLM's TritonExperts refuse FlashInfer's NVLink all-to-alls only: triton takes deepep_v2 there, supported.
+    assert vllm["plan"]["runner"] == "triton" and vllm["plan"]["evidence"] == "supported", vllm["plan"]["unknowns"]
+    sglang = explain(tmp_path, capsys, **dep, engine="sglang")
+    assert sglang["plan"]["dispatch_formats"] == ["standard", "batched"]
+    # A runner that consumes token-major rows only (vLLM's CUTLASS experts) is not held back by a batched hand-over.
+    assert not [u for u in candidate(vllm, "cutlass")["unknowns"] + candidate(vllm, "cutlass")["reasons"]
+                if "hands over batched" in u["detail"]]
+    # vLLM applies a router weight on the input only for top-1 (prepare_async asserts topk == 1).
+    llama4 = explain(tmp_path, capsys, **{**dep, "model": {**QWEN3_30B, "routing": "llama4", "top_k": 2}}, engine="vllm")
+    assert any(r["code"] == "shape_unaligned" and "topk=1" in r["detail"] for r in reasons_from(llama4, "backends/a2a/deepep_v2.yaml"))
+
+
 # ------------------------------------------------------------------------------ mori, none, torch
 def test_mori_normal_mode_is_not_captured(tmp_path, capsys):
     # sgl-project/sglang#32039: MoRI normal mode with the decode graph broke routing; SGLang disables it.

@@ -693,3 +693,14 @@ def test_names_by_format_is_one_runner_per_name_and_format():
         with pytest.raises(InputError, match=msg) as e:
             validate(NamesTable, load_text(head + extra, "n.yaml"), "n.yaml")
         assert "n.yaml:" in str(e.value)
+
+
+def test_vllm_all2all_backend_deepep_v2_read_and_emitted():
+    # vllm-project/vllm@00193b82b0e2 config/parallel.py All2AllBackend names deepep_v2 (vllm-project/vllm#41183).
+    line = "vllm serve Qwen/Qwen3-30B-A3B -tp 8 --enable-expert-parallel --all2all-backend deepep_v2"
+    launch = from_command(line, model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.deployment["a2a"] == "deepep_v2" and "a2a_mode" not in launch.deployment
+    assert "deepep_v2" not in kinds(launch, "note").get("--all2all-backend deepep_v2", "")
+    plan = _plan("vllm", model="Qwen__Qwen3-30B-A3B", tp=8, ep=8, a2a="deepep_v2")
+    out = emit(plan, "vllm")
+    assert out.argv[out.argv.index("--all2all-backend") + 1] == "deepep_v2"
