@@ -33,7 +33,7 @@ def facts(repo: Path = REPO) -> tuple[list[dict], list[dict]]:
         lines = path.read_text().splitlines()
         root = yaml.compose(path.read_text())
 
-        def walk(node, key_path: tuple[str, ...]) -> None:
+        def walk(node, key_path: tuple[str, ...], rel: str = rel, lines: list[str] = lines) -> None:
             if isinstance(node, yaml.MappingNode):
                 keys = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
                 for cite_key in ("source", "exhaustive", "open"):
