@@ -19,6 +19,7 @@ from moe_select.engine_tables import names
 from moe_select.errors import InputError
 from moe_select.launch_emit import emit
 from moe_select.launch_line import from_command
+from report_helpers import cand, refusals
 
 #: A local model folder for launch lines (the launch-line reader needs a config; the MoE facts tested here are the a2a's).
 DSV3_DIR = str(Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "deepseek-ai__DeepSeek-V3")
@@ -32,15 +33,6 @@ DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_s
 
 def explain(**dep):
     return moe_select.explain(dep)
-
-
-def cand(report, runner):
-    return next(c for c in report.candidates if c.backend == runner)
-
-
-def refusals(report, runner):
-    """``{code: source}`` of what a fact refuses for ``runner`` (not what no fact covers)."""
-    return {r.code: r.source for r in cand(report, runner).reasons}
 
 
 def argv(emitted):

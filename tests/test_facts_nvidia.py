@@ -5,6 +5,7 @@ no GPU: planning only (moe_select.explain on declared machines)."""
 from __future__ import annotations
 
 import moe_select
+from report_helpers import cand, unknown_codes
 
 QWEN3_30B = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
              "activation": "silu", "routing": "renormalize"}
@@ -18,17 +19,8 @@ def explain(**dep):
     return moe_select.explain(dep)
 
 
-def cand(report, runner):
-    return next(c for c in report.candidates if c.backend == runner)
-
-
 def codes(report, runner):
     return {r.code for r in cand(report, runner).reasons}
-
-
-def unknown_codes(report, runner):
-    """Codes of what no fact decides for ``runner`` (issue 18: an open list's gap is unverified, not refused)."""
-    return {x.code for x in cand(report, runner).unknowns}
 
 
 # ------------------------------------------------------------------------------ int4 wNA16 (AWQ/GPTQ)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import moe_select
+from report_helpers import cand, refusals, unknown_codes
 
 CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "model_configs"
 QWEN3_30B = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
@@ -31,19 +32,6 @@ QWEN35_35B = {"num_experts": 256, "top_k": 8, "hidden_size": 2048, "moe_intermed
 
 def explain(**dep):
     return moe_select.explain(dep)
-
-
-def cand(report, runner):
-    return next(c for c in report.candidates if c.backend == runner)
-
-
-def refusals(report, runner):
-    """``{code: source}`` of the refusals of ``runner`` (what a fact refuses, not what no fact covers)."""
-    return {r.code: r.source for r in cand(report, runner).reasons}
-
-
-def unknown_codes(report, runner):
-    return {u.code for u in cand(report, runner).unknowns}
 
 
 # --------------------------------------------------------------- routing weight on the input: vLLM Marlin, NVFP4

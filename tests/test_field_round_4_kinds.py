@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import moe_select
+from report_helpers import cand, refusals
 
 CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "model_configs"
 
@@ -36,15 +37,6 @@ GPT_OSS_120B = {"num_experts": 128, "top_k": 4, "hidden_size": 2880, "moe_interm
 
 def explain(**dep):
     return moe_select.explain(dep)
-
-
-def cand(report, runner):
-    return next(c for c in report.candidates if c.backend == runner)
-
-
-def refusals(report, runner):
-    """``{code: source}`` of the refusals of ``runner``."""
-    return {r.code: r.source for r in cand(report, runner).reasons}
 
 
 # ------------------------------------------------------------- 1. engine-version bound of a fact read past the release

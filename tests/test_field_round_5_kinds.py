@@ -20,6 +20,7 @@ from moe_select.catalog import load_catalog
 from moe_select.errors import InputError
 
 from conftest import CONFIGS
+from report_helpers import planned as _planned, reason_of as _reason, report_codes as _codes
 
 NVFP4 = str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")
 SCOUT = str(CONFIGS / "meta-llama__Llama-4-Scout-17B-16E-Instruct")
@@ -34,18 +35,6 @@ BASE = {"tp": 1, "ep": 1, "a2a": "none"}
 
 def _explain(**dep: Any) -> Any:
     return moe_select.explain({**BASE, **dep})
-
-
-def _codes(report: Any) -> set[str]:
-    return {r.code for r in report.reasons}
-
-
-def _reason(report: Any, code: str, backend: str) -> Any:
-    return next(r for r in report.reasons if r.code == code and r.backend == backend)
-
-
-def _planned(report: Any, runner: str) -> bool:
-    return report.plan is not None and report.plan.runner == runner
 
 
 # ---------------------------------------------------------------------------------------- kind 1: vLLM's CUTLASS MoE
@@ -211,13 +200,20 @@ def test_trtllm_gen_nvfp4_relu2_hidden_a_multiple_of_512(hidden, refused):
 
 
 def test_the_matrix_marks_negative_routing_facts():
-    """moe-select matrix shows flashinfer_trtllm's refused llama4 facts as refused (JSON supported: false)."""
+    """moe-select matrix shows flashinfer_trtllm's refused routing facts (the llama4 ones of this kind, and any other
+    the file holds, read from the YAML itself) as refused (JSON supported: false), in the file's order."""
+    import yaml
+
     from moe_select.matrix import build
 
+    root = CONFIGS.parents[1]
+    written = yaml.safe_load((root / "backends" / "flashinfer_trtllm.yaml").read_text())["routing"]
+    negative = [f["values"] for f in written if f.get("supported") is False]
+    assert negative.count(["llama4"]) == 2, negative
     data = build(load_catalog(use_env=False, plugins=False))
     trt = next(r for r in data["runners"] if r["runner"] == "flashinfer_trtllm")
     refused = [f for f in trt["routing"] if f.get("supported") is False]
-    assert [f["values"] for f in refused] == [["llama4"], ["llama4"]]
+    assert [f["values"] for f in refused] == negative
     assert all(f.get("supported", True) for f in trt["routing"] if f not in refused)
 
 

@@ -28,6 +28,7 @@ import pytest
 import moe_select
 
 from conftest import CONFIGS
+from report_helpers import planned as _planned, reason_of as _reason, report_codes as _codes
 
 QWEN_FP8 = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
 QWEN_NVFP4 = str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")
@@ -44,18 +45,6 @@ BASE = {"tp": 1, "ep": 1, "a2a": "none"}
 
 def _explain(**dep: Any) -> Any:
     return moe_select.explain({**BASE, **dep})
-
-
-def _codes(report: Any) -> set[str]:
-    return {r.code for r in report.reasons}
-
-
-def _reason(report: Any, code: str, backend: str) -> Any:
-    return next(r for r in report.reasons if r.code == code and r.backend == backend)
-
-
-def _planned(report: Any, runner: str) -> bool:
-    return report.plan is not None and report.plan.runner == runner
 
 
 # --------------------------------------------------------------------- kind 2: AITER CK MXFP4 needs 256 rows per rank

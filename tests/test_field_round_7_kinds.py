@@ -21,6 +21,7 @@ import pytest
 import moe_select
 
 from conftest import CONFIGS
+from report_helpers import report_codes as _codes
 
 QWEN_AWQ = str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ")
 QWEN235_FP8 = str(CONFIGS / "Qwen__Qwen3-235B-A22B-FP8")
@@ -33,10 +34,6 @@ BASE = {"tp": 1, "ep": 1, "a2a": "none"}
 
 def _explain(**dep: Any) -> Any:
     return moe_select.explain({**BASE, **dep})
-
-
-def _codes(report: Any) -> set[str]:
-    return {r.code for r in report.reasons}
 
 
 def _ep_moe(report: Any) -> list[Any]:

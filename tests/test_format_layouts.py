@@ -29,6 +29,7 @@ import pytest
 import moe_select
 from moe_select.errors import InputError
 from moe_select.model_config import read_model_config
+from report_helpers import cand
 
 ROOT = Path(__file__).resolve().parents[1]
 DSV4 = ROOT / "tests" / "fixtures" / "models" / "deepseek-ai__DeepSeek-V4-Flash"
@@ -55,10 +56,6 @@ def edited(tmp_path: Path, src: Path, **changes) -> Path:
     out.mkdir()
     (out / "config.json").write_text(json.dumps(cfg, indent=2))
     return out
-
-
-def cand(report, runner):
-    return next(c for c in report.candidates if c.backend == runner)
 
 
 def codes(report, runner):
@@ -197,7 +194,6 @@ def test_round_4_cases_name_why_they_stay_xfail():
         case = next(c for c in d["cases"] if c["id"] == case_id)
         assert "architecture" not in case["deployment"]["model"], case_id
         assert "model.architecture DeepseekV4ForCausalLM" in d["xfail"][case_id], case_id
-
 
 
 # ------------------------------------------------- weight-only NVFP4 (W4A16) vs NVFP4 with FP4 activations (W4A4)
