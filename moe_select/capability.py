@@ -357,7 +357,8 @@ class ModeEngineFact(Located):
 class ModeFact(Located):
     """One mode of an all-to-all backend: the dispatch format it hands over and whether it can be
     captured in a CUDA graph. ``engines``: the engines whose integration hands over another format in this mode
-    (vLLM's DeepEP V2 gives its experts token-major rows where SGLang's decode layout is expert-major)."""
+    (one engine's integration of an all-to-all may give its experts token-major rows where another's
+    decode layout is expert-major: backends/a2a/*.yaml)."""
 
     format: DispatchFormat
     cuda_graph: bool

@@ -194,8 +194,8 @@ class RunnerName(Located):
 
 class FormatName(Located):
     """An engine's runner name that means another runner of ours for some checkpoint formats: the engine dispatches its
-    own backend name on the format (vLLM's ``--moe-backend triton`` runs OpenAI's triton_kernels experts on an MXFP4
-    checkpoint, its Triton fused-MoE kernel on the others). For a deployment whose format is one of ``formats``,
+    own backend name on the format (vLLM's ``--moe-backend triton`` runs a different kernel package on an MXFP4
+    checkpoint than on the others: backends/engines/names.yaml ``by_format``). For a deployment whose format is one of ``formats``,
     ``engine``'s ``name`` is our ``ours``: a launch line reads it so, a plan of ``ours`` is written with it, and the
     runner whose row gives ``engine`` that ``name`` has no ``engine`` name for those formats."""
 

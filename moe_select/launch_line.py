@@ -1087,8 +1087,8 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
 
 
 def _format_runner(launch: Launch) -> None:
-    """A runner name the engine dispatches on the checkpoint format (``names.yaml`` ``by_format``: vLLM's ``triton`` runs
-    OpenAI's triton_kernels on MXFP4): the checkpoint's format, read as the engine reads it, picks our runner. Raises
+    """A runner name the engine dispatches on the checkpoint format (``names.yaml`` ``by_format``: one engine name may run another of
+    our runners on some formats): the checkpoint's format, read as the engine reads it, picks our runner. Raises
     :class:`InputError` (file:line) for a model config that cannot be read: the name cannot be read without it."""
     r = launch.values.get("runner")
     if r is None or "runner" not in launch.deployment or "model_config" not in launch.deployment:

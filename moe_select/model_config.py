@@ -40,7 +40,8 @@ vllm/model_executor/layers/quantization/modelopt.py: "4-bit float weights, fp16/
 compressed-tensors group of 4-bit float weights with no ``input_activations`` (vLLM's ``_is_fp4a16_nvfp4``;
 SGLang's ``CompressedTensorsW4A16Nvfp4MoE``, sgl-project/sglang@257f3a078fff). Engines run it only with a
 weight-only kernel: vLLM's ``ModelOptNvFp4FusedMoE`` selects with no activation key, which every W4A4 backend's
-``_supports_quant_scheme`` rejects ("only Marlin survives"); SGLang's scheme always builds the Marlin runner. The
+``_supports_quant_scheme`` rejects; SGLang's scheme always builds one weight-only runner (the rule and the facts
+in backends/ and rules/ name it). The
 selector counts, for such a deployment, only support rows that run the format with 16-bit activations.
 
 Quantization parameters (``ModelInfo.quant_params``): FP8 ``weight_block_size`` (any ``[bn, bk]``), the
