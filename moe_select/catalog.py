@@ -397,7 +397,17 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                    origins=ld.origins, plugins=plugin_adapters() if plugins else {}, vocabulary=vocabulary,
                    formats=formats_rows,
                    version_verdicts={(assumed[name], spec): satisfies(assumed[name], spec)
-                                     for name, spec in _specifiers([runners, a2a, common, rules]) if name in assumed})
+                                     for name, spec in [*_specifiers([runners, a2a, common, rules]), *_oracle_specifiers()]
+                                     if name in assumed})
+
+
+def _oracle_specifiers() -> list[tuple[str, str]]:
+    """(engine distribution, specifier) of the engine oracles' environment rules that name engine versions
+    (backends/engines/resolution.yaml ``requires``): the selector checks them too, so a cached catalog carries
+    their verdicts at the assumed versions like the capability files' (no ``packaging`` import when planning)."""
+    from .engine_choice import resolution
+
+    return [(k, v) for o in resolution().oracles for e in o.env for k, v in (e.requires or {}).items()]
 
 
 def _formats_table(ld: _Loader, bdir: Path) -> dict[str, Format]:

@@ -229,9 +229,17 @@ class When(Located):
 
 
 def _check_requires(v: dict[str, str] | None) -> dict[str, str] | None:
+    """``v`` when each specifier is a valid PEP 440 specifier, else ValueError naming it. A specifier the process
+    already holds a verdict for (a cached catalog's, :func:`moe_select.versions.known_specifier`) was parsed when
+    that verdict was computed: it is not parsed again (planning from the cache imports no ``packaging.specifiers``)."""
+    from .versions import known_specifier
+
+    todo = {name: spec for name, spec in (v or {}).items() if not known_specifier(spec)}
+    if not todo:
+        return v
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    for name, spec in (v or {}).items():
+    for name, spec in todo.items():
         try:
             SpecifierSet(spec)
         except InvalidSpecifier:

@@ -48,6 +48,12 @@ def satisfies(version: str, spec: str | None) -> bool:
     return verdict
 
 
+def known_specifier(spec: str) -> bool:
+    """True when ``spec`` is the specifier of a verdict already computed (or taken from the catalog cache by
+    :func:`remember`): ``packaging`` parsed it then, so it is a valid PEP 440 specifier."""
+    return any(s == spec for _, s in _verdicts)
+
+
 def remember(known: dict[tuple[str, str], bool]) -> None:
     """Take ``known`` (``(version, spec) -> satisfies(version, spec)``, computed by a process that ran the same
     ``packaging``: the catalog cache's key names its version) as computed: :func:`satisfies` answers these

@@ -281,13 +281,15 @@ def test_catalog_version_verdicts_are_packaging_verdicts():
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-    from moe_select.catalog import _specifiers, load_catalog
+    from moe_select.catalog import _oracle_specifiers, _specifiers, load_catalog
 
     cat = load_catalog()
     assert len(cat.version_verdicts) >= 10
     for (version, spec), verdict in cat.version_verdicts.items():
         assert verdict == SpecifierSet(spec).contains(Version(version), prereleases=True), (version, spec)
     named = {(n, s) for n, s in _specifiers([cat.runners, cat.a2a, cat.common, cat.rules])}
+    named |= set(_oracle_specifiers())  # the engine oracles' dated environment rules (resolution.yaml)
+    assert any(n == "vllm" for n, _ in _oracle_specifiers())
     assumed = {(cat.packages_table[n].checked_up_to, s) for n, s in named
                if n in cat.packages_table and cat.packages_table[n].checked_up_to}
     assert assumed == set(cat.version_verdicts)
