@@ -25,7 +25,9 @@ that each name a file and are short (echoed values are truncated); each case tak
 agree: undecodable bytes, control characters, JSON that ``json`` refuses (model configs) and data that
 the pydantic model refuses are exit 2; a plan loads exactly when ``Plan`` validates its data.
 
-Runtime: about 35 s on 2 cores (250 cases per test; ``MOE_SELECT_FUZZ_EXAMPLES=N`` changes it).
+Runtime: about 35 s on 2 cores in the morning of 2026-12-01; 10.5 min with ``CI=1`` that evening, the valid
+rules/capability cases paying ``check``'s grown cell pass (250 cases per test; ``MOE_SELECT_FUZZ_EXAMPLES=N``
+changes it).
 ``CI=1`` (or ``MOE_SELECT_FUZZ_DERANDOMIZE=1``) derandomizes; otherwise each run explores new cases
 and a failure prints the ``@reproduce_failure`` blob that replays it.
 """
