@@ -98,15 +98,15 @@ def sources_of(measurements: Any) -> list[Source]:
 
 
 def layer_key(u: Understood) -> LayerKey | None:
-    """The :class:`~moe_select.measurements.LayerKey` of deployment ``u`` on one rank (as
-    :meth:`moe_select.layer.LayerSpec.from_plan` builds the layer: ``num_experts / ep`` experts, width
-    ``moe_intermediate_size / (tp / ep)``), or None when the split does not divide (no table can match)."""
-    m = u.model
-    if u.ep < 1 or u.tp % u.ep or m.num_experts % u.ep or m.moe_intermediate_size % (u.tp // u.ep):
+    """:func:`moe_select.measurements.layer_key` of deployment ``u`` on one rank, or None when the split does not
+    divide (no table can match)."""
+    from .errors import InputError
+    from .measurements import layer_key as key_of
+
+    try:
+        return key_of(u)
+    except InputError:
         return None
-    return LayerKey(num_experts=m.num_experts // u.ep, hidden_size=m.hidden_size,
-                    intermediate_size=m.moe_intermediate_size // (u.tp // u.ep), top_k=m.top_k, activation=m.activation,
-                    format=u.quant, tp=u.tp, ep=u.ep, a2a=u.a2a)
 
 
 def same_gpu(a: str, b: str) -> bool:
