@@ -62,12 +62,23 @@ _FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 class Change(Located):
     """When a flag or variable was added, deprecated, removed or became ignored: ``by`` (the PR, or the code
     that says so), ``date`` (the PR's merge date), ``version`` (PEP 440; only where a source names it) and
-    ``announced`` (the version is the one the deprecation message announced, not a release checked)."""
+    ``announced`` (the version is the one the deprecation message announced, not a release checked) with ``why``,
+    one line saying why no release was checked (required with ``announced``: issue 21, a version that may have
+    shipped since is re-read, not carried)."""
 
     by: str
     date: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
     version: str | None = None
     announced: bool = False
+    why: str | None = None
+
+    @model_validator(mode="after")
+    def _announced_says_why(self) -> "Change":
+        if self.announced and not (self.why or "").strip():
+            raise ValueError("announced: true needs a why (one line: why the release was not checked)")
+        if self.why is not None and ("\n" in self.why or not self.why.strip()):
+            raise ValueError("why must be one non-empty line")
+        return self
 
     @field_validator("by")
     @classmethod
