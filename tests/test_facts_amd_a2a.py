@@ -10,8 +10,9 @@ import yaml
 
 from conftest import explain_json
 
+# gpt-oss-120b's MoE; its architecture scopes SGLang's Mxfp4Config facts (quant_method mxfp4 checkpoints).
 GPT_OSS_120B = {"num_experts": 128, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
-                "activation": "swiglu_oai", "routing": "renormalize"}
+                "activation": "swiglu_oai", "routing": "renormalize", "architecture": "GptOssForCausalLM"}
 DEEPSEEK_R1 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048,
                "activation": "silu", "routing": "deepseek_v3", "num_shared_experts": 1}
 QWEN3_30B = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
@@ -71,6 +72,7 @@ def test_deepseek_r1_per_channel_fp8_on_aiter_gfx942(tmp_path, capsys):
 def test_aiter_mxfp4_on_gfx942_is_vllm_only(tmp_path, capsys):
     # SGLang registers MXFP4 on ROCm only for gfx95x (quantization/mxfp4.py Mxfp4Config.from_config); AITER's
     # CK/asm MXFP4 kernels are gfx950-only; vLLM's Triton W4A16 path runs on gfx942.
+    # The check is Mxfp4Config's (quant_method mxfp4, gpt-oss): the refusal holds for the gpt-oss architecture.
     out = explain(tmp_path, capsys, gpu="MI300X", quant="mxfp4", model=GPT_OSS_120B, tp=8, engine="sglang")
     assert "quant_unsupported" in codes(candidate(out, "aiter"))
 
