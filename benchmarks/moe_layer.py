@@ -308,6 +308,7 @@ def main(argv=None):
     ap.add_argument("--models", default=None, help="comma-separated subset of the layer shapes, run in that order")
     ap.add_argument("--quants", default=",".join(QUANTS), help="comma-separated subset of the formats")
     ap.add_argument("--runners", default=None, help="comma-separated subset of the eligible runners to time")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="comma-separated token counts (default: all)")
     ap.add_argument("--variants", default="default,unfused,exact_accum",
                     help="torch_grouped_mm variants to time (comma-separated subset of the default)")
     args = ap.parse_args(argv)
@@ -393,7 +394,7 @@ def run_model(name, quant, dev, clock, ceil, catalog, args, t_start, result):
             if quant.startswith("fp8"):
                 variants.append(("[exact_accum]", default, False))
             variants = [v for v in variants if (v[0].strip("[]") or "default") in args.variants.split(",")]
-        for t, (suffix, path, fast) in [(t, v) for t in ((1, 8) if args.smoke else TOKENS) for v in variants]:
+        for t, (suffix, path, fast) in [(t, v) for t in ((1, 8) if args.smoke else [int(v) for v in args.tokens.split(",")]) for v in variants]:
             label = rname if suffix is None else rname + suffix
             if path is not None:
                 runner.core.set_path(path)
