@@ -1,0 +1,78 @@
+"""Field round 8 of issue 21 (tests/cases/field_round_8.yaml), fixed as kinds: each kind a round case missed, tested on
+another deployment of the same kind than the round's case, on both sides of each version bound.
+
+1. vLLM's modular TRT-LLM-gen experts run under DeepEP V2 (vllm-project/vllm#51824, first in 0.29.0, fixed the bf16
+   class's top-k on DeepEP V2's expanded layout; the block-FP8 / MXFP8 class admitted deepep_v2 from 0.24.0), and the
+   PR's test runs bf16 flashinfer_cutlass there too (backends/flashinfer_trtllm.yaml, flashinfer_cutlass.yaml).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+
+from conftest import CONFIGS
+from report_helpers import report_codes as _codes
+from report_helpers import unknown_codes
+
+QWEN = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+QWEN_FP8 = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
+BASE = {"tp": 1, "ep": 1, "a2a": "none"}
+
+
+def _explain(**dep: Any) -> Any:
+    return moe_select.explain({**BASE, **dep})
+
+
+# --------------------------------------------------------------------- kind 1: vLLM's modular TRT-LLM experts x DeepEP V2
+DP4_V2 = dict(gpu="B200", engine="vllm", tp=1, dp=4, ep=4, a2a="deepep_v2")
+
+
+@pytest.mark.parametrize("cuda_graph", [True, False])
+def test_trtllm_bf16_over_deepep_v2_from_vllm_0_29(cuda_graph):
+    """bf16 Qwen3-30B-A3B (renormalize routing, 128 experts) at DP 4 / EP 4 over DeepEP V2 with flashinfer_trtllm:
+    planned, evidence supported, at vLLM 0.29.0 (the fix's first release), with CUDA graphs on or off."""
+    r = _explain(**DP4_V2, engine_version="0.29.0", model_config=QWEN, runner="flashinfer_trtllm",
+                 cuda_graph=cuda_graph)
+    assert r.plan is not None and r.plan.runner == "flashinfer_trtllm", [(x.code, x.detail) for x in r.reasons]
+    assert r.evidence == "supported"
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.28.0"])
+def test_trtllm_bf16_over_deepep_v2_refused_before_the_fix(version):
+    """Before 0.29.0 the bf16 modular class passed the model's top-k to a kernel that reads DeepEP V2's expanded ids:
+    refused (a2a_unsupported, the exhaustive list of flashinfer_trtllm.yaml)."""
+    r = _explain(**DP4_V2, engine_version=version, model_config=QWEN, runner="flashinfer_trtllm")
+    assert r.plan is None and _codes(r) == {"a2a_unsupported"}
+    assert r.reasons[0].source.startswith("backends/flashinfer_trtllm.yaml:")
+
+
+@pytest.mark.parametrize(("version", "planned"), [("0.20.0", False), ("0.24.0", True), ("0.28.0", True)])
+def test_trtllm_fp8_block_over_deepep_v2_from_vllm_0_24(version, planned):
+    """Block-FP8 Qwen3-30B-A3B-FP8 over DeepEP V2: TrtLlmFp8ExpertsModular admits deepep_v2 from 0.24.0 (and reads the
+    top-k from the ids); refused at 0.20.0."""
+    r = _explain(**DP4_V2, engine_version=version, model_config=QWEN_FP8, runner="flashinfer_trtllm")
+    assert (r.plan is not None) is planned, [(x.code, x.detail) for x in r.reasons]
+    if not planned:
+        assert _codes(r) == {"a2a_unsupported"}
+
+
+def test_trtllm_deepep_v2_pairing_stays_engine_and_a2a_scoped():
+    """DeepEP high-throughput under vLLM (the modular classes refuse it) and DeepEP V2 under SGLang (no fused function
+    registered) stay refused."""
+    ht = _explain(**dict(DP4_V2, a2a="deepep"), model_config=QWEN, runner="flashinfer_trtllm")
+    assert ht.plan is None and _codes(ht) == {"a2a_unsupported"}
+    sgl = _explain(gpu="B200", engine="sglang", model_config=QWEN, tp=4, ep=4, a2a="deepep_v2",
+                   runner="flashinfer_trtllm")
+    assert sgl.plan is None and "a2a_unsupported" in _codes(sgl)
+
+
+def test_cutlass_bf16_over_deepep_v2_supported_from_vllm_0_29():
+    """bf16 flashinfer_cutlass over DeepEP V2 under vLLM: supported at 0.29.0 (the PR's test); at 0.28.0 no fact says
+    (its vLLM a2a list is open: unverified, not refused)."""
+    new = _explain(**DP4_V2, engine_version="0.29.0", model_config=QWEN, runner="flashinfer_cutlass")
+    assert new.plan is not None and new.evidence == "supported"
+    old = _explain(**DP4_V2, engine_version="0.28.0", model_config=QWEN, runner="flashinfer_cutlass")
+    assert old.plan is not None and "a2a_unsupported" in unknown_codes(old, "flashinfer_cutlass")
