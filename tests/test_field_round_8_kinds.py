@@ -4,6 +4,10 @@ another deployment of the same kind than the round's case, on both sides of each
 1. vLLM's modular TRT-LLM-gen experts run under DeepEP V2 (vllm-project/vllm#51824, first in 0.29.0, fixed the bf16
    class's top-k on DeepEP V2's expanded layout; the block-FP8 / MXFP8 class admitted deepep_v2 from 0.24.0), and the
    PR's test runs bf16 flashinfer_cutlass there too (backends/flashinfer_trtllm.yaml, flashinfer_cutlass.yaml).
+4. FlashInfer's SM90 MXFP4 x BF16 CUTLASS MoE writes wrong tiles in the releases with #3084 and without #3738
+   (flashinfer-ai/flashinfer#5438; by the tags: 0.6.10rc1 .. 0.6.15.post1, 0.6.16.post3 / post4, 0.6.17rc5 / 0.6.17):
+   refused on sm90 MXFP4 for SGLang's flashinfer_mxfp4 and vLLM's flashinfer_cutlass (backends/flashinfer_mxfp4.yaml,
+   flashinfer_cutlass.yaml).
 """
 from __future__ import annotations
 
@@ -76,3 +80,57 @@ def test_cutlass_bf16_over_deepep_v2_supported_from_vllm_0_29():
     assert new.plan is not None and new.evidence == "supported"
     old = _explain(**DP4_V2, engine_version="0.28.0", model_config=QWEN, runner="flashinfer_cutlass")
     assert old.plan is not None and "a2a_unsupported" in unknown_codes(old, "flashinfer_cutlass")
+
+
+# --------------------------------------------------------------------- kind 4: FlashInfer's SM90 W4A16 MXFP4 race
+GPT_OSS = str(CONFIGS / "openai__gpt-oss-120b")
+BAD_FI = ["0.6.10rc1", "0.6.11.post3", "0.6.15.post1", "0.6.16.post3", "0.6.16.post4", "0.6.17rc5", "0.6.17"]
+GOOD_FI = ["0.6.16", "0.6.16.post2", "0.6.17rc4", "0.6.18rc7"]
+
+
+def _race(report: Any, runner: str) -> list[Any]:
+    """The reasons given by the SM90 W4A16 MXFP4 known-bad-range rows of ``runner``."""
+    return [r for r in report.reasons if r.code == "quant_unsupported" and r.backend == runner
+            and "does not run mxfp4 on sm90" in r.detail and "flashinfer-python" in r.detail]
+
+
+@pytest.mark.parametrize("version", BAD_FI)
+def test_w4a16_mxfp4_race_refuses_vllm_cutlass_on_hopper(version):
+    """gpt-oss-120b (MXFP4) on one H200 under vLLM with flashinfer_cutlass (FlashInferExperts' W4A16 path on 9.0):
+    refused in every release with #3084 and without #3738; auto plans another runner."""
+    dep = dict(gpu="H200", engine="vllm", model_config=GPT_OSS, packages={"flashinfer-python": version})
+    r = _explain(**dep, runner="flashinfer_cutlass")
+    assert r.plan is None and _race(r, "flashinfer_cutlass") and _codes(r) == {"quant_unsupported"}
+    assert _race(r, "flashinfer_cutlass")[0].source.startswith("backends/flashinfer_cutlass.yaml:")
+    auto = _explain(**dep)
+    assert auto.plan is not None and auto.plan.runner != "flashinfer_cutlass"
+
+
+@pytest.mark.parametrize("version", GOOD_FI)
+def test_w4a16_mxfp4_race_silent_with_3738(version):
+    """Releases holding #3738 (0.6.16 .. 0.6.16.post2, 0.6.17rc1 .. rc4, 0.6.18rc*): planned under both engines."""
+    cut = _explain(gpu="H200", engine="vllm", model_config=GPT_OSS, runner="flashinfer_cutlass",
+                   packages={"flashinfer-python": version})
+    assert cut.plan is not None and not _race(cut, "flashinfer_cutlass"), [(x.code, x.detail) for x in cut.reasons]
+    mx = _explain(gpu="H200", engine="sglang", model_config=GPT_OSS, runner="flashinfer_mxfp4",
+                  packages={"flashinfer-python": version})
+    assert mx.plan is not None and not _race(mx, "flashinfer_mxfp4")
+
+
+@pytest.mark.parametrize("version", ["0.6.10rc1", "0.6.16.post4", "0.6.17"])
+def test_w4a16_mxfp4_race_refuses_sglang_flashinfer_mxfp4(version):
+    """SGLang's flashinfer_mxfp4 on H200 (the report's serving path) at a bound of each bad range: refused."""
+    r = _explain(gpu="H200", engine="sglang", model_config=GPT_OSS, runner="flashinfer_mxfp4",
+                 packages={"flashinfer-python": version})
+    assert r.plan is None and _race(r, "flashinfer_mxfp4")
+
+
+def test_w4a16_mxfp4_race_is_hopper_only():
+    """Blackwell's MXFP4 paths (TRT-LLM-gen for flashinfer_mxfp4 on B200, the MXFP8 x MXFP4 CUTLASS path of vLLM) are
+    other kernels: not refused by the rows at 0.6.12."""
+    mx = _explain(gpu="B200", engine="sglang", model_config=GPT_OSS, runner="flashinfer_mxfp4",
+                  packages={"flashinfer-python": "0.6.12"})
+    assert not _race(mx, "flashinfer_mxfp4")
+    cut = _explain(gpu="B200", engine="vllm", model_config=GPT_OSS, runner="flashinfer_cutlass",
+                   packages={"flashinfer-python": "0.6.12"})
+    assert not _race(cut, "flashinfer_cutlass")
