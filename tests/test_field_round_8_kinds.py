@@ -4,6 +4,9 @@ another deployment of the same kind than the round's case, on both sides of each
 1. vLLM's modular TRT-LLM-gen experts run under DeepEP V2 (vllm-project/vllm#51824, first in 0.29.0, fixed the bf16
    class's top-k on DeepEP V2's expanded layout; the block-FP8 / MXFP8 class admitted deepep_v2 from 0.24.0), and the
    PR's test runs bf16 flashinfer_cutlass there too (backends/flashinfer_trtllm.yaml, flashinfer_cutlass.yaml).
+3. SGLang pads a ModelOpt FP8 layer's per-rank intermediate to 16 for flashinfer_cutlass from 0.5.13
+   (sgl-project/sglang#22627): the kernel's multiple-of-16 refusal holds for SGLang before it, and for the engines whose
+   padding was not read (backends/flashinfer_cutlass.yaml).
 4. FlashInfer's SM90 MXFP4 x BF16 CUTLASS MoE writes wrong tiles in the releases with #3084 and without #3738
    (flashinfer-ai/flashinfer#5438; by the tags: 0.6.10rc1 .. 0.6.15.post1, 0.6.16.post3 / post4, 0.6.17rc5 / 0.6.17):
    refused on sm90 MXFP4 for SGLang's flashinfer_mxfp4 and vLLM's flashinfer_cutlass (backends/flashinfer_mxfp4.yaml,
@@ -134,3 +137,41 @@ def test_w4a16_mxfp4_race_is_hopper_only():
     cut = _explain(gpu="B200", engine="vllm", model_config=GPT_OSS, runner="flashinfer_cutlass",
                    packages={"flashinfer-python": "0.6.12"})
     assert not _race(cut, "flashinfer_cutlass")
+
+
+# --------------------------------------------------------------------- kind 3: SGLang pads ModelOpt FP8 for flashinfer_cutlass
+# Gemma-4-26B-A4B's MoE (gated gelu, 704 wide) as a ModelOpt per-tensor FP8 layer: 704 / 8 = 88 per rank, 88 % 16 = 8.
+GEMMA = {"num_experts": 128, "top_k": 8, "hidden_size": 2816, "moe_intermediate_size": 704, "activation": "gelu",
+         "routing": "renormalize"}
+GEMMA_FP8_TP8 = dict(gpu="B200", quant="fp8_tensor", model=GEMMA, tp=8, runner="flashinfer_cutlass")
+
+
+def _tma16(report: Any) -> list[Any]:
+    """The reasons given by flashinfer_cutlass's 8-bit per-rank intermediate alignment constraints."""
+    return [r for r in report.reasons if r.code == "shape_unaligned" and r.backend == "flashinfer_cutlass"
+            and "intermediate_per_rank = 88 is not a multiple of 16" in r.detail]
+
+
+@pytest.mark.parametrize("version", ["0.5.13", "0.5.19", None])
+def test_sglang_pads_modelopt_fp8_for_cutlass_from_0_5_13(version):
+    """Gated ModelOpt FP8 at TP 8 (88 per rank) with flashinfer_cutlass under SGLang 0.5.13+: planned (padded to 96)."""
+    dep = dict(GEMMA_FP8_TP8, engine="sglang", **({"engine_version": version} if version else {}))
+    r = _explain(**dep)
+    assert r.plan is not None and r.plan.runner == "flashinfer_cutlass", [(x.code, x.detail) for x in r.reasons]
+    assert not _tma16(r)
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.12.post1"])
+def test_sglang_before_0_5_13_keeps_the_fp8_alignment_refusal(version):
+    """SGLang before 0.5.13 did not pad: refused (shape_unaligned), naming the SGLang-scoped constraint."""
+    r = _explain(**GEMMA_FP8_TP8, engine="sglang", engine_version=version)
+    assert r.plan is None and _codes(r) == {"shape_unaligned"}
+    (reason,) = _tma16(r)
+    assert reason.source.startswith("backends/flashinfer_cutlass.yaml:") and "sglang <0.5.13" in reason.detail
+
+
+def test_fp8_alignment_refusal_stays_for_other_engines():
+    """vLLM (its padding not read here) and this install's adapter (no padding) keep the kernel's refusal."""
+    for engine in ("vllm", "moe_select"):
+        r = _explain(**GEMMA_FP8_TP8, engine=engine)
+        assert r.plan is None and _tma16(r), engine
