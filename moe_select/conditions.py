@@ -105,7 +105,8 @@ class When(Located):
     (``sm80+``), as facts do (:func:`moe_select.vocab.arch_in`); every name must be declared in a vocabulary.
     ``architecture`` names checkpoint model classes (config.json ``architectures[0]``, e.g. ``NemotronHForCausalLM``):
     a deployment that does not say its architecture (an inline ``model`` without one) matches no such condition, and
-    the selector reports a fact that holds only there as not decided."""
+    the selector reports a fact that holds only there as not decided; a refusal that would hold at some value of such
+    an unstated input leaves the candidate unverified (:func:`moe_select.selector.unstated_refusal`)."""
 
     arch: list[Arch] | None = None
     quant: list[Quant] | None = None

@@ -199,11 +199,15 @@ def test_block_fp8_shared_experts_split_by_tp_even_when_ep_equals_tp(tmp_path, c
     model = dict(DEEPSEEK_R1, dense_intermediate_size=11328)
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, dp=1, runner="aiter")
     assert [r for r in reasons_from(out, "backends/common.yaml") if "dense_intermediate_per_tp" in r["detail"]]
-    # dp not given: the rule is not checked, and the plan or report says so (never assumed either way)
+    # dp not given: never assumed either way; the rule refuses at dp 1, so the candidate is unverified (issue 21), its
+    # unknown naming dp and the rule
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter")
     assert not [r for r in reasons_from(out, "backends/common.yaml") if "dense_intermediate_per_tp" in r["detail"]]
-    notes = [a for c in out["candidates"] for a in c["assumptions"]] + (out["plan"] or {}).get("assumptions", [])
-    assert any(n.startswith("dp not given: not checked whether dense_intermediate_per_tp") for n in notes), notes
+    aiter = candidate(out, "aiter")
+    assert aiter["evidence"] == "unverified"
+    dense = [x for x in aiter["unknowns"] if "dense_intermediate_per_tp" in x["detail"]]
+    assert dense and all(x["source"].startswith("backends/common.yaml:") and "not state dp" in x["detail"]
+                         and x["settle"].startswith("state dp") for x in dense), aiter["unknowns"]
 
 
 def test_int4_group_alignment_per_rank(tmp_path, capsys):
