@@ -4,6 +4,10 @@ another deployment of the same kind than the round's case, on both sides of each
 1. vLLM's modular TRT-LLM-gen experts run under DeepEP V2 (vllm-project/vllm#51824, first in 0.29.0, fixed the bf16
    class's top-k on DeepEP V2's expanded layout; the block-FP8 / MXFP8 class admitted deepep_v2 from 0.24.0), and the
    PR's test runs bf16 flashinfer_cutlass there too (backends/flashinfer_trtllm.yaml, flashinfer_cutlass.yaml).
+2. SGLang's unquantized MoE on ROCm takes AITER only for a per-rank intermediate that is a multiple of 128 from 0.5.14
+   (sgl-project/sglang#28244; before it a CK refusal fell back to Triton with AITER-shuffled weights: garbled output):
+   runner auto plans Triton there, aiter asked for is refused (backends/aiter.yaml). The upstream fix is keyed on the
+   per-rank width, not on the checkpoint architecture (the round case's tp 1 contradicted it; now tp 8).
 3. SGLang pads a ModelOpt FP8 layer's per-rank intermediate to 16 for flashinfer_cutlass from 0.5.13
    (sgl-project/sglang#22627): the kernel's multiple-of-16 refusal holds for SGLang before it, and for the engines whose
    padding was not read (backends/flashinfer_cutlass.yaml).
@@ -175,3 +179,36 @@ def test_fp8_alignment_refusal_stays_for_other_engines():
     for engine in ("vllm", "moe_select"):
         r = _explain(**GEMMA_FP8_TP8, engine=engine)
         assert r.plan is None and _tma16(r), engine
+
+
+# --------------------------------------------------------------------- kind 2: SGLang's AITER gate for unquantized MoE
+# Qwen3-30B-A3B (bf16) at TP 4 on MI355X: 768 / 4 = 192 per rank, a width AITER's CK kernel takes (64-wide tiles up to
+# 192) but SGLang's 128 gate does not.
+QWEN_TP4_AMD = dict(gpu="MI355X", engine="sglang", model_config=QWEN, tp=4)
+
+
+def _aiter128(report: Any) -> list[Any]:
+    """The reasons given by SGLang's AITER width gate (aiter.yaml, sglang >=0.5.14)."""
+    return [r for r in report.reasons if r.code == "shape_unaligned" and r.backend == "aiter"
+            and "sglang >=0.5.14" in r.detail and "not a multiple of 128" in r.detail]
+
+
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.19", None])
+def test_sglang_aiter_gate_refuses_192_per_rank(version):
+    """From 0.5.14: aiter asked for is refused (SGLang raises ValueError) and auto plans triton (SGLang's own choice)."""
+    dep = dict(QWEN_TP4_AMD, **({"engine_version": version} if version else {}))
+    asked = _explain(**dep, runner="aiter")
+    assert asked.plan is None and _codes(asked) == {"shape_unaligned"} and _aiter128(asked)
+    assert _aiter128(asked)[0].source.startswith("backends/aiter.yaml:")
+    auto = _explain(**dep)
+    assert auto.plan is not None and auto.plan.runner == "triton"
+
+
+def test_sglang_aiter_gate_bounds():
+    """Before 0.5.14 (no gate: the kernel takes 192), with a 128-multiple width (TP 6: 128 per rank; TP 1: 768) and
+    under vLLM, the gate is silent and aiter is planned."""
+    old = _explain(**QWEN_TP4_AMD, engine_version="0.5.13", runner="aiter")
+    assert old.plan is not None and not _aiter128(old)
+    for dep in (dict(QWEN_TP4_AMD, tp=6), dict(QWEN_TP4_AMD, tp=1, gpu="MI300X"), dict(QWEN_TP4_AMD, engine="vllm")):
+        r = _explain(**dep, runner="aiter")
+        assert r.plan is not None and r.plan.runner == "aiter" and not _aiter128(r), dep
