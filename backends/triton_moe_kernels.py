@@ -45,6 +45,12 @@ rounded to nearest even.
 - ``int4_w4a16`` / ``int8_w8a16``: weight-only integer codes (layouts in :mod:`moe_select.quant_int`,
   "kernel" layout), ``w = (q - z) * s`` per group of ``group_size`` input columns, dequantized to the
   activation dtype inside the GEMM.
+- ``mxfp4`` / ``nvfp4`` (W4A16): packed e2m1 weights decoded to bf16 in the main loop (``_fp4_tile``), bf16
+  activations. At few rows per expert block (decode: 1-8 tokens put 1-2 real rows in most blocks) the GEMMs run
+  in a *GEMV mode* (config ``GEMV``, :func:`default_config` up to :data:`GEMV_MAX_ROWS_PER_EXPERT` mean rows per
+  expert): blocks of 1-4 sorted rows (the sort's ``BLOCK_M``), no ``tl.dot``, the decoded tile stays in
+  registers and each real row accumulates ``sum_k w[n, k] * a[m, k]`` in float32; optionally split over K
+  (``SPLIT_K``: float32 partials, then a reduction launch of the same kernel that runs the epilogue).
 
 Token counts never recompile a kernel: ``T`` and every size derived from it are runtime arguments that
 Triton does not specialise (``do_not_specialize``), and the number of programs comes from the static
@@ -105,6 +111,18 @@ def single_cta_limit(num_local: int) -> int:
     if num_local <= SINGLE_CTA_FEW_EXPERTS:
         return SINGLE_CTA_MAX_SLOTS
     return min(SINGLE_CTA_MAX_SLOTS, SINGLE_CTA_MAX_SLOTS_MANY_EXPERTS)
+#: The GEMV mode of packed-FP4 weights (config ``GEMV``, :func:`moe_gemm`): at most this many rows per block
+#: (the kernel unrolls them), its ``BLOCK_M`` values below the MMA tile's 16 (files, :func:`load_config_file`), the
+#: mean rows per expert ``tokens * top_k / E`` up to which :func:`default_config` chooses it, and the programs per
+#: GEMM its default split-K aims at (4 per SM of an H200's 132: a choice, not a measurement; the tuner times
+#: splits). Its default ``BLOCK_M`` is ``min(4, pow2(tokens))``: a block never holds more rows than tokens.
+GEMV_MAX_BLOCK_M = 16
+GEMV_BLOCK_MS = (1, 2, 4, 8)
+GEMV_MAX_ROWS_PER_EXPERT = 2
+GEMV_TARGET_PROGRAMS = 4 * 132
+GEMV_MAX_SPLIT_K = 8
+#: Columns per program of the split-K reduction (4 warps: two or more bf16 per thread, so its stores are vectors).
+GEMV_REDUCE_BLOCK_N = 256
 #: Token buckets of the tile configurations: a token count uses the bucket nearest in log scale.
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 CONFIG_DIR = Path(__file__).resolve().parent / "triton_configs"
@@ -479,18 +497,42 @@ def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: t
     return tl.interleave(lo, hi)
 
 
+@triton.jit
+def _gemv_rows(acc, acc_u, w, wu, a_ptr, a_row, row_ok, k0, K, stride_am, GATED: tl.constexpr, EVEN_K: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One K tile of the GEMV mode: for each real row ``m`` of the block (``row_ok``; the others are skipped),
+    ``acc[m, :] += sum_k w[:, k] * a[a_row[m], k0 + k]`` (and ``acc_u`` with ``wu`` when GATED), in float32; ``w``,
+    ``wu``: the decoded ``[BLOCK_N, BLOCK_K]`` weight tiles in float32 (exact bf16 values, so each product is
+    exact). Returns ``(acc, acc_u)``."""
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    for m in tl.static_range(BLOCK_M):
+        is_m = offs_m == m
+        if tl.sum(tl.where(is_m, row_ok.to(tl.int32), 0)) > 0:
+            row = tl.sum(tl.where(is_m, a_row, 0))
+            if EVEN_K:
+                a = tl.load(a_ptr + row * stride_am + offs_k).to(tl.float32)
+            else:
+                a = tl.load(a_ptr + row * stride_am + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+            acc = tl.where(is_m[:, None], acc + tl.sum(w * a[None, :], 1)[None, :], acc)
+            if GATED:
+                acc_u = tl.where(is_m[:, None], acc_u + tl.sum(wu * a[None, :], 1)[None, :], acc_u)
+    return acc, acc_u
+
+
 def _moe_gemm_kernel(
         a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr,
-        sorted_ptr, block_expert_ptr, num_rows_ptr,
+        sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr,
         num_slots, top_k, N, K, n_up,
         stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e,
-        stride_se, stride_sn, stride_sk, stride_asm, stride_csm,
+        stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk, stride_wsm,
         group_k, group_n, swiglu_limit,
         A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr,
         MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
         HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
+        GEMV: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
@@ -504,7 +546,13 @@ def _moe_gemm_kernel(
     K/SCALE_GROUP]`` uint8: e8m0 (6) or e4m3 bits (7); 7 also multiplies the float32 accumulators by the
     expert's global scale ``b_gscale[e]``; :func:`_fp4_tile` decodes, FP4_ASM picks its GPU or portable
     code; SWAP_AB computes the transposed tile ``B[e] @ A.T`` so the weight tile is the MMA's M operand,
-    for small ``BLOCK_M``). A_SCALE: 1 A quantized in the
+    for small ``BLOCK_M``; GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
+    BLOCK_K]`` stay in registers and each real row of the block (rows past the block's slots are skipped) gets
+    ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows). SPLIT_MODE
+    (GEMV): 0 one program per output tile; 1 split-K: ``SPLIT_K`` programs per output tile, each over its share of
+    the K tiles, store float32 partial sums (gate then up columns) at ``ws[split, sorted row, column]`` and skip
+    the epilogue; 2 the reduction: sums the ``SPLIT_K`` partials in a fixed order (deterministic) and runs the
+    epilogue (global scale, biases, weight, activation, store). A_SCALE: 1 A quantized in the
     kernel from a per-row amax at ``a_amax[A row]``, 2 from one amax ``a_amax[0]`` (W_MODE 1, 2); 3 A is
     e4m3 already with one scale per row and K tile at ``a_amax[A row * stride_asm + k tile]`` (W_MODE 3).
     C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
@@ -518,6 +566,9 @@ def _moe_gemm_kernel(
     them contiguous and stores element by element, which cost about ten times the GEMM's own time at
     8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md)."""
     pid = tl.program_id(0)
+    if SPLIT_MODE == 1:
+        pid_k = pid % SPLIT_K
+        pid = pid // SPLIT_K
     num_rows = tl.load(num_rows_ptr)
     num_pid_m = tl.cdiv(num_rows, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -579,46 +630,97 @@ def _moe_gemm_kernel(
             acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
             if GATED:
                 acc_u = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-        for kb in range(0, tl.cdiv(K, BLOCK_K)):
-            if EVEN_K:
-                a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-                q = tl.load(q_ptrs)
-                qs = tl.load(qs_ptrs)
+        if SPLIT_MODE == 2:                  # split-K reduction: the partials in a fixed order, then the epilogue
+            ws_ptrs = ws_ptr + offs_r.to(tl.int64)[:, None] * stride_wsm + offs_cn[None, :]
+            ws_mask = row_ok[:, None] & n_ok[None, :]
+            for sk in range(0, SPLIT_K):
+                acc += tl.load(ws_ptrs + sk * stride_wsk, mask=ws_mask, other=0.0)
                 if GATED:
-                    qu = tl.load(qu_ptrs)
-                    qsu = tl.load(qsu_ptrs)
+                    acc_u += tl.load(ws_ptrs + sk * stride_wsk + N, mask=ws_mask, other=0.0)
+        elif GEMV:                           # few rows per block: weights decoded in registers, no tl.dot
+            num_kt = tl.cdiv(K, BLOCK_K)
+            if SPLIT_MODE == 1:              # this program's share of the K tiles
+                per = tl.cdiv(num_kt, SPLIT_K)
+                kb0 = pid_k * per
+                kb1 = tl.minimum(kb0 + per, num_kt)
             else:
-                k_left = K - kb * BLOCK_K
-                a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < k_left)[None, :], other=0.0)
-                kh_ok = (offs_kh < k_left // 2)[None, :]
-                g_ok = (offs_g < k_left // SCALE_GROUP)[None, :]
-                q = tl.load(q_ptrs, mask=kh_ok, other=0)
-                qs = tl.load(qs_ptrs, mask=g_ok, other=0)
-                if GATED:
-                    qu = tl.load(qu_ptrs, mask=kh_ok, other=0)
-                    qsu = tl.load(qsu_ptrs, mask=g_ok, other=0)
-            w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM)
-            if SWAP_AB:
-                acc = tl.dot(w, tl.trans(a), acc)
-            else:
-                acc = tl.dot(a, tl.trans(w), acc)
+                kb0 = 0
+                kb1 = num_kt
+            q_ptrs += kb0 * (BLOCK_K // 2) * stride_bk
+            qs_ptrs += kb0 * (BLOCK_K // SCALE_GROUP) * stride_sk
             if GATED:
-                wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM)
-                if SWAP_AB:
-                    acc_u = tl.dot(wu, tl.trans(a), acc_u)
+                qu_ptrs += kb0 * (BLOCK_K // 2) * stride_bk
+                qsu_ptrs += kb0 * (BLOCK_K // SCALE_GROUP) * stride_sk
+            for kb in range(kb0, kb1):
+                if EVEN_K:
+                    q = tl.load(q_ptrs)
+                    qs = tl.load(qs_ptrs)
+                    if GATED:
+                        qu = tl.load(qu_ptrs)
+                        qsu = tl.load(qsu_ptrs)
                 else:
-                    acc_u = tl.dot(a, tl.trans(wu), acc_u)
-            a_ptrs += BLOCK_K
-            q_ptrs += (BLOCK_K // 2) * stride_bk
-            qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
-            if GATED:
-                qu_ptrs += (BLOCK_K // 2) * stride_bk
-                qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+                    k_left = K - kb * BLOCK_K
+                    kh_ok = (offs_kh < k_left // 2)[None, :]
+                    g_ok = (offs_g < k_left // SCALE_GROUP)[None, :]
+                    q = tl.load(q_ptrs, mask=kh_ok, other=0)
+                    qs = tl.load(qs_ptrs, mask=g_ok, other=0)
+                    if GATED:
+                        qu = tl.load(qu_ptrs, mask=kh_ok, other=0)
+                        qsu = tl.load(qsu_ptrs, mask=g_ok, other=0)
+                w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
+                if GATED:
+                    wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
+                    acc, acc_u = _gemv_rows(acc, acc_u, w, wu, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
+                                            True, EVEN_K, BLOCK_M, BLOCK_K)
+                else:
+                    acc, _ = _gemv_rows(acc, acc, w, w, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
+                                        False, EVEN_K, BLOCK_M, BLOCK_K)
+                q_ptrs += (BLOCK_K // 2) * stride_bk
+                qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+                if GATED:
+                    qu_ptrs += (BLOCK_K // 2) * stride_bk
+                    qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+        else:
+            for kb in range(0, tl.cdiv(K, BLOCK_K)):
+                if EVEN_K:
+                    a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+                    q = tl.load(q_ptrs)
+                    qs = tl.load(qs_ptrs)
+                    if GATED:
+                        qu = tl.load(qu_ptrs)
+                        qsu = tl.load(qsu_ptrs)
+                else:
+                    k_left = K - kb * BLOCK_K
+                    a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < k_left)[None, :], other=0.0)
+                    kh_ok = (offs_kh < k_left // 2)[None, :]
+                    g_ok = (offs_g < k_left // SCALE_GROUP)[None, :]
+                    q = tl.load(q_ptrs, mask=kh_ok, other=0)
+                    qs = tl.load(qs_ptrs, mask=g_ok, other=0)
+                    if GATED:
+                        qu = tl.load(qu_ptrs, mask=kh_ok, other=0)
+                        qsu = tl.load(qsu_ptrs, mask=g_ok, other=0)
+                w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM)
+                if SWAP_AB:
+                    acc = tl.dot(w, tl.trans(a), acc)
+                else:
+                    acc = tl.dot(a, tl.trans(w), acc)
+                if GATED:
+                    wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM)
+                    if SWAP_AB:
+                        acc_u = tl.dot(wu, tl.trans(a), acc_u)
+                    else:
+                        acc_u = tl.dot(a, tl.trans(wu), acc_u)
+                a_ptrs += BLOCK_K
+                q_ptrs += (BLOCK_K // 2) * stride_bk
+                qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+                if GATED:
+                    qu_ptrs += (BLOCK_K // 2) * stride_bk
+                    qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
         if SWAP_AB:
             acc = tl.trans(acc)
             if GATED:
                 acc_u = tl.trans(acc_u)
-        if W_MODE == 7:                      # nvfp4: the expert's global scale, in float32
+        if W_MODE == 7 and SPLIT_MODE != 1:  # nvfp4: the expert's global scale, in float32 (split-K: on the sum)
             gsc = tl.load(b_gscale_ptr + expert)
             acc = acc * gsc
             if GATED:
@@ -707,58 +809,65 @@ def _moe_gemm_kernel(
                 if GATED:
                     bu_ptrs += BLOCK_K * stride_bk
 
-    if W_MODE == 1 or W_MODE == 2:
-        sa = a_amax * (1.0 / 448.0)          # the dequantization scale (an ulp here changes no rounding)
-        if W_MODE == 1:
-            sb = tl.load(s_base) + tl.zeros([BLOCK_N], dtype=tl.float32)
-            sbu = sb
-        else:
-            sb = tl.load(s_base + offs_n * stride_sn, mask=n_ok, other=0.0)
-            if GATED:
-                sbu = tl.load(s_base + (offs_n + n_up) * stride_sn, mask=n_ok, other=0.0)
-        acc = acc * sa[:, None] * sb[None, :]
+    if SPLIT_MODE == 1:                      # split-K partial sums (float32, before the epilogue)
+        ws_ptrs = ws_ptr + pid_k * stride_wsk + offs_r.to(tl.int64)[:, None] * stride_wsm + offs_cn[None, :]
+        ws_mask = row_ok[:, None] & n_ok[None, :]
+        tl.store(ws_ptrs, acc, mask=ws_mask)
         if GATED:
-            acc_u = acc_u * sa[:, None] * sbu[None, :]
-    if HAS_BIAS:
-        bias_base = bias_ptr + expert * stride_bias_e
-        if BIAS_BEFORE_WEIGHT:
-            acc += tl.load(bias_base + offs_n, mask=n_ok, other=0.0)[None, :]
-    if MUL_WEIGHT:
-        w = tl.load(weight_ptr + slot, mask=row_ok, other=0.0)
-        acc = acc * w[:, None]
-        if GATED:
-            acc_u = acc_u * w[:, None]
-    if HAS_BIAS:
-        if not BIAS_BEFORE_WEIGHT:
-            acc += tl.load(bias_base + offs_n, mask=n_ok, other=0.0)[None, :]
-            if GATED:
-                acc_u += tl.load(bias_base + n_up + offs_n, mask=n_ok, other=0.0)[None, :]
-    if ACT != 0:
-        if GATED:
-            acc = _activation(acc, acc_u, swiglu_limit, ACT)
-        else:
-            acc = _activation(acc, acc, swiglu_limit, ACT)
-    c_mask = row_ok[:, None] & n_ok[None, :]
-    if C_AMAX == 1:
-        tl.atomic_max(c_amax_ptr + offs_r, tl.max(tl.where(c_mask, tl.abs(acc), 0.0), 1), mask=row_ok)
-    elif C_AMAX == 2:
-        tl.atomic_max(c_amax_ptr, tl.max(tl.max(tl.where(c_mask, tl.abs(acc), 0.0), 1), 0))
-    if C_BY_SLOT:
-        c_row = slot.to(tl.int64)
+            tl.store(ws_ptrs + N, acc_u, mask=ws_mask)
     else:
-        c_row = offs_r.to(tl.int64)
-    if C_AMAX == 3:
-        NG: tl.constexpr = BLOCK_N // Q_GROUP
-        g_abs = tl.reshape(tl.where(c_mask, tl.abs(acc), 0.0), (BLOCK_M, NG, Q_GROUP))
-        g_amax = tl.maximum(tl.max(g_abs, 2), 1e-12)
-        g_mult = tl.math.div_rn(tl.full([BLOCK_M, NG], 448.0, tl.float32), g_amax)
-        q = tl.reshape(acc, (BLOCK_M, NG, Q_GROUP)) * g_mult[:, :, None]
-        acc = tl.reshape(tl.clamp(q, -448.0, 448.0), (BLOCK_M, BLOCK_N))
-        g_idx = pid_n * NG + tl.arange(0, NG)
-        tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :],
-                 tl.math.div_rn(g_amax, tl.full([BLOCK_M, NG], 448.0, tl.float32)),
-                 mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
-    tl.store(c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+        if W_MODE == 1 or W_MODE == 2:
+            sa = a_amax * (1.0 / 448.0)          # the dequantization scale (an ulp here changes no rounding)
+            if W_MODE == 1:
+                sb = tl.load(s_base) + tl.zeros([BLOCK_N], dtype=tl.float32)
+                sbu = sb
+            else:
+                sb = tl.load(s_base + offs_n * stride_sn, mask=n_ok, other=0.0)
+                if GATED:
+                    sbu = tl.load(s_base + (offs_n + n_up) * stride_sn, mask=n_ok, other=0.0)
+            acc = acc * sa[:, None] * sb[None, :]
+            if GATED:
+                acc_u = acc_u * sa[:, None] * sbu[None, :]
+        if HAS_BIAS:
+            bias_base = bias_ptr + expert * stride_bias_e
+            if BIAS_BEFORE_WEIGHT:
+                acc += tl.load(bias_base + offs_n, mask=n_ok, other=0.0)[None, :]
+        if MUL_WEIGHT:
+            w = tl.load(weight_ptr + slot, mask=row_ok, other=0.0)
+            acc = acc * w[:, None]
+            if GATED:
+                acc_u = acc_u * w[:, None]
+        if HAS_BIAS:
+            if not BIAS_BEFORE_WEIGHT:
+                acc += tl.load(bias_base + offs_n, mask=n_ok, other=0.0)[None, :]
+                if GATED:
+                    acc_u += tl.load(bias_base + n_up + offs_n, mask=n_ok, other=0.0)[None, :]
+        if ACT != 0:
+            if GATED:
+                acc = _activation(acc, acc_u, swiglu_limit, ACT)
+            else:
+                acc = _activation(acc, acc, swiglu_limit, ACT)
+        c_mask = row_ok[:, None] & n_ok[None, :]
+        if C_AMAX == 1:
+            tl.atomic_max(c_amax_ptr + offs_r, tl.max(tl.where(c_mask, tl.abs(acc), 0.0), 1), mask=row_ok)
+        elif C_AMAX == 2:
+            tl.atomic_max(c_amax_ptr, tl.max(tl.max(tl.where(c_mask, tl.abs(acc), 0.0), 1), 0))
+        if C_BY_SLOT:
+            c_row = slot.to(tl.int64)
+        else:
+            c_row = offs_r.to(tl.int64)
+        if C_AMAX == 3:
+            NG: tl.constexpr = BLOCK_N // Q_GROUP
+            g_abs = tl.reshape(tl.where(c_mask, tl.abs(acc), 0.0), (BLOCK_M, NG, Q_GROUP))
+            g_amax = tl.maximum(tl.max(g_abs, 2), 1e-12)
+            g_mult = tl.math.div_rn(tl.full([BLOCK_M, NG], 448.0, tl.float32), g_amax)
+            q = tl.reshape(acc, (BLOCK_M, NG, Q_GROUP)) * g_mult[:, :, None]
+            acc = tl.reshape(tl.clamp(q, -448.0, 448.0), (BLOCK_M, BLOCK_N))
+            g_idx = pid_n * NG + tl.arange(0, NG)
+            tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :],
+                     tl.math.div_rn(g_amax, tl.full([BLOCK_M, NG], 448.0, tl.float32)),
+                     mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
+        tl.store(c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
 moe_gemm_kernel = _kernel(do_not_specialize=["num_slots"])(_moe_gemm_kernel)
@@ -790,10 +899,28 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     K/2]`` uint8 packed e2m1, ``b_scale [E, N_b, K/group_k]`` uint8 (e8m0, or e4m3 viewed as uint8),
     ``b_gscale [E]`` float32 (nvfp4), ``a`` bf16; ``fp4_asm``: the GPU decode (:data:`FP4_DECODE_ASM`; default:
     not under the interpreter); config ``SWAP_AB`` (optional): the transposed tile; raises ValueError when
-    ``BLOCK_K`` is not a multiple of ``group_k``."""
+    ``BLOCK_K`` is not a multiple of ``group_k``. Config ``GEMV`` (packed FP4 only; required below ``BLOCK_M``
+    16, allowed up to :data:`GEMV_MAX_BLOCK_M`): the kernel's GEMV mode (no ``tl.dot``; the real rows of each
+    block in registers), with ``SPLIT_K`` (optional, default 1): that many programs per output tile over the K
+    tiles, writing float32 partial sums to a workspace ``[SPLIT_K, rows, N_b]`` (allocated here), then a second
+    launch of the same kernel sums them in a fixed order and runs the epilogue (``BLOCK_N``
+    :data:`GEMV_REDUCE_BLOCK_N`, 4 warps). Raises ValueError for GEMV on
+    another format, GEMV with SWAP_AB, SPLIT_K without GEMV, or a ``BLOCK_M`` below 16 without GEMV."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
+    gemv = bool(config.get("GEMV"))
+    split_k = int(config.get("SPLIT_K", 1))
+    if gemv and w_mode not in FP4_MODES:
+        raise ValueError(f"GEMV is an option of packed-FP4 weights (mxfp4, nvfp4), not weight mode {w_mode}")
+    if gemv and config.get("SWAP_AB"):
+        raise ValueError("GEMV and SWAP_AB exclude each other (GEMV has no MMA tile)")
+    if gemv and bm > GEMV_MAX_BLOCK_M:
+        raise ValueError(f"GEMV unrolls the block's rows: BLOCK_M must be at most {GEMV_MAX_BLOCK_M}, got {bm}")
+    if not gemv and bm < 16:
+        raise ValueError(f"BLOCK_M {bm} is below the MMA tile's 16 rows: only the GEMV mode (config GEMV) runs it")
+    if split_k < 1 or (split_k > 1 and not gemv):
+        raise ValueError(f"SPLIT_K {split_k}: a positive split of the GEMV mode only (config GEMV)")
     if w_mode == 3 and bk != group_k:
         raise ValueError(f"fp8_block needs BLOCK_K == the block's K size ({group_k}), got {bk}")
     if w_mode in FP4_MODES and (bk % group_k or group_k not in (16, 32)):
@@ -817,27 +944,39 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     else:
         strides = (0, 0, 0)
     dummy = align.num_rows
-    return moe_gemm_kernel.launch(
-        grid, dev, a, b, c, a_amax if a_amax is not None else dummy, scale,
+    ws = None
+    if split_k > 1:          # float32 partial sums per split, sorted row and column (gate then up columns)
+        ws = torch.empty(split_k, align.rows, 2 * n_out if gated else n_out, dtype=torch.float32, device=dev)
+    args = (
+        a, b, c, a_amax if a_amax is not None else dummy, scale,
         b_zero if b_zero is not None else scale, b_gscale if b_gscale is not None else dummy,
         c_amax if c_amax is not None else dummy,
         weight if weight is not None else dummy, bias if bias is not None else dummy,
-        align.sorted_slots, align.block_expert, align.num_rows,
+        align.sorted_slots, align.block_expert, align.num_rows, ws if ws is not None else dummy,
         align.num_slots, top_k, n_out, k, n_out if gated else 0,
         a.stride(0), b.stride(0), b.stride(1), b.stride(2), c.stride(0), bias.stride(0) if bias is not None else 0,
         *strides,
         a_amax.stride(0) if a_amax is not None and a_scale_mode == 3 else 0,
         c_amax.stride(0) if c_amax is not None and c_amax_mode == 3 else 0,
-        group_k, group_n, float(swiglu_limit),
+        ws.stride(0) if ws is not None else 0, ws.stride(1) if ws is not None else 0,
+        group_k, group_n, float(swiglu_limit))
+    consts = dict(
         A_GATHER=gather, C_BY_SLOT=by_slot, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
         MUL_WEIGHT=weight is not None, W_MODE=w_mode, A_SCALE=a_scale_mode, C_AMAX=c_amax_mode,
         HAS_ZERO=b_zero is not None, ZERO_DEFAULT=zero_default, Q_GROUP=group_k if c_amax_mode == 3 else 1,
         GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
-        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
-        num_warps=config["num_warps"], num_stages=config["num_stages"], warmup=warmup)
+        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv,
+        BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
+    if split_k == 1:
+        return moe_gemm_kernel.launch(grid, dev, *args, **consts, SPLIT_MODE=0, SPLIT_K=1, BLOCK_N=bn,
+                                      num_warps=config["num_warps"], num_stages=config["num_stages"])
+    moe_gemm_kernel.launch((grid[0] * split_k,), dev, *args, **consts, SPLIT_MODE=1, SPLIT_K=split_k, BLOCK_N=bn,
+                           num_warps=config["num_warps"], num_stages=config["num_stages"])
+    rbn = max(bn, min(GEMV_REDUCE_BLOCK_N, _pow2(n_out)))      # the reduction: wide rows, vector stores
+    return moe_gemm_kernel.launch((align.max_blocks * triton.cdiv(n_out, rbn),), dev, *args, **consts, SPLIT_MODE=2,
+                                  SPLIT_K=split_k, BLOCK_N=rbn, num_warps=4, num_stages=1)
 
 
 @triton.jit
@@ -1007,9 +1146,45 @@ def smem_estimate(block_m: int, cfg: dict, fmt: str, gated: bool) -> int:
     return buffers * per_stage + staged + 4096
 
 
+def gemv_gemm_config(n: int, k: int, fmt: str, tokens: int, top_k: int, num_local: int, *, block_n: int = 32,
+                     block_k: int = 128, num_warps: int = 4, num_stages: int = 3) -> dict:
+    """The GEMV mode's config of one GEMM with ``n`` output columns (per gate or up half) and ``k`` input columns
+    at ``tokens`` (packed FP4 only): ``BLOCK_N`` 32 and ``BLOCK_K`` 128 (at most the layer's widths; whole
+    scale groups; halved down to 32 while it does not divide ``k``, so the loads need no K mask), 4 warps, 3 stages, and ``SPLIT_K``: doubled (up to :data:`GEMV_MAX_SPLIT_K`, each split keeping
+    at least two K tiles) while the programs ``cdiv(n, BLOCK_N) x min(E, tokens * top_k)`` (experts touched at
+    most) times the split are fewer than :data:`GEMV_TARGET_PROGRAMS`. Not measured: defaults for the tuner to beat."""
+    group = 32 if fmt == "mxfp4" else 16
+    bn = min(block_n, max(16, _pow2(n)))
+    bk = max(32, group, min(block_k, _pow2(k)))
+    while bk > max(32, group) and k % bk:         # a K tile that divides K: unmasked loads (gpt-oss's 2880: 64)
+        bk //= 2
+    if k % bk:
+        bk = max(32, group, min(block_k, _pow2(k)))
+    programs = -(-n // bn) * max(1, min(num_local, tokens * top_k))
+    k_tiles = -(-k // bk)
+    split = 1
+    while split < GEMV_MAX_SPLIT_K and programs * split < GEMV_TARGET_PROGRAMS and k_tiles >= 4 * split:
+        split *= 2
+    c = {"BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1, "num_warps": num_warps, "num_stages": num_stages, "GEMV": True}
+    return c | ({"SPLIT_K": split} if split > 1 else {})
+
+
+def gemv_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int, gated: bool = True) -> dict:
+    """The GEMV mode's whole configuration at ``tokens`` (packed FP4 only; :func:`default_config` uses it up to
+    :data:`GEMV_MAX_ROWS_PER_EXPERT` mean rows per expert, ``benchmarks/w4a16_layer.py --variants gemv`` forces
+    it): ``BLOCK_M = min(4, pow2(tokens))`` and :func:`gemv_gemm_config` for both GEMMs. Raises ValueError for
+    another format."""
+    if fmt not in FP4_FORMATS:
+        raise ValueError(f"the GEMV mode is for packed-FP4 weights (mxfp4, nvfp4), not {fmt}")
+    inter = n13 // 2 if gated else n13
+    return {"BLOCK_M": min(4, _pow2(max(1, tokens))),
+            "gemm1": gemv_gemm_config(inter, hidden, fmt, tokens, top_k, num_local),
+            "gemm2": gemv_gemm_config(hidden, inter, fmt, tokens, top_k, num_local)}
+
+
 def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int,
                    block_shape: tuple[int, int] | None = None, gated: bool = True,
-                   smem_limit: int | None = None) -> dict:
+                   smem_limit: int | None = None, gemv: bool | None = None) -> dict:
     """The untuned tile configuration for ``tokens`` (use a bucket's token count: :func:`get_config`).
 
     ``BLOCK_M`` from the mean rows per expert ``m = tokens * top_k / E``: 16 up to 16 (decode: one
@@ -1031,8 +1206,12 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     (:class:`~moe_select.backends.triton_moe.ForwardPass`), so each K tile has one scale per column. Tiles are never much wider than the layer. ``n13``:
     rows of w13 (2*I, or I when not ``gated``). Returns ``{"BLOCK_M", "gemm1": {...}, "gemm2": {...}}``
     (keys of :func:`moe_gemm`'s config). ``smem_limit`` (bytes; default :data:`SMEM_SM90`): fewer stages,
-    then shallower K tiles, until :func:`smem_estimate` fits (the 99 KB of sm86/sm89/sm120)."""
+    then shallower K tiles, until :func:`smem_estimate` fits (the 99 KB of sm86/sm89/sm120). Packed FP4 at up to
+    :data:`GEMV_MAX_ROWS_PER_EXPERT` mean rows per expert: the GEMV mode (:func:`gemv_config`; no MMA tile, whose
+    16 rows would be mostly padding there), unless ``gemv`` is False (the MMA tiles, for comparisons)."""
     m = tokens * top_k / max(1, num_local)
+    if fmt in FP4_FORMATS and m <= GEMV_MAX_ROWS_PER_EXPERT and gemv is not False:
+        return gemv_config(num_local, n13, hidden, fmt, tokens, top_k, gated)
     fp8 = fmt.startswith("fp8")
     if m <= 16:
         bm, bn1, bn2, bk, gm, warps, stages = 16, 64, 64, 128, 1, 4, 4
@@ -1092,10 +1271,17 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
 
 def _check_gemm_cfg(c: Any, where: str) -> dict:
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB"} or any(k not in c for k in keys):
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K"} \
+            or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB), got {c!r}")
-    for flag in ("SPLIT", "SWAP_AB"):
+                         f"SWAP_AB, GEMV, SPLIT_K), got {c!r}")
+    if "SPLIT_K" in c:
+        v = c["SPLIT_K"]
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
+            raise ValueError(f"{where}: SPLIT_K must be an integer from 1 to 64, got {v!r}")
+        if v > 1 and not c.get("GEMV"):
+            raise ValueError(f"{where}: SPLIT_K is an option of the GEMV mode (GEMV: true)")
+    for flag in ("SPLIT", "SWAP_AB", "GEMV"):
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
     for k in keys:
@@ -1105,8 +1291,11 @@ def _check_gemm_cfg(c: Any, where: str) -> dict:
     for k in ("BLOCK_N", "BLOCK_K"):
         if c[k] < 16 or c[k] & (c[k] - 1):
             raise ValueError(f"{where}: {k} must be a power of two >= 16, got {c[k]}")
+    if c.get("GEMV") and (c.get("SWAP_AB") or c.get("SPLIT")):
+        raise ValueError(f"{where}: GEMV excludes SWAP_AB and SPLIT (it has no MMA tile)")
     return ({k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
-            | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}))
+            | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}) | ({"GEMV": True} if c.get("GEMV") else {})
+            | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 
 @functools.lru_cache(maxsize=None)
@@ -1127,7 +1316,10 @@ def load_config_file(path: str) -> dict[int, dict]:
                      "32": {...}}}
 
     ``configs`` maps a token count (a bucket) to the configuration measured best there; ``us`` fields
-    (microseconds per call, CUDA-graph replay) are informative. Raises ValueError naming the file and
+    (microseconds per call, CUDA-graph replay) are informative. Packed-FP4 files (``key.format`` mxfp4 or nvfp4) only: a
+    GEMM config may set ``"SWAP_AB": true`` or ``"GEMV": true`` (the GEMV mode, :func:`moe_gemm`) with
+    ``"SPLIT_K": <1..64>``; ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
+    :data:`GEMV_MAX_BLOCK_M`. Raises ValueError naming the file and
     the field on a malformed file."""
     try:
         data = json.loads(Path(path).read_text())
@@ -1143,8 +1335,10 @@ def load_config_file(path: str) -> dict[int, dict]:
         where = f"{path}: configs[{tok!r}]"
         if not str(tok).isdigit() or int(tok) < 1:
             raise ValueError(f"{where}: keys are positive token counts")
-        if not isinstance(cfg, dict) or not isinstance(cfg.get("BLOCK_M"), int) or cfg["BLOCK_M"] not in (16, 32, 64, 128, 256):
-            raise ValueError(f"{where}: BLOCK_M must be one of 16, 32, 64, 128, 256")
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("BLOCK_M"), int) or isinstance(cfg["BLOCK_M"], bool) \
+                or cfg["BLOCK_M"] not in (*GEMV_BLOCK_MS, 16, 32, 64, 128, 256):
+            raise ValueError(f"{where}: BLOCK_M must be one of 16, 32, 64, 128, 256 (or {', '.join(map(str, GEMV_BLOCK_MS))} "
+                             f"with GEMV)")
         out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"], "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1"),
                          "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2")}
         fmt = (data.get("key") or {}).get("format") if isinstance(data.get("key"), dict) else None
@@ -1154,6 +1348,15 @@ def load_config_file(path: str) -> dict[int, dict]:
         if (out[int(tok)]["gemm1"].get("SWAP_AB") or out[int(tok)]["gemm2"].get("SWAP_AB")) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: SWAP_AB is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
+        gemv = [bool(out[int(tok)][g].get("GEMV")) for g in ("gemm1", "gemm2")]
+        if any(gemv) and fmt not in FP4_FORMATS:
+            said = f"key.format {fmt}" if fmt else "no key.format"
+            raise ValueError(f"{where}: GEMV is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
+        bm = out[int(tok)]["BLOCK_M"]
+        if bm < 16 and not all(gemv):
+            raise ValueError(f"{where}: BLOCK_M {bm} is below the MMA tile's 16 rows: both GEMMs must set GEMV")
+        if any(gemv) and bm > GEMV_MAX_BLOCK_M:
+            raise ValueError(f"{where}: GEMV runs blocks of at most {GEMV_MAX_BLOCK_M} rows, got BLOCK_M {bm}")
     return out
 
 
