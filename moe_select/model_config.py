@@ -714,6 +714,17 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
         if act in table:
             shape["activation"] = table[act]
             prov["activation"] = _at(text, "hidden_act") if _present(text, "hidden_act") else f"{name} (no hidden_act: silu)"
+            # A SwiGLU clamp (DeepSeek-V4: vLLM's DeepseekV4MoE hands config.swiglu_limit to FusedMoE and its MLP uses
+            # SiluAndMulWithClamp, vllm-project/vllm@023da1fc828e deepseek_v4.py): silu_clamped, the limit carried
+            # typed as gpt-oss's is. null is no clamp (vLLM builds SiluAndMul for swiglu_limit None).
+            if _present(text, "swiglu_limit"):
+                if shape["activation"] != "silu":
+                    raise _issue(text, "swiglu_limit", f"swiglu_limit with hidden_act {shorten(act)}: no clamped "
+                                 "variant of it is known (read: silu with swiglu_limit, as silu_clamped)", tp)
+                take("swiglu_limit", "swiglu_limit", _number(text, "swiglu_limit", tp))
+                shape["activation"] = "silu_clamped"
+                prov["activation"] = (f"{prov['activation']}; {prov['swiglu_limit']} (SiLU with gate and up clamped at "
+                                      f"swiglu_limit {shape['swiglu_limit']}: silu_clamped)")
         elif re.match(r"^[a-z][a-z0-9_]{0,63}$", act):
             # An activation no vocabulary declares (issue 18): kept under its own name, for the selector to judge.
             shape["activation"] = act

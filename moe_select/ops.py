@@ -35,7 +35,8 @@ def gated_act(h: torch.Tensor, activation: str, limit: float | None = None) -> t
     Gated (silu, gelu, swiglu_oai): ``h [..., 2*I]`` holds the gate half then the up half (canonical
     order); returns ``[..., I]``. relu2 is not gated: ``h [..., I]`` -> ``relu(h)**2``.
     gelu is the exact (erf) GELU. swiglu_oai: gate clamped above at ``limit``, up clamped to
-    [-limit, limit], ``(up + 1) * gate * sigmoid(1.702 * gate)``.
+    [-limit, limit], ``(up + 1) * gate * sigmoid(1.702 * gate)``. silu_clamped (DeepSeek-V4): gate clamped
+    above at ``limit``, up clamped to [-limit, limit], ``silu(gate) * up``; ``limit`` is required (ValueError).
     """
     if activation == "relu2":
         return torch.relu(h).square()
@@ -44,6 +45,10 @@ def gated_act(h: torch.Tensor, activation: str, limit: float | None = None) -> t
         return torch.nn.functional.silu(gate) * up
     if activation == "gelu":
         return torch.nn.functional.gelu(gate) * up
+    if activation == "silu_clamped":
+        if limit is None:
+            raise ValueError("silu_clamped needs its swiglu_limit (the model's clamp); none was given")
+        return torch.nn.functional.silu(gate.clamp(max=limit)) * up.clamp(min=-limit, max=limit)
     if activation == "swiglu_oai":
         lim = SWIGLU_OAI_LIMIT if limit is None else limit
         gate = gate.clamp(max=lim)

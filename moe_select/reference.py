@@ -26,6 +26,11 @@ def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tenso
         return gate / (1 + torch.exp(-gate)) * up
     if activation == "gelu":
         return 0.5 * gate * (1 + torch.erf(gate / math.sqrt(2))) * up
+    if activation == "silu_clamped":
+        if limit is None:
+            raise ValueError("silu_clamped needs its swiglu_limit")
+        g = torch.clamp(gate, max=limit)
+        return g / (1 + torch.exp(-g)) * torch.clamp(up, min=-limit, max=limit)
     if activation == "swiglu_oai":
         lim = 7.0 if limit is None else limit
         g = torch.clamp(gate, max=lim)
