@@ -53,12 +53,73 @@ MAX_ISSUES = 20
 #: architectures leaves its cell unverified when the deployment does not say which).
 UNGIVEN = ("dp", "architecture")
 
+#: How a deployment states each input of :data:`UNGIVEN` (the fix an unknown of an unstated input names, issue 21).
+STATE_HOW = {
+    "dp": "state dp (the attention data-parallel size; a launch line's --dp / --data-parallel-size)",
+    "architecture": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that names it",
+}
+
+#: Quantities among the :data:`UNGIVEN` inputs and what is derived from them (a fact stating ``dp`` states ``tp_dp``).
+_DERIVED = {"dp": lambda f: {"tp_dp": f["tp"] * f["dp"]}}
+
 
 def _quantities_read(c: Constraint) -> list[str]:
     qs: list[str] = [str(c.field)] + [v for v in (c.multiple_of, c.max, *(c.one_of or [])) if isinstance(v, str)]
     if c.when is not None:
         qs += [k for k in c.when.keys()]
     return qs
+
+
+def _unstated_values(key: str, fact: Conditional) -> list[Any]:
+    """The values of unstated input ``key`` worth trying against ``fact``: what its ``when`` names (a list's entries,
+    a range's bounds) and, for a quantity, the sizes 1 to 64 and either side of the bounds a constraint on it names."""
+    from .conditions import QUANTITIES, IntRange
+
+    cond = getattr(fact.when, key, None) if fact.when is not None else None
+    named: list[Any] = []
+    if isinstance(cond, list):
+        named = list(cond)
+    elif isinstance(cond, IntRange):
+        named = [v for v in (cond.min, cond.max) if v is not None]
+    elif isinstance(cond, bool):
+        named = [cond]
+    if key in QUANTITIES:
+        bounds = [getattr(fact, "min", None), getattr(fact, "max", None)] if getattr(fact, "field", None) == key else []
+        near = [v + d for v in bounds if isinstance(v, int) for d in (-1, 1) if v + d >= 1]
+        named += [v for v in (*range(1, 65), *near) if v not in named]
+    return named
+
+
+def unstated_refusal(fact: Conditional, ctx: _Ctx, reads: Iterable[str],
+                     refuses: Any) -> tuple[list[str], tuple[Any, ...]] | None:
+    """Whether a refusal ``fact`` might apply: ``(the unstated inputs, values of them)`` when ``fact`` reads (``reads``:
+    its condition keys and quantities) inputs of :data:`UNGIVEN` the deployment leaves unstated, its package gate
+    holds, and ``refuses`` (facts -> bool: the fact applies there and refuses) is true for some value of them; else
+    None. Such a candidate is not supported: the caller records an unknown naming the inputs (issue 21)."""
+    from itertools import product
+
+    keys = [k for k in dict.fromkeys(reads) if k in UNGIVEN and ctx.facts.get(k) is None]
+    if not keys or not _requires(fact.requires, ctx)[0]:
+        return None
+    for combo in product(*(_unstated_values(k, fact) for k in keys)):
+        f = dict(ctx.facts)
+        f.update(zip(keys, combo))
+        for k in keys:
+            f.update(_DERIVED.get(k, lambda _: {})(f))
+        if refuses(f):
+            return keys, combo
+    return None
+
+
+def _unstated_unknown(fact: Conditional, keys: Sequence[str], values: Sequence[Any], code: str, what: str,
+                      backend: str | None) -> Unknown:
+    """The unknown of a refusal that might apply (:func:`unstated_refusal`): the unstated inputs, the fact and how to
+    state them."""
+    at = ", ".join(f"{k} {v}" for k, v in zip(keys, values))
+    return Unknown(code=cast(Any, code), backend=backend, source=fact.where(),
+                   detail=f"{what} where {fact.describe_conditions() or 'always'} [{fact.where()}]; this deployment does "
+                          f"not state {', '.join(keys)}, and the fact refuses it at {at}",
+                   settle="; ".join(STATE_HOW.get(k, f"state {k}") for k in keys))
 
 
 def _test_text(c: Constraint) -> str:
@@ -229,6 +290,13 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
     for c in cons:
         unknown = [q for q in _quantities_read(c) if q in UNGIVEN and ctx.facts.get(q) is None]
         if unknown:  # a fact about an input the deployment left out: say so, do not guess
+            # refused at some value of the input: not supported (issue 21); refused at none: a note that it was not read
+            hit = unstated_refusal(c, ctx, _quantities_read(c),
+                                   lambda f, c=c: c.applies(f) and not c.holds(f))
+            if hit is not None:
+                ctx.unknowns.append(_unstated_unknown(c, *hit, c.code, f"{owner}: {c.field} {_test_text(c)}"
+                                                      + (f" ({c.why})" if c.why else ""), backend))
+                continue
             rest = c.when.model_copy(update={k: None for k in unknown}) if c.when is not None else None
             if rest is None or rest.matches(ctx.facts):
                 assumed.append(f"{', '.join(unknown)} not given: not checked whether {c.field} {_test_text(c)}"
@@ -353,6 +421,12 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
             of = f" from a {ctx.facts['architecture']} checkpoint" if s.when is not None and s.when.architecture else ""
             return [Reason(code=s.code, detail=f"{name} does not run {u.quant}{of} on {_arch_label(u)}{_under(s)}",
                            source=s.where(), backend=name)]
+    for s in cap.support:  # a negative row that reads an input the deployment leaves unstated may refuse it (issue 21)
+        if not s.supported and s.when is not None and _arch_in(u.arch, s.archs) and u.quant in s.formats:
+            hit = unstated_refusal(s, ctx, s.when.keys(), s.when.matches)
+            if hit is not None:
+                ctx.unknowns.append(_unstated_unknown(s, *hit, s.code, f"{name} does not run {u.quant} on {u.arch}", name))
+                break
     pos = [s for s in cap.support if s.supported]
     archs = list(dict.fromkeys(a for s in pos for a in s.archs))
     formats = list(dict.fromkeys(f for s in pos for f in s.formats))
@@ -390,7 +464,7 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
         keys = [k for k in undecided.when.keys() if k in ungiven]  # type: ignore[union-attr]
         ctx.unknowns.append(Unknown(code="quant_unsupported", detail=f"{name} runs {u.quant} on {u.arch} only when "
                                     f"{undecided.when.describe()}; {', '.join(keys)} not given",  # type: ignore[union-attr]
-                                    settle=f"the deployment's {', '.join(keys)} (model_config, or model.{keys[0]})",
+                                    settle="; ".join(STATE_HOW.get(k, f"state {k}") for k in keys),
                                     source=undecided.where(), backend=name))
         return []
     gate = next((s for s in rows if _version_gate(s, ctx)), None)
@@ -466,6 +540,12 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     refused = next((f for f in cap.routing if not f.supported and routing in f.values and _holds(f, ctx, assumed)), None)
     ok, have, blocked, why, fix = _values_check(routing_facts, "values", routing, ctx, assumed)
     takes_topk = "any" in have
+    maybe = None if refused is not None else next(
+        ((f, hit) for f in cap.routing if not f.supported and routing in f.values and f.when is not None
+         and (hit := unstated_refusal(f, ctx, f.when.keys(), f.when.matches)) is not None), None)
+    if maybe is not None:  # a refusal that reads an input the deployment leaves unstated (issue 21)
+        ctx.unknowns.append(_unstated_unknown(maybe[0], maybe[1][0], maybe[1][1], "routing_unsupported",
+                                              f"{name} does not apply {routing} routing", name))
     if refused is not None:
         out.append(Reason(code="routing_unsupported", detail=f"{name} does not apply {routing} routing{_under(refused)}",
                           source=refused.where(), backend=name))
@@ -503,15 +583,24 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
             out.append(Reason(code="toolchain_unsupported", detail=f"{name}{cond} JIT-compiles with nvcc >= {t.min}; "
                               f"nvcc is {ctx.env.nvcc}{why_}", source=t.where(), fix=f"nvcc >= {t.min}", backend=name))
     if u.cuda_graph:
-        graph = [f for f in cap.cuda_graph if _holds(f, ctx, assumed)]
+        held = [i for i, f in enumerate(cap.cuda_graph) if _holds(f, ctx, assumed)]
+        graph = [cap.cuda_graph[i] for i in held]
         if graph and not graph[-1].supported:
             out.append(Reason(code="cuda_graph_unsupported", detail=f"{name} cannot be captured in a CUDA graph"
                               + (f" (when {graph[-1].describe_conditions()})" if graph[-1].describe_conditions() else ""),
                               source=graph[-1].where(), fix="cuda_graph: false (SGLang: --disable-cuda-graph)", backend=name))
-        elif not graph:
-            gap = _gap(ctx, cap, "cuda_graph", "cuda_graph_unsupported", f"no capture fact of {name} applies here",
-                       f"a cuda_graph fact of {name} that applies here", cap.cuda_graph[0].where(), name)
-            out += [r.model_copy(update={"fix": "cuda_graph: false (SGLang: --disable-cuda-graph)"}) for r in gap]
+        else:
+            # a later refusal that reads an input the deployment leaves unstated may decide it (issue 21)
+            later = next(((f, hit) for f in cap.cuda_graph[held[-1] + 1 if held else 0:]
+                          if not f.supported and f.when is not None
+                          and (hit := unstated_refusal(f, ctx, f.when.keys(), f.when.matches)) is not None), None)
+            if later is not None:
+                ctx.unknowns.append(_unstated_unknown(later[0], later[1][0], later[1][1], "cuda_graph_unsupported",
+                                                      f"{name} cannot be captured in a CUDA graph", name))
+            elif not graph:
+                gap = _gap(ctx, cap, "cuda_graph", "cuda_graph_unsupported", f"no capture fact of {name} applies here",
+                           f"a cuda_graph fact of {name} that applies here", cap.cuda_graph[0].where(), name)
+                out += [r.model_copy(update={"fix": "cuda_graph: false (SGLang: --disable-cuda-graph)"}) for r in gap]
     if engine == INSTALL_ENGINE:
         out += adapter_reasons(cap, ctx.catalog, u)
     return out
