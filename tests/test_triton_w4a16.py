@@ -79,13 +79,15 @@ class _Worker:
 
     proc: subprocess.Popen | None = None
     log: Path | None = None
+    #: the test file the worker runs (a subclass in another test file names its own)
+    script: Path = Path(__file__).resolve()
 
     @classmethod
     def call(cls, name: str, kwargs: dict) -> dict:
         if cls.proc is None or cls.proc.poll() is not None:
             cls.log = Path(tempfile.mkstemp(prefix="triton_w4a16_worker_", suffix=".log")[1])
             env = {**os.environ, "TRITON_INTERPRET": "1"}
-            cls.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"], stdin=subprocess.PIPE,
+            cls.proc = subprocess.Popen([sys.executable, str(cls.script), "--worker"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=cls.log.open("w"), text=True, env=env, cwd=str(ROOT))
         assert cls.proc.stdin is not None and cls.proc.stdout is not None
         cls.proc.stdin.write(json.dumps({"name": name, "kwargs": kwargs}) + "\n")
@@ -118,8 +120,9 @@ def _stop_worker():
     _Worker.stop()
 
 
-def interp(fn):
-    """Run the body under Triton's interpreter: here when it is on, else in the worker."""
+def interp(fn, worker: type[_Worker] | None = None):
+    """Run the body under Triton's interpreter: here when it is on, else in the worker (``worker``: another test
+    file's :class:`_Worker` subclass; default this file's)."""
     if INTERP:
         return fn
 
@@ -127,7 +130,7 @@ def interp(fn):
     def wrapper(**kwargs):
         if not HAS_TRITON:
             pytest.skip("triton (and numpy) not installed: pip install -e '.[test]'")
-        res = _Worker.call(fn.__name__, kwargs)
+        res = (worker or _Worker).call(fn.__name__, kwargs)
         if not res["ok"]:
             raise AssertionError("in the interpreter worker:\n" + res["error"])
 
@@ -250,8 +253,15 @@ def core_for(spec, layer, device="cpu", **kw):
 
 
 def _set_configs(core, **over):
-    """Override every bucket's GEMM configs (both GEMMs) of a core (tests of config options)."""
-    for c in core._table.values():
+    """Override every bucket's GEMM configs (both GEMMs) of a core (tests of config options). SWAP_AB is an option
+    of the MMA tiles: buckets whose default is the GEMV mode get the MMA default first (``default_config(...,
+    gemv=False)``)."""
+    s = core.spec
+    for b, c in core._table.items():
+        if "SWAP_AB" in over and c["gemm1"].get("GEMV"):
+            c.clear()
+            c.update(_K().default_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, b, s.top_k,
+                                         gated=s.gated, gemv=False))
         c["gemm1"].update(over)
         c["gemm2"].update(over)
 
@@ -758,6 +768,10 @@ def test_fp4_tuner_dry_run_writes_configs_the_core_reads():
         timed = [c for fmt in FP4 for pt in log["results"]["dry"][fmt].values() for bm in pt["per_block_m"].values()
                  for c in bm["gemm1"]]
         assert any(c.get("SWAP_AB") for c in timed), timed
+        # 1 token on 4 experts (0.5 rows per expert): the GEMV mode is the default, its split-K timed too
+        one = [log["results"]["dry"][fmt]["1"] for fmt in FP4]
+        assert all(r["BLOCK_M"] < 16 and r["gemm1"].get("GEMV") and r["gemm2"].get("GEMV") for r in one), one
+        assert all(any(c.get("SPLIT_K", 1) > 1 for c in r["per_block_m"][str(r["BLOCK_M"])]["gemm1"]) for r in one), one
         m = tune.DRY_MODEL
         for quant in FP4:
             spec = spec_of(quant, e=m[0], k=m[1], h=m[2], i=m[3])
@@ -862,7 +876,8 @@ def _sm90():
 def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
     """Every kernel of a forward, with the default configuration (and SWAP_AB where asked), compiled for sm90 with
     the PTX table decode: it compiles (ptxas accepts the inline PTX), fits an sm90 CTA's shared memory, uses
-    tensor cores, runs the table lookups (prmt) and spills no register."""
+    tensor cores (the MMA tiles; the GEMV default at few rows per expert, split-K reductions included, uses none),
+    runs the table lookups (prmt) and spills no register."""
     helpers = _sm90()
     if not helpers._ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
@@ -888,13 +903,18 @@ def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
     x = torch.empty(tokens, h, dtype=torch.bfloat16, device=meta)
     core.forward(x, torch.empty(tokens, k, dtype=torch.int32, device=meta), torch.empty(tokens, k, device=meta), pw)
     gemms = [d for d in done if d["kernel"] == "_moe_gemm_kernel"]
-    assert len(gemms) == 2, [d["kernel"] for d in done]
+    split = sum(core.config_for(tokens)[g].get("SPLIT_K", 1) > 1 for g in ("gemm1", "gemm2"))   # + the reductions
+    assert len(gemms) == 2 + split, [d["kernel"] for d in done]
     for d in done:
         assert d["shared"] <= helpers.SMEM_SM90, d
         assert d["spill"] == 0, (d, core.config_for(tokens))
+    gemv = bool(core.config_for(tokens)["gemm1"].get("GEMV"))      # the default at few rows per expert (no MMA)
+    assert gemv == (not swap and tokens * k / e <= K.GEMV_MAX_ROWS_PER_EXPERT), core.config_for(tokens)
     for d in gemms:
         assert d["asm"] is True and bool(d["swap"]) == swap, d
-        assert d["mma"] > 0 and d["scalar_stores"] == 0, d
+        assert (d["mma"] == 0) if gemv else (d["mma"] > 0), d
+        if not gemv:        # GEMV programs store at most 4 x BLOCK_N elements (1 x 32 at 1 token: one per thread)
+            assert d["scalar_stores"] == 0, d
 
 
 REAL = {"gpt-oss-20b": (32, 4, 2880, 2880, "swiglu_oai"), "gpt-oss-120b": (128, 4, 2880, 2880, "swiglu_oai"),
