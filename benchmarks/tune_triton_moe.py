@@ -43,7 +43,12 @@ Packed FP4 (W4A16, issue 24): ``--formats mxfp4 nvfp4`` (random packed codes and
 scales around ``1/sqrt(K)``), or ``--fp4`` for the issue's four layers in their checkpoints' formats (gpt-oss-20b
 and gpt-oss-120b in mxfp4, Qwen3-30B-A3B and DeepSeek-V3 in nvfp4). Their ``BLOCK_K`` candidates are whole scale
 groups (>= 32), and tiles of ``BLOCK_M`` <= 32 are also tried with ``SWAP_AB`` (the weight tile as the MMA's M
-operand).
+operand). Where the mean rows per expert ``m = T*K/E`` is at most 4, the GEMV mode (``GEMV``: no MMA, the block's
+few rows in registers) is timed as well: ``BLOCK_M`` 1, 2 and 4 (at most ``pow2(T)``) next to the MMA tile's 16,
+each with GEMV configs (``BLOCK_N`` 16-64, ``BLOCK_K`` 64-256, 2 or 4 warps, ``SPLIT_K`` 1, 2, 4 or 8; the sum of
+both launches when split). The default heuristic chooses GEMV up to ``m = 2``
+(``triton_moe_kernels.GEMV_MAX_ROWS_PER_EXPERT``), so there the quick phase times GEMV tiles and the full phase
+adds the MMA ones.
 
 Output under ``--out``: ``triton_configs/<file>.json`` in the format of
 ``backends/triton_configs/README.md`` (copy them into ``backends/triton_configs/`` to use them), and
@@ -108,18 +113,44 @@ def _pow2(n: float) -> int:
 
 # --- candidates ------------------------------------------------------------------------------------
 
+#: Packed FP4: mean rows per expert up to which the GEMV mode's block heights are timed.
+GEMV_TUNE_MAX_ROWS = 4
+
+
 def block_m_candidates(tokens: int, e: int, k: int, default: int, fmt: str = "bf16") -> list[int]:
     """``BLOCK_M`` values worth timing for ``tokens``: the default and its neighbours (half, double),
     at most ``2 * pow2(m)`` for ``m = tokens * k / e`` rows per expert (taller blocks would be mostly
     padding), from 64 when ``m >= 256`` (fp8_block's fused first GEMM spills registers at 128: there only
-    its split variant fits, :func:`gemm_candidates`)."""
+    its split variant fits, :func:`gemm_candidates`). Packed FP4 with ``m <= GEMV_TUNE_MAX_ROWS``: the GEMV
+    mode's 1, 2, 4 (at most ``pow2(tokens)``: a block never holds more rows than tokens) and the MMA tile's 16."""
     m = tokens * k / e
+    if fmt in FP4_FORMATS and m <= GEMV_TUNE_MAX_ROWS:
+        return sorted({bm for bm in (1, 2, 4) if bm <= _pow2(tokens)} | {16})
     lo = 64 if m >= 256 else 16
     hi = min(max(16, 2 * _pow2(m)), 128)
     return [bm for bm in (16, 32, 64, 128) if lo <= bm <= hi and default // 2 <= bm <= default * 2]
 
 
+def base_at(base: dict, bm: int, e: int, n13: int, h: int, fmt: str, tokens: int, k: int, block, gated: bool) -> dict:
+    """The default configuration ``base`` moved to ``BLOCK_M`` ``bm``: the GEMV mode's default GEMM configs
+    below 16 rows (the MMA tile cannot run them), the MMA default (``default_config(..., gemv=False)``) when
+    ``base`` is GEMV and ``bm`` is 16 or more, else ``base``'s GEMM configs."""
+    K = _K()
+    if bm < 16:
+        g = K.gemv_config(e, n13, h, fmt, K.token_bucket(tokens), k, gated)
+    elif base["gemm1"].get("GEMV"):
+        g = K.default_config(e, n13, h, fmt, K.token_bucket(tokens), k, block, gated, gemv=False)
+    else:
+        g = base
+    return {"BLOCK_M": bm, "gemm1": g["gemm1"], "gemm2": g["gemm2"]}
+
+
 def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> bool:
+    if cfg.get("GEMV"):             # decoded float32 weight tile(s) in registers; no shared-memory pipeline
+        regs = cfg["BLOCK_N"] * cfg["BLOCK_K"] * (2 if gated else 1) / (32 * cfg["num_warps"])
+        return (regs <= 128 and cfg["BLOCK_N"] <= max(16, _pow2(n_out)) and cfg["BLOCK_K"] <= max(32, _pow2(k_dim))
+                and cfg["BLOCK_K"] % (32 if fmt == "mxfp4" else 16) == 0 and cfg["BLOCK_K"] >= 32
+                and cfg.get("SPLIT_K", 1) <= -(-k_dim // cfg["BLOCK_K"]))     # at least one K tile per split
     if cfg.get("SPLIT"):            # one accumulator over the gate and up rows
         gated, n_out = False, 2 * n_out
     bn, bk, warps, stages = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_warps"], cfg["num_stages"]
@@ -147,6 +178,8 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
     ``BLOCK_N`` >= (a multiple of) the block's K size. fp8_block's first GEMM (gated) from ``BLOCK_M`` 64 also
     tries its split variant (``SPLIT``: 16-bit out over the gate and up rows, then the activation kernel)."""
     out = [dict(base)]
+    if base.get("GEMV"):
+        return out + [c for c in gemv_candidates(phase, base, dry) if c not in out and _fits(c, bm, fmt, gated, n_out, k_dim)]
     split_ok = fmt == "fp8_block" and gated and block_k is not None and bm >= 64 and not dry
     splits: list[dict] = []
     if split_ok and phase == "quick" and not base.get("SPLIT"):
@@ -185,9 +218,32 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
     return out
 
 
+def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
+    """GEMV-mode configs to time next to ``base`` (a GEMV config): its neighbours (``quick``: ``BLOCK_N``,
+    ``BLOCK_K`` and ``SPLIT_K`` halved and doubled, the other warp count) or a grid (``full``: ``BLOCK_N`` 16, 32,
+    64, ``BLOCK_K`` 64, 128, 256, 2 or 4 warps, ``SPLIT_K`` 1, 2, 4, 8; stages as ``base``: the loop has no dot,
+    so Triton does not pipeline its loads). ``dry``: a split of two 32-deep K tiles and a narrower tile."""
+    sk = base.get("SPLIT_K", 1)
+
+    def mk(**kw) -> dict:
+        c = {**base, **kw}
+        if c.get("SPLIT_K", 1) <= 1:
+            c.pop("SPLIT_K", None)
+        return c
+
+    if dry:
+        return [mk(BLOCK_K=32, SPLIT_K=2), mk(BLOCK_N=max(16, base["BLOCK_N"] // 2))]
+    if phase == "quick":
+        return [mk(BLOCK_N=base["BLOCK_N"] * 2), mk(BLOCK_N=max(16, base["BLOCK_N"] // 2)),
+                mk(BLOCK_K=base["BLOCK_K"] * 2), mk(BLOCK_K=base["BLOCK_K"] // 2),
+                mk(SPLIT_K=2 * sk), mk(SPLIT_K=max(1, sk // 2)), mk(num_warps=6 - base["num_warps"])]
+    return [mk(BLOCK_N=bn, BLOCK_K=bk, num_warps=w, SPLIT_K=s)
+            for bn, bk, w, s in itertools.product((16, 32, 64), (64, 128, 256), (2, 4), (1, 2, 4, 8))]
+
+
 def cfg_key(c: dict) -> tuple:
     return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], bool(c.get("SPLIT")),
-            bool(c.get("SWAP_AB")))
+            bool(c.get("SWAP_AB")), bool(c.get("GEMV")), c.get("SPLIT_K", 1))
 
 
 # --- layers and inputs --------------------------------------------------------------------------------
@@ -441,9 +497,10 @@ def plan_jobs(pairs: list[tuple[str, tuple, str]], tokens, block, phase: str, dr
             base = K.default_config(e, n13, h, fmt, K.token_bucket(t), k, blk, act != "relu2")
             bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, e, k, base["BLOCK_M"], fmt)
             for bm in bms:
+                at = base_at(base, bm, e, n13, h, fmt, t, k, blk, act != "relu2")
                 for kind, gated, n_out, kd in (("gemm1", act != "relu2", i, h), ("gemm2", False, h, i)):
                     min_bn = blk[1] if blk and kind == "gemm1" else 16
-                    for c in gemm_candidates(phase, base[kind], bm, fmt, gated, n_out, kd, blk[1] if blk else None,
+                    for c in gemm_candidates(phase, at[kind], bm, fmt, gated, n_out, kd, blk[1] if blk else None,
                                              dry, min_bn):
                         jobs.append({"key": (name, fmt, kind, bm, cfg_key(c)), "shape": list(shape), "fmt": fmt,
                                      "block": list(blk) if blk else None, "kind": kind, "bm": bm, "cfg": c})
@@ -532,13 +589,14 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
     for bm in bms:
         stages = [Stage(bench, x, ids, tw, bm) for x, ids, tw in sets]
         sort_us = timer([st.sort for st in stages])
-        base_cfg = base if bm == base["BLOCK_M"] else {**base, "BLOCK_M": bm}
+        base_cfg = base if bm == base["BLOCK_M"] else base_at(base, bm, bench.e, bench.n13, bench.h, bench.fmt, t,
+                                                              bench.k, bench.block, bench.spec.gated)
         for st in stages:                      # real activations for the second GEMM
             st.gemm("gemm1", base_cfg["gemm1"])
         row = {"sort_us": round(sort_us, 2)}
         blk = bench.block[1] if bench.block else None
         for kind, gated, n_out, kd in (("gemm1", bench.spec.gated, bench.i, bench.h), ("gemm2", False, bench.h, bench.i)):
-            cands = gemm_candidates(phase, base[kind], bm, bench.fmt, gated, n_out, kd, blk, dry,
+            cands = gemm_candidates(phase, base_cfg[kind], bm, bench.fmt, gated, n_out, kd, blk, dry,
                                     blk if blk and kind == "gemm1" else 16)
             timings = []
             best_us = None
@@ -586,7 +644,8 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
 
 
 def _strip(c: dict) -> dict:
-    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "us") if k in c}
+    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "GEMV",
+                              "SPLIT_K", "us") if k in c}
 
 
 def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict[int, dict], log: dict) -> None:
