@@ -45,8 +45,8 @@ and gpt-oss-120b in mxfp4, Qwen3-30B-A3B and DeepSeek-V3 in nvfp4). Their ``BLOC
 groups (>= 32), and tiles of ``BLOCK_M`` <= 32 are also tried with ``SWAP_AB`` (the weight tile as the MMA's M
 operand). Where the mean rows per expert ``m = T*K/E`` is at most 4, the GEMV mode (``GEMV``: no MMA, the block's
 few rows in registers) is timed as well: ``BLOCK_M`` 1, 2 and 4 (at most ``pow2(T)``) next to the MMA tile's 16,
-each with GEMV configs (``BLOCK_N`` 16-64, ``BLOCK_K`` 64-256, 2 or 4 warps, ``SPLIT_K`` 1, 2, 4 or 8; the sum of
-both launches when split). The default heuristic chooses GEMV up to ``m = 2``
+each with GEMV configs (``BLOCK_N`` 16-64, ``BLOCK_K`` 64-256, ``SPLIT_K`` 1, 2, 4 or 8, and 2 warps near the
+default; the sum of both launches when split). The default heuristic chooses GEMV up to ``m = 2``
 (``triton_moe_kernels.GEMV_MAX_ROWS_PER_EXPERT``), so there the quick phase times GEMV tiles and the full phase
 adds the MMA ones.
 
@@ -221,8 +221,8 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
 def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
     """GEMV-mode configs to time next to ``base`` (a GEMV config): its neighbours (``quick``: ``BLOCK_N``,
     ``BLOCK_K`` and ``SPLIT_K`` halved and doubled, the other warp count) or a grid (``full``: ``BLOCK_N`` 16, 32,
-    64, ``BLOCK_K`` 64, 128, 256, 2 or 4 warps, ``SPLIT_K`` 1, 2, 4, 8; stages as ``base``: the loop has no dot,
-    so Triton does not pipeline its loads). ``dry``: a split of two 32-deep K tiles and a narrower tile."""
+    64, ``BLOCK_K`` 64, 128, 256, ``SPLIT_K`` 1, 2, 4, 8, warps and stages as ``base``: the loop has no dot, so
+    Triton does not pipeline its loads). ``dry``: a split of two 32-deep K tiles and a narrower tile."""
     sk = base.get("SPLIT_K", 1)
 
     def mk(**kw) -> dict:
@@ -237,8 +237,7 @@ def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
         return [mk(BLOCK_N=base["BLOCK_N"] * 2), mk(BLOCK_N=max(16, base["BLOCK_N"] // 2)),
                 mk(BLOCK_K=base["BLOCK_K"] * 2), mk(BLOCK_K=base["BLOCK_K"] // 2),
                 mk(SPLIT_K=2 * sk), mk(SPLIT_K=max(1, sk // 2)), mk(num_warps=6 - base["num_warps"])]
-    return [mk(BLOCK_N=bn, BLOCK_K=bk, num_warps=w, SPLIT_K=s)
-            for bn, bk, w, s in itertools.product((16, 32, 64), (64, 128, 256), (2, 4), (1, 2, 4, 8))]
+    return [mk(BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=s) for bn, bk, s in itertools.product((16, 32, 64), (64, 128, 256), (1, 2, 4, 8))]
 
 
 def cfg_key(c: dict) -> tuple:
