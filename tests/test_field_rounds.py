@@ -8,9 +8,11 @@ files its case names under ``fixed_by`` (the fix of its kind): a round must be f
 """
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -50,8 +52,127 @@ def test_report_not_cited_elsewhere(name, case):
     grep = subprocess.run(["git", "grep", "-l", "-E", "-i", pattern, "--", "backends", "rules", "tests/cases"],
                           cwd=ROOT, capture_output=True, text=True)
     assert grep.returncode in (0, 1), f"git grep failed (this test needs the git checkout): {grep.stderr}"
-    hits = grep.stdout.split()
-    assert not set(hits) - allowed, f"{case['report']} already cited in {sorted(set(hits) - allowed)}"
+    hits = set(grep.stdout.split()) | bare_citations().get((owner_repo.lower(), int(number)), set())
+    assert not hits - allowed, f"{case['report']} already cited in {sorted(hits - allowed)}"
+
+
+# A bare reference: "#N", "PR #N", "PRs #N, #M", "issue #N", "pull #N" whose "#" does not follow a repository name
+# ("owner/repo#N" and "short#N" are the direct citations git grep finds above).
+BARE_REF = re.compile(r"(?<![\w/.#-])#(\d+)\b")
+# An owner/repo mention (not a path inside a citation: those follow ':' or '/').
+OWNER_REPO = re.compile(r"(?<![\w.:/-])([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*?)(?=[#@:\s,;)\]\"']|$)")
+AMBIGUOUS = ""
+
+
+@functools.lru_cache(maxsize=1)
+def _repositories() -> dict[str, list[str]]:
+    """Every repository cited as ``owner/repo#N`` or ``owner/repo@commit`` under backends/, rules/ and tests/cases/,
+    and every round report's: ``{owner/repo (lower case): [its short form]}`` (the repository's own name)."""
+    repos = {r.lower() for _, c in CASES for r in [REPORT.match(c["report"]).group(1)]}
+    for text in _texts().values():
+        repos |= {m.lower() for m in re.findall(r"([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*?)[#@]", text)}
+    return {r: [r.split("/")[1]] for r in repos}
+
+
+@functools.lru_cache(maxsize=1)
+def _texts() -> dict[str, str]:
+    """The tracked text files of backends/, rules/ and tests/cases/ (path -> text)."""
+    ls = subprocess.run(["git", "ls-files", "--", "backends", "rules", "tests/cases"], cwd=ROOT, capture_output=True,
+                        text=True)
+    assert ls.returncode == 0, f"git ls-files failed (this test needs the git checkout): {ls.stderr}"
+    out = {}
+    for rel in ls.stdout.split():
+        path = ROOT / rel
+        if path.suffix in {".yaml", ".yml", ".md", ".py", ".txt"} and path.is_file():
+            out[rel] = path.read_text(errors="replace")
+    return out
+
+
+def _units(rel: str, text: str) -> Iterator[str]:
+    """The pieces of a file a citation is read within: each line, each block of consecutive comment lines, and (YAML)
+    each string scalar, so that a scalar folded over several lines is read whole."""
+    lines = text.splitlines()
+    yield from lines
+    block: list[str] = []
+    for line in [*lines, ""]:
+        if line.lstrip().startswith("#"):
+            block.append(line.lstrip().lstrip("#"))
+        elif block:
+            yield " ".join(block)
+            block = []
+    if rel.endswith((".yaml", ".yml")):
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return
+        stack: list[Any] = [doc]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, str):
+                yield node
+            elif isinstance(node, dict):
+                stack.extend([*node.keys(), *node.values()])
+            elif isinstance(node, list):
+                stack.extend(node)
+
+
+def attribute_bare_refs(unit: str, repos: dict[str, list[str]]) -> set[tuple[str, int]]:
+    """``(owner/repo, N)`` for each bare ``#N`` of ``unit`` that follows a repository's name: the nearest repository
+    mentioned before it in the unit (``owner/repo`` or its short form, e.g. "SGLang PR #23948" or
+    "sgl-project/sglang#32846 ... PR #23948"). Any other ``owner/repo`` mentioned in between takes the numbers after
+    it, and a short form two repositories share (DeepGEMM) gives none: a number with no repository named before it is
+    not attributed (no false hit on another repository's numbers)."""
+    refs = [(m.start(), int(m.group(1))) for m in BARE_REF.finditer(unit)]
+    if not refs:
+        return set()
+    mentions = [(m.start(), m.group(1).lower()) for m in OWNER_REPO.finditer(unit)]
+    owners: dict[str, set[str]] = {}
+    for repo, shorts in repos.items():
+        for short in shorts:
+            owners.setdefault(short.lower(), set()).add(repo)
+    for short, named in owners.items():
+        for m in re.finditer(rf"(?<![\w/.:-]){re.escape(short)}(?![\w/-])", unit, flags=re.IGNORECASE):
+            mentions.append((m.start(), next(iter(named)) if len(named) == 1 else AMBIGUOUS))
+    mentions.sort()
+    found = set()
+    for at, number in refs:
+        before = [repo for pos, repo in mentions if pos < at]
+        if before and before[-1] in repos:
+            found.add((before[-1], number))
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def bare_citations() -> dict[tuple[str, int], set[str]]:
+    """``{(owner/repo, N): files}`` of the bare ``#N`` citations under backends/, rules/ and tests/cases/."""
+    repos = _repositories()
+    out: dict[tuple[str, int], set[str]] = {}
+    for rel, text in _texts().items():
+        for unit in _units(rel, text):
+            for key in attribute_bare_refs(unit, repos):
+                out.setdefault(key, set()).add(rel)
+    return out
+
+
+def test_bare_citations_are_attributed():
+    """The bare-number reader: a number after a repository's name (direct, or later in the same scalar) is that
+    repository's; another repository named in between takes the numbers after it; a unit naming no repository before
+    the number, or a short form two repositories share, gives none."""
+    repos = {"sgl-project/sglang": ["sglang"], "vllm-project/vllm": ["vllm"],
+             "flashinfer-ai/flashinfer": ["flashinfer"], "deepseek-ai/deepgemm": ["deepgemm"],
+             "sgl-project/deepgemm": ["deepgemm"]}
+    assert attribute_bare_refs("SGLang PR #23948", repos) == {("sgl-project/sglang", 23948)}
+    assert attribute_bare_refs("sgl-project/sglang#32846 (fixed by PR #23948)", repos) == {
+        ("sgl-project/sglang", 23948)}
+    assert attribute_bare_refs("SGLang PR #23948; FlashInfer PRs #3084, #3738", repos) == {
+        ("sgl-project/sglang", 23948), ("flashinfer-ai/flashinfer", 3084), ("flashinfer-ai/flashinfer", 3738)}
+    assert attribute_bare_refs("sgl-project/sglang#32846; kvcache-ai/ktransformers issue #2036", repos) == set()
+    assert attribute_bare_refs("vllm#52732, DeepGEMM PR #324", repos) == set()
+    assert attribute_bare_refs("fixed by #4412 (a revert) in vLLM", repos) == set()
+    assert attribute_bare_refs("flashinfer_trtllm on PR #12 with flashinfer-python 0.6.12", repos) == set()
+    # a citation's path names no repository; a YAML comment marker or an owner/repo#N is no bare reference
+    assert attribute_bare_refs("vllm-project/vllm@abc:python/sglang/x.py (PR #5)", repos) == {("vllm-project/vllm", 5)}
+    assert attribute_bare_refs("# vllm-project/vllm#46880", repos) == set()
 
 
 @pytest.mark.parametrize(("name", "case"), CASES, ids=IDS)
