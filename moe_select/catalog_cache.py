@@ -239,8 +239,8 @@ def _secret(create: bool) -> bytes | None:
     return _read_key(path)
 
 
-def _mac(secret: bytes, document: bytes) -> bytes:
-    return hmac.new(secret, MAGIC + document, hashlib.sha256).hexdigest().encode()
+def _mac(secret: bytes, document: bytes, magic: bytes = MAGIC) -> bytes:
+    return hmac.new(secret, magic + document, hashlib.sha256).hexdigest().encode()
 
 
 # --- The entry's JSON form --------------------------------------------------------------------------------
@@ -375,25 +375,34 @@ def _decoder(kind: type) -> Callable[[dict[str, Any]], Any]:
     return hook
 
 
+def _read_document(folder: Path, name: str, magic: bytes) -> bytes | None:
+    """The document of entry ``name`` in ``folder`` when it is a regular file this user owns, starts with
+    ``magic`` and its MAC verifies (module doc), else None. Raises OSError (and others) for a file that
+    cannot be read: the callers count any exception as a miss."""
+    if not _separate(folder) or not _private(folder):
+        return None
+    secret = _secret(create=False)
+    if secret is None:
+        return None
+    fd = os.open(folder / name, _READ_FLAGS)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _owned(st) or st.st_size > MAX_ENTRY_BYTES:
+            return None
+        data = f.read(MAX_ENTRY_BYTES + 1)
+    if not data.startswith(magic):
+        return None
+    mac, _, document = data[len(magic):].partition(b"\n")
+    if not hmac.compare_digest(mac, _mac(secret, document, magic)):
+        return None
+    return document
+
+
 def _read(folder: Path, key: str, kind: type[T]) -> T | None:
     """The catalog of entry ``key`` in ``folder`` when it verifies and decodes (module doc), else None."""
-    path = folder / f"catalog-{key}.json"
     try:
-        if not _separate(folder) or not _private(folder):
-            return None
-        secret = _secret(create=False)
-        if secret is None:
-            return None
-        fd = os.open(path, _READ_FLAGS)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not _owned(st) or st.st_size > MAX_ENTRY_BYTES:
-                return None
-            data = f.read(MAX_ENTRY_BYTES + 1)
-        if not data.startswith(MAGIC):
-            return None
-        mac, _, document = data[len(MAGIC):].partition(b"\n")
-        if not hmac.compare_digest(mac, _mac(secret, document)):
+        document = _read_document(folder, f"catalog-{key}.json", MAGIC)
+        if document is None:
             return None
         entry = json.loads(document, object_hook=_decoder(kind))
     except Exception:  # missing, unreadable, not ours, edited, truncated, written by other code: a miss
@@ -403,30 +412,38 @@ def _read(folder: Path, key: str, kind: type[T]) -> T | None:
     return None
 
 
-def _write(folder: Path, key: str, catalog: object) -> None:
-    """Store ``catalog`` as the entry ``key`` of ``folder`` (module doc); any failure leaves it unstored."""
+def _write_document(folder: Path, name: str, magic: bytes, document: bytes) -> None:
+    """Store ``document`` as the entry ``name`` of ``folder`` under ``magic`` and its MAC (module doc), then
+    keep the newest :data:`KEEP` entries of its kind (the names that share its prefix up to the first ``-``).
+    Raises what writing raises (the callers ignore it: the cache is optional)."""
     import tempfile
 
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _separate(folder) or not _private(folder):
+        return
+    secret = _secret(create=True)
+    if secret is None:
+        return
+    prefix = name.split("-", 1)[0]
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{prefix}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(magic + _mac(secret, document, magic) + b"\n" + document)
+        os.replace(tmp, folder / name)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    entries = sorted(folder.glob(f"{prefix}-*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in entries[KEEP:]:
+        old.unlink()
+
+
+def _write(folder: Path, key: str, catalog: object) -> None:
+    """Store ``catalog`` as the entry ``key`` of ``folder`` (module doc); any failure leaves it unstored."""
     try:
         document = json.dumps([_FORMAT, key, _encode(catalog, {})], ensure_ascii=False, allow_nan=False,
                               separators=(",", ":")).encode()
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _separate(folder) or not _private(folder):
-            return
-        secret = _secret(create=True)
-        if secret is None:
-            return
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".catalog-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + _mac(secret, document) + b"\n" + document)
-            os.replace(tmp, folder / f"catalog-{key}.json")
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        entries = sorted(folder.glob("catalog-*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for old in entries[KEEP:]:
-            old.unlink()
+        _write_document(folder, f"catalog-{key}.json", MAGIC, document)
     except Exception:  # read-only, full, removed meanwhile, a value the form does not hold: the cache is optional
         return
 
@@ -451,3 +468,81 @@ def load_cached(inputs: Callable[[], Inputs], load: Callable[[], T], kind: type[
     if folder is not None and key is not None and _key(inputs) == key:  # unchanged while it loaded
         _write(folder, key, catalog)
     return catalog
+
+
+# --- Values computed from a catalog (moe_select.cells: the selector's verdict in every cell) -------------------
+# Same folder, same key file, same checks: an entry ``<kind>-<key>.json`` is ``moe-select <kind> cache 1``, a
+# newline, the MAC (over that first line and the document) and a newline, then the JSON document
+# ``[1, kind, key, value]``; ``decode`` rebuilds the value and refuses anything else (a miss).
+_VALUE_FORMAT = 1
+#: Code stamps (:func:`_code_stamp`) seen by this process: the first is the code it runs (its modules are read
+#: once). Entries are read and written only while the files still are that code.
+_stamps: list[Any] = []
+
+
+def _value_magic(kind: str) -> bytes:
+    return f"moe-select {kind} cache {_VALUE_FORMAT}\n".encode()
+
+
+def content_key(catalog: object, kind: str) -> str | None:
+    """The key of a value computed from ``catalog`` (a value of kind ``kind``: a name without ``-``): the
+    sha256 over the catalog itself (its entry's JSON form, above: every model, field and file:line mark, every
+    table and path it holds, so any edit, addition or removal of a capability, rule or operator file that
+    changes the catalog changes it), ``kind``, the moe_select version and the sha256 of every module of the
+    package (a code change invalidates), and the Python, pydantic, pydantic-core and packaging versions. None
+    when the catalog holds something the form cannot (then nothing is cached)."""
+    import pydantic
+    import packaging
+    import pydantic_core
+
+    from . import __version__
+
+    try:
+        document = json.dumps(_encode(catalog, {}), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
+        return None
+    stamp = _code_stamp()
+    if not _stamps:
+        _stamps.append(stamp)
+    parts: list[Any] = [_VALUE_FORMAT, kind, __version__, sys.version, pydantic.VERSION, pydantic_core.__version__,
+                        packaging.__version__, stamp, hashlib.sha256(document).hexdigest()]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _same_code() -> bool:
+    """True when the package's modules on disk are still those this process first stamped."""
+    return bool(_stamps) and _code_stamp() == _stamps[0]
+
+
+def read_value(kind: str, key: str, decode: Callable[[Any], T]) -> T | None:
+    """The value stored as entry ``key`` of ``kind`` in the cache folder (:func:`cache_dir`) when the cache is on,
+    the entry verifies (MAC, ownership: module doc) and ``decode`` accepts its JSON value; else None. Reads
+    nothing once the package's code on disk differs from the code this process runs."""
+    try:
+        folder = cache_dir()  # an empty $MOE_SELECT_CACHE_DIR (InputError) reads nothing either
+        if folder is None or not _same_code():
+            return None
+        document = _read_document(folder, f"{kind}-{key}.json", _value_magic(kind))
+        if document is None:
+            return None
+        entry = json.loads(document)
+        if type(entry) is list and len(entry) == 4 and entry[:3] == [_VALUE_FORMAT, kind, key]:
+            return decode(entry[3])
+    except Exception:  # missing, unreadable, not ours, edited, truncated, refused by decode: a miss
+        return None
+    return None
+
+
+def write_value(kind: str, key: str, value: Any) -> None:
+    """Store the JSON ``value`` as entry ``key`` of ``kind`` (module doc; the newest :data:`KEEP` of the kind are
+    kept). Any failure leaves it unstored; nothing is written when the cache is off or the package's code on
+    disk is no longer the code this process runs (its value may be another code's answer)."""
+    try:
+        folder = cache_dir()
+        if folder is None or not _same_code():
+            return
+        document = json.dumps([_VALUE_FORMAT, kind, key, value], ensure_ascii=False, allow_nan=False,
+                              separators=(",", ":")).encode()
+        _write_document(folder, f"{kind}-{key}.json", _value_magic(kind), document)
+    except Exception:  # read-only, full, removed meanwhile: the cache is optional
+        return

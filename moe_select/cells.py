@@ -178,3 +178,110 @@ def uncovered(cells: Cells) -> list[tuple[str, tuple[str, ...], tuple[str, ...],
                 merged[name] = "supported" if "supported" in (level, merged.get(name)) else level
         out.append((arch, quants, tuple(engines), tuple(sorted(merged.items())), source[arch]))
     return out
+
+
+# --- The cells of a catalog, cached (moe-select check's uncovered-cell pass) ---------------------------------
+#: Cells kept in this process (the newest ``_MEMO_KEEP``), by :func:`~moe_select.catalog_cache.content_key`.
+_memo: dict[str, Cells] = {}
+_MEMO_KEEP = 8
+_KIND = "cells"
+
+
+def _str_or_none(v: Any) -> str | None:
+    if v is not None and type(v) is not str:
+        raise ValueError("not a string")
+    return v
+
+
+def _strs(v: Any) -> tuple[str, ...]:
+    if type(v) is not list or any(type(x) is not str for x in v):
+        raise ValueError("not a list of strings")
+    return tuple(v)
+
+
+def encode_cells(cells: Cells) -> dict[str, Any]:
+    """The JSON form of ``cells`` (:func:`decode_cells` reads it back): the axes, then each distinct verdict once
+    and, per (runner, arch, quant, engine), its verdict's index; each plan as a list of its fields."""
+    table: dict[Verdict, int] = {}
+    verdicts = [[*k, table.setdefault(v, len(table))] for k, v in cells.verdicts.items()]
+    return {"archs": list(cells.archs), "quants": list(cells.quants), "engines": list(cells.engines),
+            "runners": list(cells.runners), "verdict_table": [[v.level, v.code, v.source] for v in table],
+            "verdicts": verdicts,
+            "plans": [[*k, p.runner, p.level, p.why, [list(x) for x in p.not_preferred], p.source]
+                      for k, p in cells.plans.items()]}
+
+
+def decode_cells(doc: Any) -> Cells:
+    """The :class:`Cells` of :func:`encode_cells`'s form, in the same order. Raises ValueError (or TypeError,
+    IndexError) for anything else: the on-disk cache then counts a miss."""
+    if type(doc) is not dict or set(doc) != {"archs", "quants", "engines", "runners", "verdict_table", "verdicts", "plans"}:
+        raise ValueError("not the cells' fields")
+    table = []
+    for row in doc["verdict_table"]:
+        if type(row) is not list or len(row) != 3 or type(row[0]) is not str:
+            raise ValueError("not a verdict")
+        table.append(Verdict(row[0], _str_or_none(row[1]), _str_or_none(row[2])))
+    cells = Cells(archs=_strs(doc["archs"]), quants=_strs(doc["quants"]), engines=_strs(doc["engines"]),
+                  runners=_strs(doc["runners"]))
+    for row in doc["verdicts"]:
+        if type(row) is not list or len(row) != 5 or type(row[4]) is not int or row[4] < 0:
+            raise ValueError("not a runner's verdict in a cell")
+        key = _strs(row[:4])
+        cells.verdicts[(key[0], key[1], key[2], key[3])] = table[row[4]]
+    for row in doc["plans"]:
+        if type(row) is not list or len(row) != 8 or type(row[6]) is not list:
+            raise ValueError("not a cell's plan")
+        arch, quant, engine = _strs(row[:3])
+        if type(row[4]) is not str or type(row[5]) is not str:
+            raise ValueError("not a cell's plan")
+        pairs = [_strs(x) for x in row[6]]
+        if any(len(x) != 2 for x in pairs):
+            raise ValueError("not a (runner, evidence) pair")
+        not_preferred = tuple((x[0], x[1]) for x in pairs)
+        cells.plans[(arch, quant, engine)] = CellPlan(_str_or_none(row[3]), row[4], row[5], not_preferred, _str_or_none(row[7]))
+    return cells
+
+
+def _active_for(catalog: Catalog) -> bool:
+    """True when the vocabulary and formats table the selector reads (:func:`moe_select.vocab.use`,
+    :func:`moe_select.formats.use`) are ``catalog``'s own, as loading it made them: then the cells are a function
+    of the catalog (and the code) alone, and may be cached by it."""
+    from . import formats, vocab
+    from .vocabulary import index_of
+
+    want = index_of(catalog.vocabulary) if catalog.vocabulary is not None else None
+    return vocab._active is want and (not catalog.formats or formats.table() is catalog.formats)
+
+
+def _copy(cells: Cells) -> Cells:
+    return Cells(cells.archs, cells.quants, cells.engines, cells.runners, dict(cells.verdicts), dict(cells.plans))
+
+
+def cached_evaluate(catalog: Catalog) -> Cells:
+    """:func:`evaluate` (every cell of ``catalog``), or the cells an earlier call computed for the same catalog
+    and code: kept in this process, and on disk beside the catalog cache (:mod:`moe_select.catalog_cache`: the
+    same folder, HMAC key and checks; ``MOE_SELECT_CACHE_DIR=off`` turns both off). The key
+    (:func:`~moe_select.catalog_cache.content_key`) is a digest of the catalog itself (every fact, rule and
+    file:line mark: an edit to any capability, rule or operator file that changes the catalog gives another key)
+    and of moe_select's code and the libraries' versions. Nothing is cached when the active vocabulary or formats
+    table is not the catalog's (:func:`_active_for`). The cells are the same either way, only faster: about
+    5 s of CPU for every cell on a 2-core VM, against ~0.1 s to digest the catalog and read an entry."""
+    from . import catalog_cache, selector  # noqa: F401  (the selector is loaded before the code is stamped)
+
+    try:
+        on = catalog_cache.cache_dir() is not None
+    except Exception:  # an empty $MOE_SELECT_CACHE_DIR: not this command's business; compute
+        on = False
+    key = catalog_cache.content_key(catalog, _KIND) if on and _active_for(catalog) else None
+    if key is None:
+        return evaluate(catalog)
+    hit = _memo.get(key)
+    if hit is None:
+        hit = catalog_cache.read_value(_KIND, key, decode_cells)
+        if hit is None:
+            hit = evaluate(catalog)
+            catalog_cache.write_value(_KIND, key, encode_cells(hit))
+        if len(_memo) >= _MEMO_KEEP:
+            _memo.pop(next(iter(_memo)))
+        _memo[key] = hit
+    return _copy(hit)

@@ -247,17 +247,18 @@ def evidence_findings(caps: Iterable[Any]) -> list[Finding]:
 
 def uncovered_findings(catalog: Catalog) -> list[Finding]:
     """Arch x format x engine cells no rule covers, from the selector itself (:func:`moe_select.cells.evaluate`:
-    one representative deployment per cell, the catalog's rules included): cells the selector refuses with
+    one representative deployment per cell, the catalog's rules included; :func:`~moe_select.cells.cached_evaluate`
+    keeps them per catalog and code, in the process and on disk): cells the selector refuses with
     ``not_preferred`` because some runner is eligible there (supported or unverified) but no matching ``prefer``
     rule names an eligible runner. One finding per group of :func:`moe_select.cells.uncovered` (an arch, a set of
     formats, the engines leaving them uncovered; naming the eligible runners with their evidence and the cell
     count), at the not_preferred reason's source: a ``warning`` for cells where one of those runners is
     ``supported`` (the facts say it runs, the policy refuses), a ``note`` for cells where every one is only
     ``unverified`` (no fact says it runs either: strict mode would refuse it anyway)."""
-    from .cells import evaluate, uncovered
+    from .cells import cached_evaluate, uncovered
 
     out = []
-    cells = evaluate(catalog)
+    cells = cached_evaluate(catalog)  # the same cells as evaluate(catalog), kept per catalog and code
     for arch, quants, engines, eligible, source in uncovered(cells):
         severity: Literal["warning", "note"] = "warning" if any(lv == "supported" for _, lv in eligible) else "note"
         runners = ", ".join(f"{n} ({lv})" for n, lv in eligible)
@@ -375,6 +376,21 @@ def _given_names(catalog: Catalog, capability: list[Any], vocabularies: list[tup
     return issues
 
 
+def _load(rule_paths: list[Path], use_env: bool) -> Catalog:
+    """The catalog ``check`` lints: ``load_catalog(rule_paths, use_env=use_env)``, read from the on-disk catalog
+    cache (:func:`~moe_select.catalog.cached_load_catalog`: the same catalog, validated by an earlier process
+    from exactly these files) when ``use_env`` and the cache is on. An empty ``$MOE_SELECT_CACHE_DIR`` is not
+    this command's business: the files are loaded, as before there was a cache."""
+    from .catalog import cached_load_catalog
+    from .catalog_cache import cache_dir
+
+    try:
+        cached = use_env and cache_dir() is not None
+    except InputError:
+        cached = False
+    return cached_load_catalog(rule_paths) if cached else load_catalog(rule_paths, use_env=use_env)
+
+
 def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[list[Finding], Catalog]:
     """Validate ``paths`` (files, or directories of ``*.yaml``/``*.yml``/``*.json``) with the bundled files,
     then lint. Rule files join the catalog (as ``--rules`` would); capability files are validated on
@@ -414,7 +430,7 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
                 capability.append(obj)
     if issues:
         raise InputError(issues)
-    catalog = load_catalog(rule_paths, use_env=use_env)
+    catalog = _load(rule_paths, use_env)
     issues = _given_names(catalog, capability, vocabularies)
     if issues:
         raise InputError(issues)
