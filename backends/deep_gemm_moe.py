@@ -39,6 +39,11 @@ module (tests). Sources for the DeepGEMM contract: deepseek-ai/DeepGEMM@54e22612
 (m_grouped_bf16_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_contiguous), csrc/apis/layout.hpp
 (transform_sf_into_required_layout), csrc/utils/layout.hpp (check_sf_layout), tests/generators.py
 (generate_m_grouped_contiguous), deep_gemm/include/deep_gemm/scheduler/gemm.cuh (is_computation_valid).
+
+Status (issue 26): the one GPU run (H200, torch 2.11, benchmarks/results/deep_gemm_h200_2026-12-01/) failed inside
+DeepGEMM's first tensor check in both formats; ``deep_gemm.yaml`` refuses this core on sm90 until a GPU run
+passes. :func:`load_deep_gemm` now refuses a torch / apache-tvm-ffi other than the sgl-deep-gemm wheel's
+(unverified on a GPU).
 """
 from __future__ import annotations
 
@@ -72,9 +77,71 @@ _API = ("get_mk_alignment_for_contiguous_layout", "m_grouped_bf16_gemm_nt_contig
         "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
 
 
+#: sgl-deep-gemm wheels ship a prebuilt ``_C.so`` linked against one torch's C++ ABI (SGLang's release workflow
+#: builds it against a pinned TORCH_VER, sgl-project/sglang@00ac7105db02:.github/workflows/release-whl-deepgemm.yml)
+#: and one apache-tvm-ffi (its Requires-Dist pin). Version -> the torch ``major.minor`` its ``_C.so`` was compiled
+#: against: 0.1.7's torch-header assert sites (file:line strings in ``_C.so``) match torch 2.13.0's line for line.
+#: On torch 2.11 + tvm-ffi 0.1.15 (H200, 2026-12-01, benchmarks/results/deep_gemm_h200_2026-12-01/) DeepGEMM's
+#: first check of the first tensor failed (bf16: ``dim == 2 or dim == 3``; fp8_block: segfault, unsupported
+#: TypeMeta) although the tensors satisfy those checks: a runtime other than the wheel's is refused here.
+WHEEL_TORCH = {"0.1.7": "2.13"}
+WHEEL_DIST = "sgl-deep-gemm"
+
+
+def _dist_version(name: str) -> str | None:
+    """The installed version of distribution ``name`` (None when not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _dist_requires(name: str) -> list[str]:
+    """The Requires-Dist lines of installed distribution ``name``."""
+    from importlib import metadata
+
+    return list(metadata.requires(name) or [])
+
+
+def wheel_runtime_problems(wheel: str, requires: Sequence[str], tvm_ffi: str | None, torch_version: str) -> list[str]:
+    """What in this runtime differs from the one sgl-deep-gemm ``wheel``'s prebuilt ``_C.so`` was built for:
+    apache-tvm-ffi against the wheel's ``==`` pin in ``requires``, torch's ``major.minor`` against
+    :data:`WHEEL_TORCH` (a wheel not listed there was not checked, which is a problem too). Empty when none."""
+    out = []
+    for req in requires:
+        name, _, pin = req.partition("==")
+        if name.strip().lower().replace("_", "-") == "apache-tvm-ffi" and pin:
+            pin = pin.split(";")[0].strip()
+            if tvm_ffi != pin:
+                out.append(f"apache-tvm-ffi {tvm_ffi or 'not installed'} (sgl-deep-gemm {wheel} requires =={pin})")
+    want = WHEEL_TORCH.get(wheel)
+    have = ".".join(torch_version.split("+")[0].split(".")[:2])
+    if want is None:
+        out.append(f"sgl-deep-gemm {wheel}: the torch its prebuilt _C.so links against was not checked here "
+                   f"(checked: {', '.join(f'{w} -> torch {t}' for w, t in WHEEL_TORCH.items())})")
+    elif have != want:
+        out.append(f"torch {torch_version} (sgl-deep-gemm {wheel}'s prebuilt _C.so is compiled against torch {want}: "
+                   "another torch's C++ ABI makes DeepGEMM misread tensors)")
+    return out
+
+
 def load_deep_gemm() -> ModuleType:
     """Import ``deep_gemm`` and check it has the grouped-GEMM API this core calls; raises
-    :class:`RunnerInputError` naming what is missing (a look-alike or an older DeepGEMM)."""
+    :class:`RunnerInputError` naming what is missing (a look-alike or an older DeepGEMM), or, when the
+    distribution is sgl-deep-gemm (a prebuilt ``_C.so``), naming the torch / apache-tvm-ffi that differ from the
+    wheel's (:func:`wheel_runtime_problems`; checked before the import, which loads ``_C.so``). A DeepGEMM built
+    from source is compiled against the installed torch and is not checked for it."""
+    wheel = _dist_version(WHEEL_DIST)
+    if wheel is not None:
+        problems = wheel_runtime_problems(wheel, _dist_requires(WHEEL_DIST), _dist_version("apache-tvm-ffi"),
+                                          torch.__version__)
+        if problems:
+            raise RunnerInputError("deep_gemm: this runtime is not the one the installed sgl-deep-gemm wheel was "
+                                   "built for: " + "; ".join(problems) + " (install torch "
+                                   f"{WHEEL_TORCH.get(wheel, '?')} and the pinned apache-tvm-ffi, or build "
+                                   "DeepGEMM from source against this torch)")
     try:
         dg = importlib.import_module("deep_gemm")
     except Exception as exc:  # ImportError, or DeepGEMM's own load-time failures (CUDA home, _C build)

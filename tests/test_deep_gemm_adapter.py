@@ -267,24 +267,62 @@ def test_other_alignment_is_refused(monkeypatch):
         dgm.DeepGemmMoeCore(LayerSpec(8, 2, 128, 128), "cpu")
 
 
-def test_explain_finds_it_eligible_and_rules_do_not_prefer_it():
+def test_explain_refuses_it_on_sm90_after_the_failed_gpu_run():
+    """deep_gemm.yaml's negative sm90 row (issue 26, benchmarks/results/deep_gemm_h200_2026-12-01/): neither
+    eligible under require_adapter nor resolvable by name until a GPU run passes."""
     import moe_select
+    from moe_select.errors import SelectionError
 
     for quant in ("bf16", "fp8_block"):
         d = {"arch": "sm90", "quant": quant, "tp": 1, "require_adapter": True, "cuda_graph": True,
              "model": {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
                        "activation": "silu", "routing": "renormalize"}}
         r = moe_select.explain(d)
-        cands = {c.backend: c.eligible for c in r.candidates}
-        assert cands.get("deep_gemm") is True, (quant, cands)
-        assert r.plan is not None and r.plan.runner != "deep_gemm", "no rule prefers deep_gemm before it is measured"
-        p = moe_select.plan({**d, "runner": "deep_gemm"})
-        assert p.runner == "deep_gemm" and p.module == "moe_select.backends.deep_gemm_moe"
-        assert [(n.name, n.version) for n in p.packages if n.module == "deep_gemm"] == [("sgl-deep-gemm", "==0.1.7")]
-    # swiglu_oai (gpt-oss, expert biases) is outside the adapter: not eligible with require_adapter
-    d["model"] = {**d["model"], "activation": "swiglu_oai", "swiglu_limit": 7.0}
-    r = moe_select.explain({**d, "quant": "bf16"})
-    assert not {c.backend: c.eligible for c in r.candidates}.get("deep_gemm")
+        cands = {c.backend: c for c in r.candidates}
+        assert "deep_gemm" in cands and cands["deep_gemm"].eligible is False, (quant, cands.get("deep_gemm"))
+        assert cands["triton"].eligible is True, "the refusal is deep_gemm's alone"
+        (reason,) = cands["deep_gemm"].reasons
+        assert reason.code == "arch_unsupported" and reason.source.startswith("backends/deep_gemm.yaml:"), reason
+        assert any("1c8fa23" in n and "unverified on a GPU" in n for n in cands["deep_gemm"].notes)
+        with pytest.raises(SelectionError, match=r"deep_gemm rejected \(arch_unsupported\)"):
+            moe_select.plan({**d, "runner": "deep_gemm"})
+
+
+WHEEL_REQUIRES = ["apache-tvm-ffi==0.1.11", 'pytest; extra == "dev"']
+
+
+@pytest.mark.parametrize("tvm, torch_v, bad", [
+    ("0.1.11", "2.13.0+cu130", []),
+    ("0.1.11", "2.13.1", []),
+    ("0.1.15.post2", "2.11.0+cu130", ["apache-tvm-ffi 0.1.15.post2", "torch 2.11.0+cu130"]),   # the H200 run
+    (None, "2.13.0", ["apache-tvm-ffi not installed"]),
+    ("0.1.11", "2.14.0", ["torch 2.14.0"]),
+])
+def test_wheel_runtime_problems(tvm, torch_v, bad):
+    from moe_select.backends import deep_gemm_moe as dgm
+
+    got = dgm.wheel_runtime_problems("0.1.7", WHEEL_REQUIRES, tvm, torch_v)
+    assert len(got) == len(bad) and all(p.startswith(b) for p, b in zip(got, bad)), got
+    assert "was not checked" in dgm.wheel_runtime_problems("0.1.8", WHEEL_REQUIRES, "0.1.11", "2.13.0")[0]
+
+
+def test_wheel_on_another_runtime_is_refused_before_import(monkeypatch, fake_dg):
+    """The H200 run's runtime (torch 2.11, apache-tvm-ffi 0.1.15.post2 under the 0.1.7 wheel) is refused with a
+    typed error before deep_gemm (and its _C.so) is imported; the wheel's own runtime loads."""
+    from moe_select.backends import deep_gemm_moe as dgm
+
+    versions = {"sgl-deep-gemm": "0.1.7", "apache-tvm-ffi": "0.1.15.post2"}
+    monkeypatch.setattr(dgm, "_dist_version", versions.get)
+    monkeypatch.setattr(dgm, "_dist_requires", lambda name: WHEEL_REQUIRES if name == "sgl-deep-gemm" else [])
+    monkeypatch.setattr(dgm.torch, "__version__", "2.11.0+cu130")
+    imported = []
+    monkeypatch.setattr(dgm.importlib, "import_module", lambda name: imported.append(name) or fake_dg)
+    with pytest.raises(RunnerInputError, match=r"apache-tvm-ffi 0.1.15.post2 .*==0.1.11.*torch 2.11.0\+cu130"):
+        dgm.load_deep_gemm()
+    assert imported == [], "deep_gemm must not be imported on a mismatched runtime"
+    versions["apache-tvm-ffi"] = "0.1.11"
+    monkeypatch.setattr(dgm.torch, "__version__", "2.13.0+cu130")
+    assert dgm.load_deep_gemm() is fake_dg and imported == ["deep_gemm"]
 
 
 # --- interpreter tests ---------------------------------------------------------------------------------
