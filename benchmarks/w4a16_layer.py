@@ -28,7 +28,10 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
 - error: rel_error of the first tokens (up to 8) against the float64 reference (``reference_moe`` on the weights
   dequantized by ``reference_dequantize``), with the one table's tolerance for bf16 activations.
 - variants (``--variants``, at 1, 32 and 256 tokens): ``swap_ab`` (the transposed tile for ``BLOCK_M`` <= 32)
-  and ``portable`` (the bit-field decode instead of the PTX table decode); ``torch_native`` (the only other
+  and ``portable`` (the bit-field decode instead of the PTX table decode); ``gemv`` (at 1, 8 and 32 tokens: the
+  kernels' GEMV mode forced, ``triton_moe_kernels.gemv_config`` at every bucket: no MMA, ``BLOCK_M`` ``min(4,
+  pow2(T))``, split-K where the programs are few) and ``mma`` (at the same counts: the MMA tiles forced where the
+  default would pick GEMV, ``default_config(..., gemv=False)``; files are kept as they are); ``torch_native`` (the only other
   runner with an adapter here for these formats: eager only, it cannot be captured) at 1 and 32 tokens on layers
   of at most 1e9 weights.
 - ``--runs``: also ``moe-select run --device cuda --tokens 64`` for the four checkpoints (and DeepSeek-V3.1-NVFP4's
@@ -40,6 +43,7 @@ Writes JSON (default ``$OUT/w4a16_layer.json``) and prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import math
@@ -63,6 +67,8 @@ LAYERS = {
 }
 TOKENS = (1, 8, 32, 64, 128, 256, 2048)
 VARIANT_TOKENS = (1, 32, 256)
+#: Token counts of the variants that switch between the GEMV mode and the MMA tiles (few rows per expert).
+GEMV_VARIANT_TOKENS = (1, 8, 32)
 GROUP = {"mxfp4": 32, "nvfp4": 16}
 REF_TOKENS = 8
 
@@ -151,6 +157,18 @@ def set_variant(core, variant: str, saved: dict) -> None:
                 c["gemm1"]["SWAP_AB"] = c["gemm2"]["SWAP_AB"] = True
     elif variant == "portable":
         core.fp4_asm = False
+    elif variant in ("gemv", "mma"):
+        from moe_select.backends import triton_moe_kernels as K
+
+        s = core.spec
+        make = K.gemv_config if variant == "gemv" else functools.partial(K.default_config, gemv=False)
+        for b in list(core._table):
+            c = core._table[b]
+            if variant == "gemv" or c["gemm1"].get("GEMV"):
+                core._table[b] = make(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, int(b), s.top_k,
+                                      gated=s.gated)
+    elif variant != "default":
+        raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, gemv, mma)")
     core._table = {int(k): v for k, v in core._table.items()}
 
 
@@ -166,7 +184,7 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
         dep = {"arch": "sm90", "engine": "moe_select", "quant": quant, "tp": 1, "cuda_graph": True,
                "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 64,
                          "activation": "swiglu_oai" if quant == "mxfp4" else "silu", "routing": "renormalize",
-                         "swiglu_limit": 7.0}}
+                         **({"swiglu_limit": 7.0} if quant == "mxfp4" else {})}}
     report = moe_select.explain(dep)
     chosen = report.plan.runner if report.plan else None
     rule = report.plan.chosen_by.rule if report.plan and report.plan.chosen_by else None
@@ -191,11 +209,13 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
           f"prepare_weights (compiles) {prep_s:.1f} s", flush=True)
     tol = tolerance(plan.activation_precision)
     saved: dict = {}
-    tokens = (1, 8) if args.smoke else TOKENS
+    tokens = tuple(int(x) for x in args.tokens.split(",") if x)
+    tokens = (1, 8) if args.smoke else tuple(sorted(set(tokens) | {t for v in args.variants.split(",") if v in ("gemv", "mma")
+                                                                    for t in GEMV_VARIANT_TOKENS}))
     for variant in ["default", *[v for v in args.variants.split(",") if v]]:
         set_variant(runner.core, variant, saved)
         for t in tokens:
-            if variant != "default" and t not in VARIANT_TOKENS:
+            if variant != "default" and t not in (GEMV_VARIANT_TOKENS if variant in ("gemv", "mma") else VARIANT_TOKENS):
                 continue
             if time.time() - t_start > args.budget_s:
                 result["skipped"].append({"layer": name, "variant": variant, "tokens": t, "why": "time budget"})
@@ -298,7 +318,10 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=500.0, help="stop starting new measurements after this")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--layers", default=",".join(LAYERS), help="comma-separated subset, in this order")
-    ap.add_argument("--variants", default="swap_ab,portable", help="comma-separated: swap_ab, portable (or empty)")
+    ap.add_argument("--variants", default="swap_ab,portable",
+                    help="comma-separated: swap_ab, portable, gemv, mma (or empty)")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)),
+                    help="token counts of the default rows (the variants keep their own counts among these and theirs)")
     ap.add_argument("--runners", default="triton,torch_native")
     ap.add_argument("--runs", action="store_true", help="also moe-select run --device cuda on the four checkpoints")
     ap.add_argument("--smoke", action="store_true", help="tiny layers on the CPU (TRITON_INTERPRET=1): checks the script")
