@@ -53,7 +53,33 @@ def test_report_not_cited_elsewhere(name, case):
                           cwd=ROOT, capture_output=True, text=True)
     assert grep.returncode in (0, 1), f"git grep failed (this test needs the git checkout): {grep.stderr}"
     hits = set(grep.stdout.split()) | bare_citations().get((owner_repo.lower(), int(number)), set())
+    # In another round's file only its cases cite (report, source, about, expectations): the header's list of the
+    # reports that round skipped, its rule and its xfail notes name reports without standing on them.
+    # A later round may name an earlier round's report (its cases were listed after): only earlier rounds count.
+    hits = {h for h in hits if not _is_round(h) or (_round_number(h) < _round_number(f"tests/cases/{name}")
+                                                   and _cited_by_round_cases(h, pattern, owner_repo, int(number)))}
     assert not hits - allowed, f"{case['report']} already cited in {sorted(hits - allowed)}"
+
+
+def _is_round(rel: str) -> bool:
+    """Whether ``rel`` is a field-round file (tests/cases/field_round_*.yaml)."""
+    return rel.startswith("tests/cases/field_round_") and rel.endswith(".yaml")
+
+
+def _round_number(rel: str) -> int:
+    """The round's number from its file name (field_round_N.yaml)."""
+    return int(re.search(r"field_round_(\d+)\.yaml$", rel).group(1))
+
+
+def _cited_by_round_cases(rel: str, pattern: str, owner_repo: str, number: int) -> bool:
+    """Whether the cases of round file ``rel`` (not its header comments, rule or xfail notes) cite ``owner_repo#number``:
+    directly (``pattern``) or as a bare ``#N`` after the repository's name within one of the cases' strings."""
+    cases = LOADED[rel.removeprefix("tests/cases/")]["cases"]
+    units = [u for c in cases for u in _units("case.yaml", yaml.safe_dump(c, sort_keys=False))]
+    if any(re.search(pattern, u, flags=re.IGNORECASE) for u in units):
+        return True
+    repos = _repositories()
+    return any((owner_repo.lower(), number) in attribute_bare_refs(u, repos) for u in units)
 
 
 # A bare reference: "#N", "PR #N", "PRs #N, #M", "issue #N", "pull #N" whose "#" does not follow a repository name
@@ -173,6 +199,18 @@ def test_bare_citations_are_attributed():
     # a citation's path names no repository; a YAML comment marker or an owner/repo#N is no bare reference
     assert attribute_bare_refs("vllm-project/vllm@abc:python/sglang/x.py (PR #5)", repos) == {("vllm-project/vllm", 5)}
     assert attribute_bare_refs("# vllm-project/vllm#46880", repos) == set()
+
+
+def test_round_skip_lists_are_not_citations():
+    """A report an earlier round only named in its header (skipped) is not cited by that round; one its cases stand on
+    is. Checked on round 8, whose header skips sgl-project/sglang#23948 and whose cases stand on vllm-project/vllm#51824."""
+    rel = "tests/cases/field_round_8.yaml"
+    text = (ROOT / rel).read_text()
+    assert "23948" in text.split("cases:")[0]
+    skip = r"(sgl-project/sglang|\bsglang)( ?#| PR #| issue #| pull #|/pull/|/issues/)23948\b"
+    assert not _cited_by_round_cases(rel, skip, "sgl-project/sglang", 23948)
+    used = r"(vllm-project/vllm|\bvllm)( ?#| PR #| issue #| pull #|/pull/|/issues/)51824\b"
+    assert _cited_by_round_cases(rel, used, "vllm-project/vllm", 51824)
 
 
 @pytest.mark.parametrize(("name", "case"), CASES, ids=IDS)
