@@ -548,7 +548,9 @@ def _moe_gemm_kernel(
     code; SWAP_AB computes the transposed tile ``B[e] @ A.T`` so the weight tile is the MMA's M operand,
     for small ``BLOCK_M``; GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
     BLOCK_K]`` stay in registers and each real row of the block (rows past the block's slots are skipped) gets
-    ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows). SPLIT_MODE
+    ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows; at
+    ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
+    so the loop holds no cross-thread reduction). SPLIT_MODE
     (GEMV): 0 one program per output tile; 1 split-K: ``SPLIT_K`` programs per output tile, each over its share of
     the K tiles, store float32 partial sums (gate then up columns) at ``ws[split, sorted row, column]`` and skip
     the epilogue; 2 the reduction: sums the ``SPLIT_K`` partials in a fixed order (deterministic) and runs the
@@ -651,6 +653,12 @@ def _moe_gemm_kernel(
             if GATED:
                 qu_ptrs += kb0 * (BLOCK_K // 2) * stride_bk
                 qsu_ptrs += kb0 * (BLOCK_K // SCALE_GROUP) * stride_sk
+            if BLOCK_M == 1:                 # one row (1 token): products summed over K tiles, reduced once at the end
+                acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+                if GATED:
+                    acc2u = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+                a1_ptrs = a_ptr + tl.sum(a_row) * stride_am + offs_k
+                a1_ok = (offs_k < BLOCK_K) & (tl.sum(row_ok.to(tl.int32)) > 0)
             for kb in range(kb0, kb1):
                 if EVEN_K:
                     q = tl.load(q_ptrs)
@@ -670,6 +678,16 @@ def _moe_gemm_kernel(
                 w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
                 if GATED:
                     wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
+                if BLOCK_M == 1:
+                    if EVEN_K:
+                        a1 = tl.load(a1_ptrs + kb * BLOCK_K, mask=a1_ok, other=0.0).to(tl.float32)
+                    else:
+                        a1 = tl.load(a1_ptrs + kb * BLOCK_K, mask=a1_ok & (offs_k < K - kb * BLOCK_K), other=0.0)
+                        a1 = a1.to(tl.float32)
+                    acc2 += w * a1[None, :]
+                    if GATED:
+                        acc2u += wu * a1[None, :]
+                elif GATED:
                     acc, acc_u = _gemv_rows(acc, acc_u, w, wu, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
                                             True, EVEN_K, BLOCK_M, BLOCK_K)
                 else:
@@ -680,6 +698,10 @@ def _moe_gemm_kernel(
                 if GATED:
                     qu_ptrs += (BLOCK_K // 2) * stride_bk
                     qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+            if BLOCK_M == 1:
+                acc = tl.reshape(tl.sum(acc2, 1), (1, BLOCK_N))
+                if GATED:
+                    acc_u = tl.reshape(tl.sum(acc2u, 1), (1, BLOCK_N))
         else:
             for kb in range(0, tl.cdiv(K, BLOCK_K)):
                 if EVEN_K:
