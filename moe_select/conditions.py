@@ -141,6 +141,10 @@ class When(Located):
     #: The checkpoint carries no activation scales (``quant_params.weight_only``: ModelOpt W4A16_NVFP4,
     #: compressed-tensors NVFP4A16; moe_select/model_config.py, "Weight-only NVFP4").
     weight_only: bool | None = None
+    #: How an NVFP4 deployment scales its activations (``quant_params.activation_scale``): ``per_tensor`` (the
+    #: checkpoint's static FP32 input scale, the default) or ``per_token`` (a dynamic FP32 scale per row: SGLang's
+    #: ``--quantization nvfp4_online`` or ``SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1``); absent for other formats.
+    activation_scale: list[Literal["per_tensor", "per_token"]] | None = None
 
     @field_validator("architecture")
     @classmethod
@@ -354,10 +358,11 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, shared_intermediate_size: int | None = None,
              dense_intermediate_size: int | None = None, architecture: str | None = None,
-             weight_only: bool = False) -> dict[str, Any]:
+             weight_only: bool = False, activation_scale: str | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
-    checkpoint's model class (None: not given); ``weight_only``: the checkpoint has no activation scales."""
+    checkpoint's model class (None: not given); ``weight_only``: the checkpoint has no activation scales;
+    ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None."""
     moe_tp = Fraction(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
@@ -382,6 +387,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
         "architecture": architecture,
         "weight_only": weight_only,
+        "activation_scale": activation_scale,
     }
 
 

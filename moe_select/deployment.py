@@ -42,11 +42,15 @@ class QuantConfig(Located):
     ``group_size`` of the weight-only int formats, ``weight_only``: a checkpoint of a format with low-precision
     activations (nvfp4) that carries no activation scales (ModelOpt ``W4A16_NVFP4``, compressed-tensors
     NVFP4A16: :mod:`moe_select.model_config`, "Weight-only NVFP4"); only runners that keep 16-bit activations
-    run it."""
+    run it. ``activation_scale`` (nvfp4 only): ``per_tensor`` (the default: the checkpoint's static FP32 input
+    scale) or ``per_token`` (a dynamic FP32 scale per token row, computed at run time: SGLang's
+    ``--quantization nvfp4_online`` or ``SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1``, sgl-project/sglang PR
+    #28354); the engine's choice, not the checkpoint's, so a checkpoint never contradicts it."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, gt=0, le=1 << 16)
     weight_only: bool | None = None
+    activation_scale: Literal["per_tensor", "per_token"] | None = None
 
     @field_validator("block")
     @classmethod
@@ -366,7 +370,15 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             # format without a row has no fact either way: stated, and judged (planned unverified).
             ckpt, wanted = format_row(quant), format_row(dep.quant)
             unquantized = ckpt is not None and not ckpt.quantized
-            if unquantized and (wanted is None or wanted.online or not wanted.quantized):
+            # NVFP4 made at load is per-token only: SGLang's --quantization nvfp4_online converts the expert weights and
+            # scales activations per token (sgl-project/sglang PR #28354); formats.yaml's nvfp4 row is not online
+            per_token_online = (dep.quant == "nvfp4" and dep.quant_config is not None
+                                and dep.quant_config.activation_scale == "per_token")
+            if (unquantized or quant.startswith("fp8")) and per_token_online:  # nvfp4_online converts BF16/FP16/FP8 experts
+                notes.append(f"quant nvfp4 with activation_scale per_token given for a {quant} checkpoint: "
+                             "online NVFP4 with per-token activation scales (SGLang --quantization nvfp4_online, "
+                             "sgl-project/sglang PR #28354)")
+            elif unquantized and (wanted is None or wanted.online or not wanted.quantized):
                 notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization"
                              + ("" if wanted is not None else " to a format without a row in backends/formats.yaml (no "
                                 "fact says an engine makes it)"))
@@ -397,7 +409,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 + (", ".join(k["kind"] for k in extra) or "none") + ")")
     if dep.quant_config is not None:
         given_qc = dep.quant_config.model_dump(exclude_none=True)
-        if quant_params and any(quant_params.get(k) != v for k, v in given_qc.items()):
+        # activation_scale is how the engine scales activations at run time, not a parameter a checkpoint states
+        if quant_params and any(quant_params.get(k) != v for k, v in given_qc.items() if k != "activation_scale"):
             bad("quant_config", f"quant_config {given_qc} contradicts the checkpoint's {quant_params}")
         quant_params.update(given_qc)
         prov["quant_params"] = here("quant_config")
@@ -417,6 +430,16 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             bad("quant_config", f"weight_only applies to a format whose checkpoints carry activation scales (its "
                 f"activation precision is not 16-bit, e.g. nvfp4); {quant} fixes "
                 f"{fmt.activation or 'no activation precision (the runner chooses)'}")
+        if quant_params.get("activation_scale") is not None and dep.quant_config is not None:
+            where = dep.quant_config.where("activation_scale")
+            if quant != "nvfp4":
+                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_scale", dep._lines.get("quant_config", dep._line)),
+                                    "quant_config.activation_scale", f"activation_scale ({where}) applies to nvfp4 only (per-tensor or "
+                                    f"per-token FP32 activation scales of NVFP4 activations); the format is {quant}"))
+            elif quant_params.get("weight_only") and quant_params["activation_scale"] == "per_token":
+                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_scale", dep._lines.get("quant_config", dep._line)),
+                                    "quant_config.activation_scale", f"activation_scale per_token ({where}) quantizes activations to "
+                                    "NVFP4; a weight-only checkpoint (weight_only) keeps 16-bit activations"))
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"

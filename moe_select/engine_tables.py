@@ -42,6 +42,8 @@ Meaning = Literal[
     "disagg_mode", "kv_transfer_config", "server_role", "moe_config", "trt_backend",
     # an all-to-all buffer's per-rank token capacity (a variable an a2a file's ``capacity`` names): a2a_capacity
     "a2a_capacity",
+    # an NVFP4 activation-scale switch (a boolean variable: true is per-token, false per-tensor; quant_config.activation_scale)
+    "activation_scale",
     # removed switches and ignored variables, read for what they used to mean (the entry's ``replacement`` names
     # today's spelling): tp-wide expert parallelism, an all-to-all backend, a runner
     "ep_equals_tp", "retired_a2a", "retired_runner",

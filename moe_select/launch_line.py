@@ -911,7 +911,11 @@ def _map(launch: Launch, where: str) -> None:
         if note:
             launch.findings.append(Finding("note", runner_theirs[1], note))
     # --- quantization (an engine's method name; only online quantization changes the checkpoint's format)
-    if "quant" in v:
+    if e == "sglang" and "quant" in v and str(v["quant"].value) == "nvfp4_online":
+        # NVFP4 made at load with per-token FP32 activation scales (sgl-project/sglang#28354; the table's note)
+        _set(launch, "quant", "nvfp4", f"{_w(launch, 'quant')} (NVFP4 made at load)")
+        _set(launch, "quant_config", {"activation_scale": "per_token"}, f"{_w(launch, 'quant')} (per-token FP32 activation scales)")
+    elif "quant" in v:
         launch.findings.append(Finding("note", _w(launch, "quant"), "the format is read from the checkpoint (moe-select's quant: "
                                        "auto); give --quant for online quantization of an unquantized checkpoint"))
     # --- CUDA graphs
@@ -1083,7 +1087,45 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         path, how = resolve_model(launch.model, launch.model_written or launch.model, full_env, base, where)
         _set(launch, "model_config", path, f"{launch.model_written} ({how})")
     _format_runner(launch)
+    _activation_scale(launch)
     return launch
+
+
+#: How SGLang's EnvBool reads a boolean variable (environ.py EnvBool.parse, read in the v0.5.23 wheel).
+ENV_TRUE, ENV_FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")
+
+
+def _activation_scale(launch: Launch) -> None:
+    """A variable that turns per-token NVFP4 activation scales on (``means: activation_scale``, SGLang's
+    ``SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION``): ``quant_config.activation_scale: per_token`` for a serialized
+    NVFP4 checkpoint that quantizes its activations, the only one SGLang reads it for (ModelOptFp4Config); a note for
+    another checkpoint (not read there), a false value (the default, per-tensor), or a launch that already says."""
+    for key, r in launch.values.items():
+        if not key.startswith("env:") or r.entry.means != "activation_scale":
+            continue
+        value = str(r.value).strip().lower()
+        if value not in ENV_TRUE + ENV_FALSE:
+            launch.findings.append(Finding("engine_error", r.written, f"{r.value!r} is not a boolean ({', '.join(ENV_TRUE + ENV_FALSE)}): "
+                                           f"{launch.engine} raises ValueError when it reads it (not read)", _cite(launch.engine, r.entry)))
+            continue
+        if value in ENV_FALSE:
+            launch.findings.append(Finding("note", r.written, "false: per-tensor activation scales (the default)"))
+            continue
+        if "quant_config" in launch.deployment:
+            launch.findings.append(Finding("note", r.written, f"{launch.provenance['quant_config']} already says per-token"))
+            continue
+        if "model_config" not in launch.deployment:
+            continue
+        from .model_config import read_model_config
+
+        info = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine)
+        if info.quant != "nvfp4" or info.quant_params.get("weight_only"):
+            what = "a weight-only nvfp4" if info.quant == "nvfp4" else f"a {info.quant}"
+            launch.findings.append(Finding("note", r.written, f"read for serialized NVFP4 (W4A4) checkpoints only; {what} checkpoint: "
+                                           "not read", _cite(launch.engine, r.entry)))
+            continue
+        _set(launch, "quant_config", {"activation_scale": "per_token"}, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')}; "
+             "per-token FP32 activation scales)")
 
 
 def _format_runner(launch: Launch) -> None:

@@ -183,7 +183,16 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     group_size=group_size(u.quant, u.quant_params),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
-                    weight_only=bool(u.quant_params.get("weight_only")))
+                    weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u))
+
+
+def activation_scale_of(u: Understood) -> str | None:
+    """How the deployment's NVFP4 activations are scaled: ``quant_params.activation_scale`` when given, else
+    ``per_tensor`` (SGLang's default: ModelOpt's static input scale; SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION
+    is EnvBool(False)); None for another format and for a weight-only NVFP4 checkpoint (16-bit activations)."""
+    if u.quant != "nvfp4" or u.quant_params.get("weight_only"):
+        return None
+    return str(u.quant_params.get("activation_scale") or "per_tensor")
 
 
 def _arch_label(u: Understood) -> str:
