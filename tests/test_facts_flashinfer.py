@@ -280,8 +280,11 @@ def test_mxfp4_composite_is_sglangs(seed):
     dep = {"gpu": "H200", "quant": "mxfp4", "model": gpt_oss, "runner": "flashinfer_mxfp4"}
     # Issue 18: every fact names SGLang; no vLLM check refuses a runner name vLLM does not have: unverified there.
     assert "quant_unsupported" in unverified({**dep, "engine": "vllm"}, "flashinfer_mxfp4")
-    ok = random.Random(seed).choice(["0.6.10", "0.6.12", "0.6.18"])
+    # flashinfer-ai/flashinfer#5438 (field round 8): the releases with #3084 but without #3738 write wrong tiles on sm90.
+    ok = random.Random(seed).choice(["0.6.16", "0.6.16.post2", "0.6.18"])
     assert eligible({**dep, "engine": "sglang", "packages": {"flashinfer-python": ok}}, "flashinfer_mxfp4")
+    bad = random.Random(seed).choice(["0.6.10", "0.6.12", "0.6.15.post1", "0.6.16.post3", "0.6.17"])
+    assert not eligible({**dep, "engine": "sglang", "packages": {"flashinfer-python": bad}}, "flashinfer_mxfp4")
     assert codes({**dep, "engine": "sglang", "packages": {"flashinfer-python": "0.6.9"}}, "flashinfer_mxfp4") == {"quant_unsupported"}
     # sgl-project/sglang#32668: sm120 (is_sm120_supported), not sm121.
     assert eligible({**dep, "gpu": "RTX PRO 6000", "engine": "sglang"}, "flashinfer_mxfp4")
