@@ -16,6 +16,12 @@ Per case:
 - **CLI cold cache**: the CLI with an empty catalog cache folder each run (the first run after a capability
   or rule file changed: every file is parsed and validated, and the cache is written).
 
+Then a ``check`` row: ``moe-select check`` of the bundled tree (its uncovered-cell pass plans one deployment per
+arch x format x engine cell), in-process with the cache off (``MOE_SELECT_CACHE_DIR=off``: every cell planned) and
+warm (the cells kept in the process), and the command line with an empty cache folder each run (cold: the catalog
+validated, every cell planned, both stored) and with the cache warm (the catalog and the cells read from it), each
+the median of ``--check-runs`` runs. ``--only-check`` measures this row alone.
+
 Then where the CLI's time goes, for the first case: the command's steps timed in a fresh interpreter
 (``BREAKDOWN``), each a median over ``--runs`` runs.
 
@@ -142,6 +148,53 @@ def measure(runs: int, reps: int, only: list[str]) -> dict:
     return {"info": info, "rows": rows, "breakdown": {"case": rows[0]["case"] if rows else None, "steps": steps}}
 
 
+def measure_check(runs: int) -> dict:
+    """The ``check`` row (module doc): median ms of ``moe-select check`` of the bundled tree in-process (cache off,
+    warm) and on the command line (cold cache, warm cache)."""
+    import moe_select
+    from moe_select.lint import check
+
+    py = sys.executable
+    subprocess.run([py, "-m", "compileall", "-q", str(Path(moe_select.__file__).parent)], check=True, stdout=subprocess.DEVNULL)
+    cli = [py, "-m", "moe_select", "check"]
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        env = dict(os.environ, XDG_CACHE_HOME=str(tmp / "cache"), MOE_SELECT_CACHE_DIR=str(tmp / "cache" / "moe-select"),
+                   XDG_STATE_HOME=str(tmp / "state"))
+        saved = {k: os.environ.get(k) for k in ("MOE_SELECT_CACHE_DIR", "XDG_STATE_HOME")}
+        times: dict[str, list[float]] = {"in_off": [], "in_warm": [], "cli_cold": [], "cli_warm": []}
+        try:
+            os.environ.update(MOE_SELECT_CACHE_DIR="off", XDG_STATE_HOME=env["XDG_STATE_HOME"])
+            for _ in range(runs):
+                t = time.perf_counter()
+                check()
+                times["in_off"].append(time.perf_counter() - t)
+            os.environ["MOE_SELECT_CACHE_DIR"] = env["MOE_SELECT_CACHE_DIR"]
+            check()
+            for _ in range(runs):
+                t = time.perf_counter()
+                check()
+                times["in_warm"].append(time.perf_counter() - t)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        _wall(cli, env)
+        for i in range(runs):
+            fresh = tmp / f"cold-check-{i}"
+            times["cli_cold"].append(_wall(cli, dict(env, XDG_CACHE_HOME=str(fresh), MOE_SELECT_CACHE_DIR=str(fresh / "moe-select"))))
+            times["cli_warm"].append(_wall(cli, env))
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def render_check(row: dict, runs: int) -> list[str]:
+    return [f"check (moe-select check of the bundled tree; medians of {runs} runs): in-process cache off "
+            f"{row['in_off']:.0f} ms, in-process warm {row['in_warm']:.0f} ms; CLI cold cache {row['cli_cold']:.0f} ms, "
+            f"CLI warm cache {row['cli_warm']:.0f} ms"]
+
+
 #: Where the CLI's time goes: the command's steps, timed in a fresh interpreter as ``moe-select`` runs them
 #: (no garbage collection, heap frozen before exit), each step's time a median over runs.
 BREAKDOWN = """\
@@ -194,6 +247,9 @@ def breakdown(case_file: Path, runs: int, env: dict[str, str]) -> list[tuple[str
 
 def render(result: dict) -> str:
     info, rows = result["info"], result["rows"]
+    if not rows:  # --only-check
+        return "\n".join([f"machine: {info['machine']}", f"python: {info['python']}",
+                          *render_check(result["check"], info["check_runs"])])
     lines = [f"machine: {info['machine']}", f"python: {info['python']}",
              f"installed distributions: {info['distributions']}",
              "versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()),
@@ -218,6 +274,8 @@ def render(result: dict) -> str:
               f"CLI own time beyond pydantic's API imports (`{BASELINE_MODELS}`): median "
               f"{statistics.median(own_api):.0f} ms, max {max(own_api):.0f} ms "
               f"(< {OWN_TARGET_MS:.0f} ms: {'met' if max(own_api) < OWN_TARGET_MS else 'MISSED'})"]
+    if result.get("check"):
+        lines += ["", *render_check(result["check"], info["check_runs"])]
     bd = result.get("breakdown") or {}
     if bd.get("steps"):
         lines += ["", f"where the CLI's time goes ({bd['case']}, median ms of each step):"]
@@ -232,17 +290,26 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=20, help="warm in-process calls per case (default 20)")
     p.add_argument("--cases", default="", help="comma-separated case ids (default: every case)")
     p.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    p.add_argument("--check-runs", type=int, default=3, help="runs of each check measurement (default 3; 0: no check row)")
+    p.add_argument("--only-check", action="store_true", help="measure the check row alone")
     p.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)  # child mode: print JSON only
     args = p.parse_args()
     if args.python:
         cmd = [args.python, str(Path(__file__).resolve()), "--raw", "--runs", str(args.runs), "--reps", str(args.reps),
-               "--cases", args.cases]
+               "--cases", args.cases, "--check-runs", str(args.check_runs)] + (["--only-check"] if args.only_check else [])
         child = subprocess.run(cmd, capture_output=True, text=True)
         if child.returncode:
             sys.exit(f"{args.python} failed:\n{child.stderr[-4000:]}")
         result = json.loads(child.stdout)
+    elif args.only_check:
+        result = {"info": {"machine": f"{_cpu()}, {os.cpu_count()} CPUs, {platform.platform()}",
+                           "python": f"{platform.python_version()} ({sys.executable})", "date": time.strftime("%Y-%m-%d")},
+                  "rows": []}
     else:
         result = measure(args.runs, args.reps, [c for c in args.cases.split(",") if c])
+    if args.check_runs > 0 and not args.python:
+        result["check"] = measure_check(args.check_runs)
+        result["info"]["check_runs"] = args.check_runs
     if args.raw:
         print(json.dumps(result))
         return
