@@ -71,7 +71,10 @@ CASE_SECONDS = 2.0 * TIME_SCALE
 #: (moe_select.cells: one selection per cell), so a valid rules or capability file costs that on top of its own
 #: validation. Measured on the 2-core VM: 1.6-2.3 s (2026-12-01, morning); 4.3-5.8 s in-process with the evening's
 #: facts (17 archs, 40 runners, 4 engines), uncontended. The bound is a guard against a hang (a core spinning on
-#: one input), not a speed target (that is benchmarks/explain_latency.py's): 5x the measured time.
+#: one input), not a speed target (that is benchmarks/explain_latency.py's): 5x the measured time. Since the cells are
+#: cached per catalog (moe_select.cells.cached_evaluate) a capability file given to check (validated on its own, the
+#: catalog unchanged) costs the pass once per session, then ~0.25 s; a rule file joins the catalog (a new one per
+#: mutation), so rule cases still pay the whole pass and the bound stays at 5x it.
 CHECK_SECONDS = 30.0 * TIME_SCALE
 #: Bound on one printed issue line: echoed values are cut to 80 characters, messages to a few hundred.
 ISSUE_CHARS = 1500
