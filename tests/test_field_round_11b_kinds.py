@@ -1,0 +1,54 @@
+"""Field round 11 of issue 21 (tests/cases/field_round_11.yaml), fixed as kinds: each kind a round case missed, tested on
+another deployment of the same kind than the round's case.
+
+1. vLLM's monolithic AITER MXFP4 W4A16 experts ignore the expert map (vllm-project/vllm#57866): aiter refused for MXFP4
+   on gfx942 under vLLM at EP > 1.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+
+from report_helpers import report_codes as _codes
+
+BASE = {"tp": 1, "ep": 1, "a2a": "none"}
+QWEN235 = {"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 1536, "activation": "silu",
+           "routing": "renormalize"}
+
+
+def _explain(**dep: Any) -> Any:
+    return moe_select.explain({**BASE, **dep})
+
+
+def _source_of(r: Any) -> set[str]:
+    return {x.source.split(":")[0] for x in r.reasons}
+
+
+def _why(r: Any) -> list[tuple[str, str]]:
+    return [(x.code, x.source) for x in r.reasons]
+
+
+# --------------------------------------------------------------------------------- kind 1: vLLM AITER MXFP4 W4A16 and EP
+@pytest.mark.parametrize(("tp", "ep", "ok"), [(8, 1, True), (8, 8, False), (4, 4, False), (2, 2, False)])
+def test_vllm_aiter_mxfp4_gfx942_refuses_expert_parallelism(tp, ep, ok):
+    """Qwen3-235B-shaped MXFP4 on MI325X (gfx942) under vLLM with aiter: TP only is planned; any EP > 1 is refused
+    (parallelism_unsupported, aiter.yaml), since the monolithic W4A16 experts ignore the expert map."""
+    r = _explain(gpu="MI325X", engine="vllm", quant="mxfp4", model=QWEN235, tp=tp, ep=ep, runner="aiter")
+    assert (r.plan is not None) is ok, _why(r)
+    if ok:
+        assert r.plan.runner == "aiter"
+    else:
+        assert _codes(r) == {"parallelism_unsupported"}, _why(r)
+        assert _source_of(r) == {"backends/aiter.yaml"}
+        assert any("expert map" in x.detail for x in r.reasons)
+
+
+def test_vllm_aiter_mxfp4_ep_refusal_is_gfx942_only():
+    """gfx950 MXFP4 under vLLM runs AITER's CK experts (the expert mask), not the monolithic W4A16 path: EP 8 is not
+    refused by this fact."""
+    r = _explain(gpu="MI355X", engine="vllm", quant="mxfp4", model=QWEN235, tp=8, ep=8, runner="aiter")
+    assert not any("expert map" in x.detail for x in r.reasons), _why(r)
+    assert r.plan is not None and r.plan.runner == "aiter", _why(r)
