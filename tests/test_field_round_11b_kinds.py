@@ -3,6 +3,8 @@ another deployment of the same kind than the round's case.
 
 1. vLLM's monolithic AITER MXFP4 W4A16 experts ignore the expert map (vllm-project/vllm#57866): aiter refused for MXFP4
    on gfx942 under vLLM at EP > 1.
+2. AITER's CK-Tile MXFP4 stage 2 gives wrong output unless the per-rank intermediate is a multiple of 256
+   (ROCm/aiter#5232, #5233): aiter refused for gfx950 MXFP4 at other widths with amd-aiter >= 0.1.19, any engine.
 """
 from __future__ import annotations
 
@@ -52,3 +54,38 @@ def test_vllm_aiter_mxfp4_ep_refusal_is_gfx942_only():
     r = _explain(gpu="MI355X", engine="vllm", quant="mxfp4", model=QWEN235, tp=8, ep=8, runner="aiter")
     assert not any("expert map" in x.detail for x in r.reasons), _why(r)
     assert r.plan is not None and r.plan.runner == "aiter", _why(r)
+
+
+# --------------------------------------------------------------------------------- kind 2: AITER CK-Tile MXFP4 stage 2
+MXFP4_2560 = {"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 2560, "activation": "silu",
+              "routing": "renormalize"}
+
+
+@pytest.mark.parametrize(("tp", "ok"), [(1, True), (2, True), (4, False), (8, False), (5, True)])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_aiter_cktile_mxfp4_needs_256_aligned_intermediate(tp, ok, engine):
+    """A 2560-wide MXFP4 MoE on MI355X (gfx950) with aiter at the newest AITER checked: per-rank 2560 and 1280 are
+    planned, 640 (TP 4) and 320 (TP 8) refused with shape_unaligned from aiter.yaml under either engine; 512 (TP 5)
+    is aligned."""
+    r = _explain(gpu="MI355X", engine=engine, quant="mxfp4", model=MXFP4_2560, tp=tp, runner="aiter")
+    cktile = [x for x in r.reasons if "CK-Tile" in x.detail]
+    if ok:
+        assert not cktile, _why(r)
+    else:
+        assert r.plan is None and _codes(r) == {"shape_unaligned"}, _why(r)
+        assert _source_of(r) == {"backends/aiter.yaml"} and cktile
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.1.18", False), ("0.1.19", True), ("0.1.20.post1", True)])
+def test_aiter_cktile_mxfp4_refusal_is_version_bounded(version, refused):
+    """The refusal holds from the measured release (amd-aiter 0.1.19) on: 0.1.18 was not measured and is planned."""
+    r = _explain(gpu="MI355X", engine="sglang", quant="mxfp4", model=MXFP4_2560, tp=4, runner="aiter",
+                 packages={"amd-aiter": version})
+    assert any("CK-Tile" in x.detail for x in r.reasons) is refused, _why(r)
+    assert (r.plan is None) is refused
+
+
+def test_aiter_cktile_refusal_leaves_other_formats():
+    """A bf16 layer of the same width on gfx950 is not refused by the CK-Tile MXFP4 fact."""
+    r = _explain(gpu="MI355X", engine="sglang", quant="bf16", model=MXFP4_2560, tp=4, runner="aiter")
+    assert not any("CK-Tile" in x.detail for x in r.reasons), _why(r)
