@@ -5,6 +5,8 @@ another deployment of the same kind than the round's case.
    on gfx942 under vLLM at EP > 1.
 2. AITER's CK-Tile MXFP4 stage 2 gives wrong output unless the per-rank intermediate is a multiple of 256
    (ROCm/aiter#5232, #5233): aiter refused for gfx950 MXFP4 at other widths with amd-aiter >= 0.1.19, any engine.
+4. MoRI corrupts the output below ~256 dispatch tokens per rank (sgl-project/sglang#27194, ROCm/mori#356): a capacity
+   floor on mori under SGLang 0.5.12.post1 at EP 8.
 """
 from __future__ import annotations
 
@@ -89,3 +91,41 @@ def test_aiter_cktile_refusal_leaves_other_formats():
     """A bf16 layer of the same width on gfx950 is not refused by the CK-Tile MXFP4 fact."""
     r = _explain(gpu="MI355X", engine="sglang", quant="bf16", model=MXFP4_2560, tp=4, runner="aiter")
     assert not any("CK-Tile" in x.detail for x in r.reasons), _why(r)
+
+
+# --------------------------------------------------------------------------------- kind 4: MoRI dispatch capacity floor
+DSV3_BF16 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048, "activation": "silu",
+             "routing": "deepseek_v3", "num_shared_experts": 1}
+
+
+def _mori(**kw: Any) -> Any:
+    dep = dict(gpu="MI300X", engine="sglang", engine_version="0.5.12.post1", quant="fp8_block", model=DSV3_BF16,
+               phase="decode", tp=8, ep=8, dp=8, a2a="mori", a2a_mode="normal", runner="aiter")
+    return _explain(**{**dep, **kw})
+
+
+def _mori_floor(r: Any) -> list[Any]:
+    return [x for x in r.reasons if "max_num_inp_token_per_rank" in x.detail]
+
+
+@pytest.mark.parametrize(("capacity", "refused"), [(16, True), (64, True), (255, True), (256, False), (1024, False)])
+def test_mori_capacity_floor(capacity, refused):
+    """DeepSeek-V3 block-FP8 decode worker on MI300X under SGLang 0.5.12.post1, TP 8 / EP 8 / DP 8, MoRI normal with
+    aiter: a per-rank dispatch capacity below 256 is refused (parallelism_unsupported, mori.yaml), 256 and above not."""
+    r = _mori(a2a_capacity=capacity)
+    assert bool(_mori_floor(r)) is refused, _why(r)
+    if refused:
+        assert r.plan is None and {x.source.split(":")[0] for x in _mori_floor(r)} == {"backends/a2a/mori.yaml"}
+        assert {x.code for x in _mori_floor(r)} == {"parallelism_unsupported"}
+
+
+@pytest.mark.parametrize("kw", [{"engine_version": "0.5.14"}, {"engine": "vllm"}, {"tp": 4, "ep": 4, "dp": 4}])
+def test_mori_capacity_floor_bounds(kw):
+    """Outside what was measured (a later SGLang, vLLM, an EP group of 4) a capacity of 32 is not refused by the floor."""
+    if kw.get("engine") == "vllm":
+        kw = {"engine": "vllm", "engine_version": None}
+    dep = dict(gpu="MI300X", engine="sglang", engine_version="0.5.12.post1", quant="fp8_block", model=DSV3_BF16,
+               phase="decode", tp=8, ep=8, dp=8, a2a="mori", a2a_mode="normal", runner="aiter", a2a_capacity=32)
+    dep.update(kw)
+    r = _explain(**{k: v for k, v in dep.items() if v is not None})
+    assert not _mori_floor(r), _why(r)
