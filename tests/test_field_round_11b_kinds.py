@@ -7,6 +7,8 @@ another deployment of the same kind than the round's case.
    (ROCm/aiter#5232, #5233): aiter refused for gfx950 MXFP4 at other widths with amd-aiter >= 0.1.19, any engine.
 4. MoRI corrupts the output below ~256 dispatch tokens per rank (sgl-project/sglang#27194, ROCm/mori#356): a capacity
    floor on mori under SGLang 0.5.12.post1 at EP 8.
+5. SGLang's Kimi-K3 MoE does not treat deepep_v2 as an EP all-to-all (sgl-project/sglang#37516): deepep_v2 refused
+   under SGLang for architecture KimiK3ForConditionalGeneration; unverified where the architecture is not stated.
 """
 from __future__ import annotations
 
@@ -129,3 +131,46 @@ def test_mori_capacity_floor_bounds(kw):
     dep.update(kw)
     r = _explain(**{k: v for k, v in dep.items() if v is not None})
     assert not _mori_floor(r), _why(r)
+
+
+# --------------------------------------------------------------------------------- kind 5: Kimi-K3 x deepep_v2 (SGLang)
+K3_NVFP4 = {"num_experts": 896, "top_k": 16, "hidden_size": 3584, "moe_intermediate_size": 3072, "activation": "situ",
+            "routing": "custom", "num_shared_experts": 2}
+
+
+def _k3_v2(architecture: str | None, **kw: Any) -> Any:
+    model = dict(K3_NVFP4, **({"architecture": architecture} if architecture else {}))
+    dep = dict(gpu="B300", engine="sglang", quant="nvfp4", model=model, tp=4, ep=4, a2a="deepep_v2", runner="deep_gemm")
+    return _explain(**{**dep, **kw})
+
+
+def _k3_fact(items: Any) -> list[Any]:
+    return [x for x in items if "_ep_a2a" in x.detail]
+
+
+def test_kimi_k3_deepep_v2_refused_under_sglang():
+    """Kimi K3 NVFP4 on B300 at TP 4 / EP 4 under SGLang with deepep_v2 and its architecture stated: refused
+    (parallelism_unsupported, deepep_v2.yaml)."""
+    r = _k3_v2("KimiK3ForConditionalGeneration")
+    assert r.plan is None, _why(r)
+    assert {(x.code, x.source.split(":")[0]) for x in _k3_fact(r.reasons)} == {
+        ("parallelism_unsupported", "backends/a2a/deepep_v2.yaml")}
+
+
+def test_kimi_k3_deepep_v2_unstated_architecture_is_unverified():
+    """Without model.architecture the refusal cannot be decided: not a reason, an unknown that says to state it."""
+    r = _k3_v2(None)
+    assert not _k3_fact(r.reasons), _why(r)
+    assert r.plan is not None and r.evidence == "unverified", _why(r)
+    unknowns = _k3_fact(r.plan.unknowns)
+    assert unknowns and all("model.architecture" in (u.settle or "") for u in unknowns)
+
+
+@pytest.mark.parametrize("kw", [{"architecture": "DeepseekV3ForCausalLM"}, {"a2a": "deepep"},
+                                {"engine": "vllm", "runner": "auto"}])
+def test_kimi_k3_deepep_v2_refusal_scope(kw):
+    """Another architecture with deepep_v2, Kimi K3 with DeepEP V1 (which _ep_a2a counts), and vLLM's deepep_v2 are not
+    refused by this fact."""
+    arch = kw.pop("architecture", "KimiK3ForConditionalGeneration")
+    r = _k3_v2(arch, **kw)
+    assert not _k3_fact(r.reasons), _why(r)
