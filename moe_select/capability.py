@@ -339,11 +339,20 @@ class RunnerCapability(Located):
 
 class Unavailable(Located):
     """The engines that do not ship this backend (an engine that removed an all-to-all): where the
-    deployment's engine is one of them, the backend is refused (``a2a_unsupported``) with ``why``."""
+    deployment's engine is one of them, the backend is refused (``a2a_unsupported``) with ``why``. With ``requires``
+    (distribution -> PEP 440 specifier) the engine ships it but it fails there with those package versions only (a
+    package interaction: the backend's package under that engine); a version not declared is taken at the
+    packages table's ``checked_up_to``, as for any version-bounded fact."""
 
     engines: list[Engine] = Field(min_length=1)
+    requires: dict[str, str] | None = None
     why: str = Field(min_length=1)
     source: str = Field(min_length=1)
+
+    @field_validator("requires")
+    @classmethod
+    def _requires(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        return _check_requires(v)
 
 
 class ModeEngineFact(Located):

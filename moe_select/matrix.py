@@ -128,7 +128,8 @@ def build(catalog: Catalog, judged: Cells | None = None) -> dict[str, Any]:
                                            "source": acap.cuda_graph.source if acap.cuda_graph else acap.source}})
         a2a.append({"a2a": name, "summary": acap.summary, "dispatcher": acap.module or None, "archs": list(acap.archs.values),
                     "modes": modes, "auto": dict(acap.auto) if acap.auto else None,
-                    "unavailable": [{"engines": list(u.engines), "why": u.why, "source": u.source} for u in acap.unavailable],
+                    "unavailable": [{"engines": list(u.engines), **({"requires": dict(u.requires)} if u.requires else {}),
+                                     "why": u.why, "source": u.source} for u in acap.unavailable],
                     "source": acap.source})
     return {"runners": runners, "a2a": a2a, "evidence": evidence_data(judged)}
 

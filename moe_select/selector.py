@@ -362,9 +362,20 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
                           "brings its own)", source=a2a.where("module"),
                           fix="an a2a backend with a dispatcher here (none, torch), or a serving engine"))
     for gone in a2a.unavailable:
-        if engine in gone.engines:
-            out.append(Reason(code="a2a_unsupported", detail=f"{owner} is not shipped by {engine}: {gone.why}",
-                              source=gone.where(), fix="another a2a backend, or another engine"))
+        if engine not in gone.engines:
+            continue
+        if gone.requires:  # shipped, but fails under this engine with these package versions
+            ok, assumptions, _ = _requires(gone.requires, ctx)
+            if not ok:
+                continue
+            assumed.extend(assumptions)
+            bound = ", ".join(f"{k} {v}" for k, v in gone.requires.items())
+            out.append(Reason(code="a2a_unsupported", detail=f"{owner} fails under {engine} with {bound}: {gone.why}",
+                              source=gone.where(), fix="another a2a backend, another engine, or package versions "
+                              f"outside {bound}"))
+            continue
+        out.append(Reason(code="a2a_unsupported", detail=f"{owner} is not shipped by {engine}: {gone.why}",
+                          source=gone.where(), fix="another a2a backend, or another engine"))
     if not _arch_in(u.arch, a2a.archs.values):
         gap = _gap(ctx, a2a, "archs", "a2a_unsupported", f"{owner} runs on {', '.join(a2a.archs.values)}; this deployment is "
                    f"{_arch_label(u)}", f"a fact that {owner} runs on {u.arch}", a2a.archs.where(), None)
