@@ -158,7 +158,7 @@ def uncovered(cells: Cells) -> list[tuple[str, tuple[str, ...], tuple[str, ...],
     (their eligible runners merged, each with its best level)."""
     by_cell: dict[tuple[str, str, bool], list[str]] = {}
     eligible: dict[tuple[str, str, bool], dict[str, str]] = {}
-    source: dict[str, str | None] = {}
+    source: dict[tuple[str, str, bool], str | None] = {}  # per arch, engine and kind: that engine's refusal's rule
     for (arch, quant, engine), p in cells.plans.items():
         if p.not_preferred:
             firm = any(level == "supported" for _, level in p.not_preferred)
@@ -166,7 +166,7 @@ def uncovered(cells: Cells) -> list[tuple[str, tuple[str, ...], tuple[str, ...],
             runners = eligible.setdefault((arch, engine, firm), {})
             for name, level in p.not_preferred:
                 runners[name] = "supported" if "supported" in (level, runners.get(name)) else level
-            source.setdefault(arch, p.source)
+            source.setdefault((arch, engine, firm), p.source)
     groups: dict[tuple[str, tuple[str, ...], bool], list[str]] = {}
     for (arch, engine, firm), listed in by_cell.items():
         groups.setdefault((arch, tuple(listed), firm), []).append(engine)
@@ -176,7 +176,7 @@ def uncovered(cells: Cells) -> list[tuple[str, tuple[str, ...], tuple[str, ...],
         for e in engines:
             for name, level in eligible[(arch, e, firm)].items():
                 merged[name] = "supported" if "supported" in (level, merged.get(name)) else level
-        out.append((arch, quants, tuple(engines), tuple(sorted(merged.items())), source[arch]))
+        out.append((arch, quants, tuple(engines), tuple(sorted(merged.items())), source[(arch, engines[0], firm)]))
     return out
 
 

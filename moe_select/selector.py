@@ -53,6 +53,9 @@ MAX_ISSUES = 20
 #: architectures leaves its cell unverified when the deployment does not say which).
 UNGIVEN = ("dp", "architecture")
 
+#: The source of a ``not_preferred`` reason where no prefer rule matches the deployment: no rule file to name.
+NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
+
 #: How a deployment states each input of :data:`UNGIVEN` (the fix an unknown of an unstated input names, issue 21).
 STATE_HOW = {
     "dp": "state dp (the attention data-parallel size; a launch line's --dp / --data-parallel-size)",
@@ -1065,11 +1068,23 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                 break
         considered = [c for c in ranked if not c.eligible]
         if chosen is None:
+            # The source is the rule that would have chosen (the first matching prefer rule: none of the matching
+            # prefer rules names an eligible runner), or, where no prefer rule matches, no file at all.
+            prefer_rules = [r for r in matching if r.action == "prefer"]
+            if prefer_rules:
+                np_source = prefer_rules[0].where()
+                np_why = ("the matching prefer rules name no eligible runner: "
+                          + ", ".join(f"{r.id} ({r.where()})" for r in prefer_rules))
+            else:
+                np_source = NO_MATCHING_PREFER_RULE
+                np_why = (f"no prefer rule matches this deployment ({_arch_label(u)} x {u.quant} x engine "
+                          f"{engines[0] if single else 'any'})")
             for c in ranked:
                 if c.eligible and c.backend not in preferred:
                     not_preferred.append(Reason(
-                        code="not_preferred", detail=f"{c.backend} is eligible ({c.evidence}) but no matching rule prefers it",
-                        source=(catalog.rule_files[0] if catalog.rule_files else "rules/"), backend=c.backend,
+                        code="not_preferred",
+                        detail=f"{c.backend} is eligible ({c.evidence}) but no matching rule prefers it; {np_why}",
+                        source=np_source, backend=c.backend,
                         fix=f"runner: {c.backend}, or a prefer rule naming it (--rules DIR)"))
     else:
         c = candidates[u.runner]

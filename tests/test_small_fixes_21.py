@@ -3,6 +3,8 @@
 1. TensorRT-LLM's runners (backends/trtllm_*.yaml) are refused under vLLM: their engines list is exhaustive for vLLM
    too (vLLM's --moe-backend values are the MoEBackend literal, vllm-project/vllm@00634b8acf93:vllm/config/kernel.py,
    which names no TensorRT-LLM backend); under engine trtllm their verdicts are those before the change.
+2. A ``not_preferred`` reason names the rule that would have chosen (the first matching prefer rule, file:line), not
+   the first rule file of the catalog; where no prefer rule matches, it says so and names no file.
 """
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from typing import Any
 import pytest
 
 import moe_select
-from moe_select.catalog import default_catalog
+from moe_select.catalog import default_catalog, load_catalog
+from moe_select.cells import evaluate, uncovered
+from moe_select.selector import NO_MATCHING_PREFER_RULE
 
-from conftest import CONFIGS
+from conftest import CONFIGS, ROOT
 
 NVFP4 = str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")
 BF16 = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
@@ -75,3 +79,70 @@ def test_trtllm_runners_unchanged_under_trtllm(gpu, model, plan, eligible):
     assert (r.plan.runner if r.plan else None) == plan
     assert {c.backend: c.evidence for c in r.candidates if c.eligible and c.backend in TRTLLM_RUNNERS} == eligible
     assert not [x for x in r.reasons if x.backend in TRTLLM_RUNNERS and x.code == "engine_unsupported"]
+
+
+def _rule(catalog: Any, rule_id: str) -> Any:
+    return next(r for r in catalog.rules if r.id == rule_id)
+
+
+def _line_of(source: str) -> str:
+    path, line = source.rsplit(":", 1)
+    return (ROOT / path).read_text(encoding="utf-8").splitlines()[int(line) - 1]
+
+
+def test_not_preferred_names_the_first_matching_prefer_rule():
+    """gfx950 NVFP4 under trtllm: trtllm_vanilla is eligible (unverified), and the matching prefer rules (trtllm-auto,
+    amd, reference-fallback) name no eligible runner: the reason's source is trtllm-auto's file:line (the rule that
+    would have chosen; before: rules/10-nvidia.yaml, whose rules do not match a gfx950), and the detail names each
+    matching prefer rule with its file:line."""
+    r = _explain(arch="gfx950", engine="trtllm", model_config=NVFP4)
+    assert r.plan is None
+    np = [x for x in r.reasons if x.code == "not_preferred"]
+    assert [x.backend for x in np] == ["trtllm_vanilla"]
+    auto = _rule(default_catalog(), "trtllm-auto")
+    assert np[0].source == auto.where() and np[0].source.startswith("rules/15-trtllm.yaml:")
+    assert _line_of(np[0].source).strip() == "- id: trtllm-auto"
+    for rid in ("trtllm-auto", "amd", "reference-fallback"):
+        assert f"{rid} ({_rule(default_catalog(), rid).where()})" in np[0].detail
+    assert "no matching rule prefers it" in np[0].detail
+
+
+def test_not_preferred_after_a_disable_names_the_matching_cpu_rule(tmp_path):
+    """An operator rule disables torch_native on cpu: the first matching prefer rule is the bundled cpu rule
+    (rules/90-fallback.yaml), and the reasons name it, not the catalog's first rule file."""
+    (tmp_path / "ops.yaml").write_text("schema_version: 1\nrules:\n  - id: no-reference\n    when: {arch: [cpu]}\n"
+                                       "    disable: [torch_native]\n    reason: test\n")
+    r = moe_select.explain({"arch": "cpu", "quant": "bf16", "model_config": BF16, "tp": 1}, rules_dirs=[tmp_path])
+    np = [x for x in r.reasons if x.code == "not_preferred"]
+    assert r.plan is None and np
+    cpu = _rule(default_catalog(), "cpu")
+    assert {x.source for x in np} == {cpu.where()} and _line_of(cpu.where()).strip() == "- id: cpu"
+
+
+def test_not_preferred_without_a_matching_prefer_rule_names_no_file(tmp_path):
+    """Only an operator's rules (no bundled ones), none matching a cpu deployment: torch_native is eligible and no
+    prefer rule matches; the reason says so and its source names no rule file."""
+    (tmp_path / "ops.yaml").write_text("schema_version: 1\nrules:\n  - id: sm90-only\n    when: {arch: [sm90]}\n"
+                                       "    prefer: [triton]\n")
+    cat = load_catalog([tmp_path], use_env=False, bundled_rules=False, plugins=False)
+    r = moe_select.explain({"arch": "cpu", "quant": "bf16", "model_config": BF16, "tp": 1, "engine": "moe_select"},
+                           catalog=cat)
+    assert r.plan is None
+    np = [x for x in r.reasons if x.code == "not_preferred"]
+    assert "torch_native" in {x.backend for x in np}
+    for x in np:
+        assert x.source == NO_MATCHING_PREFER_RULE and ".yaml" not in x.source
+        assert "no prefer rule matches this deployment (cpu x bf16 x engine moe_select)" in x.detail
+
+
+def test_uncovered_cells_name_their_own_engines_rule():
+    """check's 'no rule covers' notes take their location from a cell of the same arch, engine and kind: the
+    gfx950 x vllm group names a rule that matches vLLM (amd), not TensorRT-LLM's trtllm-auto."""
+    cat = default_catalog()
+    cells = evaluate(cat, archs=("gfx950",), engines=("vllm", "trtllm"))
+    groups = {engines: source for arch, _, engines, _, source in uncovered(cells) if arch == "gfx950"}
+    assert groups, groups
+    for engines, source in groups.items():
+        rid = _line_of(str(source)).strip().removeprefix("- id: ")
+        rule_engines = _rule(cat, rid).when.engine
+        assert rule_engines is None or set(engines) <= set(rule_engines), (engines, source)
