@@ -710,7 +710,10 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
             take("swiglu_limit", "swiglu_limit", _number(text, "swiglu_limit", tp))
     else:
         act = _str(text, "hidden_act", tp) or "silu"
-        table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu", "relu2": "relu2"}
+        # "situ": Kimi K3's SiTU (its config.json; the betas activation_situ_beta / activation_situ_linear_beta
+        # are the kernel's constants, not read here: no adapter of this install computes situ).
+        table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu", "relu2": "relu2",
+                 "situ": "situ"}
         if act in table:
             shape["activation"] = table[act]
             prov["activation"] = _at(text, "hidden_act") if _present(text, "hidden_act") else f"{name} (no hidden_act: silu)"

@@ -29,7 +29,8 @@ SWIGLU_OAI_ALPHA = 1.702
 SWIGLU_OAI_LIMIT = 7.0
 
 
-def gated_act(h: torch.Tensor, activation: str, limit: float | None = None) -> torch.Tensor:
+def gated_act(h: torch.Tensor, activation: str, limit: float | None = None, *, situ_beta: float | None = None,
+              situ_linear_beta: float | None = None) -> torch.Tensor:
     """Apply the MoE activation to ``h = x @ w13.T``.
 
     Gated (silu, gelu, swiglu_oai): ``h [..., 2*I]`` holds the gate half then the up half (canonical
@@ -37,6 +38,10 @@ def gated_act(h: torch.Tensor, activation: str, limit: float | None = None) -> t
     gelu is the exact (erf) GELU. swiglu_oai: gate clamped above at ``limit``, up clamped to
     [-limit, limit], ``(up + 1) * gate * sigmoid(1.702 * gate)``. silu_clamped (DeepSeek-V4): gate clamped
     above at ``limit``, up clamped to [-limit, limit], ``silu(gate) * up``; ``limit`` is required (ValueError).
+    situ (Kimi K3's SiTU): ``b*tanh(gate/b) * sigmoid(gate) * lb*tanh(up/lb)`` with ``b = situ_beta`` (required,
+    positive: ValueError) and ``lb = situ_linear_beta`` (positive; None leaves up uncapped), as the model's
+    ``SituAndMul`` and TensorRT-LLM's ``SiTuActivation`` compute it (config.json ``activation_situ_beta``,
+    ``activation_situ_linear_beta``).
     """
     if activation == "relu2":
         return torch.relu(h).square()
@@ -49,6 +54,12 @@ def gated_act(h: torch.Tensor, activation: str, limit: float | None = None) -> t
         if limit is None:
             raise ValueError("silu_clamped needs its swiglu_limit (the model's clamp); none was given")
         return torch.nn.functional.silu(gate.clamp(max=limit)) * up.clamp(min=-limit, max=limit)
+    if activation == "situ":
+        if situ_beta is None or not situ_beta > 0 or (situ_linear_beta is not None and not situ_linear_beta > 0):
+            raise ValueError(f"situ needs a positive situ_beta and a positive or absent situ_linear_beta (the model's "
+                             f"activation_situ_beta, activation_situ_linear_beta); got {situ_beta!r}, {situ_linear_beta!r}")
+        a = situ_beta * torch.tanh(gate / situ_beta) * torch.sigmoid(gate)
+        return a * (up if situ_linear_beta is None else situ_linear_beta * torch.tanh(up / situ_linear_beta))
     if activation == "swiglu_oai":
         lim = SWIGLU_OAI_LIMIT if limit is None else limit
         gate = gate.clamp(max=lim)

@@ -16,7 +16,8 @@ import torch
 from .formats import tolerance
 
 
-def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tensor:
+def _act64(h: torch.Tensor, activation: str, limit: float | None, situ_beta: float | None = None,
+           situ_linear_beta: float | None = None) -> torch.Tensor:
     if activation == "relu2":
         r = torch.clamp(h, min=0)
         return r * r
@@ -31,6 +32,14 @@ def _act64(h: torch.Tensor, activation: str, limit: float | None) -> torch.Tenso
             raise ValueError("silu_clamped needs its swiglu_limit")
         g = torch.clamp(gate, max=limit)
         return g / (1 + torch.exp(-g)) * torch.clamp(up, min=-limit, max=limit)
+    if activation == "situ":
+        # Kimi K3's SiTU: b*tanh(g/b) * sigmoid(g) * lb*tanh(u/lb); tanh(x) = 1 - 2/(exp(2x) + 1).
+        if situ_beta is None:
+            raise ValueError("situ needs its activation_situ_beta")
+        def cap(x: torch.Tensor, c: float) -> torch.Tensor:
+            return c * (1 - 2 / (torch.exp(2 * x / c) + 1))
+        u = up if situ_linear_beta is None else cap(up, situ_linear_beta)
+        return cap(gate, situ_beta) / (1 + torch.exp(-gate)) * u
     if activation == "swiglu_oai":
         lim = 7.0 if limit is None else limit
         g = torch.clamp(gate, max=lim)
