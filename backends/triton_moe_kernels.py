@@ -1206,7 +1206,7 @@ def gemv_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, to
 
 def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top_k: int,
                    block_shape: tuple[int, int] | None = None, gated: bool = True,
-                   smem_limit: int | None = None, gemv: bool | None = None) -> dict:
+                   smem_limit: int | None = None, gemv: bool = False) -> dict:
     """The untuned tile configuration for ``tokens`` (use a bucket's token count: :func:`get_config`).
 
     ``BLOCK_M`` from the mean rows per expert ``m = tokens * top_k / E``: 16 up to 16 (decode: one
@@ -1228,11 +1228,13 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     (:class:`~moe_select.backends.triton_moe.ForwardPass`), so each K tile has one scale per column. Tiles are never much wider than the layer. ``n13``:
     rows of w13 (2*I, or I when not ``gated``). Returns ``{"BLOCK_M", "gemm1": {...}, "gemm2": {...}}``
     (keys of :func:`moe_gemm`'s config). ``smem_limit`` (bytes; default :data:`SMEM_SM90`): fewer stages,
-    then shallower K tiles, until :func:`smem_estimate` fits (the 99 KB of sm86/sm89/sm120). Packed FP4 at up to
-    :data:`GEMV_MAX_ROWS_PER_EXPERT` mean rows per expert: the GEMV mode (:func:`gemv_config`; no MMA tile, whose
-    16 rows would be mostly padding there), unless ``gemv`` is False (the MMA tiles, for comparisons)."""
+    then shallower K tiles, until :func:`smem_estimate` fits (the 99 KB of sm86/sm89/sm120). ``gemv=True``: packed FP4
+    at up to :data:`GEMV_MAX_ROWS_PER_EXPERT` mean rows per expert gets the GEMV mode (:func:`gemv_config`; no MMA
+    tile, whose 16 rows would be mostly padding there). It is opt-in (default False: the MMA tiles) until it is
+    measured on a GPU: it passes the interpreter's float64 checks and compiles for sm90, but its speed and its GPU
+    numerics are not measured yet (benchmarks/README.md, issue 24)."""
     m = tokens * top_k / max(1, num_local)
-    if fmt in FP4_FORMATS and m <= GEMV_MAX_ROWS_PER_EXPERT and gemv is not False:
+    if gemv and fmt in FP4_FORMATS and m <= GEMV_MAX_ROWS_PER_EXPERT:
         return gemv_config(num_local, n13, hidden, fmt, tokens, top_k, gated)
     fp8 = fmt.startswith("fp8")
     if m <= 16:

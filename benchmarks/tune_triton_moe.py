@@ -46,9 +46,9 @@ groups (>= 32), and tiles of ``BLOCK_M`` <= 32 are also tried with ``SWAP_AB`` (
 operand). Where the mean rows per expert ``m = T*K/E`` is at most 4, the GEMV mode (``GEMV``: no MMA, the block's
 few rows in registers) is timed as well: ``BLOCK_M`` 1, 2 and 4 (at most ``pow2(T)``) next to the MMA tile's 16,
 each with GEMV configs (``BLOCK_N`` 16-64, ``BLOCK_K`` 64-256, ``SPLIT_K`` 1, 2, 4 or 8, and 2 warps near the
-default; the sum of both launches when split). The default heuristic chooses GEMV up to ``m = 2``
-(``triton_moe_kernels.GEMV_MAX_ROWS_PER_EXPERT``), so there the quick phase times GEMV tiles and the full phase
-adds the MMA ones.
+default; the sum of both launches when split). The default heuristic keeps the MMA tiles (GEMV is opt-in until
+measured); up to ``m = 2`` (``triton_moe_kernels.GEMV_MAX_ROWS_PER_EXPERT``) the quick phase times the GEMV mode's
+block height next to the default's (:func:`quick_block_ms`), and the full phase all of them.
 
 Output under ``--out``: ``triton_configs/<file>.json`` in the format of
 ``backends/triton_configs/README.md`` (copy them into ``backends/triton_configs/`` to use them), and
@@ -129,6 +129,17 @@ def block_m_candidates(tokens: int, e: int, k: int, default: int, fmt: str = "bf
     lo = 64 if m >= 256 else 16
     hi = min(max(16, 2 * _pow2(m)), 128)
     return [bm for bm in (16, 32, 64, 128) if lo <= bm <= hi and default // 2 <= bm <= default * 2]
+
+
+def quick_block_ms(base: dict, e: int, k: int, fmt: str, tokens: int) -> list[int]:
+    """``BLOCK_M`` values of the quick phase (and of ``--dry-run``): the default's, and for packed FP4 at up to
+    ``GEMV_MAX_ROWS_PER_EXPERT`` mean rows per expert also the GEMV mode's (``min(4, pow2(T))``: GEMV is opt-in in
+    the default heuristic until measured, so the tuner is where it is measured against the MMA tile)."""
+    K = _K()
+    bms = {base["BLOCK_M"]}
+    if fmt in FP4_FORMATS and tokens * k / e <= K.GEMV_MAX_ROWS_PER_EXPERT:
+        bms.add(min(4, _pow2(K.token_bucket(tokens))))
+    return sorted(bms)
 
 
 def base_at(base: dict, bm: int, e: int, n13: int, h: int, fmt: str, tokens: int, k: int, block, gated: bool) -> dict:
@@ -494,7 +505,8 @@ def plan_jobs(pairs: list[tuple[str, tuple, str]], tokens, block, phase: str, dr
         blk = block if fmt == "fp8_block" else None
         for t in tokens:
             base = K.default_config(e, n13, h, fmt, K.token_bucket(t), k, blk, act != "relu2")
-            bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, e, k, base["BLOCK_M"], fmt)
+            bms = (quick_block_ms(base, e, k, fmt, t) if phase == "quick" or dry
+                   else block_m_candidates(t, e, k, base["BLOCK_M"], fmt))
             for bm in bms:
                 at = base_at(base, bm, e, n13, h, fmt, t, k, blk, act != "relu2")
                 for kind, gated, n_out, kd in (("gemm1", act != "relu2", i, h), ("gemm2", False, h, i)):
@@ -582,7 +594,8 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
                deadline: float, log: dict, seed: int) -> dict | None:
     """Time the candidates of one (shape, format, token count); None when the budget ran out first."""
     base = default_for(bench, t)
-    bms = [base["BLOCK_M"]] if phase == "quick" or dry else block_m_candidates(t, bench.e, bench.k, base["BLOCK_M"], bench.fmt)
+    bms = (quick_block_ms(base, bench.e, bench.k, bench.fmt, t) if phase == "quick" or dry
+           else block_m_candidates(t, bench.e, bench.k, base["BLOCK_M"], bench.fmt))
     sets = bench.inputs(t, seed + t, 1 if dry else N_SETS)
     per_bm = {}
     for bm in bms:

@@ -30,8 +30,9 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
 - variants (``--variants``, at 1, 32 and 256 tokens): ``swap_ab`` (the transposed tile for ``BLOCK_M`` <= 32)
   and ``portable`` (the bit-field decode instead of the PTX table decode); ``gemv`` (at 1, 8 and 32 tokens: the
   kernels' GEMV mode forced, ``triton_moe_kernels.gemv_config`` at every bucket: no MMA, ``BLOCK_M`` ``min(4,
-  pow2(T))``, split-K where the programs are few) and ``mma`` (at the same counts: the MMA tiles forced where the
-  default would pick GEMV, ``default_config(..., gemv=False)``; files are kept as they are); ``torch_native`` (the only other
+  pow2(T))``, split-K where the programs are few) and ``mma`` (at the same counts: the MMA tiles forced where a
+  table picks GEMV, ``default_config(..., gemv=False)``; files are kept as they are; the default is MMA: GEMV is
+  opt-in until this variant has measured it); ``torch_native`` (the only other
   runner with an adapter here for these formats: eager only, it cannot be captured) at 1 and 32 tokens on layers
   of at most 1e9 weights.
 - ``--runs``: also ``moe-select run --device cuda --tokens 64`` for the four checkpoints (and DeepSeek-V3.1-NVFP4's
