@@ -342,9 +342,11 @@ class Unavailable(Located):
     deployment's engine is one of them, the backend is refused (``a2a_unsupported``) with ``why``. With ``requires``
     (distribution -> PEP 440 specifier) the engine ships it but it fails there with those package versions only (a
     package interaction: the backend's package under that engine); a version not declared is taken at the
-    packages table's ``checked_up_to``, as for any version-bounded fact."""
+    packages table's ``checked_up_to``, as for any version-bounded fact. ``when`` narrows such an entry to the
+    deployments it matches (the topology a failure was reported at)."""
 
     engines: list[Engine] = Field(min_length=1)
+    when: When | None = None
     requires: dict[str, str] | None = None
     why: str = Field(min_length=1)
     source: str = Field(min_length=1)
@@ -353,6 +355,13 @@ class Unavailable(Located):
     @classmethod
     def _requires(cls, v: dict[str, str] | None) -> dict[str, str] | None:
         return _check_requires(v)
+
+    @model_validator(mode="after")
+    def _when_needs_requires(self) -> "Unavailable":
+        if self.when is not None and not self.requires:
+            raise ValueError("when narrows a version-bounded entry only: give requires too (an engine that does not ship "
+                             "the backend does not ship it anywhere)")
+        return self
 
 
 class ModeEngineFact(Located):

@@ -129,6 +129,7 @@ def build(catalog: Catalog, judged: Cells | None = None) -> dict[str, Any]:
         a2a.append({"a2a": name, "summary": acap.summary, "dispatcher": acap.module or None, "archs": list(acap.archs.values),
                     "modes": modes, "auto": dict(acap.auto) if acap.auto else None,
                     "unavailable": [{"engines": list(u.engines), **({"requires": dict(u.requires)} if u.requires else {}),
+                                     **({"when": u.when.describe()} if u.when is not None else {}),
                                      "why": u.why, "source": u.source} for u in acap.unavailable],
                     "source": acap.source})
     return {"runners": runners, "a2a": a2a, "evidence": evidence_data(judged)}

@@ -367,12 +367,16 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
     for gone in a2a.unavailable:
         if engine not in gone.engines:
             continue
-        if gone.requires:  # shipped, but fails under this engine with these package versions
+        if gone.requires:  # shipped, but fails under this engine with these package versions (where ``when`` holds)
+            if gone.when is not None and not gone.when.matches(ctx.facts):
+                continue
             ok, assumptions, _ = _requires(gone.requires, ctx)
             if not ok:
                 continue
             assumed.extend(assumptions)
             bound = ", ".join(f"{k} {v}" for k, v in gone.requires.items())
+            if gone.when is not None and gone.when.keys():
+                bound += f" where {gone.when.describe()}"
             out.append(Reason(code="a2a_unsupported", detail=f"{owner} fails under {engine} with {bound}: {gone.why}",
                               source=gone.where(), fix="another a2a backend, another engine, or package versions "
                               f"outside {bound}"))

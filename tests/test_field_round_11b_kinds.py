@@ -10,8 +10,8 @@ another deployment of the same kind than the round's case.
 5. SGLang's Kimi-K3 MoE does not treat deepep_v2 as an EP all-to-all (sgl-project/sglang#37516): deepep_v2 refused
    under SGLang for architecture KimiK3ForConditionalGeneration; unverified where the architecture is not stated.
 6. DeepEP V2's ElasticBuffer under vLLM reuses torch's not-yet-created NCCL communicator (EP_REUSE_NCCL_COMM=1 by default)
-   and segfaults (deepseek-ai/DeepEP#726): deepep_v2 refused under vLLM with deep_ep >= 2.1.0 (a version-bounded
-   ``unavailable`` entry: a2a_unsupported).
+   and segfaults (deepseek-ai/DeepEP#726): deepep_v2 refused under vLLM at 16 EP ranks and more with deep_ep >= 2.1.0
+   (a version-bounded ``unavailable`` entry: a2a_unsupported).
 """
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def test_kimi_k3_deepep_v2_refusal_scope(kw):
 
 # --------------------------------------------------------------------------------- kind 6: DeepEP V2 x vLLM null comm
 def _v2_vllm(**kw: Any) -> Any:
-    dep = dict(gpu="H200", engine="vllm", quant="fp8_block", model=QWEN235, tp=1, ep=8, dp=8, a2a="deepep_v2",
+    dep = dict(gpu="H200", engine="vllm", quant="fp8_block", model=QWEN235, tp=1, ep=16, dp=16, a2a="deepep_v2",
                runner="auto")
     return _explain(**{**dep, **kw})
 
@@ -192,7 +192,7 @@ def _null_comm(r: Any) -> list[Any]:
 
 @pytest.mark.parametrize(("version", "refused"), [(None, True), ("2.1.0", True), ("2.0.0", False)])
 def test_deepep_v2_refused_under_vllm_by_deep_ep_version(version, refused):
-    """Qwen3-235B-shaped block-FP8 on H200 under vLLM at DP 8 / EP 8 with deepep_v2: refused (a2a_unsupported,
+    """Qwen3-235B-shaped block-FP8 on H200 under vLLM at DP 16 / EP 16 with deepep_v2: refused (a2a_unsupported,
     deepep_v2.yaml) with deep_ep 2.1.0 and when its version is not declared (decided at the newest checked, 2.1.0);
     2.0.0 (whose first V2 commit defaulted EP_REUSE_NCCL_COMM to 0) is not refused by this fact."""
     r = _v2_vllm(**({"packages": {"deep_ep": version}} if version else {}))
@@ -201,12 +201,16 @@ def test_deepep_v2_refused_under_vllm_by_deep_ep_version(version, refused):
     if refused:
         assert r.plan is None
         assert {(x.code, x.source.split(":")[0]) for x in hits} == {("a2a_unsupported", "backends/a2a/deepep_v2.yaml")}
-        assert all("deep_ep >=2.1.0" in x.detail and "vllm" in x.detail for x in hits)
+        assert all("deep_ep >=2.1.0 where ep >= 16" in x.detail and "vllm" in x.detail for x in hits)
     else:
         assert r.plan is not None, _why(r)
 
 
-def test_deepep_v2_null_comm_is_vllm_only():
-    """SGLang sets EP_REUSE_NCCL_COMM=0 for its DeepEP V2 buffer: deepep_v2 under SGLang is not refused by this fact."""
-    r = _v2_vllm(engine="sglang", tp=8, ep=8, dp=8, runner="deep_gemm", packages={"deep_ep": "2.1.0"})
+@pytest.mark.parametrize("kw", [
+    {"engine": "sglang", "tp": 16, "runner": "deep_gemm"},  # SGLang sets EP_REUSE_NCCL_COMM=0 for its V2 buffer
+    {"ep": 8, "dp": 8},  # below the reported topology (round 8's r8-vllm51824 ran DP 2 / EP 2)
+])
+def test_deepep_v2_null_comm_scope(kw):
+    """Outside the reported interaction (SGLang; vLLM with fewer than 16 EP ranks) deep_ep 2.1.0 is not refused."""
+    r = _v2_vllm(packages={"deep_ep": "2.1.0"}, **kw)
     assert not _null_comm(r), _why(r)
