@@ -206,6 +206,12 @@ class AdapterFacts(Located):
 
     formats: list[Quant] = Field(min_length=1)
     activations: list[Activation] | None = None
+    #: The NVFP4 activation scalings (``quant_config.activation_scale``) this adapter is planned for; absent: any.
+    #: An adapter that computes NVFP4 as W4A16 (16-bit activations, no activation quantized) names ``per_tensor``
+    #: only: a ``per_token`` deployment states a dynamic FP4 quantization of each token row that it does not compute.
+    activation_scales: list[Literal["per_tensor", "per_token"]] | None = Field(None, min_length=1, description=(
+        "the NVFP4 activation scalings (quant_config.activation_scale) this adapter is planned for; absent: any. "
+        "A W4A16 adapter (16-bit activations) names per_tensor only: per_token is plan-only here (no_adapter)"))
     source: str = Field(min_length=1)
 
 

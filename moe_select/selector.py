@@ -637,7 +637,8 @@ def adapter_reasons(cap: RunnerCapability, catalog: Catalog, u: Understood) -> l
     """What this install's own code refuses for runner ``cap`` (engine ``moe_select``), each ``no_adapter`` naming
     the fact: no adapter module here (and no plugin: a plan-only runner), an ``adapter`` block that leaves out the
     deployment's format or activation (the core raises for them: ``RunnerInputError``), a dispatch format the
-    all-to-all hands over that the module does not register (``registers``; resolve's registry check)."""
+    all-to-all hands over that the module does not register (``registers``; resolve's registry check), an NVFP4
+    activation scaling the ``adapter`` block's ``activation_scales`` leaves out (a W4A16 adapter: per_token)."""
     name, act = cap.runner, u.model.activation
     module = catalog.adapter(name, u.quant, act)
     if module is None:
@@ -657,6 +658,21 @@ def adapter_reasons(cap: RunnerCapability, catalog: Catalog, u: Understood) -> l
             return [Reason(code="no_adapter", detail=f"{name}'s adapter registers {', '.join(cap.registers)} dispatch; a2a {u.a2a} "
                            f"hands over {', '.join(missing)}", source=cap.where("registers"), backend=name,
                            fix=f"a2a: none, or an a2a backend handing over {', '.join(cap.registers)} rows")]
+    scale, facts = activation_scale_of(u), cap.adapter
+    if (module == cap.module and facts is not None and facts.activation_scales is not None and scale is not None
+            and scale not in facts.activation_scales):
+        prec = sorted({str(r.activation_precision[u.quant]) for r in cap.support
+                       if r.supported and u.quant in r.activation_precision
+                       and (r.when is None or r.when.engine is None or INSTALL_ENGINE in r.when.engine)})
+        computes = f"computes {u.quant} with {'/'.join(prec)} activations" if prec else f"is planned for {u.quant}"
+        if prec and all(p in ("bf16", "fp16") for p in prec):
+            computes += " (weight-only: no activation is quantized, so no activation scale is applied)"
+        means = {"per_token": "a dynamic FP4 quantization of each token row",
+                 "per_tensor": "one static FP32 input scale per tensor"}[scale]
+        return [Reason(code="no_adapter", detail=f"{name}'s adapter in this install {computes}; the deployment states "
+                       f"activation_scale {scale} ({means}), which it does not compute: it takes activation_scale {', '.join(facts.activation_scales)} only, so {u.quant} with "
+                       f"activation_scale {scale} is plan-only here", source=facts.where("activation_scales"),
+                       backend=name, fix=f"activation_scale {', '.join(facts.activation_scales)}, or a serving engine")]
     return []
 
 

@@ -5,6 +5,9 @@
    which names no TensorRT-LLM backend); under engine trtllm their verdicts are those before the change.
 2. A ``not_preferred`` reason names the rule that would have chosen (the first matching prefer rule, file:line), not
    the first rule file of the catalog; where no prefer rule matches, it says so and names no file.
+3. This install's NVFP4 adapters (triton, torch_native) compute W4A16 (bf16 activations, none quantized): a deployment
+   stating ``quant_config.activation_scale: per_token`` is refused on them (no_adapter, from their ``adapter:`` block's
+   ``activation_scales``); per_tensor (stated or not) is planned as before.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pytest
 import moe_select
 from moe_select.catalog import default_catalog, load_catalog
 from moe_select.cells import evaluate, uncovered
+from moe_select.errors import SelectionError
 from moe_select.selector import NO_MATCHING_PREFER_RULE
 
 from conftest import CONFIGS, ROOT
@@ -146,3 +150,59 @@ def test_uncovered_cells_name_their_own_engines_rule():
         rid = _line_of(str(source)).strip().removeprefix("- id: ")
         rule_engines = _rule(cat, rid).when.engine
         assert rule_engines is None or set(engines) <= set(rule_engines), (engines, source)
+
+
+NVFP4_ADAPTERS = ("triton", "torch_native")
+
+
+def _install(arch: str, scale: str | None, **dep: Any) -> Any:
+    d: dict[str, Any] = dict(arch=arch, engine="moe_select", model_config=NVFP4, cuda_graph=False, **dep)
+    if scale is not None:
+        d["quant_config"] = {"activation_scale": scale}
+    return _explain(**d)
+
+
+def _scale_refusals(r: Any) -> dict[str, Any]:
+    return {x.backend: x for x in r.reasons if x.code == "no_adapter" and "activation_scale" in x.detail}
+
+
+@pytest.mark.parametrize("arch", ["cpu", "sm90", "sm100"])
+def test_per_token_nvfp4_refused_on_this_installs_adapters(arch):
+    """Per-token NVFP4 under engine moe_select: triton and torch_native are refused no_adapter, each naming
+    activation_scale per_token and what the adapter computes (nvfp4 with bf16 activations), at its adapter block's
+    activation_scales line; nothing is planned (before: torch_native or triton ran it as W4A16, silently)."""
+    r = _install(arch, "per_token")
+    assert r.plan is None and not [c.backend for c in r.candidates if c.eligible]
+    refused = _scale_refusals(r)
+    expect = {"cpu": {"torch_native"}}.get(arch, set(NVFP4_ADAPTERS))  # triton's support rows name no cpu
+    assert expect <= set(refused), [(x.backend, x.code, x.detail) for x in r.reasons if x.backend in NVFP4_ADAPTERS]
+    for name in expect:
+        x = refused[name]
+        assert "activation_scale per_token" in x.detail and "computes nvfp4 with bf16 activations" in x.detail
+        assert x.source.startswith(f"backends/{name}.yaml:") and _line_of(x.source).strip() == "activation_scales: [per_tensor]"
+    with pytest.raises(SelectionError):
+        moe_select.plan(dict(arch=arch, engine="moe_select", model_config=NVFP4, cuda_graph=False, tp=1, ep=1,
+                             quant_config={"activation_scale": "per_token"}))
+
+
+@pytest.mark.parametrize("scale", [None, "per_tensor"])
+@pytest.mark.parametrize("arch,plan", [("cpu", "torch_native"), ("sm90", "triton"), ("sm100", "torch_native")])
+def test_per_tensor_nvfp4_unchanged_on_this_installs_adapters(arch, plan, scale):
+    """Per-tensor NVFP4 (stated or the default) under moe_select: planned as before (the plans measured at 1b0f02b),
+    both adapters eligible where their facts name the GPU, no activation_scale refusal."""
+    r = _install(arch, scale)
+    assert r.plan is not None and r.plan.runner == plan
+    assert not _scale_refusals(r)
+    eligible = {c.backend for c in r.candidates if c.eligible}
+    assert eligible == ({"torch_native"} if arch == "cpu" else set(NVFP4_ADAPTERS))
+
+
+def test_per_token_refusal_is_this_installs_only():
+    """Under a serving engine the adapters' activation_scales say nothing: SGLang's per-token NVFP4 on a B200 is
+    planned (flashinfer-python 0.6.18rc4: the tile-192 range of tests/test_nvfp4_per_token.py left), and no reason
+    names an adapter's activation_scales; under moe_select another format (gpt-oss's mxfp4) is not touched either."""
+    r = _explain(gpu="B200", engine="sglang", model_config=NVFP4, tp=4, quant_config={"activation_scale": "per_token"},
+                 packages={"flashinfer-python": "0.6.18rc4"})
+    assert r.plan is not None and not _scale_refusals(r)
+    m = _explain(arch="sm90", engine="moe_select", model_config=GPT_OSS, cuda_graph=False)
+    assert m.plan is not None and m.plan.runner in NVFP4_ADAPTERS and not _scale_refusals(m)
