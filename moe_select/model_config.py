@@ -713,8 +713,25 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
         # "situ": Kimi K3's SiTU (its config.json; the betas activation_situ_beta / activation_situ_linear_beta
         # are the kernel's constants, not read here: no adapter of this install computes situ).
         table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu", "relu2": "relu2",
-                 "situ": "situ"}
-        if act in table:
+                 "situ": "situ", "swigluoai": "swiglu_oai_split"}
+        if act == "swigluoai":
+            # MiniMax-M3 (hidden_act "swigluoai", swiglu_limit, swiglu_alpha, swiglu_beta): vLLM's MiniMaxM3MoE builds
+            # FusedMoE(activation="swigluoai_uninterleave", swiglu_limit=..., swiglu_alpha=..., swiglu_beta=...) on a
+            # packed [all gates; all ups] w13 (vllm-project/vllm@v0.24.0:vllm/models/minimax_m3/nvidia/model.py):
+            # swiglu_oai_split. The limit is required (vLLM asserts it); the shape carries no alpha or beta, so a
+            # config whose values are not the activation's (1.702, 1.0) is refused rather than judged as another.
+            if not _present(text, "swiglu_limit"):
+                raise _issue(text, "hidden_act", "hidden_act swigluoai (MiniMax-M3's clamped SwiGLU-OAI) without "
+                             "swiglu_limit: the clamp is required (vLLM asserts SWIGLUOAI_UNINTERLEAVE's clamp_limit)", tp)
+            take("swiglu_limit", "swiglu_limit", _number(text, "swiglu_limit", tp))
+            for key, want in (("swiglu_alpha", 1.702), ("swiglu_beta", 1.0)):
+                if _present(text, key) and _number(text, key, tp) != want:
+                    raise _issue(text, key, f"{key} {_number(text, key, tp)}: swiglu_oai_split is defined with {key} "
+                                 f"{want} (MiniMax-M3's); another value is not representable here", tp)
+            shape["activation"] = "swiglu_oai_split"
+            prov["activation"] = (f"{_at(text, 'hidden_act')}; {prov['swiglu_limit']} (MiniMax-M3's clamped SwiGLU-OAI "
+                                  "on split gate/up halves: swiglu_oai_split)")
+        elif act in table:
             shape["activation"] = table[act]
             prov["activation"] = _at(text, "hidden_act") if _present(text, "hidden_act") else f"{name} (no hidden_act: silu)"
             # A SwiGLU clamp (DeepSeek-V4: vLLM's DeepseekV4MoE hands config.swiglu_limit to FusedMoE and its MLP uses

@@ -30,7 +30,8 @@ SWIGLU_OAI_LIMIT = 7.0
 
 
 def gated_act(h: torch.Tensor, activation: str, limit: float | None = None, *, situ_beta: float | None = None,
-              situ_linear_beta: float | None = None) -> torch.Tensor:
+              situ_linear_beta: float | None = None, swiglu_alpha: float = SWIGLU_OAI_ALPHA,
+              swiglu_beta: float = 1.0) -> torch.Tensor:
     """Apply the MoE activation to ``h = x @ w13.T``.
 
     Gated (silu, gelu, swiglu_oai): ``h [..., 2*I]`` holds the gate half then the up half (canonical
@@ -42,6 +43,11 @@ def gated_act(h: torch.Tensor, activation: str, limit: float | None = None, *, s
     positive: ValueError) and ``lb = situ_linear_beta`` (positive; None leaves up uncapped), as the model's
     ``SituAndMul`` and TensorRT-LLM's ``SiTuActivation`` compute it (config.json ``activation_situ_beta``,
     ``activation_situ_linear_beta``).
+    swiglu_oai_split (MiniMax-M3's clamped SwiGLU-OAI on split halves, vLLM's ``swigluoai_uninterleave``): gate
+    clamped above at ``limit``, up clamped to [-limit, limit], ``gate * sigmoid(swiglu_alpha * gate) * (up +
+    swiglu_beta)`` (vLLM's ``SiluAndMulWithClamp``; config.json ``swiglu_alpha`` 1.702, ``swiglu_beta`` 1.0 by
+    default); ``limit`` is required (ValueError). In this canonical layout it is gpt-oss's formula; the name tells
+    the checkpoints apart (gpt-oss interleaves gate and up rows, MiniMax-M3 stores all gates then all ups).
     """
     if activation == "relu2":
         return torch.relu(h).square()
@@ -60,6 +66,11 @@ def gated_act(h: torch.Tensor, activation: str, limit: float | None = None, *, s
                              f"activation_situ_beta, activation_situ_linear_beta); got {situ_beta!r}, {situ_linear_beta!r}")
         a = situ_beta * torch.tanh(gate / situ_beta) * torch.sigmoid(gate)
         return a * (up if situ_linear_beta is None else situ_linear_beta * torch.tanh(up / situ_linear_beta))
+    if activation == "swiglu_oai_split":
+        if limit is None:
+            raise ValueError("swiglu_oai_split needs its swiglu_limit (the model's clamp); none was given")
+        gate = gate.clamp(max=limit)
+        return gate * torch.sigmoid(swiglu_alpha * gate) * (up.clamp(min=-limit, max=limit) + swiglu_beta)
     if activation == "swiglu_oai":
         lim = SWIGLU_OAI_LIMIT if limit is None else limit
         gate = gate.clamp(max=lim)

@@ -17,7 +17,7 @@ from .formats import tolerance
 
 
 def _act64(h: torch.Tensor, activation: str, limit: float | None, situ_beta: float | None = None,
-           situ_linear_beta: float | None = None) -> torch.Tensor:
+           situ_linear_beta: float | None = None, swiglu_alpha: float = 1.702, swiglu_beta: float = 1.0) -> torch.Tensor:
     if activation == "relu2":
         r = torch.clamp(h, min=0)
         return r * r
@@ -40,6 +40,12 @@ def _act64(h: torch.Tensor, activation: str, limit: float | None, situ_beta: flo
             return c * (1 - 2 / (torch.exp(2 * x / c) + 1))
         u = up if situ_linear_beta is None else cap(up, situ_linear_beta)
         return cap(gate, situ_beta) / (1 + torch.exp(-gate)) * u
+    if activation == "swiglu_oai_split":
+        # MiniMax-M3 (vLLM's swigluoai_uninterleave, SiluAndMulWithClamp): g*sigmoid(alpha*g)*(u+beta), both clamped.
+        if limit is None:
+            raise ValueError("swiglu_oai_split needs its swiglu_limit")
+        g = torch.clamp(gate, max=limit)
+        return g / (1 + torch.exp(-swiglu_alpha * g)) * (torch.clamp(up, min=-limit, max=limit) + swiglu_beta)
     if activation == "swiglu_oai":
         lim = 7.0 if limit is None else limit
         g = torch.clamp(gate, max=lim)

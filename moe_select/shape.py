@@ -53,8 +53,8 @@ class ModelShape(Located):
         memory estimate); n_group divides num_experts and topk_group is at most n_group (the
         deepseek_v3 router splits the experts into n_group groups and keeps topk_group of them);
         routed_scaling_factor and swiglu_limit finite and positive; swiglu_limit given only with a clamped
-        activation (swiglu_oai, silu_clamped: another activation would run unclamped), and silu_clamped needs it
-        (no default limit). Raises ValueError (pydantic reports it at the model's line)."""
+        activation (swiglu_oai, silu_clamped, swiglu_oai_split: another activation would run unclamped), and
+        silu_clamped and swiglu_oai_split need it (no default limit). Raises ValueError (pydantic reports it at the model's line)."""
         import math
 
         for name, hi in (("num_experts", MAX_EXPERTS), ("num_shared_experts", MAX_EXPERTS),
@@ -71,10 +71,10 @@ class ModelShape(Located):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-        if self.activation == "silu_clamped" and self.swiglu_limit is None:
-            raise ValueError("activation silu_clamped needs swiglu_limit (the clamp of gate and up; DeepSeek-V4's config.json "
-                             "swiglu_limit)")
-        if self.swiglu_limit is not None and self.activation not in ("swiglu_oai", "silu_clamped"):
+        if self.activation in ("silu_clamped", "swiglu_oai_split") and self.swiglu_limit is None:
+            raise ValueError(f"activation {self.activation} needs swiglu_limit (the clamp of gate and up; DeepSeek-V4's "
+                             "and MiniMax-M3's config.json swiglu_limit)")
+        if self.swiglu_limit is not None and self.activation not in ("swiglu_oai", "silu_clamped", "swiglu_oai_split"):
             hint = " (SiLU with the clamp: write activation silu_clamped)" if self.activation == "silu" else ""
             raise ValueError(f"swiglu_limit {self.swiglu_limit} is given with activation {self.activation}, which has no "
                              f"clamp{hint}")

@@ -173,7 +173,7 @@ Runner = str  # runner names are the capability files' names; validated against 
 
 #: Activations whose w13 holds a gate and an up half ([E, 2*I, H]); relu2 is not gated ([E, I, H]). What this
 #: project's kernels and reference implement; equal to the bundled vocabulary's ``gated`` flags (tested).
-GATED_ACTIVATIONS = ("silu", "gelu", "swiglu_oai", "silu_clamped", "situ")
+GATED_ACTIVATIONS = ("silu", "gelu", "swiglu_oai", "silu_clamped", "situ", "swiglu_oai_split")
 #: Clamped variants of a gated activation and the activation each clamps: ``silu_clamped`` is SiLU with the gate
 #: clamped above and the up half clamped to [-limit, limit] at the model's ``swiglu_limit`` (DeepSeek-V4). A runner
 #: whose facts name the base but not the variant is unverified for it (an upstream check that takes the base
