@@ -149,11 +149,14 @@ class ArchFact(Fact):
 
 class PackageNeedFact(Located):
     """A package the backend needs: ``name`` (a distribution of the known-packages table, which gives its
-    import name and how to install it) and a ``version`` specifier (PEP 440), where ``when`` holds."""
+    import name and how to install it) and a ``version`` specifier (PEP 440), where ``when`` holds and the other
+    packages meet ``requires`` (a package interaction: e.g. FlashInfer releases that work with older
+    nvidia-cutlass-dsl releases only; distribution -> PEP 440 specifier, as a fact's ``requires``)."""
 
     name: str = Field(min_length=1)
     version: str | None = None
     when: When | None = None
+    requires: dict[str, str] | None = None
     source: str = Field(min_length=1)
 
     @field_validator("version")
@@ -162,6 +165,11 @@ class PackageNeedFact(Located):
         if v is not None:
             _check_requires({"version": v})
         return v
+
+    @field_validator("requires")
+    @classmethod
+    def _requires(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        return _check_requires(v)
 
 
 class Toolchain(Fact):

@@ -444,6 +444,8 @@ def _specifiers(obj: object) -> Iterable[tuple[str, str]]:
         yield from obj.requires.items()
     if isinstance(obj, PackageNeedFact) and obj.version:
         yield obj.name, obj.version
+    if isinstance(obj, PackageNeedFact) and obj.requires:
+        yield from obj.requires.items()
     if isinstance(obj, (list, tuple)):
         for item in obj:
             yield from _specifiers(item)

@@ -336,6 +336,12 @@ def _package_reasons(pkgs: Iterable[PackageNeedFact], ctx: _Ctx, owner: str, bac
     for p in pkgs:
         if p.when is not None and not p.when.matches(ctx.facts):
             continue
+        with_, assumptions = "", list[str]()
+        if p.requires:  # a package interaction: the need holds only with these versions of other packages
+            ok, assumptions, _ = _requires(p.requires, ctx)
+            if not ok:
+                continue
+            with_ = " with " + ", ".join(f"{k} {v}" for k, v in p.requires.items())
         known = ctx.catalog.packages_table.get(p.name)
         module = known.module if known else p.name.replace("-", "_")
         install = (known.install if known else None) or f"pip install '{p.name}{p.version or ''}'"
@@ -346,12 +352,15 @@ def _package_reasons(pkgs: Iterable[PackageNeedFact], ctx: _Ctx, owner: str, bac
         where = "on this machine" if ctx.env.detected else "in the deployment's packages"
         if state == "absent":
             why = ctx.env.lookalike(p.name)  # a look-alike distribution was found instead (issue 21)
-            out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec} (import {module}); "
+            out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec}{with_} (import {module}); "
                               f"it is not installed ({where})" + (f": {why}" if why else ""), source=p.where(), fix=install,
                               backend=backend))
         elif state == "present" and found not in (None, "unknown") and not satisfies(found, p.version):
-            out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec}; {found} is installed ({where})",
-                              source=p.where(), fix=f"pip install '{p.name}{p.version}'", backend=backend))
+            assumed_ = f" ({'; '.join(assumptions)})" if p.requires and assumptions else ""
+            out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec}{with_}; {found} is installed "
+                              f"({where}){assumed_}", source=p.where(), backend=backend,
+                              fix=f"pip install '{p.name}{p.version}'" + (" or other versions of " + ", ".join(p.requires)
+                                                                          if p.requires else "")))
     return out
 
 
