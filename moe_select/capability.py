@@ -173,9 +173,12 @@ class PackageNeedFact(Located):
 
 
 class Toolchain(Fact):
-    """A build tool the backend needs at JIT time: ``tool`` at least version ``min`` where it applies."""
+    """A toolchain the backend needs: ``tool`` at least version ``min`` where it applies. ``nvcc``: the CUDA compiler
+    its JIT builds with (the deployment's ``nvcc``, or ``nvcc --version``); ``cuda``: the CUDA runtime the machine runs
+    the backend's prebuilt kernels on (the deployment's ``cuda``; not detected: where it is not declared, the report
+    says the minimum was assumed met)."""
 
-    tool: Literal["nvcc"]
+    tool: Literal["nvcc", "cuda"]
     min: str = Field(pattern=r"^\d+(\.\d+)*$")
     why: str | None = None
 

@@ -110,6 +110,7 @@ class Deployment(Located):
     #: Not given: the newest version the facts were checked at (explain says so). Issue 20.
     engine_version: str | None = Field(default=None, max_length=64)
     nvcc: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
+    #: The CUDA runtime version of the machine planned for (never detected): ``toolchain`` facts of tool ``cuda`` read it.
     cuda: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     prebuilt: dict[str, bool] | None = None
 

@@ -123,6 +123,7 @@ class Report(BaseModel):
         out += [f"  note: {k} is absent: {why}" for k, why in fakes.items()]
         pre = ", ".join(f"{k} {'unknown' if v is None else v}" for k, v in sorted(env.prebuilt.items()))
         out.append(f"  nvcc: {env.nvcc or ('not found' if env.detected else 'not declared')}; "
+                   f"CUDA runtime (cuda): {env.cuda or ('not detected' if env.detected else 'not declared')}; "
                    f"prebuilt JIT kernels: {pre or ('none detected' if env.detected else 'not declared')}")
         out += [f"  note: {n}" for n in self.version_notes]
         out.append("")

@@ -607,12 +607,19 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     out += _package_reasons(cap.packages, ctx, name, name, needs)
     prebuilt = cap.jit is not None and ctx.env.prebuilt.get(cap.jit.package) is True
     for t in cap.toolchain:
-        if prebuilt or not _holds(t, ctx, assumed):
+        if (prebuilt and t.tool == "nvcc") or not _holds(t, ctx, assumed):
             continue
         cond = t.describe_conditions()
         cond = f" for {cond}" if cond else ""
         why_ = f" ({t.why})" if t.why else ""
-        if ctx.env.nvcc is None and ctx.env.detected:
+        if t.tool == "cuda":  # the CUDA runtime: declared only (``cuda``), never detected
+            if ctx.env.cuda is None:
+                assumed.append(f"CUDA runtime >= {t.min} assumed for {name}{cond} (cuda not declared; {t.where()})")
+            elif not at_least(ctx.env.cuda, t.min):
+                out.append(Reason(code="toolchain_unsupported", detail=f"{name}{cond} needs a CUDA runtime >= {t.min}; "
+                                  f"cuda is {ctx.env.cuda}{why_}", source=t.where(), fix=f"a CUDA {t.min} or newer runtime",
+                                  backend=name))
+        elif ctx.env.nvcc is None and ctx.env.detected:
             out.append(Reason(code="toolchain_unsupported", detail=f"{name}{cond} JIT-compiles with nvcc >= {t.min}; "
                               f"no nvcc found on this machine{why_}", source=t.where(), fix=f"install CUDA toolkit >= {t.min}", backend=name))
         elif ctx.env.nvcc is not None and not at_least(ctx.env.nvcc, t.min):

@@ -1,6 +1,9 @@
 """Field round 12 of issue 21 (tests/cases/field_round_12.yaml), fixed as kinds: each kind a round case missed, tested on
 another deployment of the same kind than the round's case.
 
+1. sgl-kernel's default wheel is built with CUDA 12.9 from 0.3.9 and its W4A8 grouped GEMM (cutlass_w4a8_moe_mm) fails on
+   CUDA 12.4 / 12.6 runtimes (sgl-project/sglang#10215): a ``toolchain`` entry of tool ``cuda`` (the deployment's
+   ``cuda``, the CUDA runtime) on SGLang's cutlass W4A8 with sglang-kernel >= 0.3.9, refused as toolchain_unsupported.
 3. FlashInfer's CuTe-DSL fused MoE (flashinfer_cutedsl) breaks with nvidia-cutlass-dsl >= 4.4.0 in FlashInfer 0.6.4 ..
    0.6.6 (flashinfer-ai/flashinfer#2693, fixed by #2735 in 0.6.7): a package need bounded by another package's versions
    (``requires`` on a ``packages`` entry), refused as dependency_missing.
@@ -12,7 +15,7 @@ from typing import Any
 import pytest
 
 import moe_select
-from moe_select.capability import PackageNeedFact
+from moe_select.capability import PackageNeedFact, Toolchain
 
 from report_helpers import report_codes as _codes
 
@@ -28,6 +31,61 @@ def _explain(**dep: Any) -> Any:
 
 def _why(r: Any) -> list[tuple[str, str, str]]:
     return [(x.code, x.source, x.detail) for x in r.reasons]
+
+
+# ------------------------------------------------------------ kind 1: sgl-kernel cu129 wheel x CUDA runtime, W4A8
+QWEN235 = {"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 1536, "activation": "silu",
+           "routing": "renormalize"}
+
+
+def _w4a8(engine: str = "sglang", cuda: str | None = None, kernel: str | None = "0.4.5") -> Any:
+    env: dict[str, Any] = {"packages": {"sglang-kernel": kernel}} if kernel else {"packages": {}}
+    if cuda is not None:
+        env["cuda"] = cuda
+    return _explain(gpu="H200", engine=engine, quant="int4_w4a8", model=QWEN235, tp=4, runner="cutlass", **env)
+
+
+@pytest.mark.parametrize(("cuda", "ok"), [("12.4", False), ("12.6", False), ("12.8", True), ("12.9", True), ("13.0", True)])
+def test_sglang_w4a8_cutlass_needs_cuda_128_runtime(cuda, ok):
+    """Qwen3-235B-shaped W4A8 on H200 at TP 4 under SGLang with sglang-kernel 0.4.5 and runner cutlass: refused on a
+    CUDA 12.4 / 12.6 runtime (toolchain_unsupported at cutlass.yaml's cuda entry, naming the runtime), planned on 12.8
+    and newer."""
+    r = _w4a8(cuda=cuda)
+    assert (r.plan is not None) is ok, _why(r)
+    if ok:
+        assert r.plan.runner == "cutlass"
+        assert not any("CUDA runtime" in a for a in r.plan.assumptions)
+    else:
+        assert _codes(r) == {"toolchain_unsupported"}, _why(r)
+        (reason,) = r.reasons
+        assert reason.source.startswith("backends/cutlass.yaml:")
+        assert f"CUDA runtime >= 12.8; cuda is {cuda}" in reason.detail
+
+
+def test_sglang_w4a8_cuda_gate_bounded_by_kernel_version_and_engine():
+    """The gate holds from sglang-kernel 0.3.9 (the cu129 default): 0.3.8 on CUDA 12.6 is planned; vLLM's own CUTLASS
+    W4A8 (compiled into vLLM) is not touched by it."""
+    assert _w4a8(cuda="12.6", kernel="0.3.8").plan is not None
+    r = _w4a8(cuda="12.6", kernel="0.3.9")
+    assert _codes(r) == {"toolchain_unsupported"}, _why(r)
+    r = _w4a8(engine="vllm", cuda="12.6", kernel=None)
+    assert r.plan is not None and r.plan.runner == "cutlass", _why(r)
+
+
+def test_sglang_w4a8_cuda_not_declared_is_an_assumption():
+    """No cuda declared: planned, and the plan's assumptions say the CUDA runtime minimum was assumed (with the fact's
+    file:line), rather than passing silently."""
+    r = _w4a8()
+    assert r.plan is not None, _why(r)
+    (said,) = [a for a in r.plan.assumptions if "CUDA runtime" in a]
+    assert "CUDA runtime >= 12.8 assumed" in said and "backends/cutlass.yaml:" in said
+
+
+def test_toolchain_tool_is_closed():
+    """A toolchain entry names nvcc or cuda; another tool is a load error."""
+    assert Toolchain(tool="cuda", min="12.8", source="a/b#1").tool == "cuda"
+    with pytest.raises(ValueError, match="tool"):
+        Toolchain(tool="gcc", min="12", source="a/b#1")
 
 
 # ------------------------------------------------------------------- kind 3: FlashInfer CuTe-DSL x nvidia-cutlass-dsl
