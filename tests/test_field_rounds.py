@@ -199,6 +199,24 @@ def test_bare_citations_are_attributed():
     # a citation's path names no repository; a YAML comment marker or an owner/repo#N is no bare reference
     assert attribute_bare_refs("vllm-project/vllm@abc:python/sglang/x.py (PR #5)", repos) == {("vllm-project/vllm", 5)}
     assert attribute_bare_refs("# vllm-project/vllm#46880", repos) == set()
+    # a ticket number joined to a word by a hyphen (TensorRT-LLM's '[TRTLLM-13334]') is no '#N', whatever repository
+    # was named before it; only '#N' is (round 12's flashinfer#3334 was reported hit by round 10's '[TRTLLM-13334]')
+    for unit in ("FlashInfer [TRTLLM-13334][fix] Add EP assertion", "flashinfer TRTLLM-13334, TRTLLM-3334",
+                 "flashinfer-ai/flashinfer#12 ('[TRTLLM-13334][fix]')"):
+        assert all(n not in (3334, 13334) for _, n in attribute_bare_refs(unit, repos)), unit
+    assert attribute_bare_refs("FlashInfer [TRTLLM-13334] see #3334", repos) == {("flashinfer-ai/flashinfer", 3334)}
+
+
+def test_hyphenated_ticket_is_not_a_citation():
+    """Round 10's case text '[TRTLLM-13334]' (a TensorRT-LLM ticket) cites neither flashinfer-ai/flashinfer#3334 (round
+    12's report) nor #13334: neither the direct pattern (git grep) nor the bare-number reader reads it as one."""
+    rel = "tests/cases/field_round_10.yaml"
+    assert "TRTLLM-13334" in (ROOT / rel).read_text()
+    for number in (3334, 13334):
+        pattern = rf"(flashinfer-ai/flashinfer|\bflashinfer)( ?#| PR #| issue #| pull #|/pull/|/issues/){number}\b"
+        grep = subprocess.run(["git", "grep", "-l", "-E", "-i", pattern, "--", rel], cwd=ROOT, capture_output=True, text=True)
+        assert grep.returncode == 1, (number, grep.stdout, grep.stderr)
+        assert rel not in bare_citations().get(("flashinfer-ai/flashinfer", number), set())
 
 
 def test_round_skip_lists_are_not_citations():
