@@ -5,6 +5,10 @@ other deployments of the same kind than the round's case.
    ptxas rejects on sm_120a/121a; 4.5.1 fixes it (NVIDIA/cutlass#3227). Before 4.5.0 the op admits sm_120a only, so
    SM121 needs 4.5.0 or later. A package need on every runner that runs FlashInfer's b12x kernels on SM12x
    (flashinfer_b12x, trtllm_cutedsl's SM120/121 path), refused as dependency_missing.
+4. FlashInfer 0.2.10's FP4 block-scale MoE launcher (trtllm_fp4_block_scale_moe, NVFP4 and MXFP4) computed the weight
+   scale vector size from the global expert count and raises 'unsupported weight_scale_vec_size' under expert
+   parallelism (flashinfer-ai/flashinfer#1422; fixed by #1398, first in 0.2.11): a flashinfer-python !=0.2.10 need where
+   ep >= 2 on the runners that call it (flashinfer_mxfp4's SM100 path, flashinfer_trtllm, flashinfer_trtllm_routed).
 """
 from __future__ import annotations
 
@@ -73,3 +77,45 @@ def test_cutlass_dsl_450_bound_is_sm12x_only():
     r = _explain(gpu="GB10", engine="vllm", quant="nvfp4", model=QWEN30, runner="flashinfer_b12x",
                  packages={"flashinfer-python": "0.6.11"})
     assert r.plan is not None and r.plan.runner == "flashinfer_b12x", _why(r)
+
+
+# --------------------------------- kind 4: FlashInfer 0.2.10 FP4 block-scale MoE under expert parallelism (flashinfer#1422)
+GPTOSS = {"num_experts": 128, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880, "activation": "swiglu_oai",
+          "routing": "renormalize"}
+DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048, "activation": "silu",
+        "routing": "deepseek_v3", "num_shared_experts": 1, "n_group": 8, "topk_group": 4}
+
+
+@pytest.mark.parametrize(("runner", "yaml", "engine", "gpu", "quant", "model", "tp", "ep"), [
+    ("flashinfer_mxfp4", "flashinfer_mxfp4.yaml", "sglang", "B300", "mxfp4", GPTOSS, 8, 8),
+    ("flashinfer_trtllm", "flashinfer_trtllm.yaml", "vllm", "B300", "nvfp4", DSV3, 8, 8),
+    ("flashinfer_trtllm", "flashinfer_trtllm.yaml", "sglang", "B200", "nvfp4", DSV3, 4, 4),
+    ("flashinfer_trtllm_routed", "flashinfer_trtllm_routed.yaml", "vllm", "B200", "mxfp4", GPTOSS, 2, 2),
+])
+def test_fp4_block_scale_moe_refused_on_flashinfer_0210_with_ep(runner, yaml, engine, gpu, quant, model, tp, ep):
+    """FP4 MoE on the TRT-LLM-gen block-scale launcher with expert parallelism and flashinfer-python 0.2.10: refused
+    (dependency_missing at the runner's !=0.2.10 need, which holds where ep >= 2); 0.2.9 and 0.2.11 plan, and so does
+    0.2.10 without expert parallelism (the launcher's expert count is then the local one)."""
+    def run(version: str, ep_: int) -> Any:
+        return _explain(gpu=gpu, engine=engine, quant=quant, model=model, tp=tp, ep=ep_, runner=runner,
+                        packages={"flashinfer-python": version})
+    r = run("0.2.10", ep)
+    assert _codes(r) == {"dependency_missing"}, _why(r)
+    (reason,) = r.reasons
+    assert reason.source.startswith(f"backends/{yaml}:")
+    assert "flashinfer-python !=0.2.10; 0.2.10 is installed" in reason.detail
+    for version, ep_ in (("0.2.11", ep), ("0.2.10", 1)) + ((("0.2.9", ep),) if quant == "nvfp4" else ()):
+        ok = run(version, ep_)
+        assert ok.plan is not None and ok.plan.runner == runner, (version, ep_, _why(ok))
+
+
+def test_flashinfer_0210_bound_is_the_fp4_launcher_only():
+    """The 0.2.10 bound is the FP4 launcher's: block FP8 on flashinfer_trtllm (trtllm_fp8_block_scale_moe) with
+    flashinfer-python 0.2.10 at EP 8 plans; flashinfer_mxfp4's SM90 CUTLASS path is not touched by it (refused there for
+    its own minimum, 0.6.10, not for 0.2.10)."""
+    r = _explain(gpu="B200", engine="vllm", quant="fp8_block", model=DSV3, tp=8, ep=8, runner="flashinfer_trtllm",
+                 packages={"flashinfer-python": "0.2.10"})
+    assert r.plan is not None and r.plan.runner == "flashinfer_trtllm", _why(r)
+    r = _explain(gpu="H200", engine="sglang", quant="mxfp4", model=GPTOSS, tp=4, ep=2, runner="flashinfer_mxfp4",
+                 packages={"flashinfer-python": "0.2.10"})
+    assert not any("!=0.2.10" in x.detail for x in r.reasons), _why(r)
