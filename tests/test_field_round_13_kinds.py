@@ -5,6 +5,8 @@ other deployments of the same kind than the round's case.
    ptxas rejects on sm_120a/121a; 4.5.1 fixes it (NVIDIA/cutlass#3227). Before 4.5.0 the op admits sm_120a only, so
    SM121 needs 4.5.0 or later. A package need on every runner that runs FlashInfer's b12x kernels on SM12x
    (flashinfer_b12x, trtllm_cutedsl's SM120/121 path), refused as dependency_missing.
+3. FlashInfer's CuTe-DSL fused MoE (flashinfer_cutedsl) builds tcgen05 block-scaled MMAs, which CuTe-DSL admits on the
+   SM100 family only (NVIDIA/cutlass#2800): a negative support row (arch_unsupported) for SM12x, SM9x and older.
 4. FlashInfer 0.2.10's FP4 block-scale MoE launcher (trtllm_fp4_block_scale_moe, NVFP4 and MXFP4) computed the weight
    scale vector size from the global expert count and raises 'unsupported weight_scale_vec_size' under expert
    parallelism (flashinfer-ai/flashinfer#1422; fixed by #1398, first in 0.2.11): a flashinfer-python !=0.2.10 need where
@@ -119,3 +121,27 @@ def test_flashinfer_0210_bound_is_the_fp4_launcher_only():
     r = _explain(gpu="H200", engine="sglang", quant="mxfp4", model=GPTOSS, tp=4, ep=2, runner="flashinfer_mxfp4",
                  packages={"flashinfer-python": "0.2.10"})
     assert not any("!=0.2.10" in x.detail for x in r.reasons), _why(r)
+
+
+# ------------------------------------ kind 3: FlashInfer's CuTe-DSL fused MoE is tcgen05 (SM100 family) only (cutlass#2800)
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize(("gpu", "arch"), [("RTX PRO 6000", "sm120"), ("GB10", "sm121"), ("H200", "sm90"), ("A100", "sm80")])
+def test_cutedsl_refused_off_the_tcgen05_archs(engine, gpu, arch):
+    """DeepSeek-V3-shaped NVFP4 at TP 4 / EP 4 with flashinfer_cutedsl on a GPU without tcgen05: refused as
+    arch_unsupported at flashinfer_cutedsl.yaml's negative support row (the tcgen05 BlockScaledMmaOp's admissible
+    archs), under both engines, whatever nvidia-cutlass-dsl; before it was 'eligible, unverified'."""
+    r = _explain(gpu=gpu, engine=engine, quant="nvfp4", model=DSV3, tp=4, ep=4, runner="flashinfer_cutedsl",
+                 packages={"flashinfer-python": "0.6.18", "nvidia-cutlass-dsl": "4.7.1"})
+    assert r.plan is None, _why(r)
+    assert "arch_unsupported" in _codes(r), _why(r)
+    (reason,) = [x for x in r.reasons if x.code == "arch_unsupported"]
+    assert reason.source.startswith("backends/flashinfer_cutedsl.yaml:")
+    assert f"does not run nvfp4 on {arch}" in reason.detail
+
+
+@pytest.mark.parametrize("gpu", ["B200", "B300"])
+def test_cutedsl_still_planned_on_sm100_family(gpu):
+    """The tcgen05 archs keep their plan (the negative row names none of the SM100 family)."""
+    r = _explain(gpu=gpu, engine="sglang", quant="nvfp4", model=DSV3, tp=4, ep=4, runner="flashinfer_cutedsl",
+                 packages={"flashinfer-python": "0.6.18", "nvidia-cutlass-dsl": "4.7.1"})
+    assert r.plan is not None and r.plan.runner == "flashinfer_cutedsl", _why(r)
