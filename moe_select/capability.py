@@ -150,8 +150,8 @@ class ArchFact(Fact):
 class PackageNeedFact(Located):
     """A package the backend needs: ``name`` (a distribution of the known-packages table, which gives its
     import name and how to install it) and a ``version`` specifier (PEP 440), where ``when`` holds and the other
-    packages meet ``requires`` (a package interaction: e.g. FlashInfer releases that work with older
-    nvidia-cutlass-dsl releases only; distribution -> PEP 440 specifier, as a fact's ``requires``)."""
+    packages meet ``requires`` (a package interaction: e.g. a kernel library's releases that work with older
+    releases of its DSL compiler only; distribution -> PEP 440 specifier, as a fact's ``requires``)."""
 
     name: str = Field(min_length=1)
     version: str | None = None

@@ -143,7 +143,7 @@ class When(Located):
     weight_only: bool | None = None
     #: How an NVFP4 deployment scales its activations (``quant_params.activation_scale``): ``per_tensor`` (the
     #: checkpoint's static FP32 input scale, the default) or ``per_token`` (a dynamic FP32 scale per row: SGLang's
-    #: ``--quantization nvfp4_online`` or ``SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1``); absent for other formats.
+    #: ``--quantization nvfp4_online`` or its per-token environment variable); absent for other formats.
     activation_scale: list[Literal["per_tensor", "per_token"]] | None = None
 
     @field_validator("architecture")

@@ -44,8 +44,8 @@ class QuantConfig(Located):
     NVFP4A16: :mod:`moe_select.model_config`, "Weight-only NVFP4"); only runners that keep 16-bit activations
     run it. ``activation_scale`` (nvfp4 only): ``per_tensor`` (the default: the checkpoint's static FP32 input
     scale) or ``per_token`` (a dynamic FP32 scale per token row, computed at run time: SGLang's
-    ``--quantization nvfp4_online`` or ``SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1``, sgl-project/sglang PR
-    #28354); the engine's choice, not the checkpoint's, so a checkpoint never contradicts it."""
+    ``--quantization nvfp4_online`` or its per-token environment variable (backends/engines/sglang.yaml),
+    sgl-project/sglang PR #28354); the engine's choice, not the checkpoint's, so a checkpoint never contradicts it."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, gt=0, le=1 << 16)

@@ -1097,7 +1097,7 @@ ENV_TRUE, ENV_FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")
 
 def _activation_scale(launch: Launch) -> None:
     """A variable that turns per-token NVFP4 activation scales on (``means: activation_scale``, SGLang's
-    ``SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION``): ``quant_config.activation_scale: per_token`` for a serialized
+    per-token activation variable, named in backends/engines/sglang.yaml): ``quant_config.activation_scale: per_token`` for a serialized
     NVFP4 checkpoint that quantizes its activations, the only one SGLang reads it for (ModelOptFp4Config); a note for
     another checkpoint (not read there), a false value (the default, per-tensor), or a launch that already says."""
     for key, r in launch.values.items():

@@ -191,8 +191,8 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
 
 def activation_scale_of(u: Understood) -> str | None:
     """How the deployment's NVFP4 activations are scaled: ``quant_params.activation_scale`` when given, else
-    ``per_tensor`` (SGLang's default: ModelOpt's static input scale; SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION
-    is EnvBool(False)); None for another format and for a weight-only NVFP4 checkpoint (16-bit activations)."""
+    ``per_tensor`` (SGLang's default: ModelOpt's static input scale; its per-token variable, named in
+    backends/engines/sglang.yaml, defaults to false); None for another format and for a weight-only NVFP4 checkpoint (16-bit activations)."""
     if u.quant != "nvfp4" or u.quant_params.get("weight_only"):
         return None
     return str(u.quant_params.get("activation_scale") or "per_tensor")
