@@ -7,6 +7,9 @@ other deployments of the same kind than the round's case.
    (flashinfer_b12x, trtllm_cutedsl's SM120/121 path), refused as dependency_missing.
 3. FlashInfer's CuTe-DSL fused MoE (flashinfer_cutedsl) builds tcgen05 block-scaled MMAs, which CuTe-DSL admits on the
    SM100 family only (NVIDIA/cutlass#2800): a negative support row (arch_unsupported) for SM12x, SM9x and older.
+2. (left open, judged) AITER's gfx950 1-stage block-FP8 default at per-rank intermediate 1536 (ROCm/aiter#2187) is the
+   32x384 asm kernel of ROCm/aiter#3471, already refused by aiter.yaml for amd-aiter >=0.1.8,<0.1.15.post1; the round
+   case names no AITER version and is judged at checked_up_to (planned, xfail kept). Tests pin both sides.
 4. FlashInfer 0.2.10's FP4 block-scale MoE launcher (trtllm_fp4_block_scale_moe, NVFP4 and MXFP4) computed the weight
    scale vector size from the global expert count and raises 'unsupported weight_scale_vec_size' under expert
    parallelism (flashinfer-ai/flashinfer#1422; fixed by #1398, first in 0.2.11): a flashinfer-python !=0.2.10 need where
@@ -14,6 +17,7 @@ other deployments of the same kind than the round's case.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -145,3 +149,44 @@ def test_cutedsl_still_planned_on_sm100_family(gpu):
     r = _explain(gpu=gpu, engine="sglang", quant="nvfp4", model=DSV3, tp=4, ep=4, runner="flashinfer_cutedsl",
                  packages={"flashinfer-python": "0.6.18", "nvidia-cutlass-dsl": "4.7.1"})
     assert r.plan is not None and r.plan.runner == "flashinfer_cutedsl", _why(r)
+
+
+# ----------------------- kind 2 (left open, judged): AITER's gfx950 1-stage block-FP8 default at inter 1536 (aiter#2187)
+QWEN235_FP8 = "examples/model_configs/Qwen__Qwen3-235B-A22B-FP8"
+QWEN235 = {"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 1536, "activation": "silu",
+           "routing": "renormalize"}
+
+
+@pytest.mark.parametrize(("aiter", "refused"), [("0.1.11", True), ("0.1.11.post1", True), ("0.1.15.post1", False),
+                                                 ("0.1.20", False), (None, False)])
+def test_aiter2187_is_the_32x384_fact_judged_at_checked_up_to(aiter, refused):
+    """The round case's deployment (Qwen3-235B block FP8 on 8 x MI350X under vLLM, TP 8 / EP 8, aiter): with the AITER
+    releases of the report's week (0.1.11, 0.1.11.post1) it is refused by aiter.yaml's 32x384 asm-kernel row (per-rank
+    intermediate 1536, a multiple of 384); from the rebuilt kernel (0.1.15.post1) and undeclared (checked_up_to 0.1.20)
+    it plans, which is why the case stays xfail."""
+    dep: dict[str, Any] = {"gpu": "MI350X", "engine": "vllm", "tp": 8, "ep": 8, "runner": "aiter",
+                           "model_config": str(Path(__file__).resolve().parents[1] / QWEN235_FP8)}
+    if aiter is not None:
+        dep["packages"] = {"amd-aiter": aiter}
+    r = _explain(**dep)
+    assert (r.plan is None) is refused, _why(r)
+    if refused:
+        assert _codes(r) == {"quant_unsupported"}, _why(r)
+        (reason,) = r.reasons
+        assert reason.source.startswith("backends/aiter.yaml:")
+        assert "amd-aiter >=0.1.8,<0.1.15.post1" in reason.detail
+
+
+@pytest.mark.parametrize(("inter", "tp", "ep", "refused"), [(1536, 8, 8, True), (1536, 2, 1, True), (1536, 4, 1, True),
+                                                            (2048, 8, 8, False), (1280, 8, 8, False)])
+def test_aiter_32x384_row_follows_the_per_rank_intermediate(inter, tp, ep, refused):
+    """The same kind under SGLang on MI355X with amd-aiter 0.1.11: refused where 384 divides the per-rank intermediate
+    (1536 at EP 8, 768 at TP 2, 384 at TP 4), planned where it does not (2048 or 1280 per rank at EP 8)."""
+    model = {**QWEN235, "moe_intermediate_size": inter}
+    r = _explain(gpu="MI355X", engine="sglang", quant="fp8_block", model=model, tp=tp, ep=ep, runner="aiter",
+                 packages={"amd-aiter": "0.1.11"})
+    assert (r.plan is None) is refused, _why(r)
+    if refused:
+        assert _codes(r) == {"quant_unsupported"}, _why(r)
+    else:
+        assert r.plan.runner == "aiter"
