@@ -3,10 +3,16 @@ other deployments of the same kind than the round's case.
 
 1. SGLang reaches DeepEP's low-latency dispatch ('Unsupported hidden', internode_ll.cu) even with --deepep-mode normal
    (sgl-project/sglang#19468): under SGLang the DeepEP 1.x low-latency hidden-size list holds in every a2a mode.
+2. SGLang's AITER MXFP4 MoE engine-version wrong-output facts (backends/aiter.yaml): gpt-oss's interleaved gate/up
+   W4A16 weights handed to AITER without a gate mode (SEPARATED) after ROCm/aiter PR #3123 (amd-aiter >=0.1.14), in
+   SGLang 0.5.9 .. 0.5.12.post1 (sgl-project/sglang#26884, first in 0.5.13); and DeepSeek-style MXFP4 without the
+   expert mask under expert parallelism before 0.5.7 (sgl-project/sglang#15304).
 """
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 import moe_select
 
@@ -50,3 +56,56 @@ def test_sglang_deepep_normal_bound_is_1x_and_sglang_only():
     v = _deepep("vllm", "normal", "1.2.1")
     assert not any(x.source.startswith("backends/a2a/deepep.yaml:") and x.code == "shape_unaligned"
                    for x in v.reasons), _why(v)
+
+
+# --------------------------------------- kind 2: SGLang AITER MXFP4 wrong output by engine version (sglang#26884, #15304)
+GPT_OSS_20B = "examples/model_configs/openai__gpt-oss-20b"  # the round case uses gpt-oss-120b
+# A Qwen3-30B-like MoE with MXFP4 experts (DeepSeek-style MXFP4 methods: SiLU/GELU), not the round case's DeepSeek shape.
+MX = {"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 1536, "activation": "silu",
+      "routing": "renormalize"}
+
+
+def _aiter(sglang: str, aiter: str | None, **dep: Any) -> Any:
+    d = {"gpu": "MI355X", "engine": "sglang", "engine_version": sglang, "tp": 1, "ep": 1, "a2a": "none",
+         "runner": "aiter", **dep}
+    if aiter is not None:
+        d["packages"] = {"amd-aiter": aiter}
+    return moe_select.explain(d)
+
+
+@pytest.mark.parametrize(("sglang", "aiter"), [("0.5.9", "0.1.14"), ("0.5.12.post1", "0.1.16")])
+def test_gpt_oss_aiter_gate_mode_refused_before_0513(sglang, aiter):
+    """gpt-oss-20b (swiglu_oai MXFP4) on MI355X, SGLang 0.5.9 / 0.5.12.post1 with AITER at or after PR #3123: refused
+    (quant_unsupported at aiter.yaml's negative row, which cites sglang#26884)."""
+    r = _aiter(sglang, aiter, model_config=GPT_OSS_20B)
+    assert r.plan is None, _why(r)
+    assert _codes(r) == {"quant_unsupported"}, _why(r)
+    (reason,) = r.reasons
+    assert reason.source.startswith("backends/aiter.yaml:"), reason.source
+
+
+@pytest.mark.parametrize(("sglang", "aiter"), [("0.5.13", "0.1.16"), ("0.5.12", "0.1.13"), ("0.5.8", "0.1.16")])
+def test_gpt_oss_aiter_gate_mode_bounds(sglang, aiter):
+    """The fix's release (0.5.13), an AITER before PR #3123 (0.1.13), and SGLang before its interleaved a16w4 path
+    (0.5.8) plan aiter."""
+    r = _aiter(sglang, aiter, model_config=GPT_OSS_20B)
+    assert r.plan is not None and r.plan.runner == "aiter", _why(r)
+
+
+@pytest.mark.parametrize(("sglang", "act"), [("0.5.6.post2", "silu"), ("0.5.6", "gelu")])
+def test_mxfp4_aiter_no_expert_mask_refused_with_ep_before_057(sglang, act):
+    """SiLU/GELU MXFP4 experts under SGLang 0.5.6.x with the AITER MoE at TP 4 / EP 4: refused as
+    parallelism_unsupported at aiter.yaml's ep row (naming the release bound)."""
+    r = _aiter(sglang, "0.1.16", quant="mxfp4", model={**MX, "activation": act}, tp=4, ep=4)
+    assert r.plan is None, _why(r)
+    assert _codes(r) == {"parallelism_unsupported"}, _why(r)
+    (reason,) = r.reasons
+    assert reason.source.startswith("backends/aiter.yaml:") and "<0.5.7" in reason.detail, _why(r)
+
+
+def test_mxfp4_aiter_expert_mask_bounds():
+    """0.5.7 (expert_mask passed) plans at EP 4; 0.5.6 without expert parallelism (TP 4, EP 1) plans."""
+    r = _aiter("0.5.7", "0.1.16", quant="mxfp4", model=MX, tp=4, ep=4)
+    assert r.plan is not None and r.plan.runner == "aiter", _why(r)
+    r = _aiter("0.5.6", "0.1.16", quant="mxfp4", model=MX, tp=4, ep=1)
+    assert r.plan is not None and r.plan.runner == "aiter", _why(r)
