@@ -8,8 +8,9 @@ Equivalent mutants (no observable change), one line each:
   default is False and it only tests truth, so the text is byte-identical.
 - plans.xǁPlanǁto_json__mutmut_8, 9, 10 (``model_dump(mode=None / 'XXjsonXX' / 'JSON')``): pydantic 2.14 treats
   any mode but ``'json'`` as python mode, and a plan holds only str, int, float, bool, None, list and dict (no
-  tuple, set, Path, date, enum or bytes field anywhere in Plan's models; floats, inf included, dump the same in
-  both modes), so json.dumps writes the same text. The same holds for plans.x_fingerprint's ``mode`` mutants
+  tuple, set, Path, date, enum or bytes field anywhere in Plan's models; the Any-typed quant_params and
+  layer_kinds hold JSON or yamlio values, YAML 1.2 core, dates kept as strings; floats, inf included, dump the
+  same in both modes), so json.dumps writes the same text. The same holds for plans.x_fingerprint's ``mode`` mutants
   (__mutmut_4, 6, 8, 9 on the deployment, 23, 25, 27, 28 on the environment; the only fingerprint mutants that
   survive this file when applied by hand).
 """
