@@ -7,6 +7,8 @@ other deployments of the same kind than the round's case.
    W4A16 weights handed to AITER without a gate mode (SEPARATED) after ROCm/aiter PR #3123 (amd-aiter >=0.1.14), in
    SGLang 0.5.9 .. 0.5.12.post1 (sgl-project/sglang#26884, first in 0.5.13); and DeepSeek-style MXFP4 without the
    expert mask under expert parallelism before 0.5.7 (sgl-project/sglang#15304).
+3. SGLang FP8 MoE on Ampere (sgl-project/sglang#18875): Triton admits fp8e4nv from sm89 only (triton.yaml negative row
+   for sm7x/sm80/sm86 under SGLang), and SGLang has no FP8 Marlin MoE (marlin.yaml negative row, any NVIDIA arch).
 """
 from __future__ import annotations
 
@@ -109,3 +111,55 @@ def test_mxfp4_aiter_expert_mask_bounds():
     assert r.plan is not None and r.plan.runner == "aiter", _why(r)
     r = _aiter("0.5.6", "0.1.16", quant="mxfp4", model=MX, tp=4, ep=1)
     assert r.plan is not None and r.plan.runner == "aiter", _why(r)
+
+
+# --------------------------------------- kind 3: SGLang FP8 MoE on Ampere (sglang#18875)
+def _fp8(gpu: str, engine: str, runner: str, quant: str = "fp8_block") -> Any:
+    return moe_select.explain({"gpu": gpu, "engine": engine, "quant": quant, "model": QWEN30_FP8, "tp": 1, "ep": 1,
+                               "a2a": "none", "runner": runner})
+
+
+# Qwen3-30B-A3B's routed experts (an inline model, not MiniMax's model_config).
+QWEN30_FP8 = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+              "routing": "renormalize"}
+
+
+@pytest.mark.parametrize("gpu", ["A100", "A10"])
+@pytest.mark.parametrize("quant", ["fp8_block", "fp8_tensor"])
+def test_sglang_triton_fp8_refused_below_sm89(gpu, quant):
+    """SGLang's Triton FP8 MoE on sm80 (A100) and sm86 (A10): arch_unsupported at triton.yaml's negative row."""
+    r = _fp8(gpu, "sglang", "triton", quant)
+    assert r.plan is None, _why(r)
+    assert _codes(r) == {"arch_unsupported"}, _why(r)
+    (reason,) = r.reasons
+    assert reason.source.startswith("backends/triton.yaml:"), reason.source
+
+
+def test_sglang_triton_fp8_plans_from_sm89():
+    """The same deployment on L40S (sm89) and H100 (sm90) plans triton; bf16 on A100 plans triton."""
+    for gpu in ("L40S", "H100"):
+        r = _fp8(gpu, "sglang", "triton")
+        assert r.plan is not None and r.plan.runner == "triton", _why(r)
+    r = _fp8("A100", "sglang", "triton", "bf16")
+    assert r.plan is not None and r.plan.runner == "triton", _why(r)
+
+
+@pytest.mark.parametrize("gpu", ["A100", "H100"])
+def test_sglang_marlin_fp8_moe_refused(gpu):
+    """SGLang's Marlin MoE has no FP8 weight type: quant_unsupported at marlin.yaml on any NVIDIA arch; vLLM's FP8 Marlin
+    MoE on A100 is not refused by it."""
+    r = _fp8(gpu, "sglang", "marlin")
+    assert r.plan is None, _why(r)
+    assert _codes(r) == {"quant_unsupported"}, _why(r)
+    (reason,) = r.reasons
+    assert reason.source.startswith("backends/marlin.yaml:"), reason.source
+    v = _fp8("A100", "vllm", "marlin")
+    assert v.plan is not None and v.plan.runner == "marlin", _why(v)
+
+
+def test_sglang_fp8_moe_on_ampere_auto_refused():
+    """Runner auto for block-FP8 on A100 under SGLang: no plan (neither triton nor marlin eligible)."""
+    r = _fp8("A100", "sglang", "auto")
+    assert r.plan is None, _why(r)
+    srcs = {x.source.split(":")[0] for x in r.reasons}
+    assert {"backends/triton.yaml", "backends/marlin.yaml"} <= srcs, _why(r)
