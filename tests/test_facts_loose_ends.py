@@ -44,16 +44,42 @@ def test_gpt_oss_mxfp4_refused_under_sglang(gpu, runner, file):
     assert refusals(r, runner).get("quant_unsupported", "").startswith(file + ":"), refusals(r, runner)
 
 
-@pytest.mark.parametrize(("gpu", "runner"), [("MI300X", "aiter"), ("B200", "flashinfer_trtllm")])
+# (gpu, runner, activation): on MI300X the activation is SiTU, which AITER keeps in bf16 (a16w4, FlyDSL on gfx942),
+# so only the scoped Mxfp4Config check could refuse it; SiLU there meets AITER's kernel row (test below).
+@pytest.mark.parametrize(("gpu", "runner", "activation"), [("MI300X", "aiter", "situ"),
+                                                           ("B200", "flashinfer_trtllm", "silu")])
 @pytest.mark.parametrize("architecture", ["DeepseekV4ForCausalLM", None])
-def test_mxfp4_not_refused_past_the_check(gpu, runner, architecture):
+def test_mxfp4_not_refused_past_the_check(gpu, runner, activation, architecture):
     """DeepSeek-V4's MXFP4 experts load through Fp8Config (server quantization fp8), which neither check reads; a
     model without an architecture may be either. The cell is undecided (planned, unverified), not refused."""
-    model = {**GPT_OSS, "activation": "silu"} | ({"architecture": architecture} if architecture else {})
+    model = {**GPT_OSS, "activation": activation} | ({"architecture": architecture} if architecture else {})
     r = _explain(gpu=gpu, runner=runner, model=model)
     assert "quant_unsupported" not in refusals(r, runner)
     assert "quant_unsupported" in unknown_codes(r, runner)
     assert r.plan is not None and r.plan.runner == runner
+
+
+def _row_line(file: str, needle: str) -> str:
+    """``file:line`` of the list item (``- `` line) whose block holds ``needle``; exactly one such item."""
+    lines = (ROOT / file).read_text().splitlines()
+    hits = [i for i, text in enumerate(lines) if needle in text]
+    assert len(hits) == 1, (needle, hits)
+    start = next(i for i in range(hits[0], -1, -1) if lines[i].lstrip().startswith("- "))
+    return f"{file}:{start + 1}"
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu"])
+@pytest.mark.parametrize("architecture", ["DeepseekV4ForCausalLM", None])
+def test_aiter_gfx942_silu_mxfp4_refused_by_the_kernel_row_not_the_gpt_oss_check(activation, architecture):
+    """The gpt-oss-scoped Mxfp4Config row does not reach DeepSeek-V4 or an unnamed architecture, but AITER quantises
+    SiLU/GELU activations to fp4x2, which its gfx942 builds compile out (sgl-project/sglang#35525): refused, from the
+    kernel row, whatever the architecture."""
+    model = {**GPT_OSS, "activation": activation} | ({"architecture": architecture} if architecture else {})
+    r = _explain(gpu="MI300X", runner="aiter", model=model)
+    assert r.plan is None
+    where = refusals(r, "aiter").get("quant_unsupported")
+    assert where == _row_line("backends/aiter.yaml", "-D__Float4_e2m1fn_x2 when get_gfx()"), refusals(r, "aiter")
+    assert where != _row_line("backends/aiter.yaml", "architecture: [GptOssForCausalLM]}")
 
 
 def test_the_gpt_oss_config_is_refused_from_its_architecture():
