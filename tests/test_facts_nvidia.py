@@ -66,10 +66,14 @@ def test_fp8_moe_on_ampere_runs_weight_only_marlin_in_vllm_only():
     anyr = explain(**dep)
     assert anyr.plan.runner == "marlin" and anyr.plan.engines == ["vllm"]
     sglang = explain(**dep, engine="sglang")
-    # Issue 18: SGLang's FP8 MoE Marlin path being unmerged (#30681) is silence, not a check that refuses it:
-    # the cell is unverified for SGLang (neither Marlin nor Triton is supported there), not refused.
-    assert sglang.evidence == "unverified" and not cand(sglang, "marlin").reasons
-    assert "quant_unsupported" in unknown_codes(sglang, "marlin") and cand(sglang, "marlin").evidence == "unverified"
+    # Field round 14 (sgl-project/sglang#18875): SGLang's Marlin MoE has no FP8 weight type and its FP8 MoE method
+    # builds no Marlin runner (read in 0.5.9, 0.5.13, 0.5.23), and Triton takes fp8e4nv only from sm89: both refused
+    # on evidence now (issue 18 had left them unverified on silence, when only #30681's unmerged path was known).
+    assert sglang.status == "rejected"
+    assert any(r.code == "quant_unsupported" and r.source.startswith("backends/marlin.yaml:")
+               for r in cand(sglang, "marlin").reasons)
+    assert any(r.code == "arch_unsupported" and r.source.startswith("backends/triton.yaml:")
+               for r in cand(sglang, "triton").reasons)
 
 
 def test_marlin_fp8_block_needs_128x128_blocks():
@@ -116,7 +120,10 @@ def test_pplx_dispatch_with_deep_gemm_bf16_on_hopper():
 
 def test_pplx_is_deep_gemm_only_in_sglang():
     # sgl-project/sglang#30756: "Only support --moe-runner-backend deepgemm".
+    # dp stated: SGLang's pplx needs attention DP >= 2 (backends/a2a/pplx.yaml), so without it the plan is unverified
     r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="pplx")
+    assert r.status == "ok" and r.plan.runner == "deep_gemm" and r.plan.evidence == "unverified"
+    r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, dp=8, a2a="pplx")
     assert r.status == "ok" and r.plan.runner == "deep_gemm" and r.plan.evidence == "supported"
     # Issue 18: SGLang's pplx check lives on the a2a side (moe_hook.handle_a2a_moe), not in a runner list that
     # could be exhaustive: Triton with pplx is unverified for SGLang (vLLM has no pplx), not refused.

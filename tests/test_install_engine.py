@@ -99,8 +99,8 @@ def test_serving_engine_facts_do_not_apply_to_this_install():
 
 def test_what_this_install_cannot_build_is_refused_under_its_engine():
     base = {"gpu": "H200", "model": QWEN3, "quant": "fp8_block", "engine": "moe_select", "cuda_graph": False}
-    plan_only = moe_select.explain({**base, "runner": "deep_gemm"})
-    assert [r.code for r in plan_only.reasons] == ["no_adapter"] and "deep_gemm has no adapter" in plan_only.reasons[0].detail
+    plan_only = moe_select.explain({**base, "runner": "marlin"})  # (deep_gemm has an adapter since issue 26)
+    assert [r.code for r in plan_only.reasons] == ["no_adapter"] and "marlin has no adapter" in plan_only.reasons[0].detail
     deepep = moe_select.explain({**base, "tp": 8, "ep": 8, "a2a": "deepep", "a2a_mode": "normal", "runner": "triton"})
     assert {r.code for r in deepep.reasons} == {"no_adapter"}
     assert any("a2a deepep has no dispatcher in this install" in r.detail for r in deepep.reasons)

@@ -184,9 +184,16 @@ def test_vllm_ep_is_exactly_the_moe_group_when_dp_is_given():
     for tp, dp, ep in ((1, 8, 8), (4, 2, 8), (8, 2, 8), (8, 8, 8)):
         r = explain(gpu="H200", quant="bf16", engine="vllm", tp=tp, dp=dp, ep=ep, model=model)
         assert r.status == "ok" and not [x for x in r.reasons if VLLM_EP in x.detail], (tp, dp, ep)
-    # without dp only "a multiple of tp" is checked, and the report says what was not
+    # without dp (the unstated-input rule): ep 8 at tp 4 is refused at dp 1 and fine at dp 2, so the plan is
+    # unverified, the unknown naming the constraint, the dp it would be refused at and "state dp"
     r = explain(gpu="H200", quant="bf16", engine="vllm", tp=4, ep=8, model=model)
-    assert r.status == "ok" and "dp not given: not checked whether ep is one of ['tp', 'tp_dp']" in r.render_text()
+    gap = [x for c in r.candidates for x in c.unknowns if VLLM_EP in x.detail]
+    assert r.status == "ok" and r.plan.evidence == "unverified" and gap
+    assert all(x.code == "parallelism_unsupported" and x.source.startswith("backends/common.yaml:")
+               and "does not state dp" in x.detail and "at dp 1" in x.detail for x in gap)
+    # ep equal to tp holds at every dp: no unknown
+    r = explain(gpu="H200", quant="bf16", engine="vllm", tp=8, ep=8, model=model)
+    assert r.status == "ok" and not [x for c in r.candidates for x in c.unknowns if VLLM_EP in x.detail]
     # SGLang's rule is its own (ep divides tp)
     r = explain(gpu="H200", quant="bf16", engine="sglang", tp=1, dp=8, ep=4, model=model)
     assert not [x for x in r.reasons if VLLM_EP in x.detail]

@@ -92,15 +92,15 @@ def test_package_version_change_and_absence():
     assert exc.value.codes == ["dependency_missing"] and "torch >=2.4" in str(exc.value)
 
 
-#: A deployment whose runner (deep_gemm) has no adapter in this install: plan-only.
-PLAN_ONLY = {"gpu": "H200", "quant": "fp8_block", "runner": "deep_gemm",
+# A runner the engines ship that has no adapter in this install (deep_gemm was this example until it got one, issue 26).
+PLAN_ONLY = {"gpu": "H200", "quant": "fp8_block", "runner": "marlin",
              "model": {**SMALL, "hidden_size": 256, "moe_intermediate_size": 256}}
-PLAN_ONLY_ENV = Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"sgl-deep-gemm": "2.1.0"})
+PLAN_ONLY_ENV = Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"vllm": "0.33.0"})
 
 
 def test_plan_only_runner_is_no_adapter():
     plan = moe_select.plan(PLAN_ONLY)
-    assert plan.runner == "deep_gemm" and plan.module is None
+    assert plan.runner == "marlin" and plan.module is None
     env = PLAN_ONLY_ENV
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan, environment=env)
@@ -184,21 +184,21 @@ def test_concurrent_resolves_are_safe():
 
 def test_plugin_adapter_from_entry_point(tmp_path, monkeypatch):
     """A plan-only runner gets an adapter from a plugin registered under the moe_select.adapters group."""
-    (tmp_path / "my_deep_gemm_plugin.py").write_text(
+    (tmp_path / "my_marlin_plugin.py").write_text(
         "from moe_select.backends.torch_native import TorchNativeCore\n"
         "class Core(TorchNativeCore):\n    pass\n"
-        "def register(registry):\n    registry.register_core('deep_gemm', 'standard', Core)\n")
+        "def register(registry):\n    registry.register_core('marlin', 'standard', Core)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("moe_select.catalog.plugin_adapters", lambda: {"deep_gemm": "my_deep_gemm_plugin"})
+    monkeypatch.setattr("moe_select.catalog.plugin_adapters", lambda: {"marlin": "my_marlin_plugin"})
     from moe_select.catalog import load_catalog
 
     cat = load_catalog(use_env=False)  # entry points are read once, when a catalog loads
-    assert cat.plugins == {"deep_gemm": "my_deep_gemm_plugin"}
+    assert cat.plugins == {"marlin": "my_marlin_plugin"}
     plan = moe_select.plan(PLAN_ONLY, catalog=cat)
-    assert plan.module == "my_deep_gemm_plugin"
+    assert plan.module == "my_marlin_plugin"
     runner = moe_select.resolve(plan, environment=PLAN_ONLY_ENV, device="cpu", registry=Registry(), catalog=cat)
-    assert type(runner.core).__name__ == "Core" and runner.name == "deep_gemm"
-    sys.modules.pop("my_deep_gemm_plugin", None)
+    assert type(runner.core).__name__ == "Core" and runner.name == "marlin"
+    sys.modules.pop("my_marlin_plugin", None)
 
 
 @pytest.mark.parametrize("field, value", [("module", "os"), ("quant", "fp8_block"), ("cuda_graph", True),
@@ -236,7 +236,7 @@ def test_unavailable_device_and_bad_rank_are_resolve_errors():
 
 def test_refusal_lists_no_adapter_with_the_other_reasons():
     plan = moe_select.plan({"gpu": "H200", "quant": "fp8_block", "model": {**SMALL, "hidden_size": 128,
-                            "moe_intermediate_size": 128}, "runner": "deep_gemm"})
+                            "moe_intermediate_size": 128}, "runner": "marlin"})
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan)
     assert {"plan_mismatch", "no_adapter"} <= set(exc.value.codes)

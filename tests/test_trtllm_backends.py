@@ -102,8 +102,11 @@ def test_deepgemm_planned_on_blackwell_refused_on_hopper():
 def test_cutedsl_on_blackwell_and_flashinfer_on_sm120():
     _planned(_trt(gpu="B200", model_config=QWEN_NVFP4, runner="trtllm_cutedsl"), "trtllm_cutedsl")
     # SM120: CuteDslB12xFusedMoE, FlashInfer's NVFP4 MoE (NVIDIA/TensorRT-LLM#13773): TensorRT-LLM calls flashinfer-python.
-    plan = _planned(_trt(gpu="RTX PRO 6000", model_config=QWEN_NVFP4, runner="trtllm_cutedsl"), "trtllm_cutedsl")
-    assert [p.name for p in plan.packages] == ["flashinfer-python"]
+    # dp stated: CuteDslB12xFusedMoE rejects attention DP, so an unstated dp leaves it unverified (the unstated-input rule)
+    _planned(_trt(gpu="RTX PRO 6000", model_config=QWEN_NVFP4, runner="trtllm_cutedsl"), "trtllm_cutedsl", "unverified")
+    plan = _planned(_trt(gpu="RTX PRO 6000", model_config=QWEN_NVFP4, runner="trtllm_cutedsl", dp=1), "trtllm_cutedsl")
+    # FlashInfer's b12x kernels, and the CuTe-DSL compiler they need (not 4.5.0 there: NVIDIA/cutlass#3227)
+    assert [p.name for p in plan.packages] == ["flashinfer-python", "nvidia-cutlass-dsl"]
     _refused(_trt(gpu="RTX PRO 6000", model_config=QWEN_NVFP4, runner="trtllm_cutedsl", tp=2, ep=2), "trtllm_cutedsl",
              "parallelism_unsupported", "CuteDslB12xFusedMoE")
     _refused(_trt(gpu="B200", model_config=QWEN_FP8, runner="trtllm_cutedsl"), "trtllm_cutedsl", "quant_unsupported",
