@@ -61,6 +61,7 @@ from moe_select.errors import RunnerInputError
 from moe_select.layer import LayerSpec
 
 from . import triton_moe_kernels as K
+from .triton_moe import checked_forward
 
 FORMATS = ("bf16", "fp8_block")
 #: Activations the core computes between the GEMMs (the shared epilogue function of the triton runner);
@@ -451,23 +452,7 @@ class DeepGemmMoeCore:
         """``hidden_states [T, H]`` (any float dtype), ``topk_ids [T, K]`` int32/int64 global ids, ``topk_weights
         [T, K]`` -> ``[T, H]`` in ``hidden_states.dtype``: the sum over this rank's experts of routing weight x
         expert output (module doc). Raises :class:`RunnerInputError` on shapes or dtypes it cannot take."""
-        s = self.spec
-        if hidden_states.dim() != 2 or hidden_states.shape[1] != s.hidden_size:
-            raise RunnerInputError(f"hidden_states must be [T, H={s.hidden_size}], got {list(hidden_states.shape)}")
-        t = hidden_states.shape[0]
-        if tuple(topk_ids.shape) != (t, s.top_k) or tuple(topk_weights.shape) != (t, s.top_k):
-            raise RunnerInputError(f"topk_ids and topk_weights must be [T={t}, K={s.top_k}], got "
-                                   f"{list(topk_ids.shape)} and {list(topk_weights.shape)}")
-        if topk_ids.dtype not in (torch.int32, torch.int64):
-            raise RunnerInputError(f"topk_ids must be int32 or int64, got {topk_ids.dtype}")
-        if hidden_states.device.type != self.device.type:
-            raise RunnerInputError(f"hidden_states is on {hidden_states.device}; this core runs on {self.device}")
-        if t == 0:
-            return hidden_states.new_empty(0, s.hidden_size)
-        if self.device.type == "cuda" and hidden_states.device.index != torch.cuda.current_device():
-            with torch.cuda.device(hidden_states.device):
-                return self._forward(hidden_states, topk_ids, topk_weights, weights)
-        return self._forward(hidden_states, topk_ids, topk_weights, weights)
+        return checked_forward(self, hidden_states, topk_ids, topk_weights, weights)
 
     def _forward(self, hidden_states, topk_ids, topk_weights, w: DeepGemmWeights) -> torch.Tensor:
         s, dg = self.spec, self.dg

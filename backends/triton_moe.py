@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -455,23 +456,7 @@ class TritonMoeCore:
         ``topk_weights [T, K]`` float32 -> ``[T, H]`` in ``hidden_states.dtype``: the sum over this rank's
         experts of routing weight x expert output (module doc). Raises :class:`RunnerInputError` on a
         shape, dtype or device the kernels cannot take."""
-        s = self.spec
-        if hidden_states.dim() != 2 or hidden_states.shape[1] != s.hidden_size:
-            raise RunnerInputError(f"hidden_states must be [T, H={s.hidden_size}], got {_shape(hidden_states)}")
-        t = hidden_states.shape[0]
-        if tuple(topk_ids.shape) != (t, s.top_k) or tuple(topk_weights.shape) != (t, s.top_k):
-            raise RunnerInputError(f"topk_ids and topk_weights must be [T={t}, K={s.top_k}], got "
-                                   f"{_shape(topk_ids)} and {_shape(topk_weights)}")
-        if topk_ids.dtype not in (torch.int32, torch.int64):
-            raise RunnerInputError(f"topk_ids must be int32 or int64, got {topk_ids.dtype}")
-        if hidden_states.device.type != self.device.type:
-            raise RunnerInputError(f"hidden_states is on {hidden_states.device}; this core runs on {self.device}")
-        if t == 0:
-            return hidden_states.new_empty(0, s.hidden_size)
-        if self.device.type == "cuda" and hidden_states.device.index != torch.cuda.current_device():
-            with torch.cuda.device(hidden_states.device):
-                return self._forward(hidden_states, topk_ids, topk_weights, weights)
-        return self._forward(hidden_states, topk_ids, topk_weights, weights)
+        return checked_forward(self, hidden_states, topk_ids, topk_weights, weights)
 
     def _forward(self, hidden_states, topk_ids, topk_weights, w: TritonMoeWeights) -> torch.Tensor:
         cfg = self.config_for(topk_ids.shape[0])
@@ -599,6 +584,32 @@ class ForwardPass:
         s = self.core.spec
         out = torch.empty(self.ids.shape[0], s.hidden_size, dtype=self.out_dtype, device=self.x.device)
         return K.topk_sum(self.y, self.ids, out, s.num_local_experts, s.expert_offset)
+
+
+def checked_forward(core: Any, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                    weights: Any) -> torch.Tensor:
+    """The input checks a fused core's ``forward`` makes before ``core._forward(hidden_states, topk_ids,
+    topk_weights, weights)`` (this module's and backends/deep_gemm_moe.py's cores): ``hidden_states [T, H]``,
+    ``topk_ids [T, K]`` int32/int64 and ``topk_weights [T, K]`` on the core's device type (``core.spec``,
+    ``core.device``); ``[0, H]`` for ``T = 0``; on CUDA, ``core._forward`` runs with the input's device current.
+    Raises :class:`RunnerInputError` naming the shape, dtype or device it cannot take."""
+    s = core.spec
+    if hidden_states.dim() != 2 or hidden_states.shape[1] != s.hidden_size:
+        raise RunnerInputError(f"hidden_states must be [T, H={s.hidden_size}], got {_shape(hidden_states)}")
+    t = hidden_states.shape[0]
+    if tuple(topk_ids.shape) != (t, s.top_k) or tuple(topk_weights.shape) != (t, s.top_k):
+        raise RunnerInputError(f"topk_ids and topk_weights must be [T={t}, K={s.top_k}], got "
+                               f"{_shape(topk_ids)} and {_shape(topk_weights)}")
+    if topk_ids.dtype not in (torch.int32, torch.int64):
+        raise RunnerInputError(f"topk_ids must be int32 or int64, got {topk_ids.dtype}")
+    if hidden_states.device.type != core.device.type:
+        raise RunnerInputError(f"hidden_states is on {hidden_states.device}; this core runs on {core.device}")
+    if t == 0:
+        return hidden_states.new_empty(0, s.hidden_size)
+    if core.device.type == "cuda" and hidden_states.device.index != torch.cuda.current_device():
+        with torch.cuda.device(hidden_states.device):
+            return core._forward(hidden_states, topk_ids, topk_weights, weights)
+    return core._forward(hidden_states, topk_ids, topk_weights, weights)
 
 
 def register(registry: Registrar) -> None:
