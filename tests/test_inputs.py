@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 import moe_select
 from moe_select.catalog import load_catalog
@@ -147,10 +148,16 @@ def test_capability_file_errors(tmp_path):
     bdir, _ = bundled_dirs()
     shutil.copytree(bdir, tmp_path / "backends", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     f = tmp_path / "backends" / "marlin.yaml"
-    f.write_text(f.read_text().replace("formats: [int4_w4a16, int8_w8a16, fp8_tensor,", "formats: [int4_w4a16, mxfp5, fp8_tensor,"))
+    text = f.read_text()
+    target = "formats: [int4_w4a16, int8_w8a16, fp8_tensor,"
+    # the row edited: its index among support rows and its line, read from the file (rows before it come and go
+    # with the field rounds' negative rows)
+    rows = yaml.safe_load(text)["support"]
+    index = next(i for i, r in enumerate(rows) if r.get("formats", [])[:3] == ["int4_w4a16", "int8_w8a16", "fp8_tensor"])
+    line = text[:text.index(target)].count("\n") + 1
+    f.write_text(text.replace(target, "formats: [int4_w4a16, mxfp5, fp8_tensor,", 1))
     msg = error_of(load_catalog, backends_dir=tmp_path / "backends", use_env=False)
-    # support[0] and [1] are negative SGLang rows (field round 4, kinds 6 and 3); the first int4 row is support[2]
-    assert "backends/marlin.yaml:" in msg and "support[2].formats[1]: 'mxfp5' is not one of" in msg
+    assert f"backends/marlin.yaml:{line}" in msg and f"support[{index}].formats[1]: 'mxfp5' is not one of" in msg
     assert "did you mean 'mxfp" in msg and "unknown runner 'marlin'" not in msg
 
 
