@@ -469,6 +469,34 @@ def _e2m1_f32(code):
 
 
 @triton.jit
+def _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, k_left, offs_kh, offs_g, EVEN_K: tl.constexpr, GATED: tl.constexpr,
+               SCALE_GROUP: tl.constexpr):
+    """One K tile of packed e2m1 weights and their scale bytes (``q [BN, BK/2]``, ``qs [BN, BK/SCALE_GROUP]``
+    uint8), and the up rows' (``qu``, ``qsu``) when GATED (else ``q``, ``qs`` again, unused): whole tiles when
+    EVEN_K, else masked to the ``k_left`` elements left along K (0 past them). The MMA and GEMV paths of
+    :func:`_moe_gemm_kernel` share it."""
+    if EVEN_K:
+        q = tl.load(q_ptrs)
+        qs = tl.load(qs_ptrs)
+        qu = q
+        qsu = qs
+        if GATED:
+            qu = tl.load(qu_ptrs)
+            qsu = tl.load(qsu_ptrs)
+    else:
+        kh_ok = (offs_kh < k_left // 2)[None, :]
+        g_ok = (offs_g < k_left // SCALE_GROUP)[None, :]
+        q = tl.load(q_ptrs, mask=kh_ok, other=0)
+        qs = tl.load(qs_ptrs, mask=g_ok, other=0)
+        qu = q
+        qsu = qs
+        if GATED:
+            qu = tl.load(qu_ptrs, mask=kh_ok, other=0)
+            qsu = tl.load(qsu_ptrs, mask=g_ok, other=0)
+    return q, qs, qu, qsu
+
+
+@triton.jit
 def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr):
     """One weight tile of packed e2m1 codes, dequantized: ``q [BN, BK/2]`` uint8 (element ``2j`` of a row in
     the low nibble of byte ``j``), ``qs [BN, BK/SCALE_GROUP]`` uint8 scale bits (W_MODE 6: e8m0, ``2^(s - 127)``,
@@ -628,6 +656,9 @@ def _moe_gemm_kernel(
         if GATED:
             qu_ptrs = q_ptrs + n_up * stride_bn
             qsu_ptrs = qs_ptrs + n_up * stride_sn
+        else:                                # unused (_fp4_loads reads them only when GATED)
+            qu_ptrs = q_ptrs
+            qsu_ptrs = qs_ptrs
         if SWAP_AB:
             acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
             if GATED:
@@ -660,21 +691,8 @@ def _moe_gemm_kernel(
                 a1_ptrs = a_ptr + tl.sum(a_row) * stride_am + offs_k
                 a1_ok = (offs_k < BLOCK_K) & (tl.sum(row_ok.to(tl.int32)) > 0)
             for kb in range(kb0, kb1):
-                if EVEN_K:
-                    q = tl.load(q_ptrs)
-                    qs = tl.load(qs_ptrs)
-                    if GATED:
-                        qu = tl.load(qu_ptrs)
-                        qsu = tl.load(qsu_ptrs)
-                else:
-                    k_left = K - kb * BLOCK_K
-                    kh_ok = (offs_kh < k_left // 2)[None, :]
-                    g_ok = (offs_g < k_left // SCALE_GROUP)[None, :]
-                    q = tl.load(q_ptrs, mask=kh_ok, other=0)
-                    qs = tl.load(qs_ptrs, mask=g_ok, other=0)
-                    if GATED:
-                        qu = tl.load(qu_ptrs, mask=kh_ok, other=0)
-                        qsu = tl.load(qsu_ptrs, mask=g_ok, other=0)
+                q, qs, qu, qsu = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K - kb * BLOCK_K, offs_kh, offs_g,
+                                            EVEN_K, GATED, SCALE_GROUP)
                 w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
                 if GATED:
                     wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
@@ -706,21 +724,10 @@ def _moe_gemm_kernel(
             for kb in range(0, tl.cdiv(K, BLOCK_K)):
                 if EVEN_K:
                     a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-                    q = tl.load(q_ptrs)
-                    qs = tl.load(qs_ptrs)
-                    if GATED:
-                        qu = tl.load(qu_ptrs)
-                        qsu = tl.load(qsu_ptrs)
                 else:
-                    k_left = K - kb * BLOCK_K
-                    a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < k_left)[None, :], other=0.0)
-                    kh_ok = (offs_kh < k_left // 2)[None, :]
-                    g_ok = (offs_g < k_left // SCALE_GROUP)[None, :]
-                    q = tl.load(q_ptrs, mask=kh_ok, other=0)
-                    qs = tl.load(qs_ptrs, mask=g_ok, other=0)
-                    if GATED:
-                        qu = tl.load(qu_ptrs, mask=kh_ok, other=0)
-                        qsu = tl.load(qsu_ptrs, mask=g_ok, other=0)
+                    a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < K - kb * BLOCK_K)[None, :], other=0.0)
+                q, qs, qu, qsu = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K - kb * BLOCK_K, offs_kh, offs_g,
+                                            EVEN_K, GATED, SCALE_GROUP)
                 w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM)
                 if SWAP_AB:
                     acc = tl.dot(w, tl.trans(a), acc)
