@@ -267,25 +267,57 @@ def test_other_alignment_is_refused(monkeypatch):
         dgm.DeepGemmMoeCore(LayerSpec(8, 2, 128, 128), "cpu")
 
 
-def test_explain_refuses_it_on_sm90_after_the_failed_gpu_run():
-    """deep_gemm.yaml's negative sm90 row (issue 26, benchmarks/results/deep_gemm_h200_2026-12-01/): neither
-    eligible under require_adapter nor resolvable by name until a GPU run passes."""
+def _sm90(quant, e, k, h, i, **kw):
+    return {"arch": "sm90", "quant": quant, "tp": 1, "require_adapter": True, "cuda_graph": True,
+            "model": {"num_experts": e, "top_k": k, "hidden_size": h, "moe_intermediate_size": i,
+                      "activation": "silu", "routing": "renormalize"}, **kw}
+
+
+def test_sm90_support_stands_on_the_passing_gpu_run():
+    """deep_gemm.yaml's sm90 row for this install cites the source-built run that passed (issue 26,
+    benchmarks/results/deep_gemm_h200_2026-12-02/); the note names the torch the _C extension must match."""
     import moe_select
-    from moe_select.errors import SelectionError
 
     for quant in ("bf16", "fp8_block"):
-        d = {"arch": "sm90", "quant": quant, "tp": 1, "require_adapter": True, "cuda_graph": True,
-             "model": {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
-                       "activation": "silu", "routing": "renormalize"}}
-        r = moe_select.explain(d)
-        cands = {c.backend: c for c in r.candidates}
-        assert "deep_gemm" in cands and cands["deep_gemm"].eligible is False, (quant, cands.get("deep_gemm"))
-        assert cands["triton"].eligible is True, "the refusal is deep_gemm's alone"
-        (reason,) = cands["deep_gemm"].reasons
-        assert reason.code == "arch_unsupported" and reason.source.startswith("backends/deep_gemm.yaml:"), reason
-        assert any("1c8fa23" in n and "unverified on a GPU" in n for n in cands["deep_gemm"].notes)
-        with pytest.raises(SelectionError, match=r"deep_gemm rejected \(arch_unsupported\)"):
-            moe_select.plan({**d, "runner": "deep_gemm"})
+        r = moe_select.explain(_sm90(quant, 128, 8, 2048, 768))
+        c = {c.backend: c for c in r.candidates}["deep_gemm"]
+        assert c.eligible is True and c.evidence == "supported", (quant, c)
+        assert any("compiled against the running torch" in n for n in c.notes), c.notes
+        assert moe_select.plan({**_sm90(quant, 128, 8, 2048, 768), "runner": "deep_gemm"}).runner == "deep_gemm"
+
+
+@pytest.mark.parametrize("quant, e, k, h, i, tokens, want", [
+    # (layer, largest forward per rank) -> the runner measured fastest there (moe_layer_dg.txt, 2026-12-02)
+    ("fp8_block", 8, 2, 4096, 14336, 256, "deep_gemm"),       # Mixtral-8x7B: 535 vs 739 us
+    ("fp8_block", 8, 2, 4096, 14336, 128, "triton"),          # below every measured deep_gemm win
+    ("fp8_block", 128, 8, 2048, 768, 2048, "deep_gemm"),      # Qwen3-30B-A3B: 385 vs 421 us
+    ("fp8_block", 128, 8, 2048, 768, 256, "triton"),          # 197 vs 268 us
+    ("fp8_block", 256, 8, 7168, 2048, 2048, "triton"),        # DeepSeek-V3: 3996 vs 4601 us
+    ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm"),     # 7484 vs 11324 us
+    ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm"),     # a prefill worker's default: 8192
+    ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm"),    # deep_gemm 2-5 % ahead only: no bf16 rule for it
+    ("bf16", 128, 8, 2048, 768, 8192, "triton"),              # ties (1367 vs 1392 us)
+])
+def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, tokens, want):
+    """A prefill worker (phase prefill) gets deep_gemm where the H200 run timed it faster; a worker that also
+    decodes (phase both, the default) keeps the general rule's runner at the same largest forward."""
+    import moe_select
+
+    kw = {} if tokens is None else {"max_tokens_per_rank": tokens}
+    r = moe_select.explain(_sm90(quant, e, k, h, i, phase="prefill", **kw))
+    assert r.plan is not None and r.plan.runner == want, (quant, e, tokens, r.plan and r.plan.runner)
+    both = moe_select.explain(_sm90(quant, e, k, h, i, **kw))
+    assert both.plan is not None and both.plan.runner != "deep_gemm", (quant, e, tokens, both.plan and both.plan.runner)
+
+
+def test_serving_engines_keep_their_own_choice():
+    """The deep_gemm rules are this install's (engine moe_select): SGLang's plan under pure TP stays triton."""
+    import moe_select
+
+    d = _sm90("fp8_block", 8, 2, 4096, 14336, max_tokens_per_rank=8192, phase="prefill")
+    del d["require_adapter"]
+    r = moe_select.explain({**d, "engine": "sglang"})
+    assert r.plan is not None and r.plan.runner == "triton", r.plan and r.plan.runner
 
 
 WHEEL_REQUIRES = ["apache-tvm-ffi==0.1.11", 'pytest; extra == "dev"']
