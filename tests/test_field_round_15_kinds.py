@@ -5,6 +5,11 @@ other deployments of the same kind than the round's case.
    (sgl-project/sglang#8110's init check from 0.4.9.post3; no bf16 deep_gemm runner in 0.5.6 .. 0.5.11), the bf16
    grouped GEMMs from 0.5.12, and the standard (a2a none) path quantizing activations to FP8 in 0.5.12 and
    0.5.12.post1 (sgl-project/sglang#27056, fixed in 0.5.13 by PR #26473).
+2. SGLang's MoRI all-to-all with the Qwen MoE blocks before 0.5.18 (sgl-project/sglang#34006, #35170): the blocks
+   pick their all-to-all path with is_deepep() alone, so mori runs the non-all-to-all path (an EP all-reduce on top of
+   MoRI's combine, or a TP-sharded shared expert with no MoRI dispatch): wrong output. backends/a2a/mori.yaml refuses
+   mori for the architectures built on Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock under SGLang < 0.5.18 (read in
+   the 0.5.16, 0.5.17 and 0.5.18 wheels); an unstated architecture leaves the plan unverified.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import pytest
 
 import moe_select
 
+from report_helpers import cand
 from report_helpers import report_codes as _codes
 
 
@@ -77,3 +83,67 @@ def test_sglang_deep_gemm_bound_leaves_fp8_block_and_vllm_alone():
     rows = {x.source for x in v.reasons}
     sglang_rows = _deep_gemm_row(_dg("0.5.11", "none")) | _deep_gemm_row(_dg("0.5.12", "none"))
     assert not rows & sglang_rows, _why(v)
+
+
+# ------------------------------------------ kind 2: SGLang mori x Qwen MoE blocks before 0.5.18 (sglang#34006, #35170)
+# A Qwen3-Next-shaped bf16 MoE (512 experts, top 10, hidden 2048, width 512, 1 shared) on 8 x MI300X (gfx942) at EP 8:
+# another model class (Qwen2MoeSparseMoeBlock via Qwen3-Next), GPU, format and EP size than the round's two cases.
+QNEXT = {"num_experts": 512, "top_k": 10, "hidden_size": 2048, "moe_intermediate_size": 512, "activation": "silu",
+         "routing": "renormalize", "num_shared_experts": 1}
+MORI_ROW = "backends/a2a/mori.yaml:"
+
+
+def _mori(version: str, architecture: str | None, engine: str = "sglang") -> Any:
+    model = dict(QNEXT) if architecture is None else {**QNEXT, "architecture": architecture}
+    return moe_select.explain({"gpu": "MI300X", "engine": engine, "engine_version": version, "quant": "bf16",
+                               "model": model, "tp": 8, "ep": 8, "a2a": "mori", "runner": "auto"})
+
+
+def _mori_refusals(r: Any) -> set[tuple[str, str]]:
+    return {(x.code, x.source.split(":")[0]) for x in r.reasons
+            if x.source.startswith(MORI_ROW) and "is_deepep()" in x.detail}
+
+
+def test_sglang_0517_refuses_mori_for_qwen3_next():
+    """SGLang 0.5.17 (the last release whose Qwen2MoeSparseMoeBlock.forward gates on is_deepep() only), Qwen3-Next:
+    every candidate is refused by the mori.yaml row, parallelism_unsupported, and no plan is made."""
+    r = _mori("0.5.17", "Qwen3NextForCausalLM")
+    assert r.status == "rejected" and r.plan is None, _why(r)
+    assert _mori_refusals(r) == {("parallelism_unsupported", "backends/a2a/mori.yaml")}, _why(r)
+    reason = next(x for x in r.reasons if x.source.startswith(MORI_ROW) and "is_deepep()" in x.detail)
+    assert "0.5.18" in reason.detail and "wrong output" in reason.detail, reason.detail
+
+
+def test_sglang_0518_plans_mori_for_qwen3_next():
+    """SGLang 0.5.18 routes mori through the all-to-all path (is_mori() beside is_deepep() in qwen2_moe.py): the same
+    deployment plans, with no refusal from the row."""
+    r = _mori("0.5.18", "Qwen3NextForCausalLM")
+    assert r.status == "ok" and r.plan is not None, _why(r)
+    assert not _mori_refusals(r), _why(r)
+
+
+def test_qwen3_moe_block_models_refused_before_0518():
+    """Qwen3MoeSparseMoeBlock users other than the round's Qwen3-30B (Qwen3-VL-MoE's text model) are refused at 0.5.16;
+    the Qwen2-MoE class too."""
+    for arch in ("Qwen3VLMoeForConditionalGeneration", "Qwen2MoeForCausalLM"):
+        r = _mori("0.5.16", arch)
+        assert r.status == "rejected", (arch, _why(r))
+        assert _mori_refusals(r) == {("parallelism_unsupported", "backends/a2a/mori.yaml")}, (arch, _why(r))
+
+
+def test_other_architectures_and_vllm_not_refused_by_the_row():
+    """The row is scoped: a DeepSeek-V3 model class under SGLang 0.5.17 and Qwen3-Next under vLLM's MoRI all-to-all
+    are not refused by it."""
+    for r in (_mori("0.5.17", "DeepseekV3ForCausalLM"), _mori("0.11.0", "Qwen3NextForCausalLM", engine="vllm")):
+        assert not _mori_refusals(r), _why(r)
+        assert r.status == "ok", _why(r)
+
+
+def test_unstated_architecture_leaves_the_plan_unverified():
+    """An inline model without architecture under SGLang 0.5.17: the row can neither refuse nor be passed, so the plan
+    is unverified and its unknown names the row (the unstated-input rule, tests/test_evidence_unstated.py)."""
+    r = _mori("0.5.17", None)
+    assert r.status == "ok" and r.plan is not None, _why(r)
+    assert r.plan.evidence == "unverified"
+    unknowns = [u for u in cand(r, r.plan.runner).unknowns if u.source.startswith(MORI_ROW)]
+    assert len(unknowns) == 1 and "architecture" in unknowns[0].detail, unknowns
