@@ -10,6 +10,9 @@ other deployments of the same kind than the round's case.
    MoRI's combine, or a TP-sharded shared expert with no MoRI dispatch): wrong output. backends/a2a/mori.yaml refuses
    mori for the architectures built on Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock under SGLang < 0.5.18 (read in
    the 0.5.16, 0.5.17 and 0.5.18 wheels); an unstated architecture leaves the plan unverified.
+3. vLLM's FlashInfer CUTLASS BF16 MoE and Qwen3-Next under CUDA-graph capture on sm90 (vllm-project/vllm#39288, open,
+   one reporter, deterministic at TP 4 and 8): a reported cuda_graph negative in backends/flashinfer_cutlass.yaml
+   scoped to where it was reproduced (Qwen3NextForCausalLM, bf16, sm90, TP 4/8, vLLM after 0.18.1).
 """
 from __future__ import annotations
 
@@ -147,3 +150,50 @@ def test_unstated_architecture_leaves_the_plan_unverified():
     assert r.plan.evidence == "unverified"
     unknowns = [u for u in cand(r, r.plan.runner).unknowns if u.source.startswith(MORI_ROW)]
     assert len(unknowns) == 1 and "architecture" in unknowns[0].detail, unknowns
+
+
+# ------------------------------ kind 3: vLLM FlashInfer CUTLASS BF16 MoE x Qwen3-Next x CUDA graphs on sm90 (vllm#39288)
+# The reported failure at TP 8 on an H200 (sm90, the other TP size the reporter reproduced; not the round's TP 4 H100).
+FI_ROW = "backends/flashinfer_cutlass.yaml:"
+
+
+def _fi(architecture: str | None = "Qwen3NextForCausalLM", version: str = "0.19.0", tp: int = 8,
+        graph: bool = True, model: dict[str, Any] | None = None) -> Any:
+    m = dict(QNEXT if model is None else model)
+    if architecture is not None:
+        m["architecture"] = architecture
+    return moe_select.explain({"gpu": "H200", "engine": "vllm", "engine_version": version, "quant": "bf16",
+                               "model": m, "tp": tp, "ep": 1, "a2a": "none", "cuda_graph": graph,
+                               "runner": "flashinfer_cutlass"})
+
+
+def _fi_graph_refusals(r: Any) -> set[str]:
+    return {x.source.split(":")[0] for x in r.reasons if x.code == "cuda_graph_unsupported" and x.source.startswith(FI_ROW)}
+
+
+def test_vllm_fi_cutlass_bf16_qwen3_next_graphs_refused_on_sm90():
+    """Qwen3-Next at TP 8 on an H200 under vLLM 0.19.0 with CUDA graphs: flashinfer_cutlass refused by the reported
+    capture failure, cuda_graph_unsupported, no plan; with graphs off the same deployment plans it."""
+    r = _fi()
+    assert r.status == "rejected" and r.plan is None, _why(r)
+    assert _fi_graph_refusals(r) == {"backends/flashinfer_cutlass.yaml"}, _why(r)
+    eager = _fi(graph=False)
+    assert eager.status == "ok" and eager.plan is not None and eager.plan.runner == "flashinfer_cutlass", _why(eager)
+
+
+def test_vllm_fi_cutlass_bf16_row_is_scoped_where_reproduced():
+    """Not refused by the row: another model class on the same GPU (Qwen3-30B-A3B's Qwen3MoeForCausalLM, which runs on
+    it on H100 per vllm#54742), TP 2 (not reproduced), vLLM 0.18.1 (before the reporter's first failing build)."""
+    q3 = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+          "routing": "renormalize"}
+    for r in (_fi("Qwen3MoeForCausalLM", model=q3), _fi(tp=2), _fi(version="0.18.1")):
+        assert not _fi_graph_refusals(r), _why(r)
+        assert r.status == "ok" and r.plan is not None and r.plan.runner == "flashinfer_cutlass", _why(r)
+
+
+def test_vllm_fi_cutlass_bf16_unstated_architecture_unverified():
+    """The Qwen3-Next shape without architecture: the row could hold, so the plan is unverified and names the row."""
+    r = _fi(architecture=None)
+    assert r.status == "ok" and r.plan is not None and r.plan.evidence == "unverified", _why(r)
+    unknowns = [u for u in cand(r, "flashinfer_cutlass").unknowns if u.source.startswith(FI_ROW)]
+    assert [u.code for u in unknowns] == ["cuda_graph_unsupported"], unknowns
