@@ -10,20 +10,20 @@ sized from ``T`` alone (no host synchronisation, so a forward can be captured in
 2. :func:`gather` (one Triton kernel): the operand rows ``a [R, H]`` (row ``r`` holds token ``slot // K`` of its
    sorted slot; padding rows zero, as DeepGEMM's own tests build the layout), ``grouped_layout [R]`` int32 (the
    local expert of each row, ``-1`` for padding rows and for rows past the device-side row count: DeepGEMM
-   skips them) and ``row_of_slot [S]`` (the inverse permutation for the combine). fp8_block: the hidden states
+   skips them) and ``row_of_slot [S]`` (the inverse permutation for the combine). FP8: the hidden states
    are first quantized per token and 128 columns (:func:`~.triton_moe_kernels.group_quant`, e4m3, multiplier
    ``448 / amax``) and the kernel gathers the e4m3 rows and their float32 scales, written MN-major
    (``[H/128, R]`` transposed: the TMA-aligned layout DeepGEMM's sm90 kernel reads, so it copies nothing).
 3. GEMM1 ``h = a @ w13[e].T`` (``m_grouped_bf16_gemm_nt_contiguous`` or ``m_grouped_fp8_fp4_gemm_nt_contiguous``
    with 1x128 activation and 128x128 weight scales), bf16 out ``[R, N13]``.
 4. :func:`activation` (one Triton kernel): the gated activation of ``h`` (silu, gelu; relu2 not gated) in
-   float32, stored bf16, or for fp8_block quantized per row and 128 columns to e4m3 with MN-major scales; rows
+   float32, stored bf16, or for FP8 quantized per row and 128 columns to e4m3 with MN-major scales; rows
    whose layout is -1 are written as zeros.
 5. GEMM2 ``y = act @ w2[e].T``, bf16 ``[R, H]``.
 6. :func:`combine` (one Triton kernel): ``out[t] = sum_k weight[t, k] * y[row_of_slot[t*K + k]]`` over this
    rank's slots, in float32, stored in the input dtype. Rows of other slots are never read.
 
-Precision: bf16 operands (fp8_block: e4m3 with float32 scales), float32 accumulation inside DeepGEMM; ``h``,
+Precision: bf16 operands (FP8: e4m3 with float32 scales; fp8_channel's row scales in float32 after the GEMMs), float32 accumulation inside DeepGEMM; ``h``,
 the activation (bf16 only) and ``y`` rounded once to bf16; the routing weight applied in float32 in the combine.
 
 Weights (``prepare_weights``, once): the canonical ``w13 [E, N13, H]`` / ``w2 [E, H, I]`` are already the
@@ -40,10 +40,16 @@ module (tests). Sources for the DeepGEMM contract: deepseek-ai/DeepGEMM@54e22612
 (transform_sf_into_required_layout), csrc/utils/layout.hpp (check_sf_layout), tests/generators.py
 (generate_m_grouped_contiguous), deep_gemm/include/deep_gemm/scheduler/gemm.cuh (is_computation_valid).
 
-Status (issue 26): the one GPU run (H200, torch 2.11, benchmarks/results/deep_gemm_h200_2026-12-01/) failed inside
-DeepGEMM's first tensor check in both formats; ``deep_gemm.yaml`` refuses this core on sm90 until a GPU run
-passes. :func:`load_deep_gemm` now refuses a torch / apache-tvm-ffi other than the sgl-deep-gemm wheel's
-(unverified on a GPU).
+fp8_channel (one float32 scale per output row of each expert, e4m3 weights): DeepGEMM's sm90 grouped FP8 GEMM
+takes 128x128 weight-scale blocks only (csrc/apis/gemm.hpp: sm90_m_grouped_fp8_gemm_contiguous_1d2d), so the GEMMs
+run with unit weight scales and the per-row scale, a factor of each output column, is applied after them in float32:
+to the gate and up columns of ``h`` in :func:`activation` (before the activation), and to ``y`` in :func:`combine`
+(with the routing weight). The activations are quantized per token and 128 columns (fp8_group), as for fp8_block.
+
+Status (issue 26): on an H200 with torch 2.11 the sgl-deep-gemm 0.1.7 wheel (its _C.so built against torch 2.13)
+failed DeepGEMM's first tensor checks (benchmarks/results/deep_gemm_h200_2026-12-01/); DeepGEMM with _C built
+against the running torch passes (benchmarks/results/deep_gemm_h200_2026-12-02/). :func:`load_deep_gemm` refuses
+a sgl-deep-gemm wheel whose torch / apache-tvm-ffi differ from its build's.
 """
 from __future__ import annotations
 
@@ -63,7 +69,7 @@ from moe_select.layer import LayerSpec
 from . import triton_moe_kernels as K
 from .triton_moe import checked_forward
 
-FORMATS = ("bf16", "fp8_block")
+FORMATS = ("bf16", "fp8_block", "fp8_channel")
 #: Activations the core computes between the GEMMs (the shared epilogue function of the triton runner);
 #: swiglu_oai is left out: gpt-oss's expert biases cannot be added to DeepGEMM's output here.
 ACTIVATIONS = ("silu", "gelu", "relu2")
@@ -194,19 +200,21 @@ def _gather_kernel(x_ptr, xs_ptr, a_ptr, as_ptr, sorted_ptr, block_expert_ptr, n
 gather_kernel = K._kernel(do_not_specialize=["num_slots", "R"])(_gather_kernel)
 
 
-def _activation_kernel(h_ptr, q_ptr, s_ptr, layout_ptr, num_rows_ptr, inter, R, stride_h, stride_q, swiglu_limit,
-                       ACT: tl.constexpr, GATED: tl.constexpr, QUANT: tl.constexpr, BLOCK_R: tl.constexpr,
-                       BLOCK_C: tl.constexpr):
+def _activation_kernel(h_ptr, q_ptr, s_ptr, layout_ptr, num_rows_ptr, cs_ptr, inter, R, stride_h, stride_q,
+                       stride_cs, swiglu_limit, ACT: tl.constexpr, GATED: tl.constexpr, QUANT: tl.constexpr,
+                       HAS_CS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """Rows ``[pid0*BLOCK_R, +BLOCK_R)`` below ``num_rows`` x columns ``[pid1*BLOCK_C, +BLOCK_C)``: the activation of
     ``h`` (gate ``[0, inter)``, up ``[inter, 2*inter)`` when GATED) in float32 -> ``q`` (bf16), or with QUANT
-    e4m3 per row and group of BLOCK_C columns, scale ``amax / 448`` at ``s[pid1 * R + r]`` (MN-major). Rows whose
-    layout is -1 are zero."""
+    e4m3 per row and group of BLOCK_C columns, scale ``amax / 448`` at ``s[pid1 * R + r]`` (MN-major). With HAS_CS
+    each column of ``h`` is first multiplied by its expert's output-row scale ``cs[layout[r], col]`` (fp8_channel).
+    Rows whose layout is -1 are zero."""
     num_rows = tl.load(num_rows_ptr)
     if tl.program_id(0) * BLOCK_R >= num_rows:
         return
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     r_ok = rows < num_rows
-    live = r_ok & (tl.load(layout_ptr + rows, mask=r_ok, other=-1) >= 0)
+    lay = tl.load(layout_ptr + rows, mask=r_ok, other=-1)
+    live = r_ok & (lay >= 0)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = cols < inter
     rows64 = rows.to(tl.int64)
@@ -216,6 +224,13 @@ def _activation_kernel(h_ptr, q_ptr, s_ptr, layout_ptr, num_rows_ptr, inter, R, 
         u = tl.load(h_ptr + rows64[:, None] * stride_h + inter + cols[None, :], mask=m, other=0.0).to(tl.float32)
     else:
         u = g
+    if HAS_CS:
+        cs_row = cs_ptr + tl.where(live, lay, 0).to(tl.int64)[:, None] * stride_cs
+        g = g * tl.load(cs_row + cols[None, :], mask=m, other=0.0)
+        if GATED:
+            u = u * tl.load(cs_row + inter + cols[None, :], mask=m, other=0.0)
+        else:
+            u = g
     v = tl.where(m, K._activation(g, u, swiglu_limit, ACT), 0.0)
     out_mask = r_ok[:, None] & c_ok[None, :]
     if QUANT:
@@ -231,9 +246,11 @@ def _activation_kernel(h_ptr, q_ptr, s_ptr, layout_ptr, num_rows_ptr, inter, R, 
 activation_kernel = K._kernel(do_not_specialize=["R"])(_activation_kernel)
 
 
-def _combine_kernel(y_ptr, inv_ptr, ids_ptr, w_ptr, out_ptr, num_tokens, top_k, H, stride_y, stride_o, expert_offset,
-                    num_local, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr):
-    """``out[t] = sum_k w[t, k] * y[inv[t*top_k + k]]`` over the slots of this rank's experts (float32)."""
+def _combine_kernel(y_ptr, inv_ptr, ids_ptr, w_ptr, out_ptr, cs_ptr, num_tokens, top_k, H, stride_y, stride_o,
+                    stride_cs, expert_offset, num_local, HAS_CS: tl.constexpr, BLOCK_T: tl.constexpr,
+                    BLOCK_H: tl.constexpr):
+    """``out[t] = sum_k w[t, k] * y[inv[t*top_k + k]]`` over the slots of this rank's experts (float32); with HAS_CS
+    each ``y`` column also times its expert's output-row scale ``cs[e, col]`` (fp8_channel)."""
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     t_ok = offs_t < num_tokens
@@ -245,8 +262,12 @@ def _combine_kernel(y_ptr, inv_ptr, ids_ptr, w_ptr, out_ptr, num_tokens, top_k, 
         ok = t_ok & (e >= 0) & (e < num_local)
         row = tl.load(inv_ptr + slot, mask=ok, other=0).to(tl.int64)
         w = tl.load(w_ptr + slot, mask=ok, other=0.0).to(tl.float32)
-        y = tl.load(y_ptr + row[:, None] * stride_y + offs_h[None, :], mask=ok[:, None] & h_ok[None, :], other=0.0)
-        acc += w[:, None] * y.to(tl.float32)
+        y = tl.load(y_ptr + row[:, None] * stride_y + offs_h[None, :], mask=ok[:, None] & h_ok[None, :],
+                    other=0.0).to(tl.float32)
+        if HAS_CS:
+            y = y * tl.load(cs_ptr + tl.where(ok, e, 0).to(tl.int64)[:, None] * stride_cs + offs_h[None, :],
+                            mask=ok[:, None] & h_ok[None, :], other=0.0)
+        acc += w[:, None] * y
     tl.store(out_ptr + offs_t.to(tl.int64)[:, None] * stride_o + offs_h[None, :], acc.to(out_ptr.dtype.element_ty),
              mask=t_ok[:, None] & h_ok[None, :])
 
@@ -294,9 +315,11 @@ def gather(x: torch.Tensor, x_scale: torch.Tensor | None, topk_ids: torch.Tensor
 
 
 def activation(h: torch.Tensor, layout: torch.Tensor, num_rows: torch.Tensor, *, inter: int, activation: str,
-               gated: bool, quant: bool, swiglu_limit: float = 7.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+               gated: bool, quant: bool, swiglu_limit: float = 7.0,
+               col_scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Step 4 of the module doc: ``h [R, N13]`` bf16 -> ``act [R, inter]`` bf16, or (``quant``) e4m3 with MN-major
-    scales ``[R, inter/128]`` (strides ``(1, R)``). Rows at or past ``num_rows[0]`` are not written."""
+    scales ``[R, inter/128]`` (strides ``(1, R)``). ``col_scale [E, N13]`` float32 (fp8_channel): ``h``'s columns
+    times the row's expert's scales first. Rows at or past ``num_rows[0]`` are not written."""
     r = h.shape[0]
     dev = h.device
     block_c = GROUP if quant else min(256, max(16, K._pow2(inter)))
@@ -304,23 +327,27 @@ def activation(h: torch.Tensor, layout: torch.Tensor, num_rows: torch.Tensor, *,
     ng = triton.cdiv(inter, block_c)
     s = torch.empty(ng, r, dtype=torch.float32, device=dev) if quant else None
     block_r = 16
+    cs = h if col_scale is None else col_scale
     activation_kernel.launch((triton.cdiv(r, block_r), ng), dev, h, q, s if s is not None else layout, layout, num_rows,
-                             inter, r, h.stride(0), q.stride(0), float(swiglu_limit), ACT=K.ACTIVATIONS[activation],
-                             GATED=gated, QUANT=quant, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=4)
+                             cs, inter, r, h.stride(0), q.stride(0), cs.stride(0), float(swiglu_limit),
+                             ACT=K.ACTIVATIONS[activation], GATED=gated, QUANT=quant, HAS_CS=col_scale is not None,
+                             BLOCK_R=block_r, BLOCK_C=block_c, num_warps=4)
     return q, (None if s is None else s.t())
 
 
 def combine(y: torch.Tensor, row_of_slot: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
-            out: torch.Tensor, num_local: int, expert_offset: int) -> torch.Tensor:
+            out: torch.Tensor, num_local: int, expert_offset: int, col_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Step 6 of the module doc: ``out [T, H] = sum_k weight * y[row_of_slot[slot]]`` over this rank's slots
-    (float32 sums, stored in ``out.dtype``). Returns ``out``."""
+    (float32 sums, stored in ``out.dtype``); ``col_scale [E, H]`` float32 (fp8_channel): ``y`` times its expert's
+    output-row scales. Returns ``out``."""
     t, k = topk_ids.shape
     h = out.shape[1]
     block_h = min(1024, max(16, K._pow2(h)))
     block_t = max(1, 2048 // block_h)
+    cs = y if col_scale is None else col_scale
     combine_kernel.launch((triton.cdiv(t, block_t), triton.cdiv(h, block_h)), out.device, y, row_of_slot, topk_ids,
-                          topk_weights, out, t, k, h, y.stride(0), out.stride(0), expert_offset, num_local,
-                          BLOCK_T=block_t, BLOCK_H=block_h, num_warps=4)
+                          topk_weights, out, cs, t, k, h, y.stride(0), out.stride(0), cs.stride(0), expert_offset,
+                          num_local, HAS_CS=col_scale is not None, BLOCK_T=block_t, BLOCK_H=block_h, num_warps=4)
     return out
 
 
@@ -331,13 +358,21 @@ def combine(y: torch.Tensor, row_of_slot: torch.Tensor, topk_ids: torch.Tensor, 
 @dataclass
 class DeepGemmWeights:
     """Weights as DeepGEMM takes them: ``w13 [E, N13, H]``, ``w2 [E, H, I]`` contiguous (K-major ``[G, N, K]``),
-    bf16 or e4m3; fp8_block: ``s13 [E, N13/128, H/128]``, ``s2 [E, H/128, I/128]`` float32 as
-    ``transform_sf_into_required_layout`` returned them (None for bf16)."""
+    bf16 or e4m3; FP8: ``s13 [E, N13/128, H/128]``, ``s2 [E, H/128, I/128]`` float32 as
+    ``transform_sf_into_required_layout`` returned them (None for bf16; all ones for fp8_channel); fp8_channel:
+    ``c13 [E, N13]``, ``c2 [E, H]`` float32, the per-output-row scales applied after the GEMMs (else None).
+    ``keep``: the scale tensors given to ``transform_sf_into_required_layout``. On sm90 it returns a view of its
+    input's memory that does not own it (DeepGEMM's convert_to_torch_tensor wraps the pointer with
+    ``torch::from_blob``), so the input must live as long as the weights: a freed input left ``s13``/``s2``
+    dangling (H200, 2026-12-02: wrong output, then "pointer resides on host memory")."""
 
     w13: torch.Tensor
     w2: torch.Tensor
     s13: torch.Tensor | None = None
     s2: torch.Tensor | None = None
+    c13: torch.Tensor | None = None
+    c2: torch.Tensor | None = None
+    keep: tuple[torch.Tensor, ...] = ()
 
 
 class DeepGemmMoeCore:
@@ -348,10 +383,10 @@ class DeepGemmMoeCore:
     stand-in ``deep_gemm``: tests). ``warmup_tokens``: token counts to run one forward at in
     ``prepare_weights`` (DeepGEMM's JIT compiles the configurations they use; default none).
 
-    Raises :class:`RunnerInputError` for a format other than bf16/fp8_block, an activation other than
+    Raises :class:`RunnerInputError` for a format other than bf16/fp8_block/fp8_channel, an activation other than
     silu/gelu/relu2, router weights on the input, an fp8_block block shape other than 128x128, a hidden or
     per-rank intermediate size that is not a multiple of 64 (bf16: DeepGEMM's sm90 K alignment) or 128
-    (fp8_block: whole scale blocks), another GPU than sm90, a ``deep_gemm`` without the API, or a contiguous
+    (FP8: whole scale blocks), another GPU than sm90, a ``deep_gemm`` without the API, or a contiguous
     layout alignment other than 128."""
 
     def __init__(self, spec: LayerSpec, device: torch.device | str, *, warmup_tokens: Sequence[int] = ()):
@@ -362,17 +397,18 @@ class DeepGemmMoeCore:
                                    f"(it runs {', '.join(ACTIVATIONS)})")
         if spec.weight_on_input:
             raise RunnerInputError("deep_gemm: router weights on the input (llama4 routing) are not implemented here")
-        fp8 = spec.quant == "fp8_block"
-        if fp8 and spec.block_shape is not None and tuple(int(v) for v in spec.block_shape) != (GROUP, GROUP):
+        fp8 = spec.quant in ("fp8_block", "fp8_channel")
+        if spec.quant == "fp8_block" and spec.block_shape is not None and tuple(int(v) for v in spec.block_shape) != (GROUP, GROUP):
             raise RunnerInputError(f"deep_gemm fp8_block: block shape {list(spec.block_shape)} is not supported: "
                                    f"DeepGEMM's sm90 recipe is {GROUP}x{GROUP} weight blocks")
         mult = GROUP if fp8 else BF16_K_MULTIPLE
         for name, v in (("hidden_size", spec.hidden_size), ("intermediate_size per rank", spec.intermediate_size)):
             if v % mult:
                 raise RunnerInputError(f"deep_gemm {spec.quant}: {name} {v} is not a multiple of {mult} "
-                                       + ("(whole 128x128 scale blocks)" if fp8 else "(DeepGEMM's sm90 bf16 GEMM asserts K % 64 == 0)"))
+                                       + ("(whole 128x128 scale blocks of DeepGEMM's sm90 FP8 GEMM)" if fp8 else "(DeepGEMM's sm90 bf16 GEMM asserts K % 64 == 0)"))
         self.spec = spec
         self.fp8 = fp8
+        self.channel = spec.quant == "fp8_channel"
         self.device = torch.device(device)
         if self.device.type == "cuda":
             if self.device.index is None:
@@ -401,8 +437,9 @@ class DeepGemmMoeCore:
     def prepare_weights(self, w13: torch.Tensor, w2: torch.Tensor, *, w13_scale: torch.Tensor | None = None,
                         w2_scale: torch.Tensor | None = None) -> DeepGemmWeights:
         """Canonical ``w13 [E, N13, H]`` (gate rows then up rows; ``N13 = 2*I``, ``I`` for relu2) and ``w2 [E, H, I]``:
-        bf16, or e4m3 with ``w13_scale [E, N13/128, H/128]`` / ``w2_scale [E, H/128, I/128]`` float32 (fp8_block).
-        Raises :class:`RunnerInputError` naming the tensor on a wrong dtype or shape. Runs ``warmup_tokens``."""
+        bf16, or e4m3 with ``w13_scale [E, N13/128, H/128]`` / ``w2_scale [E, H/128, I/128]`` float32 (fp8_block),
+        or ``w13_scale [E, N13]`` / ``w2_scale [E, H]`` (also ``[E, N, 1]``) float32 (fp8_channel). Raises
+        :class:`RunnerInputError` naming the tensor on a wrong dtype or shape. Runs ``warmup_tokens``."""
         s = self.spec
         e, h, i, n13 = s.num_local_experts, s.hidden_size, s.intermediate_size, s.w13_rows
         want = torch.float8_e4m3fn if self.fp8 else torch.bfloat16
@@ -417,8 +454,22 @@ class DeepGemmMoeCore:
             if w13_scale is not None or w2_scale is not None:
                 raise RunnerInputError("bf16 weights take no scales")
             out = DeepGemmWeights(w13c, w2c)
+        elif self.channel:
+            chan = []
+            for name, sc, n in (("w13_scale", w13_scale, n13), ("w2_scale", w2_scale, h)):
+                if sc is None:
+                    raise RunnerInputError(f"{name} is required for fp8_channel")
+                if tuple(sc.shape) not in ((e, n), (e, n, 1)):
+                    raise RunnerInputError(f"{name}: fp8_channel scale must be [E, N] = {[e, n]} (or [E, N, 1]), "
+                                           f"got {list(sc.shape)}")
+                chan.append(sc.reshape(e, n).to(self.device, torch.float32).contiguous())
+            ones = [torch.ones(e, -(-n // GROUP), -(-k // GROUP), dtype=torch.float32, device=self.device)
+                    for n, k in ((n13, h), (h, i))]
+            unit = [self.dg.transform_sf_into_required_layout(o, n, k, (1, GROUP, GROUP), e, False)
+                    for o, (n, k) in zip(ones, ((n13, h), (h, i)))]
+            out = DeepGemmWeights(w13c, w2c, unit[0], unit[1], chan[0], chan[1], keep=tuple(ones))
         else:
-            scales = []
+            scales, keep = [], []
             for name, sc, n, k in (("w13_scale", w13_scale, n13, h), ("w2_scale", w2_scale, h, i)):
                 shape = (e, -(-n // GROUP), -(-k // GROUP))
                 if sc is None:
@@ -427,8 +478,9 @@ class DeepGemmMoeCore:
                     raise RunnerInputError(f"{name}: fp8_block scale must be [E, ceil(N/128), ceil(K/128)] = "
                                            f"{list(shape)}, got {list(sc.shape)}")
                 sc = sc.to(self.device, torch.float32).contiguous()
+                keep.append(sc)
                 scales.append(self.dg.transform_sf_into_required_layout(sc, n, k, (1, GROUP, GROUP), e, False))
-            out = DeepGemmWeights(w13c, w2c, scales[0], scales[1])
+            out = DeepGemmWeights(w13c, w2c, scales[0], scales[1], keep=tuple(keep))
         if self.warmup_tokens:
             self._warm(out)
         return out
@@ -471,7 +523,7 @@ class DeepGemmMoeCore:
         if self.fp8:
             dg.m_grouped_fp8_fp4_gemm_nt_contiguous((g.a, g.sfa), (w.w13, w.s13), h, g.layout)
             a2, s2 = activation(h, g.layout, g.num_rows, inter=s.intermediate_size, activation=s.activation,
-                                gated=s.gated, quant=True)
+                                gated=s.gated, quant=True, col_scale=w.c13)
             dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a2, s2), (w.w2, w.s2), y, g.layout)
         else:
             dg.m_grouped_bf16_gemm_nt_contiguous(g.a, w.w13, h, g.layout)
@@ -479,7 +531,7 @@ class DeepGemmMoeCore:
                                gated=s.gated, quant=False)
             dg.m_grouped_bf16_gemm_nt_contiguous(a2, w.w2, y, g.layout)
         out = torch.empty(ids.shape[0], s.hidden_size, dtype=hidden_states.dtype, device=dev)
-        return combine(y, g.row_of_slot, ids, tw, out, s.num_local_experts, s.expert_offset)
+        return combine(y, g.row_of_slot, ids, tw, out, s.num_local_experts, s.expert_offset, col_scale=w.c2)
 
 
 def register(registry: Registrar) -> None:

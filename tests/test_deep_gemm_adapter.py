@@ -37,7 +37,7 @@ from moe_select.reference import reference_dequantize, reference_moe, rel_error
 
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
 ROOT = Path(__file__).resolve().parent.parent
-TOL = {"bf16": tolerance("bf16"), "fp8_block": tolerance("fp8_group")}
+TOL = {"bf16": tolerance("bf16"), "fp8_block": tolerance("fp8_group"), "fp8_channel": tolerance("fp8_group")}
 needs_interp = pytest.mark.skipif(not INTERP, reason="Triton interpreter pieces: run by test_interpreter_suite "
                                                      "(or run this file with TRITON_INTERPRET=1)")
 
@@ -75,6 +75,7 @@ class FakeDeepGemm(types.ModuleType):
         super().__init__("deep_gemm")
         self.alignment = alignment
         self.calls: list[tuple[str, int, list[int]]] = []
+        self.transformed: list[torch.Tensor] = []
         self.__file__ = "<fake deep_gemm>"
 
     def get_mk_alignment_for_contiguous_layout(self) -> int:
@@ -86,6 +87,7 @@ class FakeDeepGemm(types.ModuleType):
         assert sf.dtype == torch.float32 and sf.dim() == 3 and sf.shape[0] == num_groups
         assert tuple(sf.shape[1:]) == (-(-mn // 128), -(-k // 128)), (sf.shape, mn, k)
         assert sf.is_contiguous(), "sm90 SFB must be contiguous"
+        self.transformed.append(sf)
         return sf
 
     def _check_layout(self, layout: torch.Tensor, m: int, num_groups: int) -> torch.Tensor:
@@ -232,7 +234,7 @@ def test_cpu_without_interpreter_is_refused(fake_dg):
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"quant": "fp8_channel"}, "does not implement fp8_channel"),
+    ({"quant": "fp8_tensor"}, "does not implement fp8_tensor"),
     ({"activation": "swiglu_oai"}, "activation 'swiglu_oai'"),
     ({"weight_on_input": True}, "router weights on the input"),
     ({"quant": "fp8_block", "block_shape": (128, 64)}, r"block shape \[128, 64\]"),
@@ -278,7 +280,7 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
     benchmarks/results/deep_gemm_h200_2026-12-02/); the note names the torch the _C extension must match."""
     import moe_select
 
-    for quant in ("bf16", "fp8_block"):
+    for quant in ("bf16", "fp8_block", "fp8_channel"):
         r = moe_select.explain(_sm90(quant, 128, 8, 2048, 768))
         c = {c.backend: c for c in r.candidates}["deep_gemm"]
         assert c.eligible is True and c.evidence == "supported", (quant, c)
@@ -296,6 +298,12 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
     ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm"),     # 7484 vs 11324 us
     ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm"),     # a prefill worker's default: 8192
     ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm"),    # deep_gemm 2-5 % ahead only: no bf16 rule for it
+    ("fp8_channel", 8, 2, 4096, 14336, 2048, "deep_gemm"),    # Mixtral-8x7B: 1504 vs 2027 (torch_grouped_mm) us
+    ("fp8_channel", 8, 2, 4096, 14336, 1024, "torch_grouped_mm"),  # not measured for deep_gemm: the old rule
+    ("fp8_channel", 8, 2, 4096, 14336, 256, "triton"),        # 523 vs 547 us
+    ("fp8_channel", 128, 8, 4096, 1536, 2048, "deep_gemm"),   # Qwen3-235B-A22B: 1255 vs 1363 us
+    ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton"),      # DeepSeek-V3: not deep_gemm (4574 us; triton 4372)
+    ("fp8_channel", 256, 8, 7168, 2048, 8192, "deep_gemm"),   # 8531 vs 10926 us
     ("bf16", 128, 8, 2048, 768, 8192, "triton"),              # ties (1367 vs 1392 us)
 ])
 def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, tokens, want):
@@ -308,6 +316,12 @@ def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, 
     assert r.plan is not None and r.plan.runner == want, (quant, e, tokens, r.plan and r.plan.runner)
     both = moe_select.explain(_sm90(quant, e, k, h, i, **kw))
     assert both.plan is not None and both.plan.runner != "deep_gemm", (quant, e, tokens, both.plan and both.plan.runner)
+    if want != "deep_gemm":
+        assert both.plan.runner == want, "where deep_gemm is not chosen, a worker that also decodes gets the same"
+    elif quant == "fp8_channel" and e <= 8:
+        assert both.plan.runner == "torch_grouped_mm", both.plan.runner    # hopper-16bit-and-fp8-rowwise-few-experts
+    else:
+        assert both.plan.runner == "triton", both.plan.runner
 
 
 def test_serving_engines_keep_their_own_choice():
@@ -360,16 +374,22 @@ def test_wheel_on_another_runtime_is_refused_before_import(monkeypatch, fake_dg)
 # --- interpreter tests ---------------------------------------------------------------------------------
 
 @needs_interp
-@pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
+@pytest.mark.parametrize("quant", ["bf16", "fp8_block", "fp8_channel"])
 @pytest.mark.parametrize("activation", ["silu", "gelu", "relu2"])
 def test_bf16_and_fp8_block_match_float64(fake_dg, quant, activation):
     seed = fresh_seed()
-    h, i = (128, 128) if quant == "fp8_block" else (64, 64)
+    h, i = (64, 64) if quant == "bf16" else (128, 128)
     spec = LayerSpec(8, 2, h, i, activation=activation, quant=quant)
     for t in (1, 13):
         x, ids, wts, w, deq = make_case(spec, t, seed + t)
         core, out = run(spec, x, ids, wts, w)
         check(spec, x, ids, wts, deq, out, seed)
+    if quant != "bf16":
+        # DeepGEMM's sm90 transform returns a view that does not own its input's memory (from_blob): the weights
+        # must hold every tensor they passed to it, or the scales dangle once it is freed (seen on the H200)
+        pw = core.prepare_weights(w[0], w[1], **w[2])
+        passed = fake_dg.transformed[-2:]
+        assert len(passed) == 2 and all(any(p is k for k in pw.keep) for p in passed), "scale inputs not kept"
     # two GEMM calls per forward, each at the static row bound
     from moe_select.backends import triton_moe_kernels as K
 
@@ -418,6 +438,33 @@ def test_expert_parallel_ranks_sum_to_the_layer(fake_dg):
         total += out.double()
     ref = reference_moe(x, ids, wts, deq[0], deq[1], "silu")
     assert rel_error(total, ref) < TOL["bf16"], f"seed {seed}"
+
+
+@needs_interp
+def test_fp8_channel_scales_follow_the_local_expert(fake_dg):
+    """fp8_channel's per-row scales are applied after the GEMMs by local expert (layout row -> scale row): on an
+    EP rank whose experts have very different scales, each rank's output matches float64, and swapping two local
+    experts' scales (not their weights) breaks it."""
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    full = LayerSpec(8, 2, 128, 128, quant="fp8_channel")
+    t = 7
+    ids = torch.randint(0, 8, (t, 2), generator=g).to(torch.int32)
+    ids[0] = torch.tensor([4, 5])                                # rank 1's local experts 0 and 1 are used
+    x, ids, wts, (q13, q2, sc), deq = make_case(full, t, seed, ids=ids)
+    spread = torch.logspace(-0.5, 0.5, 8).view(8, 1)             # experts' scales 0.32 .. 3.2 x
+    s13, s2 = sc["w13_scale"].reshape(8, -1) * spread, sc["w2_scale"].reshape(8, -1) * spread
+    d13 = q13.double() * s13.double()[:, :, None]
+    d2 = q2.double() * s2.double()[:, :, None]
+    for r in range(2):
+        spec = LayerSpec(8, 2, 128, 128, quant="fp8_channel", ep=2, ep_rank=r)
+        sl = slice(4 * r, 4 * r + 4)
+        _, out = run(spec, x, ids, wts, (q13[sl], q2[sl], {"w13_scale": s13[sl], "w2_scale": s2[sl]}))
+        check(spec, x, ids, wts, (d13[sl], d2[sl]), out, seed)
+    swapped = s13[sl].clone()[[1, 0, 2, 3]]
+    _, bad = run(spec, x, ids, wts, (q13[sl], q2[sl], {"w13_scale": swapped, "w2_scale": s2[sl]}))
+    with pytest.raises(AssertionError, match="rel_error"):                 # token 0: local experts 0 and 1
+        check(spec, x, ids, wts, (d13[sl], d2[sl]), bad, seed, n_ref=1)
 
 
 @needs_interp
@@ -507,7 +554,7 @@ def _gpu_check(spec, x, ids, wts, w, out, seed):
 
 
 @pytest.mark.parametrize("t", [1, 64, 2048])
-@pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
+@pytest.mark.parametrize("quant", ["bf16", "fp8_block", "fp8_channel"])
 @pytest.mark.parametrize("name", list(LAYERS))
 @pytest.mark.gpu
 @needs_gpu
@@ -520,7 +567,7 @@ def test_gpu_layers_match_float64(name, quant, t):
 
 
 @pytest.mark.parametrize("t", [64, 2048])
-@pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
+@pytest.mark.parametrize("quant", ["bf16", "fp8_block", "fp8_channel"])
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_cuda_graph_replay_equals_eager(quant, t):
@@ -552,7 +599,7 @@ def test_gpu_cuda_graph_replay_equals_eager(quant, t):
 
 
 @pytest.mark.parametrize("ep_rank", [0, 5, 7])
-@pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
+@pytest.mark.parametrize("quant", ["bf16", "fp8_block", "fp8_channel"])
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_expert_parallel_ranks(quant, ep_rank):
