@@ -13,6 +13,9 @@ other deployments of the same kind than the round's case.
 3. vLLM's FlashInfer CUTLASS BF16 MoE and Qwen3-Next under CUDA-graph capture on sm90 (vllm-project/vllm#39288, open,
    one reporter, deterministic at TP 4 and 8): a reported cuda_graph negative in backends/flashinfer_cutlass.yaml
    scoped to where it was reproduced (Qwen3NextForCausalLM, bf16, sm90, TP 4/8, vLLM after 0.18.1).
+4. vLLM's FlashInfer TRT-LLM BF16 MoE and non-gated relu2 by release (vllm-project/vllm#36146, #43853; read in the
+   sdists): refused before 0.24.0 (0.16.0 and 0.18.0 .. 0.23.0 refuse it, 0.17.0/0.17.1 admitted it into a Swiglu-only
+   kernel call and crashed), admitted from 0.24.0; gated bf16, SGLang and FP8 relu2 are not touched by the row.
 """
 from __future__ import annotations
 
@@ -197,3 +200,49 @@ def test_vllm_fi_cutlass_bf16_unstated_architecture_unverified():
     assert r.status == "ok" and r.plan is not None and r.plan.evidence == "unverified", _why(r)
     unknowns = [u for u in cand(r, "flashinfer_cutlass").unknowns if u.source.startswith(FI_ROW)]
     assert [u.code for u in unknowns] == ["cuda_graph_unsupported"], unknowns
+
+
+# ------------------------------ kind 4: vLLM FlashInfer TRT-LLM BF16 MoE x non-gated relu2 by release (vllm#36146)
+# A Nemotron-3-Super-like shape (512 experts, top 22, hidden 4096, width 2688; not the round's Nano shape) at TP 2 on
+# B300 (sm103) and GB200 (sm100), not the round's single B200.
+TRT_ROW = "backends/flashinfer_trtllm.yaml:"
+SUPER = {"num_experts": 512, "top_k": 22, "hidden_size": 4096, "moe_intermediate_size": 2688, "activation": "relu2",
+         "routing": "renormalize"}
+
+
+def _trt(version: str, gpu: str = "B300", activation: str = "relu2", engine: str = "vllm", quant: str = "bf16") -> Any:
+    return moe_select.explain({"gpu": gpu, "engine": engine, "engine_version": version, "quant": quant,
+                               "model": dict(SUPER, activation=activation), "tp": 2, "ep": 1, "a2a": "none",
+                               "runner": "flashinfer_trtllm"})
+
+
+def _trt_refusals(r: Any) -> set[str]:
+    return {x.code for x in r.reasons if x.source.startswith(TRT_ROW)}
+
+
+@pytest.mark.parametrize(("version", "gpu"), [("0.16.0", "B300"), ("0.17.0", "GB200"), ("0.17.1", "B300"),
+                                              ("0.18.0", "GB200"), ("0.20.0", "B300"), ("0.23.0", "B300")])
+def test_vllm_trtllm_bf16_relu2_refused_before_0240(version, gpu):
+    """Before vLLM 0.24.0 bf16 relu2 on the TRT-LLM MoE is refused by flashinfer_trtllm.yaml (the negative bf16 row,
+    quant_unsupported, and the vLLM relu2 row's version gate, activation_unsupported), and by nothing else."""
+    r = _trt(version, gpu)
+    assert r.status == "rejected" and r.plan is None, _why(r)
+    assert _trt_refusals(r) == {"quant_unsupported", "activation_unsupported"}, _why(r)
+    assert _codes(r) == {"quant_unsupported", "activation_unsupported"}, _why(r)
+
+
+@pytest.mark.parametrize("version", ["0.24.0", "0.29.0"])
+def test_vllm_trtllm_bf16_relu2_supported_from_0240(version):
+    """From vLLM 0.24.0 (#43853) the same deployment plans flashinfer_trtllm with supported evidence (the activation is
+    verified by the vLLM relu2 row, renormalize routing by its row): nothing refused, nothing unknown."""
+    r = _trt(version)
+    assert r.status == "ok" and r.plan is not None and r.plan.runner == "flashinfer_trtllm", _why(r)
+    assert r.plan.evidence == "supported", [(u.code, u.source) for u in cand(r, "flashinfer_trtllm").unknowns]
+
+
+def test_vllm_trtllm_relu2_window_leaves_gated_sglang_and_fp8_alone():
+    """The window is bf16 relu2 under vLLM only: gated SiLU bf16 under vLLM 0.20.0, bf16 relu2 under SGLang 0.5.12 and
+    per-tensor FP8 relu2 under vLLM 0.20.0 all plan flashinfer_trtllm with no refusal from the file."""
+    for r in (_trt("0.20.0", activation="silu"), _trt("0.5.12", engine="sglang"), _trt("0.20.0", quant="fp8_tensor")):
+        assert not _trt_refusals(r), _why(r)
+        assert r.status == "ok" and r.plan is not None and r.plan.runner == "flashinfer_trtllm", _why(r)
