@@ -1,0 +1,97 @@
+"""Field round 17 of issue 21 (tests/cases/field_round_17.yaml), fixed as kinds (the second helper's share): each kind a
+round case missed, tested on other deployments of the same kind than the round's case.
+
+1. vLLM 0.10.1 / 0.10.1.1 and the FlashInfer CUTLASS NVFP4 MoE on a single rank (vllm-project/vllm#23094, fixed by
+   #23125 in 0.10.2): the FlashInfer modular kernel is built only from the EP group's device communicator, which a
+   group of one rank does not have, while the w13 halves were already swapped for FlashInfer; vLLM's own
+   cutlass_moe_fp4 then runs on them (wrong output). backends/flashinfer_cutlass.yaml refuses tp x dp = 1 under
+   vllm >=0.10.1,<0.10.2 (read in the 0.10.0, 0.10.1, 0.10.1.1 and 0.10.2 sdists); an unstated dp leaves tp 1
+   unverified.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+
+from report_helpers import cand
+
+
+def _why(r: Any) -> list[tuple[str, str, str]]:
+    return [(x.code, x.source, x.detail) for x in r.reasons]
+
+
+# --------------------------------------- kind 1: vLLM 0.10.1 FlashInfer CUTLASS NVFP4 on one rank (vllm#23094)
+# Qwen3-235B-A22B's MoE shape (not the round case's Qwen3-30B-A3B checkpoint) in NVFP4 on GB200 / B300.
+QWEN3_235B = {"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 1536, "activation": "silu",
+              "routing": "renormalize"}
+
+
+def _fi(version: str, tp: int = 1, dp: int | None = 1, gpu: str = "GB200", engine: str = "vllm",
+        quant: str = "nvfp4", runner: str = "flashinfer_cutlass") -> Any:
+    d: dict[str, Any] = {"gpu": gpu, "engine": engine, "engine_version": version, "quant": quant, "model": QWEN3_235B,
+                         "tp": tp, "ep": 1, "a2a": "none", "runner": runner}
+    if dp is not None:
+        d["dp"] = dp
+    return moe_select.explain(d)
+
+
+def _row_reasons(r: Any) -> list[Any]:
+    return [x for x in r.reasons if x.source.startswith("backends/flashinfer_cutlass.yaml:")
+            and "tp_dp" in x.detail]
+
+
+@pytest.mark.parametrize("version", ["0.10.1", "0.10.1.1"])
+@pytest.mark.parametrize("gpu", ["GB200", "B300"])
+def test_vllm_0101_fi_cutlass_nvfp4_single_rank_refused(version, gpu):
+    """One rank (tp 1, dp 1) under vLLM 0.10.1 / 0.10.1.1: flashinfer_cutlass is refused as parallelism_unsupported by
+    the tp_dp row alone (its detail names the cause), on GB200 and B300 alike."""
+    r = _fi(version, gpu=gpu)
+    assert r.plan is None, _why(r)
+    rows = _row_reasons(r)
+    assert [x.code for x in r.reasons if x.backend == "flashinfer_cutlass"] == ["parallelism_unsupported"], _why(r)
+    assert len(rows) == 1 and "cutlass_moe_fp4" in rows[0].detail, _why(r)
+
+
+@pytest.mark.parametrize("version", ["0.10.0", "0.10.2", "0.11.0"])
+def test_vllm_fi_cutlass_nvfp4_single_rank_planned_outside_the_window(version):
+    """0.10.0 built the FlashInfer kernel in FusedMoE.__init__ at any size and 0.10.2 calls flashinfer_cutlass_moe_fp4
+    without a modular kernel (vllm#23125): one rank plans flashinfer_cutlass, with no tp_dp reason."""
+    r = _fi(version)
+    assert r.plan is not None and r.plan.runner == "flashinfer_cutlass", _why(r)
+    assert not _row_reasons(r), _why(r)
+
+
+@pytest.mark.parametrize(("tp", "dp"), [(1, 2), (2, 1), (4, 2), (2, None)])
+def test_vllm_0101_fi_cutlass_nvfp4_several_ranks_planned(tp, dp):
+    """More than one rank in the MoE group (dp 2 at tp 1, tp 2, or tp 2 with dp unstated: every dp gives tp x dp >= 2)
+    has the EP group's communicator build the FlashInfer kernel: planned, and no unknown from the row."""
+    r = _fi("0.10.1", tp=tp, dp=dp)
+    assert r.plan is not None and r.plan.runner == "flashinfer_cutlass", _why(r)
+    assert not _row_reasons(r), _why(r)
+    assert not [u for u in cand(r, "flashinfer_cutlass").unknowns if "tp_dp" in u.detail]
+
+
+def test_vllm_0101_fi_cutlass_nvfp4_tp1_unstated_dp_unverified():
+    """tp 1 without dp: the row refuses at dp 1 and not at dp 2, so the plan is unverified with an unknown naming dp
+    (parallelism_unsupported), not refused and not supported."""
+    r = _fi("0.10.1", dp=None)
+    assert r.plan is not None and r.plan.runner == "flashinfer_cutlass", _why(r)
+    assert r.plan.evidence == "unverified"
+    unknowns = [u for u in cand(r, "flashinfer_cutlass").unknowns if "tp_dp" in u.detail]
+    assert [u.code for u in unknowns] == ["parallelism_unsupported"], unknowns
+    assert "does not state dp" in unknowns[0].detail and "dp" in unknowns[0].settle, unknowns
+
+
+def test_vllm_0101_row_leaves_other_formats_engines_and_runners_alone():
+    """The row is NVFP4's under vLLM: it gives no reason for bf16 on one rank under 0.10.1 nor for SGLang's NVFP4 on
+    one rank, and vLLM's auto answer on one rank picks another runner than flashinfer_cutlass (the row its reason)."""
+    bf16 = _fi("0.10.1", quant="bf16")
+    assert not _row_reasons(bf16), _why(bf16)
+    sgl = _fi("0.5.12", engine="sglang")
+    assert not _row_reasons(sgl), _why(sgl)
+    auto = _fi("0.10.1", runner="auto")
+    assert auto.plan is not None and auto.plan.runner != "flashinfer_cutlass", _why(auto)
+    assert len(_row_reasons(auto)) == 1, _why(auto)
