@@ -64,3 +64,35 @@ def test_aiter_batched_dispatch_left_open_for_sglang():
                  a2a_mode="low_latency", runner="aiter", phase="decode")
     assert _aiter_codes(r) == {}
     assert "a2a_unsupported" in unknown_codes(r, "aiter")
+
+
+# -------------------------------------------------------------- kind 2: vLLM's AITER experts x DeepEP normal (NaN)
+@pytest.mark.parametrize("version", ["0.16.0", "0.24.0", "0.33.0"])
+@pytest.mark.parametrize("config", [QWEN_FP8, QWEN])
+def test_aiter_over_deepep_normal_refused_from_vllm_0_16(version, config):
+    """Qwen3-30B-A3B (128 experts, 16 per rank at EP 8; block FP8 and bf16) on MI300X over DeepEP normal: refused
+    (parallelism_unsupported, the wrong-output row of aiter.yaml) from 0.16.0, the first release read with the line."""
+    r = _explain(**EP8, gpu="MI300X", engine_version=version, model_config=config, a2a="deepep", a2a_mode="normal")
+    assert r.plan is None
+    codes = _aiter_codes(r)
+    assert set(codes) == {"parallelism_unsupported"}, codes
+    assert "num_local_tokens" in next(x.detail for x in cand(r, "aiter").reasons)
+
+
+def test_aiter_over_deepep_normal_not_refused_before_0_16():
+    """vLLM 0.12.0 has no modular AiterExperts (the line is not there): the row does not refuse it."""
+    r = _explain(**EP8, gpu="MI300X", engine_version="0.12.0", model_config=QWEN_FP8, a2a="deepep", a2a_mode="normal")
+    assert "parallelism_unsupported" not in _aiter_codes(r)
+
+
+def test_aiter_over_deepep_normal_one_expert_per_rank_not_refused():
+    """Mixtral's 8 experts over EP 8: one local expert, whose count is the rank's row count: not refused by the row."""
+    r = _explain(**EP8, gpu="MI300X", engine_version="0.27.0", model_config=MIXTRAL, a2a="deepep", a2a_mode="normal")
+    assert "parallelism_unsupported" not in _aiter_codes(r)
+    assert r.plan is not None and r.plan.runner == "aiter"
+
+
+def test_aiter_over_mori_unaffected():
+    """MoRI hands AITER its received row count: the same deployment over MoRI is planned."""
+    r = _explain(**EP8, gpu="MI300X", engine_version="0.27.0", model_config=QWEN_FP8, a2a="mori")
+    assert r.plan is not None and r.plan.runner == "aiter", [(x.code, x.detail) for x in r.reasons]
