@@ -96,3 +96,39 @@ def test_aiter_over_mori_unaffected():
     """MoRI hands AITER its received row count: the same deployment over MoRI is planned."""
     r = _explain(**EP8, gpu="MI300X", engine_version="0.27.0", model_config=QWEN_FP8, a2a="mori")
     assert r.plan is not None and r.plan.runner == "aiter", [(x.code, x.detail) for x in r.reasons]
+
+
+# ---------------------------------------------------------- kind 3: vLLM's Quark OCP-MX AITER MoE without an expert map
+MXFP4 = dict(gpu="MI355X", engine="vllm", quant="mxfp4", runner="aiter", a2a="none",
+             model={"num_experts": 128, "top_k": 8, "hidden_size": 4096, "moe_intermediate_size": 1536,
+                    "activation": "silu", "routing": "renormalize"})
+
+
+@pytest.mark.parametrize("version", ["0.11.2", "0.12.0"])
+def test_quark_mxfp4_aiter_ep_refused_in_0_11_2_to_0_12_0(version):
+    """A Qwen3-235B-shaped MXFP4 SiLU MoE on MI355X at DP 4 / EP 4 with aiter: refused (parallelism_unsupported)."""
+    r = _explain(**MXFP4, engine_version=version, tp=1, dp=4, ep=4)
+    assert r.plan is None
+    codes = _aiter_codes(r)
+    assert set(codes) == {"parallelism_unsupported"}, codes
+    assert "expert map" in next(x.detail for x in cand(r, "aiter").reasons)
+
+
+@pytest.mark.parametrize("version", ["0.10.1", "0.16.0"])
+def test_quark_mxfp4_aiter_ep_not_refused_outside_the_bound(version):
+    """0.10.1 (emulation only, no AITER call) and 0.16.0 are outside the read bound: the row does not refuse."""
+    r = _explain(**MXFP4, engine_version=version, tp=1, dp=4, ep=4)
+    assert "parallelism_unsupported" not in _aiter_codes(r)
+
+
+def test_quark_mxfp4_aiter_tp_without_ep_planned():
+    """Tensor parallelism alone (no expert map) at 0.12.0: planned with aiter (TP 2: 768 per rank, a multiple of the
+    256 the CK MXFP4 GEMMs need before 0.18.0)."""
+    r = _explain(**MXFP4, engine_version="0.12.0", tp=2, dp=1, ep=1)
+    assert r.plan is not None and r.plan.runner == "aiter", [(x.code, x.detail) for x in r.reasons]
+
+
+def test_quark_mxfp4_aiter_ep_sglang_untouched():
+    """SGLang (its own bound, < 0.5.7, is another row): 0.5.16 at EP 4 is not refused on parallelism."""
+    r = _explain(**{**MXFP4, "engine": "sglang"}, engine_version="0.5.16", tp=4, ep=4)
+    assert "parallelism_unsupported" not in _aiter_codes(r)
