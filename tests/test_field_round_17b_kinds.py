@@ -7,6 +7,11 @@ round case missed, tested on other deployments of the same kind than the round's
    cutlass_moe_fp4 then runs on them (wrong output). backends/flashinfer_cutlass.yaml refuses tp x dp = 1 under
    vllm >=0.10.1,<0.10.2 (read in the 0.10.0, 0.10.1, 0.10.1.1 and 0.10.2 sdists); an unstated dp leaves tp 1
    unverified.
+2. SGLang's W4AFP8 (int4_w4a8) MoE over DeepEP normal mode in 0.5.16 and 0.5.17 (sgl-project/sglang#33660, fixed by PR
+   #33669 in 0.5.18): cutlass_w4a8_moe_deepep_normal launches deepep_post_reorder_triton_kernel without the
+   routed_scaling_factor argument the kernel gained in 0.5.16 (TypeError at the first prefill). backends/a2a/deepep.yaml
+   marks DeepEP unavailable to SGLang for int4_w4a8 in normal mode (auto included: prefill runs normal) under
+   sglang >=0.5.16,<0.5.18 (read in the 0.5.14 .. 0.5.18 wheels).
 """
 from __future__ import annotations
 
@@ -95,3 +100,56 @@ def test_vllm_0101_row_leaves_other_formats_engines_and_runners_alone():
     auto = _fi("0.10.1", runner="auto")
     assert auto.plan is not None and auto.plan.runner != "flashinfer_cutlass", _why(auto)
     assert len(_row_reasons(auto)) == 1, _why(auto)
+
+
+# --------------------------------------- kind 2: SGLang W4AFP8 over DeepEP normal, 0.5.16 / 0.5.17 (sglang#33660)
+# DeepSeek-R1's MoE shape in W4AFP8 (not the round case's GLM-5.2) on H20 at TP 8 / EP 8.
+DSR1 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048, "activation": "silu",
+        "routing": "deepseek_v3"}
+W4A8_ROW = "a2a deepep fails under sglang with sglang >=0.5.16,<0.5.18"
+
+
+def _w4a8(version: str, mode: str, engine: str = "sglang", quant: str = "int4_w4a8", runner: str = "cutlass") -> Any:
+    d: dict[str, Any] = {"gpu": "H20", "engine": engine, "engine_version": version, "quant": quant, "model": DSR1,
+                         "tp": 8, "ep": 8, "a2a": "deepep", "a2a_mode": mode, "runner": runner}
+    if mode == "low_latency":
+        d["max_tokens_per_rank"] = 128
+    return moe_select.explain(d)
+
+
+def _w4a8_reasons(r: Any) -> list[Any]:
+    return [x for x in r.reasons if x.source.startswith("backends/a2a/deepep.yaml:") and W4A8_ROW in x.detail]
+
+
+@pytest.mark.parametrize("version", ["0.5.16", "0.5.17"])
+@pytest.mark.parametrize("mode", ["normal", "auto"])
+def test_sglang_w4afp8_deepep_normal_refused_in_0516_0517(version, mode):
+    """Normal mode, and auto (prefill runs normal), under 0.5.16 / 0.5.17: refused as a2a_unsupported by the deepep.yaml
+    row alone, whose detail names the missing argument."""
+    r = _w4a8(version, mode)
+    assert r.plan is None, _why(r)
+    rows = _w4a8_reasons(r)
+    assert len(rows) == 1 and rows[0].code == "a2a_unsupported", _why(r)
+    assert "routed_scaling_factor" in rows[0].detail, _why(r)
+    assert {x.code for x in r.reasons if x.backend in (None, "cutlass")} == {"a2a_unsupported"}, _why(r)
+
+
+@pytest.mark.parametrize(("version", "mode"), [("0.5.15", "normal"), ("0.5.15.post1", "auto"), ("0.5.18", "normal"),
+                                               ("0.5.18", "auto"), ("0.5.16", "low_latency"),
+                                               ("0.5.17", "low_latency")])
+def test_sglang_w4afp8_deepep_planned_outside_the_row(version, mode):
+    """0.5.15.x's kernel takes no such argument, 0.5.18 passes 1.0 (#33669), and low-latency mode never runs the normal
+    path: cutlass is planned with no reason from the row."""
+    r = _w4a8(version, mode)
+    assert r.plan is not None and r.plan.runner == "cutlass", _why(r)
+    assert not _w4a8_reasons(r), _why(r)
+
+
+def test_sglang_w4afp8_row_leaves_other_formats_and_vllm_alone():
+    """The row is SGLang's W4AFP8: block-FP8 over DeepEP normal under 0.5.16 and vLLM's W4A8 over DeepEP normal get no
+    reason from it."""
+    fp8 = _w4a8("0.5.16", "normal", quant="fp8_block", runner="auto")
+    assert not _w4a8_reasons(fp8), _why(fp8)
+    assert fp8.plan is not None, _why(fp8)
+    vllm = _w4a8("0.24.0", "normal", engine="vllm", runner="auto")
+    assert not _w4a8_reasons(vllm), _why(vllm)
