@@ -12,6 +12,10 @@ round case missed, tested on other deployments of the same kind than the round's
    routed_scaling_factor argument the kernel gained in 0.5.16 (TypeError at the first prefill). backends/a2a/deepep.yaml
    marks DeepEP unavailable to SGLang for int4_w4a8 in normal mode (auto included: prefill runs normal) under
    sglang >=0.5.16,<0.5.18 (read in the 0.5.14 .. 0.5.18 wheels).
+3. SGLang's DeepGEMM MoE and per-tensor FP8 on Blackwell (sgl-project/sglang#26306, closed unmerged): DeepGEMM on
+   sm100 takes UE8M0 weight scales, SGLang requantizes only block-FP8 weights to them, and Fp8MoEMethod.apply repeats
+   per-tensor float32 scales into 128x128 blocks as they are (garbled output). backends/deep_gemm.yaml refuses
+   fp8_tensor on sm100/sm103 under sglang >=0.5.6 (the branch is unchanged in every wheel read, 0.5.6 .. 0.5.23).
 """
 from __future__ import annotations
 
@@ -153,3 +157,54 @@ def test_sglang_w4afp8_row_leaves_other_formats_and_vllm_alone():
     assert fp8.plan is not None, _why(fp8)
     vllm = _w4a8("0.24.0", "normal", engine="vllm", runner="auto")
     assert not _w4a8_reasons(vllm), _why(vllm)
+
+
+# --------------------------------------- kind 3: SGLang deep_gemm x per-tensor FP8 on sm100 (sglang#26306)
+# Qwen3-30B-A3B's MoE shape in per-tensor FP8 (not the round case's GLM-4.5-Air) on B300 / GB200, EP 4.
+QWEN3_30B = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+             "routing": "renormalize"}
+
+
+def _dgt(version: str, gpu: str = "B300", a2a: str = "deepep", quant: str = "fp8_tensor", engine: str = "sglang",
+         runner: str = "deep_gemm") -> Any:
+    ep = 4 if a2a == "deepep" else 1
+    d: dict[str, Any] = {"gpu": gpu, "engine": engine, "engine_version": version, "quant": quant, "model": QWEN3_30B,
+                         "tp": 4, "ep": ep, "a2a": a2a, "runner": runner}
+    if a2a == "deepep":
+        d["a2a_mode"] = "normal"
+    return moe_select.explain(d)
+
+
+def _dgt_row(r: Any) -> list[Any]:
+    return [x for x in r.reasons if x.source.startswith("backends/deep_gemm.yaml:")
+            and "does not run fp8_tensor" in x.detail]
+
+
+@pytest.mark.parametrize("version", ["0.5.6", "0.5.12", "0.5.17", "0.5.23"])
+@pytest.mark.parametrize(("gpu", "a2a"), [("B300", "deepep"), ("GB200", "deepep"), ("B300", "none")])
+def test_sglang_deep_gemm_fp8_tensor_refused_on_sm100(version, gpu, a2a):
+    """Per-tensor FP8 with deep_gemm on sm100/sm103, over DeepEP or without an all-to-all, from 0.5.6 to the newest
+    wheel read: refused as quant_unsupported by the one deep_gemm.yaml row."""
+    r = _dgt(version, gpu=gpu, a2a=a2a)
+    assert r.plan is None, _why(r)
+    rows = _dgt_row(r)
+    assert len(rows) == 1 and rows[0].code == "quant_unsupported", _why(r)
+    assert {x.code for x in r.reasons if x.backend == "deep_gemm"} == {"quant_unsupported"}, _why(r)
+
+
+def test_sglang_deep_gemm_fp8_tensor_row_leaves_hopper_block_fp8_vllm_and_old_releases_alone():
+    """The row is sm100's and SGLang's from 0.5.6: per-tensor FP8 on H200, block FP8 on B300, vLLM's per-tensor FP8 on
+    B300 and SGLang 0.5.5 get no reason from it (block FP8 on B300 plans deep_gemm)."""
+    for r in (_dgt("0.5.12", gpu="H200"), _dgt("0.5.12", quant="fp8_block"), _dgt("0.24.0", engine="vllm"),
+              _dgt("0.5.5")):
+        assert not _dgt_row(r), _why(r)
+    block = _dgt("0.5.12", quant="fp8_block")
+    assert block.plan is not None and block.plan.runner == "deep_gemm", _why(block)
+
+
+def test_sglang_auto_fp8_tensor_on_sm100_does_not_pick_deep_gemm():
+    """Under auto, SGLang 0.5.12 per-tensor FP8 on B300 over DeepEP plans a runner other than deep_gemm, and deep_gemm's
+    candidate carries the row's refusal."""
+    r = _dgt("0.5.12", runner="auto")
+    assert r.plan is None or r.plan.runner != "deep_gemm", _why(r)
+    assert len(_dgt_row(r)) == 1, _why(r)
