@@ -1,7 +1,7 @@
 """Issue 26's table from the H200 results of 2026-12-02: each (layer, format, tokens) point's CUDA-graph time of every
-runner timed, and the runner the bundled rules choose for a prefill worker whose largest forward is that token count
-(``phase: prefill``, ``max_tokens_per_rank`` = tokens, ``require_adapter``: this install), with its fraction of the
-roofline floor. Reads the moe_layer.py JSON files named below (no GPU, no torch); prints a Markdown table and the
+runner timed, and the runner the bundled rules choose for a deployment whose largest forward is that token count
+(``max_tokens_per_rank`` = tokens, ``require_adapter``: this install; with token ranges, the runner of the largest
+forwards), with its fraction of the roofline floor. Reads the moe_layer.py JSON files named below (no GPU, no torch); prints a Markdown table and the
 geo-means per token count. Usage: ``python benchmarks/deep_gemm_table.py [results_dir]``.
 
 A runner not timed at a point in these files prints ``-``; when the rules choose such a runner the row says so and
@@ -39,7 +39,7 @@ def chosen(model: str, quant: str, tokens: int) -> str | None:
 
     e, k, h, i = SHAPES[model]
     rep = moe_select.explain({"arch": "sm90", "quant": quant, "tp": 1, "require_adapter": True, "cuda_graph": True,
-                              "phase": "prefill", "max_tokens_per_rank": tokens,
+                              "max_tokens_per_rank": tokens,
                               "model": {"num_experts": e, "top_k": k, "hidden_size": h, "moe_intermediate_size": i,
                                         "activation": "silu", "routing": "renormalize"}})
     return rep.plan.runner if rep.plan else None
@@ -48,7 +48,7 @@ def chosen(model: str, quant: str, tokens: int) -> str | None:
 def main() -> int:
     d = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "results" / "deep_gemm_h200_2026-12-02"
     rows = load(d)
-    print("| layer | format | tokens | floor us | triton us | deep_gemm us | torch_grouped_mm us | rules choose (prefill) | frac |")
+    print("| layer | format | tokens | floor us | triton us | deep_gemm us | torch_grouped_mm us | rules choose | frac |")
     print("|---|---|---:|---:|---:|---:|---:|---|---:|")
     logs: dict = {}
     for model in SHAPES:

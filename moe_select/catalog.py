@@ -471,6 +471,10 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
             if name not in runners and name not in failed:
                 ld.issues.append(Issue(r._file, r._lines.get(r.action, r._line), r.action,
                                        f"rule {r.id!r} names unknown runner {shorten(name)}" + _did_you_mean(name, runners)))
+        for name in r.small_forwards.prefer if r.small_forwards is not None else []:
+            if name not in runners and name not in failed:
+                ld.issues.append(Issue(r._file, r._lines.get("small_forwards", r._line), "small_forwards.prefer",
+                                       f"rule {r.id!r} names unknown runner {shorten(name)}" + _did_you_mean(name, runners)))
         for name in r.when.a2a or []:
             if name not in a2a:
                 ld.issues.append(Issue(r._file, r.when._lines.get("a2a", r._line), "when.a2a",

@@ -9,7 +9,11 @@ Selection with ``runner: auto`` walks the matching ``prefer`` rules in order and
 eligible runner; a matching ``disable`` rule removes runners (``disabled_by_rule``), also when a
 runner is asked for explicitly. ``prefer: measured`` (issue 25) prefers, at the rule's place, the runners a
 measurement table (``--measurements``) times for the deployment, by measured time per token range
-(:mod:`moe_select.measured`); without an applicable table the rule prefers nothing.
+(:mod:`moe_select.measured`); without an applicable table the rule prefers nothing. A prefer rule may add
+``small_forwards: {max_tokens: N, prefer: [...]}``: when it chooses and the deployment's largest forward exceeds N,
+forwards of at most N tokens run the first eligible runner of that list and the plan gets token ranges (as a
+measured plan has), the way vLLM's DeepGEMM experts hand batches under 128 rows to Triton per call; when the largest
+forward is at most N, that runner is the plan's.
 """
 from __future__ import annotations
 
@@ -25,9 +29,18 @@ from .located import Located
 MEASURED = "measured"
 
 
+class SmallForwards(Located):
+    """``small_forwards`` of a prefer rule: forwards of at most ``max_tokens`` tokens per rank run the first eligible
+    runner of ``prefer`` (module doc)."""
+
+    max_tokens: int = Field(gt=0)
+    prefer: list[str] = Field(min_length=1)
+
+
 class Rule(Located):
     """One policy rule: ``when`` -> ``prefer`` (ordered runners, or ``measured``: the runners a measurement
-    table times, fastest per token range) or ``disable`` (runners, with ``reason``)."""
+    table times, fastest per token range) or ``disable`` (runners, with ``reason``); a prefer list may add
+    ``small_forwards`` (another list for forwards up to a token count)."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     when: When = When.model_construct()  # always; not When(): that would build the validator at import
@@ -35,11 +48,14 @@ class Rule(Located):
     disable: list[str] | None = None
     reason: str | None = None
     note: str | None = None
+    small_forwards: SmallForwards | None = None
 
     @model_validator(mode="after")
     def _one_action(self) -> "Rule":
         if (self.prefer is None) == (self.disable is None):
             raise ValueError("a rule has exactly one of prefer or disable")
+        if self.small_forwards is not None and (self.prefer is None or self.prefer == MEASURED):
+            raise ValueError("small_forwards goes with a prefer list (not with disable or prefer: measured)")
         if self.disable is not None and not self.reason:
             raise ValueError("a disable rule needs a reason")
         if not (self.prefer or self.disable):

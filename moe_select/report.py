@@ -134,7 +134,8 @@ class Report(BaseModel):
             if p.ranges:
                 out.append("  token ranges: " + "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None
                                                           else f"above: {r.runner}" for r in p.ranges)
-                           + f" (measurements sha256:{(p.measurements_fingerprint or '')[:12]}...)")
+                           + (f" (measurements sha256:{p.measurements_fingerprint[:12]}...)" if p.measurements_fingerprint
+                              else f" (rule {p.chosen_by.rule}: small_forwards)"))
             by = ", ".join(f"{e} {lv}" for e, lv in p.evidence_by_engine.items())
             out.append(f"  evidence: {p.evidence}" + (f" ({by})" if by else "") + (" (strict)" if p.strict else ""))
             out += [f"  {x.render()}" for x in p.unknowns]

@@ -1133,6 +1133,9 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
     if table is not None or slot_rule is not None or app.given:
         mreport, rows, chosen, chosen_by = _measured_choice(u, app, slot, slot_rule, candidates, chosen, chosen_by, preferred,
                                                             rule_order)
+    small: tuple[Any, Candidate] | None = None  # (the rule, the runner of its small forwards) when they split the plan
+    if chosen is not None and chosen_by is not None and chosen_by.how == "rule" and not rows:
+        chosen, chosen_by, small = _small_forwards(u, preferred[chosen.backend], chosen, chosen_by, candidates)
     plan = None
     if chosen is not None and chosen_by is not None:
         how: ChosenBy = chosen_by
@@ -1144,6 +1147,8 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
         if table is not None:
             plan = _with_measurements(plan, table, rows, [plan_of(candidates[r]) for r in dict.fromkeys(x.runner for x in rows)
                                                           if r != chosen.backend], mreport, app.assumed, u, env, catalog)
+        elif small is not None:
+            plan = _with_rule_ranges(plan, small[0], plan_of(small[1]), u, env, catalog)
     kind_reports = [_select_kind(u, k, env, catalog, measurements) for k in u.layer_kinds]
     for k in kind_reports:
         if k.plan is None:
@@ -1229,24 +1234,67 @@ def _measured_choice(u: Understood, app: Any, slot: Any, slot_rule: Any, candida
     return report.model_copy(update={"why": why}), [], chosen, chosen_by
 
 
+def _small_forwards(u: Understood, rule: Any, chosen: Candidate, chosen_by: ChosenBy,
+                    candidates: dict[str, Candidate]) -> tuple[Candidate, ChosenBy, tuple[Any, Candidate] | None]:
+    """A rule's ``small_forwards`` (:mod:`moe_select.policy`): the first eligible runner of its list (supported before
+    unverified, as the rules rank). When the deployment's largest forward is within its ``max_tokens``, that runner is
+    the plan's; when it is larger and the runner differs from the rule's choice, ``(rule, runner)`` for the plan's
+    token ranges. Unchanged without ``small_forwards`` or an eligible runner in its list."""
+    sf = getattr(rule, "small_forwards", None)
+    if sf is None:
+        return chosen, chosen_by, None
+    listed = [candidates[n] for n in sf.prefer if n in candidates and candidates[n].eligible]
+    pick = next((c for c in listed if c.evidence == "supported"), listed[0] if listed else None)
+    if pick is None or pick.backend == chosen.backend:
+        return chosen, chosen_by, None
+    if u.max_tokens_per_rank is not None and u.max_tokens_per_rank <= sf.max_tokens:
+        return pick, ChosenBy(how="rule", rule=rule.id, source=rule.where("small_forwards")), None
+    return chosen, chosen_by, (rule, pick)
+
+
+def _range_parts(plan: Plan, rows: list[Any], others: list[Plan]) -> dict[str, Any]:
+    """What a plan with token ``rows`` takes from the plans of the ranges' other runners (``others``): the
+    ``range_runners`` (module, registrations, layout, precision, JIT line of each), and the union of packages and
+    unknowns; its evidence is the weakest of them."""
+    from .plans import RangeRunner, TokenRange
+
+    pieces = {p.runner: p for p in [plan, *others]}
+    packages = list(plan.packages)
+    unknowns = list(plan.unknowns)
+    for p in others:
+        packages += [n for n in p.packages if n not in packages]
+        unknowns += [x for x in p.unknowns if x not in unknowns]
+    return {"ranges": [TokenRange(max_tokens=r.max_tokens, runner=r.runner) for r in rows],
+            "range_runners": [RangeRunner(runner=n, module=pieces[n].module, registers=list(pieces[n].registers),
+                                          weight_layout=pieces[n].weight_layout,
+                                          activation_precision=pieces[n].activation_precision, jit=pieces[n].jit)
+                              for n in dict.fromkeys(r.runner for r in rows)],
+            "packages": packages, "unknowns": unknowns, "evidence": weakest([str(p.evidence) for p in pieces.values()]),
+            "alternatives": [a for a in plan.alternatives if a not in pieces]}
+
+
+def _with_rule_ranges(plan: Plan, rule: Any, other: Plan, u: Understood, env: Environment, catalog: Catalog) -> Plan:
+    """``plan`` (the rule's choice, for the largest forwards) with the token ranges of the rule's ``small_forwards``:
+    forwards of at most its ``max_tokens`` run ``other``'s runner. The fingerprint covers the ranges."""
+    from .plans import TokenRange
+
+    sf = rule.small_forwards
+    rows = [TokenRange(max_tokens=sf.max_tokens, runner=other.runner), TokenRange(max_tokens=None, runner=plan.runner)]
+    parts = _range_parts(plan, rows, [other])
+    notes = list(plan.notes) + [f"token ranges (rule {rule.id}, {rule.where('small_forwards')}): <= {sf.max_tokens}: "
+                                f"{other.runner}; above: {plan.runner}"]
+    files = dict(sorted(catalog.files.items()))
+    sources = list(catalog.rule_sources) + list(catalog.backend_sources)
+    return plan.model_copy(update={**parts, "notes": notes, "fingerprint": fingerprint(
+        u, env, canonical_files(files, sources), plan.runner, {"rule_ranges": [[r.max_tokens, r.runner] for r in rows]})})
+
+
 def _with_measurements(plan: Plan, table: Any, rows: list[Any], others: list[Plan], mreport: Any, assumed: list[str],
                        u: Understood, env: Environment, catalog: Catalog) -> Plan:
     """``plan`` with the applicable measurement ``table`` embedded (and its fingerprint) and, when the table chose,
     its token ``rows`` (``others``: the plans of the ranges' other runners, whose module, registers and packages the
     ranges and the plan take), the ties and the extrapolation notes; the fingerprint covers both."""
-    from .plans import RangeRunner, TokenRange
-
-    pieces = {p.runner: p for p in [plan, *others]}
-    ranges = [TokenRange(max_tokens=r.max_tokens, runner=r.runner) for r in rows]
-    range_runners = [RangeRunner(runner=n, module=pieces[n].module, registers=list(pieces[n].registers),
-                                 weight_layout=pieces[n].weight_layout, activation_precision=pieces[n].activation_precision,
-                                 jit=pieces[n].jit) for n in dict.fromkeys(r.runner for r in rows)]
-    packages = list(plan.packages)
-    for p in others:
-        packages += [n for n in p.packages if n not in packages]
-    unknowns = list(plan.unknowns)
-    for p in others:
-        unknowns += [x for x in p.unknowns if x not in unknowns]
+    parts = _range_parts(plan, rows, others)
     notes = list(plan.notes)
     if rows:
         notes.append("measured token ranges: " + "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None
@@ -1257,10 +1305,8 @@ def _with_measurements(plan: Plan, table: Any, rows: list[Any], others: list[Pla
     sources = list(catalog.rule_sources) + list(catalog.backend_sources)
     measured = {"table": fp, "ranges": [[r.max_tokens, r.runner] for r in rows]}
     return plan.model_copy(update={
-        "ranges": ranges, "range_runners": range_runners, "measurements": table, "measurements_fingerprint": fp, "packages": packages, "unknowns": unknowns,
-        "evidence": weakest([str(p.evidence) for p in pieces.values()]), "notes": notes,
+        **parts, "measurements": table, "measurements_fingerprint": fp, "notes": notes,
         "assumptions": list(plan.assumptions) + [a for a in assumed if a not in plan.assumptions],
-        "alternatives": [a for a in plan.alternatives if a not in pieces],
         "fingerprint": fingerprint(u, env, canonical_files(files, sources), plan.runner, measured)})
 
 

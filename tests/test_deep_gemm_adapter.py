@@ -288,47 +288,43 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
         assert moe_select.plan({**_sm90(quant, 128, 8, 2048, 768), "runner": "deep_gemm"}).runner == "deep_gemm"
 
 
-@pytest.mark.parametrize("quant, e, k, h, i, tokens, want", [
-    # (layer, largest forward per rank) -> the runner measured fastest there (moe_layer_dg.txt, 2026-12-02)
-    ("fp8_block", 8, 2, 4096, 14336, 256, "deep_gemm"),       # Mixtral-8x7B: 535 vs 739 us
-    ("fp8_block", 8, 2, 4096, 14336, 128, "triton"),          # below every measured deep_gemm win
-    ("fp8_block", 128, 8, 2048, 768, 2048, "deep_gemm"),      # Qwen3-30B-A3B: 385 vs 421 us
-    ("fp8_block", 128, 8, 2048, 768, 256, "triton"),          # 197 vs 268 us
-    ("fp8_block", 256, 8, 7168, 2048, 2048, "triton"),        # DeepSeek-V3: 3996 vs 4601 us
-    ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm"),     # 7484 vs 11324 us
-    ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm"),     # a prefill worker's default: 8192
-    ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm"),    # deep_gemm 2-5 % ahead only: no bf16 rule for it
-    ("fp8_channel", 8, 2, 4096, 14336, 2048, "deep_gemm"),    # Mixtral-8x7B: 1504 vs 2027 (torch_grouped_mm) us
-    ("fp8_channel", 8, 2, 4096, 14336, 1024, "torch_grouped_mm"),  # not measured for deep_gemm: the old rule
-    ("fp8_channel", 8, 2, 4096, 14336, 256, "triton"),        # 523 vs 547 us
-    ("fp8_channel", 128, 8, 4096, 1536, 2048, "deep_gemm"),   # Qwen3-235B-A22B: 1255 vs 1363 us
-    ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton"),      # DeepSeek-V3: not deep_gemm (4574 us; triton 4372)
-    ("fp8_channel", 256, 8, 7168, 2048, 8192, "deep_gemm"),   # 8531 vs 10926 us
-    ("bf16", 128, 8, 2048, 768, 8192, "triton"),              # ties (1367 vs 1392 us)
+@pytest.mark.parametrize("quant, e, k, h, i, tokens, want, small", [
+    # (layer, largest forward per rank) -> the runner of the largest forwards, measured fastest there
+    # (moe_layer_dg*.txt, 2026-12-02), and the runner of the rule's small forwards (None: no token ranges)
+    ("fp8_block", 8, 2, 4096, 14336, 256, "deep_gemm", (128, "triton")),    # Mixtral-8x7B: 535 vs 739 us
+    ("fp8_block", 8, 2, 4096, 14336, 128, "triton", None),                  # below every measured deep_gemm win
+    ("fp8_block", 128, 8, 2048, 768, 2048, "deep_gemm", (1024, "triton")),  # Qwen3-30B-A3B: 385 vs 421 us
+    ("fp8_block", 128, 8, 2048, 768, 256, "triton", None),                  # 197 vs 268 us
+    ("fp8_block", 256, 8, 7168, 2048, 2048, "triton", None),                # DeepSeek-V3: 3996 vs 4601 us
+    ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm", (2048, "triton")), # 7484 vs 11324 us
+    ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm", (2048, "triton")), # the default largest forward: 8192
+    ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm", None),            # deep_gemm 2-5 % ahead only: no bf16 rule
+    ("fp8_channel", 8, 2, 4096, 14336, 2048, "deep_gemm", (1024, "triton")),  # Mixtral-8x7B: 1504 vs 2027 (tgm) us
+    ("fp8_channel", 8, 2, 4096, 14336, 1024, "torch_grouped_mm", None),     # not measured for deep_gemm: the old rule
+    ("fp8_channel", 8, 2, 4096, 14336, 256, "triton", None),                # 523 vs 547 us
+    ("fp8_channel", 128, 8, 4096, 1536, 2048, "deep_gemm", (1024, "triton")),  # Qwen3-235B-A22B: 1255 vs 1363 us
+    ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton", None),              # DeepSeek-V3: not deep_gemm (4574; 4372)
+    ("fp8_channel", 256, 8, 7168, 2048, 8192, "deep_gemm", (2048, "triton")),  # 8531 vs 10926 us
+    ("bf16", 128, 8, 2048, 768, 8192, "triton", None),                      # ties (1367 vs 1392 us)
 ])
-def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, tokens, want):
-    """A prefill worker (phase prefill) gets deep_gemm where the H200 run timed it faster; a worker that also
-    decodes (phase both, the default) keeps the general rule's runner at the same largest forward."""
+def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, tokens, want, small):
+    """deep_gemm for a deployment's largest forwards where the H200 run timed it faster, with the rule's small
+    forwards on triton (token ranges); the same for a prefill worker and a worker that also decodes."""
     import moe_select
 
     kw = {} if tokens is None else {"max_tokens_per_rank": tokens}
-    r = moe_select.explain(_sm90(quant, e, k, h, i, phase="prefill", **kw))
-    assert r.plan is not None and r.plan.runner == want, (quant, e, tokens, r.plan and r.plan.runner)
-    both = moe_select.explain(_sm90(quant, e, k, h, i, **kw))
-    assert both.plan is not None and both.plan.runner != "deep_gemm", (quant, e, tokens, both.plan and both.plan.runner)
-    if want != "deep_gemm":
-        assert both.plan.runner == want, "where deep_gemm is not chosen, a worker that also decodes gets the same"
-    elif quant == "fp8_channel" and e <= 8:
-        assert both.plan.runner == "torch_grouped_mm", both.plan.runner    # hopper-16bit-and-fp8-rowwise-few-experts
-    else:
-        assert both.plan.runner == "triton", both.plan.runner
+    for phase in ("both", "prefill"):
+        p = moe_select.explain(_sm90(quant, e, k, h, i, phase=phase, **kw)).plan
+        assert p is not None and p.runner == want, (quant, e, tokens, phase, p and p.runner)
+        got = [(r.max_tokens, r.runner) for r in p.ranges]
+        assert got == ([] if small is None else [small, (None, want)]), (quant, e, tokens, phase, got)
 
 
 def test_serving_engines_keep_their_own_choice():
     """The deep_gemm rules are this install's (engine moe_select): SGLang's plan under pure TP stays triton."""
     import moe_select
 
-    d = _sm90("fp8_block", 8, 2, 4096, 14336, max_tokens_per_rank=8192, phase="prefill")
+    d = _sm90("fp8_block", 8, 2, 4096, 14336, max_tokens_per_rank=8192)
     del d["require_adapter"]
     r = moe_select.explain({**d, "engine": "sglang"})
     assert r.plan is not None and r.plan.runner == "triton", r.plan and r.plan.runner
