@@ -12,8 +12,8 @@ measurement table (``--measurements``) times for the deployment, by measured tim
 (:mod:`moe_select.measured`); without an applicable table the rule prefers nothing. A prefer rule may add
 ``small_forwards: {max_tokens: N, prefer: [...]}``: when it chooses and the deployment's largest forward exceeds N,
 forwards of at most N tokens run the first eligible runner of that list and the plan gets token ranges (as a
-measured plan has), the way vLLM's DeepGEMM experts hand batches under 128 rows to Triton per call; when the largest
-forward is at most N, that runner is the plan's.
+measured plan has: a grouped-GEMM runner for large batches, a fused kernel for small ones); when the largest forward
+is at most N, that runner is the plan's.
 """
 from __future__ import annotations
 
