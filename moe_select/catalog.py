@@ -467,13 +467,12 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
     """Names that must exist: runners and a2a backends named by rules, a2a restrictions of runner files,
     packages named by capability files (in the known-packages table)."""
     for r in rules:
-        for name in r.runners:
+        named: list[tuple[str, str, str]] = [(name, r.action, r.action) for name in r.runners]
+        if r.small_forwards is not None:
+            named += [(name, "small_forwards", "small_forwards.prefer") for name in r.small_forwards.prefer]
+        for name, key, where in named:
             if name not in runners and name not in failed:
-                ld.issues.append(Issue(r._file, r._lines.get(r.action, r._line), r.action,
-                                       f"rule {r.id!r} names unknown runner {shorten(name)}" + _did_you_mean(name, runners)))
-        for name in r.small_forwards.prefer if r.small_forwards is not None else []:
-            if name not in runners and name not in failed:
-                ld.issues.append(Issue(r._file, r._lines.get("small_forwards", r._line), "small_forwards.prefer",
+                ld.issues.append(Issue(r._file, r._lines.get(key, r._line), where,
                                        f"rule {r.id!r} names unknown runner {shorten(name)}" + _did_you_mean(name, runners)))
         for name in r.when.a2a or []:
             if name not in a2a:

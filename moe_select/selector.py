@@ -1280,13 +1280,22 @@ def _with_rule_ranges(plan: Plan, rule: Any, other: Plan, u: Understood, env: En
 
     sf = rule.small_forwards
     rows = [TokenRange(max_tokens=sf.max_tokens, runner=other.runner), TokenRange(max_tokens=None, runner=plan.runner)]
-    parts = _range_parts(plan, rows, [other])
-    notes = list(plan.notes) + [f"token ranges (rule {rule.id}, {rule.where('small_forwards')}): <= {sf.max_tokens}: "
-                                f"{other.runner}; above: {plan.runner}"]
+    notes = list(plan.notes) + [f"token ranges (rule {rule.id}, {rule.where('small_forwards')}): {_ranges_text(rows)}"]
+    return plan.model_copy(update={**_range_parts(plan, rows, [other]), "notes": notes, "fingerprint": _ranged_fingerprint(
+        plan, u, env, catalog, {"rule_ranges": [[r.max_tokens, r.runner] for r in rows]})})
+
+
+def _ranges_text(rows: list[Any]) -> str:
+    """``<= 1024: runner_a; above: runner_b``: token ranges as the plan's notes say them."""
+    return "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None else f"above: {r.runner}" for r in rows)
+
+
+def _ranged_fingerprint(plan: Plan, u: Understood, env: Environment, catalog: Catalog, ranges: dict[str, Any]) -> str:
+    """The fingerprint of a plan with token ranges: :func:`moe_select.plans.fingerprint` over the inputs, the
+    catalog's files and ``ranges`` (a measured plan's table and ranges, or a rule's ranges)."""
     files = dict(sorted(catalog.files.items()))
     sources = list(catalog.rule_sources) + list(catalog.backend_sources)
-    return plan.model_copy(update={**parts, "notes": notes, "fingerprint": fingerprint(
-        u, env, canonical_files(files, sources), plan.runner, {"rule_ranges": [[r.max_tokens, r.runner] for r in rows]})})
+    return fingerprint(u, env, canonical_files(files, sources), plan.runner, ranges)
 
 
 def _with_measurements(plan: Plan, table: Any, rows: list[Any], others: list[Plan], mreport: Any, assumed: list[str],
@@ -1297,17 +1306,14 @@ def _with_measurements(plan: Plan, table: Any, rows: list[Any], others: list[Pla
     parts = _range_parts(plan, rows, others)
     notes = list(plan.notes)
     if rows:
-        notes.append("measured token ranges: " + "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None
-                                                          else f"above: {r.runner}" for r in rows))
+        notes.append("measured token ranges: " + _ranges_text(rows))
         notes += list(mreport.ties) + [n for n in mreport.notes if n.startswith(("below ", "above "))]
     fp = table.fingerprint()
-    files = dict(sorted(catalog.files.items()))
-    sources = list(catalog.rule_sources) + list(catalog.backend_sources)
     measured = {"table": fp, "ranges": [[r.max_tokens, r.runner] for r in rows]}
     return plan.model_copy(update={
         **parts, "measurements": table, "measurements_fingerprint": fp, "notes": notes,
         "assumptions": list(plan.assumptions) + [a for a in assumed if a not in plan.assumptions],
-        "fingerprint": fingerprint(u, env, canonical_files(files, sources), plan.runner, measured)})
+        "fingerprint": _ranged_fingerprint(plan, u, env, catalog, measured)})
 
 
 def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners: Iterable[str]) -> dict[str, list[Reason]]:
