@@ -93,7 +93,9 @@ KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 
 def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES) -> tuple[str, str | None]:
     """``(arch, product name)`` of GPU 0 without importing torch; ``("cpu", None)`` when the machine has
-    no GPU. NVIDIA: ``nvidia-smi --query-gpu=name,compute_cap`` (driver >= 510). AMD: the amdkfd topology
+    no GPU, or when ``CUDA_VISIBLE_DEVICES`` hides every GPU (``""``, ``"-1"``: torch then sees none either).
+    NVIDIA: ``nvidia-smi --query-gpu=name,compute_cap`` (driver >= 510), limited to the GPUs a set
+    ``CUDA_VISIBLE_DEVICES`` names (indices or UUIDs: :func:`_visible_gpus`). AMD: the amdkfd topology
     in sysfs (``gfx_target_version`` 90402 -> gfx942). Raises :class:`DetectionError` when nvidia-smi
     exits non-zero, hangs past ``timeout_s`` seconds or prints what cannot be read, or when an NVIDIA driver
     is loaded but nvidia-smi is missing. A GPU of an architecture no vocabulary declares (compute capability
@@ -101,9 +103,14 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     import shutil
     import subprocess
 
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    chosen = _visible_entries(visible) if visible is not None else None
+    if chosen == []:  # CUDA_VISIBLE_DEVICES="" (or starting with an invalid entry): CUDA, and so torch, sees no GPU
+        return "cpu", None
     smi = shutil.which("nvidia-smi")
     if smi:
-        cmd = [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"]
+        fields = "index,uuid,name,compute_cap" if chosen else "name,compute_cap"
+        cmd = [smi, f"--query-gpu={fields}", "--format=csv,noheader"]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -120,14 +127,23 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
         if not lines:
             raise DetectionError("nvidia-smi listed no GPU although it ran: give gpu/arch to plan explicitly")
         gpus: list[tuple[str, str]] = []
+        ids: list[tuple[str, str]] = []  # (index, uuid) of each GPU, when CUDA_VISIBLE_DEVICES chooses among them
         for line in lines:
             try:
-                name, cap = [x.strip() for x in line.rsplit(",", 1)]
+                head, cap = [x.strip() for x in line.rsplit(",", 1)]
+                if chosen:
+                    index, uuid, name = [x.strip() for x in head.split(",", 2)]
+                    ids.append((index, uuid))
+                else:
+                    name = head
                 major, minor = cap.split(".")
                 gpus.append((name, arch_of_capability(int(major), int(minor))))
             except ValueError:
-                raise DetectionError(f"cannot read nvidia-smi's answer {line[:120]!r} (expected 'name, X.Y'): give gpu/arch "
+                expected = "index, uuid, name, X.Y" if chosen else "name, X.Y"
+                raise DetectionError(f"cannot read nvidia-smi's answer {line[:120]!r} (expected '{expected}'): give gpu/arch "
                                      "to plan explicitly") from None
+        if chosen:
+            gpus = _visible_gpus(gpus, ids, chosen, str(visible))
         kinds = sorted(set(gpus))
         if len(kinds) > 1:  # one plan serves one kind of GPU: never the first one silently
             listed = ", ".join(f"{n} ({a}) x{gpus.count((n, a))}" for n, a in kinds)
@@ -142,6 +158,50 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
         raise DetectionError("an NVIDIA driver is loaded (/dev/nvidiactl exists) but nvidia-smi is not on PATH: cannot tell "
                              "this machine's GPU; put nvidia-smi on PATH, or give gpu/arch to plan explicitly")
     return "cpu", None
+
+
+def _visible_entries(value: str) -> list[str]:
+    """The GPUs ``CUDA_VISIBLE_DEVICES=value`` makes visible, as written: indices (``"1"``) and UUIDs (``"GPU-8f..."``,
+    a prefix is enough), up to the first entry CUDA cannot read (CUDA ignores it and every entry after it, so
+    ``""`` and ``"-1"`` hide every GPU: an empty list). ``MIG-`` entries are kept as written (their GPU is
+    looked up by the UUID in them, which nvidia-smi does not list: :func:`_visible_gpus` refuses them)."""
+    out: list[str] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if entry.isdigit() or entry.startswith(("GPU-", "MIG-")):
+            out.append(entry)
+        else:
+            break
+    return out
+
+
+def _visible_gpus(gpus: list[tuple[str, str]], ids: list[tuple[str, str]], chosen: list[str],
+                  value: str) -> list[tuple[str, str]]:
+    """``(name, arch)`` of the GPUs ``CUDA_VISIBLE_DEVICES`` (``value``, read as ``chosen``) leaves visible, from
+    nvidia-smi's list (``gpus``, and ``ids``: each one's ``(index, uuid)``). Indices are nvidia-smi's (PCI bus
+    order); CUDA numbers GPUs fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so an index on a machine of
+    mixed GPUs without that order is refused, as are MIG entries and entries that match no GPU
+    (:class:`DetectionError`): detection never guesses which GPU the engine will get."""
+    kinds = set(gpus)
+    out: list[tuple[str, str]] = []
+    for entry in chosen:
+        if entry.startswith("MIG-"):
+            raise DetectionError(f"CUDA_VISIBLE_DEVICES={value!r} names a MIG instance ({entry[:40]}): detection does not "
+                                 "read MIG instances; give gpu/arch to plan explicitly")
+        if entry.isdigit():
+            if len(kinds) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+                raise DetectionError(f"CUDA_VISIBLE_DEVICES={value!r} chooses GPUs by index on a machine with GPUs of "
+                                     "different kinds, and CUDA numbers them fastest first unless CUDA_DEVICE_ORDER="
+                                     "PCI_BUS_ID (nvidia-smi's order): set that, choose them by UUID, or give gpu/arch "
+                                     "to plan explicitly")
+            hits = [i for i, (index, _) in enumerate(ids) if index == entry]
+        else:
+            hits = [i for i, (_, uuid) in enumerate(ids) if uuid.startswith(entry)]
+        if len(hits) != 1:
+            raise DetectionError(f"CUDA_VISIBLE_DEVICES={value!r}: {entry[:60]!r} matches "
+                                 f"{'no GPU' if not hits else 'several GPUs'} nvidia-smi lists ({len(ids)} GPU(s)); give "
+                                 "gpu/arch to plan explicitly")
+        out.append(gpus[hits[0]])
+    return out
 
 
 def _known(arch: str, name: str | None) -> str:
@@ -400,7 +460,9 @@ def detect(packages: Iterable[tuple[str, str | None]], *, arch: tuple[str, str |
             prebuilt[package] = bool(importlib.import_module(module).detect_prebuilt(a))
         except Exception:  # noqa: BLE001 - a broken detector means "not known", never a crash of planning
             prebuilt[package] = None
-    prov = {"arch": "detected (torch.cuda)" if arch else "detected (nvidia-smi / amdkfd)", "packages": "detected (importlib.metadata)",
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    how = "nvidia-smi / amdkfd" + (f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "")
+    prov = {"arch": "detected (torch.cuda)" if arch else f"detected ({how})", "packages": "detected (importlib.metadata)",
             "nvcc": "detected (nvcc --version)", "prebuilt": "detected (each JIT package's detect_prebuilt)", **lookalikes}
     return Environment(detected=True, arch=a, gpu=gpu, packages=pk, nvcc=detect_nvcc() if need_nvcc else None,
                        prebuilt=prebuilt, provenance=prov)

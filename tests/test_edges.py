@@ -481,3 +481,64 @@ def test_flashinfer_cutlass_adapter_does_not_claim_gpt_oss():
     with pytest.raises(ResolveError) as e:
         moe_select.resolve(silu)
     assert "no_adapter: flashinfer_cutlass" not in str(e.value)
+
+
+# ------------------------------------------------------------- detection honours CUDA_VISIBLE_DEVICES (as torch does)
+MIXED = ("cat <<'X'\n0, GPU-aaaa1111-0000, NVIDIA H100 80GB HBM3, 9.0\n1, GPU-bbbb2222-0000, NVIDIA A100-SXM4-80GB, 8.0\n"
+         "2, GPU-cccc3333-0000, NVIDIA A100-SXM4-80GB, 8.0\nX")
+
+
+@pytest.mark.parametrize("value", ["", "-1", " ", "-1,0", "none"])
+def test_cuda_visible_devices_hiding_every_gpu_detects_the_cpu(tmp_path, monkeypatch, value):
+    """CUDA ignores CUDA_VISIBLE_DEVICES from its first invalid entry on, so "" and "-1" hide every GPU: torch sees
+    no GPU, and neither does arch auto (nvidia-smi would list them all; it is not asked)."""
+    _fake_smi(tmp_path, monkeypatch, "echo 'NVIDIA H200, 9.0'")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    assert envmod.detect_gpu() == ("cpu", None)
+
+
+@pytest.mark.parametrize("value, want", [
+    ("GPU-bbbb", ("sm80", "NVIDIA A100-SXM4-80GB")),   # a UUID prefix, as CUDA accepts
+    ("GPU-aaaa1111-0000", ("sm90", "NVIDIA H100 80GB HBM3")),
+    ("GPU-bbbb,GPU-cccc", ("sm80", "NVIDIA A100-SXM4-80GB")),
+    ("GPU-cccc,bogus,GPU-aaaa", ("sm80", "NVIDIA A100-SXM4-80GB")),  # entries after an invalid one are ignored
+])
+def test_cuda_visible_devices_chooses_among_mixed_gpus(tmp_path, monkeypatch, value, want):
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    assert envmod.detect_gpu() == want
+
+
+def test_cuda_visible_devices_by_index_needs_pci_bus_order_on_mixed_gpus(tmp_path, monkeypatch):
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    with pytest.raises(envmod.DetectionError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+        envmod.detect_gpu()
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert envmod.detect_gpu() == ("sm80", "NVIDIA A100-SXM4-80GB")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # still two kinds: refused, never the first one
+    with pytest.raises(envmod.DetectionError, match="different kinds"):
+        envmod.detect_gpu()
+
+
+@pytest.mark.parametrize("value, says", [
+    ("7", "'7' matches no GPU"), ("GPU-", "matches several GPUs"), ("GPU-ffff", "matches no GPU"),
+    ("MIG-GPU-aaaa1111-0000/1/0", "MIG instance"),
+])
+def test_cuda_visible_devices_that_match_no_single_gpu_are_refused(tmp_path, monkeypatch, value, says):
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    with pytest.raises(envmod.DetectionError, match=says):
+        envmod.detect_gpu()
+
+
+def test_cuda_visible_devices_by_index_on_one_kind_and_in_the_plan(tmp_path, monkeypatch, capsys):
+    _fake_smi(tmp_path, monkeypatch, "echo '0, GPU-1, NVIDIA H200, 9.0'; echo '1, GPU-2, NVIDIA H200, 9.0'")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)  # one kind: the order does not matter
+    assert envmod.detect_gpu() == ("sm90", "NVIDIA H200")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert main(ARGS) == 0
+    assert "cpu" in capsys.readouterr().out
