@@ -180,6 +180,7 @@ def _fake_smi(tmp_path: Path, monkeypatch, body: str) -> None:
     smi.write_text("#!/bin/sh\n" + body + "\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # all GPUs visible, unless a test sets it
 
 
 ARGS = ["explain", "--arch", "auto", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"]
@@ -233,6 +234,7 @@ def _kfd(tmp_path: Path, versions: list[int]) -> Path:
 
 def test_amd_gpus_are_detected_from_the_kfd_topology(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "mi300x", [0, 90402])) == ("gfx942", None)
     assert envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "mi355x", [0, 90500, 90500])) == ("gfx950", None)
     # an architecture with no facts is detected and judged (issue 18), not refused

@@ -204,6 +204,7 @@ def _fake_smi(tmp_path: Path, monkeypatch, line: str) -> None:
     smi.write_text(f"#!/bin/sh\necho '{line}'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
 @pytest.mark.parametrize("line, arch", [("NVIDIA Z9000, 13.0", "sm130"), ("Tesla T4, 7.5", "sm75"), ("NVIDIA H200, 9.0", "sm90")])
