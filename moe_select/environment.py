@@ -89,6 +89,8 @@ SMI_TIMEOUT_S = 5.0
 #: amdkfd's topology: one folder per node, ``properties`` holds ``gfx_target_version`` (0 on CPU
 #: nodes). Linux drivers/gpu/drm/amd/amdkfd/kfd_topology.c (node_show); what rocminfo reads too.
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+#: The NVIDIA driver's control device: present wherever an NVIDIA driver is loaded.
+NVIDIACTL = Path("/dev/nvidiactl")
 
 
 def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES) -> tuple[str, str | None]:
@@ -154,8 +156,8 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     amd = _amd_gfx(kfd_nodes)
     if amd is not None:
         return _known(amd, None), None
-    if os.path.exists("/dev/nvidiactl"):
-        raise DetectionError("an NVIDIA driver is loaded (/dev/nvidiactl exists) but nvidia-smi is not on PATH: cannot tell "
+    if NVIDIACTL.exists():
+        raise DetectionError(f"an NVIDIA driver is loaded ({NVIDIACTL} exists) but nvidia-smi is not on PATH: cannot tell "
                              "this machine's GPU; put nvidia-smi on PATH, or give gpu/arch to plan explicitly")
     return "cpu", None
 

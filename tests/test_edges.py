@@ -235,6 +235,7 @@ def _kfd(tmp_path: Path, versions: list[int]) -> Path:
 def test_amd_gpus_are_detected_from_the_kfd_topology(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(envmod, "NVIDIACTL", tmp_path / "no-nvidiactl")  # as on a machine without an NVIDIA driver
     assert envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "mi300x", [0, 90402])) == ("gfx942", None)
     assert envmod.detect_gpu(kfd_nodes=_kfd(tmp_path / "mi355x", [0, 90500, 90500])) == ("gfx950", None)
     # an architecture with no facts is detected and judged (issue 18), not refused
@@ -544,3 +545,15 @@ def test_cuda_visible_devices_by_index_on_one_kind_and_in_the_plan(tmp_path, mon
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert main(ARGS) == 0
     assert "cpu" in capsys.readouterr().out
+
+
+def test_an_nvidia_driver_without_nvidia_smi_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ctl = tmp_path / "nvidiactl"
+    ctl.touch()
+    monkeypatch.setattr(envmod, "NVIDIACTL", ctl)
+    with pytest.raises(envmod.DetectionError, match="nvidia-smi is not on PATH"):
+        envmod.detect_gpu(kfd_nodes=tmp_path / "none")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # every GPU hidden: the CPU, nvidia-smi or not
+    assert envmod.detect_gpu(kfd_nodes=tmp_path / "none") == ("cpu", None)
