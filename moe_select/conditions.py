@@ -31,6 +31,7 @@ from typing import Any, Collection, Literal, Mapping, Sequence, Union
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
+from .formats import Precision
 from .located import Located
 from .vocab import Activation, Arch, Engine, Quant, Routing, arch_in
 
@@ -145,6 +146,10 @@ class When(Located):
     #: checkpoint's static FP32 input scale, the default) or ``per_token`` (a dynamic FP32 scale per row: SGLang's
     #: ``--quantization nvfp4_online`` or its per-token environment variable); absent for other formats.
     activation_scale: list[Literal["per_tensor", "per_token"]] | None = None
+    #: The activation precision the deployment asks of the engine (``quant_config.activation_precision``): a fact
+    #: with this key holds only when it is asked, so a support row under it runs only on request (SGLang's
+    #: ``--flashinfer-mxfp4-moe-precision fp8``); a deployment that asks none matches no such condition.
+    activation_precision: list[Precision] | None = None
 
     @field_validator("architecture")
     @classmethod
@@ -358,11 +363,13 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, shared_intermediate_size: int | None = None,
              dense_intermediate_size: int | None = None, architecture: str | None = None,
-             weight_only: bool = False, activation_scale: str | None = None) -> dict[str, Any]:
+             weight_only: bool = False, activation_scale: str | None = None,
+             activation_precision: str | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
     checkpoint's model class (None: not given); ``weight_only``: the checkpoint has no activation scales;
-    ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None."""
+    ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None;
+    ``activation_precision``: the activation precision the deployment asks for (None: the runner's default)."""
     moe_tp = Fraction(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
@@ -388,6 +395,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "architecture": architecture,
         "weight_only": weight_only,
         "activation_scale": activation_scale,
+        "activation_precision": activation_precision,
     }
 
 

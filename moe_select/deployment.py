@@ -19,6 +19,7 @@ from typing import Any, Literal, Mapping
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializationInfo, ValidationInfo, field_serializer, field_validator
 
 from .errors import InputError, Issue
+from .formats import Precision
 from .located import Located
 from .model_config import read_model_config
 from .shape import ModelShape
@@ -36,6 +37,11 @@ MAX_TOKENS = 1 << 20
 DEFAULT_TOKENS = {"decode": 256, "prefill": 8192, "both": 8192}
 
 
+#: quant_config keys that say what the engine does at run time, not what the checkpoint holds: given beside a
+#: checkpoint, they add to its parameters and never contradict them.
+RUN_TIME_QUANT_KEYS = ("activation_scale", "activation_precision")
+
+
 class QuantConfig(Located):
     """Parameters of the weight format, for deployments that give a ``model`` shape instead of a
     checkpoint (a checkpoint's config states them): ``block`` ``[bn, bk]`` of block-scaled FP8,
@@ -45,12 +51,20 @@ class QuantConfig(Located):
     run it. ``activation_scale`` (nvfp4 only): ``per_tensor`` (the default: the checkpoint's static FP32 input
     scale) or ``per_token`` (a dynamic FP32 scale per token row, computed at run time: SGLang's
     ``--quantization nvfp4_online`` or its per-token environment variable (backends/engines/sglang.yaml),
-    sgl-project/sglang PR #28354); the engine's choice, not the checkpoint's, so a checkpoint never contradicts it."""
+    sgl-project/sglang PR #28354); the engine's choice, not the checkpoint's, so a checkpoint never contradicts it.
+    ``activation_precision`` (quantized formats only): the precision the experts' GEMMs take their activations in,
+    asked of the engine (a :data:`moe_select.formats.Precision` name: ``bf16`` for W4A16, ``fp8_token`` for
+    W4A8 with per-token FP8, ``mxfp8``, ...). Not given (the default): the runner's default for the format on
+    the GPU, the precision of its support row that needs no request. Given: only support rows of that precision
+    hold, including those that run only on request (``when: {activation_precision: [...]}``, e.g. SGLang's
+    ``--flashinfer-mxfp4-moe-precision fp8``: MXFP4 x FP8 on sm90, sgl-project/sglang PR #34967); the engine's
+    choice, so a checkpoint never contradicts it."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, gt=0, le=1 << 16)
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
+    activation_precision: Precision | None = None
 
     @field_validator("block")
     @classmethod
@@ -410,8 +424,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 + (", ".join(k["kind"] for k in extra) or "none") + ")")
     if dep.quant_config is not None:
         given_qc = dep.quant_config.model_dump(exclude_none=True)
-        # activation_scale is how the engine scales activations at run time, not a parameter a checkpoint states
-        if quant_params and any(quant_params.get(k) != v for k, v in given_qc.items() if k != "activation_scale"):
+        # activation_scale / activation_precision: the engine's run-time choice, not a parameter a checkpoint states
+        if quant_params and any(quant_params.get(k) != v for k, v in given_qc.items() if k not in RUN_TIME_QUANT_KEYS):
             bad("quant_config", f"quant_config {given_qc} contradicts the checkpoint's {quant_params}")
         quant_params.update(given_qc)
         prov["quant_params"] = here("quant_config")
@@ -508,6 +522,16 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         prov["cuda_graph"] = ("default (off on cpu)" if arch in (None, "cpu") else
                               "default (off: a prefill-only deployment; engines capture decode forwards)" if not cuda_graph
                               else "default (on for GPUs that decode, as SGLang)")
+        if quant_params.get("activation_precision") is not None and dep.quant_config is not None:
+            where = dep.quant_config.where("activation_precision")
+            if fmt is not None and not fmt.quantized:
+                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
+                                    "quant_config.activation_precision", f"activation_precision ({where}) is the precision of a "
+                                    f"quantized format's activations (W4A16 vs W4A8); {quant} has unquantized weights"))
+            elif quant_params.get("weight_only") and quant_params["activation_precision"] not in ("bf16", "fp16"):
+                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
+                                    "quant_config.activation_precision", f"activation_precision {quant_params['activation_precision']} "
+                                    f"({where}) quantizes activations; a weight-only checkpoint (weight_only) keeps 16-bit activations"))
     else:
         prov["cuda_graph"] = here("cuda_graph")
 

@@ -44,6 +44,9 @@ Meaning = Literal[
     "a2a_capacity",
     # an NVFP4 activation-scale switch (a boolean variable: true is per-token, false per-tensor; quant_config.activation_scale)
     "activation_scale",
+    # the experts' activation precision asked of the engine (quant_config.activation_precision); the entry's ``values``
+    # map each engine value to a precision name (null: the engine's default, nothing asked)
+    "activation_precision",
     # removed switches and ignored variables, read for what they used to mean (the entry's ``replacement`` names
     # today's spelling): tp-wide expert parallelism, an all-to-all backend, a runner
     "ep_equals_tp", "retired_a2a", "retired_runner",
@@ -117,6 +120,24 @@ class _Entry(Located):
     ignored: Change | None = None
     replacement: str | None = None
     note: str | None = None
+    #: The engine's values and what each means here, for a flag or variable whose values are the engine's names
+    #: (``means: activation_precision``: a precision name of :data:`moe_select.formats.Precision`; null: the
+    #: engine's default). A value the engine takes but this map lacks is read as unknown (a finding), never guessed.
+    values: dict[str, str | None] | None = None
+
+    @model_validator(mode="after")
+    def _values_fit_meaning(self) -> "_Entry":
+        if self.means == "activation_precision":
+            from .formats import PRECISIONS
+
+            if not self.values:
+                raise ValueError("means: activation_precision needs values (the engine's value -> a precision name, or null)")
+            bad = [v for v in self.values.values() if v is not None and v not in PRECISIONS]
+            if bad:
+                raise ValueError(f"values: {bad[0]!r} is not a precision name ({', '.join(PRECISIONS)})")
+        elif self.values is not None:
+            raise ValueError(f"values maps the engine's names for means: activation_precision only (this entry means {self.means})")
+        return self
 
 
 class FlagEntry(_Entry):

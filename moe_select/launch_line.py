@@ -1088,6 +1088,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         _set(launch, "model_config", path, f"{launch.model_written} ({how})")
     _format_runner(launch)
     _activation_scale(launch)
+    _activation_precision(launch)
     return launch
 
 
@@ -1126,6 +1127,26 @@ def _activation_scale(launch: Launch) -> None:
             continue
         _set(launch, "quant_config", {"activation_scale": "per_token"}, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')}; "
              "per-token FP32 activation scales)")
+
+
+def _activation_precision(launch: Launch) -> None:
+    """A flag or variable that asks the engine for an activation precision (``means: activation_precision``, e.g.
+    SGLang's ``--flashinfer-mxfp4-moe-precision``): ``quant_config.activation_precision`` from the entry's ``values``
+    map (the engine's default, null there: nothing asked, a note); a value the map lacks: an ``engine_error`` finding
+    (the engine's parser refuses it), not read."""
+    for r in [r for r in launch.values.values() if r.entry.means == "activation_precision"]:
+        value = str(r.value).strip()
+        names = r.entry.values or {}
+        if value not in names:
+            launch.findings.append(Finding("engine_error", r.written, f"{value!r} is not one of {', '.join(names)}: "
+                                           f"{launch.engine} refuses it (not read)", _cite(launch.engine, r.entry)))
+            continue
+        if names[value] is None:
+            launch.findings.append(Finding("note", r.written, f"{value}: the engine's default activation precision (nothing asked)"))
+            continue
+        qc = dict(launch.deployment.get("quant_config") or {})
+        qc["activation_precision"] = names[value]
+        _set(launch, "quant_config", qc, f"{r.written} (activation_precision {names[value]})")
 
 
 def _format_runner(launch: Launch) -> None:

@@ -186,7 +186,8 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     group_size=group_size(u.quant, u.quant_params),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
-                    weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u))
+                    weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
+                    activation_precision=u.quant_params.get("activation_precision"))
 
 
 def activation_scale_of(u: Understood) -> str | None:
@@ -455,6 +456,8 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
         if not s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats and _holds(s, ctx, assumed):
             # a row scoped to checkpoint architectures names the one it refused (the format alone did not decide)
             of = f" from a {ctx.facts['architecture']} checkpoint" if s.when is not None and s.when.architecture else ""
+            if s.when is not None and s.when.activation_precision:  # a row that refuses an asked activation precision
+                of += f" with {u.quant_params.get('activation_precision')} activations"
             return [Reason(code=s.code, detail=f"{name} does not run {u.quant}{of} on {_arch_label(u)}{_under(s)}",
                            source=s.where(), backend=name)]
     for s in cap.support:  # a negative row that reads an input the deployment leaves unstated may refuse it (issue 21)
@@ -490,6 +493,21 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
                        f"checkpoint is weight-only (no activation scales: weight_only)",
                 settle=f"a support row of {name} running {u.quant} with bf16 activations here"))
             return []
+    asked = u.quant_params.get("activation_precision")
+    if asked is not None:
+        # quant_config.activation_precision: only rows of that precision run it; a row of another precision that holds
+        # here is the runner's answer for the format, not for this request
+        others = [s for s in rows if _row_precision(s, u) != asked]
+        other = next((s for s in others if _holds(s, ctx, assumed)), others[0] if others else None)
+        rows = [s for s in rows if _row_precision(s, u) == asked]
+        if not rows and other is not None:
+            prec = _row_precision(other, u)
+            gap = _gap(ctx, cap, "support", "quant_unsupported",
+                       f"{name} runs {u.quant} on {u.arch} with {prec} activations{_under(other)}; the deployment asks "
+                       f"activation_precision {asked}", f"a support row of {name} running {u.quant} with {asked} "
+                       f"activations on {u.arch}", other.where(), name)
+            return [r.model_copy(update={"fix": f"quant_config.activation_precision {prec} (or not given), or another "
+                                                "runner"}) for r in gap]
     if any(_holds(s, ctx, assumed) for s in rows):
         return []
     # A row that would hold but reads an input the deployment left out (its architecture): not decided either way.
@@ -533,8 +551,9 @@ def _support_row(cap: RunnerCapability, ctx: _Ctx) -> Support | None:
     """The first supported row of ``cap`` that holds here (for a weight-only checkpoint, one with 16-bit
     activations first)."""
     u = ctx.u
+    asked = u.quant_params.get("activation_precision")
     rows = [s for s in cap.support if s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats
-            and _holds(s, ctx, [])]
+            and _holds(s, ctx, []) and (asked is None or _row_precision(s, u) == asked)]
     if u.quant_params.get("weight_only"):
         rows.sort(key=lambda s: _row_precision(s, u) not in _SIXTEEN_BIT)
     return rows[0] if rows else None
@@ -1435,7 +1454,9 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
     support = _support_row(cap, ctx) if cap is not None else None
     fmt = lookup(u.quant)
     act = (support.activation_precision.get(u.quant) if support else None) or (fmt.activation if fmt else None) or _default_precision(u.arch)
-    if u.quant_params.get("weight_only") and act not in _SIXTEEN_BIT:
+    if u.quant_params.get("activation_precision"):  # asked of the engine: the plan says it, verified by a row or not
+        act = str(u.quant_params["activation_precision"])
+    elif u.quant_params.get("weight_only") and act not in _SIXTEEN_BIT:
         act = _default_precision(u.arch)  # no activation scales: the checkpoint keeps 16-bit activations
     notes = list(u.notes) + list(chosen.notes)
     if chosen_by.how in ("rule", "measured") and chosen_by.rule is not None:
