@@ -295,14 +295,17 @@ def deployment_from_dict(values: dict[str, Any], file: str = "<flags>") -> Deplo
 
 
 def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: str | None = None,
-               detected_gpu: str | None = None, a2a_backends: Mapping[str, Any] | None = None) -> Understood:
+               detected_gpu: str | None = None, a2a_backends: Mapping[str, Any] | None = None,
+               engine_versions: Mapping[str, str | None] | None = None) -> Understood:
     """State every field of ``dep``: the arch from ``gpu`` (or the detected one for ``arch: auto``), the
     shape, quant and its parameters from ``model_config``, the a2a modes used (``a2a_backends``: the
     catalog's a2a capabilities, name -> :class:`~moe_select.capability.A2ACapability`), and the defaults.
     Raises :class:`InputError` on conflicts (``gpu`` vs ``arch``, ``model`` and ``model_config``
     together, a quantized checkpoint with another ``quant``, ``a2a_mode`` for a backend without modes) and
     for a GPU product no vocabulary declares. A well-formed arch, format or a2a backend this moe-select
-    does not know is kept (a note says so, with a did-you-mean) for the selector to judge."""
+    does not know is kept (a note says so, with a did-you-mean) for the selector to judge. ``engine_versions``
+    (serving engine -> the version its facts are read at: :func:`moe_select.formats.engine_versions`) decides
+    the version-gated online-quantization facts; not given: the deployment's ``engine_version`` for its engine."""
     prov: dict[str, str] = {}
     notes: list[str] = []
     issues: list[Issue] = []
@@ -380,19 +383,35 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             from .formats import lookup as format_row
             from .formats import names as format_names
 
-            # Online quantization: an unquantized checkpoint served in a format whose row says an engine makes
-            # it at load (``online``; SGLang --quantization fp8 / w8a8_fp8), or in the other 16-bit format. A
-            # format without a row has no fact either way: stated, and judged (planned unverified).
+            # Online quantization: an unquantized checkpoint served in a format whose row says which engines make
+            # it at load, from which release, with which flag (``online`` of backends/formats.yaml, judged per the
+            # deployment's engine and version), or in the other 16-bit format. A format without a row has no fact
+            # either way: stated, and judged (planned unverified).
             ckpt, wanted = format_row(quant), format_row(dep.quant)
             unquantized = ckpt is not None and not ckpt.quantized
-            # NVFP4 made at load is per-token only: SGLang's --quantization nvfp4_online converts the expert weights and
-            # scales activations per token (sgl-project/sglang PR #28354); formats.yaml's nvfp4 row is not online
+            # SGLang's --quantization nvfp4_online converts the expert weights of an FP8 checkpoint too and scales
+            # activations per token (sgl-project/sglang PR #28354)
             per_token_online = (dep.quant == "nvfp4" and dep.quant_config is not None
                                 and dep.quant_config.activation_scale == "per_token")
-            if (unquantized or quant.startswith("fp8")) and per_token_online:  # nvfp4_online converts BF16/FP16/FP8 experts
+            # nvfp4_online converts BF16/FP16/FP8 experts; a 16-bit checkpoint is judged per engine below (online column)
+            if (quant.startswith("fp8") or (unquantized and not (wanted is not None and wanted.online_ways))) and per_token_online:
                 notes.append(f"quant nvfp4 with activation_scale per_token given for a {quant} checkpoint: "
                              "online NVFP4 with per-token activation scales (SGLang --quantization nvfp4_online, "
                              "sgl-project/sglang PR #28354)")
+            elif unquantized and wanted is not None and wanted.quantized and wanted.online_ways:
+                # per engine and version: which engines make the format at load, with which flag (formats.yaml)
+                from .formats import online_judgement
+                from .vocab import ENGINES
+
+                engines = list(ENGINES) if dep.engine in ("any", INSTALL_ENGINE) else [dep.engine]
+                versions: dict[str, str | None] = dict(engine_versions) if engine_versions is not None else (
+                    {str(dep.engine): dep.engine_version} if dep.engine_version else {})
+                scale = dep.quant_config.activation_scale if dep.quant_config is not None else None
+                ok, text = online_judgement(wanted, quant, engines, versions, arch, scale)
+                if ok:
+                    notes.append(text)
+                else:
+                    bad("quant", text)
             elif unquantized and (wanted is None or wanted.online or not wanted.quantized):
                 notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization"
                              + ("" if wanted is not None else " to a format without a row in backends/formats.yaml (no "

@@ -26,7 +26,7 @@ from __future__ import annotations
 import difflib
 import threading
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Mapping, Sequence, get_args
 
 from pydantic import AfterValidator, Field, GetJsonSchemaHandler, field_validator, model_validator
 from pydantic.json_schema import JsonSchemaValue
@@ -122,6 +122,71 @@ class FormatParams(Located):
         return v
 
 
+#: Engines a format's ``online`` column may name (the serving engines: moe-select's own adapters load no checkpoint).
+OnlineEngine = Literal["sglang", "vllm", "trtllm"]
+
+
+class OnlineWay(Located):
+    """One fact of a format's ``online`` column: whether serving engine ``engine`` makes the format at load from a
+    16-bit (bf16/fp16) checkpoint, at the engine versions ``version`` (a PEP 440 specifier of the engine's own
+    package; empty: every version), with the flag ``how``. ``makes: false`` is a refusal on evidence (``why`` says
+    what the engine does instead: a flag that does not quantize the experts, a check that raises).
+    ``arch`` (arch names, families, ranges, as facts write them) and ``activation_scale`` (an NVFP4
+    deployment's ``quant_config.activation_scale``) restrict the fact; ``note`` is shown with the verdict (what the
+    engine does besides: padding)."""
+
+    engine: OnlineEngine
+    version: str = ""
+    how: str = Field(min_length=1)
+    makes: bool = True
+    why: str | None = None
+    arch: list[str] | None = None
+    activation_scale: Literal["per_tensor", "per_token"] | None = None
+    note: str | None = None
+    source: str = Field(min_length=1)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier:
+            raise ValueError(f"{v[:60]!r} is not a PEP 440 specifier (e.g. \">=0.25.0\", \"<0.31.0\")") from None
+        return v
+
+    @model_validator(mode="after")
+    def _why(self) -> "OnlineWay":
+        if not self.makes and not self.why:
+            raise ValueError(f"{self.engine} {self.how}: makes: false needs why (what the engine does instead)")
+        return self
+
+    def holds(self, version: str | None, arch: str | None, activation_scale: str | None) -> bool | None:
+        """Whether this fact speaks for a deployment at the engine ``version`` (None: not known), on ``arch``
+        and with ``activation_scale``: True / False, or None when only the unknown version decides."""
+        if self.arch is not None and arch is not None:
+            from .vocab import arch_in
+
+            if not arch_in(arch, self.arch):
+                return False
+        if self.activation_scale is not None and (activation_scale or "per_tensor") != self.activation_scale:
+            return False
+        if not self.version:
+            return True
+        if version is None:
+            return None
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(self.version).contains(version, prereleases=True)
+
+    def text(self) -> str:
+        """e.g. ``vllm >=0.25.0 --quantization fp8_per_block``, with the arch and activation scale it needs."""
+        extra = ", ".join(x for x in ((f"arch {'/'.join(self.arch)}" if self.arch else ""),
+                                      (f"activation_scale {self.activation_scale}" if self.activation_scale else "")) if x)
+        return " ".join(x for x in (self.engine, self.version, self.how) if x) + (f" ({extra})" if extra else "")
+
+
 class Format(Located):
     """One row of ``backends/formats.yaml`` (the file's comment documents each column).
 
@@ -137,7 +202,9 @@ class Format(Located):
     activation: Precision | None = None
     scales: list[Scale] = []
     parameters: FormatParams = Field(default_factory=lambda: FormatParams(), alias="params")
-    online: bool = False
+    #: The ``online`` column: :class:`OnlineWay` facts per engine, or a bare ``true`` / ``false`` (an engine makes it
+    #: at load / none does, no engine named: a plugin's or an older file's row). :attr:`online` says either.
+    ways: list[OnlineWay] | bool = Field(default=False, alias="online")
     generated: bool = False
 
     @field_validator("dtype")
@@ -155,9 +222,20 @@ class Format(Located):
         names = [s.name for s in self.scales]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: a scale name appears twice in {names}")
-        if self.online and self.scales == []:
+        if self.ways and self.scales == []:
             raise ValueError(f"{self.name}: online quantization makes a quantized format; a format without scales is the checkpoint's own")
         return self
+
+    @property
+    def online(self) -> bool:
+        """True when some engine makes this format at load from a 16-bit checkpoint (a ``makes`` fact of the
+        ``online`` column, or ``online: true``)."""
+        return self.ways is True or (isinstance(self.ways, list) and any(w.makes for w in self.ways))
+
+    @property
+    def online_ways(self) -> list[OnlineWay]:
+        """The ``online`` column's facts (none for a bare ``true`` / ``false``)."""
+        return self.ways if isinstance(self.ways, list) else []
 
     @property
     def pack_k(self) -> int:
@@ -330,3 +408,76 @@ def group_size(quant: str, params: dict[str, object] | None = None) -> int | Non
         return g if isinstance(g, int) and g > 0 else None
     block = f.parameters.block
     return block if isinstance(block, int) else None
+
+
+def online_verdict(fmt: Format, engine: str, version: str | None, arch: str | None,
+                   activation_scale: str | None) -> tuple[str, list[OnlineWay]]:
+    """What the ``online`` column of ``fmt`` says of serving engine ``engine`` at ``version`` (None: not known) on
+    ``arch`` with ``activation_scale``: ``("makes", ways)`` when some fact that holds makes the format at load (the
+    ways that do), ``("refuses", ways)`` when none makes it and a ``makes: false`` fact holds (a refusal on
+    evidence), ``("version", ways)`` when only the unknown version decides (the ways whose version range it is),
+    ``("none", [])`` when no fact names this engine at all (or a bare ``online: true`` names none)."""
+    ways = [w for w in fmt.online_ways if w.engine == engine]
+    held = [(w, w.holds(version, arch, activation_scale)) for w in ways]
+    makes = [w for w, h in held if w.makes and h is True]
+    if makes:
+        return "makes", makes
+    refuses = [w for w, h in held if not w.makes and h is True]
+    if refuses:
+        return "refuses", refuses
+    maybe = [w for w, h in held if w.makes and h is None]
+    if maybe:
+        return "version", maybe
+    return "none", []
+
+
+def engine_versions(env: Any, catalog: Any) -> dict[str, str | None]:
+    """Serving engine -> the version its facts are read at for ``env`` (an :class:`~moe_select.environment.Environment`)
+    and ``catalog``: the engine's package as given (``engine_version``, ``packages``) or detected, else the newest
+    version its facts were checked at (backends/packages.yaml ``checked_up_to``, the selector's assumption: issue
+    20); None where neither is known. The online-quantization check of :func:`moe_select.deployment.understand`
+    reads it."""
+    from .vocab import ENGINES
+
+    out: dict[str, str | None] = {}
+    for e in ENGINES:
+        pkg = catalog.engine_package(e)
+        if pkg is None:
+            out[e] = None
+            continue
+        state, found = env.package(pkg.name, pkg.module)
+        out[e] = found if state == "present" and found not in (None, "unknown") else pkg.checked_up_to
+    return out
+
+
+def online_judgement(fmt: Format, checkpoint: str, engines: Sequence[str], versions: Mapping[str, str | None],
+                     arch: str | None, activation_scale: str | None) -> tuple[bool, str]:
+    """Whether serving ``fmt`` from a 16-bit checkpoint (format ``checkpoint``) is planned for ``engines`` (the
+    deployment's engine, or each serving engine for ``engine: any``) at ``versions`` (engine -> version, None: not
+    known), and the words: ``(True, note)`` when some engine makes it at load (the note names each engine's flag, the
+    version it was read at and the source, and the engines that do not), ``(False, reason)`` when none does (each
+    engine's evidence, or that no fact names it). A version that is not known and decides is stated in the note."""
+    said, makers = [], []
+    for e in engines:
+        v = versions.get(e)
+        at = f"{e} {v}" if v else e
+        verdict, ways = online_verdict(fmt, e, v, arch, activation_scale)
+        if verdict == "makes":
+            makers.append(e)
+            said.append(f"{at} makes it with {' or '.join(w.how for w in ways)} [{'; '.join(w.source for w in ways)}]"
+                        + "".join(f" ({w.note})" for w in ways if w.note))
+        elif verdict == "version":
+            makers.append(e)
+            said.append(f"{e} makes it with {' or '.join(w.text() for w in ways)}, its version not known "
+                        f"[{'; '.join(w.source for w in ways)}]")
+        elif verdict == "refuses":
+            said.append(f"{at} does not: " + "; ".join(f"{w.how}: {w.why} [{w.source}]" for w in ways))
+        else:
+            others = [w.text() for w in fmt.online_ways if w.engine == e and w.makes]
+            here = f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
+            said.append(f"{at} ({here}): no fact says it makes it" + (f"; its facts: {', '.join(others)}" if others else ""))
+    head = f"quant {fmt.name} for an unquantized ({checkpoint}) checkpoint: "
+    where = f"backends/{FILE_NAME}, {fmt.name}'s online column"
+    if makers:
+        return True, head + f"online quantization at load ({where}): " + "; ".join(said)
+    return False, head + f"no engine makes {fmt.name} at load ({where}): " + "; ".join(said) + f"; use a checkpoint in {fmt.name}"

@@ -36,7 +36,7 @@ from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fix
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
-from .formats import block_shape, group_size, lookup
+from .formats import block_shape, engine_versions, group_size, lookup
 from .plans import (PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, Unknown, canonical_files, fingerprint, writer,
                     strongest, weakest)
 from .report import Report
@@ -786,7 +786,7 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
                                    prebuilt=deployment.prebuilt, where=deployment._file)
     environment = _with_engine_version(deployment, environment, catalog)
     u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu,
-                   a2a_backends=catalog.a2a)
+                   a2a_backends=catalog.a2a, engine_versions=engine_versions(environment, catalog))
     # A runner no capability file describes is judged (unverified), not invalid input: see select().
     report = select(u, environment, catalog, tables)
     report.engine_choices = engine_choices(report, catalog, engine_env)

@@ -97,13 +97,17 @@ def test_formats_not_generated_are_not_made_by_ops(name):
 
 
 def test_online_column_is_what_deployment_accepts(tmp_path, configs):
-    """A bf16 checkpoint served in fp8_channel (online: true) is a note; in fp8_block (no online) an error
-    listing the formats whose row says online; in a format without a row a note (no fact either way)."""
+    """A bf16 checkpoint served in fp8_channel (vLLM fp8_per_channel) is a note; in fp8_block under SGLang (its online
+    column says SGLang does not make it) an error naming the evidence (corrected, issue 21: the column was a bare
+    true/false and named no engine); in int8_w8a8 (no online column) an error listing the formats some engine
+    makes; in a format without a row a note (no fact either way)."""
     cfg = str(configs / "ibm-granite__granite-3.1-3b-a800m-instruct")
     rep = moe_select.explain({"arch": "cpu", "model_config": cfg, "quant": "fp8_channel"})
-    assert any("online quantization" in n for n in rep.deployment.notes)
-    with pytest.raises(InputError, match="online only to fp8_tensor, fp8_channel"):
-        moe_select.explain({"arch": "cpu", "model_config": cfg, "quant": "fp8_block"})
+    assert any("online quantization" in n and "fp8_per_channel" in n for n in rep.deployment.notes)
+    with pytest.raises(InputError, match="no engine makes fp8_block at load"):
+        moe_select.explain({"arch": "cpu", "model_config": cfg, "quant": "fp8_block", "engine": "sglang"})
+    with pytest.raises(InputError, match="online only to fp8_tensor, fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4"):
+        moe_select.explain({"arch": "cpu", "model_config": cfg, "quant": "int8_w8a8"})
     rep = moe_select.explain({"arch": "cpu", "model_config": cfg, "quant": "w4a8_foo"})
     assert any("format without a row" in n for n in rep.deployment.notes)
 

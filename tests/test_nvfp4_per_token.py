@@ -153,6 +153,10 @@ def test_per_token_on_weight_only_is_a_typed_error():
 
 
 def test_bf16_checkpoint_nvfp4_without_per_token_still_refused():
-    """NVFP4 made at load is per-token only (nvfp4_online): quant nvfp4 on a BF16 checkpoint without it stays an error."""
-    with pytest.raises(InputError, match="quantize online only"):
-        moe_select.explain(dict(gpu="B200", engine="sglang", model_config=BF16, quant="nvfp4", tp=4))
+    """NVFP4 made at load with per-tensor activation scales: SGLang's --quantization modelopt_fp4 on a checkpoint without a
+    quantization file, from 0.5.18 (corrected, issue 21: it was refused at every version); 0.5.17 makes NVFP4 at load
+    only per token (nvfp4_online): an error there."""
+    with pytest.raises(InputError, match="no engine makes nvfp4 at load"):
+        moe_select.explain(dict(gpu="B200", engine="sglang", engine_version="0.5.17", model_config=BF16, quant="nvfp4", tp=4))
+    r = moe_select.explain(dict(gpu="B200", engine="sglang", engine_version="0.5.18", model_config=BF16, quant="nvfp4", tp=4))
+    assert any("modelopt_fp4" in n for n in r.deployment.notes)
