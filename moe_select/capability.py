@@ -49,7 +49,8 @@ UPSTREAM_CODE_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+@[A-Za-z0-9_.+-]+:[^\s
 #: applicable capture fact), ``engines`` (the engines that ship the runner). Constraints, packages and
 #: toolchain entries are gates (each one refuses where it fails) and need no decision.
 LIST_KINDS = ("archs", "formats", "support", "activations", "routing", "dispatch", "a2a", "cuda_graph", "engines")
-#: The list kinds of an all-to-all file: ``archs`` (where the backend runs).
+#: The list kinds of an all-to-all file: ``archs`` (where the backend runs). ``dispatch_precision`` (the precisions it
+#: sends: :class:`DispatchPrecisionFact`) needs a decision in a file that has such facts (``moe-select check``).
 A2A_LIST_KINDS = ("archs",)
 
 
@@ -428,6 +429,43 @@ class CapacityFact(Conditional):
     source: str = Field(min_length=1)
 
 
+#: The precisions an all-to-all may send a MoE layer's activations in (the deployment's ``dispatch_precision``):
+#: the activation precisions of :mod:`moe_select.formats` (``mxfp4``: e2m1 with an e8m0 scale per 32).
+DispatchPrecision = Precision
+
+
+class DispatchPrecisionFact(Fact):
+    """What an all-to-all sends a MoE layer's activations in (issue 21: the deployment's ``dispatch_precision``, per MoE
+    layer kind), where ``when``/``requires`` hold and, with ``runners``, only when the layer's runner is one of them (an
+    engine check that names the experts' runner). Positive facts list what it can send there; ``supported: false`` is a
+    negative fact: precisions an upstream check refuses there (a raise, an assert), cited by ``source``; the selector
+    refuses them (``a2a_unsupported``) before any positive fact is read. A precision no applicable positive fact names is
+    refused where the file's ``dispatch_precision`` list is exhaustive for the engine, else unverified. ``dispatch_precision:
+    auto`` (the engine chooses from the layer's weights) is never checked against these facts."""
+
+    values: list[DispatchPrecision] = Field(min_length=1)
+    supported: bool = Field(True, description=(
+        "false: a negative fact, precisions an upstream check refuses where when/requires (and runners) hold, cited by "
+        "source; the selector refuses them (a2a_unsupported)"))
+    runners: list[str] | None = Field(None, min_length=1, description=(
+        "the fact holds only when the MoE layer's runner is one of these (an engine check naming the experts' runner)"))
+    why: str | None = None
+
+    @field_validator("runners")
+    @classmethod
+    def _runner_names(cls, v: list[str] | None) -> list[str] | None:
+        import re
+
+        for name in v or []:
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"{name!r} is not a runner name (lower case, digits, _)")
+        return v
+
+    def holds_for(self, runner: str) -> bool:
+        """True when ``runners`` is absent or names ``runner``."""
+        return self.runners is None or runner in self.runners
+
+
 class A2ACapability(Located):
     """Facts of one all-to-all backend / token dispatcher (``backends/a2a/<name>.yaml``).
 
@@ -450,10 +488,17 @@ class A2ACapability(Located):
     packages: list[PackageNeedFact] = []
     #: Per-rank token capacities of its buffers, per engine (issue 23: :class:`CapacityFact`).
     capacity: list[CapacityFact] = []
-    lists: dict[Literal["archs"], ListDecision] = Field({}, description=(
-        "Evidence decision of the archs list (issue 18): 'open' (a GPU outside it is unverified) or {exhaustive: "
-        "owner/repo@commit:path:symbol, why, engines} (an upstream check refuses every other GPU); schema_version 3 "
-        "only"))
+    #: What it sends each MoE layer's activations in (issue 21: :class:`DispatchPrecisionFact`), per engine.
+    dispatch_precision: list[DispatchPrecisionFact] = []
+    lists: dict[Literal["archs", "dispatch_precision"], ListDecision] = Field({}, description=(
+        "Evidence decisions (issue 18) of the archs list and the dispatch_precision list: 'open' (a GPU / a dispatch "
+        "precision outside it is unverified) or {exhaustive: owner/repo@commit:path:symbol, why, engines} (an upstream "
+        "check refuses every other value; engines limits the decision to those engines); schema_version 3 only"))
+
+    @field_validator("dispatch_precision", mode="before")
+    @classmethod
+    def _dispatch_list(cls, v: Any) -> Any:
+        return _as_list(v)
 
     def decision(self, kind: str, engine: str | None) -> Exhaustive | None:
         """The exhaustive decision of list ``kind`` under ``engine``, or None (open)."""
@@ -495,9 +540,10 @@ class A2ACapability(Located):
 
     @property
     def engine_sensitive(self) -> bool:
-        """True when a mode hands over another dispatch format under some engine (the selector then checks engine by
-        engine)."""
-        return any(m.engines for m in self.modes.values())
+        """True when a mode hands over another dispatch format under some engine, or a dispatch precision fact holds for
+        some engines only (the selector then checks engine by engine)."""
+        return any(m.engines for m in self.modes.values()) or any(
+            f.when is not None and f.when.engine is not None for f in self.dispatch_precision)
 
     def formats_used(self, modes: tuple[str, ...], engine: str | None = None) -> tuple[str, ...]:
         """The dispatch formats handed over in ``modes`` (the single format when there are no modes) under ``engine``

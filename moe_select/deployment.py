@@ -111,6 +111,11 @@ class Deployment(Located):
     #: Runner per additional MoE layer kind (``mtp``, ``unquantized``): ``runner`` applies to the main
     #: layers; other kinds are planned with ``auto`` unless named here.
     layer_runners: dict[str, str] | None = None
+    #: The precision an all-to-all sends each MoE layer kind's activations in (issue 21): ``auto`` (the default: the
+    #: engine chooses per layer from the layer's weights, as SGLang and vLLM do), a precision name of
+    #: :data:`moe_select.formats.PRECISIONS` (every MoE layer kind), or a mapping ``{main: nvfp4, mtp: bf16}`` (kinds as
+    #: ``layer_runners`` names them, ``main`` included; a kind not named: ``auto``). Only with an all-to-all (a2a not none).
+    dispatch_precision: str | dict[str, str] = "auto"
     cuda_graph: bool | None = None
     #: Only runners this install has an adapter for (README "Python API"): with ``engine: any`` (or none given)
     #: the deployment is planned for ``engine: moe_select``, this install's adapters; with a serving engine, a
@@ -142,6 +147,25 @@ class Deployment(Located):
                 except InvalidVersion:
                     raise ValueError(f"{name}: {version[:40]!r} is not a PEP 440 version (write e.g. \"0.6.4\", or null "
                                      "for not installed)") from None
+        return v
+
+    @field_validator("dispatch_precision")
+    @classmethod
+    def _dispatch_precision(cls, v: str | dict[str, str]) -> str | dict[str, str]:
+        from .formats import PRECISIONS
+
+        values = list(v.values()) if isinstance(v, dict) else [v]
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("an empty mapping: give auto, a precision, or {<layer kind>: <precision>, ...}")
+            for kind in v:
+                if not re.match(r"^[a-z][a-z0-9_]{0,39}$", kind):
+                    raise ValueError(f"{kind[:40]!r} is not a layer kind name (main, mtp, ...: lower case, digits, _)")
+        for value in values:
+            if value != "auto" and value not in PRECISIONS:
+                close = difflib.get_close_matches(value, PRECISIONS, n=1)
+                raise ValueError(f"{shorten(value)} is not a dispatch precision" + (f" (did you mean {close[0]!r}?)" if close else "")
+                                 + f": auto, or one of {', '.join(PRECISIONS)}")
         return v
 
     @field_validator("engine_version")
@@ -209,6 +233,9 @@ class Understood(BaseModel):
     layers: list[int] = []
     #: Which kind of MoE layer this is (``main``, or a kind of ``layer_kinds`` when planned on its own).
     layer_kind: str = "main"
+    #: The precision the all-to-all sends this layer kind's activations in: ``auto`` (the engine chooses from the
+    #: layer's weights) or a precision name (issue 21). ``layer_kinds`` entries carry their own.
+    dispatch_precision: str = "auto"
     cuda_graph: bool
     require_adapter: bool
     strict: bool = False
@@ -441,6 +468,27 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         if name not in [kind["kind"] for kind in extra]:
             bad("layer_runners", f"layer kind {name[:40]!r} is not in this checkpoint (its kinds besides main: "
                 + (", ".join(k["kind"] for k in extra) or "none") + ")")
+    # Dispatch precision per MoE layer kind (issue 21): a scalar applies to every kind, a mapping names kinds (main too).
+    dispatch_given = dep.dispatch_precision
+    dispatch_kinds = dispatch_given if isinstance(dispatch_given, dict) else {}
+    dispatch_main = dispatch_kinds.get("main", "auto") if isinstance(dispatch_given, dict) else dispatch_given
+    for kind in extra:
+        kind["dispatch_precision"] = dispatch_kinds.get(kind["kind"], "auto") if isinstance(dispatch_given, dict) else dispatch_given
+    for name in dispatch_kinds:
+        if name != "main" and name not in [kind["kind"] for kind in extra]:
+            bad("dispatch_precision", f"layer kind {name[:40]!r} is not in this checkpoint (its kinds: main"
+                + "".join(f", {k['kind']}" for k in extra) + ")")
+    if "dispatch_precision" in dep.model_fields_set:
+        prov["dispatch_precision"] = here("dispatch_precision") + (
+            f" ({', '.join(f'{k}: {v}' for k, v in dispatch_kinds.items())}; kinds not named: auto)" if dispatch_kinds
+            else " (every MoE layer kind)")
+    else:
+        prov["dispatch_precision"] = "default (auto: the engine chooses per layer from the layer's weights)"
+    if dep.a2a == "none" and any(v != "auto" for v in [dispatch_main, *(k["dispatch_precision"] for k in extra),
+                                                       *dispatch_kinds.values()]):
+        bad("dispatch_precision", f"dispatch_precision ({here('dispatch_precision')}) is the precision an all-to-all "
+            f"sends activations in; a2a is none ({here('a2a') if 'a2a' in dep.model_fields_set else 'default'}): "
+            "give an a2a backend, or dispatch_precision: auto")
     if dep.quant_config is not None:
         given_qc = dep.quant_config.model_dump(exclude_none=True)
         # activation_scale / activation_precision: the engine's run-time choice, not a parameter a checkpoint states
@@ -563,6 +611,6 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=engine, phase=dep.phase,
         max_tokens_per_rank=max_tokens, decode_tokens_per_rank=decode_tokens, a2a_capacity=dep.a2a_capacity, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
-        a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, cuda_graph=cuda_graph,
+        a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, dispatch_precision=dispatch_main, cuda_graph=cuda_graph,
         require_adapter=dep.require_adapter, strict=dep.strict, provenance=prov, notes=notes,
     )

@@ -35,7 +35,8 @@ from pydantic_core import CoreSchema
 from .located import Located
 
 #: Precision of the activations a runner feeds its GEMMs (structured; capability files use these names).
-Precision = Literal["float32", "bf16", "fp16", "fp8_tensor", "fp8_token", "fp8_group", "mxfp8", "nvfp4", "int8_token"]
+Precision = Literal["float32", "bf16", "fp16", "fp8_tensor", "fp8_token", "fp8_group", "mxfp8", "nvfp4", "int8_token",
+                    "mxfp4"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 #: Unit roundoff of each precision's element (2^-p for p significand bits): bf16 8, fp16 11, e4m3 4
@@ -43,6 +44,7 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 UNIT_ROUNDOFF: dict[str, float] = {
     "float32": 2.0**-24, "bf16": 2.0**-8, "fp16": 2.0**-11, "fp8_tensor": 2.0**-4, "fp8_token": 2.0**-4,
     "fp8_group": 2.0**-4, "mxfp8": 2.0**-4, "nvfp4": 2.0**-2, "int8_token": 1 / 254,
+    "mxfp4": 2.0**-2,  # e2m1 with an e8m0 scale per 32 (MoRI's FP4 dispatch: backends/a2a/mori.yaml)
 }
 
 

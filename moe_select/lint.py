@@ -225,7 +225,8 @@ def evidence_findings(caps: Iterable[Any]) -> list[Finding]:
         if not isinstance(cap, (RunnerCapability, A2ACapability)):
             continue
         what = f"runner {cap.runner}" if isinstance(cap, RunnerCapability) else f"a2a {cap.a2a}"
-        kinds = LIST_KINDS if isinstance(cap, RunnerCapability) else A2A_LIST_KINDS
+        kinds = LIST_KINDS if isinstance(cap, RunnerCapability) else (
+            A2A_LIST_KINDS + (("dispatch_precision",) if cap.dispatch_precision else ()))
         if cap.schema_version < 3:
             out.append(Finding(cap.where("schema_version"), f"{what}: schema_version {cap.schema_version} has no evidence "
                                "decisions (lists:), so every list is read as open: a value it does not name is unverified, "

@@ -110,6 +110,11 @@ class Report(BaseModel):
                 if k == "a2a_mode" and u.a2a_modes:
                     text += f" (uses {', '.join(u.a2a_modes)})"
                 rows.append((k, text, u.provenance.get(k, "")))
+                if k == "a2a" and (u.dispatch_precision != "auto" or any(x.get("dispatch_precision", "auto") != "auto"
+                                                                        for x in u.layer_kinds)):
+                    rows.append(("dispatch_precision", ", ".join([f"main {u.dispatch_precision}"] + [
+                        f"{x['kind']} {x.get('dispatch_precision', 'auto')}" for x in u.layer_kinds]),
+                        u.provenance.get("dispatch_precision", "")))
         w = max(len(r[0]) for r in rows)
         vw = max(len(r[1]) for r in rows)
         out += [f"  {k:<{w}}  {v:<{vw}}  {src}" for k, v, src in rows]
@@ -141,7 +146,9 @@ class Report(BaseModel):
             out += [f"  {x.render()}" for x in p.unknowns]
             out.append(f"  adapter: {p.module or 'none in this install (plan-only)'}; a2a: {p.a2a}"
                        + (f" ({p.a2a_mode}: {', '.join(p.a2a_modes)})" if p.a2a_mode else "")
-                       + f"; dispatch: {', '.join(p.dispatch_formats) or 'n/a'}; activations: {p.activation_precision}")
+                       + f"; dispatch: {', '.join(p.dispatch_formats) or 'n/a'}"
+                + (f" in {u.dispatch_precision}" if u.dispatch_precision != "auto" else "")
+                + f"; activations: {p.activation_precision}")
             out.append(f"  engines: {', '.join(p.engines)}" + (" (engine: any)" if p.engine == "any" else ""))
             if p.weight_layout:
                 out.append(f"  weights: w13 {p.weight_layout['w13']}; w2 {p.weight_layout['w2']}")
@@ -175,7 +182,9 @@ class Report(BaseModel):
             out.append(f"MoE layer kinds (main: layers {_ranges(u.layers) or 'all'}, {u.quant}):")
             for sub in self.layers:
                 d = sub.deployment
-                head = f"  {d.layer_kind}: layers {_ranges(d.layers)}, {d.quant} -- {u.provenance.get(f'layers.{d.layer_kind}', '')}"
+                head = (f"  {d.layer_kind}: layers {_ranges(d.layers)}, {d.quant}"
+                        + (f", dispatch_precision {d.dispatch_precision}" if d.dispatch_precision != "auto" else "")
+                        + f" -- {u.provenance.get(f'layers.{d.layer_kind}', '')}")
                 out.append(head)
                 if sub.plan is not None:
                     kp = sub.plan

@@ -721,7 +721,8 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
     if restrict and u.a2a not in allowed:
         gap = _gap(ctx, cap, "a2a", "a2a_unsupported", f"{name} is paired with a2a {', '.join(allowed)}; no fact pairs it with "
                    f"{u.a2a}", f"an a2a fact of {name} naming {u.a2a} here", restrict[0].where(), name)
-        return [r.model_copy(update={"fix": f"a2a in {{{', '.join(allowed)}}}"}) for r in gap]
+        return [r.model_copy(update={"fix": f"a2a in {{{', '.join(allowed)}}}"}) for r in gap] + (
+            _dispatch_precision_reasons(a2a, name, ctx, assumed) if a2a is not None else [])
     if a2a is None:
         return out
     consumed = {f for d in cap.dispatch if _holds(d, ctx, assumed) for f in d.formats}
@@ -741,7 +742,43 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
                    f"{modes} hands over {', '.join(missing)} (a2a_mode {u.a2a_mode or 'n/a'} uses {', '.join(u.a2a_modes) or 'one mode'})",
                    f"a dispatch fact of {name} consuming {', '.join(missing)} here", src.where(), name)
         out += [r.model_copy(update={"fix": fix}) for r in gap]
-    return out
+    return out + _dispatch_precision_reasons(a2a, name, ctx, assumed)
+
+
+def _dispatch_precision_reasons(a2a: A2ACapability, name: str, ctx: _Ctx, assumed: list[str]) -> list[Reason]:
+    """The deployment's ``dispatch_precision`` for this MoE layer kind against what all-to-all ``a2a`` sends with runner
+    ``name`` under this engine (issue 21; ``auto``: the engine's choice, not checked). A negative fact that holds and
+    names it refuses (``a2a_unsupported``); a positive fact that holds and names it supports it; a positive fact whose
+    package version gate fails refuses; anything else is a gap of the ``dispatch_precision`` list (refused where it is
+    exhaustive for the engine, else unverified)."""
+    u = ctx.u
+    want = u.dispatch_precision
+    if want == "auto":
+        return []
+    owner, layer = f"a2a {a2a.a2a}", f"the {u.layer_kind} layers ({u.quant}, runner {name})"
+    facts = [f for f in a2a.dispatch_precision if f.holds_for(name)]
+    refused = next((f for f in facts if not f.supported and want in f.values and _holds(f, ctx, assumed)), None)
+    auto_fix = "dispatch_precision: auto (the engine chooses from the layer's weights)" if u.layer_kind == "main" else (
+        f"dispatch_precision: {{{u.layer_kind}: auto}} (the engine chooses from the layer's weights)")
+    if refused is not None:
+        return [Reason(code="a2a_unsupported", detail=f"{owner} does not send {want} activations for {layer}{_under(refused)}"
+                       + (f": {refused.why}" if refused.why else ""), source=refused.where(), backend=name, fix=auto_fix)]
+    ok, have, blocked, why, fix = _values_check([f for f in facts if f.supported], "values", want, ctx, assumed)
+    if ok:
+        return []
+    other = next((f for f in a2a.dispatch_precision if f.supported and want in f.values and not f.holds_for(name)
+                  and (f.when is None or f.when.matches(ctx.facts))), None)
+    more = (f"; {want} only {why}" if why else "") + (f"; {want} only with runner {', '.join(other.runners or [])} "
+                                                      f"[{other.where()}]" if other is not None else "")
+    detail = f"{owner} sends {', '.join(have) or 'no precision a fact names'} for {layer}{more}; dispatch_precision is {want}"
+    if _version_gate(blocked, ctx):
+        return [Reason(code="a2a_unsupported", detail=detail, source=cast(Any, blocked).where(), fix=fix or auto_fix, backend=name)]
+    src = blocked or other or next((f for f in a2a.dispatch_precision if f.supported), None)
+    gap = _gap(ctx, a2a, "dispatch_precision", "a2a_unsupported", detail,
+               f"a dispatch_precision fact of a2a {a2a.a2a} naming {want} here", src.where() if src is not None
+               else a2a.where(), name)
+    return [r.model_copy(update={"fix": (f"runner {', '.join(other.runners or [])}, or " if other is not None else "") + auto_fix
+                                 + (f", or one of {', '.join(have)}" if have else "")}) for r in gap]
 
 
 # ------------------------------------------------------------------------------------------ explain
@@ -1371,7 +1408,9 @@ def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog:
     prov = dict(u.provenance)
     prov["quant"] = prov.get(f"layers.{kind['kind']}", "layer kind")
     prov["runner"] = prov.get(f"layers.{kind['kind']}", "layer kind")
+    prov["dispatch_precision"] = f"{prov.get('dispatch_precision', 'default')} ({kind['kind']}: {kind.get('dispatch_precision', 'auto')})"
     uk = u.model_copy(update={"quant": kind["quant"], "quant_params": dict(kind["quant_params"]), "runner": kind["runner"],
+                              "dispatch_precision": kind.get("dispatch_precision", "auto"),
                               "layer_kinds": [], "layers": list(kind["layers"]), "layer_kind": kind["kind"], "provenance": prov})
     return select(uk, env, catalog, measurements)
 
