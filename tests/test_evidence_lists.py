@@ -64,7 +64,8 @@ def test_every_bundled_runner_and_a2a_file_decides_every_list_kind():
         assert set(cap.lists) == set(LIST_KINDS), (name, sorted(set(LIST_KINDS) - set(cap.lists)))
     for name, acap in catalog.a2a.items():
         assert acap.schema_version == 3, name
-        assert set(acap.lists) == set(A2A_LIST_KINDS), name
+        # a file with dispatch_precision facts decides that list too (issue 21)
+        assert set(acap.lists) == set(A2A_LIST_KINDS) | ({"dispatch_precision"} if acap.dispatch_precision else set()), name
     assert catalog.common.schema_version == 3
     bundled = Path(moe_select.__file__).resolve().parent.parent / "backends"
     if (bundled / "packages.yaml").is_file():  # a source checkout (installed: moe_select.backends)
