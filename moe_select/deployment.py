@@ -522,6 +522,16 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_scale", dep._lines.get("quant_config", dep._line)),
                                     "quant_config.activation_scale", f"activation_scale per_token ({where}) quantizes activations to "
                                     "NVFP4; a weight-only checkpoint (weight_only) keeps 16-bit activations"))
+        if quant_params.get("activation_precision") is not None and dep.quant_config is not None:
+            where = dep.quant_config.where("activation_precision")
+            if fmt is not None and not fmt.quantized:
+                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
+                                    "quant_config.activation_precision", f"activation_precision ({where}) is the precision of a "
+                                    f"quantized format's activations (W4A16 vs W4A8); {quant} has unquantized weights"))
+            elif quant_params.get("weight_only") and quant_params["activation_precision"] not in ("bf16", "fp16"):
+                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
+                                    "quant_config.activation_precision", f"activation_precision {quant_params['activation_precision']} "
+                                    f"({where}) quantizes activations; a weight-only checkpoint (weight_only) keeps 16-bit activations"))
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"
@@ -589,16 +599,6 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         prov["cuda_graph"] = ("default (off on cpu)" if arch in (None, "cpu") else
                               "default (off: a prefill-only deployment; engines capture decode forwards)" if not cuda_graph
                               else "default (on for GPUs that decode, as SGLang)")
-        if quant_params.get("activation_precision") is not None and dep.quant_config is not None:
-            where = dep.quant_config.where("activation_precision")
-            if fmt is not None and not fmt.quantized:
-                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
-                                    "quant_config.activation_precision", f"activation_precision ({where}) is the precision of a "
-                                    f"quantized format's activations (W4A16 vs W4A8); {quant} has unquantized weights"))
-            elif quant_params.get("weight_only") and quant_params["activation_precision"] not in ("bf16", "fp16"):
-                issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
-                                    "quant_config.activation_precision", f"activation_precision {quant_params['activation_precision']} "
-                                    f"({where}) quantizes activations; a weight-only checkpoint (weight_only) keeps 16-bit activations"))
     else:
         prov["cuda_graph"] = here("cuda_graph")
 
