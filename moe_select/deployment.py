@@ -405,6 +405,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     else:
         bad("model", "give model (num_experts, top_k, hidden_size, moe_intermediate_size, ...) or model_config")
 
+    made_online = False  # the engine quantizes an unquantized checkpoint at load (quant_params.online)
     if dep.quant not in (None, "auto"):
         if quant is not None and quant != dep.quant:
             from .formats import lookup as format_row
@@ -425,6 +426,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 notes.append(f"quant nvfp4 with activation_scale per_token given for a {quant} checkpoint: "
                              "online NVFP4 with per-token activation scales (SGLang --quantization nvfp4_online, "
                              "sgl-project/sglang PR #28354)")
+                made_online = True
             elif unquantized and wanted is not None and wanted.quantized and wanted.online_ways:
                 # per engine and version: which engines make the format at load, with which flag (formats.yaml)
                 from .formats import online_judgement
@@ -437,12 +439,14 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 ok, text = online_judgement(wanted, quant, engines, versions, arch, scale)
                 if ok:
                     notes.append(text)
+                    made_online = True
                 else:
                     bad("quant", text)
             elif unquantized and (wanted is None or wanted.online or not wanted.quantized):
                 notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization"
                              + ("" if wanted is not None else " to a format without a row in backends/formats.yaml (no "
                                 "fact says an engine makes it)"))
+                made_online = wanted is None or wanted.quantized
             elif unquantized:
                 online = [n for n in format_names() if (r := format_row(n)) is not None and r.online]
                 bad("quant", f"quant {dep.quant} for a {quant} checkpoint: engines quantize online only to "
@@ -532,6 +536,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
                                     "quant_config.activation_precision", f"activation_precision {quant_params['activation_precision']} "
                                     f"({where}) quantizes activations; a weight-only checkpoint (weight_only) keeps 16-bit activations"))
+        if made_online:
+            quant_params["online"] = True  # read by facts under when: {online: ...} (weights the engine lays out itself)
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"

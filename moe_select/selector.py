@@ -187,7 +187,8 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     shared_intermediate_size=m.shared_expert_intermediate_size,
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
-                    activation_precision=u.quant_params.get("activation_precision"))
+                    activation_precision=u.quant_params.get("activation_precision"),
+                    online=bool(u.quant_params.get("online")))
 
 
 def activation_scale_of(u: Understood) -> str | None:
