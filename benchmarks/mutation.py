@@ -107,8 +107,12 @@ ALSO_COPY = ["moe_select/backends", "moe_select/rules", "moe_select/schemas", "b
              "examples", "benchmarks", "docs", "README.md"]
 LINKED = ("backends", "rules", "schemas")
 #: Left out of every run: test_matrix_is_committed_and_in_sync compares docs/ with the sources it was generated
-#: from, so it fails on mutmut's copy (trampolined sources) whatever the mutant.
-DESELECT = ["tests/test_cli.py::test_matrix_is_committed_and_in_sync"]
+#: from, so it fails on mutmut's copy (trampolined sources) whatever the mutant; the --nproc runs start worker
+#: processes (which cannot see a mutant: mutmut's switch lives in its process) under a rendezvous timeout that a
+#: loaded machine can miss (test_run_nproc_text failed so once beside the clean run of 2026-12-02).
+DESELECT = ["tests/test_cli.py::test_matrix_is_committed_and_in_sync", "tests/test_cli.py::test_run_nproc_text",
+            "tests/test_cli.py::test_run_nproc_gpt_oss_tp_split_biases",
+            "tests/test_issue17_run.py::test_run_nproc_says_each_step_and_keeps_json_clean"]
 #: The environment of every mutmut run. Fixed random inputs, so the stats, clean and every mutant's run see the
 #: same ones and a verdict does not depend on the draw: the tests' ``seed`` fixture (tests/conftest.py) and
 #: hypothesis in test_fuzz_inputs.py. No GPU: the planning modules need none, and on the GPU machine dozens of
