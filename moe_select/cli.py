@@ -48,6 +48,12 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
                    help="the all-to-all buffer's tokens per rank, as the engine's variable sets it (the a2a file's capacity "
                    "names it; default: the engine's default)")
     g.add_argument("--runner", help="auto or a runner name")
+    g.add_argument("--activation-precision", dest="activation_precision", metavar="PRECISION",
+                   help="the experts' activation precision asked of the engine (quant_config.activation_precision: bf16 for "
+                   "W4A16, fp8_token for W4A8, mxfp8, ...; default: each runner's own)")
+    g.add_argument("--dispatch-precision", dest="dispatch_precision", metavar="PRECISION|KIND=PRECISION,...",
+                   help="the precision the all-to-all sends activations in (auto, a precision for every MoE layer kind, or "
+                   "per layer kind: main=nvfp4,mtp=bf16; default auto: the engine's choice per layer)")
     g.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--require-adapter", dest="require_adapter", action="store_true", default=None,
                    help=f"only what this install's adapters run: plan for engine {INSTALL_ENGINE} (with a serving "
@@ -102,6 +108,8 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
         flags["prebuilt"] = pre
     if getattr(args, "model", None):
         flags["model"] = _model_flag(args.model)
+    if getattr(args, "dispatch_precision", None):
+        flags["dispatch_precision"] = _dispatch_flag(args.dispatch_precision)
     if getattr(args, "package", None):
         pk: dict[str, Any] = {}
         for item in args.package:
@@ -139,7 +147,38 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
         data[k] = v
         if not str(data.key_sources.get(k, "")).startswith("command line"):
             data.key_sources[k] = f"command line (--{k.replace('_', '-')})"
+    if getattr(args, "activation_precision", None):  # one key of quant_config: the file's other keys are kept
+        qc = data.get("quant_config")
+        if qc is not None and not isinstance(qc, dict):
+            raise InputError(Issue(file, data.key_lines.get("quant_config", 0), "quant_config",
+                                   "quant_config is not a mapping, so --activation-precision cannot be added to it"))
+        merged = MarkedDict(qc or {})
+        if isinstance(qc, MarkedDict):  # the file's keys keep their lines
+            merged.file, merged.line = qc.file, qc.line
+            merged.key_lines, merged.key_sources = dict(qc.key_lines), dict(qc.key_sources)
+        else:
+            merged.file = file
+        merged["activation_precision"] = args.activation_precision
+        merged.key_sources["activation_precision"] = "command line (--activation-precision)"
+        data["quant_config"] = merged
+        if qc is None:
+            data.key_sources["quant_config"] = "command line (--activation-precision)"
     return validate(Deployment, data, file), base
+
+
+def _dispatch_flag(text: str) -> str | dict[str, str]:
+    """``--dispatch-precision``: one precision (every MoE layer kind), or ``KIND=PRECISION,...`` (per layer kind)."""
+    if "=" not in text:
+        return text.strip()
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, sep, value = (x.strip() for x in part.partition("="))
+        if not sep or not kind or not value:
+            raise InputError(f"--dispatch-precision: {part!r} is not KIND=PRECISION", file="<flags>", field="dispatch_precision")
+        if kind in out:
+            raise InputError(f"--dispatch-precision: layer kind {kind} is given twice", file="<flags>", field="dispatch_precision")
+        out[kind] = value
+    return out
 
 
 def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):

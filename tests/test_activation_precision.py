@@ -231,3 +231,40 @@ def test_a_table_entry_for_the_precision_needs_a_value_map_of_precision_names():
         engine_tables.EnvEntry.model_validate({**base, "means": "tp", "values": {"1": "bf16"}})
     ok = engine_tables.EnvEntry.model_validate({**base, "values": {"1": "mxfp8", "0": None}})
     assert ok.values == {"1": "mxfp8", "0": None}
+
+
+# ------------------------------------------------------------------------------------------------- command line
+def test_cli_flag_asks_the_precision(capsys):
+    from moe_select.cli import main
+
+    argv = ["explain", "--gpu", "H200", "--model-config", GPT_OSS, "--engine", "sglang", "--runner", "flashinfer_mxfp4",
+            "--package", "flashinfer-python=0.6.18", "--package", "sglang=0.5.18", "--activation-precision", "fp8_token"]
+    assert main(argv) == 1  # refused: sglang 0.5.18 has no fp8 (the version gate)
+    assert "sglang >=0.5.19" in capsys.readouterr().out
+    assert main(argv[:-5] + ["sglang=0.5.19", "--activation-precision", "fp8_token", "--json"]) == 0
+    assert '"activation_precision": "fp8_token"' in capsys.readouterr().out
+
+
+def test_cli_flag_keeps_the_files_quant_config_and_its_lines(tmp_path, capsys):
+    from moe_select.cli import main
+
+    f = _write(tmp_path, f"gpu: H200\nmodel_config: {BF16}\nquant_config:\n  block: [128, 128]\n")
+    assert main(["explain", "-d", str(f), "--activation-precision", "fp8_token"]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}:3: quant_config.activation_precision" in err and "command line (--activation-precision)" in err
+    assert main(["explain", "--gpu", "H200", "--model-config", GPT_OSS, "--activation-precision", "fp9"]) == 2
+    assert "'fp9' is not one of" in capsys.readouterr().err
+
+
+def test_cli_dispatch_flag_reads_one_precision_or_per_kind(capsys):
+    from moe_select.cli import _dispatch_flag, main
+
+    assert _dispatch_flag("nvfp4") == "nvfp4"
+    assert _dispatch_flag("main=nvfp4, mtp=bf16") == {"main": "nvfp4", "mtp": "bf16"}
+    for bad, says in (("main=", "is not KIND=PRECISION"), ("main=bf16,main=fp8_group", "given twice")):
+        with pytest.raises(InputError, match=says):
+            _dispatch_flag(bad)
+    fp8 = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
+    assert main(["explain", "--gpu", "H200", "--model-config", fp8, "--tp", "8", "--ep", "8", "--a2a", "deepep",
+                 "--dispatch-precision", "main=fp8_group,mtp=bf16"]) == 2
+    assert "layer kind 'mtp' is not in this checkpoint" in capsys.readouterr().err
