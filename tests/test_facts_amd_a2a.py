@@ -127,15 +127,17 @@ def test_aiter_fp8_ck_alignment_is_sglang_only(tmp_path, capsys):
 
 def test_aiter_weight_on_input_only_top1_and_not_block_fp8(tmp_path, capsys):
     # vLLM rocm_aiter_fused_experts: apply_router_weight_on_input asserts topk == 1 and not block-scaled FP8.
+    # SGLang (issue 21, sgl-project/sglang#6274): top-1 in every non-MXFP4 format from 0.5.11 (its default here is
+    # newer), block FP8 included (tests/test_field_2026_kinds_b.py).
     model = {"num_experts": 16, "top_k": 1, "hidden_size": 5120, "moe_intermediate_size": 8192,
              "activation": "silu", "routing": "llama4"}
     out = explain(tmp_path, capsys, gpu="MI300X", quant="bf16", model=model, tp=8, runner="aiter")
     assert out["status"] == "ok", out["reasons"]
-    assert candidate(out, "aiter")["engines"] == ["vllm"]
+    assert candidate(out, "aiter")["engines"] == ["sglang", "vllm"]
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter")
-    # Issue 18: the routing list is open, so weight-on-input with block FP8 is unverified, not refused.
-    aiter = candidate(out, "aiter")
-    assert aiter["evidence"] == "unverified" and "routing_unsupported" in {u["code"] for u in aiter["unknowns"]}
+    assert out["status"] == "ok" and candidate(out, "aiter")["engines"] == ["sglang"], out["reasons"]
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter", engine="vllm")
+    assert "routing_unsupported" in codes(candidate(out, "aiter"), "backends/aiter.yaml")
 
 
 def test_aiter_takes_mori_not_deepep_or_mooncake(tmp_path, capsys):

@@ -124,12 +124,14 @@ def test_cutlass_mxfp4_unaligned_sizes_run_padded_by_vllm():
 
 # --------------------------------------------------------------------------------- flashinfer_trtllm
 def test_trtllm_minimax_routing_needs_0_6_8():
-    # FlashInfer issue #2736, PR #2803 (MiniMax2 routing, first in v0.6.8); vLLM PR #39141 enabled it.
-    dep = {"gpu": "B200", "quant": "fp8_block", "model": MINIMAX, "tp": 4, "ep": 1, "a2a": "none",
+    # FlashInfer issue #2736, PR #2803 (MiniMax2 routing, first in v0.6.8); vLLM PR #39141 enabled it (SGLang's rows
+    # differ by release: tests/test_field_2026_kinds_b.py).
+    dep = {"gpu": "B200", "engine": "vllm", "quant": "fp8_block", "model": MINIMAX, "tp": 4, "ep": 1, "a2a": "none",
            "runner": "flashinfer_trtllm", "packages": {"flashinfer-python": "0.6.7"}}
     report = moe_select.explain(dep)
     assert report.status == "rejected" and {r.code for r in report.reasons} == {"routing_unsupported"}
-    assert report.reasons[0].fix == "pip install 'flashinfer-python>=0.6.8'"
+    assert "(flashinfer-python is 0.6.7)" in report.reasons[0].detail
+    assert "pip install 'flashinfer-python>=0.6.8'" in report.reasons[0].fix
     plan = moe_select.plan({**dep, "packages": {"flashinfer-python": "0.6.8"}})
     assert plan.runner == "flashinfer_trtllm"
 

@@ -51,9 +51,10 @@ def test_activation_unsupported():
 
 def test_routing_unsupported():
     # FlashInfer's TRT-LLM-gen routing kernels take MiniMax2-style sigmoid_topk from 0.6.8 (tests/test_facts_flashinfer.py).
-    r = find({"gpu": "B200", "quant": "nvfp4", "model": {**DSV3, "routing": "sigmoid_topk"}, "tp": 8,
+    r = find({"gpu": "B200", "engine": "vllm", "quant": "nvfp4", "model": {**DSV3, "routing": "sigmoid_topk"}, "tp": 8,
               "runner": "flashinfer_trtllm", "packages": {"flashinfer-python": "0.6.7"}}, "routing_unsupported")
-    assert "sigmoid_topk" in r.detail and r.fix == "pip install 'flashinfer-python>=0.6.8'"
+    assert "sigmoid_topk" in r.detail and "(flashinfer-python is 0.6.7)" in r.detail
+    assert "pip install 'flashinfer-python>=0.6.8'" in r.fix
 
 
 def test_engine_unsupported():
