@@ -47,6 +47,9 @@ Meaning = Literal[
     # the experts' activation precision asked of the engine (quant_config.activation_precision); the entry's ``values``
     # map each engine value to a precision name (null: the engine's default, nothing asked)
     "activation_precision",
+    # the precision an all-to-all sends the MoE activations in (the deployment's dispatch_precision); ``values`` map each
+    # engine value to a precision name (null: auto), ``layers`` says which MoE layer kinds it sets, ``a2a`` which all-to-alls
+    "dispatch_precision",
     # removed switches and ignored variables, read for what they used to mean (the entry's ``replacement`` names
     # today's spelling): tp-wide expert parallelism, an all-to-all backend, a runner
     "ep_equals_tp", "retired_a2a", "retired_runner",
@@ -124,20 +127,98 @@ class _Entry(Located):
     #: (``means: activation_precision``: a precision name of :data:`moe_select.formats.Precision`; null: the
     #: engine's default). A value the engine takes but this map lacks is read as unknown (a finding), never guessed.
     values: dict[str, str | None] | None = None
+    #: How the engine reads the raw value before ``values`` looks it up (issue 21): ``exact`` (a choice of its parser),
+    #: ``lower`` (lower-cased first), ``env_bool`` (SGLang's EnvBool: true/1/yes/y is ``"1"``, false/0/no/n ``"0"``, any
+    #: other value raises), ``bool_env_var`` (SGLang's get_bool_env_var: true/1 is ``"1"``, false/0 ``"0"``, any other
+    #: value is read as false with a warning), ``int_bool`` (vLLM's ``bool(int(v))``: 0 is ``"0"``, another integer
+    #: ``"1"``, a non-integer raises).
+    parse: Literal["exact", "lower", "env_bool", "bool_env_var", "int_bool"] = "exact"
+    #: A value ``values`` lacks after ``parse``: ``refused`` (the engine raises: an engine_error finding) or ``ignored``
+    #: (the engine keeps its own choice: a finding says so); ``unknown_refused_since``: the release from which the
+    #: engine raises for it instead (``unknown: ignored`` only).
+    unknown: Literal["refused", "ignored"] = "refused"
+    unknown_refused_since: Change | None = None
+    #: ``means: dispatch_precision`` only. ``layers``: the MoE layer kinds the value sets: ``all`` (every kind, draft/MTP
+    #: layers included: read as the scalar ``dispatch_precision``) or ``main`` (the main layers; a layer of another kind
+    #: keeps the engine's own choice: read as ``{main: X}``). ``a2a``: our all-to-all backends (backends/a2a/*.yaml) whose
+    #: dispatch it sets, ``a2a_modes`` the modes (None: any); with another all-to-all it is not read (``other_a2a:
+    #: ignored``, a note) or the engine raises at startup (``raises``, an engine_error finding). ``auto_decides``: an
+    #: explicit null value here still decides (the sources after it are not read), as a variable whose presence the engine
+    #: tests first.
+    layers: Literal["main", "all"] | None = None
+    a2a: list[str] | None = None
+    a2a_modes: list[Literal["normal", "low_latency"]] | None = None
+    other_a2a: Literal["ignored", "raises"] = "ignored"
+    auto_decides: bool = False
 
     @model_validator(mode="after")
     def _values_fit_meaning(self) -> "_Entry":
-        if self.means == "activation_precision":
+        valued = ("activation_precision", "dispatch_precision")
+        if self.means in valued:
             from .formats import PRECISIONS
 
             if not self.values:
-                raise ValueError("means: activation_precision needs values (the engine's value -> a precision name, or null)")
+                raise ValueError(f"means: {self.means} needs values (the engine's value -> a precision name, or null)")
             bad = [v for v in self.values.values() if v is not None and v not in PRECISIONS]
             if bad:
                 raise ValueError(f"values: {bad[0]!r} is not a precision name ({', '.join(PRECISIONS)})")
+            if self.parse in ("env_bool", "bool_env_var", "int_bool") and not set(self.values) <= {"0", "1"}:
+                raise ValueError(f"parse: {self.parse} reads the value as \"0\" or \"1\": values can name only those "
+                                 f"(got {', '.join(repr(k) for k in self.values if k not in ('0', '1'))})")
+            if self.parse == "lower" and any(k != k.lower() for k in self.values):
+                raise ValueError("parse: lower reads the value lower-cased: values' keys must be lower case")
         elif self.values is not None:
-            raise ValueError(f"values maps the engine's names for means: activation_precision only (this entry means {self.means})")
+            raise ValueError(f"values maps the engine's names for means: {' or '.join(valued)} only (this entry means {self.means})")
+        elif self.parse != "exact" or self.unknown != "refused":
+            raise ValueError(f"parse and unknown say how values reads the engine's value: means {' or '.join(valued)} only")
+        if self.unknown_refused_since is not None and self.unknown != "ignored":
+            raise ValueError("unknown_refused_since: the release from which an ignored unknown value is refused (unknown: ignored only)")
+        scoped = {k: getattr(self, k) for k in ("layers", "a2a", "a2a_modes") if getattr(self, k) is not None}
+        if self.other_a2a != "ignored":
+            scoped["other_a2a"] = self.other_a2a
+        if self.auto_decides:
+            scoped["auto_decides"] = True
+        if self.means == "dispatch_precision":
+            missing = [k for k in ("layers", "a2a") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"means: dispatch_precision needs {' and '.join(missing)} (which MoE layer kinds it sets: main or all; "
+                                 "which of our all-to-all backends read it)")
+            if not self.a2a:
+                raise ValueError("a2a: name at least one all-to-all backend (backends/a2a/<name>.yaml) that reads it")
+            for name in self.a2a:
+                if not re.match(r"^[a-z][a-z0-9_]*$", name):
+                    raise ValueError(f"a2a: {name[:40]!r} is not an all-to-all backend name (lower case, digits, _)")
+        elif scoped:
+            raise ValueError(f"{', '.join(scoped)}: for means: dispatch_precision only (this entry means {self.means})")
         return self
+
+    def engine_value(self, raw: str) -> tuple[str | None, str | None]:
+        """``(key, how)``: the key of :attr:`values` that ``raw`` is as the engine reads it (:attr:`parse`), or None where
+        the engine takes no such value; ``how`` says how a value not written as the key was read (else None)."""
+        value = raw.strip()
+        if self.parse == "exact":
+            key = value
+        elif self.parse == "lower":
+            key = value.lower()
+        elif self.parse == "int_bool":
+            try:
+                key = "1" if int(value) != 0 else "0"
+            except ValueError:
+                return None, None
+        else:
+            low = value.lower()
+            true, false = (("true", "1", "yes", "y"), ("false", "0", "no", "n")) if self.parse == "env_bool" else (("true", "1"), ("false", "0"))
+            if low in true:
+                key = "1"
+            elif low in false:
+                key = "0"
+            elif self.parse == "bool_env_var":
+                return "0", f"{value[:40]!r} is neither true/1 nor false/0: read as false (the engine warns)"
+            else:
+                return None, None
+        if key not in (self.values or {}):
+            return None, None
+        return key, (None if key == value else f"{value[:40]!r} read as {key!r}")
 
 
 class FlagEntry(_Entry):

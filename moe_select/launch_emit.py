@@ -21,7 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine_tables import FlagEntry, names, table
+from .engine_tables import EnvEntry, FlagEntry, names, table
 from .errors import MoeSelectError
 
 #: File name of the TensorRT-LLM YAML an emitted launch writes (a here-document in the script).
@@ -108,6 +108,51 @@ def _precision_flag(engine: str, precision: str, version: str | None, comments: 
                     f"moe-select cannot write this plan as a {engine} launch")
 
 
+def _dispatch_words(plan: Any, engine: str, version: str | None, comments: list[str]) -> tuple[list[str], dict[str, str]]:
+    """``(flag words, variables)`` asking ``engine`` for the plan's ``dispatch_precision`` (each MoE layer kind's): the
+    first table entry ``means: dispatch_precision`` (flags before variables, deprecated ones never) that reads the plan's
+    all-to-all and mode, is live at ``version``, has a value for the main layers' precision and can say the other kinds'
+    (``layers: all``: every kind the same; ``layers: main``: the other kinds auto). Nothing where every kind is auto.
+    Raises :class:`EmitError` naming what no entry can say (writing the launch would drop the request)."""
+    from .launch_line import _changes
+
+    main = str(plan.deployment.dispatch_precision)
+    kinds = {k.deployment.layer_kind: str(k.deployment.dispatch_precision) for k in plan.layers}
+    if main == "auto" and all(p == "auto" for p in kinds.values()):
+        return [], {}
+    asked = ", ".join([f"main {main}"] + [f"{k} {p}" for k, p in kinds.items()])
+    t = table(engine)
+    why: list[str] = []
+    entries: list[FlagEntry | EnvEntry] = [*t.flags, *t.env]
+    for entry in entries:
+        if entry.means != "dispatch_precision" or entry.deprecated is not None:
+            continue
+        label = entry.name
+        if plan.a2a not in (entry.a2a or []) or (entry.a2a_modes and plan.a2a_mode not in entry.a2a_modes):
+            continue
+        found, live = _changes(entry, label, version, engine)
+        if not live:
+            why.append(f"{label}: " + "; ".join(f.message for f in found))
+            continue
+        value = next((k for k, p in (entry.values or {}).items() if p == main), None) if main != "auto" else None
+        if value is None:
+            why.append(f"{label} has no value for {main} (it takes {', '.join(entry.values or {})})")
+            continue
+        other = {k: p for k, p in kinds.items() if p != (main if entry.layers == "all" else "auto")}
+        if other:
+            why.append(f"{label} sets " + ("every MoE layer kind alike" if entry.layers == "all" else "the main layers only (the other kinds: "
+                       "the engine's choice)") + f": it cannot say {', '.join(f'{k} {p}' for k, p in other.items())}")
+            continue
+        if entry.since is not None and entry.since.version is None and version is not None:
+            comments.append(f"{label}: added by {entry.since.text()}; no release is recorded for it: check that {engine} {version} has it")
+        comments.append(f"dispatch_precision ({asked}): {label} {value} ({table(engine).cite(entry)})")
+        return ([entry.name, value], {}) if isinstance(entry, FlagEntry) else ([], {entry.name: value})
+    raise EmitError(f"{engine} cannot be asked for dispatch_precision {asked} over a2a {plan.a2a}"
+                    + (f" ({plan.a2a_mode})" if plan.a2a_mode else "") + ": "
+                    + ("; ".join(why) if why else f"its table has no flag or variable setting the dispatch of {plan.a2a}")
+                    + f"; moe-select cannot write this plan as a {engine} launch")
+
+
 def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: Any = None, model: str | None = None) -> Emitted:
     """The launch of ``plan`` for ``engine`` (``sglang``, ``vllm``, ``trtllm``). ``launch``: the
     :class:`~moe_select.launch_line.Launch` the plan came from (its other flags and its model are kept);
@@ -121,6 +166,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         raise EmitError(f"the plan came from a {launch.engine} launch line; --emit {engine} would drop its flags: emit {launch.engine}, "
                         f"or plan {engine} from a deployment")
     d = plan.deployment
+    dispatch_env: dict[str, str] = {}
     comments: list[str] = [f"the plan: runner {plan.runner}, a2a {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
                            + f", tp {d.tp}, ep {d.ep}" + (f", dp {d.dp}" if d.dp else "") + f", phase {d.phase}"]
     known, theirs = names().runner_for(engine, plan.runner, plan.quant)
@@ -165,6 +211,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("sglang", "a2a", version, comments), a2a_row.sglang]
             if plan.a2a_mode and plan.a2a_mode != "auto" and a2a_row.sglang_mode:
                 argv += [_flag("sglang", "a2a_mode", version, comments), plan.a2a_mode]
+            words, dispatch_env = _dispatch_words(plan, "sglang", version, comments)
+            argv += words
         if not plan.cuda_graph:
             argv.append(_flag("sglang", "cuda_graph_off", version, comments))
         if d.phase in ("prefill", "decode"):
@@ -195,6 +243,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
                                 + ": plan it with an a2a that the names table (backends/engines/names.yaml) gives vLLM a name for")
             argv += [_flag("vllm", "a2a", version, comments), a2a_row.vllm]
+            words, dispatch_env = _dispatch_words(plan, "vllm", version, comments)
+            argv += words
         elif plan.a2a != "none":
             raise EmitError(f"vLLM runs an all-to-all ({plan.a2a}) only with expert parallelism: the plan has ep 1")
         if not plan.cuda_graph:
@@ -236,4 +286,5 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         env = {k: v for k, v in launch.env.items() if launch.env_from.get(k) == "launch line"}
     else:
         env = {}
+    env.update(dispatch_env)
     return Emitted(engine=engine, argv=argv, env=env, yaml=yaml_doc, comments=comments, head={"sglang": 3, "vllm": 3, "trtllm": 2}[engine])

@@ -662,9 +662,11 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
         elif entry.means == "model":
             launch.model, launch.model_written = str(value), written
         elif live:
-            if entry.means in launch.values and entry.means not in ("config_file", "extra_options"):
-                launch.findings.append(Finding("note", written, f"given again: the last one wins (was {launch.values[entry.means].written})"))
-            launch.values[entry.means] = Read(entry, value, written)
+            # one key per flag where several flags share a meaning (dispatch_precision: one per all-to-all)
+            key = f"{entry.means}:{entry.name}" if entry.means == "dispatch_precision" else entry.means
+            if key in launch.values and entry.means not in ("config_file", "extra_options"):
+                launch.findings.append(Finding("note", written, f"given again: the last one wins (was {launch.values[key].written})"))
+            launch.values[key] = Read(entry, value, written)
             launch.findings.append(Finding("understood", written, (entry.note or entry.means), _cite(engine, entry)))
         i += step
     for flag, value in dotted.items():  # merged over a JSON flag given whole (vLLM: the dotted ones come last)
@@ -1089,6 +1091,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     _format_runner(launch)
     _activation_scale(launch)
     _activation_precision(launch)
+    _dispatch_precision(launch)
     return launch
 
 
@@ -1147,6 +1150,70 @@ def _activation_precision(launch: Launch) -> None:
         qc = dict(launch.deployment.get("quant_config") or {})
         qc["activation_precision"] = names[value]
         _set(launch, "quant_config", qc, f"{r.written} (activation_precision {names[value]})")
+
+
+def _dispatch_precision(launch: Launch) -> None:
+    """The flags and variables that set the all-to-all's dispatch precision (``means: dispatch_precision``, e.g. SGLang's
+    ``--deepep-dispatcher-output-dtype``): ``dispatch_precision`` from the entry's ``values`` map, a scalar where the entry
+    sets every MoE layer kind (``layers: all``), ``{main: X}`` where it sets the main layers. Read in the engine's order: a
+    flag before a variable, a variable before a deprecated one (table order within each); the first non-auto value decides
+    (an explicit auto decides too where ``auto_decides``), and a later source that says otherwise is a note naming both.
+    A value the engine refuses is an ``engine_error`` finding, one it ignores an ``ignored`` finding; a source for another
+    all-to-all (or mode) than the launch's is a note, or an ``engine_error`` where the engine raises for it (``other_a2a``)."""
+    t = table(launch.engine)
+    order = {id(e): i for i, e in enumerate([*t.flags, *t.env])}
+    reads = sorted((r for r in launch.values.values() if r.entry.means == "dispatch_precision"),
+                   key=lambda r: (isinstance(r.entry, EnvEntry), r.entry.deprecated is not None, order.get(id(r.entry), 0)))
+    a2a, mode = str(launch.deployment.get("a2a", "none")), launch.deployment.get("a2a_mode")
+    v = _ver(launch.engine_version)
+    decided: tuple[Read, str | None] | None = None
+    for r in reads:
+        e, src = r.entry, _cite(launch.engine, r.entry)
+        names = e.values or {}
+        key, how = e.engine_value(str(r.value))
+        if key is None:
+            since = e.unknown_refused_since
+            refused = e.unknown == "refused" or (since is not None and (v is None or _ver(since.version) is None
+                                                                          or v >= _ver(since.version)))
+            if refused:
+                launch.findings.append(Finding("engine_error", r.written, f"{str(r.value)[:40]!r} is not one of {', '.join(names)}: "
+                                               f"{launch.engine} refuses it" + (f" (from {since.text()})" if since else "")
+                                               + " (not read)", src))
+                continue
+            launch.findings.append(Finding("ignored", r.written, f"{str(r.value)[:40]!r} is not one of {', '.join(names)}: "
+                                           f"{launch.engine} ignores it and chooses itself (auto)", src))
+            if not e.auto_decides:
+                continue
+            key = next(k for k, p in names.items() if p is None)
+        if how:
+            launch.findings.append(Finding("note", r.written, how, src))
+        want = names[key]
+        if a2a not in (e.a2a or []) or (e.a2a_modes and mode in ("normal", "low_latency") and mode not in e.a2a_modes):
+            here = f"a2a {a2a}" + (f" ({mode})" if mode else "")
+            sets = ", ".join(e.a2a or []) + (f" ({', '.join(e.a2a_modes)})" if e.a2a_modes else "")
+            if e.other_a2a == "raises" and want is not None:
+                launch.findings.append(Finding("engine_error", r.written, f"sets the dispatch of {sets} only: {launch.engine} raises "
+                                               f"for it with {here} at startup", src))
+            else:
+                launch.findings.append(Finding("note", r.written, f"sets the dispatch of {sets} only: no effect with {here} (not read)"))
+            continue
+        if decided is None:
+            if want is None and not e.auto_decides:
+                launch.findings.append(Finding("note", r.written, f"{key}: auto (the engine chooses per layer from its weights)"))
+                continue
+            decided = (r, want)
+            continue
+        first, said = decided
+        launch.findings.append(Finding("note", r.written, f"not read: {first.written} decides ({launch.engine} reads it first)"
+                                       + (f"; this one says {want or 'auto'}, that one {said or 'auto'}" if want != said else ""), src))
+    if decided is None:
+        return
+    r, said = decided
+    if said is None:
+        return
+    value: str | dict[str, str] = said if r.entry.layers == "all" else {"main": said}
+    _set(launch, "dispatch_precision", value, f"{r.written} (" + ("every MoE layer kind" if r.entry.layers == "all" else
+         "the main MoE layers; other kinds: the engine's choice") + ")")
 
 
 def _format_runner(launch: Launch) -> None:
