@@ -440,6 +440,17 @@ def size(module: str) -> int:
     return len((REPO / "moe_select" / f"{module}.py").read_text().splitlines())
 
 
+def replaces(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """Whether results entry ``new`` replaces ``old`` when files are merged: a partial entry never replaces a whole
+    one, a whole one always replaces a partial one, else the later ``finished`` wins (an entry without one is the
+    oldest; entries written before ``partial`` existed are whole)."""
+    if old is None:
+        return True
+    if bool(new.get("partial")) != bool(old.get("partial")):
+        return not new.get("partial")
+    return str(new.get("finished", "")) >= str(old.get("finished", ""))
+
+
 def write(path: Path, results: dict[str, Any]) -> None:
     """Write the results file (sorted, one key a line)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -473,9 +484,7 @@ def main() -> None:
     if args.merge_from:
         for path in args.merge_from:
             for m, e in json.loads(path.read_text()).items():
-                old = results.get(m)
-                if old is None or (e.get("partial"), str(old.get("finished", ""))) <= (
-                        old.get("partial"), str(e.get("finished", ""))):  # a partial entry never replaces a whole one
+                if replaces(e, results.get(m)):
                     results[m] = e
         write(args.results, results)
     if args.list_survivors:

@@ -74,6 +74,16 @@ def test_satisfies_answers_remembered_verdicts(monkeypatch):
     assert versions.satisfies("1.0", ">=3") is False
 
 
+def test_known_specifier_is_a_specifier_with_a_verdict(monkeypatch):
+    """Kills versions.x_known_specifier__mutmut_2 (``s == spec`` -> ``s != spec``; the H200 run of bc97a02): only a
+    specifier some verdict was computed for counts as already parsed, not any specifier beside another one."""
+    monkeypatch.setattr(versions, "_verdicts", {})
+    assert versions.known_specifier(">=2") is False
+    versions.remember({("1.0", ">=2"): True})
+    assert versions.known_specifier(">=2") is True
+    assert versions.known_specifier("<0.5") is False
+
+
 # --- moe_select.plans (the mutation run over plans, started at c570f0d) ---------------------------------------------
 
 FIXTURE_PLAN = Path(__file__).parent / "fixtures" / "plan.json"
