@@ -171,7 +171,7 @@ def _dispatch_flag(text: str) -> str | dict[str, str]:
     if "=" not in text:
         return text.strip()
     out: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in (p.strip() for p in text.split(",")):
         kind, sep, value = (x.strip() for x in part.partition("="))
         if not sep or not kind or not value:
             raise InputError(f"--dispatch-precision: {part!r} is not KIND=PRECISION", file="<flags>", field="dispatch_precision")

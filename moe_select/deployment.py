@@ -532,10 +532,12 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
                                     "quant_config.activation_precision", f"activation_precision ({where}) is the precision of a "
                                     f"quantized format's activations (W4A16 vs W4A8); {quant} has unquantized weights"))
-            elif quant_params.get("weight_only") and quant_params["activation_precision"] not in ("bf16", "fp16"):
+            elif ((quant_params.get("weight_only") or re.search(r"_w\d+a16$", quant or ""))
+                  and quant_params["activation_precision"] not in ("bf16", "fp16")):
                 issues.append(Issue(dep._file, dep.quant_config._lines.get("activation_precision", dep._lines.get("quant_config", dep._line)),
                                     "quant_config.activation_precision", f"activation_precision {quant_params['activation_precision']} "
-                                    f"({where}) quantizes activations; a weight-only checkpoint (weight_only) keeps 16-bit activations"))
+                                    f"({where}) quantizes activations; a weight-only checkpoint ({'weight_only' if quant_params.get('weight_only') else quant}: "
+                                    "W*A16) keeps 16-bit activations"))
         if made_online:
             quant_params["online"] = True  # read by facts under when: {online: ...} (weights the engine lays out itself)
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}

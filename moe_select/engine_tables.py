@@ -150,6 +150,11 @@ class _Entry(Located):
     a2a_modes: list[Literal["normal", "low_latency"]] | None = None
     other_a2a: Literal["ignored", "raises"] = "ignored"
     auto_decides: bool = False
+    #: ``means: activation_precision`` only: the runners (our names; ``auto``: the launch names none, the engine picks)
+    #: and checkpoint formats the engine reads it for; elsewhere it is not read (a note), and ``plan --emit`` does not
+    #: write it (None: every runner / format).
+    runners: list[str] | None = None
+    formats: list[str] | None = None
 
     @model_validator(mode="after")
     def _values_fit_meaning(self) -> "_Entry":
@@ -190,6 +195,11 @@ class _Entry(Located):
                     raise ValueError(f"a2a: {name[:40]!r} is not an all-to-all backend name (lower case, digits, _)")
         elif scoped:
             raise ValueError(f"{', '.join(scoped)}: for means: dispatch_precision only (this entry means {self.means})")
+        read_for = [k for k in ("runners", "formats") if getattr(self, k) is not None]
+        if read_for and self.means != "activation_precision":
+            raise ValueError(f"{', '.join(read_for)}: for means: activation_precision only (this entry means {self.means})")
+        if any(not v for v in (self.runners, self.formats) if v is not None):
+            raise ValueError("runners / formats: name at least one (leave the key out for every runner / format)")
         return self
 
     def engine_value(self, raw: str) -> tuple[str | None, str | None]:

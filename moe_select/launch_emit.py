@@ -94,18 +94,26 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
     return entry.name
 
 
-def _precision_flag(engine: str, precision: str, version: str | None, comments: list[str]) -> list[str]:
+def _precision_flag(engine: str, precision: str, version: str | None, comments: list[str], *, runner: str,
+                    quant: str) -> list[str]:
     """``[flag, value]`` asking ``engine`` for activation ``precision`` (``quant_config.activation_precision``): the
     table entry ``means: activation_precision`` whose ``values`` map an engine value to it. Raises :class:`EmitError`
     where the engine's table has none (the engine cannot be asked: writing the launch would drop the request)."""
     t = table(engine)
+    scoped: list[str] = []
     for entry in t.flags:
         if entry.means == "activation_precision" and entry.removed is None:
             value = next((k for k, v in (entry.values or {}).items() if v == precision), None)
-            if value is not None:
-                return [_flag(engine, "activation_precision", version, comments), value]
-    raise EmitError(f"{engine}'s table has no flag asking for activation precision {precision} (quant_config.activation_precision): "
-                    f"moe-select cannot write this plan as a {engine} launch")
+            if value is None:
+                continue
+            if entry.runners is not None and runner not in entry.runners or entry.formats is not None and quant not in entry.formats:
+                scoped.append(f"{entry.name} is read with runner {' or '.join(entry.runners or ['any'])} on "
+                              f"{', '.join(entry.formats or ['any format'])} only")
+                continue
+            return [_flag(engine, "activation_precision", version, comments), value]
+    raise EmitError(f"{engine} has no flag asking runner {runner} on {quant} for activation precision {precision} "
+                    f"(quant_config.activation_precision)" + (f": {'; '.join(scoped)}" if scoped else "")
+                    + f": moe-select cannot write this plan as a {engine} launch")
 
 
 def _dispatch_words(plan: Any, engine: str, version: str | None, comments: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -204,7 +212,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
         argv += [_flag("sglang", "runner", version, comments), theirs]
         if d.quant_params.get("activation_precision"):
-            argv += _precision_flag("sglang", str(d.quant_params["activation_precision"]), version, comments)
+            argv += _precision_flag("sglang", str(d.quant_params["activation_precision"]), version, comments,
+                                    runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
             if a2a_row is None or a2a_row.sglang is None:
                 raise EmitError(f"SGLang has no --moe-a2a-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else ""))
@@ -225,7 +234,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                 argv += [_flag("sglang", "chunked_prefill", version, comments), str(chunk)]
     elif engine == "vllm":
         if d.quant_params.get("activation_precision"):
-            _precision_flag("vllm", str(d.quant_params["activation_precision"]), version, comments)
+            _precision_flag("vllm", str(d.quant_params["activation_precision"]), version, comments, runner=plan.runner,
+                            quant=plan.quant)
         dp = d.dp or 1
         if d.tp % dp:
             raise EmitError(f"vLLM's MoE group is tp x dp: dp {dp} does not divide the plan's tp {d.tp}")
@@ -261,7 +271,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                 argv += [_flag("vllm", "max_batched_tokens", version, comments), str(d.max_tokens_per_rank)]
     else:
         if d.quant_params.get("activation_precision"):
-            _precision_flag("trtllm", str(d.quant_params["activation_precision"]), version, comments)
+            _precision_flag("trtllm", str(d.quant_params["activation_precision"]), version, comments, runner=plan.runner,
+                            quant=plan.quant)
         if plan.a2a != "none":
             raise EmitError(f"TensorRT-LLM picks its all-to-all itself: a plan with a2a {plan.a2a} cannot be written as its launch")
         argv = ["trtllm-serve", mdl, _flag("trtllm", "extra_options", version, comments), TRTLLM_YAML]

@@ -1138,18 +1138,41 @@ def _activation_precision(launch: Launch) -> None:
     map (the engine's default, null there: nothing asked, a note); a value the map lacks: an ``engine_error`` finding
     (the engine's parser refuses it), not read."""
     for r in [r for r in launch.values.values() if r.entry.means == "activation_precision"]:
-        value = str(r.value).strip()
         names = r.entry.values or {}
-        if value not in names:
-            launch.findings.append(Finding("engine_error", r.written, f"{value!r} is not one of {', '.join(names)}: "
-                                           f"{launch.engine} refuses it (not read)", _cite(launch.engine, r.entry)))
+        value, how = r.entry.engine_value(str(r.value))
+        if value is None:
+            launch.findings.append(Finding("engine_error", r.written, f"{str(r.value).strip()[:40]!r} is not one of "
+                                           f"{', '.join(names)} as {launch.engine} reads it: it refuses it (not read)",
+                                           _cite(launch.engine, r.entry)))
             continue
         if names[value] is None:
             launch.findings.append(Finding("note", r.written, f"{value}: the engine's default activation precision (nothing asked)"))
             continue
+        scope = _precision_scope(launch, r.entry)
+        if scope is not None:
+            launch.findings.append(Finding("note", r.written, f"not read: {scope}", _cite(launch.engine, r.entry)))
+            continue
         qc = dict(launch.deployment.get("quant_config") or {})
         qc["activation_precision"] = names[value]
-        _set(launch, "quant_config", qc, f"{r.written} (activation_precision {names[value]})")
+        _set(launch, "quant_config", qc, f"{r.written} (activation_precision {names[value]}"
+             + (f"; {how}" if how else "") + ")")
+
+
+def _precision_scope(launch: Launch, entry: Any) -> str | None:
+    """Why the engine does not read the activation-precision ``entry`` in this launch (its ``runners`` / ``formats``
+    scope: the line names another runner, or the checkpoint is in another format), or None where it does."""
+    runner = launch.values.get("runner")
+    theirs = str(runner.value).strip() if runner is not None and runner.value is not None else "auto"
+    if entry.runners is not None and theirs not in entry.runners:
+        return (f"{launch.engine} reads it with {' or '.join(entry.runners)} only"
+                + (" (when it picks the MoE runner itself)" if "auto" in entry.runners else "") + f"; the line's runner is {theirs}")
+    if entry.formats is not None and "model_config" in launch.deployment:
+        from .model_config import read_model_config
+
+        info = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine)
+        if info.quant not in entry.formats:
+            return f"{launch.engine} reads it for {', '.join(entry.formats)} checkpoints only; this one is {info.quant}"
+    return None
 
 
 def _dispatch_precision(launch: Launch) -> None:

@@ -502,13 +502,15 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
         other = next((s for s in others if _holds(s, ctx, assumed)), others[0] if others else None)
         rows = [s for s in rows if _row_precision(s, u) == asked]
         if not rows and other is not None:
-            prec = _row_precision(other, u)
+            named = _row_precision(other, u)
+            prec = named or "its own (the row names none)"
             gap = _gap(ctx, cap, "support", "quant_unsupported",
                        f"{name} runs {u.quant} on {u.arch} with {prec} activations{_under(other)}; the deployment asks "
                        f"activation_precision {asked}", f"a support row of {name} running {u.quant} with {asked} "
                        f"activations on {u.arch}", other.where(), name)
-            return [r.model_copy(update={"fix": f"quant_config.activation_precision {prec} (or not given), or another "
-                                                "runner"}) for r in gap]
+            ask = (f"quant_config.activation_precision {named} (or not given)" if named else
+                   "quant_config.activation_precision not given") + ", or another runner"
+            return [r.model_copy(update={"fix": ask}) for r in gap]
     if any(_holds(s, ctx, assumed) for s in rows):
         return []
     # A row that would hold but reads an input the deployment left out (its architecture): not decided either way.

@@ -193,8 +193,7 @@ def test_sglang_flag_value_the_engine_refuses_is_an_engine_error():
 
 @pytest.mark.parametrize("version, want", [("0.23.0", "mxfp8"), ("0.24.0", None)])
 def test_vllm_variable_is_read_until_it_is_ignored(version, want):
-    launch = from_command(f"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 vllm serve {GPT_OSS} --moe-backend flashinfer_trtllm", {},
-                          engine_version=version)
+    launch = from_command(f"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 vllm serve {GPT_OSS}", {}, engine_version=version)
     assert (launch.deployment.get("quant_config") or {}).get("activation_precision") == want
 
 
@@ -216,7 +215,7 @@ def test_an_engine_without_a_flag_for_the_precision_cannot_emit_it():
     r = _explain("B200", "mxfp8", engine="vllm", runner="flashinfer_trtllm",
                  packages={"flashinfer-python": "0.6.18", "vllm": "0.23.0"})
     assert r.plan is not None
-    with pytest.raises(EmitError, match="no flag asking for activation precision mxfp8"):
+    with pytest.raises(EmitError, match="no flag asking runner flashinfer_trtllm on mxfp4 for activation precision mxfp8"):
         emit(r.plan, "vllm", engine_version="0.23.0")
 
 
@@ -268,3 +267,71 @@ def test_cli_dispatch_flag_reads_one_precision_or_per_kind(capsys):
     assert main(["explain", "--gpu", "H200", "--model-config", fp8, "--tp", "8", "--ep", "8", "--a2a", "deepep",
                  "--dispatch-precision", "main=fp8_group,mtp=bf16"]) == 2
     assert "layer kind 'mtp' is not in this checkpoint" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------- break-it round (2026-12-02)
+AWQ = str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ")
+
+
+def test_a_w4a16_checkpoint_refuses_a_quantizing_precision():
+    """int4_w4a16 (AWQ) is weight-only by its name (W4A16): fp8 activations asked of it are an input error, not an
+    unverified plan 'with None activations'."""
+    with pytest.raises(InputError, match=r"int4_w4a16: W\*A16\) keeps 16-bit activations"):
+        _explain("H200", "fp8_token", engine="vllm", runner="auto", packages={}, model_config=AWQ)
+    r = _explain("H200", "bf16", engine="vllm", runner="auto", packages={}, model_config=AWQ)
+    assert r.plan is not None
+
+
+def test_the_sglang_flag_is_emitted_only_for_flashinfer_mxfp4_on_mxfp4():
+    """SGLang reads --flashinfer-mxfp4-moe-precision in its MXFP4 method with flashinfer_mxfp4 only (v0.5.23
+    quantization/mxfp4.py): an NVFP4 plan asking fp8_token cannot be written with it."""
+    r = moe_select.explain(dict(gpu="B200", engine="sglang", model_config=str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4"),
+                                tp=1, ep=1, a2a="none", quant_config={"activation_precision": "fp8_token"}))
+    assert r.plan is not None and r.plan.runner != "flashinfer_mxfp4"
+    with pytest.raises(EmitError, match="is read with runner flashinfer_mxfp4 or auto on mxfp4 only"):
+        emit(r.plan, "sglang", engine_version="0.5.23")
+
+
+@pytest.mark.parametrize("line, says", [
+    ("--moe-runner-backend triton_kernel --flashinfer-mxfp4-moe-precision fp8", "the line's runner is triton_kernel"),
+])
+def test_the_sglang_flag_with_another_runner_is_not_read(line, says):
+    launch = from_command(f"python -m sglang.launch_server --model-path {GPT_OSS} {line}", {})
+    assert "quant_config" not in launch.deployment
+    assert any(f.kind == "note" and says in f.message for f in launch.findings)
+
+
+def test_the_sglang_flag_on_another_format_is_not_read():
+    launch = from_command(f"python -m sglang.launch_server --model-path {CONFIGS / 'nvidia__Qwen3-30B-A3B-NVFP4'} "
+                          "--flashinfer-mxfp4-moe-precision fp8", {})
+    assert "quant_config" not in launch.deployment
+    assert any("for mxfp4 checkpoints only; this one is nvfp4" in f.message for f in launch.findings)
+
+
+@pytest.mark.parametrize("value, want", [("2", "mxfp8"), ("01", "mxfp8"), ("0", None)])
+def test_vllm_variables_are_read_as_bool_of_int(value, want):
+    launch = from_command(f"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8={value} vllm serve {GPT_OSS}", {}, engine_version="0.23.0")
+    assert (launch.deployment.get("quant_config") or {}).get("activation_precision") == want
+
+
+def test_vllm_variable_that_int_cannot_read_is_an_engine_error():
+    launch = from_command(f"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=true vllm serve {GPT_OSS}", {}, engine_version="0.23.0")
+    assert "quant_config" not in launch.deployment
+    assert any(f.kind == "engine_error" for f in launch.findings if "MXFP4_MXFP8" in f.token)
+
+
+def test_vllm_variables_are_not_read_with_an_explicit_moe_backend():
+    """vLLM 0.23's select_mxfp4_moe_backend returns early for an explicit --moe-backend: the variables are not read."""
+    launch = from_command(f"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8_CUTLASS=1 vllm serve {GPT_OSS} --moe-backend flashinfer_trtllm",
+                          {}, engine_version="0.23.0")
+    assert "quant_config" not in launch.deployment
+    assert any("when it picks the MoE runner itself" in f.message for f in launch.findings)
+    auto = from_command(f"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8_CUTLASS=1 vllm serve {GPT_OSS}", {}, engine_version="0.23.0")
+    assert auto.deployment["quant_config"] == {"activation_precision": "mxfp8"}
+
+
+def test_cli_dispatch_flag_refuses_an_empty_entry():
+    from moe_select.cli import _dispatch_flag
+
+    with pytest.raises(InputError, match="is not KIND=PRECISION"):
+        _dispatch_flag("main=nvfp4,,mtp=bf16")
