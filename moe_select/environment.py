@@ -106,7 +106,7 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     import subprocess
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    chosen = _visible_entries(visible) if visible is not None else None
+    chosen = visible_entries(visible) if visible is not None else None
     if chosen == []:  # CUDA_VISIBLE_DEVICES="" (or starting with an invalid entry): CUDA, and so torch, sees no GPU
         return "cpu", None
     smi = shutil.which("nvidia-smi")
@@ -162,7 +162,7 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     return "cpu", None
 
 
-def _visible_entries(value: str) -> list[str]:
+def visible_entries(value: str) -> list[str]:
     """The GPUs ``CUDA_VISIBLE_DEVICES=value`` makes visible, as written: indices (``"1"``) and UUIDs (``"GPU-8f..."``,
     a prefix is enough), up to the first entry CUDA cannot read (CUDA ignores it and every entry after it, so
     ``""`` and ``"-1"`` hide every GPU: an empty list). ``MIG-`` entries are kept as written (their GPU is

@@ -731,8 +731,14 @@ def _read_env(launch: Launch, where: str) -> None:
         elif name.startswith(ENGINE_ENV_PREFIXES[launch.engine]):
             launch.findings.append(Finding("unknown", name, f"a {launch.engine} variable not in its table{_did_you_mean(name, known)}; not read"))
         elif name == "CUDA_VISIBLE_DEVICES":
-            launch.findings.append(Finding("note", written, f"{len([d for d in value.split(',') if d.strip()])} GPU(s) visible; "
-                                           "the parallel sizes are read from the flags"))
+            from .environment import visible_entries
+
+            seen = visible_entries(value)  # as CUDA reads it: up to the first entry it cannot read
+            launch.findings.append(Finding("note", written, f"{len(seen)} GPU(s) visible"
+                                           + (" (CUDA ignores the entries from the first one it cannot read)"
+                                              if len(seen) < len([d for d in value.split(',') if d.strip()]) else "")
+                                           + "; the parallel sizes are read from the flags; arch auto reads this "
+                                           "process's own CUDA_VISIBLE_DEVICES, not the line's"))
 
 
 # ------------------------------------------------------------------------------------------ meaning

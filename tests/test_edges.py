@@ -557,3 +557,15 @@ def test_an_nvidia_driver_without_nvidia_smi_is_refused(tmp_path, monkeypatch):
         envmod.detect_gpu(kfd_nodes=tmp_path / "none")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # every GPU hidden: the CPU, nvidia-smi or not
     assert envmod.detect_gpu(kfd_nodes=tmp_path / "none") == ("cpu", None)
+
+
+@pytest.mark.parametrize("value, n", [("0,1,2,3", 4), ("-1", 0), ("0,1,-1,3", 2), ("GPU-aa,MIG-x", 2), ("", 0)])
+def test_launch_line_note_counts_the_gpus_cuda_sees(value, n):
+    """The note on a launch line's CUDA_VISIBLE_DEVICES counts what CUDA reads: entries up to the first it cannot."""
+    from moe_select.launch_line import from_command
+
+    line = f"CUDA_VISIBLE_DEVICES={value} vllm serve {CONFIGS / 'openai__gpt-oss-20b'}" if value else \
+        f"CUDA_VISIBLE_DEVICES= vllm serve {CONFIGS / 'openai__gpt-oss-20b'}"
+    notes = [f.message for f in from_command(line, {}).findings if "GPU(s) visible" in f.message]
+    assert notes and notes[0].startswith(f"{n} GPU(s) visible")
+    assert envmod.visible_entries(value) == envmod.visible_entries(value.strip()) and len(envmod.visible_entries(value)) == n
