@@ -406,6 +406,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         bad("model", "give model (num_experts, top_k, hidden_size, moe_intermediate_size, ...) or model_config")
 
     made_online = False  # the engine quantizes an unquantized checkpoint at load (quant_params.online)
+    makers: list[str] | None = None  # the serving engines that make it, where the online column says (quant_params.online_engines)
     if dep.quant not in (None, "auto"):
         if quant is not None and quant != dep.quant:
             from .formats import lookup as format_row
@@ -429,7 +430,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 made_online = True
             elif unquantized and wanted is not None and wanted.quantized and wanted.online_ways:
                 # per engine and version: which engines make the format at load, with which flag (formats.yaml)
-                from .formats import online_judgement
+                from .formats import online_engines, online_judgement
                 from .vocab import ENGINES
 
                 engines = list(ENGINES) if dep.engine in ("any", INSTALL_ENGINE) else [dep.engine]
@@ -440,6 +441,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 if ok:
                     notes.append(text)
                     made_online = True
+                    makers = online_engines(wanted, engines, versions, arch, scale)
                 else:
                     bad("quant", text)
             elif unquantized and (wanted is None or wanted.online or not wanted.quantized):
@@ -540,6 +542,9 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                                     "W*A16) keeps 16-bit activations"))
         if made_online:
             quant_params["online"] = True  # read by facts under when: {online: ...} (weights the engine lays out itself)
+        if makers is not None:
+            # engine: any plans for these engines only (the selector refuses the others, naming formats.yaml's facts)
+            quant_params["online_engines"] = makers
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"

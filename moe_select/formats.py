@@ -452,6 +452,36 @@ def engine_versions(env: Any, catalog: Any) -> dict[str, str | None]:
     return out
 
 
+def online_clause(fmt: Format, engine: str, version: str | None, arch: str | None,
+                  activation_scale: str | None) -> tuple[bool, str, str]:
+    """What ``fmt``'s ``online`` column says of serving engine ``engine`` at ``version`` (None: not known):
+    ``(makes, words, where)``: whether the engine makes the format at load from a 16-bit checkpoint (a version not
+    known that decides counts as making it, and the words say so), the words (the flag, the version read at, the
+    upstream sources; or the evidence it does not), and ``file:line`` of the facts read (of the column where no fact
+    names the engine). :func:`online_judgement` and the selector's narrowing of ``engine: any`` read it."""
+    at = f"{engine} {version}" if version else engine
+    verdict, ways = online_verdict(fmt, engine, version, arch, activation_scale)
+    where = ", ".join(w.where() for w in ways) or fmt.where("online")
+    if verdict == "makes":
+        return True, (f"{at} makes it with {' or '.join(w.how for w in ways)} [{'; '.join(w.source for w in ways)}]"
+                      + "".join(f" ({w.note})" for w in ways if w.note)), where
+    if verdict == "version":
+        return True, (f"{engine} makes it with {' or '.join(w.text() for w in ways)}, its version not known "
+                      f"[{'; '.join(w.source for w in ways)}]"), where
+    if verdict == "refuses":
+        return False, f"{at} does not: " + "; ".join(f"{w.how}: {w.why} [{w.source}]" for w in ways), where
+    others = [w.text() for w in fmt.online_ways if w.engine == engine and w.makes]
+    here = f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
+    return False, (f"{at} ({here}): no fact says it makes it" + (f"; its facts: {', '.join(others)}" if others else "")), where
+
+
+def online_engines(fmt: Format, engines: Sequence[str], versions: Mapping[str, str | None], arch: str | None,
+                   activation_scale: str | None) -> list[str]:
+    """The engines of ``engines`` that make ``fmt`` at load from a 16-bit checkpoint at ``versions`` (engine ->
+    version, None: not known; one whose unknown version decides is counted), per :func:`online_clause`."""
+    return [e for e in engines if online_clause(fmt, e, versions.get(e), arch, activation_scale)[0]]
+
+
 def online_judgement(fmt: Format, checkpoint: str, engines: Sequence[str], versions: Mapping[str, str | None],
                      arch: str | None, activation_scale: str | None) -> tuple[bool, str]:
     """Whether serving ``fmt`` from a 16-bit checkpoint (format ``checkpoint``) is planned for ``engines`` (the
@@ -461,23 +491,10 @@ def online_judgement(fmt: Format, checkpoint: str, engines: Sequence[str], versi
     engine's evidence, or that no fact names it). A version that is not known and decides is stated in the note."""
     said, makers = [], []
     for e in engines:
-        v = versions.get(e)
-        at = f"{e} {v}" if v else e
-        verdict, ways = online_verdict(fmt, e, v, arch, activation_scale)
-        if verdict == "makes":
+        makes, words, _ = online_clause(fmt, e, versions.get(e), arch, activation_scale)
+        said.append(words)
+        if makes:
             makers.append(e)
-            said.append(f"{at} makes it with {' or '.join(w.how for w in ways)} [{'; '.join(w.source for w in ways)}]"
-                        + "".join(f" ({w.note})" for w in ways if w.note))
-        elif verdict == "version":
-            makers.append(e)
-            said.append(f"{e} makes it with {' or '.join(w.text() for w in ways)}, its version not known "
-                        f"[{'; '.join(w.source for w in ways)}]")
-        elif verdict == "refuses":
-            said.append(f"{at} does not: " + "; ".join(f"{w.how}: {w.why} [{w.source}]" for w in ways))
-        else:
-            others = [w.text() for w in fmt.online_ways if w.engine == e and w.makes]
-            here = f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
-            said.append(f"{at} ({here}): no fact says it makes it" + (f"; its facts: {', '.join(others)}" if others else ""))
     head = f"quant {fmt.name} for an unquantized ({checkpoint}) checkpoint: "
     where = f"backends/{FILE_NAME}, {fmt.name}'s online column"
     if makers:

@@ -973,6 +973,28 @@ def _engines(u: Understood) -> list[str]:
     return list(ENGINES) if u.engine == "any" else [u.engine]
 
 
+def _online_refusal(u: Understood, engine: str, env: Environment, catalog: Catalog) -> Reason | None:
+    """The reason serving engine ``engine`` cannot serve a deployment whose format it would have to make at load
+    from a 16-bit checkpoint and does not (issue 21): ``quant_params.online_engines`` (set by
+    :func:`~moe_select.deployment.understand` from backends/formats.yaml's ``online`` column) lists the engines
+    that do; the detail is that column's evidence for ``engine`` at its version. None where the engine is listed,
+    where no list was recorded, and for this install (``moe_select``: it loads no checkpoint)."""
+    makers = u.quant_params.get("online_engines")
+    if makers is None or engine not in ENGINES or engine in makers:
+        return None
+    from .formats import FILE_NAME, online_clause
+
+    fmt = lookup(u.quant)
+    version = engine_versions(env, catalog).get(engine)
+    if fmt is None:
+        words, where = "no online column to read", f"backends/{FILE_NAME}"
+    else:
+        _, words, where = online_clause(fmt, engine, version, u.arch, activation_scale_of(u))
+    return Reason(code="quant_unsupported", detail=f"{u.quant} is made at load from the 16-bit checkpoint (online "
+                  f"quantization), and {words}", source=where,
+                  fix=f"engine: {' or '.join(makers) or 'none'}, or a checkpoint in {u.quant}")
+
+
 _R = TypeVar("_R", Reason, Unknown)
 
 
@@ -1033,6 +1055,9 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                                         source="backends/a2a/"))
         else:
             found += _a2a_reasons(a2a_cap, ctx, a2a_needs, base_assumed)
+        online = _online_refusal(u, e, env, catalog)
+        if online is not None:
+            found.append(online)
         base[e], base_unknowns[e], base_used[e] = found, list(ctx.unknowns), list(ctx.engine_used)
         ctx.unknowns.clear()
         ctx.engine_used = []
@@ -1068,7 +1093,8 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
 
     base_sensitive = bool(a2a_cap and (a2a_cap.unavailable or a2a_cap.engine_sensitive)) or any(
         c.when is not None and c.when.engine is not None for c in [*catalog.common.constraints, *(a2a_cap.constraints if a2a_cap else [])]
-    ) or bool(a2a_cap and any(getattr(d, "engines", None) for d in a2a_cap.lists.values()))
+    ) or bool(a2a_cap and any(getattr(d, "engines", None) for d in a2a_cap.lists.values())) or any(
+        e in ENGINES and e not in u.quant_params.get("online_engines", ENGINES) for e in engines)  # online: per engine
     candidates: dict[str, Candidate] = {}
     needs_of: dict[str, list[PackageNeed]] = {}
     measured_notes: dict[str, str] = {}
