@@ -116,6 +116,40 @@ def _precision_flag(engine: str, precision: str, version: str | None, comments: 
                     + f": moe-select cannot write this plan as a {engine} launch")
 
 
+def _online_words(plan: Any, engine: str, version: str | None, comments: list[str]) -> list[str]:
+    """``[flag, value]`` making the plan's format at load from the 16-bit checkpoint (``quant_params.online``, issue 21):
+    the ``online`` fact of backends/formats.yaml that makes it for ``engine`` at ``version`` (None: not known, a comment
+    says which releases the flag needs), preferring a flag no ``makes: false`` fact of the engine names (vLLM's
+    fp8_per_tensor over fp8, which raises from 0.31.0). Nothing for a plan of the checkpoint's own format. Raises
+    :class:`EmitError` where no fact makes it (the launch would serve the 16-bit weights) or names no method flag."""
+    d = plan.deployment
+    if not d.quant_params.get("online"):
+        return []
+    from .formats import lookup, online_clause, online_verdict
+    from .launch_line import online_flag
+
+    fmt = lookup(plan.quant)
+    scale = (str(d.quant_params.get("activation_scale") or "per_tensor")
+             if plan.quant == "nvfp4" and not d.quant_params.get("weight_only") else None)
+    if fmt is None:
+        raise EmitError(f"{plan.quant} is made at load, and backends/formats.yaml has no row for it: no fact says which {engine} "
+                        f"flag makes it; moe-select cannot write this plan as a {engine} launch")
+    verdict, ways = online_verdict(fmt, engine, version, plan.arch, scale)
+    flagged = [(w, fv[1]) for w in ways if (fv := online_flag(w.how, engine)) is not None]
+    if verdict not in ("makes", "version") or not flagged:
+        _, words, where = online_clause(fmt, engine, version, plan.arch, scale)
+        raise EmitError(f"{plan.quant} is made at load from the 16-bit checkpoint, and {words} ({where})"
+                        + ("" if verdict not in ("makes", "version") else f"; no fact names {engine}'s quantization flag")
+                        + f": moe-select cannot write this plan as a {engine} launch")
+    refused = {fv[1] for w in fmt.online_ways if w.engine == engine and not w.makes and (fv := online_flag(w.how, engine)) is not None}
+    pick, value = next((x for x in flagged if x[1] not in refused), flagged[0])
+    flag = _flag(engine, "quant", version, comments)
+    comments.append(f"{plan.quant} made at load from the 16-bit checkpoint: {flag} {value}"
+                    + (f" (its version not known: the flag needs {engine} {pick.version})" if verdict == "version" else "")
+                    + (f"; {pick.note}" if pick.note else "") + f" (backends/formats.yaml:{pick.where().rsplit(':', 1)[-1]}; {pick.source})")
+    return [flag, value]
+
+
 def _dispatch_words(plan: Any, engine: str, version: str | None, comments: list[str]) -> tuple[list[str], dict[str, str]]:
     """``(flag words, variables)`` asking ``engine`` for the plan's ``dispatch_precision`` (each MoE layer kind's): the
     first table entry ``means: dispatch_precision`` (flags before variables, deprecated ones never) that reads the plan's
@@ -211,6 +245,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if d.dp:
             argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
         argv += [_flag("sglang", "runner", version, comments), theirs]
+        argv += _online_words(plan, "sglang", version, comments)
         if d.quant_params.get("activation_precision"):
             argv += _precision_flag("sglang", str(d.quant_params["activation_precision"]), version, comments,
                                     runner=plan.runner, quant=plan.quant)
@@ -248,6 +283,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if d.ep > 1:
             argv.append(_flag("vllm", "ep_switch", version, comments))
         argv += [_flag("vllm", "runner", version, comments), theirs]
+        argv += _online_words(plan, "vllm", version, comments)
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")

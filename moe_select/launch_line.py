@@ -923,9 +923,7 @@ def _map(launch: Launch, where: str) -> None:
         # NVFP4 made at load with per-token FP32 activation scales (sgl-project/sglang#28354; the table's note)
         _set(launch, "quant", "nvfp4", f"{_w(launch, 'quant')} (NVFP4 made at load)")
         _set(launch, "quant_config", {"activation_scale": "per_token"}, f"{_w(launch, 'quant')} (per-token FP32 activation scales)")
-    elif "quant" in v:
-        launch.findings.append(Finding("note", _w(launch, "quant"), "the format is read from the checkpoint (moe-select's quant: "
-                                       "auto); give --quant for online quantization of an unquantized checkpoint"))
+    # any other method: read with the checkpoint's format (_online_quant, once the model config is known)
     # --- CUDA graphs
     if v.get("cuda_graph_off") is not None and v["cuda_graph_off"].value:
         _set(launch, "cuda_graph", False, _w(launch, "cuda_graph_off"))
@@ -1095,6 +1093,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         path, how = resolve_model(launch.model, launch.model_written or launch.model, full_env, base, where)
         _set(launch, "model_config", path, f"{launch.model_written} ({how})")
     _format_runner(launch)
+    _online_quant(launch)
     _activation_scale(launch)
     _activation_precision(launch)
     _dispatch_precision(launch)
@@ -1243,6 +1242,78 @@ def _dispatch_precision(launch: Launch) -> None:
     value: str | dict[str, str] = said if r.entry.layers == "all" else {"main": said}
     _set(launch, "dispatch_precision", value, f"{r.written} (" + ("every MoE layer kind" if r.entry.layers == "all" else
          "the main MoE layers; other kinds: the engine's choice") + ")")
+
+
+def online_flag(how: str, engine: str) -> tuple[str, str] | None:
+    """``(flag, value)`` of an online fact's ``how`` (backends/formats.yaml, e.g. ``--quantization fp8_per_block``; words
+    after the value say more and are not part of the flag) where the flag is a name of ``engine``'s ``means: quant``
+    entry; None where it is not (the fact does not name the quantization method flag)."""
+    words = how.split()
+    if len(words) < 2:
+        return None
+    quant_names = {n for e in table(engine).flags if e.means == "quant" for n in e.names}
+    return (words[0], words[1]) if words[0] in quant_names else None
+
+
+def _online_quant(launch: Launch) -> None:
+    """The quantization method flag (``means: quant``) read through backends/formats.yaml's ``online`` column (issue 21):
+    on a 16-bit checkpoint, a value that an online fact of this engine names is the format the engine makes at load, so
+    ``quant`` is that format (the facts that make it first; a value only ``makes: false`` facts name is read as the format
+    they refuse, so the deployment check refuses it on their evidence), with ``quant_config.activation_scale`` per_token
+    where the fact says so. At a declared engine version where a ``makes: false`` fact holds, a finding says it
+    (``engine_error`` where the fact says the engine raises; the format is still read: the flag of another fact makes it,
+    as an emitted launch writes). A quantized checkpoint, or a value no online fact names: a note (the format is the
+    checkpoint's). Nothing where the line sets no method, or already read it (nvfp4_online)."""
+    r = launch.values.get("quant")
+    if r is None or "quant" in launch.deployment:
+        return
+    value, e = str(r.value), launch.engine
+    from .formats import lookup
+    from .formats import table as formats
+
+    ckpt = None
+    if "model_config" in launch.deployment:
+        from .model_config import read_model_config
+
+        ckpt = read_model_config(str(launch.deployment["model_config"]), engine=e).quant
+    row = lookup(ckpt) if ckpt is not None else None
+    if row is None or row.quantized:
+        launch.findings.append(Finding("note", r.written, f"the format is read from the checkpoint ({ckpt or 'not read'}: "
+                                       "moe-select's quant: auto); give --quant for online quantization of an unquantized checkpoint"))
+        return
+    named = [(f, w) for f in formats().values() for w in f.online_ways
+             if w.engine == e and (fv := online_flag(w.how, e)) is not None and fv[1] == value]
+    made = list(dict.fromkeys(f.name for f, w in named if w.makes))
+    fmts = made or list(dict.fromkeys(f.name for f, _ in named))
+    if len(fmts) != 1:
+        launch.findings.append(Finding("note", r.written, f"on a {ckpt} checkpoint: " + (
+            f"the online facts of {e} name {value} for {', '.join(fmts)} (backends/formats.yaml, online): not read, give --quant"
+            if fmts else f"no online fact of {e} names {value} (backends/formats.yaml, online): planned as the checkpoint's "
+            f"{ckpt}; give --quant for online quantization")))
+        return
+    fmt = lookup(fmts[0])
+    assert fmt is not None
+    ways = [w for f, w in named if f.name == fmt.name and w.makes == bool(made)]
+    _set(launch, "quant", fmt.name, f"{r.written} ({e}'s online quantization of the {ckpt} checkpoint to {fmt.name}: "
+         f"{', '.join(w.where() for w in ways)})")
+    scales = {w.activation_scale for w in ways}
+    if scales == {"per_token"}:
+        qc = dict(launch.deployment.get("quant_config") or {})
+        qc["activation_scale"] = "per_token"
+        _set(launch, "quant_config", qc, f"{r.written} (per-token FP32 activation scales: {ways[0].where()})")
+    if launch.engine_version is None:  # the deployment check judges the format at the version the selector assumes
+        return
+    # this flag at the declared version (another flag making the format does not make this one work)
+    held = [w for w in ways if w.holds(launch.engine_version, None, "per_token" if scales == {"per_token"} else None) is True]
+    held += [w for w in fmt.online_ways if w.engine == e and not w.makes and w not in ways and (fv := online_flag(w.how, e))
+             is not None and fv[1] == value and w.holds(launch.engine_version, None, None) is True]
+    if any(w.makes for w in held):
+        return
+    for w in (w for w in held if not w.makes):
+        raises = "raise" in (w.why or "").lower()  # the fact's own words: the engine raises (else it runs otherwise)
+        launch.findings.append(Finding("engine_error" if raises else "note", r.written, f"on a {ckpt} checkpoint at {e} "
+                                       f"{launch.engine_version}: {w.why} (backends/formats.yaml:{w.where().rsplit(':', 1)[-1]})",
+                                       w.source))
 
 
 def _format_runner(launch: Launch) -> None:
