@@ -147,8 +147,8 @@ class When(Located):
     #: ``--quantization nvfp4_online`` or its per-token environment variable); absent for other formats.
     activation_scale: list[Literal["per_tensor", "per_token"]] | None = None
     #: The activation precision the deployment asks of the engine (``quant_config.activation_precision``): a fact
-    #: with this key holds only when it is asked, so a support row under it runs only on request (SGLang's
-    #: ``--flashinfer-mxfp4-moe-precision fp8``); a deployment that asks none matches no such condition.
+    #: with this key holds only when it is asked, so a support row under it runs only on request (an
+    #: engine's precision flag, backends/engines/); a deployment that asks none matches no such condition.
     activation_precision: list[Precision] | None = None
     #: The engine makes the format at load from an unquantized checkpoint (online quantization, backends/formats.yaml
     #: ``online``): weights it quantizes itself may be laid out (padded) unlike a serialized checkpoint's.

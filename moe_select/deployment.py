@@ -56,8 +56,8 @@ class QuantConfig(Located):
     asked of the engine (a :data:`moe_select.formats.Precision` name: ``bf16`` for W4A16, ``fp8_token`` for
     W4A8 with per-token FP8, ``mxfp8``, ...). Not given (the default): the runner's default for the format on
     the GPU, the precision of its support row that needs no request. Given: only support rows of that precision
-    hold, including those that run only on request (``when: {activation_precision: [...]}``, e.g. SGLang's
-    ``--flashinfer-mxfp4-moe-precision fp8``: MXFP4 x FP8 on sm90, sgl-project/sglang PR #34967); the engine's
+    hold, including those that run only on request (``when: {activation_precision: [...]}``, e.g. an engine's
+    MXFP4 x FP8 on sm90 on request: backends/*.yaml cite the flag); the engine's
     choice, so a checkpoint never contradicts it."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
@@ -331,7 +331,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     together, a quantized checkpoint with another ``quant``, ``a2a_mode`` for a backend without modes) and
     for a GPU product no vocabulary declares. A well-formed arch, format or a2a backend this moe-select
     does not know is kept (a note says so, with a did-you-mean) for the selector to judge. ``engine_versions``
-    (serving engine -> the version its facts are read at: :func:`moe_select.formats.engine_versions`) decides
+    (serving engine -> the version its facts are read at: :func:`moe_select.selector.engine_versions`) decides
     the version-gated online-quantization facts; not given: the deployment's ``engine_version`` for its engine."""
     prov: dict[str, str] = {}
     notes: list[str] = []

@@ -34,6 +34,10 @@ from pydantic_core import CoreSchema
 
 from .located import Located
 
+#: ``arch_in(arch, specs) -> bool`` (:func:`moe_select.vocab.arch_in`), registered by :mod:`moe_select.vocab` when it
+#: is imported: vocab builds on this module's format table, so this module does not import it (no import circle).
+ARCH_IN: Any = None
+
 #: Precision of the activations a runner feeds its GEMMs (structured; capability files use these names).
 Precision = Literal["float32", "bf16", "fp16", "fp8_tensor", "fp8_token", "fp8_group", "mxfp8", "nvfp4", "int8_token",
                     "mxfp4"]
@@ -44,7 +48,7 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 UNIT_ROUNDOFF: dict[str, float] = {
     "float32": 2.0**-24, "bf16": 2.0**-8, "fp16": 2.0**-11, "fp8_tensor": 2.0**-4, "fp8_token": 2.0**-4,
     "fp8_group": 2.0**-4, "mxfp8": 2.0**-4, "nvfp4": 2.0**-2, "int8_token": 1 / 254,
-    "mxfp4": 2.0**-2,  # e2m1 with an e8m0 scale per 32 (MoRI's FP4 dispatch: backends/a2a/mori.yaml)
+    "mxfp4": 2.0**-2,  # e2m1 with an e8m0 scale per 32 (an all-to-all's FP4 dispatch: backends/a2a/)
 }
 
 
@@ -168,9 +172,10 @@ class OnlineWay(Located):
         """Whether this fact speaks for a deployment at the engine ``version`` (None: not known), on ``arch``
         and with ``activation_scale``: True / False, or None when only the unknown version decides."""
         if self.arch is not None and arch is not None:
-            from .vocab import arch_in
-
-            if not arch_in(arch, self.arch):
+            if ARCH_IN is None:
+                raise RuntimeError("moe_select.vocab registers the arch matcher (formats.ARCH_IN) when it is imported; "
+                                   "import it before judging online facts")
+            if not ARCH_IN(arch, self.arch):
                 return False
         if self.activation_scale is not None and (activation_scale or "per_tensor") != self.activation_scale:
             return False
@@ -431,25 +436,6 @@ def online_verdict(fmt: Format, engine: str, version: str | None, arch: str | No
     if maybe:
         return "version", maybe
     return "none", []
-
-
-def engine_versions(env: Any, catalog: Any) -> dict[str, str | None]:
-    """Serving engine -> the version its facts are read at for ``env`` (an :class:`~moe_select.environment.Environment`)
-    and ``catalog``: the engine's package as given (``engine_version``, ``packages``) or detected, else the newest
-    version its facts were checked at (backends/packages.yaml ``checked_up_to``, the selector's assumption: issue
-    20); None where neither is known. The online-quantization check of :func:`moe_select.deployment.understand`
-    reads it."""
-    from .vocab import ENGINES
-
-    out: dict[str, str | None] = {}
-    for e in ENGINES:
-        pkg = catalog.engine_package(e)
-        if pkg is None:
-            out[e] = None
-            continue
-        state, found = env.package(pkg.name, pkg.module)
-        out[e] = found if state == "present" and found not in (None, "unknown") else pkg.checked_up_to
-    return out
 
 
 def online_clause(fmt: Format, engine: str, version: str | None, arch: str | None,

@@ -1139,7 +1139,7 @@ def _activation_scale(launch: Launch) -> None:
 
 def _activation_precision(launch: Launch) -> None:
     """A flag or variable that asks the engine for an activation precision (``means: activation_precision``, e.g.
-    SGLang's ``--flashinfer-mxfp4-moe-precision``): ``quant_config.activation_precision`` from the entry's ``values``
+    an engine's MXFP4 precision flag in backends/engines/): ``quant_config.activation_precision`` from the entry's ``values``
     map (the engine's default, null there: nothing asked, a note); a value the map lacks: an ``engine_error`` finding
     (the engine's parser refuses it), not read."""
     for r in [r for r in launch.values.values() if r.entry.means == "activation_precision"]:
@@ -1181,8 +1181,8 @@ def _precision_scope(launch: Launch, entry: Any) -> str | None:
 
 
 def _dispatch_precision(launch: Launch) -> None:
-    """The flags and variables that set the all-to-all's dispatch precision (``means: dispatch_precision``, e.g. SGLang's
-    ``--deepep-dispatcher-output-dtype``): ``dispatch_precision`` from the entry's ``values`` map, a scalar where the entry
+    """The flags and variables that set the all-to-all's dispatch precision (``means: dispatch_precision``, e.g. an
+    engine's dispatcher output dtype flag in backends/engines/): ``dispatch_precision`` from the entry's ``values`` map, a scalar where the entry
     sets every MoE layer kind (``layers: all``), ``{main: X}`` where it sets the main layers. Read in the engine's order: a
     flag before a variable, a variable before a deprecated one (table order within each); the first non-auto value decides
     (an explicit auto decides too where ``auto_decides``), and a later source that says otherwise is a note naming both.

@@ -36,7 +36,7 @@ from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fix
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
-from .formats import block_shape, engine_versions, group_size, lookup
+from .formats import block_shape, group_size, lookup
 from .plans import (PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, Unknown, canonical_files, fingerprint, writer,
                     strongest, weakest)
 from .report import Report
@@ -189,6 +189,23 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
                     activation_precision=u.quant_params.get("activation_precision"),
                     online=bool(u.quant_params.get("online")))
+
+
+def engine_versions(env: Any, catalog: Any) -> dict[str, str | None]:
+    """Serving engine -> the version its facts are read at for ``env`` (an :class:`~moe_select.environment.Environment`)
+    and ``catalog``: the engine's package as given (``engine_version``, ``packages``) or detected, else the newest
+    version its facts were checked at (backends/packages.yaml ``checked_up_to``, the selector's assumption: issue
+    20); None where neither is known. The online-quantization check of :func:`moe_select.deployment.understand`
+    reads it."""
+    out: dict[str, str | None] = {}
+    for e in ENGINES:
+        pkg = catalog.engine_package(e)
+        if pkg is None:
+            out[e] = None
+            continue
+        state, found = env.package(pkg.name, pkg.module)
+        out[e] = found if state == "present" and found not in (None, "unknown") else pkg.checked_up_to
+    return out
 
 
 def activation_scale_of(u: Understood) -> str | None:

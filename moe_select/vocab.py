@@ -159,3 +159,14 @@ def __getattr__(name: str) -> Any:
     if name == "ROUTINGS":
         return tuple(active().routings)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _register_arch_matcher() -> None:
+    """Give :mod:`moe_select.formats` (which this module builds on, so it cannot import it) the arch matcher its
+    online-quantization facts read."""
+    from . import formats
+
+    formats.ARCH_IN = arch_in
+
+
+_register_arch_matcher()
