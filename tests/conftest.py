@@ -28,6 +28,17 @@ def _private_catalog_cache(tmp_path_factory):
             os.environ[name] = old
 
 
+@pytest.fixture(scope="module")
+def mxfp4_mtp(tmp_path_factory):
+    """A DeepSeek-V3-shaped MXFP4 checkpoint (the shape of nvidia__DeepSeek-V3.1-NVFP4) whose MTP layer 61 stays BF16
+    (the dispatch-precision tests: a 16-bit MTP layer behind a forced FP4 dispatch, sgl-project/sglang#20453)."""
+    cfg = json.loads((CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4" / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.61", "lm_head"]}
+    d = tmp_path_factory.mktemp("mxfp4_mtp")
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
 @pytest.fixture
 def configs() -> Path:
     return CONFIGS

@@ -6,7 +6,6 @@ MTP layer the quantization config leaves in BF16 (sgl-project/sglang#20453's cas
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -35,16 +34,6 @@ def _refused_by(report, runner, file):
     assert all(code == "a2a_unsupported" for code, _, _ in found)
     assert any(src.startswith(file + ":") for _, _, src in found), found
     return found
-
-
-@pytest.fixture(scope="module")
-def mxfp4_mtp(tmp_path_factory):
-    """A DeepSeek-V3-shaped MXFP4 checkpoint (the shape of nvidia__DeepSeek-V3.1-NVFP4) whose MTP layer 61 stays BF16."""
-    cfg = json.loads((CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4" / "config.json").read_text())
-    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.61", "lm_head"]}
-    d = tmp_path_factory.mktemp("mxfp4_mtp")
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
 
 
 MORI = {"gpu": "MI355X", "engine": "sglang", "tp": 8, "ep": 8, "a2a": "mori", "engine_version": "0.5.23"}

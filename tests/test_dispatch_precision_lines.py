@@ -11,7 +11,6 @@ variable SGLANG_MORI_DISPATCH_DTYPE (lower-cased, from 0.5.10; an unknown value 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -300,16 +299,6 @@ def test_an_auto_plan_writes_no_dispatch_flag():
     assert r.plan is not None
     out = emit(r.plan, "sglang", engine_version="0.5.23")
     assert "--deepep-dispatcher-output-dtype" not in out.argv and not out.env
-
-
-@pytest.fixture(scope="module")
-def mxfp4_mtp(tmp_path_factory):
-    """A DeepSeek-V3-shaped MXFP4 checkpoint whose MTP layer 61 stays BF16 (tests/test_dispatch_precision.py's case)."""
-    cfg = json.loads((CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4" / "config.json").read_text())
-    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.61", "lm_head"]}
-    d = tmp_path_factory.mktemp("mxfp4_mtp")
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
 
 
 def test_a_mori_line_forcing_fp4_on_every_layer_is_refused_for_the_bf16_mtp_layer(mxfp4_mtp):
