@@ -334,4 +334,9 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     else:
         env = {}
     env.update(dispatch_env)
+    if launch is not None:  # what the line asked and the engine refuses is not written: never dropped silently
+        written = " ".join(argv + [f"{k}={v}" for k, v in env.items()])
+        for f in launch.findings:
+            if f.kind == "engine_error" and f.token not in written:
+                comments.append(f"not written: {f.token} from the launch line ({f.message})")
     return Emitted(engine=engine, argv=argv, env=env, yaml=yaml_doc, comments=comments, head={"sglang": 3, "vllm": 3, "trtllm": 2}[engine])

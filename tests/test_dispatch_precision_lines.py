@@ -335,3 +335,18 @@ def test_a_flag_newer_than_the_declared_engine_cannot_be_written():
     with pytest.raises(EmitError, match=r"--flashinfer-a2a-dispatch-type: added in .*0\.5\.20"):
         emit(r.plan, "sglang", engine_version="0.5.19")
     assert "--flashinfer-a2a-dispatch-type" in emit(r.plan, "sglang", engine_version="0.5.20").argv
+
+
+def test_emit_names_a_refused_flag_it_does_not_write():
+    """A flag of the line that the engine refuses (here the FlashInfer dispatch type with DeepEP: SGLang raises) is not
+    written back, and the emitted launch says so in a comment instead of dropping it silently (break-it review)."""
+    line = (f"python -m sglang.launch_server --model-path {CONFIGS / 'Qwen__Qwen3-30B-A3B-FP8'} --tp-size 8 --ep-size 8 "
+            "--moe-a2a-backend deepep --flashinfer-a2a-dispatch-type nvfp4")
+    launch = from_command(line, {})
+    refused = [f for f in launch.findings if f.kind == "engine_error"]
+    assert refused, [(f.kind, f.token) for f in launch.findings]
+    r = moe_select.explain(dict(launch.deployment, gpu="H200"))
+    assert r.plan is not None
+    out = emit(r.plan, "sglang", engine_version="0.5.23", launch=launch)
+    assert "--flashinfer-a2a-dispatch-type" not in out.argv
+    assert any(c.startswith(f"not written: {refused[0].token}") for c in out.comments)
