@@ -22,7 +22,8 @@ in its epilogue (or on the input: ``apply_router_weight_on_input``), and the top
 - Precision: float32 accumulation; the first GEMM's activation output and the per-slot second-GEMM rows
   are rounded once to the activation dtype (bf16, or fp16 for fp16 inputs/weights); the top-k sum is
   float32, rounded once to the input dtype. FP8: activations quantized per token (per token and
-  ``bk`` group for fp8_block) to e4m3 inside the GEMMs, multiplier ``448 / amax``; weight scales
+  ``bk`` group for fp8_block) to e4m3 inside the GEMMs, multiplier ``448 / amax`` (fp8_tensor/fp8_channel with
+  a tile config's ``PREQUANT``: by a pass before the GEMM with the same multiplier, the same values); weight scales
   multiply (``w = q * scale``). Int formats: weights dequantized in the kernel to the activation dtype.
   mxfp4 / nvfp4: each e2m1 value times its block scale is exact in bf16 (at most 6 significant bits), so
   the GEMMs see the checkpoint's weights exactly; nvfp4's per-expert global scale multiplies the float32
@@ -536,12 +537,24 @@ class ForwardPass:
         bk = group & -group
         return {**config, "BLOCK_K": bk} if bk >= 16 else config
 
+    def _prequant(self, a: torch.Tensor, amax: torch.Tensor, config: dict, num_rows: torch.Tensor | None,
+                  warmup: bool) -> torch.Tensor:
+        """The GEMM's A operand: ``a`` itself, or (fp8_tensor/fp8_channel with config ``PREQUANT``) ``a``
+        quantized to e4m3 by :func:`~.triton_moe_kernels.row_quant` from ``amax`` into a new buffer, with the
+        multiplier the GEMM's main loop would apply (the same result, no conversion in the loop)."""
+        if not config.get("PREQUANT") or self.core.w_mode not in (1, 2):
+            return a
+        q = torch.empty(a.shape, dtype=torch.float8_e4m3fn, device=a.device)
+        K.row_quant(a, amax, q, per_row=self.a_mode == 1, num_rows=num_rows, warmup=warmup)
+        return q
+
     def gemm1(self, config: dict, warmup: bool = False):
         s, w = self.core.spec, self.w
         config = self._fit(config, self.groups[0])
         if config.get("SPLIT"):
             return self._gemm1_split(config, warmup)
-        return K.moe_gemm(self.x, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
+        a = self._prequant(self.x, self.x_scale, config, None, warmup) if self.x_scale is not None else self.x
+        return K.moe_gemm(a, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
                           by_slot=False, activation=s.activation, gated=s.gated,
                           weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,
                           a_scale_mode=self.a_mode, c_amax=self.act_scale, c_amax_mode=self.a_mode,
@@ -573,7 +586,10 @@ class ForwardPass:
     def gemm2(self, config: dict, warmup: bool = False):
         s, w = self.core.spec, self.w
         config = self._fit(config, self.groups[1])
-        return K.moe_gemm(self.act, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
+        a = self.act
+        if self.a_mode in (1, 2) and self.act_scale is not None:
+            a = self._prequant(a, self.act_scale, config, self.align.num_rows, warmup)
+        return K.moe_gemm(a, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
                           by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
                           a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
                           b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],

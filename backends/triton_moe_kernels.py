@@ -95,6 +95,10 @@ W_MODES = {"bf16": 0, "fp16": 0, "fp8_tensor": 1, "fp8_channel": 2, "fp8_block":
 #: Weight modes of packed e2m1 weights (W4A16: dequantized to bf16 in the main loop) and their formats
 FP4_MODES = (6, 7)
 FP4_FORMATS = ("mxfp4", "nvfp4")
+#: Formats whose GEMMs can take an A quantized before them (config ``PREQUANT``, :func:`row_quant`)
+PREQUANT_FORMATS = ("fp8_tensor", "fp8_channel")
+#: The default tiles quantize A before the GEMM (``PREQUANT``) from this ``BLOCK_M`` (the compute-bound tiles)
+PREQUANT_MIN_BLOCK_M = 64
 FORMATS = tuple(W_MODES)
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
 #: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
@@ -560,7 +564,7 @@ def _moe_gemm_kernel(
         HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
-        GEMV: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr,
+        GEMV: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
@@ -585,6 +589,9 @@ def _moe_gemm_kernel(
     epilogue (global scale, biases, weight, activation, store). A_SCALE: 1 A quantized in the
     kernel from a per-row amax at ``a_amax[A row]``, 2 from one amax ``a_amax[0]`` (W_MODE 1, 2); 3 A is
     e4m3 already with one scale per row and K tile at ``a_amax[A row * stride_asm + k tile]`` (W_MODE 3).
+    A_FP8 (A_SCALE 1, 2): A is e4m3 already, quantized by :func:`row_quant` with the same multiplier
+    (``448 / amax``) the main loop would apply, so the dot reads both operands as stored (no conversion in
+    the loop) and the epilogue's dequantization is unchanged: the same result, bit for bit.
     C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
     stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
     stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
@@ -774,7 +781,10 @@ def _moe_gemm_kernel(
                 if GATED:
                     acc_u = tl.dot(a, bu, acc_u)
             elif W_MODE == 1 or W_MODE == 2:
-                qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b.dtype)
+                if A_FP8:                    # quantized before the GEMM (row_quant): the same e4m3 values
+                    qa = a
+                else:
+                    qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b.dtype)
                 acc = tl.dot(qa, b, acc)
                 if GATED:
                     acc_u = tl.dot(qa, bu, acc_u)
@@ -911,7 +921,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
              b_gscale: torch.Tensor | None = None, fp4_asm: bool | None = None, config: dict, warmup: bool = False):
     """Launch one grouped GEMM over the sorted rows of ``align`` (module doc, steps 2 and 3).
 
-    ``a [rows_a, Ka]`` contiguous (16-bit; fp8 formats: any float dtype, quantized in the kernel);
+    ``a [rows_a, Ka]`` contiguous (16-bit; fp8 formats: any float dtype, quantized in the kernel, or, for
+    fp8_tensor/fp8_channel, e4m3 already quantized by :func:`row_quant` from the same ``a_amax``);
     ``b [E, N_b, K]`` contiguous (int4: ``[E, N_b, K/2]`` uint8); ``c [rows_c, n_out]`` contiguous,
     written in its dtype. ``gated``: the up rows of ``b`` start at ``n_out``. ``weight [S]`` float32:
     routing weights multiplied into the rows. ``b_scale``: ``[E]`` (W_MODE 1), ``[E, N_b]`` (2),
@@ -958,6 +969,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         raise ValueError("nvfp4 needs its per-expert global scale (b_gscale)")
     if fp4_asm is None:
         fp4_asm = not interpreting()
+    a_fp8 = a.dtype == torch.float8_e4m3fn and w_mode in (1, 2)
+    if a_fp8 and a_scale_mode not in (1, 2):
+        raise ValueError("an e4m3 A of fp8_tensor/fp8_channel needs its amax (a_scale_mode 1 or 2): row_quant's input")
     if c_amax_mode == 3 and bn % group_k:
         raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
                          f"must be a multiple of {group_k}, got {bn}")
@@ -996,7 +1010,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
-        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv,
+        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, A_FP8=a_fp8,
         BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if split_k == 1:
         return moe_gemm_kernel.launch(grid, dev, *args, **consts, SPLIT_MODE=0, SPLIT_K=1, BLOCK_N=bn,
@@ -1090,6 +1104,57 @@ def act_quant(h: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, num_rows: t
                                    num_warps=4, warmup=warmup)
 
 
+def _row_quant_kernel(x_ptr, amax_ptr, q_ptr, num_rows_ptr, num_rows_arg, K, stride_x, stride_q,
+                      PER_ROW: tl.constexpr, ROWS_PTR: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``BLOCK_R`` rows x ``BLOCK_K`` columns of ``x`` -> e4m3 ``q = clamp(x * 448 / max(amax, 1e-12))``, with the
+    amax of the row (PER_ROW: ``amax[row]``) or of the tensor (``amax[0]``): the quantization the GEMM kernel's
+    main loop applies to a 16-bit A of fp8_tensor/fp8_channel (``A_SCALE`` 1, 2), the same operations in the same
+    order. Rows from ``num_rows_ptr[0]`` (ROWS_PTR: device-side, the sorted rows) or ``num_rows_arg`` on are
+    skipped."""
+    if ROWS_PTR:
+        num_rows = tl.load(num_rows_ptr)
+    else:
+        num_rows = num_rows_arg
+    if tl.program_id(0) * BLOCK_R >= num_rows:
+        return
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    r_ok = rows < num_rows
+    mask = r_ok[:, None] & (cols < K)[None, :]
+    rows64 = rows.to(tl.int64)
+    if PER_ROW:
+        amax = tl.load(amax_ptr + rows64, mask=r_ok, other=1.0)
+    else:
+        amax = tl.load(amax_ptr) + tl.zeros([BLOCK_R], dtype=tl.float32)
+    mult = tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), tl.maximum(amax, 1e-12))
+    x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    q = tl.clamp(x.to(tl.float32) * mult[:, None], -448.0, 448.0)
+    tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+
+
+row_quant_kernel = _kernel(do_not_specialize=["num_rows_arg"])(_row_quant_kernel)
+
+
+def row_quant(x: torch.Tensor, amax: torch.Tensor, q: torch.Tensor, *, per_row: bool,
+              num_rows: torch.Tensor | None = None, warmup: bool = False):
+    """Quantize the A operand of an fp8_tensor/fp8_channel GEMM before the GEMM (config ``PREQUANT``):
+    ``x [R, K]`` 16-bit (row stride any, columns contiguous) -> ``q [R, K]`` e4m3 (written in place),
+    ``q = clamp(x * 448 / max(amax, 1e-12), -448, 448)`` in float32 (IEEE division), rounded to nearest even;
+    ``amax`` float32 ``[R]`` (``per_row``: the row's absolute maximum) or ``[1]`` (the tensor's). The GEMM
+    then reads ``q`` (:func:`moe_gemm` with an e4m3 ``a``) and dequantizes with ``amax / 448`` as before, so the
+    layer's output is the same bit for bit, without a conversion of each A tile in the GEMM's main loop (once per
+    N tile there). ``num_rows`` (int32 ``[1]``, device-side): only that many leading rows (the sorted rows of
+    the second GEMM); else all ``R``. Returns the launch's handle (``warmup``: compiles only)."""
+    r, k = x.shape
+    block_k = min(512, max(16, _pow2(k)))
+    block_r = max(1, 4096 // block_k)
+    grid = (max(1, triton.cdiv(r, block_r)), triton.cdiv(k, block_k))
+    rows_ptr = num_rows if num_rows is not None else amax
+    return row_quant_kernel.launch(grid, x.device, x, amax, q, rows_ptr, r, k, x.stride(0), q.stride(0),
+                                   PER_ROW=per_row, ROWS_PTR=num_rows is not None, BLOCK_R=block_r, BLOCK_K=block_k,
+                                   num_warps=4, warmup=warmup)
+
+
 # ------------------------------------------------------------------------------------------------
 # 4. top-k sum
 # ------------------------------------------------------------------------------------------------
@@ -1132,7 +1197,8 @@ def topk_sum(y: torch.Tensor, topk_ids: torch.Tensor, out: torch.Tensor, num_loc
 if interpreting():
     _fix_interpreter()
 
-KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, group_quant_kernel, topk_sum_kernel)
+KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, group_quant_kernel, act_quant_kernel,
+           row_quant_kernel, topk_sum_kernel)
 
 
 def compiled_variants() -> int:
@@ -1162,15 +1228,17 @@ def smem_estimate(block_m: int, cfg: dict, fmt: str, gated: bool) -> int:
     """Bytes of shared memory a GEMM config's software pipeline takes (an estimate): buffers of the A
     tile and the B tile(s) (two for the gated first GEMM; int weights counted at one byte), ``num_stages``
     of them from ``block_m`` 64 (wgmma) and ``num_stages - 1`` below (mma.sync), the A tile quantized
-    inside the loop (fp8_tensor/fp8_channel), plus 4 KB. Against what Triton 3.6 allocated for sm90 at
+    inside the loop (fp8_tensor/fp8_channel; with ``PREQUANT`` A is one byte and not staged), plus 4 KB. Against what Triton 3.6 allocated for sm90 at
     the Qwen3-30B-A3B shape with the default configurations: at most 9% under (int8's second GEMM at
     ``BLOCK_M`` 64), within 10% for bf16 and fp8_block, over by up to 1.5x for fp8_tensor/fp8_channel
     from ``BLOCK_M`` 64 and 2.3x for int4 (safe: it only lowers stages on GPUs with less shared memory).
     tests/test_triton_moe.py compiles the defaults and checks the real figure."""
-    a_bytes = 1 if fmt == "fp8_block" else 2
+    prequant = bool(cfg.get("PREQUANT")) and fmt in PREQUANT_FORMATS
+    a_bytes = 1 if fmt == "fp8_block" or prequant else 2
     b_bytes = 2 if fmt in ("bf16", "fp16") else 1
     per_stage = block_m * cfg["BLOCK_K"] * a_bytes + cfg["BLOCK_N"] * cfg["BLOCK_K"] * b_bytes * (2 if gated else 1)
-    staged = block_m * cfg["BLOCK_K"] if fmt in ("fp8_tensor", "fp8_channel") else 0   # A quantized in the loop
+    # A quantized in the loop (fp8_tensor/fp8_channel without PREQUANT)
+    staged = block_m * cfg["BLOCK_K"] if fmt in PREQUANT_FORMATS and not prequant else 0
     buffers = cfg["num_stages"] if block_m >= 64 else max(1, cfg["num_stages"] - 1)   # wgmma / mma.sync pipelines
     return buffers * per_stage + staged + 4096
 
@@ -1231,7 +1299,9 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     dequantization a float copy of the weight tile) use 8 warps from ``BLOCK_M`` 32, int4 always, with
     ``BLOCK_K`` 64 (32 at ``BLOCK_M`` 128). Without these, ptxas (sm90, triton 3.6) spilled registers:
     fp8_block's first GEMM at ``BLOCK_M`` 128 about 1.9 KB per thread, int4's at ``BLOCK_M`` 16 2.1 KB.
-    The int formats' ``BLOCK_K`` is lowered further to divide the checkpoint's group size
+    fp8_tensor and fp8_channel quantize each GEMM's A before it (``PREQUANT``, :func:`row_quant`) from ``BLOCK_M``
+    :data:`PREQUANT_MIN_BLOCK_M`, where the conversion of each A tile in the main loop (once per N tile) costs more
+    than one pass over A. The int formats' ``BLOCK_K`` is lowered further to divide the checkpoint's group size
     (:class:`~moe_select.backends.triton_moe.ForwardPass`), so each K tile has one scale per column. Tiles are never much wider than the layer. ``n13``:
     rows of w13 (2*I, or I when not ``gated``). Returns ``{"BLOCK_M", "gemm1": {...}, "gemm2": {...}}``
     (keys of :func:`moe_gemm`'s config). ``smem_limit`` (bytes; default :data:`SMEM_SM90`): fewer stages,
@@ -1278,6 +1348,8 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
         two = first and gated and not split
         if first and split:
             c.update(num_warps=4, SPLIT=True)
+        if fmt in PREQUANT_FORMATS and bm >= PREQUANT_MIN_BLOCK_M:
+            c["PREQUANT"] = True
         while smem_estimate(bm, c, fmt, two) > limit and c["num_stages"] > 2:
             c["num_stages"] -= 1
         while smem_estimate(bm, c, fmt, two) > limit and not block_k and c["BLOCK_K"] > 32:
@@ -1302,17 +1374,17 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
 
 def _check_gemm_cfg(c: Any, where: str) -> dict:
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K"} \
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT"} \
             or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB, GEMV, SPLIT_K), got {c!r}")
+                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT), got {c!r}")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
             raise ValueError(f"{where}: SPLIT_K must be an integer from 1 to 64, got {v!r}")
         if v > 1 and not c.get("GEMV"):
             raise ValueError(f"{where}: SPLIT_K is an option of the GEMV mode (GEMV: true)")
-    for flag in ("SPLIT", "SWAP_AB", "GEMV"):
+    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT"):
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
     for k in keys:
@@ -1326,6 +1398,7 @@ def _check_gemm_cfg(c: Any, where: str) -> dict:
         raise ValueError(f"{where}: GEMV excludes SWAP_AB and SPLIT (it has no MMA tile)")
     return ({k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
             | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}) | ({"GEMV": True} if c.get("GEMV") else {})
+            | ({"PREQUANT": True} if c.get("PREQUANT") else {})
             | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 
@@ -1349,7 +1422,8 @@ def load_config_file(path: str) -> dict[int, dict]:
     ``configs`` maps a token count (a bucket) to the configuration measured best there; ``us`` fields
     (microseconds per call, CUDA-graph replay) are informative. Packed-FP4 files (``key.format`` mxfp4 or nvfp4) only: a
     GEMM config may set ``"SWAP_AB": true`` or ``"GEMV": true`` (the GEMV mode, :func:`moe_gemm`) with
-    ``"SPLIT_K": <1..64>``; ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
+    ``"SPLIT_K": <1..64>``; fp8_tensor and fp8_channel files only: ``"PREQUANT": true`` (the GEMM's A quantized to
+    e4m3 by :func:`row_quant` before it, not in its main loop); ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
     :data:`GEMV_MAX_BLOCK_M`. Raises ValueError naming the file and
     the field on a malformed file."""
     try:
@@ -1379,6 +1453,10 @@ def load_config_file(path: str) -> dict[int, dict]:
         if (out[int(tok)]["gemm1"].get("SWAP_AB") or out[int(tok)]["gemm2"].get("SWAP_AB")) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: SWAP_AB is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
+        if any(out[int(tok)][g].get("PREQUANT") for g in ("gemm1", "gemm2")) and fmt not in PREQUANT_FORMATS:
+            said = f"key.format {fmt}" if fmt else "no key.format"
+            raise ValueError(f"{where}: PREQUANT is an option of {' and '.join(PREQUANT_FORMATS)} files only "
+                             f"(this file: {said})")
         gemv = [bool(out[int(tok)][g].get("GEMV")) for g in ("gemm1", "gemm2")]
         if any(gemv) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"

@@ -30,6 +30,9 @@ How (the search is separable, so it times sum-of-candidates, not their product):
   at most ``2*pow2(m)`` for the mean rows per expert ``m = T*K/E``, from 64 when ``m >= 256``. Phase ``quick`` (every shape first): the default ``BLOCK_M`` and a handful of
   neighbours of the default configuration; phase ``full``: every candidate, for shapes in the same
   order, as long as the budget lasts.
+- fp8_channel: every candidate is also timed with ``PREQUANT`` switched (each GEMM's A quantized to e4m3 by
+  one pass before it, ``triton_moe_kernels.row_quant``, instead of in its main loop; the timed call includes the
+  pass), so a tuned entry keeps whichever is faster per GEMM.
 - Compilation runs ahead in ``--jobs`` CPU worker processes (spawned; each compiles a configuration
   with ``warmup=True`` on a one-expert layer of the real strides, which fills Triton's on-disk cache;
   the main process's own first launch of that configuration then loads it from the cache). Jobs are
@@ -88,6 +91,8 @@ DEFAULT_MODELS = ("Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3", "Mixtral-8x
 FORMATS = ("bf16", "fp8_channel", "fp8_block")
 FP4_FORMATS = ("mxfp4", "nvfp4")
 ALL_FORMATS = FORMATS + FP4_FORMATS
+#: Formats whose GEMM candidates are also timed with ``PREQUANT`` switched (A quantized before the GEMM)
+PREQUANT_FORMATS = ("fp8_tensor", "fp8_channel")
 #: --fp4: the issue-24 layers in their checkpoints' formats.
 FP4_PAIRS = (("gpt-oss-20b", "mxfp4"), ("gpt-oss-120b", "mxfp4"), ("Qwen3-30B-A3B", "nvfp4"), ("DeepSeek-V3", "nvfp4"))
 TOKENS = (1, 32, 256, 2048, 8192)
@@ -166,7 +171,7 @@ def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> 
         gated, n_out = False, 2 * n_out
     bn, bk, warps, stages = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_warps"], cfg["num_stages"]
     b_bytes = 1 if fmt.startswith("fp8") or fmt in FP4_FORMATS else 2   # packed FP4: half a byte, counted as one
-    a_bytes = 1 if fmt == "fp8_block" else 2
+    a_bytes = 1 if fmt == "fp8_block" or cfg.get("PREQUANT") else 2
     if fmt in FP4_FORMATS and (cfg["BLOCK_K"] < 32 or cfg["BLOCK_K"] % (32 if fmt == "mxfp4" else 16)):
         return False
     mult = 2 if gated else 1
@@ -202,7 +207,8 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
     if dry:
         alt = {**base, "BLOCK_N": max(16, min_bn, base["BLOCK_N"] // 2)}
         alts = [alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}]
-        return out + alts + ([{**base, "SWAP_AB": True}] if swap else [])
+        return (out + alts + ([{**base, "SWAP_AB": True}] if swap else [])
+                + ([_toggle_prequant(base)] if fmt in PREQUANT_FORMATS else []))
     if phase == "quick":
         cands = [{**base, "BLOCK_N": base["BLOCK_N"] * 2}, {**base, "BLOCK_N": base["BLOCK_N"] // 2},
                  {**base, "num_stages": base["num_stages"] + 1}, {**base, "num_stages": base["num_stages"] - 1},
@@ -222,11 +228,20 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
             cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
     if swap:
         cands = cands + [{**c, "SWAP_AB": True} for c in [base, *cands] if not c.get("SWAP_AB")]
+    if fmt in PREQUANT_FORMATS:    # each candidate with and without A quantized before the GEMM (PREQUANT)
+        cands = cands + [_toggle_prequant(c) for c in [base, *cands]]
     for c in cands + splits:
         if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
                 and _fits(c, bm, fmt, gated, n_out, k_dim):
             out.append(c)
     return out
+
+
+def _toggle_prequant(c: dict) -> dict:
+    """``c`` with ``PREQUANT`` switched: set when absent, removed when set."""
+    if c.get("PREQUANT"):
+        return {k: v for k, v in c.items() if k != "PREQUANT"}
+    return {**c, "PREQUANT": True}
 
 
 def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
@@ -253,7 +268,7 @@ def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
 
 def cfg_key(c: dict) -> tuple:
     return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], bool(c.get("SPLIT")),
-            bool(c.get("SWAP_AB")), bool(c.get("GEMV")), c.get("SPLIT_K", 1))
+            bool(c.get("SWAP_AB")), bool(c.get("GEMV")), c.get("SPLIT_K", 1), bool(c.get("PREQUANT")))
 
 
 # --- layers and inputs --------------------------------------------------------------------------------
@@ -657,7 +672,7 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
 
 def _strip(c: dict) -> dict:
     return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "GEMV",
-                              "SPLIT_K", "us") if k in c}
+                              "SPLIT_K", "PREQUANT", "us") if k in c}
 
 
 def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict[int, dict], log: dict) -> None:

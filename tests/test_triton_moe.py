@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import types
 from pathlib import Path
 
 import pytest
@@ -751,6 +752,116 @@ def test_split_is_an_fp8_block_first_gemm_option(tmp_path):
     assert "SPLIT" not in K.default_config(128, 1536, 2048, "fp8_block", 256, 8, (128, 128))["gemm1"]
 
 
+def _with_prequant(cfg: dict, on: bool) -> dict:
+    """``cfg`` with ``PREQUANT`` set (``on``) or removed in both GEMM configs."""
+    def g(c: dict) -> dict:
+        c = {k: v for k, v in c.items() if k != "PREQUANT"}
+        return {**c, "PREQUANT": True} if on else c
+    return {**cfg, "gemm1": g(cfg["gemm1"]), "gemm2": g(cfg["gemm2"])}
+
+
+@pytest.mark.parametrize("quant, act_quant, tokens", [("fp8_channel", "token", 40), ("fp8_channel", "token", 3),
+                                                      ("fp8_tensor", "tensor", 40), ("fp8_channel", "tensor", 17)])
+@interp
+def test_prequant_is_the_in_loop_quantization_bit_for_bit(quant, act_quant, tokens):
+    """``PREQUANT`` (fp8_tensor/fp8_channel: each GEMM's A quantized to e4m3 by ``row_quant`` before the GEMM)
+    gives the layer's output bit for bit as the in-loop quantization, and both are within the FP8 tolerance of
+    the float64 reference and the emulation; the forward with it launches ``row_quant`` once per GEMM."""
+    K = _K()
+    seed = fresh_seed()
+    spec = spec_of(quant, k=2, h=64, i=48)                  # I = 48: the second GEMM's K is not a power of two
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer, act_quant=act_quant)
+    x, ids, w = routing(spec, tokens, seed)
+    base = core.config_for(tokens)
+    launched: list[str] = []
+    launch = K._Kernel.launch
+
+    def record(self, grid, device, *a, **kw):
+        launched.append(self.__name__)
+        return launch(self, grid, device, *a, **kw)
+
+    outs = {}
+    for on in (False, True):
+        core.config_for = lambda t, on=on: _with_prequant(base, on)
+        launched.clear()
+        K._Kernel.launch = record
+        try:
+            outs[on] = core.forward(x, ids, w, pw)
+        finally:
+            K._Kernel.launch = launch
+        assert launched.count("_row_quant_kernel") == (2 if on else 0), launched
+        assert launched.count("_moe_gemm_kernel") == 2, launched
+    assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output (seed {seed})"
+    check(spec, layer, x, ids, w, outs[True], f"PREQUANT {quant} {act_quant}", seed, act_quant=act_quant)
+
+
+@pytest.mark.parametrize("per_row", [True, False])
+@interp
+def test_row_quant_is_the_hand_quantization(per_row):
+    """``row_quant``: ``q = e4m3(clamp(x * fl32(448 / max(amax, 1e-12)), -448, 448))`` (IEEE float32 division,
+    round to nearest even), per row or per tensor, for the leading ``num_rows`` rows only (the rest of ``q``
+    untouched); an all-zero row quantizes to zeros (amax clamped to 1e-12)."""
+    K = _K()
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    r, k, n = 37, 100, 29                                   # K not a power of two; 29 of 37 rows live
+    x = (torch.randn(r, k, generator=g) * torch.rand(r, 1, generator=g) * 5).to(torch.bfloat16)
+    x[3] = 0
+    amax = x.float().abs().amax(1) if per_row else x.float().abs().amax().reshape(1)
+    if per_row:
+        amax[5] = amax[5] * 0.5                             # an amax below the row's: values clamp at +-448
+    q = torch.full((r, k), 7.0).to(torch.float8_e4m3fn)     # sentinel: rows past num_rows must keep it
+    K.row_quant(x, amax, q, per_row=per_row, num_rows=torch.tensor([n], dtype=torch.int32))
+    a = amax.clamp(min=1e-12)
+    mult = torch.full_like(a, 448.0) / a                    # float32, correctly rounded
+    want = (x.float() * (mult[:, None] if per_row else mult)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    assert torch.equal(q[:n].view(torch.uint8), want[:n].view(torch.uint8)), f"seed {seed}"
+    assert torch.equal(q[n:].float(), torch.full((r - n, k), 7.0)), "rows past num_rows were written"
+    assert torch.equal(q[3].float(), torch.zeros(k))
+    if per_row:
+        assert q[5].float().abs().max() == 448.0
+    q2 = torch.empty(r, k, dtype=torch.float8_e4m3fn)      # without num_rows: every row
+    K.row_quant(x, amax, q2, per_row=per_row)
+    assert torch.equal(q2.view(torch.uint8), want.view(torch.uint8))
+
+
+def test_prequant_is_an_fp8_tensor_and_fp8_channel_option(tmp_path):
+    """Config files accept ``PREQUANT`` (a boolean) only in fp8_tensor/fp8_channel files; the default tiles set it
+    from ``BLOCK_M`` 64 (not for decode tiles, not for other formats); with it the shared-memory estimate counts a
+    one-byte, unstaged A; an e4m3 A without its amax is refused by ``moe_gemm``."""
+    K = _K()
+    good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    for fmt, g2, ok in (("fp8_channel", {**good, "PREQUANT": True}, True), ("fp8_tensor", {**good, "PREQUANT": True}, True),
+                        ("bf16", {**good, "PREQUANT": True}, False), ("fp8_block", {**good, "PREQUANT": True}, False),
+                        ("fp8_channel", {**good, "PREQUANT": 1}, False)):
+        f = tmp_path / f"{fmt}-{ok}-{g2['PREQUANT']!r}.json"
+        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
+            "BLOCK_M": 128, "gemm1": good, "gemm2": g2}}}))
+        if ok:
+            got = K.load_config_file(str(f))[8192]
+            assert got["gemm2"]["PREQUANT"] is True and "PREQUANT" not in got["gemm1"]
+        else:
+            with pytest.raises(ValueError, match="PREQUANT"):
+                K.load_config_file(str(f))
+    for fmt in ("fp8_channel", "fp8_tensor"):
+        big = K.default_config(128, 1536, 2048, fmt, 8192, 8)
+        assert big["BLOCK_M"] >= 64 and big["gemm1"].get("PREQUANT") is True and big["gemm2"].get("PREQUANT") is True
+        small = K.default_config(128, 1536, 2048, fmt, 1, 8)
+        assert "PREQUANT" not in small["gemm1"] and "PREQUANT" not in small["gemm2"]
+    for fmt in ("bf16", "fp8_block", "int4_w4a16"):
+        d = K.default_config(128, 1536, 2048, fmt, 8192, 8, (128, 128) if fmt == "fp8_block" else None)
+        assert "PREQUANT" not in d["gemm1"] and "PREQUANT" not in d["gemm2"]
+    # 128 x 128 A tile, 3 stages: 2 bytes + one staged copy without; 1 byte, none staged with it
+    assert K.smem_estimate(128, good, "fp8_channel", False) - K.smem_estimate(128, {**good, "PREQUANT": True},
+                                                                               "fp8_channel", False) == 3 * 128 * 128 + 128 * 128
+    a = torch.zeros(16, 64, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="amax"):              # refused before any launch (only BLOCK_M is read)
+        K.moe_gemm(a, torch.zeros(1, 64, 64, dtype=torch.float8_e4m3fn), torch.empty(16, 64),
+                   types.SimpleNamespace(block_m=16), top_k=1, n_out=64, gather=True, by_slot=False, w_mode=2,
+                   a_scale_mode=0, config=good)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 @interp
 def test_input_dtypes(dtype):
@@ -882,6 +993,12 @@ def test_tuner_dry_run_writes_configs_the_core_reads():
         assert log["dry_run"] and log["results"], log
         files = sorted((Path(out) / "triton_configs").glob("*.json"))
         assert {f.name.split(",format=")[1].split(",")[0] for f in files} == set(tune.DRY_FORMATS)
+        # fp8_channel's GEMMs were timed with and without PREQUANT; no other format's with it
+        for model, fmts in log["results"].items():
+            for fmt, per_t in fmts.items():
+                seen = {bool(c.get("PREQUANT")) for r in per_t.values() for row in r["per_block_m"].values()
+                        for g in ("gemm1", "gemm2") for c in row[g]}
+                assert seen == ({False, True} if fmt == "fp8_channel" else {False}), (model, fmt, seen)
         for f in files:
             table = K.load_config_file(str(f))
             assert set(table) == set(tune.DRY_TOKENS), (f.name, table)
@@ -1313,6 +1430,31 @@ def test_gpu_fp8_block_split_first_gemm(act):
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(sout, out), f"graph replay differs from eager (seed {seed})"
+
+
+@pytest.mark.parametrize("quant, tokens", [("fp8_channel", 2048), ("fp8_channel", 64), ("fp8_tensor", 700)])
+@gpu_test
+def test_gpu_prequant_equals_the_in_loop_quantization(quant, tokens):
+    """``PREQUANT`` on the GPU: the layer's output bit for bit as the in-loop quantization (both GEMMs), within
+    the FP8 tolerance of float64, and CUDA-graph replay equal to eager."""
+    spec, layer, seed = gpu_layer(quant, k=8, e=64, h=1024, i=512)
+    core, pw = core_for(spec, layer, "cuda", warmup=False, act_quant="token" if quant == "fp8_channel" else "tensor")
+    base = core.config_for(tokens)
+    x, ids, w = routing(spec, tokens, seed, "cuda")
+    outs = {}
+    for on in (False, True):
+        core.config_for = lambda t, on=on: _with_prequant(base, on)
+        outs[on] = core.forward(x, ids, w, pw)
+    assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output (seed {seed})"
+    check(spec, layer, x, ids, w, outs[True], f"PREQUANT, {tokens} tokens", seed,
+          act_quant="token" if quant == "fp8_channel" else "tensor")
+    sx, sids, sw = x.clone(), ids.clone(), w.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        sout = core.forward(sx, sids, sw, pw)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(sout, outs[True]), f"graph replay differs from eager (seed {seed})"
 
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
