@@ -31,6 +31,15 @@ large modules, and modules started when few are left, get more). Without a modul
 ones first with ``--parallel 1``, else large ones first (by source lines). When the selected
 tests fail without any mutant, mutmut stops; the report then names the failing tests (pytest run once more).
 
+``--sample N --seed S``: instead of every mutant, a seeded random sample of N mutant names per module (all of
+them where the module has fewer). mutmut first generates the module's mutants; their names, sorted, are put in
+random order by ``random.Random(S).sample`` and the first N taken (the same seed and tree give the same names, and
+a larger N the same names and more), and ``mutmut run NAME ...`` runs only those (with ``--resume``, only those
+without a verdict yet: a sample grows across calls). The entry records the sample (size, requested size,
+seed, population) and, for the kill ratio and the strict one, a 95 % Wilson score interval next to the point
+estimate (none for a partial sample: mutmut runs the fastest mutants first, so its checked part is no random
+sample).
+
 ``--max-seconds S``: no module starts after S seconds. ``--stop-seconds T``: modules still running at T
 seconds are interrupted (SIGINT to mutmut, which stops its workers and keeps every finished verdict); their
 entries say ``"partial": true`` with the count "not checked". ``--resume`` keeps each module's tree and
@@ -48,7 +57,9 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -259,14 +270,16 @@ class Run:
     """One module's mutmut process."""
 
     def __init__(self, module: str, tree: Path, jobs: int, timeout_constant: float, resume: bool,
-                 label: str, deadline: float | None) -> None:
+                 label: str, deadline: float | None, sample: tuple[int, int] | None = None) -> None:
         self.module, self.tree, self.jobs, self.label, self.deadline = module, tree, jobs, label, deadline
+        self.sample = sample  # (size, seed) with --sample
         self.tests = [t for t in TESTS[module] if (tree / "tests" / t).exists()]
         self.missing = [t for t in TESTS[module] if t not in self.tests]
         (tree / "setup.cfg").write_text(config(self.tests, module, timeout_constant))
         if not resume:
             shutil.rmtree(tree / "mutants", ignore_errors=True)
         (tree / "entry.json").unlink(missing_ok=True)
+        (tree / "sample.json").unlink(missing_ok=True)
         tmp = tree / ".tmp"
         tmp.mkdir(exist_ok=True)
         pythonpath = os.pathsep.join([str(tree)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
@@ -277,10 +290,13 @@ class Run:
         spent = tree / "seconds.txt"  # wall seconds of earlier, interrupted runs of this tree (--resume)
         self.before = float(spent.read_text()) if resume and spent.exists() else 0.0
         self.interrupted_at: float | None = None
+        cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)]
+        if sample is not None:  # generates, draws, then becomes ``mutmut run NAME ...`` (same process)
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--sampled-child", module, "--sample",
+                   str(sample[0]), "--seed", str(sample[1]), "--jobs", str(jobs)]
         with self.log.open("w") as out:
-            self.proc = subprocess.Popen(
-                ["nice", "-n", "19", sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
-                cwd=tree, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(["nice", "-n", "19"] + cmd, cwd=tree, env=self.env, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
 
     def interrupt(self) -> None:
         """SIGINT to mutmut itself (not its workers): it stops them and keeps the verdicts it has."""
@@ -345,6 +361,17 @@ class Run:
                 why += "\nthe selected tests fail without any mutant (mutmut needs them green):\n" + (
                     self.failing_tests(left) if left > 20 else "(no time left to run them again: see the log)")
             return why
+        drawn: dict[str, Any] | None = None
+        if self.sample is not None:
+            try:
+                drawn = json.loads((self.tree / "sample.json").read_text())
+            except FileNotFoundError:
+                return f"mutmut exit {rc}, no sample drawn (stopped before the mutants were generated?); " \
+                       f"log {self.log}:\n{self.log_tail()}"
+            if [drawn["requested"], drawn["seed"]] != list(self.sample):
+                return f"{self.tree / 'sample.json'} holds a sample of {drawn['requested']} with seed " \
+                       f"{drawn['seed']}, not the {self.sample[0]} with seed {self.sample[1]} asked for"
+            codes = {name: codes.get(name) for name in drawn["names"]}
         verdicts = {name: VERDICT.get(code, "suspicious") for name, code in codes.items()}
         counts: dict[str, int] = {}
         for v in verdicts.values():
@@ -359,7 +386,11 @@ class Run:
             "mutants_per_second": float(rate[-1]) if rate else None,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "survivors": {n: {"verdict": verdicts[n], "diff": diffs.get(n, "")} for n in listed}}
+        if drawn is not None:
+            entry["sample"] = {"size": len(drawn["names"]), "requested": drawn["requested"], "seed": drawn["seed"],
+                               "population": drawn["population"]}
         entry.update(ratios(entry))
+        entry.update(intervals(entry))
         if not entry["partial"]:
             (self.tree / "entry.json").write_text(json.dumps(entry, indent=1, sort_keys=True) + "\n")
         return entry
@@ -392,6 +423,77 @@ def ratios(entry: dict[str, Any]) -> dict[str, float | None]:
             "strict_kill_ratio": round(killed / strict, 4) if strict else None}
 
 
+def draw_sample(population: list[str], n: int, seed: int) -> list[str]:
+    """``n`` names drawn from ``population`` (all of them when it has no more), sorted: the first ``n`` of the
+    sorted population put in random order by ``random.Random(seed).sample``, so the same seed and the same names
+    give the same sample, and a larger sample with the same seed holds the smaller one (a run grown with
+    ``--resume --sample`` larger keeps every verdict it has)."""
+    if n < 1:
+        raise ValueError(f"a sample of {n} mutants: take at least one")
+    names = sorted(set(population))
+    return sorted(random.Random(seed).sample(names, len(names))[:n])
+
+
+#: The 97.5 % point of the standard normal distribution: a two-sided 95 % interval.
+Z95 = 1.959963984540054
+
+
+def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval for a proportion of ``successes`` in ``trials`` (None for no trials):
+    (p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), p = successes/n. A sample drawn without
+    replacement from a finite population varies less than this assumes, so the interval errs wide."""
+    if not 0 <= successes <= trials:
+        raise ValueError(f"{successes} successes in {trials} trials")
+    if trials == 0:
+        return None
+    p, n = successes / trials, trials
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    scale = 1 + z * z / n
+    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
+
+
+def intervals(entry: dict[str, Any]) -> dict[str, list[float] | None]:
+    """95 % Wilson intervals of a sampled entry's kill ratio and strict kill ratio (None when not sampled, when
+    partial, or without a mutant in the ratio's denominator)."""
+    c = entry["counts"]
+    killed = sum(c.get(k, 0) for k in KILLED)
+    tested = entry["mutants"] - sum(c.get(k, 0) for k in NOT_TESTED)
+    out: dict[str, list[float] | None] = {"kill_ratio_interval": None, "strict_kill_ratio_interval": None}
+    if entry.get("sample") is None or entry.get("partial"):
+        return out
+    for key, n in (("kill_ratio_interval", tested), ("strict_kill_ratio_interval", tested + c.get("no tests", 0))):
+        ci = wilson(killed, n)
+        out[key] = None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
+    return out
+
+
+def sampled_child(module: str, n: int, seed: int, jobs: int) -> None:
+    """Run in a module's tree (the current folder) by ``--sample``: have mutmut generate the module's mutants
+    (its own generation steps, as ``mutmut run`` takes them), draw the sample from their names, write it to
+    ``sample.json``, then become ``mutmut run NAME ...`` for the drawn names without a verdict yet (or exit 0
+    when every one has one). mutmut 3.8.1's internals: pinned with the version."""
+    from mutmut.__main__ import (copy_also_copy_files, copy_src_dir, create_mutants, set_mutant_under_test,
+                                 setup_source_paths, store_lines_covered_by_tests)
+    set_mutant_under_test("mutant_generation")
+    os.makedirs("mutants", exist_ok=True)
+    copy_src_dir()
+    copy_also_copy_files()
+    setup_source_paths()
+    store_lines_covered_by_tests()
+    create_mutants(jobs)
+    codes = json.loads(Path("mutants", "moe_select", f"{module}.py.meta").read_text())["exit_code_by_key"]
+    names = draw_sample(list(codes), n, seed)
+    Path("sample.json").write_text(json.dumps({"requested": n, "seed": seed, "population": len(codes),
+                                               "names": names}, indent=1) + "\n")
+    todo = [name for name in names if codes[name] is None]
+    print(f"sample of {len(names)} among {len(codes)} mutants (seed {seed}), {len(todo)} without a verdict",
+          flush=True)
+    if todo:
+        sys.stdout.flush()
+        os.execvp(sys.executable, [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *todo])
+
+
 def line(module: str, e: dict[str, Any]) -> str:
     """One module's counts and ratios."""
     c = e["counts"]
@@ -401,8 +503,18 @@ def line(module: str, e: dict[str, Any]) -> str:
     r, s = ratios(e).values()
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f} %"
-    return (f"{module:14s} {e['mutants']:5d} mutants  kill ratio {pct(r):>7s} (strict {pct(s):>7s})  [{counts}]  "
-            f"{e.get('seconds', '?')} s, {e.get('jobs', '?')} jobs, {e.get('commit', '?')}"
+    sample = e.get("sample")
+    if sample is None:
+        head = f"{module:14s} {e['mutants']:5d} mutants  kill ratio {pct(r):>7s} (strict {pct(s):>7s})"
+    else:
+        ci = intervals(e)
+        def within(key: str) -> str:
+            lo_hi = ci[key]
+            return "" if lo_hi is None else f", 95 % interval {100 * lo_hi[0]:.1f}-{100 * lo_hi[1]:.1f} %"
+        head = (f"{module:14s} {e['mutants']:5d} of {sample['population']} mutants (sample, seed {sample['seed']})  "
+                f"kill ratio {pct(r)}{within('kill_ratio_interval')} (strict {pct(s)}"
+                f"{within('strict_kill_ratio_interval')})")
+    return (f"{head}  [{counts}]  {e.get('seconds', '?')} s, {e.get('jobs', '?')} jobs, {e.get('commit', '?')}"
             + ("  PARTIAL" if e.get("partial") else ""))
 
 
@@ -419,7 +531,10 @@ def summary(results: dict[str, Any]) -> str:
                  seconds=sum(e.get("seconds", 0) for e in results.values()), jobs="-",
                  commit=",".join(sorted({str(e.get("commit")) for e in results.values()})))
     missing = [m for m in TESTS if m not in results]
-    out.append(line("ALL", total) + (f"  (not in the file: {' '.join(missing)})" if missing else ""))
+    sampled = sorted(m for m, e in results.items() if e.get("sample") is not None)
+    out.append(line("ALL", total) + (f"  (not in the file: {' '.join(missing)})" if missing else "")
+               + (f"  (sampled: {' '.join(sampled)}: their sample counts are summed, not weighted by population)"
+                  if sampled else ""))
     return "\n".join(out)
 
 
@@ -479,7 +594,20 @@ def main() -> None:
     ap.add_argument("--list-survivors", metavar="MODULE", help="print MODULE's (or all) survivors' diffs; no run")
     ap.add_argument("--merge-from", type=Path, nargs="+", metavar="FILE",
                     help="merge these results files into --results (newer entry wins); no run")
+    ap.add_argument("--sample", type=int, metavar="N",
+                    help="run a seeded random sample of N mutants per module (needs --seed)")
+    ap.add_argument("--seed", type=int, help="the sample's seed (same seed, same tree: same mutants)")
+    ap.add_argument("--sampled-child", metavar="MODULE", help=argparse.SUPPRESS)  # Run's own process, in its tree
     args = ap.parse_args()
+    if (args.sample is None) != (args.seed is None):
+        ap.error("--sample and --seed go together")
+    if args.sample is not None and args.sample < 1:
+        ap.error("--sample takes a positive number")
+    if args.sampled_child:
+        if args.sample is None:
+            ap.error("--sampled-child needs --sample and --seed")
+        sampled_child(args.sampled_child, args.sample, args.seed, args.jobs)
+        return
     results: dict[str, Any] = json.loads(args.results.read_text()) if args.results.exists() else {}
     if args.merge_from:
         for path in args.merge_from:
@@ -506,6 +634,12 @@ def main() -> None:
                  f"script; remove it (git worktree remove --force {work}) or pick another --workdir")
     if not args.copy and not has_git():
         ap.error("no .git here: use --copy")
+    sample = None if args.sample is None else (args.sample, args.seed)
+
+    def weight(module: str) -> int:
+        # a sample's work is its size, not the module's (about 2.4 mutants a source line)
+        return size(module) if sample is None else min(size(module) * 12 // 5, sample[0])
+
     modules = args.modules or (list(TESTS) if args.parallel == 1 else sorted(TESTS, key=lambda m: -size(m)))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -532,14 +666,17 @@ def main() -> None:
                 tree = work / module
                 done = tree / "entry.json"
                 if args.resume and done.exists():
-                    print(f"{module}: finished in an earlier run (--resume), read back", flush=True)
-                    record(module, json.loads(done.read_text()))
-                    continue
+                    earlier = json.loads(done.read_text())
+                    drawn = earlier.get("sample")
+                    if (None if drawn is None else (drawn["requested"], drawn["seed"])) == sample:
+                        print(f"{module}: finished in an earlier run (--resume), read back", flush=True)
+                        record(module, earlier)
+                        continue
                 if args.cores is not None:
                     # this module's share of the free cores, by size, among the modules that take the free slots
                     free = args.cores - sum(r.jobs for r in running)
                     batch = [module] + queue[:args.parallel - len(running) - 1]
-                    jobs = max(1, int(free * size(module) / sum(size(m) for m in batch)))
+                    jobs = max(1, int(free * weight(module) / sum(weight(m) for m in batch)))
                 else:
                     jobs = args.jobs
                 again = args.resume and (tree / "mutants").exists()
@@ -549,7 +686,7 @@ def main() -> None:
                 print(f"{module}: {'continuing' if again else 'starting'} at {round(elapsed)} s, {jobs} jobs, "
                       f"tree {tree}", flush=True)
                 deadline = None if args.stop_seconds is None else t0 + args.stop_seconds + 60
-                running.append(Run(module, tree, jobs, args.timeout_constant, again, label, deadline))
+                running.append(Run(module, tree, jobs, args.timeout_constant, again, label, deadline, sample))
             if args.stop_seconds is not None and time.monotonic() - t0 > args.stop_seconds:
                 for r in running:
                     if r.interrupted_at is None:
