@@ -675,8 +675,11 @@ def _strip(c: dict) -> dict:
                               "SPLIT_K", "PREQUANT", "us") if k in c}
 
 
-def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict[int, dict], log: dict) -> None:
-    """One file per (shape, format), format_version 1 (backends/triton_configs/README.md)."""
+def write_config_file(out_dir: Path, bench: Bench | _Shape, device_name: str, table: dict[int, dict], log: dict,
+                      stamp: dict | None = None) -> None:
+    """One file per (shape, format), format_version 1 (backends/triton_configs/README.md). ``stamp``: the
+    ``date``, ``torch`` and ``triton`` of the run (default: now and this process's versions)."""
+    stamp = stamp or {"date": _now(), "torch": torch.__version__, "triton": _triton_version()}
     if not table:
         return
     K = _K()
@@ -684,8 +687,8 @@ def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict
     body = {"format_version": K.CONFIG_FORMAT_VERSION,
             "key": {"E": bench.e, "N": bench.n13, "K": bench.h, "format": bench.fmt,
                     "block_shape": list(bench.block) if bench.block else None, "device": device_name},
-            "tuned": {"script": "benchmarks/tune_triton_moe.py", "date": _now(), "torch": torch.__version__,
-                      "triton": _triton_version(), "top_k": bench.k, "activation": bench.act, "model": bench.name,
+            "tuned": {"script": "benchmarks/tune_triton_moe.py", "date": stamp["date"], "torch": stamp["torch"],
+                      "triton": stamp["triton"], "top_k": bench.k, "activation": bench.act, "model": bench.name,
                       "method": "CUDA-graph replay, 4 input sets rotated, median of replays; separable search "
                                 "(benchmarks/tune_triton_moe.py module doc)" if bench.device.type == "cuda"
                                 else "dry run (interpreter, one call each): not a measurement",
@@ -699,6 +702,35 @@ def write_config_file(out_dir: Path, bench: Bench, device_name: str, table: dict
     log.setdefault("files", [])
     if name not in log["files"]:
         log["files"].append(name)
+
+
+class _Shape:
+    """What :func:`write_config_file` reads of a :class:`Bench`, rebuilt from a log (no weights, no GPU)."""
+
+    def __init__(self, name: str, fmt: str, block):
+        self.name, self.fmt = name, fmt
+        self.e, self.k, self.h, self.i, self.act = MODELS[name]
+        self.n13 = self.i if self.act == "relu2" else 2 * self.i
+        self.block = tuple(block) if fmt == "fp8_block" and block else None
+        self.device = torch.device("cuda")
+
+
+def files_from_log(log_path: Path, out_dir: Path) -> list[str]:
+    """Write ``out_dir/triton_configs/*.json`` again from a ``tune_log.json`` (its ``results``), stamped with the
+    log's finish time, torch and triton versions: the config files of a run whose files could not be copied
+    back (the device tool refuses names with ``=`` and ``,``). Raises KeyError on a log of another layout."""
+    log = json.loads(Path(log_path).read_text())
+    (out_dir / "triton_configs").mkdir(parents=True, exist_ok=True)
+    block = BLOCK
+    if "--dry-run" in log.get("argv", []):
+        raise ValueError(f"{log_path}: a dry run's log; its tables are not measurements")
+    written: dict = {"files": []}
+    stamp = {"date": log["finished"], "torch": log["torch"], "triton": log["triton"]}
+    for name, fmts in log["results"].items():
+        for fmt, per_t in fmts.items():
+            write_config_file(out_dir, _Shape(name, fmt, block), log["device"], {int(t): r for t, r in per_t.items()},
+                              written, stamp)
+    return written["files"]
 
 
 def _write_log(out_dir: Path, log: dict, comp: Compiler, t_start: float) -> None:
@@ -746,7 +778,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timed", type=int, default=3, help="timed graph replays per candidate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU through the interpreter")
+    p.add_argument("--files-from-log", metavar="TUNE_LOG", help="only write --out/triton_configs/ again from a "
+                   "tune_log.json of an earlier run (no GPU): for runs whose files did not come back")
     args = p.parse_args(argv)
+    if args.files_from_log:
+        for f in files_from_log(Path(args.files_from_log), Path(args.out)):
+            print(f)
+        return 0
     if args.dry_run:
         from moe_select.backends.triton_moe_kernels import interpreting
 

@@ -1014,6 +1014,35 @@ def test_tuner_dry_run_writes_configs_the_core_reads():
                 check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"tuned config, {t} tokens", seed)
 
 
+def test_tuner_files_from_log_rewrites_the_measured_tables(tmp_path):
+    """``tune_triton_moe.py --files-from-log``: the config files of a run written again from its log (when the
+    files could not be copied back), stamped with the run's finish time and versions, read by the core's loader
+    with the logged configs; a dry run's log is refused."""
+    spec_ = importlib.util.spec_from_file_location("tune_triton_moe", ROOT / "benchmarks" / "tune_triton_moe.py")
+    tune = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(tune)
+    K = _K()
+    g1 = {"BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 3, "PREQUANT": True, "us": 176.1}
+    g2 = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 3, "us": 119.2}
+    log = {"argv": ["--out", "/x"], "device": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0",
+           "finished": "2026-12-02T09:38:32Z",
+           "results": {"Qwen3-30B-A3B": {"fp8_channel": {"2048": {"BLOCK_M": 128, "gemm1": g1, "gemm2": g2, "us": 307.4,
+                                                                  "phase": "full"}}}}}
+    lp = tmp_path / "tune_log.json"
+    lp.write_text(json.dumps(log))
+    assert tune.main(["--out", str(tmp_path / "o"), "--files-from-log", str(lp)]) == 0
+    f = tmp_path / "o" / "triton_configs" / "E=128,N=1536,K=2048,format=fp8_channel,device=NVIDIA_H200.json"
+    body = json.loads(f.read_text())
+    assert body["tuned"]["date"] == "2026-12-02T09:38:32Z" and body["tuned"]["torch"] == "2.11.0+cu130"
+    assert body["tuned"]["phase"] == {"2048": "full"} and body["tuned"]["top_k"] == 8
+    t = K.load_config_file(str(f))
+    assert t == {2048: {"BLOCK_M": 128, "gemm1": {k: v for k, v in g1.items() if k != "us"},
+                        "gemm2": {k: v for k, v in g2.items() if k != "us"}}}
+    lp.write_text(json.dumps({**log, "argv": ["--dry-run"]}))
+    with pytest.raises(ValueError, match="dry run"):
+        tune.files_from_log(lp, tmp_path / "o2")
+
+
 # --- in-process tests (no kernels run) ---------------------------------------------------------------
 
 def test_cpu_without_the_interpreter_is_refused():
