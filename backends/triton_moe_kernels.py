@@ -141,8 +141,13 @@ def interpreting() -> bool:
 
 
 def _fix_interpreter() -> None:
-    """Work around two numeric bugs of Triton 3.6's interpreter (``triton/runtime/interpreter.py``), applied
-    only when the interpreter is on (tests):
+    """Work around three bugs of Triton 3.6's interpreter (``triton/runtime/interpreter.py``), applied only
+    when the interpreter is on (tests; the compiled kernels are untouched):
+
+    - a scalar kernel argument is a one-element array there, and ``range(0, n, BLOCK)`` over one calls
+      ``int()`` of that array, which numpy 2.4 refuses ("only 0-dimensional arrays can be converted to Python
+      scalars"; triton-lang/triton#9171, fixed after 3.6 by #9172 the same way): the index of a tensor is
+      that of its squeezed data.
 
     - bf16 values are kept as their uint16 bits and ``create_dot`` widens only 8-bit floats, so a bf16
       ``tl.dot`` multiplies raw bits. bf16 operands are widened to float32 first: exact (the product of
@@ -186,6 +191,13 @@ def _fix_interpreter() -> None:
         data = torch.from_numpy(np.ascontiguousarray(f32)).to(torch.bfloat16).view(torch.int16).numpy()
         return ip.TensorHandle(data.view(np.uint16).reshape(f32.shape), tl.bfloat16)
 
+    orig_patch_tensor = ip._patch_lang_tensor
+
+    def patch_lang_tensor(tensor, scope):  # called at each launch: it sets tl.tensor's methods for the run
+        orig_patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    ip._patch_lang_tensor = patch_lang_tensor
     ip.InterpreterBuilder.cast_impl = cast_impl
     ip.InterpreterBuilder.create_dot = create_dot
     ip.InterpreterBuilder.create_fp_to_fp = create_fp_to_fp
