@@ -94,7 +94,7 @@ TESTS: dict[str, list[str]] = {
                    "test_missing_conditions.py", "test_mutants.py"],
     "lint": ["test_edges.py", "test_rules.py", "test_matrix_cells.py", "test_evidence_lists.py", "test_mutants.py"],
     "catalog_cache": ["test_catalog_cache.py", "test_hostile_inputs.py", "test_latency.py", "test_pinned.py",
-                      "test_engine_version.py", "test_edges17_cli.py", "test_mutants.py"],
+                      "test_engine_version.py", "test_edges17_cli.py", "test_mutants.py", "test_mutants_cache.py"],
     "deployment": ["test_inputs.py", "test_edges17_bounds.py", "test_fuzz_inputs.py", "test_typed_seams.py",
                    "test_engine_choice.py", "test_facts_amd_a2a.py", "test_trtllm_backends.py", "test_formats.py",
                    "test_install_engine.py", "test_engine_version.py", "test_mutants.py"],
