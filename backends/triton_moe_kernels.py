@@ -97,8 +97,10 @@ FP4_MODES = (6, 7)
 FP4_FORMATS = ("mxfp4", "nvfp4")
 #: Formats whose GEMMs can take an A quantized before them (config ``PREQUANT``, :func:`row_quant`)
 PREQUANT_FORMATS = ("fp8_tensor", "fp8_channel")
-#: The default tiles quantize A before the GEMM (``PREQUANT``) from this ``BLOCK_M`` (the compute-bound tiles)
-PREQUANT_MIN_BLOCK_M = 64
+#: The default tiles quantize A before the GEMM (``PREQUANT``): the first GEMM's always, the second's from this
+#: ``BLOCK_M`` (one H200, results/tune_prequant_h200_2026-12-02: the first GEMM 1-45 % faster with it at every tile
+#: height timed; the second 0-36 % faster from ``BLOCK_M`` 32, within -8..+31 % at 16)
+PREQUANT_MIN_BLOCK_M_GEMM2 = 32
 FORMATS = tuple(W_MODES)
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
 #: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
@@ -1311,9 +1313,9 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
     dequantization a float copy of the weight tile) use 8 warps from ``BLOCK_M`` 32, int4 always, with
     ``BLOCK_K`` 64 (32 at ``BLOCK_M`` 128). Without these, ptxas (sm90, triton 3.6) spilled registers:
     fp8_block's first GEMM at ``BLOCK_M`` 128 about 1.9 KB per thread, int4's at ``BLOCK_M`` 16 2.1 KB.
-    fp8_tensor and fp8_channel quantize each GEMM's A before it (``PREQUANT``, :func:`row_quant`) from ``BLOCK_M``
-    :data:`PREQUANT_MIN_BLOCK_M`, where the conversion of each A tile in the main loop (once per N tile) costs more
-    than one pass over A. The int formats' ``BLOCK_K`` is lowered further to divide the checkpoint's group size
+    fp8_tensor and fp8_channel quantize each GEMM's A before it (``PREQUANT``, :func:`row_quant`): the first GEMM
+    always, the second from ``BLOCK_M`` :data:`PREQUANT_MIN_BLOCK_M_GEMM2`, where the conversion of each A tile in
+    the main loop (once per N tile) cost more than one pass over A on an H200. The int formats' ``BLOCK_K`` is lowered further to divide the checkpoint's group size
     (:class:`~moe_select.backends.triton_moe.ForwardPass`), so each K tile has one scale per column. Tiles are never much wider than the layer. ``n13``:
     rows of w13 (2*I, or I when not ``gated``). Returns ``{"BLOCK_M", "gemm1": {...}, "gemm2": {...}}``
     (keys of :func:`moe_gemm`'s config). ``smem_limit`` (bytes; default :data:`SMEM_SM90`): fewer stages,
@@ -1360,7 +1362,7 @@ def default_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int,
         two = first and gated and not split
         if first and split:
             c.update(num_warps=4, SPLIT=True)
-        if fmt in PREQUANT_FORMATS and bm >= PREQUANT_MIN_BLOCK_M:
+        if fmt in PREQUANT_FORMATS and (first or bm >= PREQUANT_MIN_BLOCK_M_GEMM2):
             c["PREQUANT"] = True
         while smem_estimate(bm, c, fmt, two) > limit and c["num_stages"] > 2:
             c["num_stages"] -= 1

@@ -2,7 +2,9 @@
 runner timed, and the runner the bundled rules choose for a deployment whose largest forward is that token count
 (``max_tokens_per_rank`` = tokens, ``require_adapter``: this install; with token ranges, the runner of the largest
 forwards), with its fraction of the roofline floor. Reads the moe_layer.py JSON files named below (no GPU, no torch); prints a Markdown table and the
-geo-means per token count. Usage: ``python benchmarks/deep_gemm_table.py [results_dir]``.
+geo-means per token count. Usage: ``python benchmarks/deep_gemm_table.py [results_dir [LATER.json ...]]``: rows of
+later moe_layer.py files replace those of the same point and runner (a runner measured again after a change, e.g.
+``results/moe_layer_h200_2026-12-02_fp8_channel_prequant.json``: triton's fp8_channel rows with PREQUANT tiles).
 
 A runner not timed at a point in these files prints ``-``; when the rules choose such a runner the row says so and
 the point is left out of the geo-means (bf16 torch_grouped_mm on the 8-expert layer: timed on 2026-11-30 only).
@@ -22,11 +24,13 @@ SHAPES = {"Qwen3-30B-A3B": (128, 8, 2048, 768), "DeepSeek-V3": (256, 8, 7168, 20
 RUNNERS = ("triton", "deep_gemm", "torch_grouped_mm")
 
 
-def load(d: Path) -> dict:
+def load(d: Path, later: tuple[Path, ...] = ()) -> dict:
+    """Rows by (model, format, tokens, runner) from :data:`FILES` in ``d``, then from ``later`` files (moe_layer.py
+    JSON), whose rows replace the earlier ones of the same point and runner (a re-measured runner)."""
     rows: dict = {}
-    for name in FILES:
-        data = json.loads((d / name).read_text())
-        bad = name == "moe_layer_fp8_channel_first.json"
+    for path in [d / name for name in FILES] + list(later):
+        data = json.loads(path.read_text())
+        bad = path.name == "moe_layer_fp8_channel_first.json"
         for r in data["rows"]:
             if r.get("path") not in (None, "fused") or (bad and r["runner"] == "deep_gemm"):
                 continue
@@ -46,8 +50,9 @@ def chosen(model: str, quant: str, tokens: int) -> str | None:
 
 
 def main() -> int:
-    d = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "results" / "deep_gemm_h200_2026-12-02"
-    rows = load(d)
+    args = sys.argv[1:]
+    d = Path(args[0]) if args else Path(__file__).parent / "results" / "deep_gemm_h200_2026-12-02"
+    rows = load(d, tuple(Path(a) for a in args[1:]))
     print("| layer | format | tokens | floor us | triton us | deep_gemm us | torch_grouped_mm us | rules choose | frac |")
     print("|---|---|---:|---:|---:|---:|---:|---|---:|")
     logs: dict = {}

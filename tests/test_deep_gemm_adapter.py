@@ -299,12 +299,16 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
     ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm", (2048, "triton")), # 7484 vs 11324 us
     ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm", (2048, "triton")), # the default largest forward: 8192
     ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm", None),            # deep_gemm 2-5 % ahead only: no bf16 rule
-    ("fp8_channel", 8, 2, 4096, 14336, 2048, "deep_gemm", (1024, "triton")),  # Mixtral-8x7B: 1504 vs 2027 (tgm) us
-    ("fp8_channel", 8, 2, 4096, 14336, 1024, "torch_grouped_mm", None),     # not measured for deep_gemm: the old rule
-    ("fp8_channel", 8, 2, 4096, 14336, 256, "triton", None),                # 523 vs 547 us
-    ("fp8_channel", 128, 8, 4096, 1536, 2048, "deep_gemm", (1024, "triton")),  # Qwen3-235B-A22B: 1255 vs 1363 us
-    ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton", None),              # DeepSeek-V3: not deep_gemm (4574; 4372)
-    ("fp8_channel", 256, 8, 7168, 2048, 8192, "deep_gemm", (2048, "triton")),  # 8531 vs 10926 us
+    # fp8_channel with triton's PREQUANT tiles (moe_layer_h200_2026-12-02_fp8_channel_prequant.txt) against deep_gemm's
+    # and torch_grouped_mm's rows of the same day's earlier run
+    ("fp8_channel", 8, 2, 4096, 14336, 8192, "deep_gemm", (4096, "triton")),  # Mixtral-8x7B: 5407 vs 5578 us
+    ("fp8_channel", 8, 2, 4096, 14336, 2048, "triton", None),               # 1496 vs 1504 (deep_gemm), 2027 (tgm) us
+    ("fp8_channel", 8, 2, 4096, 14336, 1024, "triton", None),               # torch_grouped_mm no longer first
+    ("fp8_channel", 8, 2, 4096, 14336, 256, "triton", None),                # 422 vs 547 us
+    ("fp8_channel", 128, 8, 4096, 1536, 2048, "triton", None),              # Qwen3-235B-A22B: 1014 vs 1255 us
+    ("fp8_channel", 128, 8, 4096, 1536, 8192, "deep_gemm", (4096, "triton")),  # 2967 vs 3129 us
+    ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton", None),              # DeepSeek-V3: 3369 vs 4574 us
+    ("fp8_channel", 256, 8, 7168, 2048, 8192, "triton", None),              # 7891 vs 8531 us
     ("bf16", 128, 8, 2048, 768, 8192, "triton", None),                      # ties (1367 vs 1392 us)
 ])
 def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, tokens, want, small):

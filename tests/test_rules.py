@@ -25,16 +25,21 @@ def write(d, name, text):
 def test_bundled_choice_for_reference():
     """The Hopper bf16 / row-wise FP8 rules as measured (benchmarks/README.md, issue 11 table): triton for a
     128-expert layer at any size, torch_grouped_mm for 8 experts per rank unless the forwards stay within
-    256 tokens per rank; FP8 from 2048 tokens on deep_gemm (issue 26 table)."""
+    256 tokens per rank (bf16, fp8_tensor); fp8_channel on triton, deep_gemm above 4096 tokens on up to 128 experts."""
     assert moe_select.plan(H200_BF16_HERE).runner == "triton"
     mixtral = {**H200_BF16_HERE, "model": {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336}}
     p = moe_select.plan(mixtral)
     assert p.runner == "torch_grouped_mm" and p.chosen_by.rule == "hopper-16bit-and-fp8-rowwise-few-experts"
     assert moe_select.plan({**mixtral, "max_tokens_per_rank": 256}).runner == "triton"
-    assert moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 1024}).runner == "torch_grouped_mm"
-    # from 2048 tokens FP8 goes to deep_gemm (issue 26: 1504 vs 2027 us on the H200), its small forwards to triton
-    fp8 = moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 2048})
-    assert fp8.runner == "deep_gemm" and [(r.max_tokens, r.runner) for r in fp8.ranges] == [(1024, "triton"), (None, "deep_gemm")]
+    # fp8_channel with triton's PREQUANT tiles (benchmarks/README.md): triton up to 4096 tokens (1496 vs 2027 us of
+    # torch_grouped_mm at 2048), deep_gemm for the largest forwards (5407 vs 5578 us at 8192)
+    assert moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 1024}).runner == "triton"
+    assert moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 2048}).runner == "triton"
+    fp8 = moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 8192})
+    assert fp8.runner == "deep_gemm" and [(r.max_tokens, r.runner) for r in fp8.ranges] == [(4096, "triton"), (None, "deep_gemm")]
+    assert fp8.chosen_by.rule == "hopper-fp8-channel-largest-batches"
+    # fp8_tensor keeps the 8-expert rule (its PREQUANT tiles not timed there)
+    assert moe_select.plan({**mixtral, "quant": "fp8_tensor", "max_tokens_per_rank": 2048}).runner == "torch_grouped_mm"
     # the measured condition is the model's expert count: Mixtral over ep 2 stays on torch_grouped_mm, while a
     # 128-expert layer split to 8 experts per rank (small per-expert GEMMs, not measured) stays on triton
     assert moe_select.plan({**mixtral, "tp": 2, "ep": 2}).runner == "torch_grouped_mm"

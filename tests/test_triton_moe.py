@@ -828,7 +828,7 @@ def test_row_quant_is_the_hand_quantization(per_row):
 
 def test_prequant_is_an_fp8_tensor_and_fp8_channel_option(tmp_path):
     """Config files accept ``PREQUANT`` (a boolean) only in fp8_tensor/fp8_channel files; the default tiles set it
-    from ``BLOCK_M`` 64 (not for decode tiles, not for other formats); with it the shared-memory estimate counts a
+    for the first GEMM always and for the second from ``BLOCK_M`` 32 (never for other formats); with it the shared-memory estimate counts a
     one-byte, unstaged A; an e4m3 A without its amax is refused by ``moe_gemm``."""
     K = _K()
     good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
@@ -847,8 +847,10 @@ def test_prequant_is_an_fp8_tensor_and_fp8_channel_option(tmp_path):
     for fmt in ("fp8_channel", "fp8_tensor"):
         big = K.default_config(128, 1536, 2048, fmt, 8192, 8)
         assert big["BLOCK_M"] >= 64 and big["gemm1"].get("PREQUANT") is True and big["gemm2"].get("PREQUANT") is True
-        small = K.default_config(128, 1536, 2048, fmt, 1, 8)
-        assert "PREQUANT" not in small["gemm1"] and "PREQUANT" not in small["gemm2"]
+        small = K.default_config(128, 1536, 2048, fmt, 1, 8)              # BLOCK_M 16: the first GEMM only
+        assert small["BLOCK_M"] == 16 and small["gemm1"].get("PREQUANT") is True and "PREQUANT" not in small["gemm2"]
+        mid = K.default_config(128, 1536, 2048, fmt, 512, 8)              # BLOCK_M 32: both
+        assert mid["BLOCK_M"] == 32 and mid["gemm2"].get("PREQUANT") is True
     for fmt in ("bf16", "fp8_block", "int4_w4a16"):
         d = K.default_config(128, 1536, 2048, fmt, 8192, 8, (128, 128) if fmt == "fp8_block" else None)
         assert "PREQUANT" not in d["gemm1"] and "PREQUANT" not in d["gemm2"]
