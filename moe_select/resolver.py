@@ -508,6 +508,7 @@ def _fall_back(p: Plan, differences: list[str], catalog: Any, strict: bool) -> t
     the rules' refusal."""
     from .selector import select
 
+    # stacklevel 5: _fall_back <- _prepare's fall_back closure <- _prepare <- resolve <- resolve's caller
     what = (f"the plan's measurements (sha256:{(p.measurements_fingerprint or '')[:12]}) were taken on another machine: "
             + "; ".join(differences))
     if strict:
@@ -523,7 +524,7 @@ def _fall_back(p: Plan, differences: list[str], catalog: Any, strict: bool) -> t
     import warnings
 
     warnings.warn(MeasurementsWarning(f"{what}: falling back to the rules' runner {report.plan.runner} (chosen by "
-                                      f"{report.plan.chosen_by.rule or report.plan.chosen_by.how})"), stacklevel=4)
+                                      f"{report.plan.chosen_by.rule or report.plan.chosen_by.how})"), stacklevel=5)
     return report.plan, []
 
 

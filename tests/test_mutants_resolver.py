@@ -19,11 +19,11 @@ Equivalent mutants (no input can tell them apart), one line each:
   tile_configs_of_cores reads a core's ``config_source`` through ``getattr(core, "config_source", None)``, and a
   str has none, so it adds no file, exactly as no core does.
 
-Not written as a location test: _fall_back's ``stacklevel=4`` (mutants 51, 53, 56). In a plain run it attributes
-the MeasurementsWarning to resolve's own line (``_prepare(...)`` in resolver.py), not to resolve's caller
-(_fall_back, fall_back, _prepare, resolve: 5 would name the caller, as PlanWriterWarning's stacklevel=2 does);
-under mutmut every module function gains two trampoline frames, so no location holds in both. The test pins the
-value passed to warnings.warn instead (test_fall_back_warns_with_stacklevel_4).
+_fall_back's ``stacklevel`` (mutants 51, 53, 56 of the run, when it was 4): 4 attributed the MeasurementsWarning to
+resolve's own line (``_prepare(...)`` in resolver.py), not to resolve's caller (_fall_back, fall_back, _prepare,
+resolve: it is 5 now, as PlanWriterWarning's stacklevel=2 names the caller). Under mutmut every module function
+gains two trampoline frames, so the location test (test_measurements_warning_names_resolves_caller) is skipped
+there, and test_fall_back_warns_with_stacklevel_5 pins the value passed to warnings.warn for mutmut.
 """
 from __future__ import annotations
 
@@ -284,15 +284,38 @@ def test_fall_back_takes_the_rules_plan_of_the_catalog_given_and_warns(measured,
                                              ": falling back to the rules' runner torch_native (chosen by site-order)"]
 
 
-def test_fall_back_warns_with_stacklevel_4(measured, tmp_path, monkeypatch):
-    """Pins the ``stacklevel`` _fall_back passes (see the module docstring: 4 names resolve's own line in a plain
-    run). Kills resolver.x__fall_back__mutmut_51 (None), _53 (left out: 1) and _56 (5)."""
+def test_fall_back_warns_with_stacklevel_5(measured, tmp_path, monkeypatch):
+    """Pins the ``stacklevel`` _fall_back passes (5: resolve's caller, through _prepare's closure, _prepare and
+    resolve; test_measurements_warning_names_resolves_caller checks the location in a plain run). Kills
+    resolver.x__fall_back__mutmut_51 (None) and _53 (left out: 1); the value was 4 when the run listed them."""
     catalog = _rules(tmp_path, "  - id: site-order\n    when: {arch: [cpu]}\n    prefer: [torch_grouped_mm, torch_native]\n")
     seen: list[tuple[type, int]] = []
     monkeypatch.setattr(warnings, "warn", lambda message, category=None, stacklevel=1, **kw:
                         seen.append((type(message), stacklevel)))
     R._fall_back(measured, DIFFS, catalog, False)
-    assert seen == [(R.MeasurementsWarning, 4)]
+    assert seen == [(R.MeasurementsWarning, 5)]
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("MUTANT_UNDER_TEST")),
+                    reason="mutmut's trampolines add stack frames: the location is checked in plain runs only")
+def test_measurements_warning_names_resolves_caller(monkeypatch):
+    """The MeasurementsWarning of a measured plan resolved off its machine points at the line that called
+    ``moe_select.resolve`` (this file), not inside the resolver (it named resolver.py's own call with 4)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_measured_plans import CPU, DEP
+
+    monkeypatch.setattr(R, "machine_here", lambda plan, env, device=None:
+                        plan.measurements.machine.model_copy(update={"torch": "9.9.9"}))
+    p = moe_select.plan(DEP, measurements=[CPU])
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        moe_select.resolve(p)
+    got = [(w.filename, w.lineno) for w in rec if issubclass(w.category, R.MeasurementsWarning)]
+    import inspect
+
+    assert got == [(__file__, inspect.currentframe().f_lineno - 4)], got
 
 
 def test_fall_back_refused_by_the_rules_names_their_codes(measured, tmp_path):
