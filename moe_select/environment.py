@@ -93,9 +93,12 @@ KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 NVIDIACTL = Path("/dev/nvidiactl")
 
 
-def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES) -> tuple[str, str | None]:
+def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES,
+               env: Mapping[str, str] | None = None) -> tuple[str, str | None]:
     """``(arch, product name)`` of GPU 0 without importing torch; ``("cpu", None)`` when the machine has
     no GPU, or when ``CUDA_VISIBLE_DEVICES`` hides every GPU (``""``, ``"-1"``: torch then sees none either).
+    ``env``: the environment the GPUs are seen from (a launch line's, which the engine will run with); default
+    this process's (``os.environ``). Its ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` are read.
     NVIDIA: ``nvidia-smi --query-gpu=name,compute_cap`` (driver >= 510), limited to the GPUs a set
     ``CUDA_VISIBLE_DEVICES`` names (indices or UUIDs: :func:`_visible_gpus`). AMD: the amdkfd topology
     in sysfs (``gfx_target_version`` 90402 -> gfx942). Raises :class:`DetectionError` when nvidia-smi
@@ -105,7 +108,8 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
     import shutil
     import subprocess
 
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    env = os.environ if env is None else env
+    visible = env.get("CUDA_VISIBLE_DEVICES")
     chosen = visible_entries(visible) if visible is not None else None
     if chosen == []:  # CUDA_VISIBLE_DEVICES="" (or starting with an invalid entry): CUDA, and so torch, sees no GPU
         return "cpu", None
@@ -145,7 +149,7 @@ def detect_gpu(*, timeout_s: float = SMI_TIMEOUT_S, kfd_nodes: Path = KFD_NODES)
                 raise DetectionError(f"cannot read nvidia-smi's answer {line[:120]!r} (expected '{expected}'): give gpu/arch "
                                      "to plan explicitly") from None
         if chosen:
-            gpus = _visible_gpus(gpus, ids, chosen, str(visible))
+            gpus = _visible_gpus(gpus, ids, chosen, str(visible), env.get("CUDA_DEVICE_ORDER"))
         kinds = sorted(set(gpus))
         if len(kinds) > 1:  # one plan serves one kind of GPU: never the first one silently
             listed = ", ".join(f"{n} ({a}) x{gpus.count((n, a))}" for n, a in kinds)
@@ -177,10 +181,10 @@ def visible_entries(value: str) -> list[str]:
 
 
 def _visible_gpus(gpus: list[tuple[str, str]], ids: list[tuple[str, str]], chosen: list[str],
-                  value: str) -> list[tuple[str, str]]:
+                  value: str, order: str | None = None) -> list[tuple[str, str]]:
     """``(name, arch)`` of the GPUs ``CUDA_VISIBLE_DEVICES`` (``value``, read as ``chosen``) leaves visible, from
     nvidia-smi's list (``gpus``, and ``ids``: each one's ``(index, uuid)``). Indices are nvidia-smi's (PCI bus
-    order); CUDA numbers GPUs fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so an index on a machine of
+    order); CUDA numbers GPUs fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (``order``), so an index on a machine of
     mixed GPUs without that order is refused, as are MIG entries and entries that match no GPU
     (:class:`DetectionError`): detection never guesses which GPU the engine will get."""
     kinds = set(gpus)
@@ -190,7 +194,7 @@ def _visible_gpus(gpus: list[tuple[str, str]], ids: list[tuple[str, str]], chose
             raise DetectionError(f"CUDA_VISIBLE_DEVICES={value!r} names a MIG instance ({entry[:40]}): detection does not "
                                  "read MIG instances; give gpu/arch to plan explicitly")
         if entry.isdigit():
-            if len(kinds) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+            if len(kinds) > 1 and order != "PCI_BUS_ID":
                 raise DetectionError(f"CUDA_VISIBLE_DEVICES={value!r} chooses GPUs by index on a machine with GPUs of "
                                      "different kinds, and CUDA numbers them fastest first unless CUDA_DEVICE_ORDER="
                                      "PCI_BUS_ID (nvidia-smi's order): set that, choose them by UUID, or give gpu/arch "
@@ -434,18 +438,20 @@ def detect_package(name: str, module: str | None, markers: "PackageMarkers | Non
 
 def detect(packages: Iterable[tuple[str, str | None]], *, arch: tuple[str, str | None] | None = None,
            need_nvcc: bool = True, jit: Iterable[tuple[str, str | None]] = (),
-           markers: Mapping[str, "PackageMarkers"] | None = None) -> Environment:
+           markers: Mapping[str, "PackageMarkers"] | None = None, env: Mapping[str, str] | None = None) -> Environment:
     """Detect this machine. ``packages``: (distribution, module) pairs of interest (from the catalog).
     ``arch``: an already-detected ``(arch, gpu)`` (resolve passes torch's view). ``jit``: (JIT package,
     torch-free detection module) pairs from the capability files' ``jit`` facts; each module's
     ``detect_prebuilt(arch)`` decides ``prebuilt[package]`` (a module that fails to load or raises
     leaves it None: not known). ``markers``: distribution -> what tells it from a look-alike
     (``Catalog.package_markers``): a look-alike is absent, and ``provenance["packages.<name>"]`` says which
-    distribution was found and why it is not the package (:func:`inspect_package`). Raises
-    :class:`DetectionError` when the GPU cannot be told."""
+    distribution was found and why it is not the package (:func:`inspect_package`). ``env``: the environment
+    the GPUs are seen from (:func:`detect_gpu`; default ``os.environ``). Raises :class:`DetectionError` when
+    the GPU cannot be told."""
     import importlib
 
-    a, gpu = arch if arch is not None else detect_gpu()
+    env = os.environ if env is None else env
+    a, gpu = arch if arch is not None else detect_gpu(env=env)
     pk: dict[str, str | None] = {}
     lookalikes: dict[str, str] = {}
     for name, module in packages:
@@ -462,7 +468,7 @@ def detect(packages: Iterable[tuple[str, str | None]], *, arch: tuple[str, str |
             prebuilt[package] = bool(importlib.import_module(module).detect_prebuilt(a))
         except Exception:  # noqa: BLE001 - a broken detector means "not known", never a crash of planning
             prebuilt[package] = None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = env.get("CUDA_VISIBLE_DEVICES")
     how = "nvidia-smi / amdkfd" + (f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "")
     prov = {"arch": "detected (torch.cuda)" if arch else f"detected ({how})", "packages": "detected (importlib.metadata)",
             "nvcc": "detected (nvcc --version)", "prebuilt": "detected (each JIT package's detect_prebuilt)", **lookalikes}

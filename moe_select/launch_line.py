@@ -737,8 +737,8 @@ def _read_env(launch: Launch, where: str) -> None:
             launch.findings.append(Finding("note", written, f"{len(seen)} GPU(s) visible"
                                            + (" (CUDA ignores the entries from the first one it cannot read)"
                                               if len(seen) < len([d for d in value.split(',') if d.strip()]) else "")
-                                           + "; the parallel sizes are read from the flags; arch auto reads this "
-                                           "process's own CUDA_VISIBLE_DEVICES, not the line's"))
+                                           + "; the parallel sizes are read from the flags; arch auto detects the "
+                                           "GPUs this value leaves the engine"))
 
 
 # ------------------------------------------------------------------------------------------ meaning

@@ -812,7 +812,9 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     ``environment``: machine facts; by default declared by the deployment when it names a gpu/arch
     (planning another machine), detected on this machine for ``arch: auto`` (no torch import).
     ``engine_env``: the serving engine's environment (a launch line's), read by the engine-choice prediction
-    (:mod:`moe_select.engine_choice`: ``report.engine_choices``, what the engine itself would pick, issue 23).
+    (:mod:`moe_select.engine_choice`: ``report.engine_choices``, what the engine itself would pick, issue 23) and,
+    for ``arch: auto``, by detection: the GPUs its ``CUDA_VISIBLE_DEVICES`` (and ``CUDA_DEVICE_ORDER``) leave the
+    engine (default: this process's environment).
     ``measurements``: measurement tables of ``moe-select tune`` (files or folders, or
     :class:`~moe_select.measurements.Measurements` objects): where one applies, ``prefer: measured`` (or, with no
     such rule in the rules, every selection) chooses by them (:mod:`moe_select.measured`, issue 25).
@@ -837,7 +839,8 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     if environment is None:
         if this_machine:
             jit = sorted({(c.jit.package, c.jit.detect) for c in catalog.runners.values() if c.jit is not None})
-            environment = detect(catalog.packages(), jit=jit, markers=catalog.package_markers())
+            # the GPUs the engine will see: a launch line's CUDA_VISIBLE_DEVICES (engine_env), else this process's
+            environment = detect(catalog.packages(), jit=jit, markers=catalog.package_markers(), env=engine_env)
         else:
             environment = declared(packages=deployment.packages, nvcc=deployment.nvcc, cuda=deployment.cuda,
                                    prebuilt=deployment.prebuilt, where=deployment._file)

@@ -547,6 +547,44 @@ def test_cuda_visible_devices_by_index_on_one_kind_and_in_the_plan(tmp_path, mon
     assert "cpu" in capsys.readouterr().out
 
 
+def test_detection_reads_the_engines_environment_when_given(tmp_path, monkeypatch):
+    """``detect_gpu(env=...)``/``detect(env=...)``: the GPUs of the environment given (a launch line's), not this
+    process's: its CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER; the provenance names the value read."""
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")                  # this process: no GPU
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    assert envmod.detect_gpu() == ("cpu", None)
+    assert envmod.detect_gpu(env={"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}) == ("sm80", "NVIDIA A100-SXM4-80GB")
+    with pytest.raises(envmod.DetectionError, match="different kinds"):   # nothing hidden in env: all three GPUs
+        envmod.detect_gpu(env={})
+    with pytest.raises(envmod.DetectionError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+        envmod.detect_gpu(env={"CUDA_VISIBLE_DEVICES": "1"})
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")          # this process's order is not the engine's
+    with pytest.raises(envmod.DetectionError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+        envmod.detect_gpu(env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert envmod.detect_gpu(env={"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == (
+        "sm80", "NVIDIA A100-SXM4-80GB")
+    e = envmod.detect([], need_nvcc=False, env={"CUDA_VISIBLE_DEVICES": "GPU-aaaa"})
+    assert e.arch == "sm90" and e.provenance["arch"] == "detected (nvidia-smi / amdkfd, CUDA_VISIBLE_DEVICES='GPU-aaaa')"
+
+
+def test_a_launch_lines_cuda_visible_devices_chooses_the_gpu_of_arch_auto(tmp_path, monkeypatch, capsys):
+    """``explain --from-command "CUDA_VISIBLE_DEVICES=... <engine line>"`` with arch auto: the GPU the line leaves
+    the engine, not this shell's (the line's assignment wins over the shell's)."""
+    import json
+
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa")          # the shell: the H100
+    model = str(Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")
+    line = "CUDA_VISIBLE_DEVICES=GPU-bbbb vllm serve Qwen/Qwen3-30B-A3B -tp 1"
+    assert main(["explain", "--json", "--model-config", model, "--from-command", line]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["environment"]["arch"] == "sm80", out["environment"]
+    assert "CUDA_VISIBLE_DEVICES='GPU-bbbb'" in out["environment"]["provenance"]["arch"]
+    assert main(["explain", "--json", "--model-config", model, "--from-command", "vllm serve Qwen/Qwen3-30B-A3B -tp 1"]) == 0
+    assert json.loads(capsys.readouterr().out)["environment"]["arch"] == "sm90"   # no assignment: the shell's
+
+
 def test_an_nvidia_driver_without_nvidia_smi_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
