@@ -1443,6 +1443,17 @@ def test_gpu_cuda_graph_replay_equals_eager(quant, tokens):
 
 
 
+def _replayed(core, pw, x, ids, w) -> torch.Tensor:
+    """``core.forward`` on copies of the inputs captured in a CUDA graph and replayed once: the replay's output."""
+    sx, sids, sw = x.clone(), ids.clone(), w.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        sout = core.forward(sx, sids, sw, pw)
+    g.replay()
+    torch.cuda.synchronize()
+    return sout
+
+
 @pytest.mark.parametrize("act", ["silu", "swiglu_oai"])
 @gpu_test
 def test_gpu_fp8_block_split_first_gemm(act):
@@ -1454,13 +1465,7 @@ def test_gpu_fp8_block_split_first_gemm(act):
     x, ids, w = routing(spec, 2048, seed, "cuda")
     out = core.forward(x, ids, w, pw)
     check(spec, layer, x, ids, w, out, "split first GEMM, 2048 tokens", seed, h16=True)
-    sx, sids, sw = x.clone(), ids.clone(), w.clone()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        sout = core.forward(sx, sids, sw, pw)
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(sout, out), f"graph replay differs from eager (seed {seed})"
+    assert torch.equal(_replayed(core, pw, x, ids, w), out), f"graph replay differs from eager (seed {seed})"
 
 
 @pytest.mark.parametrize("quant, tokens", [("fp8_channel", 2048), ("fp8_channel", 64), ("fp8_tensor", 700)])
@@ -1479,13 +1484,7 @@ def test_gpu_prequant_equals_the_in_loop_quantization(quant, tokens):
     assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"PREQUANT, {tokens} tokens", seed,
           act_quant="token" if quant == "fp8_channel" else "tensor")
-    sx, sids, sw = x.clone(), ids.clone(), w.clone()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        sout = core.forward(sx, sids, sw, pw)
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(sout, outs[True]), f"graph replay differs from eager (seed {seed})"
+    assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
 
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
