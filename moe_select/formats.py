@@ -89,6 +89,17 @@ PARAM_NAMES = ("block", "group_size")
 NO_ROW = "no format row: no scales, no tolerance"
 
 
+def _known_dtype(v: str) -> str:
+    """``v`` when it is a dtype of :data:`DTYPE_BITS`; raises ValueError naming the known ones (pydantic validators)."""
+    if v not in DTYPE_BITS:
+        raise ValueError(f"dtype {v!r} is not one of {', '.join(DTYPE_BITS)}")
+    return v
+
+
+#: A dtype name of :data:`DTYPE_BITS` (a pydantic field type)
+KnownDtype = Annotated[str, AfterValidator(_known_dtype)]
+
+
 class Scale(Located):
     """One scale tensor of a format: ``name`` (``prepare_weights`` takes ``w13_<name>`` and ``w2_<name>``),
     ``shape`` (its layout, in the symbols of ``w [E, N, K]``), ``dtype`` (torch's name), ``per`` (weight
@@ -98,16 +109,10 @@ class Scale(Located):
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=32)
     shape: str = Field(min_length=3, pattern=r"^\[.*\]$")
-    dtype: str
+    dtype: KnownDtype
     per: int | None = Field(default=None, ge=1)
     optional: bool = False
 
-    @field_validator("dtype")
-    @classmethod
-    def _dtype(cls, v: str) -> str:
-        if v not in DTYPE_BITS:
-            raise ValueError(f"dtype {v!r} is not one of {', '.join(DTYPE_BITS)}")
-        return v
 
 
 class FormatParams(Located):
@@ -204,7 +209,7 @@ class Format(Located):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
     summary: str = Field(min_length=1)
     source: str = Field(min_length=1)
-    dtype: str
+    dtype: KnownDtype
     bits: Literal[4, 8, 16]
     activation: Precision | None = None
     scales: list[Scale] = []
@@ -214,12 +219,6 @@ class Format(Located):
     ways: list[OnlineWay] | bool = Field(default=False, alias="online")
     generated: bool = False
 
-    @field_validator("dtype")
-    @classmethod
-    def _dtype(cls, v: str) -> str:
-        if v not in DTYPE_BITS:
-            raise ValueError(f"dtype {v!r} is not one of {', '.join(DTYPE_BITS)}")
-        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> "Format":

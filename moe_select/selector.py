@@ -25,7 +25,7 @@ import difflib
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence, TypeVar, cast
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -1470,16 +1470,21 @@ def _ranges(ids: list[int]) -> str:
     return r(ids)
 
 
+def _checked_engines(engines: Sequence[str], env: Environment, catalog: Catalog) -> Iterator[tuple[str, Any, str, Any]]:
+    """``(engine, package row, state, version)`` of each of ``engines`` whose package row has a ``checked_up_to``:
+    the state and version of its package in ``env`` (``Environment.package``)."""
+    for e in engines:
+        pkg = catalog.engine_package(e)
+        if pkg is not None and pkg.checked_up_to is not None:
+            yield (e, pkg, *env.package(pkg.name, pkg.module))
+
+
 def _newer_engines(engines: Sequence[str], env: Environment, catalog: Catalog) -> dict[str, tuple[Any, str]]:
     """Engine -> (its package row, its version) for each of ``engines`` whose version (the deployment's
     ``engine_version``, its package declared under ``packages``, or detected here) is newer than the facts scoped
     to it were checked at (the row's ``checked_up_to``)."""
     out: dict[str, tuple[Any, str]] = {}
-    for e in engines:
-        pkg = catalog.engine_package(e)
-        if pkg is None or pkg.checked_up_to is None:
-            continue
-        state, found = env.package(pkg.name, pkg.module)
+    for e, pkg, state, found in _checked_engines(engines, env, catalog):
         if state == "present" and found not in (None, "unknown"):
             try:
                 if newer(found, pkg.checked_up_to):
@@ -1493,11 +1498,7 @@ def _untold_engines(engines: Sequence[str], env: Environment, catalog: Catalog) 
     """Engine -> the assumption its facts are read under, for each of ``engines`` whose version is not given (no
     ``engine_version``, its package not declared, not installed here): the newest version checked (issue 20)."""
     out: dict[str, str] = {}
-    for e in engines:
-        pkg = catalog.engine_package(e)
-        if pkg is None or pkg.checked_up_to is None:
-            continue
-        state, found = env.package(pkg.name, pkg.module)
+    for e, pkg, state, found in _checked_engines(engines, env, catalog):
         if state == "present" and found not in (None, "unknown"):
             continue
         why = "not installed on this machine" if state == "absent" else "not given (engine_version)"
