@@ -164,3 +164,36 @@ def test_a_sampled_run_has_mutmut_run_only_the_drawn_mutants(tmp_path):
     assert len(codes) > 3 and drawn["population"] == len(codes)
     assert drawn["names"] == mutation.draw_sample(list(codes), 3, 5) and (drawn["requested"], drawn["seed"]) == (3, 5)
     assert {n for n, c in codes.items() if c is not None} == set(drawn["names"])  # those three, no other
+
+
+def test_a_module_whose_tree_lacks_a_listed_test_file_is_refused(tmp_path, monkeypatch):
+    """A tree without a test file of the module's list fails that module (MissingTests, naming the file) before
+    mutmut starts, instead of measuring a smaller test selection (the sampled device run of 2026-12-02 ran
+    catalog_cache and resolver without their survivor-test files and reported their mutants as surviving)."""
+    monkeypatch.setitem(mutation.TESTS, "toy", ["test_a.py", "test_b.py"])
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    started = []
+    monkeypatch.setattr(mutation.subprocess, "Popen", lambda *a, **k: started.append(a))
+    with pytest.raises(mutation.MissingTests, match=r"toy: test files of its list are not in .*: test_b\.py"):
+        mutation.Run("toy", tmp_path, 1, 10.0, False, "label", None)
+    assert started == []
+
+
+def test_copy_lists_untracked_files_git_does_not_ignore(tmp_path, monkeypatch):
+    """``--copy`` copies tracked files and untracked ones git does not ignore: a checkout whose .git index is older
+    than its files still gets every test file; ignored files stay out."""
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("needs git")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    (repo / ".gitignore").write_text("build/\n")
+    (repo / "tracked.py").write_text("")
+    run("add", ".gitignore", "tracked.py")
+    (repo / "new_test.py").write_text("")          # not in the index
+    (repo / "build").mkdir()
+    (repo / "build" / "out.o").write_text("")      # ignored
+    monkeypatch.setattr(mutation, "REPO", repo)
+    assert mutation.checkout_files(tmp_path / "work") == [".gitignore", "new_test.py", "tracked.py"]
