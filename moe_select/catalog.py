@@ -131,8 +131,9 @@ class Catalog:
         return {p.name: p.markers for p in self.packages_table.values() if p.markers is not None}
 
     def engine_package(self, engine: str | None) -> KnownPackage | None:
-        """The known-packages row of the distribution that is serving engine ``engine`` (``vllm``, ``sglang``,
-        ``tensorrt-llm``): its version is the deployment's ``engine_version`` (None: no row names that engine)."""
+        """The known-packages row of the distribution that is serving engine ``engine`` (an engine name: ``vllm``,
+        ``sglang``, ``trtllm``, whose distribution is ``tensorrt-llm``): its version is the deployment's
+        ``engine_version`` (None: no row names that engine)."""
         return next((p for p in self.packages_table.values() if p.engine == engine), None) if engine else None
 
 
