@@ -309,7 +309,10 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
     ("fp8_channel", 128, 8, 4096, 1536, 8192, "deep_gemm", (4096, "triton")),  # 2967 vs 3129 us
     ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton", None),              # DeepSeek-V3: 3369 vs 4574 us
     ("fp8_channel", 256, 8, 7168, 2048, 8192, "triton", None),              # 7891 vs 8531 us
-    ("bf16", 128, 8, 2048, 768, 8192, "triton", None),                      # ties (1367 vs 1392 us)
+    ("bf16", 128, 8, 2048, 768, 8192, "deep_gemm", (4096, "triton")),      # 1367 vs 1391 us
+    ("bf16", 128, 8, 4096, 1536, 8192, "deep_gemm", (4096, "triton")),     # Qwen3-235B-A22B: 4884 vs 5245 us
+    ("bf16", 128, 8, 4096, 1536, 2048, "triton", None),                    # 1856 vs 2285 us
+    ("bf16", 256, 8, 7168, 2048, 8192, "triton", None),                    # DeepSeek-V3: 13865 vs 14019 us
 ])
 def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, tokens, want, small):
     """deep_gemm for a deployment's largest forwards where the H200 run timed it faster, with the rule's small

@@ -24,9 +24,13 @@ def write(d, name, text):
 
 def test_bundled_choice_for_reference():
     """The Hopper bf16 / row-wise FP8 rules as measured (benchmarks/README.md, issue 11 table): triton for a
-    128-expert layer at any size, torch_grouped_mm for 8 experts per rank unless the forwards stay within
+    128-expert layer up to 4096 tokens (deep_gemm for bf16 forwards above, issue 26 table), torch_grouped_mm for 8 experts per rank unless the forwards stay within
     256 tokens per rank (bf16, fp8_tensor); fp8_channel on triton, deep_gemm above 4096 tokens on up to 128 experts."""
-    assert moe_select.plan(H200_BF16_HERE).runner == "triton"
+    assert moe_select.plan({**H200_BF16_HERE, "max_tokens_per_rank": 2048}).runner == "triton"
+    # bf16 forwards above 4096 tokens on 9-128 experts per rank: deep_gemm (4884 vs 5245 us on Qwen3-235B-A22B at 8192)
+    big = moe_select.plan(H200_BF16_HERE)
+    assert big.runner == "deep_gemm" and big.chosen_by.rule == "hopper-bf16-largest-batches"
+    assert [(r.max_tokens, r.runner) for r in big.ranges] == [(4096, "triton"), (None, "deep_gemm")]
     mixtral = {**H200_BF16_HERE, "model": {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336}}
     p = moe_select.plan(mixtral)
     assert p.runner == "torch_grouped_mm" and p.chosen_by.rule == "hopper-16bit-and-fp8-rowwise-few-experts"
