@@ -198,9 +198,12 @@ def checkout_files(exclude: Path) -> list[str]:
         # tracked files and untracked ones git does not ignore: a copy of a checkout whose .git index is older than
         # its files (the device machine's) lists new files only as untracked (tests/test_mutants_cache.py and
         # test_mutants_resolver.py were left out of the sampled device run of 2026-12-02 that way)
+        # the work folder is left out: inside the checkout and not ignored, its trees are untracked files (each new
+        # tree would copy the trees made before it, and files mutmut is writing there)
         listed = sh(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                     capture_output=True).stdout.split("\0")
-        return sorted({f for f in listed if f and (REPO / f).is_file()})
+        root = REPO.resolve()
+        return sorted({f for f in listed if f and (REPO / f).is_file() and not (root / f).is_relative_to(exclude)})
     out = []
     rules: dict[Path, list[tuple[Path, list[str]]]] = {REPO: [(REPO, gitignore_patterns(REPO))]}
 
@@ -218,18 +221,28 @@ def checkout_files(exclude: Path) -> list[str]:
     return out
 
 
-def source_label(tree: Path, copy: bool, commit: str | None) -> str:
-    """What the tree holds: the commit (and ``+changes`` when a copy differs from it), or ``--commit``."""
+def source_label(tree: Path, copy: bool, commit: str | None, exclude: Path | None = None) -> str:
+    """What the tree holds: the commit (and ``+changes`` when a copy differs from it: changed tracked files or
+    untracked ones it copies, the work folder ``exclude`` left out), or ``--commit``."""
     if commit:
         return commit
     if not has_git():
         return "unknown (copy without .git; pass --commit)"
     repo = tree if not copy else REPO
     head = sh(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True).stdout.strip()
-    if copy and sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                   capture_output=True).stdout.strip():
-        head += "+changes"
+    if copy and (sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                    capture_output=True).stdout.strip() or untracked_files(exclude)):
+        head += "+changes"   # a copy holds changed tracked files or untracked ones (checkout_files copies both)
     return head
+
+
+def untracked_files(exclude: Path | None = None) -> list[str]:
+    """The checkout's untracked files that git does not ignore (what :func:`checkout_files` copies besides the
+    tracked ones), leaving out ``exclude`` (the work folder)."""
+    listed = sh(["git", "-C", str(REPO), "ls-files", "-z", "--others", "--exclude-standard"],
+                capture_output=True).stdout.split("\0")
+    root = REPO.resolve()
+    return sorted(f for f in listed if f and (exclude is None or not (root / f).is_relative_to(exclude)))
 
 
 def prepare_tree(tree: Path, copy: bool, work: Path) -> None:
@@ -695,7 +708,7 @@ def main() -> None:
                 again = args.resume and (tree / "mutants").exists()
                 if not again:
                     prepare_tree(tree, args.copy, work)
-                label = source_label(tree, args.copy, args.commit)
+                label = source_label(tree, args.copy, args.commit, work)
                 print(f"{module}: {'continuing' if again else 'starting'} at {round(elapsed)} s, {jobs} jobs, "
                       f"tree {tree}", flush=True)
                 deadline = None if args.stop_seconds is None else t0 + args.stop_seconds + 60

@@ -22,6 +22,7 @@ engine is newer than they were checked at (issue 20: :func:`_newer_engines`, :fu
 from __future__ import annotations
 
 import difflib
+import os
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -814,7 +815,8 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     ``engine_env``: the serving engine's environment (a launch line's), read by the engine-choice prediction
     (:mod:`moe_select.engine_choice`: ``report.engine_choices``, what the engine itself would pick, issue 23) and,
     for ``arch: auto``, by detection: the GPUs its ``CUDA_VISIBLE_DEVICES`` (and ``CUDA_DEVICE_ORDER``) leave the
-    engine (default: this process's environment).
+    engine; a variable it does not set is this process's (the engine inherits it; no ``engine_env``: this
+    process's environment).
     ``measurements``: measurement tables of ``moe-select tune`` (files or folders, or
     :class:`~moe_select.measurements.Measurements` objects): where one applies, ``prefer: measured`` (or, with no
     such rule in the rules, every selection) chooses by them (:mod:`moe_select.measured`, issue 25).
@@ -840,7 +842,9 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
         if this_machine:
             jit = sorted({(c.jit.package, c.jit.detect) for c in catalog.runners.values() if c.jit is not None})
             # the GPUs the engine will see: a launch line's CUDA_VISIBLE_DEVICES (engine_env), else this process's
-            environment = detect(catalog.packages(), jit=jit, markers=catalog.package_markers(), env=engine_env)
+            # (an engine started from here inherits what engine_env does not set)
+            env = None if engine_env is None else {**os.environ, **engine_env}
+            environment = detect(catalog.packages(), jit=jit, markers=catalog.package_markers(), env=env)
         else:
             environment = declared(packages=deployment.packages, nvcc=deployment.nvcc, cuda=deployment.cuda,
                                    prebuilt=deployment.prebuilt, where=deployment._file)

@@ -1,0 +1,114 @@
+"""Break-it review of 2026-12-02 (session 6): defects found in the day's commits, each pinned by a test that failed
+before its fix. CPU only.
+
+- benchmarks/mutation.py ``--copy`` (a0e1fda lists untracked files): a ``--workdir`` inside the checkout that git
+  does not ignore held the module trees as untracked files, so each new tree copied the trees made before it (and
+  files mutmut was writing in them); and a copy with untracked files was labelled with the bare commit, as if it
+  held that commit's files only.
+"""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SPEC = importlib.util.spec_from_file_location("mutation_tool_s6",
+                                              Path(__file__).resolve().parents[1] / "benchmarks" / "mutation.py")
+assert SPEC is not None and SPEC.loader is not None
+mutation = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(mutation)
+
+
+def _git_repo(tmp_path: Path):
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("needs git")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def run(*a: str) -> None:
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *a],
+                       check=True, capture_output=True)
+
+    run("init", "-q")
+    (repo / ".gitignore").write_text("build/\n")
+    (repo / "tracked.py").write_text("x = 1\n")
+    run("add", ".gitignore", "tracked.py")
+    run("commit", "-q", "-m", "one")
+    return repo, run
+
+
+def test_copy_leaves_out_a_workdir_inside_the_checkout(tmp_path, monkeypatch):
+    """A work folder inside the checkout, not ignored: its trees (untracked files) are not copied into the next
+    module's tree. Before the fix checkout_files listed ``work/catalog/moe_select/catalog.py`` and
+    ``work/catalog/mutants/x.py`` (the git branch ignored ``exclude``; the branch without git honoured it)."""
+    repo, _ = _git_repo(tmp_path)
+    work = repo / "work"
+    (work / "catalog" / "moe_select").mkdir(parents=True)
+    (work / "catalog" / "moe_select" / "catalog.py").write_text("")
+    (work / "catalog" / "mutants").mkdir()
+    (work / "catalog" / "mutants" / "x.py").write_text("")
+    (repo / "new_test.py").write_text("")               # untracked, outside the work folder: copied
+    monkeypatch.setattr(mutation, "REPO", repo)
+    assert mutation.checkout_files(work.resolve()) == [".gitignore", "new_test.py", "tracked.py"]
+
+
+def test_a_copy_with_untracked_files_is_not_labelled_as_the_bare_commit(tmp_path, monkeypatch):
+    """The label of a ``--copy`` tree says ``+changes`` when untracked files (which the copy takes) are there, and
+    not for untracked files under the work folder only or ignored ones. Before the fix ``git status
+    --untracked-files=no`` saw nothing and the label was the bare commit."""
+    repo, _ = _git_repo(tmp_path)
+    monkeypatch.setattr(mutation, "REPO", repo)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    work = repo / "work"
+    (work / "m").mkdir(parents=True)
+    (work / "m" / "tree_file.py").write_text("")        # under the work folder: not what the copy takes
+    (repo / "build").mkdir()
+    (repo / "build" / "out.o").write_text("")           # ignored
+    assert mutation.source_label(work / "m", True, None, work.resolve()) == head
+    (repo / "tests_new.py").write_text("")              # untracked, copied
+    assert mutation.source_label(work / "m", True, None, work.resolve()) == head + "+changes"
+    assert mutation.source_label(work / "m", True, "abc123", work.resolve()) == "abc123"   # --commit given
+
+
+# --------------------------------------------------------------------------- detection with engine_env (9a55428)
+MIXED = ("cat <<'X'\n0, GPU-aaaa1111-0000, NVIDIA H100 80GB HBM3, 9.0\n1, GPU-bbbb2222-0000, NVIDIA A100-SXM4-80GB, 8.0\n"
+         "2, GPU-cccc3333-0000, NVIDIA A100-SXM4-80GB, 8.0\nX")
+SMALL = {"arch": "auto", "quant": "bf16",
+         "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32}}
+
+
+def _fake_smi(tmp_path: Path, monkeypatch, body: str) -> None:
+    import os
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + body + "\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+
+
+def test_engine_env_without_cuda_visible_devices_keeps_this_processs_gpus(tmp_path, monkeypatch):
+    """``explain(engine_env=...)`` for the engine-choice prediction (a variable of the engine, no
+    CUDA_VISIBLE_DEVICES): arch auto still sees the GPUs this process's CUDA_VISIBLE_DEVICES leaves (the engine
+    started from here inherits it). Before the fix detection read engine_env alone: all three GPUs of a mixed
+    machine (DetectionError "different kinds") instead of this process's H100, and a GPU where this process hides
+    every one. The engine's own CUDA_VISIBLE_DEVICES still wins."""
+    import moe_select
+
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa")            # this process: the H100
+    rep = moe_select.explain(SMALL, engine_env={"VLLM_USE_DEEP_GEMM": "1"})
+    assert (rep.environment.arch, rep.environment.gpu) == ("sm90", "NVIDIA H100 80GB HBM3")
+    assert "CUDA_VISIBLE_DEVICES='GPU-aaaa'" in rep.environment.provenance["arch"]
+    rep = moe_select.explain(SMALL, engine_env={"CUDA_VISIBLE_DEVICES": "GPU-bbbb"})   # the engine's own value
+    assert rep.environment.arch == "sm80"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")                    # this process hides every GPU
+    assert moe_select.explain(SMALL, engine_env={}).environment.arch == "cpu"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")                   # by index: the order is inherited too
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert moe_select.explain(SMALL, engine_env={"X": "1"}).environment.arch == "sm80"
