@@ -112,3 +112,55 @@ def test_engine_env_without_cuda_visible_devices_keeps_this_processs_gpus(tmp_pa
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")                   # by index: the order is inherited too
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     assert moe_select.explain(SMALL, engine_env={"X": "1"}).environment.arch == "sm80"
+
+
+# --------------------------------------------------------------------------- PREQUANT's claims (5b2356c), interpreter
+_PREQUANT_CASES = r'''
+import sys, torch
+sys.path.insert(0, "tests")
+import test_triton_moe as T
+from moe_select.backends import triton_moe_kernels as K
+assert K.interpreting()
+cases = [  # quant, act_quant, input dtype, ep, rank, top_k, on_input, H, I (H 80 / I 40: EVEN_K false)
+    ("fp8_channel", "token", torch.float16, 2, 1, 2, False, 80, 40),
+    ("fp8_tensor", "tensor", torch.float32, 2, 0, 2, False, 80, 40),
+    ("fp8_tensor", "token", torch.bfloat16, 1, 0, 1, True, 64, 48),
+    ("fp8_channel", "tensor", torch.float32, 1, 0, 1, True, 80, 48),
+]
+for quant, aq, dt, ep, rank, k, on_input, h, i in cases:
+    seed = 11 + rank + h
+    spec = T.spec_of(quant, k=k, h=h, i=i, e=8, ep=ep, rank=rank)
+    layer = T.Layer(spec, seed)
+    core, pw = T.core_for(spec, layer, act_quant=aq, apply_router_weight_on_input=on_input)
+    x, ids, w = T.routing(spec, 9, seed, dtype=dt)
+    base = core.config_for(9)
+    outs = {}
+    for on in (False, True):
+        core.config_for = lambda t, on=on: T._with_prequant(base, on)
+        outs[on] = core.forward(x, ids, w, pw)
+    assert outs[True].dtype == dt, (outs[True].dtype, dt)
+    assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output: {quant} {aq} {dt} ep {ep} rank {rank}"
+    T.check(spec, layer, x, ids, w, outs[True], f"PREQUANT {quant} {aq}", seed, on_input=on_input, act_quant=aq)
+    empty = core.forward(x[:0], ids[:0], w[:0], pw)                  # zero tokens
+    assert empty.shape == (0, h) and empty.dtype == dt
+print("ok", len(cases))
+'''
+
+
+def test_prequant_is_bit_identical_for_any_input_dtype_ep_rank_weight_on_input_and_uneven_k():
+    """PREQUANT's claims the day's tests did not reach (they ran bf16 inputs, one rank, the weight in the
+    epilogue, H 64): fp16 and float32 inputs, expert-parallel ranks (expert_offset), routing weight on the input,
+    K tails (H 80, I 40: EVEN_K false), per-token and per-tensor scales, zero tokens: the output equals the
+    in-loop quantization's bit for bit and is within the tolerance of the float64 reference. Triton's
+    interpreter in a subprocess (a few seconds)."""
+    import importlib.util
+    import os
+    import sys
+
+    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("numpy") is None:
+        pytest.skip("triton (and numpy) not installed")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    r = subprocess.run([sys.executable, "-c", _PREQUANT_CASES], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok 4"), r.stdout[-2000:] + r.stderr[-4000:]
