@@ -186,6 +186,10 @@ def _explain(args: argparse.Namespace, extra: dict[str, Any] | None = None):
 
     dep, base = _deployment(args, extra)
     launch = getattr(args, "launch", None)
+    if launch is not None:
+        import os
+
+        launch.check_detection(dep, os.environ)
     return explain(dep, base_dir=base, rules_dirs=args.rules, backends_dirs=getattr(args, "backends", []),
                    engine_env=dict(launch.env) if launch is not None else None,
                    measurements=getattr(args, "measurements", None) or None)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -117,6 +118,26 @@ class Launch:
     config_file: str | None = None
     deployment: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, str] = field(default_factory=dict)
+    #: A ``docker run`` line's container: ``{"gpus": its --gpus value or None, "env": its -e variables}``; None else.
+    container: dict[str, Any] | None = None
+
+    def detection_refusal(self, shell: Mapping[str, str]) -> str | None:
+        """Why ``arch: auto`` cannot detect the GPUs this line's engine sees from here (None: it can): a container
+        sees the GPUs of its ``--gpus`` and none of this shell's variables, so detection from the shell is right only
+        for ``--gpus all`` while the shell (``shell``) hides no GPU; otherwise the container's view is not this
+        machine's as detected, and the plan needs its GPU given (gpu/arch)."""
+        if self.container is None:
+            return None
+        gpus = self.container.get("gpus")
+        if gpus is None:
+            return "a docker run line without --gpus: its container sees no GPU unless a runtime gives it some"
+        if gpus != "all":
+            return (f"a docker run line with --gpus {gpus}: its container numbers the GPUs it gets from 0, which "
+                    "detection here cannot map")
+        if "CUDA_VISIBLE_DEVICES" in shell and "CUDA_VISIBLE_DEVICES" not in self.container.get("env", {}):
+            return (f"this shell's CUDA_VISIBLE_DEVICES={shell['CUDA_VISIBLE_DEVICES']} does not reach the container "
+                    "(docker run --gpus all): it sees every GPU")
+        return None
 
     def found(self, kind: str) -> list[Finding]:
         """The findings of one kind."""
@@ -145,7 +166,18 @@ class Launch:
             data[k] = v
             data.key_sources[k] = "python (deployment=)"
         kwargs.setdefault("engine_env", dict(self.env))
-        return explain(validate(Deployment, data, LINE), **kwargs)
+        dep = validate(Deployment, data, LINE)
+        self.check_detection(dep, os.environ)
+        return explain(dep, **kwargs)
+
+    def check_detection(self, deployment: Any, shell: Mapping[str, str]) -> None:
+        """Raise :class:`InputError` (field ``arch``) when ``deployment`` is planned for this machine (``arch: auto``,
+        or neither gpu nor arch) and :meth:`detection_refusal` says detection cannot see this line's GPUs."""
+        if not (deployment.arch == "auto" or (deployment.arch is None and deployment.gpu is None)):
+            return
+        why = self.detection_refusal(shell)
+        if why:
+            raise InputError(Issue(LINE, 0, "arch", f"{why}; give the GPU the engine runs on (--gpu or --arch)"))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the ``launch`` key of ``explain --json``)."""
@@ -264,9 +296,11 @@ def expand(word: str, env: Mapping[str, str]) -> str:
                   lambda m: env.get(m.group(2) or m.group(3), m.group(0)), word)
 
 
-def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Finding], where: str) -> list[str]:
+def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Finding], where: str,
+                    docker: dict[str, Any] | None = None) -> list[str]:
     """``words`` without leading assignments, ``env``/``nohup``/``exec``, ``docker run ... IMAGE``,
-    ``torchrun [opts]`` and trailing pipes, ``&`` and redirections (see the module docstring)."""
+    ``torchrun [opts]`` and trailing pipes, ``&`` and redirections (see the module docstring). ``docker``: filled
+    for a ``docker run`` line: ``gpus`` (its ``--gpus`` value, None without one) and ``env`` (its ``-e`` variables)."""
     out = list(words)
     for i, w in enumerate(out):
         if w in ("|", "||", "&&", ";"):
@@ -287,6 +321,7 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
             out.pop(0)
         elif w == "docker" and len(out) > 1 and out[1] == "run":
             i = 2
+            seen: dict[str, Any] = {"gpus": None, "env": {}}
             while i < len(out) and out[i].startswith("-"):
                 opt, eq, val = out[i].partition("=")
                 if opt in DOCKER_VALUE_OPTS and not eq:
@@ -296,7 +331,12 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                     m2 = _ASSIGN.match(val)
                     if m2:
                         env[m2.group(1)] = m2.group(2)
+                        seen["env"][m2.group(1)] = m2.group(2)
+                elif opt == "--gpus":
+                    seen["gpus"] = val.strip("'\"")
                 i += 1
+            if docker is not None:
+                docker.update(seen)
             if i + 1 >= len(out):
                 raise InputError(Issue(where, 0, "", f"docker run {out[i] if i < len(out) else ''}: the image's default command "
                                        "is not in the line; give the command after the image (e.g. python3 -m sglang.launch_server ...)"))
@@ -1070,13 +1110,14 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         words = list(argv)
         if not words:
             raise InputError(Issue(where, 0, "", "no command in the launch line"))
-    words = _strip_wrappers(words, line_env, findings, where)
+    docker: dict[str, Any] = {}
+    words = _strip_wrappers(words, line_env, findings, where, docker)
     if not words:
         raise InputError(Issue(where, 0, "", "no command in the launch line"))
     engine, launcher, args, model_style = _launcher(words, where)
     full_env, env_from = merge_env(line_env, env)
     launch = Launch(engine=engine, launcher=launcher, engine_version=engine_version, argv=args, env=full_env, env_from=env_from,
-                    findings=findings)
+                    findings=findings, container=docker or None)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     _parse_args(launch, args, model_style, where, base)
     if engine == "trtllm" and launch.config:

@@ -585,6 +585,39 @@ def test_a_launch_lines_cuda_visible_devices_chooses_the_gpu_of_arch_auto(tmp_pa
     assert json.loads(capsys.readouterr().out)["environment"]["arch"] == "sm90"   # no assignment: the shell's
 
 
+@pytest.mark.parametrize("line, shell, says", [
+    ("docker run --gpus device=1 -e CUDA_DEVICE_ORDER=PCI_BUS_ID -e CUDA_VISIBLE_DEVICES=0 img vllm serve M", None,
+     "with --gpus device=1: its container numbers the GPUs it gets from 0"),
+    ("docker run img vllm serve M", None, "without --gpus"),
+    ("docker run --gpus all img vllm serve M", "GPU-aaaa", "CUDA_VISIBLE_DEVICES=GPU-aaaa does not reach the container"),
+])
+def test_a_docker_line_whose_container_gpus_detection_cannot_see_is_refused(tmp_path, monkeypatch, capsys, line, shell,
+                                                                           says):
+    """A docker run line's container sees the GPUs of its --gpus, numbered from 0, and none of this shell's
+    variables: arch auto refuses (give --gpu/--arch) where detection here would name another GPU; with the GPU
+    given the line plans."""
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    if shell is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", shell)
+    model = str(Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")
+    assert main(["explain", "--model-config", model, "--from-command", line]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "give the GPU the engine runs on (--gpu or --arch)" in err, err
+    assert main(["explain", "--model-config", model, "--arch", "sm80", "--from-command", line]) == 0
+
+
+def test_a_docker_line_with_all_gpus_detects_through_its_own_variables(tmp_path, monkeypatch, capsys):
+    """docker run --gpus all: the container sees every GPU; its -e CUDA_VISIBLE_DEVICES chooses among them."""
+    import json
+
+    _fake_smi(tmp_path, monkeypatch, MIXED)
+    model = str(Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")
+    line = "docker run --gpus all -e CUDA_VISIBLE_DEVICES=GPU-bbbb img vllm serve M"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa")          # the shell's: not the container's
+    assert main(["explain", "--json", "--model-config", model, "--from-command", line]) == 0
+    assert json.loads(capsys.readouterr().out)["environment"]["arch"] == "sm80"
+
+
 def test_an_nvidia_driver_without_nvidia_smi_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
