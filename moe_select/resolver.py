@@ -502,13 +502,25 @@ def _tile_digest(cores: list[Any]) -> str | None:
     return tile_configs_of_cores(cores)
 
 
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by this function's caller name the first frame outside this
+    package: the line that called ``resolve`` or ``resolve_layers`` (however many of the package's frames lie
+    between, trampolines of a mutation run among them)."""
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1          # the warning's issuer; warnings.warn counts it as 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _fall_back(p: Plan, differences: list[str], catalog: Any, strict: bool) -> tuple[Plan | None, list[Reason]]:
     """A measured plan whose table was taken on another machine (``differences``): under ``strict`` the refusal;
     else the plan the rules choose over the same inputs without the table (and a :class:`MeasurementsWarning`), or
     the rules' refusal."""
     from .selector import select
 
-    # stacklevel 5: _fall_back <- _prepare's fall_back closure <- _prepare <- resolve <- resolve's caller
     what = (f"the plan's measurements (sha256:{(p.measurements_fingerprint or '')[:12]}) were taken on another machine: "
             + "; ".join(differences))
     if strict:
@@ -524,7 +536,7 @@ def _fall_back(p: Plan, differences: list[str], catalog: Any, strict: bool) -> t
     import warnings
 
     warnings.warn(MeasurementsWarning(f"{what}: falling back to the rules' runner {report.plan.runner} (chosen by "
-                                      f"{report.plan.chosen_by.rule or report.plan.chosen_by.how})"), stacklevel=5)
+                                      f"{report.plan.chosen_by.rule or report.plan.chosen_by.how})"), stacklevel=_user_stacklevel())
     return report.plan, []
 
 
@@ -661,7 +673,7 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
         if note:
             import warnings
 
-            warnings.warn(PlanWriterWarning(note), stacklevel=2)
+            warnings.warn(PlanWriterWarning(note), stacklevel=_user_stacklevel())
         strict_on = p.strict if strict is None else strict
         p, env, reasons, built, cores = _prepare(p, catalog, registry, environment=environment, require_prebuilt=require_prebuilt,
                                                  strict=strict_on, group=group, rank=rank, ep_rank=ep_rank, tp_rank=tp_rank,

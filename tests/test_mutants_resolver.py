@@ -19,16 +19,16 @@ Equivalent mutants (no input can tell them apart), one line each:
   tile_configs_of_cores reads a core's ``config_source`` through ``getattr(core, "config_source", None)``, and a
   str has none, so it adds no file, exactly as no core does.
 
-_fall_back's ``stacklevel`` (mutants 51, 53, 56 of the run, when it was 4): 4 attributed the MeasurementsWarning to
-resolve's own line (``_prepare(...)`` in resolver.py), not to resolve's caller (_fall_back, fall_back, _prepare,
-resolve: it is 5 now, as PlanWriterWarning's stacklevel=2 names the caller). Under mutmut every module function
-gains two trampoline frames, so the location test (test_measurements_warning_names_resolves_caller) is skipped
-there, and test_fall_back_warns_with_stacklevel_5 pins the value passed to warnings.warn for mutmut.
+_fall_back's ``stacklevel`` (mutants 51, 53, 56 of the run, when it was a fixed 4): 4 attributed the
+MeasurementsWarning to resolve's own line, and a fixed 5 to resolve_layers' call of resolve. It is counted now
+(resolver._user_stacklevel: the first frame outside the package), which also holds under mutmut, whose trampoline
+frames lie inside it: the location tests run in both.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import warnings
 from pathlib import Path
 from typing import Any
@@ -284,23 +284,20 @@ def test_fall_back_takes_the_rules_plan_of_the_catalog_given_and_warns(measured,
                                              ": falling back to the rules' runner torch_native (chosen by site-order)"]
 
 
-def test_fall_back_warns_with_stacklevel_5(measured, tmp_path, monkeypatch):
-    """Pins the ``stacklevel`` _fall_back passes (5: resolve's caller, through _prepare's closure, _prepare and
-    resolve; test_measurements_warning_names_resolves_caller checks the location in a plain run). Kills
-    resolver.x__fall_back__mutmut_51 (None) and _53 (left out: 1); the value was 4 when the run listed them."""
+def test_fall_back_warns_at_the_first_frame_outside_the_package(measured, tmp_path):
+    """_fall_back's MeasurementsWarning names the first frame outside moe_select: here the test's own call (the
+    stacklevel is counted, so mutmut's trampoline frames, inside the package, are skipped too). Kills
+    resolver.x__fall_back__mutmut_51 (None) and _53 (left out: 1), listed when the value was a fixed 4."""
     catalog = _rules(tmp_path, "  - id: site-order\n    when: {arch: [cpu]}\n    prefer: [torch_grouped_mm, torch_native]\n")
-    seen: list[tuple[type, int]] = []
-    monkeypatch.setattr(warnings, "warn", lambda message, category=None, stacklevel=1, **kw:
-                        seen.append((type(message), stacklevel)))
-    R._fall_back(measured, DIFFS, catalog, False)
-    assert seen == [(R.MeasurementsWarning, 5)]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        R._fall_back(measured, DIFFS, catalog, False); line = inspect.currentframe().f_lineno  # noqa: E702
+    got = [(w.filename, w.lineno) for w in rec if issubclass(w.category, R.MeasurementsWarning)]
+    assert got == [(__file__, line)], got
 
 
-@pytest.mark.skipif(bool(__import__("os").environ.get("MUTANT_UNDER_TEST")),
-                    reason="mutmut's trampolines add stack frames: the location is checked in plain runs only")
-def test_measurements_warning_names_resolves_caller(monkeypatch):
-    """The MeasurementsWarning of a measured plan resolved off its machine points at the line that called
-    ``moe_select.resolve`` (this file), not inside the resolver (it named resolver.py's own call with 4)."""
+def _measured_cpu_plan(monkeypatch):
+    """A plan measured on another machine (this one's torch differs), for the location tests."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -308,14 +305,20 @@ def test_measurements_warning_names_resolves_caller(monkeypatch):
 
     monkeypatch.setattr(R, "machine_here", lambda plan, env, device=None:
                         plan.measurements.machine.model_copy(update={"torch": "9.9.9"}))
-    p = moe_select.plan(DEP, measurements=[CPU])
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        moe_select.resolve(p)
-    got = [(w.filename, w.lineno) for w in rec if issubclass(w.category, R.MeasurementsWarning)]
-    import inspect
+    return moe_select.plan(DEP, measurements=[CPU])
 
-    assert got == [(__file__, inspect.currentframe().f_lineno - 4)], got
+
+def test_measurements_warning_names_resolves_caller(monkeypatch):
+    """The MeasurementsWarning of a measured plan resolved off its machine points at the line that called
+    ``moe_select.resolve`` or ``moe_select.resolve_layers`` (this file), not inside the resolver (a fixed 4 named
+    resolver.py's own call; a fixed 5 named resolve_layers' call of resolve)."""
+    p = _measured_cpu_plan(monkeypatch)
+    for call in (moe_select.resolve, R.resolve_layers):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            call(p); line = inspect.currentframe().f_lineno  # noqa: E702
+        got = [(w.filename, w.lineno) for w in rec if issubclass(w.category, R.MeasurementsWarning)]
+        assert got == [(__file__, line)], (call.__name__, got)
 
 
 def test_fall_back_refused_by_the_rules_names_their_codes(measured, tmp_path):
