@@ -142,7 +142,8 @@ def test_trtllm_relu2_fp8_per_tensor(seed):
     dep = {"gpu": "B200", "quant": "fp8_tensor", "model": NEMOTRON, "tp": 2, "ep": 1, "a2a": "none",
            "runner": "flashinfer_trtllm"}
     assert moe_select.plan(dep).runner == "flashinfer_trtllm"
-    good = random.Random(seed).choice(["0.6.3", "0.6.6", "0.6.8", "0.6.12", "0.6.18"])
+    # 0.6.8 itself calls the per-tensor FP8 binding one argument short (flashinfer-ai/flashinfer#3094): 0.6.8.post1.
+    good = random.Random(seed).choice(["0.6.3", "0.6.6", "0.6.8.post1", "0.6.12", "0.6.18"])
     assert eligible({**dep, "packages": {"flashinfer-python": good}}, "flashinfer_trtllm"), good
     for bad in ("0.6.2", "0.6.7", "0.6.7.post2"):
         assert codes({**dep, "packages": {"flashinfer-python": bad}}, "flashinfer_trtllm") == {"activation_unsupported"}, bad
