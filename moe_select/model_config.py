@@ -672,6 +672,9 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
     if not isinstance(cfg, MarkedDict):
         raise InputError(Issue(name, getattr(cfg, "line", 0), "", f"{cfg_path.name} does not hold a JSON object"))
     hfq = _load_json(hfq_path, str(Path(name).parent / hfq_path.name), files) if hfq_path else None
+    if hfq_path is not None and hfq is not None and not isinstance(hfq, MarkedDict):  # a JSON scalar or list: no marks
+        raise InputError(Issue(str(Path(name).parent / hfq_path.name), getattr(hfq, "line", 0), "",
+                               f"hf_quant_config.json must hold a JSON object, got {_what(hfq)}"))
     if hfq_path is None:  # its absence decides the format too: a plan must see it appear
         files[str(Path(name).parent / "hf_quant_config.json")] = ABSENT
     text = _mapping(cfg, "text_config", what=" (the text model's config)") or cfg

@@ -519,7 +519,12 @@ def load_text(text: str, file: str) -> Any:
             what = f"{exc.context}" + (f" (line {exc.context_mark.line + 1})" if exc.context_mark else "") + f", {what}"
         raise InputError(Issue(file, (mark.line + 1) if mark else 0, "", f"not valid YAML: {_shorten_text(what)}")) from None
     except yaml.reader.ReaderError as exc:  # a control character or an invalid code point
-        pos = exc.position if isinstance(exc.position, int) and 0 <= exc.position <= len(text) else 0
+        # libyaml's position is a byte offset into the UTF-8 text, the pure-Python reader's a character index: the
+        # reader stops at the first character it refuses, so that character's first occurrence is where it stands
+        bad = chr(exc.character) if isinstance(exc.character, int) else exc.character   # libyaml: a code point
+        found = text.find(bad) if isinstance(bad, str) and bad else -1
+        pos = found if found >= 0 else (exc.position if isinstance(exc.position, int) and 0 <= exc.position <= len(text)
+                                        else 0)
         line = text.count("\n", 0, pos) + 1 if exc.position is not None else 0
         col = pos - (text.rfind("\n", 0, pos) + 1) + 1
         char = exc.character if isinstance(exc.character, int) else ord(exc.character) if isinstance(exc.character, str) and exc.character else 0

@@ -26,18 +26,15 @@ Equivalent mutants (no input can tell them apart), one line each:
   in the shape is checked before to that field's own bounds (experts, widths and groups by _int, limits by _number,
   the activation by the same name pattern, architecture by the same class-name pattern).
 
-Not killed, because what they change is itself wrong (reported to the issue, not fixed here: moe_select is not this
-file's to edit):
+Two fixed after this file found them (moe_select changed, the mutants' code with it):
 
-- yamlio.x_load_text__mutmut_41 (``0 <= exc.position <= len(text)`` -> ``< len(text)``): the two differ only when a
-  ReaderError's position equals the text's length. With libyaml (CSafeLoader) that position is a byte offset into
-  the UTF-8 text, not a character index, so it reaches len(text) only when non-ASCII characters come before the
-  control character, where the line and column reported are already wrong (``é`` then U+0001 is reported at column
-  3, not 2; a control character on line 2 after four ``é`` on line 1 is reported at line 1, column 1).
-- model_config.x__issue__mutmut_48 (the default file ``"config.json"`` -> ``"XXconfig.jsonXX"``): the default is read
-  only for a value without a file, an hf_quant_config.json holding a JSON scalar, and there "config.json" misnames
-  the file (the message does name hf_quant_config.json);
-  test_an_hf_quant_config_holding_a_number_is_refused kills __mutmut_45 without asserting that file.
+- yamlio.x_load_text__mutmut_41 (``0 <= exc.position <= len(text)`` -> ``< len(text)``): libyaml's ReaderError
+  position is a byte offset into the UTF-8 text, so with non-ASCII characters before a control character the line
+  and column were wrong. load_text now places the refused character by its first occurrence in the text (the
+  reader stops at the first one it refuses) and reads the position only when that fails, where the mutant is
+  equivalent; test_a_control_character_after_non_ascii_text_is_placed_by_character pins the place.
+- model_config.x__issue__mutmut_48 (the default file ``"config.json"``): an hf_quant_config.json holding a JSON
+  scalar is now refused at load, naming that file; _issue's default is no longer reached from a file.
 """
 from __future__ import annotations
 
@@ -585,11 +582,11 @@ def test_an_hf_quant_config_without_a_quantization_mapping_is_refused(tmp_path):
 
 
 def test_an_hf_quant_config_holding_a_number_is_refused(tmp_path):
-    """Kills model_config.x__issue__mutmut_45 (``getattr(cfg, "file", "config.json")`` -> ``getattr(cfg, "file")``:
-    an AttributeError for a value without a file, here the number 5). The issue's file is not asserted: it reads
-    "config.json" (the default), not hf_quant_config.json (see the module docstring, __mutmut_48)."""
+    """An hf_quant_config.json holding a JSON scalar is refused naming that file (it named config.json, the
+    default of model_config._issue for a value without marks, until the load checked it)."""
     [issue] = _issues(read_model_config, _checkpoint(tmp_path, BASE, "5"))
     assert (issue.line, issue.field, issue.message) == (0, "", "hf_quant_config.json must hold a JSON object, got the number 5")
+    assert Path(issue.file).name == "hf_quant_config.json", issue.file
 
 
 def test_compressed_tensors_fp4_weights_without_input_activations_are_weight_only_nvfp4(tmp_path):
@@ -705,3 +702,15 @@ def test_norm_topk_prob_routing_is_credited_to_its_line(tmp_path):
 def test_a_folder_without_config_json_is_refused_under_model_config(tmp_path):
     """Kills model_config.x_resolve_config_path__mutmut_49 (the field ``"model_config"`` -> ``"XXmodel_configXX"``)."""
     assert _issues(read_model_config, tmp_path) == [Issue(str(tmp_path), 0, "model_config", "the folder has no config.json")]
+
+
+def test_a_control_character_after_non_ascii_text_is_placed_by_character():
+    """A control character after non-ASCII text is reported at its line and column in characters (libyaml's
+    position counts UTF-8 bytes: three 'é' on line 1 moved it past the text's end, reported as line 4, column 1)."""
+    for text, want in (('a: "ééé"\nb: 1\nc: "xy\x01"\n', (3, 7, "U+0001")), ('éé: "\x07"\n', (1, 6, "U+0007")),
+                       ('a: 1\nb: "\x1b"\n', (2, 5, "U+001B"))):
+        with pytest.raises(InputError) as exc:
+            load_text(text, "d.yaml")
+        line, col, char = want
+        assert exc.value.issues[0].line == line and f"control character {char} at column {col} " in str(exc.value), (
+            text, str(exc.value))
