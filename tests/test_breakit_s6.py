@@ -74,21 +74,15 @@ def test_a_copy_with_untracked_files_is_not_labelled_as_the_bare_commit(tmp_path
 
 
 # --------------------------------------------------------------------------- detection with engine_env (9a55428)
-MIXED = ("cat <<'X'\n0, GPU-aaaa1111-0000, NVIDIA H100 80GB HBM3, 9.0\n1, GPU-bbbb2222-0000, NVIDIA A100-SXM4-80GB, 8.0\n"
-         "2, GPU-cccc3333-0000, NVIDIA A100-SXM4-80GB, 8.0\nX")
 SMALL = {"arch": "auto", "quant": "bf16",
          "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32}}
 
 
 def _fake_smi(tmp_path: Path, monkeypatch, body: str) -> None:
-    import os
+    """tests/test_edges.py's fake nvidia-smi (which clears CUDA_VISIBLE_DEVICES), with CUDA_DEVICE_ORDER cleared too."""
+    import test_edges
 
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    smi = bindir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\n" + body + "\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    test_edges._fake_smi(tmp_path, monkeypatch, body)
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
 
 
@@ -99,6 +93,8 @@ def test_engine_env_without_cuda_visible_devices_keeps_this_processs_gpus(tmp_pa
     machine (DetectionError "different kinds") instead of this process's H100, and a GPU where this process hides
     every one. The engine's own CUDA_VISIBLE_DEVICES still wins."""
     import moe_select
+
+    from test_edges import MIXED
 
     _fake_smi(tmp_path, monkeypatch, MIXED)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa")            # this process: the H100
