@@ -181,6 +181,12 @@ class Deployment(Located):
         return v
 
     @property
+    def for_this_machine(self) -> bool:
+        """Planned for the machine it is evaluated on: ``arch: auto``, or neither ``gpu`` nor ``arch`` given (the
+        GPU is detected)."""
+        return self.arch == "auto" or (self.arch is None and self.gpu is None)
+
+    @property
     def declares_environment(self) -> list[str]:
         """The environment facts this deployment declares (for another machine)."""
         return [k for k in ("packages", "nvcc", "cuda", "prebuilt") if getattr(self, k) is not None]
@@ -364,7 +370,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         prov["arch"] = here("arch")
         if named != dep.arch:
             prov["arch"] += f" ({dep.arch!r} read as {named}: a compile-target suffix or spelling names the same GPU)"
-    elif dep.arch == "auto" or (dep.arch is None and gpu is None):
+    elif dep.for_this_machine:
         if detected_arch is None:
             bad("arch", "no gpu or arch given, and this machine's arch was not detected")
         else:

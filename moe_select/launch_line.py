@@ -173,7 +173,7 @@ class Launch:
     def check_detection(self, deployment: Any, shell: Mapping[str, str]) -> None:
         """Raise :class:`InputError` (field ``arch``) when ``deployment`` is planned for this machine (``arch: auto``,
         or neither gpu nor arch) and :meth:`detection_refusal` says detection cannot see this line's GPUs."""
-        if not (deployment.arch == "auto" or (deployment.arch is None and deployment.gpu is None)):
+        if not deployment.for_this_machine:
             return
         why = self.detection_refusal(shell)
         if why:

@@ -836,7 +836,7 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
     from .measured import sources_of
 
     tables = sources_of(measurements)  # read (and refused: InputError) before anything is detected
-    this_machine = deployment.arch == "auto" or (deployment.arch is None and deployment.gpu is None)
+    this_machine = deployment.for_this_machine
     _check_declared(deployment, catalog, this_machine and environment is None)
     if environment is None:
         if this_machine:
