@@ -537,12 +537,12 @@ class ForwardPass:
         bk = group & -group
         return {**config, "BLOCK_K": bk} if bk >= 16 else config
 
-    def _prequant(self, a: torch.Tensor, amax: torch.Tensor, config: dict, num_rows: torch.Tensor | None,
+    def _prequant(self, a: torch.Tensor, amax: torch.Tensor | None, config: dict, num_rows: torch.Tensor | None,
                   warmup: bool) -> torch.Tensor:
         """The GEMM's A operand: ``a`` itself, or (fp8_tensor/fp8_channel with config ``PREQUANT``) ``a``
         quantized to e4m3 by :func:`~.triton_moe_kernels.row_quant` from ``amax`` into a new buffer, with the
         multiplier the GEMM's main loop would apply (the same result, no conversion in the loop)."""
-        if not config.get("PREQUANT") or self.core.w_mode not in (1, 2):
+        if not config.get("PREQUANT") or self.core.w_mode not in (1, 2) or amax is None:
             return a
         q = torch.empty(a.shape, dtype=torch.float8_e4m3fn, device=a.device)
         K.row_quant(a, amax, q, per_row=self.a_mode == 1, num_rows=num_rows, warmup=warmup)
@@ -553,7 +553,7 @@ class ForwardPass:
         config = self._fit(config, self.groups[0])
         if config.get("SPLIT"):
             return self._gemm1_split(config, warmup)
-        a = self._prequant(self.x, self.x_scale, config, None, warmup) if self.x_scale is not None else self.x
+        a = self._prequant(self.x, self.x_scale, config, None, warmup)
         return K.moe_gemm(a, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
                           by_slot=False, activation=s.activation, gated=s.gated,
                           weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,
@@ -586,9 +586,7 @@ class ForwardPass:
     def gemm2(self, config: dict, warmup: bool = False):
         s, w = self.core.spec, self.w
         config = self._fit(config, self.groups[1])
-        a = self.act
-        if self.a_mode in (1, 2) and self.act_scale is not None:
-            a = self._prequant(a, self.act_scale, config, self.align.num_rows, warmup)
+        a = self._prequant(self.act, self.act_scale, config, self.align.num_rows, warmup)
         return K.moe_gemm(a, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
                           by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
                           a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
