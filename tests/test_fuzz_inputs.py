@@ -65,8 +65,10 @@ PLANS = ("plan.json",)
 #: ``$MOE_SELECT_TEST_TIME_SCALE`` multiplies the time bounds here: the mutation run (benchmarks/mutation.py)
 #: sets it, since mutmut's trampolines and call recording slow every call of the mutated module.
 TIME_SCALE = float(os.environ.get("MOE_SELECT_TEST_TIME_SCALE", "1"))
-#: Bound on one case (load, validate, select, report). Typical cases take 15-30 ms.
-CASE_SECONDS = 2.0 * TIME_SCALE
+#: Bound on one case (load, validate, select, report): a guard against a hang or a blow-up on one input, not a speed
+#: target (benchmarks/fuzz_inputs.py measures that). Typical cases take 15-30 ms; the loaded CI machine of 2026-12-02
+#: ran the worst hostile files 4x slower than the 2-core VM, so the guard sits far above any honest case.
+CASE_SECONDS = 10.0 * TIME_SCALE
 #: Bound on one ``check`` of a file that loads: check also lists the arch x format x engine cells no rule covers
 #: (moe_select.cells: one selection per cell), so a valid rules or capability file costs that on top of its own
 #: validation. Measured on the 2-core VM: 1.6-2.3 s (2026-12-01, morning); 4.3-5.8 s in-process with the evening's

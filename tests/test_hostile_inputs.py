@@ -17,7 +17,6 @@ import json
 import os
 import re
 import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -25,15 +24,14 @@ from typing import Any, Callable
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-#: A case that takes longer than this is a hang (the alarm interrupts a blocked read).
-HANG_SECONDS = 10
-#: Bound on each hostile case. Most are refused in milliseconds; the worst admitted files (49,000 wrong
-#: items, 49,900 nodes) take about 0.5 s on a 2-core machine (the goal is 1 s: benchmarks/fuzz_inputs.py
-#: measures it); the test allows twice the goal so a loaded CI machine does not make it flaky.
-#: ``$MOE_SELECT_TEST_TIME_SCALE`` multiplies the time bounds here: the mutation run (benchmarks/mutation.py)
-#: sets it, since mutmut's trampolines and call recording slow every call of the mutated module.
+#: ``$MOE_SELECT_TEST_TIME_SCALE`` multiplies the hang bound: the mutation run (benchmarks/mutation.py) sets it,
+#: since mutmut's trampolines and call recording slow every call of the mutated module.
 TIME_SCALE = float(os.environ.get("MOE_SELECT_TEST_TIME_SCALE", "1"))
-CASE_SECONDS = 2.0 * TIME_SCALE
+#: A case that takes longer than this is a hang (the alarm interrupts a blocked read or a core spinning on one
+#: input). It is a guard, not a speed target: the worst admitted files (49,000 wrong items, 49,900 nodes) take
+#: about 0.5 s on the 2-core VM uncontended and 2.3 s on a loaded CI machine (2026-12-02, where a 2 s bound here
+#: failed CI); their goal of 1 s is measured by benchmarks/fuzz_inputs.py, which prints each case's time.
+HANG_SECONDS = 30 * TIME_SCALE
 SHAPE = "model: {num_experts: 8, top_k: 2, hidden_size: 64, moe_intermediate_size: 32}\n"
 DEPLOYMENT = "gpu: H200\nquant: bf16\n" + SHAPE
 
@@ -477,27 +475,35 @@ CASES: list[Case] = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_hostile_input(case: Case, tmp_path: Path):
     target, pattern = case.build(tmp_path)
-    t0 = time.perf_counter()
     rc, _, err = plan_exit(target) if isinstance(target, Path) else run(target)
-    seconds = time.perf_counter() - t0
     assert rc == case.exit, f"exit {rc}:\n{err[:3000]}"
     assert case.exit == 0 or err.startswith("invalid input:\n  "), err[:3000]
     regex = pattern.replace("{d}", re.escape(str(tmp_path)))
     assert re.search(regex, err), f"no match for {regex!r} in:\n{err[:3000]}"
-    assert seconds < CASE_SECONDS, f"took {seconds:.2f} s"
     assert all(len(line) < 600 for line in err.splitlines()), max(err.splitlines(), key=len)[:600]
 
 
-def test_billion_laughs_is_refused_within_milliseconds(tmp_path: Path):
-    """Nine lines that expand to 387 million strings: refused while composing, in milliseconds."""
+def test_billion_laughs_is_refused_without_expanding_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Nine lines that expand to 387 million strings: refused while composing, each alias counted by its
+    anchor's measured size, never expanded. The composer visits each node of the text once: 9 scalars, 8 x 9
+    aliases, 9 lists and 9 keys, fewer than 120 calls, where expanding would be 387 million (the time this
+    takes, milliseconds, is benchmarks/fuzz_inputs.py's to measure)."""
+    from moe_select import yamlio
     from moe_select.errors import InputError
-    from moe_select.yamlio import load_text
 
+    calls = 0
+    compose_node = yamlio._BoundedComposer.compose_node
+
+    def counted(self: Any, parent: Any, index: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return compose_node(self, parent, index)
+
+    monkeypatch.setattr(yamlio._BoundedComposer, "compose_node", counted)
     text = bomb()
-    t0 = time.perf_counter()
     with pytest.raises(InputError, match="expands to more than 50000 nodes"):
-        load_text(text, "bomb.yaml")
-    assert time.perf_counter() - t0 < 0.05 * TIME_SCALE
+        yamlio.load_text(text, "bomb.yaml")
+    assert 0 < calls < 120, calls
     assert len(text.splitlines()) <= 10
 
 
