@@ -20,6 +20,11 @@ DSV3 = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_s
         "activation": "silu", "routing": "deepseek_v3", "n_group": 8, "topk_group": 4}
 
 
+#: bf16 on the TRT-LLM-gen launcher below FlashInfer 0.6.18rc2 (flashinfer-ai/flashinfer#4319: the intermediates are
+#: not padded to the 128 KiB the BMM's TMA loads address): the older version gates of bf16 are read next to it.
+BF16_IMA = {"dependency_missing"}
+
+
 def candidate(dep: dict, runner: str):
     report = moe_select.explain(dep)
     return report, next(c for c in report.candidates if c.backend == runner)
@@ -153,9 +158,11 @@ def test_trtllm_relu2_per_format_versions():
     # FlashInfer PRs #2707 (MXFP8 ReLU2, v0.6.7) and #2864 (BF16 Relu2, v0.6.8); vLLM PR #43853.
     dep = {"gpu": "B200", "model": NEMOTRON, "runner": "flashinfer_trtllm"}
     for quant, first, before in (("mxfp8", "0.6.7", "0.6.6"), ("bf16", "0.6.8", "0.6.7")):
-        assert eligible({**dep, "quant": quant, "packages": {"flashinfer-python": first}}, "flashinfer_trtllm")
+        ima = BF16_IMA if quant == "bf16" else set()
+        assert codes({**dep, "quant": quant, "packages": {"flashinfer-python": first}}, "flashinfer_trtllm") == ima
         assert codes({**dep, "quant": quant, "packages": {"flashinfer-python": before}},
-                     "flashinfer_trtllm") == {"activation_unsupported"}
+                     "flashinfer_trtllm") == {"activation_unsupported"} | ima
+    assert eligible({**dep, "quant": "bf16", "packages": {"flashinfer-python": "0.6.18rc2"}}, "flashinfer_trtllm")
 
 
 def test_trtllm_nvfp4_hidden_not_512_aligned():
@@ -199,8 +206,9 @@ def test_trtllm_softmax_topk_from_0_6_8_and_capped():
     # tiers up to 256 experts and top_k 8 (RoutingCustomPolicy.cuh PolicyTraits<Softmax, NoOp>).
     model = {**QWEN, "routing": "softmax_topk"}
     dep = {"gpu": "B200", "quant": "bf16", "model": model, "runner": "flashinfer_trtllm"}
-    assert codes({**dep, "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm") == {"routing_unsupported"}
-    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.8"}}, "flashinfer_trtllm")
+    assert codes({**dep, "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm") == {"routing_unsupported"} | BF16_IMA
+    assert codes({**dep, "packages": {"flashinfer-python": "0.6.8"}}, "flashinfer_trtllm") == BF16_IMA
+    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.18"}}, "flashinfer_trtllm")
     assert codes({**dep, "model": {**model, "num_experts": 512}}, "flashinfer_trtllm") == {"shape_unaligned"}
 
 
@@ -210,8 +218,9 @@ def test_trtllm_renormalize_top_k_cap_by_version():
     # Before 0.6.7 renormalize routing is also refused: it picked wrong experts with all-negative logits
     # (vllm-project/vllm#37591, #38859; backends/flashinfer_trtllm.yaml's routing gate).
     assert codes({**dep, "packages": {"flashinfer-python": "0.6.6"}}, "flashinfer_trtllm") == {"shape_unaligned",
-                                                                                               "routing_unsupported"}
-    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm")
+                                                                                               "routing_unsupported"} | BF16_IMA
+    assert codes({**dep, "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm") == BF16_IMA
+    assert codes({**dep, "quant": "nvfp4", "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm") == set()
 
 
 def test_trtllm_deepseek_grouped_limits():
@@ -248,16 +257,19 @@ def test_routed_entry_points_by_version():
     # FlashInfer PRs #2379 (routed block FP8, v0.6.3), #2505 (MxFp8, v0.6.4), #2594 (bf16 routed, v0.6.5).
     dep = {"gpu": "B200", "model": QWEN, "engine": "sglang", "runner": "flashinfer_trtllm_routed"}
     for quant, first, before in (("fp8_block", "0.6.3", "0.6.2"), ("mxfp8", "0.6.4", "0.6.3"), ("bf16", "0.6.5", "0.6.4")):
-        assert eligible({**dep, "quant": quant, "packages": {"flashinfer-python": first}}, "flashinfer_trtllm_routed")
+        ima = BF16_IMA if quant == "bf16" else set()
+        assert codes({**dep, "quant": quant, "packages": {"flashinfer-python": first}}, "flashinfer_trtllm_routed") == ima
         assert codes({**dep, "quant": quant, "packages": {"flashinfer-python": before}},
-                     "flashinfer_trtllm_routed") == {"quant_unsupported"}
+                     "flashinfer_trtllm_routed") == {"quant_unsupported"} | ima
 
 
 def test_routed_relu2_bf16():
     # FlashInfer PR #2864 (v0.6.8); vLLM TrtLlmBf16ExpertsBase supports RELU2_NO_MUL.
     dep = {"gpu": "B200", "quant": "bf16", "model": NEMOTRON, "engine": "sglang", "runner": "flashinfer_trtllm_routed"}
-    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.8"}}, "flashinfer_trtllm_routed")
-    assert codes({**dep, "packages": {"flashinfer-python": "0.6.7"}}, "flashinfer_trtllm_routed") == {"activation_unsupported"}
+    assert codes({**dep, "packages": {"flashinfer-python": "0.6.8"}}, "flashinfer_trtllm_routed") == BF16_IMA
+    assert codes({**dep, "packages": {"flashinfer-python": "0.6.7"}},
+                 "flashinfer_trtllm_routed") == {"activation_unsupported"} | BF16_IMA
+    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.18rc2"}}, "flashinfer_trtllm_routed")
 
 
 def test_routed_vllm_a2a_per_class():
@@ -349,3 +361,20 @@ def test_trtllm_block_fp8_keeps_deepseek_top_k_caps_without_groups():
     assert codes({**dep, "quant": "fp8_block"}, "flashinfer_trtllm") == {"shape_unaligned"}
     assert eligible({**dep, "quant": "nvfp4"}, "flashinfer_trtllm")
     assert eligible({**dep, "quant": "fp8_block", "model": {**model, "top_k": 8}}, "flashinfer_trtllm")
+
+
+def test_bf16_trtllm_gen_needs_the_padded_intermediates_of_0_6_18rc2():
+    """flashinfer-ai/flashinfer#3427 / #4319: the BF16 launcher (both entry points) allocated only the logical
+    intermediates while the BMM's TMA loads address 128 KiB (an intermittent illegal memory access at small batches);
+    padded from v0.6.18rc2. Other formats were padded already: they are not refused by it."""
+    for runner, engine in (("flashinfer_trtllm", "vllm"), ("flashinfer_trtllm", "sglang"),
+                           ("flashinfer_trtllm_routed", "sglang")):
+        dep = {"gpu": "B200", "quant": "bf16", "model": QWEN, "engine": engine, "runner": runner}
+        for bad in ("0.6.11", "0.6.11.post1", "0.6.17", "0.6.18rc1", "0.6.18.dev20260807"):
+            c = candidate({**dep, "packages": {"flashinfer-python": bad}}, runner)[1]
+            assert {r.code for r in c.reasons} == BF16_IMA, (runner, engine, bad)
+            assert any("0.6.18rc2" in r.detail for r in c.reasons), [r.detail for r in c.reasons]
+        for good in ("0.6.18rc2", "0.6.18rc7", "0.6.18", "0.7.0"):
+            assert eligible({**dep, "packages": {"flashinfer-python": good}}, runner), (runner, engine, good)
+    fp8 = {"gpu": "B200", "quant": "fp8_block", "model": QWEN, "engine": "sglang", "runner": "flashinfer_trtllm"}
+    assert eligible({**fp8, "packages": {"flashinfer-python": "0.6.17"}}, "flashinfer_trtllm")
