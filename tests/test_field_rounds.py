@@ -28,13 +28,18 @@ REPORT = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
 
 
 def test_rounds_are_stated():
-    """Every round states its rule, lists twelve reports, and records its pass count at the listing commit."""
+    """Every round states its rule, lists twelve reports (or fewer with ``short:``, the reason its rule's pool ran dry:
+    such a round does not count for issue 21's criterion), and records its pass count at the listing commit."""
     for name, d in LOADED.items():
         assert d["rule"].strip(), name
-        assert len(d["cases"]) == 12, name
-        assert 0 <= d["committed_at_pass"] <= 12, name
+        size = len(d["cases"])
+        if "short" in d:
+            assert d["short"].strip() and 1 <= size < 12, f"{name}: a short round states why and lists 1..11 reports"
+        else:
+            assert size == 12, f"{name}: {size} reports (a round lists twelve, or says `short:` why not)"
+        assert 0 <= d["committed_at_pass"] <= size, name
         reports = [c["report"] for c in d["cases"]]
-        assert len(set(reports)) == 12, f"{name}: a report listed twice"
+        assert len(set(reports)) == size, f"{name}: a report listed twice"
         assert all(REPORT.match(r) for r in reports), f"{name}: report must be owner/repo#N"
         assert set(d.get("xfail", {})) <= {c["id"] for c in d["cases"]}, name
 
