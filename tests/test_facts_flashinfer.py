@@ -355,9 +355,12 @@ def test_trtllm_block_fp8_keeps_deepseek_top_k_caps_without_groups():
     # flashinfer-ai/flashinfer@v0.6.8 csrc/trtllm_fused_moe_kernel_launcher.cu Fp8BlockScaleLauncher::check_routing:
     # DeepSeekV3 routing top_k <= 8 (<= 384 experts) or 22, whatever n_group is; the custom routing tiers
     # (top_k <= 32 with n_group <= 1, RoutingCustomPolicy.cuh) serve the other launchers.
+    # Read at 0.6.18rc1 (the check is unchanged there): field round 19 refuses n_group <= 1 DeepSeekV3 routing on
+    # 0.6.8rc1 .. 0.6.17 (flashinfer-ai/flashinfer#3875, zero weights), which would add routing_unsupported at 0.6.8.
     model = {"num_experts": 256, "top_k": 16, "hidden_size": 7168, "moe_intermediate_size": 2048, "activation": "silu",
              "routing": "deepseek_v3", "n_group": 1, "topk_group": 1}
-    dep = {"gpu": "B200", "model": model, "tp": 8, "runner": "flashinfer_trtllm", "packages": {"flashinfer-python": "0.6.8"}}
+    dep = {"gpu": "B200", "model": model, "tp": 8, "runner": "flashinfer_trtllm",
+           "packages": {"flashinfer-python": "0.6.18rc1"}}
     assert codes({**dep, "quant": "fp8_block"}, "flashinfer_trtllm") == {"shape_unaligned"}
     assert eligible({**dep, "quant": "nvfp4"}, "flashinfer_trtllm")
     assert eligible({**dep, "quant": "fp8_block", "model": {**model, "top_k": 8}}, "flashinfer_trtllm")
