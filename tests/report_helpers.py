@@ -1,5 +1,6 @@
 """Small readers of an explain report (``moe_select.explain(...)``) shared by the fact tests: one candidate, its
-refusals, what no fact decides, the report's reason codes, one reason, whether a runner was planned."""
+refusals, a refusal by exactly one fact file, what no fact decides, the report's reason codes, one reason, whether a
+runner was planned."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,6 +14,14 @@ def cand(report: Any, runner: str) -> Any:
 def refusals(report: Any, runner: str) -> dict[str, str]:
     """``{code: source}`` of what a fact refuses for ``runner`` (not what no fact covers)."""
     return {r.code: r.source for r in cand(report, runner).reasons}
+
+
+def only_refusal(report: Any, runner: str, code: str, file: str) -> str:
+    """Assert ``runner`` is refused by exactly ``code``, cited from ``backends/<file>``; return the refusal's detail."""
+    codes = refusals(report, runner)
+    assert set(codes) == {code}, codes
+    assert codes[code].startswith(f"backends/{file}:"), codes[code]
+    return next(x.detail for x in cand(report, runner).reasons if x.code == code)
 
 
 def unknown_codes(report: Any, runner: str) -> set[str]:

@@ -22,7 +22,7 @@ import pytest
 import moe_select
 
 from conftest import CONFIGS
-from report_helpers import cand, refusals, unknown_codes
+from report_helpers import only_refusal, refusals, unknown_codes
 
 QWEN_NVFP4 = str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")
 DSV3 = str(CONFIGS / "deepseek-ai__DeepSeek-V3")
@@ -41,14 +41,6 @@ def _fi(version: str) -> dict[str, str]:
     return {"flashinfer-python": version}
 
 
-def _only(r: Any, runner: str, code: str, file: str) -> str:
-    """Assert ``runner`` is refused by exactly ``code``, cited from ``file``; return the refusal's detail."""
-    codes = refusals(r, runner)
-    assert set(codes) == {code}, codes
-    assert codes[code].startswith(f"backends/{file}:"), codes[code]
-    return next(x.detail for x in cand(r, runner).reasons if x.code == code)
-
-
 # ------------------------------------------------- kind 1: DeepSeekV3 routing without groups, FlashInfer < 0.6.2
 # GLM-4.5-Air's routed-expert shape (128 experts, top 8, hidden 4096, intermediate 1408, sigmoid + bias, n_group 1):
 # another GLM than the round's GLM-4.7, block FP8 on one B200 (1408 is no multiple of 128 split over TP).
@@ -63,7 +55,7 @@ def test_ungrouped_deepseek_v3_routing_refused_before_0_6_2(engine, version):
     the kernel's -1 invalid score; flashinfer-ai/flashinfer#2313 is first in 0.6.2), under either engine."""
     r = _explain(**GLM_FP8, engine=engine, runner=TRTLLM, packages=_fi(version))
     assert r.plan is None
-    assert "deepseek_v3" in _only(r, TRTLLM, "routing_unsupported", "flashinfer_trtllm.yaml")
+    assert "deepseek_v3" in only_refusal(r, TRTLLM, "routing_unsupported", "flashinfer_trtllm.yaml")
 
 
 def test_ungrouped_deepseek_v3_routing_planned_from_0_6_2():
@@ -104,7 +96,7 @@ def test_fp8_tensor_trtllm_refused_at_0_6_8(engine):
     """Per-tensor FP8 Mixtral on flashinfer_trtllm with FlashInfer 0.6.8: refused (dependency_missing, !=0.6.8)."""
     r = _explain(**MIX_FP8, engine=engine, packages=_fi("0.6.8"))
     assert r.plan is None
-    assert "flashinfer-python !=0.6.8; 0.6.8 is installed" in _only(r, TRTLLM, "dependency_missing",
+    assert "flashinfer-python !=0.6.8; 0.6.8 is installed" in only_refusal(r, TRTLLM, "dependency_missing",
                                                                    "flashinfer_trtllm.yaml")
 
 
@@ -136,14 +128,14 @@ def test_nvfp4_trtllm_dp_ep_refused_in_vllm_0_14(version, dp):
     (parallelism_unsupported: prepare_dp_allgather_tensor asserts the quant config FLASHINFER_TRTLLM leaves None)."""
     r = _nvfp4(version, dp=dp, ep=dp, tp=1)
     assert r.plan is None
-    assert f"dp = {dp} is above 1" in _only(r, TRTLLM, "parallelism_unsupported", "flashinfer_trtllm.yaml")
+    assert f"dp = {dp} is above 1" in only_refusal(r, TRTLLM, "parallelism_unsupported", "flashinfer_trtllm.yaml")
 
 
 def test_nvfp4_trtllm_routed_dp_ep_refused_in_vllm_0_14():
     """0.14.x's routed NVFP4 kernel (the EPLB path) runs after the same all-gather: refused on the routed runner too."""
     r = _nvfp4("0.14.1", dp=2, ep=2, tp=1, runner=ROUTED)
     assert r.plan is None
-    _only(r, ROUTED, "parallelism_unsupported", "flashinfer_trtllm_routed.yaml")
+    only_refusal(r, ROUTED, "parallelism_unsupported", "flashinfer_trtllm_routed.yaml")
 
 
 @pytest.mark.parametrize(("version", "dp", "ep", "tp"), [("0.13.0", 2, 2, 1), ("0.15.0", 2, 2, 1),
@@ -180,7 +172,7 @@ def test_mxfp8_cutlass_dp_refused_from_vllm_0_17(version, dp, ep, a2a):
     all-gather (with and without EP) and the FlashInfer NVLink all-to-alls: refused (parallelism_unsupported)."""
     r = _gpt_oss(version, dp=dp, ep=ep, a2a=a2a)
     assert r.plan is None
-    assert "swizzles only NVFP4" in _only(r, CUTLASS, "parallelism_unsupported", "flashinfer_cutlass.yaml")
+    assert "swizzles only NVFP4" in only_refusal(r, CUTLASS, "parallelism_unsupported", "flashinfer_cutlass.yaml")
 
 
 @pytest.mark.parametrize(("version", "dp", "ep", "tp"), [("0.28.0", 1, 2, 2), ("0.16.0", 2, 2, 1)])

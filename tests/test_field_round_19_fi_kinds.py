@@ -20,7 +20,7 @@ import pytest
 
 import moe_select
 
-from report_helpers import cand, refusals, unknown_codes
+from report_helpers import only_refusal, refusals, unknown_codes
 
 TRTLLM = "flashinfer_trtllm"
 ROUTED = "flashinfer_trtllm_routed"
@@ -32,14 +32,6 @@ def _explain(**dep: Any) -> Any:
 
 def _fi(version: str) -> dict[str, str]:
     return {"flashinfer-python": version}
-
-
-def _only(r: Any, runner: str, code: str, file: str) -> str:
-    """Assert ``runner`` is refused by exactly ``code``, cited from ``file``; return the refusal's detail."""
-    codes = refusals(r, runner)
-    assert set(codes) == {code}, codes
-    assert codes[code].startswith(f"backends/{file}:"), codes[code]
-    return next(x.detail for x in cand(r, runner).reasons if x.code == code)
 
 
 def _planned(r: Any, runner: str) -> None:
@@ -61,7 +53,7 @@ def test_vllm_mxint4_refused_with_the_list_return(vllm, fi):
     flashinfer-python <0.6.5 need that holds with vllm <0.20.0)."""
     r = _explain(**INT4, engine="vllm", engine_version=vllm, packages=_fi(fi))
     assert r.plan is None
-    detail = _only(r, TRTLLM, "dependency_missing", "flashinfer_trtllm.yaml")
+    detail = only_refusal(r, TRTLLM, "dependency_missing", "flashinfer_trtllm.yaml")
     assert "flashinfer-python <0.6.5 with vllm <0.20.0" in detail and f"{fi} is installed" in detail, detail
 
 
@@ -87,7 +79,7 @@ def test_sglang_0_5_9_mxint4_list_return(sglang, fi, refused):
     r = _explain(**INT4, engine="sglang", engine_version=sglang, packages=_fi(fi))
     if refused:
         assert r.plan is None
-        assert "with sglang >=0.5.9,<0.5.10rc0" in _only(r, TRTLLM, "dependency_missing", "flashinfer_trtllm.yaml")
+        assert "with sglang >=0.5.9,<0.5.10rc0" in only_refusal(r, TRTLLM, "dependency_missing", "flashinfer_trtllm.yaml")
     else:
         _planned(r, TRTLLM)
 
@@ -112,7 +104,7 @@ def test_sglang_fp8_clamp_refused(quant, sglang, fi):
     block-scale kernel does not take the clamp for the format: refused (activation_unsupported)."""
     r = _explain(**CL, quant=quant, engine_version=sglang, packages=_fi(fi), runner=TRTLLM)
     assert r.plan is None
-    assert "silu_clamped only when" in _only(r, TRTLLM, "activation_unsupported", "flashinfer_trtllm.yaml")
+    assert "silu_clamped only when" in only_refusal(r, TRTLLM, "activation_unsupported", "flashinfer_trtllm.yaml")
 
 
 @pytest.mark.parametrize(("quant", "fi"), [("fp8_block", "0.6.18rc2"), ("fp8_block", "0.6.18"), ("mxfp8", "0.6.13"),
@@ -131,7 +123,7 @@ def test_sglang_fp8_clamp_on_the_routed_runner(sglang, refused):
     r = _explain(**CL, quant="fp8_block", engine_version=sglang, packages=_fi("0.6.18"), runner=ROUTED)
     if refused:
         assert r.plan is None
-        _only(r, ROUTED, "activation_unsupported", "flashinfer_trtllm_routed.yaml")
+        only_refusal(r, ROUTED, "activation_unsupported", "flashinfer_trtllm_routed.yaml")
     else:
         _planned(r, ROUTED)
 
@@ -167,7 +159,7 @@ def test_ungrouped_sigmoid_routing_refused_on_0_6_8_to_0_6_17(fi):
     r = _explain(gpu="B200", engine="sglang", quant="fp8_block", model=AIR, tp=1, ep=1, a2a="none", runner=TRTLLM,
                  packages=_fi(fi))
     assert r.plan is None
-    assert ">=0.6.8rc1,<0.6.18rc1" in _only(r, TRTLLM, "routing_unsupported", "flashinfer_trtllm.yaml")
+    assert ">=0.6.8rc1,<0.6.18rc1" in only_refusal(r, TRTLLM, "routing_unsupported", "flashinfer_trtllm.yaml")
 
 
 @pytest.mark.parametrize("fi", ["0.6.7", "0.6.18rc1", "0.6.18"])
@@ -186,7 +178,7 @@ def test_every_format_routes_through_the_same_kernel(quant, fi):
     r = _explain(gpu="B200", engine="vllm", quant=quant, model=KIMI, tp=8, ep=1, a2a="none", runner=TRTLLM,
                  packages=_fi(fi), **extra)
     assert r.plan is None
-    _only(r, TRTLLM, "routing_unsupported", "flashinfer_trtllm.yaml")
+    only_refusal(r, TRTLLM, "routing_unsupported", "flashinfer_trtllm.yaml")
 
 
 def test_grouped_routing_and_the_routed_runner_not_refused():
