@@ -91,9 +91,18 @@ class Support(Fact):
 
 
 class ActivationFact(Fact):
-    """Activations the runner computes (gated: silu, gelu, swiglu_oai; non-gated: relu2)."""
+    """Activations the runner computes (gated: silu, gelu, swiglu_oai; non-gated: relu2). ``supported: false``: a
+    negative fact, activations the runner's path computes wrongly or refuses where its ``when``/``requires`` hold (an
+    engine path that drops a clamp or gpt-oss's alpha/beta/limit and runs the plain activation, cited by ``source``);
+    the selector refuses them (activation_unsupported) before any positive fact is read."""
 
     values: list[Activation] = Field(min_length=1)
+    #: False: a negative fact, activations an upstream path refuses or computes wrongly (under its when/requires),
+    #: cited by ``source``; the selector refuses them (activation_unsupported) before any positive fact is read.
+    supported: bool = Field(True, description=(
+        "false: a negative fact, activations that the runner's path (under its when/requires) refuses or computes "
+        "wrongly (e.g. an engine path that drops a clamp), cited by source; the selector refuses them "
+        "(activation_unsupported)"))
 
 
 class RoutingFact(Fact):

@@ -104,7 +104,8 @@ def build(catalog: Catalog, judged: Cells | None = None) -> dict[str, Any]:
             "runner": name, "summary": cap.summary, "adapter": cap.module or None,
             "adapter_formats": list(cap.adapter.formats) if cap.adapter else None,
             "cells": cells,
-            "activations": [{"values": list(f.values), "engines": _engines(f), "conditions": _conditions(f), "source": f.source}
+            "activations": [{"values": list(f.values), **({} if f.supported else {"supported": False}),
+                             "engines": _engines(f), "conditions": _conditions(f), "source": f.source}
                             for f in cap.activations],
             "routing": [{"values": f.values if f.values == "any" else list(f.values), "weight_on_input": f.weight_on_input,
                          **({} if f.supported else {"supported": False}),
@@ -206,7 +207,7 @@ def render_markdown(data: dict[str, Any]) -> str:
                 if isinstance(value, list):
                     value = ", ".join(map(str, value))
                 extra = " (weight on input)" if f.get("weight_on_input") else ""
-                extra += " (refused)" if key == "routing" and f.get("supported") is False else ""
+                extra += " (refused)" if key in ("routing", "activations") and f.get("supported") is False else ""
                 cond = _cond_text(f["conditions"])
                 out.append(f"- {label}: {value}{extra} -- engines {_engine_text(f['engines'])}"
                            + (f"; {cond}" if cond else "") + f" [{f['source']}]")

@@ -593,15 +593,27 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
         out += [r.model_copy(update={"fix": f"engine: {' or '.join(cap.engines.values)}, or another runner"}) for r in gap]
     out += _support_reasons(cap, ctx, assumed)
     act = u.model.activation
-    ok, have, blocked, why, fix = _values_check(cap.activations, "values", act, ctx, assumed)
-    if not ok:
+    act_facts = [f for f in cap.activations if f.supported]
+    act_refused = next((f for f in cap.activations if not f.supported and act in f.values and _holds(f, ctx, assumed)),
+                       None)
+    act_maybe = None if act_refused is not None else next(
+        ((f, hit) for f in cap.activations if not f.supported and act in f.values and f.when is not None
+         and (hit := unstated_refusal(f, ctx, f.when.keys(), f.when.matches)) is not None), None)
+    if act_maybe is not None:  # a refusal that reads an input the deployment leaves unstated (issue 21)
+        ctx.unknowns.append(_unstated_unknown(act_maybe[0], act_maybe[1][0], act_maybe[1][1], "activation_unsupported",
+                                              f"{name} does not apply {act}", name))
+    ok, have, blocked, why, fix = _values_check(act_facts, "values", act, ctx, assumed)
+    if act_refused is not None:
+        out.append(Reason(code="activation_unsupported", detail=f"{name} does not apply {act}{_under(act_refused)}",
+                          source=act_refused.where(), backend=name))
+    elif not ok:
         more = f"; {act} only {why}" if why else ""
-        src = next((f for f in cap.activations if act in f.values), cap.activations[0])
+        src = next((f for f in act_facts if act in f.values), (act_facts or cap.activations)[0])
         detail = f"{name} computes {', '.join(have) or 'nothing here'}{more}; the model uses {act}"
         base = CLAMPED_ACTIVATIONS.get(act)
         if _version_gate(blocked, ctx):
             out.append(Reason(code="activation_unsupported", detail=detail, source=src.where(), fix=fix, backend=name))
-        elif base is not None and _values_check(cap.activations, "values", base, ctx, assumed)[0]:
+        elif base is not None and _values_check(act_facts, "values", base, ctx, assumed)[0]:
             # The base activation is taken here; whether the clamp is applied no fact says (an exhaustive list is a
             # check of the base activation, not of the limit): unverified, never refused, never planned as plain silu.
             ctx.unknowns.append(Unknown(code="activation_unsupported", detail=f"{detail} (swiglu_limit "
