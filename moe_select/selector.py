@@ -611,8 +611,14 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
         src = next((f for f in act_facts if act in f.values), (act_facts or cap.activations)[0])
         detail = f"{name} computes {', '.join(have) or 'nothing here'}{more}; the model uses {act}"
         base = CLAMPED_ACTIVATIONS.get(act)
+        # a negative fact refusing the base activation here refutes the fallback to it
+        base_refused = None if base is None else next(
+            (f for f in cap.activations if not f.supported and base in f.values and _holds(f, ctx, assumed)), None)
         if _version_gate(blocked, ctx):
             out.append(Reason(code="activation_unsupported", detail=detail, source=src.where(), fix=fix, backend=name))
+        elif base_refused is not None:
+            out.append(Reason(code="activation_unsupported", detail=f"{detail}; {name} does not apply {base}, its base "
+                              f"activation{_under(base_refused)}", source=base_refused.where(), backend=name))
         elif base is not None and _values_check(act_facts, "values", base, ctx, assumed)[0]:
             # The base activation is taken here; whether the clamp is applied no fact says (an exhaustive list is a
             # check of the base activation, not of the limit): unverified, never refused, never planned as plain silu.

@@ -1,0 +1,75 @@
+"""Break-it session 7: negative activation facts (``activations: [{..., supported: false}]``, 236507f) against the
+clamped-activation fallback, version-gated positive facts and the fixes a refusal offers.
+
+Toy runner files (written here, loaded with ``backends_dirs``) keep the mechanism apart from the shipped facts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import moe_select
+
+from report_helpers import cand, planned
+
+HEAD = """\
+schema_version: 3
+runner: toy_s7
+summary: a kernel one engine path runs wrongly
+source: "this project: test"
+support:
+  - {archs: [sm90, sm100], formats: [bf16, fp8_block], source: "this project: test"}
+"""
+TAIL = """\
+dispatch: {formats: [standard], source: "this project: test"}
+cuda_graph: {supported: true, source: "this project: test"}
+lists: {archs: open, formats: open, support: open, activations: open, routing: open, dispatch: open, a2a: open,
+        cuda_graph: open, engines: open}
+"""
+ROUTING = 'routing: {values: [renormalize], source: "this project: test"}\n'
+SHAPE = {"num_experts": 16, "top_k": 2, "hidden_size": 1024, "moe_intermediate_size": 512, "routing": "renormalize"}
+CLAMPED = SHAPE | {"activation": "silu_clamped", "swiglu_limit": 7.0}
+
+
+def _toy(tmp_path: Path, activations: str, routing: str = ROUTING) -> Path:
+    (tmp_path / "toy_s7.yaml").write_text(HEAD + "activations:\n" + activations + routing + TAIL, encoding="utf-8")
+    return tmp_path
+
+
+def _explain(tmp_path: Path, **dep: Any) -> Any:
+    dep = {"arch": "sm100", "tp": 1, "ep": 1, "a2a": "none", "runner": "toy_s7", "quant": "bf16", "model": CLAMPED,
+           **dep}
+    return moe_select.explain(dep, backends_dirs=[tmp_path])
+
+
+# ----------------------------------------------------------------- defect 1: the clamped fallback's base activation
+BASE_REFUSED = """\
+  - {values: [silu, swiglu_oai], source: "this project: test"}
+  - {values: [silu], supported: false, when: {engine: [sglang], quant: [bf16]}, source: "this project: test"}
+"""
+
+
+def test_a_negative_fact_on_the_base_activation_refuses_the_clamped_one(tmp_path):
+    """The model uses silu_clamped; no fact names it, so the selector falls back to its base, silu (unverified: "takes
+    silu; no fact says it applies the clamp"). Under SGLang with bf16 a negative fact says this runner does not apply
+    silu at all: the fallback's premise is refuted, so the runner is refused (activation_unsupported, citing line 9,
+    the negative fact), not planned as unverified on the strength of a silu the facts deny."""
+    _toy(tmp_path, BASE_REFUSED)
+    r = _explain(tmp_path, engine="sglang")
+    c = cand(r, "toy_s7")
+    assert r.plan is None and c.evidence == "refused", (c.evidence, [u.detail for u in c.unknowns])
+    (reason,) = c.reasons
+    assert reason.code == "activation_unsupported" and reason.source.endswith("toy_s7.yaml:9"), reason
+    assert "does not apply silu" in reason.detail and "silu_clamped" in reason.detail, reason.detail
+    assert not any("takes silu" in u.detail for u in c.unknowns), [u.detail for u in c.unknowns]
+
+
+def test_where_the_base_negative_fact_does_not_hold_the_fallback_stays_unverified(tmp_path):
+    """Under vLLM the negative fact (SGLang only) says nothing: the fallback plans the runner, unverified, with the
+    unknown that names the clamp."""
+    _toy(tmp_path, BASE_REFUSED)
+    r = _explain(tmp_path, engine="vllm")
+    assert planned(r, "toy_s7")
+    c = cand(r, "toy_s7")
+    assert c.evidence == "unverified"
+    assert any(u.code == "activation_unsupported" and "takes silu" in u.detail for u in c.unknowns)
