@@ -279,6 +279,17 @@ def _under(fact: Conditional) -> str:
     return " (with " + ", ".join(f"{k} {v}" for k, v in fact.requires.items()) + ")"
 
 
+def _negative_fix(fact: Conditional, ok: bool, gated_fix: str | None) -> str | None:
+    """The fix of a refusal by negative fact ``fact``: leaving its package version bound (each package outside its
+    specifier), offered only where the positive facts then take the value: they take it here (``ok``), or only at other
+    package versions (``gated_fix``, their version gate's fix, named with it). None where the fact has no version
+    bound or the positive facts take the value at no version (no fix exists)."""
+    if not fact.requires or not (ok or gated_fix):
+        return None
+    leave = " or ".join(f"{k} outside {v}" for k, v in fact.requires.items())
+    return leave if ok else f"{leave}: {gated_fix}"
+
+
 def _version_gate(fact: Conditional | None, ctx: _Ctx) -> bool:
     """True when ``fact``'s ``when`` holds but its ``requires`` (a package version gate) does not: a refusal
     on evidence (the fact says which versions run it), not a gap."""
@@ -605,7 +616,8 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     ok, have, blocked, why, fix = _values_check(act_facts, "values", act, ctx, assumed)
     if act_refused is not None:
         out.append(Reason(code="activation_unsupported", detail=f"{name} does not apply {act}{_under(act_refused)}",
-                          source=act_refused.where(), backend=name))
+                          source=act_refused.where(), backend=name,
+                          fix=_negative_fix(act_refused, ok, fix if _version_gate(blocked, ctx) else None)))
     elif not ok:
         more = f"; {act} only {why}" if why else ""
         src = next((f for f in act_facts if act in f.values), (act_facts or cap.activations)[0])
@@ -642,7 +654,8 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
                                               f"{name} does not apply {routing} routing", name))
     if refused is not None:
         out.append(Reason(code="routing_unsupported", detail=f"{name} does not apply {routing} routing{_under(refused)}",
-                          source=refused.where(), backend=name))
+                          source=refused.where(), backend=name,
+                          fix=_negative_fix(refused, ok, fix if _version_gate(blocked, ctx) else None)))
     elif takes_topk and routing in WEIGHT_ON_INPUT_ROUTINGS:
         if not any(f.values == "any" and f.weight_on_input and _holds(f, ctx, []) for f in routing_facts):
             out += _gap(ctx, cap, "routing", "routing_unsupported", f"{name} takes pre-computed top-k; no fact says it applies the "

@@ -73,3 +73,63 @@ def test_where_the_base_negative_fact_does_not_hold_the_fallback_stays_unverifie
     c = cand(r, "toy_s7")
     assert c.evidence == "unverified"
     assert any(u.code == "activation_unsupported" and "takes silu" in u.detail for u in c.unknowns)
+
+
+# ------------------------------------------------------------- defect 2: a refusal by a negative fact offers no fix
+BOUNDED = """\
+  - {values: [silu, silu_clamped], source: "this project: test"}
+  - {values: [silu_clamped], supported: false, when: {engine: [sglang]}, requires: {sglang: "<0.5.20"}, source: "this project: test"}
+"""
+GATED = """\
+  - {values: [silu], source: "this project: test"}
+  - {values: [silu_clamped], when: {engine: [sglang]}, requires: {sglang: ">=0.5.20"}, source: "this project: test"}
+  - {values: [silu_clamped], supported: false, when: {engine: [sglang]}, requires: {sglang: "<0.5.20"}, source: "this project: test"}
+"""
+
+
+def test_a_version_bounded_negative_activation_fact_offers_leaving_its_bound(tmp_path):
+    """SGLang 0.5.19 is inside the negative fact's bound (<0.5.20); the positive fact takes silu_clamped everywhere, so
+    the bound is the only obstacle (at 0.5.20 the runner is planned): the refusal's fix names leaving it."""
+    _toy(tmp_path, BOUNDED)
+    r = _explain(tmp_path, engine="sglang", engine_version="0.5.19")
+    (reason,) = cand(r, "toy_s7").reasons
+    assert reason.code == "activation_unsupported"
+    assert reason.fix is not None and "sglang outside <0.5.20" in reason.fix, reason.fix
+    assert planned(_explain(tmp_path, engine="sglang", engine_version="0.5.20"), "toy_s7")
+
+
+def test_a_negative_fact_keeps_the_fix_of_a_version_gated_positive_fact(tmp_path):
+    """Before the negative fact, SGLang 0.5.19 was refused by the version gate of the positive silu_clamped fact with
+    the fix ``pip install 'sglang>=0.5.20'``; the negative fact (the same bound, now cited) must not lose it."""
+    _toy(tmp_path, GATED)
+    r = _explain(tmp_path, engine="sglang", engine_version="0.5.19")
+    (reason,) = cand(r, "toy_s7").reasons
+    assert reason.code == "activation_unsupported" and reason.source.endswith("toy_s7.yaml:10"), reason
+    assert reason.fix is not None and "pip install 'sglang>=0.5.20'" in reason.fix, reason.fix
+
+
+def test_no_fix_where_leaving_the_bound_leaves_the_activation_untaken(tmp_path):
+    """A negative fact with a version bound, but no positive fact takes silu_clamped at any version (the list is open:
+    unverified at best): leaving the bound is no fix, and none is offered."""
+    _toy(tmp_path, """\
+  - {values: [silu], source: "this project: test"}
+  - {values: [silu_clamped], supported: false, when: {engine: [sglang]}, requires: {sglang: "<0.5.20"}, source: "this project: test"}
+""")
+    r = _explain(tmp_path, engine="sglang", engine_version="0.5.19")
+    (reason,) = cand(r, "toy_s7").reasons
+    assert reason.code == "activation_unsupported" and reason.fix is None, reason
+
+
+def test_a_version_bounded_negative_routing_fact_offers_leaving_its_bound_too(tmp_path):
+    """The same gap in the negative routing fact (the form the activation one copies): renormalize is refused under
+    SGLang < 0.5.20, taken by the positive fact elsewhere: the fix names leaving the bound; at 0.5.20 it plans."""
+    _toy(tmp_path, '  - {values: [silu], source: "this project: test"}\n', routing="""\
+routing:
+  - {values: [renormalize], source: "this project: test"}
+  - {values: [renormalize], supported: false, when: {engine: [sglang]}, requires: {sglang: "<0.5.20"}, source: "this project: test"}
+""")
+    silu = SHAPE | {"activation": "silu"}
+    r = _explain(tmp_path, engine="sglang", engine_version="0.5.19", model=silu)
+    (reason,) = cand(r, "toy_s7").reasons
+    assert reason.code == "routing_unsupported" and reason.fix == "sglang outside <0.5.20", reason
+    assert planned(_explain(tmp_path, engine="sglang", engine_version="0.5.20", model=silu), "toy_s7")
