@@ -13,6 +13,9 @@ Findings (each ``file:line: message``) have a severity: ``error`` (``check`` exi
   decisions whose source is not upstream code at a commit (a schema-2 file, read as all open, is a warning);
 - facts whose ``source`` is not in a checkable form (``owner/repo@version:path[:symbol]``,
   ``owner/repo#N``, ``(reported) owner/repo#N``, ``this project: <path>``);
+- negative activation and routing facts (``supported: false``) that never match (:func:`negative_fact_findings`;
+  a version bound of one engine's package without that engine in ``when``, and a contradiction with an unconditional
+  positive fact, are warnings);
 - warnings: an operator override of a bundled rule that changes the chosen runner for (arch, quant) pairs
   outside the new rule's own conditions (the same runner chosen by another rule is no finding); comments
   in rule files that recommend ``when`` keys the schema refuses.
@@ -31,7 +34,7 @@ from .catalog import Catalog, load_catalog
 from .conditions import IntRange, When
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile
-from .vocab import QUANTS, arch_in, declared_archs
+from .vocab import ENGINES, QUANTS, arch_in, declared_archs
 from .yamlio import MarkedDict, load_file, shorten, validate
 
 
@@ -246,6 +249,58 @@ def evidence_findings(caps: Iterable[Any]) -> list[Finding]:
     return out
 
 
+def negative_fact_findings(caps: Iterable[Any], engine_packages: dict[str, str]) -> list[Finding]:
+    """Negative activation and routing facts (``supported: false``) of runner files that cannot do what they say
+    (``engine_packages``: package name -> the serving engine it is). Errors: a fact whose ``when`` names activations
+    (routing methods) none of its values is, or only engines the runner's ``engines:`` fact leaves out: it never
+    matches. Warnings: a fact bounded by an engine's package version (``requires: {sglang: ...}``) that does not name
+    that engine alone in ``when``, where the runner runs under another engine: there the package is read at its newest
+    checked release, so the fact refuses that engine's deployments too; a fact with no ``when`` and no ``requires``
+    naming a value that a positive fact with neither lists: the two contradict, and the positive one never takes it."""
+    out: list[Finding] = []
+    for cap in caps:
+        if not isinstance(cap, RunnerCapability):
+            continue
+        shipped = list(cap.engines.values) if cap.engines is not None else None
+        for kind, key in (("activations", "activation"), ("routing", "routing")):
+            facts = getattr(cap, kind)
+            for f in facts:
+                if f.supported or f.values == "any":
+                    continue
+                named = getattr(f.when, key, None) if f.when is not None else None
+                engines = f.when.engine if f.when is not None else None
+                vals = ", ".join(f.values)
+                if named is not None and not set(named) & set(f.values):
+                    out.append(Finding(f.where(), f"runner {cap.runner}: this negative {kind} fact ({vals}) never "
+                                       f"matches: its when names {key} {', '.join(named)}, none of its values"))
+                    continue
+                if engines is not None and shipped is not None and not set(engines) & set(shipped):
+                    out.append(Finding(f.where(), f"runner {cap.runner}: this negative {kind} fact ({vals}) never "
+                                       f"matches: its when names engine {', '.join(engines)}, which does not ship "
+                                       f"{cap.runner} (engines: {', '.join(shipped)})"))
+                    continue
+                for pkg in f.requires or {}:
+                    eng = engine_packages.get(pkg)
+                    others = [e for e in (engines or shipped or ENGINES) if e != eng]
+                    if eng is not None and others and (shipped is None or set(others) & set(shipped)):
+                        out.append(Finding(f.where(), f"runner {cap.runner}: this negative {kind} fact ({vals}) is "
+                                           f"bounded by {pkg}'s version but does not name {eng} alone in its when: under "
+                                           f"{', '.join(others)} {pkg} is read at its newest checked release, so it "
+                                           f"refuses those deployments too (write when: {{engine: [{eng}]}})",
+                                           "warning"))
+                if f.when is None and not f.requires:
+                    for p in facts:
+                        both = [v for v in f.values if p.supported and p.when is None and not p.requires
+                                and p.values != "any" and v in p.values]
+                        if both:
+                            out.append(Finding(f.where(), f"runner {cap.runner}: this negative {kind} fact refuses "
+                                               f"{', '.join(both)} everywhere, which the positive fact at {p.where()} "
+                                               "takes everywhere: they contradict (give the negative one its when or "
+                                               "requires, or drop the value from the positive one)", "warning"))
+                            break
+    return out
+
+
 def uncovered_findings(catalog: Catalog) -> list[Finding]:
     """Arch x format x engine cells no rule covers, from the selector itself (:func:`moe_select.cells.evaluate`:
     one representative deployment per cell, the catalog's rules included; :func:`~moe_select.cells.cached_evaluate`
@@ -331,10 +386,16 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
                                f"{'/'.join(sorted(f for f in formats if f))} without an a2a restriction that leaves it out), "
                                "so every deployment with it is refused"))
     out += evidence_findings([*catalog.runners.values(), *catalog.a2a.values()])
+    out += negative_fact_findings(catalog.runners.values(), _engine_packages(catalog))
     out += _override_findings(catalog)
     out += _comment_findings(catalog)
     out += uncovered_findings(catalog)
     return out
+
+
+def _engine_packages(catalog: Catalog) -> dict[str, str]:
+    """Package name -> the serving engine it is (backends/packages.yaml ``engine:``)."""
+    return {p.name: p.engine for p in catalog.packages_table.values() if p.engine is not None}
 
 
 _VOCABULARY_KEYS = ("archs", "families", "activations", "routings", "engines")
@@ -437,5 +498,6 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
         raise InputError(issues)
     findings = lint_catalog(catalog)
     seen = {(f.where, f.message) for f in findings}  # a bundled file given again is reported once
-    findings += [f for f in evidence_findings(capability) if (f.where, f.message) not in seen]
+    findings += [f for f in [*evidence_findings(capability), *negative_fact_findings(capability, _engine_packages(catalog))]
+                 if (f.where, f.message) not in seen]
     return findings, catalog

@@ -133,3 +133,72 @@ routing:
     (reason,) = cand(r, "toy_s7").reasons
     assert reason.code == "routing_unsupported" and reason.fix == "sglang outside <0.5.20", reason
     assert planned(_explain(tmp_path, engine="sglang", engine_version="0.5.20", model=silu), "toy_s7")
+
+
+# ------------------------------------------- defect 3: moe-select check is silent about a dead or clashing negative fact
+def _check(tmp_path: Path, activations: str, engines: str = "", routing: str = ROUTING) -> list[Any]:
+    """``moe-select check`` of the toy file: its findings (file:line, message, severity) on that file only."""
+    from moe_select.lint import check
+
+    (tmp_path / "toy_s7.yaml").write_text(HEAD + "activations:\n" + activations + routing + engines + TAIL,
+                                          encoding="utf-8")
+    findings, _ = check([tmp_path], use_env=False)
+    return [f for f in findings if "toy_s7.yaml" in f.where]
+
+
+def test_check_names_a_negative_fact_whose_activation_condition_excludes_its_values(tmp_path):
+    """Line 9 refuses silu_clamped only when the model's activation is silu: it can never match (the selector reads a
+    negative fact for the model's activation, which would have to be both): an error at that line."""
+    found = _check(tmp_path, """\
+  - {values: [silu, silu_clamped], source: "this project: test"}
+  - {values: [silu_clamped], supported: false, when: {activation: [silu]}, source: "this project: test"}
+""")
+    assert [(f.where.rsplit(":", 1)[1], f.severity) for f in found] == [("9", "error")], found
+    assert "never matches" in found[0].message and "silu_clamped" in found[0].message, found[0].message
+
+
+def test_check_names_a_negative_fact_scoped_to_an_engine_that_does_not_ship_the_runner(tmp_path):
+    """The runner is shipped by vLLM only (engines:); line 9 refuses under SGLang: it can never match."""
+    found = _check(tmp_path, """\
+  - {values: [silu, silu_clamped], source: "this project: test"}
+  - {values: [silu_clamped], supported: false, when: {engine: [sglang]}, source: "this project: test"}
+""", engines='engines: {values: [vllm], source: "this project: test"}\n')
+    assert [(f.where.rsplit(":", 1)[1], f.severity) for f in found] == [("9", "error")], found
+    assert "never matches" in found[0].message and "sglang" in found[0].message, found[0].message
+
+
+def test_check_warns_of_a_negative_fact_bounded_by_an_engine_version_without_that_engine(tmp_path):
+    """Line 9 is bounded by SGLang's version but names no engine: under vLLM, SGLang's package is read at its newest
+    checked release (0.5.19, inside the bound), so the fact refuses vLLM deployments too (explain does: below). A
+    warning at line 9."""
+    acts = """\
+  - {values: [silu, silu_clamped], source: "this project: test"}
+  - {values: [silu_clamped], supported: false, requires: {sglang: "<0.5.20"}, source: "this project: test"}
+"""
+    found = _check(tmp_path, acts)
+    assert [(f.where.rsplit(":", 1)[1], f.severity) for f in found] == [("9", "warning")], found
+    assert "sglang" in found[0].message and "when: {engine: [sglang]}" in found[0].message, found[0].message
+    r = _explain(tmp_path, engine="vllm")
+    assert r.plan is None and {x.code for x in cand(r, "toy_s7").reasons} == {"activation_unsupported"}
+
+
+def test_check_warns_of_a_negative_fact_that_cancels_an_unconditional_positive_one(tmp_path):
+    """Line 8 says the runner computes silu everywhere; line 9 refuses silu everywhere (no when, no requires): they
+    contradict, and line 8's silu never takes effect. A warning at line 9."""
+    found = _check(tmp_path, """\
+  - {values: [silu, swiglu_oai], source: "this project: test"}
+  - {values: [silu], supported: false, source: "this project: test"}
+""")
+    assert [(f.where.rsplit(":", 1)[1], f.severity) for f in found] == [("9", "warning")], found
+    assert "line 8" in found[0].message or "toy_s7.yaml:8" in found[0].message, found[0].message
+
+
+def test_check_is_quiet_about_a_negative_fact_that_can_match(tmp_path):
+    """The shape test_negative_activations.py uses (an engine and a format, a version bound of that engine): no
+    finding on the toy file; the same holds for a negative routing fact of that shape."""
+    assert _check(tmp_path, BOUNDED) == []
+    assert _check(tmp_path, '  - {values: [silu], source: "this project: test"}\n', routing="""\
+routing:
+  - {values: [renormalize], source: "this project: test"}
+  - {values: [renormalize], supported: false, when: {engine: [sglang]}, requires: {sglang: "<0.5.20"}, source: "this project: test"}
+""") == []
