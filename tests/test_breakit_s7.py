@@ -202,3 +202,35 @@ routing:
   - {values: [renormalize], source: "this project: test"}
   - {values: [renormalize], supported: false, when: {engine: [sglang]}, requires: {sglang: "<0.5.20"}, source: "this project: test"}
 """) == []
+
+
+# ----------------------------- finding 4 (a test's blind spot): the billion-laughs composer-call count cannot see expansion
+def test_the_billion_laughs_bomb_is_refused_without_expanding_an_alias():
+    """test_hostile_inputs' bomb test bounds compose_node calls (< 120), but an alias returns its anchor's node without a
+    compose_node call, so a composer that copied the anchor's subtree at each alias makes the same 54 calls: it still
+    refuses the bomb, 4000x slower and using 29 MB (measured on the 2-core VM, 2026-12-02, by wrapping compose_node to
+    deep-copy alias nodes). What does tell: the memory the refusal takes (18 KB traced at its peak, nothing expanded;
+    an expanding composer takes the 50,000 nodes it counts to, megabytes) and, in a file under the bound, an alias
+    loading as the very object its anchor loads as."""
+    import tracemalloc
+
+    from moe_select.errors import InputError
+    from moe_select.yamlio import load_text
+
+    from test_hostile_inputs import bomb
+
+    load_text("warm: 1\n", "warm.yaml")  # the loader's one-time set-up is not the bomb's
+    tracemalloc.start()
+    try:
+        try:
+            load_text(bomb(), "bomb.yaml")
+        except InputError as exc:
+            assert "expands to more than 50000 nodes" in str(exc), exc
+        else:
+            raise AssertionError("the bomb loaded")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, f"{peak} bytes traced at the peak: aliases were expanded"
+    small = load_text(bomb(levels=4), "small.yaml")  # a3 expands to 7381 nodes: under the bound, it loads
+    assert small["a3"][0] is small["a2"] and small["a3"][8] is small["a2"], "an alias loaded as a copy of its anchor"
