@@ -91,41 +91,53 @@ CLAMPED = {**DSV3, "activation": "silu_clamped", "swiglu_limit": 10.0}
 CL = dict(gpu="B200", engine="sglang", model=CLAMPED, tp=8, ep=1, a2a="none")
 
 
-@pytest.mark.parametrize(("quant", "sglang", "fi"), [
-    ("fp8_block", "0.5.18", "0.6.17"),      # reads gemm1_clamp_limit only
-    ("fp8_block", "0.5.19", "0.6.18"),      # the kernel takes it, SGLang drops it
-    ("fp8_block", "0.5.20", "0.6.18rc1"),   # SGLang passes it, FlashInfer raises for DeepSeekFp8
-    ("fp8_block", "0.5.20", "0.6.13"),
-    ("mxfp8", "0.5.19", "0.6.18"),
-    ("mxfp8", "0.5.20", "0.6.12"),          # trtllm_fp8_block_scale_moe has no gemm1_* yet
+@pytest.mark.parametrize(("quant", "sglang", "fi", "text"), [
+    ("fp8_block", "0.5.18", "0.6.17", "(with sglang >=0.5.12,<0.5.20)"),      # reads gemm1_clamp_limit only
+    ("fp8_block", "0.5.19", "0.6.18", "(with sglang >=0.5.12,<0.5.20)"),      # the kernel takes it, SGLang drops it
+    ("fp8_block", "0.5.20", "0.6.18rc1", "flashinfer-python >=0.6.13,<0.6.18rc2"),  # FlashInfer raises for DeepSeekFp8
+    ("fp8_block", "0.5.20", "0.6.13", "flashinfer-python >=0.6.13,<0.6.18rc2"),
+    ("mxfp8", "0.5.19", "0.6.18", "silu_clamped only when"),
+    ("mxfp8", "0.5.20", "0.6.12", "silu_clamped only when"),          # trtllm_fp8_block_scale_moe has no gemm1_* yet
 ])
-def test_sglang_fp8_clamp_refused(quant, sglang, fi):
+def test_sglang_fp8_clamp_refused(quant, sglang, fi, text):
     """silu_clamped on flashinfer_trtllm under SGLang before 0.5.20 (#39920), or with a FlashInfer whose FP8
-    block-scale kernel does not take the clamp for the format: refused (activation_unsupported)."""
+    block-scale kernel does not take the clamp for the format: refused (activation_unsupported). Block FP8 by negative
+    facts (every checkpoint method drops or fails it there), MXFP8 by its positive row's version gate."""
     r = _explain(**CL, quant=quant, engine_version=sglang, packages=_fi(fi), runner=TRTLLM)
     assert r.plan is None
-    assert "silu_clamped only when" in only_refusal(r, TRTLLM, "activation_unsupported", "flashinfer_trtllm.yaml")
+    assert text in only_refusal(r, TRTLLM, "activation_unsupported", "flashinfer_trtllm.yaml")
 
 
-@pytest.mark.parametrize(("quant", "fi"), [("fp8_block", "0.6.18rc2"), ("fp8_block", "0.6.18"), ("mxfp8", "0.6.13"),
-                                           ("mxfp8", "0.6.17")])
+@pytest.mark.parametrize(("quant", "fi"), [("mxfp8", "0.6.13"), ("mxfp8", "0.6.17")])
 def test_sglang_fp8_clamp_planned_from_0_5_20(quant, fi):
-    """SGLang 0.5.20 (swiglu_limit falls back into gemm1_clamp_limit) with a FlashInfer that takes it: planned, and
-    the activation is decided (no activation unknown)."""
+    """SGLang 0.5.20 (swiglu_limit falls back into gemm1_clamp_limit) with a FlashInfer that takes it: MXFP8 planned,
+    the activation decided (no activation unknown)."""
     r = _explain(**CL, quant=quant, engine_version="0.5.20", packages=_fi(fi), runner=TRTLLM)
     _planned(r, TRTLLM)
     assert "activation_unsupported" not in unknown_codes(r, TRTLLM)
 
 
+@pytest.mark.parametrize("fi", ["0.6.18rc2", "0.6.18"])
+def test_sglang_block_fp8_clamp_unverified_from_0_5_20(fi):
+    """Block FP8 from SGLang 0.5.20 with a FlashInfer that takes the clamp: Fp8Config checkpoints pass it, the
+    compressed-tensors scheme (CompressedTensorsW8A8Fp8MoE.apply_weights) passes no gemm1_*, and the deployment states
+    no checkpoint method: planned as unverified, the clamp an activation unknown, not a support."""
+    r = _explain(**CL, quant="fp8_block", engine_version="0.5.20", packages=_fi(fi), runner=TRTLLM)
+    _planned(r, TRTLLM)
+    assert r.evidence == "unverified" and "activation_unsupported" in unknown_codes(r, TRTLLM)
+
+
 @pytest.mark.parametrize(("sglang", "refused"), [("0.5.19", True), ("0.5.20", False)])
 def test_sglang_fp8_clamp_on_the_routed_runner(sglang, refused):
-    """flashinfer_trtllm_routed runs the same Fp8MoEMethod quant info: refused at 0.5.19, planned at 0.5.20."""
+    """flashinfer_trtllm_routed runs the same quant infos: refused at 0.5.19, planned (unverified: the checkpoint
+    method decides) at 0.5.20."""
     r = _explain(**CL, quant="fp8_block", engine_version=sglang, packages=_fi("0.6.18"), runner=ROUTED)
     if refused:
         assert r.plan is None
         only_refusal(r, ROUTED, "activation_unsupported", "flashinfer_trtllm_routed.yaml")
     else:
         _planned(r, ROUTED)
+        assert r.evidence == "unverified" and "activation_unsupported" in unknown_codes(r, ROUTED)
 
 
 def test_unclamped_silu_not_refused_at_0_5_19():

@@ -149,3 +149,18 @@ def test_auto_avoids_flashinfer_trtllm_for_mimo_v2():
     r = _explain(**{**MI, "runner": "auto"}, engine_version="0.5.17")
     assert r.plan is not None and r.plan.runner != TRTLLM
     assert "routing_unsupported" in refusals(r, TRTLLM)
+
+
+@pytest.mark.parametrize(("sglang", "refused"), [("0.5.8", True), ("0.5.9", True), ("0.5.10rc0", False), ("0.5.19", False)])
+def test_sglang_ships_the_routed_runner_from_0_5_10rc0(sglang, refused):
+    """Found while fixing sglang#35160: the 0.5.9 wheel has no flashinfer_trtllm_routed (server_args'
+    MOE_RUNNER_BACKEND_CHOICES gains it in 0.5.10rc0), so an older SGLang is refused naming the bound; vLLM is not
+    bounded by it."""
+    dep = {**RT, "model": {**QWEN15, "routing": "renormalize"}, "quant": "nvfp4", "engine_version": sglang}
+    r = _explain(**dep)
+    if refused:
+        assert r.plan is None
+        assert "needs sglang >=0.5.10rc0" in only_refusal(r, ROUTED, "dependency_missing", "flashinfer_trtllm_routed.yaml")
+    else:
+        _planned(r, ROUTED)
+    _planned(_explain(**{**dep, "engine": "vllm", "engine_version": None}), ROUTED)
