@@ -41,7 +41,7 @@ def test_rounds_are_stated():
         reports = [c["report"] for c in d["cases"]]
         assert len(set(reports)) == size, f"{name}: a report listed twice"
         assert all(REPORT.match(r) for r in reports), f"{name}: report must be owner/repo#N"
-        assert set(d.get("xfail", {})) <= {c["id"] for c in d["cases"]}, name
+        assert set(d.get("xfail") or {}) <= {c["id"] for c in d["cases"]}, name
 
 
 @pytest.mark.parametrize(("name", "case"), CASES, ids=IDS)
@@ -239,7 +239,7 @@ def test_round_skip_lists_are_not_citations():
 @pytest.mark.parametrize(("name", "case"), CASES, ids=IDS)
 def test_field_round_case(name, case, tmp_path, capsys):
     """The case's expected outcome (status, runner, reasons, evidence) from `explain --deployment FILE --json`."""
-    why = LOADED[name].get("xfail", {}).get(case["id"])
+    why = (LOADED[name].get("xfail") or {}).get(case["id"])  # `xfail:` left empty once every miss is fixed
     if why:
         pytest.xfail(why)
     rc, out = run_case(case, tmp_path, capsys)
