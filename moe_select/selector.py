@@ -272,6 +272,20 @@ def _why_not(fact: Conditional, ctx: _Ctx) -> tuple[str, str | None]:
     return "; ".join(parts), fix
 
 
+def _negative_refusal(facts: Sequence[Any], value: str, ctx: _Ctx, assumed: list[str], code: str, what: str,
+                      backend: str) -> Any:
+    """The negative fact (``supported: false``) among ``facts`` (activation or routing facts) that refuses ``value``
+    here, or None. Where none does but one would at some value of an input the deployment leaves unstated
+    (:func:`unstated_refusal`), that unknown is recorded in ``ctx`` (``code``, ``what``), issue 21."""
+    refused = next((f for f in facts if not f.supported and value in f.values and _holds(f, ctx, assumed)), None)
+    if refused is None:
+        maybe = next(((f, hit) for f in facts if not f.supported and value in f.values and f.when is not None
+                      and (hit := unstated_refusal(f, ctx, f.when.keys(), f.when.matches)) is not None), None)
+        if maybe is not None:
+            ctx.unknowns.append(_unstated_unknown(maybe[0], maybe[1][0], maybe[1][1], code, what, backend))
+    return refused
+
+
 def _under(fact: Conditional) -> str:
     """`` (with <package> <versions>)`` for a negative fact bounded by package versions (the releases it names), else ''."""
     if not fact.requires:
@@ -605,14 +619,8 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     out += _support_reasons(cap, ctx, assumed)
     act = u.model.activation
     act_facts = [f for f in cap.activations if f.supported]
-    act_refused = next((f for f in cap.activations if not f.supported and act in f.values and _holds(f, ctx, assumed)),
-                       None)
-    act_maybe = None if act_refused is not None else next(
-        ((f, hit) for f in cap.activations if not f.supported and act in f.values and f.when is not None
-         and (hit := unstated_refusal(f, ctx, f.when.keys(), f.when.matches)) is not None), None)
-    if act_maybe is not None:  # a refusal that reads an input the deployment leaves unstated (issue 21)
-        ctx.unknowns.append(_unstated_unknown(act_maybe[0], act_maybe[1][0], act_maybe[1][1], "activation_unsupported",
-                                              f"{name} does not apply {act}", name))
+    act_refused = _negative_refusal(cap.activations, act, ctx, assumed, "activation_unsupported",
+                                    f"{name} does not apply {act}", name)
     ok, have, blocked, why, fix = _values_check(act_facts, "values", act, ctx, assumed)
     if act_refused is not None:
         out.append(Reason(code="activation_unsupported", detail=f"{name} does not apply {act}{_under(act_refused)}",
@@ -643,15 +651,10 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
                         src.where(), name)
     routing = u.model.routing
     routing_facts = [f for f in cap.routing if f.supported]
-    refused = next((f for f in cap.routing if not f.supported and routing in f.values and _holds(f, ctx, assumed)), None)
+    refused = _negative_refusal(cap.routing, routing, ctx, assumed, "routing_unsupported",
+                                f"{name} does not apply {routing} routing", name)
     ok, have, blocked, why, fix = _values_check(routing_facts, "values", routing, ctx, assumed)
     takes_topk = "any" in have
-    maybe = None if refused is not None else next(
-        ((f, hit) for f in cap.routing if not f.supported and routing in f.values and f.when is not None
-         and (hit := unstated_refusal(f, ctx, f.when.keys(), f.when.matches)) is not None), None)
-    if maybe is not None:  # a refusal that reads an input the deployment leaves unstated (issue 21)
-        ctx.unknowns.append(_unstated_unknown(maybe[0], maybe[1][0], maybe[1][1], "routing_unsupported",
-                                              f"{name} does not apply {routing} routing", name))
     if refused is not None:
         out.append(Reason(code="routing_unsupported", detail=f"{name} does not apply {routing} routing{_under(refused)}",
                           source=refused.where(), backend=name,
