@@ -59,7 +59,8 @@ def refused(report, runner, code, file):
 def test_flashinfer_b12x_plans_nvfp4_on_dgx_spark():
     # vllm-project/vllm@c18000d95dc9 experts/flashinfer_b12x_moe.py: FlashInferB12xExperts (is_device_capability_family(120),
     # kNvfp4Static with kNvfp4Dynamic or None; the kernel quantizes the bf16 input to FP4 itself).
-    p = planned(explain(gpu="GB10", engine="vllm", quant="nvfp4", model=QWEN3_30B, tp=1, runner="flashinfer_b12x"),
+    # dp stated: vLLM >= 0.25's b12x refuses dp > 1 (vllm-project/vllm#47982), so an unstated dp is an unknown.
+    p = planned(explain(gpu="GB10", engine="vllm", quant="nvfp4", model=QWEN3_30B, tp=1, dp=1, runner="flashinfer_b12x"),
                 "flashinfer_b12x")
     assert p.activation_precision == "nvfp4"
 

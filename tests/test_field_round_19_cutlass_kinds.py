@@ -84,7 +84,7 @@ def test_vllm_cutlass_nvfp4_refused_under_ep(version, gpu, model, tp, ep):
 
 @pytest.mark.parametrize(("version", "gpu", "model", "tp"), [
     ("0.10.2", "B200", R1, 4), ("0.14.1", "B300", R1, 2), ("0.28.0", "RTX PRO 6000", QWEN3_30B, 4),
-    ("0.29.0", "B200", QWEN3_30B, 8)])
+    ("0.29.0", "B200", QWEN3_30B, 4)])  # TP 4: 192 per rank (TP 8's 96 is no multiple of 64, vllm-project/vllm#48624)
 def test_vllm_cutlass_nvfp4_without_ep_planned(version, gpu, model, tp):
     """The same deployments at EP 1 (tensor-parallel experts, no expert map): planned with cutlass, supported."""
     r = _explain(**VLLM, gpu=gpu, engine_version=version, model=model, tp=tp, ep=1)
