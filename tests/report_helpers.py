@@ -42,3 +42,8 @@ def reason_of(report: Any, code: str, backend: str) -> Any:
 def planned(report: Any, runner: str) -> bool:
     """Whether the report's plan runs ``runner``."""
     return report.plan is not None and report.plan.runner == runner
+
+
+def assert_planned(report: Any, runner: str) -> None:
+    """Assert the report's plan runs ``runner``; the message lists the report's reasons (code, detail)."""
+    assert report.plan is not None and report.plan.runner == runner, [(x.code, x.detail) for x in report.reasons]

@@ -20,7 +20,7 @@ import pytest
 
 import moe_select
 
-from report_helpers import only_refusal, refusals, unknown_codes
+from report_helpers import assert_planned, only_refusal, refusals, unknown_codes
 
 TRTLLM = "flashinfer_trtllm"
 ROUTED = "flashinfer_trtllm_routed"
@@ -31,8 +31,7 @@ def _explain(**dep: Any) -> Any:
     return moe_select.explain(dep)
 
 
-def _planned(r: Any, runner: str) -> None:
-    assert r.plan is not None and r.plan.runner == runner, [(x.code, x.detail) for x in r.reasons]
+_planned = assert_planned
 
 
 # ------------------------------------------------ kind 1: raw router logits as top-k weights on the routed runner

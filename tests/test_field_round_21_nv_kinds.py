@@ -22,7 +22,7 @@ import pytest
 
 import moe_select
 
-from report_helpers import only_refusal
+from report_helpers import assert_planned, only_refusal
 
 B12X = "flashinfer_b12x"
 FICUT = "flashinfer_cutlass"
@@ -33,8 +33,7 @@ def _explain(**dep: Any) -> Any:
     return moe_select.explain(dep)
 
 
-def _planned(r: Any, runner: str) -> None:
-    assert r.plan is not None and r.plan.runner == runner, [(x.code, x.detail) for x in r.reasons]
+_planned = assert_planned
 
 
 # ------------------------------------------------ kind 1: b12x's per-rank token capacity under DP (vLLM >= 0.25.0)
