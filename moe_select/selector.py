@@ -272,12 +272,17 @@ def _why_not(fact: Conditional, ctx: _Ctx) -> tuple[str, str | None]:
     return "; ".join(parts), fix
 
 
+def _refusing(facts: Sequence[Any], value: str, ctx: _Ctx, assumed: list[str]) -> Any:
+    """The first negative fact (``supported: false``) among ``facts`` that names ``value`` and holds here, or None."""
+    return next((f for f in facts if not f.supported and value in f.values and _holds(f, ctx, assumed)), None)
+
+
 def _negative_refusal(facts: Sequence[Any], value: str, ctx: _Ctx, assumed: list[str], code: str, what: str,
                       backend: str) -> Any:
     """The negative fact (``supported: false``) among ``facts`` (activation or routing facts) that refuses ``value``
     here, or None. Where none does but one would at some value of an input the deployment leaves unstated
     (:func:`unstated_refusal`), that unknown is recorded in ``ctx`` (``code``, ``what``), issue 21."""
-    refused = next((f for f in facts if not f.supported and value in f.values and _holds(f, ctx, assumed)), None)
+    refused = _refusing(facts, value, ctx, assumed)
     if refused is None:
         maybe = next(((f, hit) for f in facts if not f.supported and value in f.values and f.when is not None
                       and (hit := unstated_refusal(f, ctx, f.when.keys(), f.when.matches)) is not None), None)
@@ -632,8 +637,7 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
         detail = f"{name} computes {', '.join(have) or 'nothing here'}{more}; the model uses {act}"
         base = CLAMPED_ACTIVATIONS.get(act)
         # a negative fact refusing the base activation here refutes the fallback to it
-        base_refused = None if base is None else next(
-            (f for f in cap.activations if not f.supported and base in f.values and _holds(f, ctx, assumed)), None)
+        base_refused = None if base is None else _refusing(cap.activations, base, ctx, assumed)
         if _version_gate(blocked, ctx):
             out.append(Reason(code="activation_unsupported", detail=detail, source=src.where(), fix=fix, backend=name))
         elif base_refused is not None:
