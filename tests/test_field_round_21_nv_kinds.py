@@ -9,8 +9,9 @@ case missed, tested on other deployments of the same kind than the round's case,
    NotImplementedError for a gated layer whose 2 x intermediate_per_rank is not a multiple of 128 (read in 0.16.0 ..
    0.29.0; vllm-project/vllm#48624): an intermediate_per_rank multiple_of 64 constraint (shape_unaligned) in
    flashinfer_cutlass.yaml, cutlass.yaml (vLLM CUTLASS NVFP4) and flashinfer_b12x.yaml (in the list from 0.22.0).
-   (vLLM's FlashInferExperts also takes GELU_TANH from 0.24.0, but no vLLM gelu row is added: see
-   flashinfer_cutlass.yaml; gelu stays refused for vLLM, as before.)
+   (vLLM's FlashInferExperts also takes GELU_TANH from 0.24.0: its gelu row, the bf16 alignment at which it hangs
+   (vllm-project/vllm#51492) and the same NVFP4 kind for flashinfer_cutedsl are tested in
+   test_vllm_fi_cutlass_gelu_cutedsl_align.py.)
 3. SGLang before 0.5.2 allocates the w4afp8 CUTLASS MoE GEMM outputs as float16, which overflow to NaN
    (sgl-project/sglang#9918, bfloat16 from 0.5.2): a negative int4_w4a8 support row of cutlass.yaml.
 """
