@@ -114,7 +114,7 @@ TESTS: dict[str, list[str]] = {
                  "test_mutants.py"],
     "cli": ["test_cli.py", "test_edges.py", "test_hostile_inputs.py", "test_edges17_cli.py", "test_pinned.py",
             "test_issue17_tooling.py", "test_launch_line.py", "test_issue17_run.py", "test_tune.py", "test_formats.py",
-            "test_mutants.py"],
+            "test_mutants.py", "test_mutants_cli.py"],
 }
 
 ALSO_COPY = ["moe_select/backends", "moe_select/rules", "moe_select/schemas", "backends", "rules", "schemas",
