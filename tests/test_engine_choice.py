@@ -102,14 +102,17 @@ def test_vllm_log_line_is_the_oracles_own():
 
 
 def test_vllm_known_failure_is_what_vllm_runs_and_the_plan_and_the_fix_are_the_reports_workaround():
-    """vllm-project/vllm#52308: vLLM runs FLASHINFER_TRTLLM (a known failure here); the plan avoids it and the flag that
-    makes vLLM follow the plan is the report's workaround."""
+    """vllm-project/vllm#52308: vLLM runs FLASHINFER_TRTLLM (a known failure here); the plan avoids it and the flag
+    makes vLLM follow the plan. The rule's next runner is FlashInfer CuTe-DSL, whose token-major vLLM class takes
+    relu2 from 0.27.0 (the report's release; backends/flashinfer_cutedsl.yaml), so the plan is that one; the report's
+    workaround, FlashInfer CUTLASS, is a supported candidate too."""
     r = moe_select.explain(CASES[2][2])
     ch = _choice(r, "vllm")
     assert ch.evidence == "known failure" and ch.differs
-    assert r.plan.runner == "flashinfer_cutlass"
+    assert r.plan.runner == "flashinfer_cutedsl"
     assert ch.cost.startswith("the engine's choice is a known failure here: shape_unaligned")
-    assert ch.follow == "--moe-backend flashinfer_cutlass"
+    assert ch.follow == "--moe-backend flashinfer_cutedsl"
+    assert next(c for c in r.candidates if c.backend == "flashinfer_cutlass").evidence == "supported"
 
 
 def test_vllm_environment_removes_backends():
@@ -224,9 +227,9 @@ def test_trtllm_auto_is_names_yaml_and_degrades_to_its_fallback():
 def test_explain_text_and_json_carry_the_engine_choice():
     r = moe_select.explain(CASES[2][2])
     text = r.render_text()
-    assert "What the engine itself would do" in text and "to run the plan: --moe-backend flashinfer_cutlass" in text
+    assert "What the engine itself would do" in text and "to run the plan: --moe-backend flashinfer_cutedsl" in text
     d = r.to_dict()["engine_choices"][0]
-    assert d["engine"] == "vllm" and d["runner"] == "flashinfer_trtllm" and d["follow"] == "--moe-backend flashinfer_cutlass"
+    assert d["engine"] == "vllm" and d["runner"] == "flashinfer_trtllm" and d["follow"] == "--moe-backend flashinfer_cutedsl"
 
 
 def test_env_rule_requires_is_a_pep440_specifier_named_at_its_line():

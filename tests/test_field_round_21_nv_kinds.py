@@ -6,8 +6,8 @@ case missed, tested on other deployments of the same kind than the round's case,
    (vllm-project/vllm#47982; 0.24.0 calls b12x_fused_moe without the wrapper's capacity; open fix #48698). A dp
    constraint of flashinfer_b12x.yaml.
 2. vLLM's NVFP4 weight preparation for the non-TRT-LLM backends (prepare_nvfp4_moe_layer_for_fi_or_cutlass) raises
-   NotImplementedError for a gated layer whose 2 x intermediate_per_rank is not a multiple of 128 (read in 0.16.0 ..
-   0.29.0; vllm-project/vllm#48624): an intermediate_per_rank multiple_of 64 constraint (shape_unaligned) in
+   NotImplementedError for a gated layer whose 2 x intermediate_per_rank is not a multiple of 128 (read in 0.14.0 ..
+   0.29.0, the 0.13.0 wheel has no such function; vllm-project/vllm#48624): an intermediate_per_rank multiple_of 64 constraint (shape_unaligned) in
    flashinfer_cutlass.yaml, cutlass.yaml (vLLM CUTLASS NVFP4) and flashinfer_b12x.yaml (in the list from 0.22.0).
    (vLLM's FlashInferExperts also takes GELU_TANH from 0.24.0: its gelu row, the bf16 alignment at which it hangs
    (vllm-project/vllm#51492) and the same NVFP4 kind for flashinfer_cutedsl are tested in
@@ -61,7 +61,7 @@ def test_b12x_planned_without_dp_or_before_the_wrapper(vllm, tp, dp):
     _planned(_explain(**B12X_DEP, engine_version=vllm, tp=tp, dp=dp), B12X)
 
 
-# ------------------------------------------------ kind 2: gated NVFP4 w13 scale padding raises (vLLM >= 0.16.0)
+# ------------------------------------------------ kind 2: gated NVFP4 w13 scale padding raises (vLLM >= 0.14.0)
 # Intermediate 1408 (a DeepSeek-V2-Lite-like width): 704 per rank at tp 2 (11 x 64, no padding), 352 at tp 4
 # (2 x 352 = 704 rows, not a multiple of 128): not the round's Gemma-4 (704 at tp 4).
 WIDE = {"num_experts": 64, "top_k": 6, "hidden_size": 2048, "moe_intermediate_size": 1408, "activation": "silu",
@@ -80,11 +80,12 @@ def test_nvfp4_gated_unaligned_per_rank_intermediate_refused(vllm, runner, file)
     assert "multiple of 64" in detail and "352" in detail, detail
 
 
-@pytest.mark.parametrize(("vllm", "tp"), [("0.16.0", 2), ("0.29.0", 2), ("0.15.1", 4)])
+@pytest.mark.parametrize(("vllm", "tp"), [("0.16.0", 2), ("0.29.0", 2), ("0.13.0", 4)])
 @pytest.mark.parametrize("runner", [FICUT, CUTLASS])
 def test_nvfp4_gated_aligned_or_before_the_bound_planned(vllm, tp, runner):
-    """704 per rank (tp 2) under 0.16.0 / 0.29.0, and 352 under 0.15.1 (before the lowest release read with the
-    raise): planned."""
+    """704 per rank (tp 2) under 0.16.0 / 0.29.0, and 352 under 0.13.0 (the last wheel without
+    prepare_nvfp4_moe_layer_for_fi_or_cutlass; the raise is in 0.14.0 .. 0.15.1 too, tested in
+    test_vllm_fi_cutlass_gelu_cutedsl_align.py): planned."""
     _planned(_explain(**FI_DEP, runner=runner, engine_version=vllm, tp=tp), runner)
 
 
