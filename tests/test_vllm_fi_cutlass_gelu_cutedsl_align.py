@@ -262,6 +262,16 @@ def test_token_major_planned_from_0_20_0(vllm):
     assert r.plan.evidence == "supported", [(u.code, u.detail) for u in r.plan.unknowns]
 
 
+def _cutedsl_planned_or_refused(r, ok: bool, code: str, says: str) -> None:
+    """``ok``: flashinfer_cutedsl planned; else no plan, and its one refusal has ``code`` from flashinfer_cutedsl.yaml
+    and a message containing ``says``."""
+    if ok:
+        assert_planned(r, CUTEDSL)
+    else:
+        assert r.plan is None
+        assert says in only_refusal(r, CUTEDSL, code, "flashinfer_cutedsl.yaml")
+
+
 @pytest.mark.parametrize(("a2a", "mode", "vllm", "ok"), [
     ("deepep", "normal", "0.19.0", False), ("deepep", "normal", "0.20.0", True),
     ("flashinfer", None, "0.19.0", False), ("flashinfer", None, "0.20.0", True),
@@ -271,11 +281,7 @@ def test_standard_all_to_alls_follow_the_bound_and_batched_ones_do_not(a2a, mode
     """EP 4 at 1408 per rank (aligned): DeepEP normal and FlashInfer's all-to-all (standard format) refused under
     0.19.0, planned under 0.20.0; DeepEP low-latency and NIXL (batched) planned under 0.19.0."""
     r = _explain(**{**LL, "a2a": a2a, "a2a_mode": mode}, model=NV, engine_version=vllm)
-    if ok:
-        assert_planned(r, CUTEDSL)
-    else:
-        assert r.plan is None
-        assert "hands over standard" in only_refusal(r, CUTEDSL, "a2a_unsupported", "flashinfer_cutedsl.yaml")
+    _cutedsl_planned_or_refused(r, ok, "a2a_unsupported", "hands over standard")
 
 
 def test_auto_before_0_20_0_does_not_take_cutedsl_token_major():
@@ -422,11 +428,7 @@ def test_new_gated_activations_share_the_token_major_alignment(act, tp, ok):
     situ and the clamped SiLU at 352 per rank refused (shape_unaligned) under 0.30.0, at 704 planned; relu2 (not
     gated, not interleaved from 0.27.0) at 352 planned."""
     r = _explain(**_act(act), engine_version="0.30.0", tp=tp)
-    if ok:
-        assert_planned(r, CUTEDSL)
-    else:
-        assert r.plan is None
-        assert "multiple of 64" in only_refusal(r, CUTEDSL, "shape_unaligned", "flashinfer_cutedsl.yaml")
+    _cutedsl_planned_or_refused(r, ok, "shape_unaligned", "multiple of 64")
 
 
 def test_sglang_activations_unchanged():
