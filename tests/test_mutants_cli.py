@@ -21,6 +21,8 @@ import pytest
 from moe_select import cli
 from moe_select.errors import InputError, MoeSelectError
 
+from test_edges17_cli import OTHER, _sticky
+
 MODEL = "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"
 
 
@@ -158,14 +160,10 @@ def test_write_into_a_missing_folder_names_the_output_field(tmp_path):
                     reason="gives a FIFO to another user (os.chown): run as root, POSIX")
 def test_another_users_fifo_in_a_sticky_folder_is_named_a_fifo(tmp_path):
     """x_write_atomically__mutmut_42: the refusal calls a FIFO "a FIFO" and names protected_fifos."""
-    d = tmp_path / "shared"
-    d.mkdir()
-    os.chown(d, 2001, 2001)
-    os.chmod(d, 0o1777)
-    fifo = d / "plan.json"
+    fifo = _sticky(tmp_path) / "plan.json"
     os.mkfifo(fifo)
-    os.chown(fifo, 3001, 3001)
+    os.chown(fifo, OTHER, OTHER)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     with pytest.raises(MoeSelectError) as e:
         cli.write_atomically(Path(fifo), "{}")
-    assert f"{fifo} is a FIFO owned by uid 3001" in str(e.value) and "protected_fifos" in str(e.value)
+    assert f"{fifo} is a FIFO owned by uid {OTHER}" in str(e.value) and "protected_fifos" in str(e.value)
