@@ -1,7 +1,10 @@
 """Tests that kill the mutants of moe_select/cli.py that the sampled device run of 2026-12-02 (eighth session;
 mutmut 3.8.1, seed 19, 50 of cli's 2205 mutants, tree c581f8e; benchmarks/results/mutation_sampled_h200_2026-12-02_s8.json)
-left: 18 survived, 4 reached no test. Each test names the mutants it kills (``cli.x_function__mutmut_N``, numbered
-at c581f8e); the expectations are written by hand from the inputs and argparse's documented behaviour.
+left: 18 survived, 4 reached no test. Six more came from the local sampled run of the same session (seed 19, 50
+per module, tree 352b298; benchmarks/results/mutation_sampled_local_2026-12-02_s8.json): x__run_args__mutmut_28 and
+_73, x_cmd_run__mutmut_22, _75, _89 and _113 (numbered at 352b298; the tests for them are at the end). Each test names
+the mutants it kills (``cli.x_function__mutmut_N``, numbered at c581f8e unless said); the expectations are written by
+hand from the inputs and argparse's documented behaviour.
 
 Equivalent, so not tested (the reason in one line each):
 
@@ -167,3 +170,81 @@ def test_another_users_fifo_in_a_sticky_folder_is_named_a_fifo(tmp_path):
     with pytest.raises(MoeSelectError) as e:
         cli.write_atomically(Path(fifo), "{}")
     assert f"{fifo} is a FIFO owned by uid {OTHER}" in str(e.value) and "protected_fifos" in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------------- run
+def test_run_help_shows_tokens_and_allow_jit_text(capsys, monkeypatch):
+    """x__run_args__mutmut_28 (--tokens' help left out) and _73 (--allow-jit's help upper-cased): both texts in
+    ``run --help`` (a wide terminal, so argparse wraps no line)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for text in ("tokens to route (the float64 reference checks at most 256 of them)",
+                 "let a runner build its kernels at the first call (minutes); default: refuse, and with runner auto "
+                 "prefer the next eligible runner that needs no build"):
+        assert text in out, text
+
+
+def test_run_json_without_nproc_names_the_command_line_and_json(capsys):
+    """x_cmd_run__mutmut_22 (the issue's file None): ``run --json`` of one process -> exit 2, the issue on
+    ``<command line>``, field ``json``."""
+    assert cli.main(["run", "--model-config", "some-checkpoint", "--json"]) == 2
+    assert capsys.readouterr().err == ("invalid input:\n  <command line>: json: --json prints the result of a --nproc run "
+                                       "(N > 1); a single-process run prints text\n")
+
+
+def test_run_nproc_with_a_flag_it_cannot_honour_names_the_nproc_field(capsys):
+    """x_cmd_run__mutmut_75: ``run --nproc 2 --quant fp8`` -> exit 2, field ``nproc``, the flag named."""
+    assert cli.main(["run", "--model-config", "some-checkpoint", "--nproc", "2", "--quant", "fp8"]) == 2
+    assert capsys.readouterr().err == ("invalid input:\n  <command line>: nproc: --nproc runs on the CPU with the "
+                                       "checkpoint's format, runner auto and the bundled rules: --quant cannot be "
+                                       "honoured with it\n")
+
+
+def test_run_nproc_with_another_tp_names_the_tp_field(capsys):
+    """x_cmd_run__mutmut_89: ``run --nproc 2 --tp 4`` -> exit 2, field ``tp`` (lower case, as the flag)."""
+    assert cli.main(["run", "--model-config", "some-checkpoint", "--nproc", "2", "--tp", "4"]) == 2
+    assert capsys.readouterr().err == ("invalid input:\n  <command line>: tp: --nproc 2 runs one rank per process: tp "
+                                       "must equal nproc (got --tp 4)\n")
+
+
+class _Stream:
+    """A stream that records what is written and when it is flushed."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.events.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        self.events.append("<flush>")
+
+
+@pytest.mark.parametrize("json_flag", [False, True])
+def test_run_nproc_flushes_each_progress_line_as_it_is_said(monkeypatch, json_flag):
+    """x_cmd_run__mutmut_113 (``flush=True`` left out of ``say``): each progress line of ``run --nproc`` is
+    flushed when it is said, while the ranks still run (stdout with text, stderr with --json), so a pipe shows
+    it at once. run_distributed is replaced by one that says two lines and checks the stream after each."""
+    import moe_select.harness.launch as launch
+
+    out, err = _Stream(), _Stream()
+    monkeypatch.setattr(cli.sys, "stdout", out)
+    monkeypatch.setattr(cli.sys, "stderr", err)
+    progress = err if json_flag else out
+
+    def fake(*, say, **kwargs):
+        for line in ("moe-select: using torch_native", "ranks: 2 processes"):
+            say(line)
+            assert progress.events[-3:] == [line, "\n", "<flush>"], progress.events
+        return {"ok": True}
+
+    monkeypatch.setattr(launch, "run_distributed", fake)
+    monkeypatch.setattr(cli, "_render_distributed", lambda r: "rendered")
+    rc = cli.main(["run", "--model-config", "some-checkpoint", "--nproc", "2", *(["--json"] if json_flag else [])])
+    assert rc == 0
+    assert progress.events[:6] == ["moe-select: using torch_native", "\n", "<flush>", "ranks: 2 processes", "\n",
+                                   "<flush>"]
