@@ -56,13 +56,16 @@ def test_nvfp4_per_token_of_an_fp8_checkpoint_is_online_nvfp4(tmp_path):
 
 
 def test_online_nvfp4_makers_are_judged_on_the_deployments_arch(tmp_path):
-    """x_understand__mutmut_286 (online_engines asked with arch None): vLLM's nvfp4_per_token holds on sm100/sm103
-    only (backends/formats.yaml), so on sm100 with engine vllm the engines that make it are ``["vllm"]``."""
+    """x_understand__mutmut_286 (online_engines asked with arch None, where an arch-bound fact holds): vLLM's
+    nvfp4_per_token holds on sm100/sm103 only (backends/formats.yaml), SGLang's nvfp4_online on any arch; so with
+    engine any the engines that make online NVFP4 with per-token scales are sglang alone on sm90, both on sm100."""
     _checkpoint(tmp_path, BASE)
-    u = _understood(tmp_path, "arch: sm100\nmodel_config: ckpt\nengine: vllm\nquant: nvfp4\n"
-                              "quant_config: {activation_scale: per_token}\n")
-    assert u.quant_params["online_engines"] == ["vllm"]
+    text = "model_config: ckpt\nquant: nvfp4\nquant_config: {activation_scale: per_token}\n"
+    u = _understood(tmp_path, "arch: sm90\n" + text)
+    assert u.quant_params["online_engines"] == ["sglang"]
     assert u.quant_params["online"] is True
+    u = _understood(tmp_path, "arch: sm100\n" + text)
+    assert u.quant_params["online_engines"] == ["sglang", "vllm"]
 
 
 def test_a_format_without_a_row_over_a_bf16_checkpoint_is_made_online(tmp_path):
