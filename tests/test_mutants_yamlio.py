@@ -9,6 +9,10 @@ Equivalent, so not tested (the reason in one line each):
 - x__field_path__mutmut_1 (the default ``kind="missing"`` -> ``"XXmissingXX"``): the one caller, validation_issues,
   always passes the error's type as ``kind``, so the default is never read (as in test_mutants_c.py).
 - x_load_text__mutmut_79 (``text.rfind("\\n", None, pos)``): str.rfind reads a start of None as 0, the value written.
+- x_load_text__mutmut_92 (the code point of a ReaderError character given as a string -> 0): with PyYAML >= 6.0
+  (pyproject) and a str stream, both readers give the refused character as an int code point (libyaml's
+  problem_value; the Python reader's ``ord(character)`` in Reader.check_printable), so the string branch is never
+  reached; test_a_control_character_is_named_by_its_code_point pins the message of the branch that is.
 - xǁ_BoundedComposerǁcompose_document__mutmut_4 (``self.anchors = None`` after the document): load_text composes
   one document with a fresh loader (``_start_counts`` sets the anchors when it starts) and a second document is
   refused before it is composed, so the anchors are never read after that assignment.
@@ -37,8 +41,8 @@ def _issues(fn, *args) -> list[Issue]:
 
 
 def test_a_control_character_is_named_by_its_code_point():
-    """x_load_text__mutmut_92 (the code point of a character the reader gives as a string -> 0: ``U+0000``): a
-    U+0001 on line 2, the fifth character of ``b: x\\x01y``."""
+    """(Pins the message the equivalent x_load_text__mutmut_92 leaves alone.) A U+0001 on line 2, the fifth
+    character of ``b: x\\x01y``."""
     assert _issues(load_text, "a: 1\nb: x\x01y\n", "f.yaml") == [
         Issue("f.yaml", 2, "", "not valid YAML: control character U+0001 at column 5 (only printable characters are allowed)")]
 
