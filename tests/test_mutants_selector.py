@@ -32,7 +32,8 @@ SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_si
 SRC = "example-org/example-kernels@0123456789ab:src"
 
 #: A runner shipped by SGLang only, on sm90 / bf16: silu and gelu, gelu refused with triton 3.0 .. 3.1 (a negative
-#: fact bounded by package versions); renormalize routing (pre-computed top-k on sm100 only); ep at most 4; three
+#: fact bounded by package versions); renormalize and softmax_topk routing, softmax_topk refused with triton 3.0 .. 3.1
+#: (pre-computed top-k on sm100 only); ep at most 4; three
 #: package needs: torch on sm100 only, flashinfer-python only with triton >= 9, and sgl-deep-gemm.
 SELMUT = textwrap.dedent(f"""\
     schema_version: 3
@@ -54,8 +55,12 @@ SELMUT = textwrap.dedent(f"""\
         requires: {{triton: ">=3.0,<3.2"}}
         source: "{SRC}/act_bug.py"
     routing:
-      - values: [renormalize]
+      - values: [renormalize, softmax_topk]
         source: "{SRC}/routing.py"
+      - values: [softmax_topk]
+        supported: false
+        requires: {{triton: ">=3.0,<3.2"}}
+        source: "{SRC}/routing_bug.py"
       - values: any
         when: {{arch: [sm100]}}
         source: "{SRC}/routing_sm100.py"
@@ -107,18 +112,22 @@ def _selmut(folder: Path, model: dict | None = None, environment: Environment | 
 
 
 # ------------------------------------------------------------------------------------- the hand-built runner
-def test_a_version_bounded_negative_activation_fact_and_a_missing_package(selmut):
-    """x_check_runner__mutmut_268 (the refusal's fix -> None), x__under__mutmut_9 (`` (with ...)`` closed by
+def test_version_bounded_negative_facts_and_a_missing_package(selmut):
+    """x_check_runner__mutmut_268 (the routing refusal's fix -> None), x__under__mutmut_9 (`` (with ...)`` closed by
     ``XX)XX``), x__package_reasons__mutmut_15 (``continue`` -> ``break``: the needs after a skipped one are not read)
-    and x__package_reasons__mutmut_98 (`` : None`` after a missing package no look-alike explains): gelu refused by
-    the fact bounded to triton 3.0 .. 3.1 (silu and gelu are taken at any version, so leaving the bound is the fix),
-    and sgl-deep-gemm, declared absent (null), named as not installed in the deployment's packages."""
+    and x__package_reasons__mutmut_98 (`` : None`` after a missing package no look-alike explains): gelu and
+    softmax_topk refused by the facts bounded to triton 3.0 .. 3.1 (the positive facts take both at any version, so
+    leaving the bound is the fix), and sgl-deep-gemm, declared absent (null), named as not installed in the
+    deployment's packages."""
     f = selmut / "selmut.yaml"
-    r = _selmut(selmut, {**SMALL, "activation": "gelu"}, packages={"triton": "3.1.0", "sgl-deep-gemm": None})
+    r = _selmut(selmut, {**SMALL, "activation": "gelu", "routing": "softmax_topk"},
+                packages={"triton": "3.1.0", "sgl-deep-gemm": None})
     assert r.plan is None
     assert [(x.code, x.detail, x.source, x.fix) for x in cand(r, "selmut").reasons] == [
         ("activation_unsupported", "selmut does not apply gelu (with triton >=3.0,<3.2)", _line(f, "  - values: [gelu]"),
          "triton outside >=3.0,<3.2"),
+        ("routing_unsupported", "selmut does not apply softmax_topk routing (with triton >=3.0,<3.2)",
+         _line(f, "  - values: [softmax_topk]"), "triton outside >=3.0,<3.2"),
         ("dependency_missing", "selmut needs sgl-deep-gemm (import deep_gemm); it is not installed (in the deployment's "
          "packages)", _line(f, "  - {name: sgl-deep-gemm"), "pip install 'sgl-deep-gemm'")]
 
@@ -158,13 +167,13 @@ def test_a_parallel_fix_is_searched_in_the_engines_that_ship_the_runner(selmut):
 
 def test_an_unnamed_routing_cites_the_first_routing_fact(selmut):
     """x_check_runner__mutmut_344 (``"any"`` -> ``"XXanyXX"``): routing ``an`` (a well-formed name no fact knows) is
-    unverified citing selmut's first routing fact (renormalize), not the sm100 ``values: any`` fact (``"an" in
+    unverified citing selmut's first routing fact (renormalize, softmax_topk), not the sm100 ``values: any`` fact (``"an" in
     "any"`` is a substring test)."""
     r = _selmut(selmut, {**SMALL, "routing": "an"}, packages={"triton": "3.3.0"})
     assert r.plan is not None
     assert [(x.code, x.detail, x.source) for x in r.plan.unknowns] == [
-        ("routing_unsupported", "selmut routes inside the kernel with renormalize; the model routes with an",
-         _line(selmut / "selmut.yaml", "  - values: [renormalize]"))]
+        ("routing_unsupported", "selmut routes inside the kernel with renormalize, softmax_topk; the model routes with an",
+         _line(selmut / "selmut.yaml", "  - values: [renormalize, softmax_topk]"))]
 
 
 # ------------------------------------------------------------------------------------------- bundled facts
