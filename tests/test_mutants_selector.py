@@ -159,7 +159,7 @@ def test_on_a_detected_machine_what_is_missing_is_missing_here(selmut):
 def test_a_parallel_fix_is_searched_in_the_engines_that_ship_the_runner(selmut):
     """x_check_runner__mutmut_403 (``... or None`` -> ``... and None``: the fix searched in every engine of ``engine:
     any``): selmut is shipped by SGLang only, so ep 8 above its 4 is fixed as SGLang takes it at tp 8 (ep 1, 2 or 4),
-    not also under vLLM, which spans EP over TP x DP and takes no ep 2 or 4 at tp 8."""
+    not searched again under vLLM and TensorRT-LLM (whose parallelism facts differ: vLLM spans EP over TP x DP)."""
     r = _selmut(selmut, engine="any", tp=8, ep=8, packages={"triton": "3.3.0"})
     (why,) = cand(r, "selmut").reasons
     assert (why.code, why.detail, why.fix) == ("parallelism_unsupported", "selmut: ep = 8 is above 4", "ep in {1, 2, 4} (tp 8)")
