@@ -505,12 +505,22 @@ def _tile_digest(cores: list[Any]) -> str | None:
 def _user_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning issued by this function's caller name the first frame outside this
     package: the line that called ``resolve`` or ``resolve_layers`` (however many of the package's frames lie
-    between, trampolines of a mutation run among them)."""
+    between). The frames of a mutation run's trampolines (mutmut 3's ``mutmut.mutation.trampoline``, which wraps
+    every function of the mutated module, this one and its caller included) count as the package's: without that,
+    a mutation run (benchmarks/mutation.py) would see every warning named at the package line that issued it."""
     import sys
 
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(1), 1          # the warning's issuer; warnings.warn counts it as 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+    def trampoline(f: Any) -> bool:
+        return f.f_globals.get("__name__") == "mutmut.mutation.trampoline"
+
+    frame = sys._getframe(1)
+    while trampoline(frame) and frame.f_back is not None:   # this function's own trampoline, if any
+        frame = frame.f_back
+    level = 1                                    # the warning's issuer; warnings.warn counts it as 1
+    while frame.f_back is not None and (os.path.abspath(frame.f_code.co_filename).startswith(package)
+                                        or trampoline(frame)):
         frame, level = frame.f_back, level + 1
     return level
 
