@@ -128,8 +128,8 @@ class RoutingFact(Fact):
 
 
 class DispatchFact(Fact):
-    """Dispatch formats the runner's kernels consume (``standard`` token-major, ``batched`` expert-major;
-    :mod:`moe_select.contracts`)."""
+    """Dispatch formats the runner's kernels consume (``standard`` token-major, ``padded_standard`` token-major with padding
+    rows, ``batched`` expert-major; :mod:`moe_select.contracts`)."""
 
     formats: list[DispatchFormat] = Field(min_length=1)
 

@@ -780,8 +780,11 @@ def _dispatch_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> l
     if restrict and u.a2a not in allowed:
         gap = _gap(ctx, cap, "a2a", "a2a_unsupported", f"{name} is paired with a2a {', '.join(allowed)}; no fact pairs it with "
                    f"{u.a2a}", f"an a2a fact of {name} naming {u.a2a} here", restrict[0].where(), name)
-        return [r.model_copy(update={"fix": f"a2a in {{{', '.join(allowed)}}}"}) for r in gap] + (
-            _dispatch_precision_reasons(a2a, name, ctx, assumed) if a2a is not None else [])
+        if gap or a2a is None:
+            return [r.model_copy(update={"fix": f"a2a in {{{', '.join(allowed)}}}"}) for r in gap] + (
+                _dispatch_precision_reasons(a2a, name, ctx, assumed) if a2a is not None else [])
+        # An open a2a list leaves the pairing unverified; the dispatch formats can still refuse it (an exhaustive
+        # dispatch list: the engine's own format check).
     if a2a is None:
         return out
     consumed = {f for d in cap.dispatch if _holds(d, ctx, assumed) for f in d.formats}

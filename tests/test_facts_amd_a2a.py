@@ -326,11 +326,12 @@ def test_nixl_and_deepep_v2_exist_with_their_layouts(tmp_path, capsys):
 
 
 def test_deepep_v2_under_vllm_hands_over_token_major_rows(tmp_path, capsys):
-    # vllm-project/vllm@02bd2a494f5c prepare_finalize/deepep_v2.py: DeepEPV2PrepareAndFinalize's activation format is
-    # Standard in both layouts (decode/CUDA-graph and prefill), where SGLang's decode layout is expert-major (batched).
+    # vllm-project/vllm@02bd2a494f5c prepare_finalize/deepep_v2.py: DeepEPV2PrepareAndFinalize hands token-major rows in
+    # both layouts (decode/CUDA-graph and prefill), where SGLang's decode layout is expert-major (batched); the rows are
+    # padded (an upper-bound count, -1 ids), vLLM's PaddedStandard from 0.34.0 (tests/test_vllm_deepep_v2_padded.py).
     dep = dict(gpu="H200", quant="bf16", model=QWEN3_30B, tp=8, ep=8, a2a="deepep_v2")
     vllm = explain(tmp_path, capsys, **dep, engine="vllm")
-    assert vllm["status"] == "ok" and vllm["plan"]["dispatch_formats"] == ["standard"], vllm["plan"]
+    assert vllm["status"] == "ok" and vllm["plan"]["dispatch_formats"] == ["padded_standard"], vllm["plan"]
     # vLLM's TritonExperts refuse FlashInfer's NVLink all-to-alls only: triton takes deepep_v2 there, supported.
     assert vllm["plan"]["runner"] == "triton" and vllm["plan"]["evidence"] == "supported", vllm["plan"]["unknowns"]
     sglang = explain(tmp_path, capsys, **dep, engine="sglang")
