@@ -23,6 +23,12 @@ _fall_back's ``stacklevel`` (mutants 51, 53, 56 of the run, when it was a fixed 
 MeasurementsWarning to resolve's own line, and a fixed 5 to resolve_layers' call of resolve. It is counted now
 (resolver._user_stacklevel: the first frame outside the package), which also holds under mutmut, whose trampoline
 frames lie inside it: the location tests run in both.
+
+The sampled run on the H200 (benchmarks/results/mutation_sampled_h200_2026-12-02_s9.json: seed 19, 50 of 1600 mutants
+at 0c2954f, 6 survivors) is answered by the tests at the end of this file: resolve asking for the machine key of the
+device it was given (_prepare_74), the fingerprint reason's exact words (_replan_reasons_83, _89), and
+check_environment's catalog source, import-name lookup and prebuilt-package hint (_38, _126, _211). None of the six is
+equivalent.
 """
 from __future__ import annotations
 
@@ -381,3 +387,107 @@ def test_resolve_layers_passes_the_arguments_to_every_kind(configs):
                            "require_adapter": True, "runner": "torch_native", "tp": 2})
     runners = moe_select.resolve_layers(cpu, tp_rank=1)
     assert {k: (r.spec.quant, r.spec.tp_rank) for k, r in runners.items()} == {"main": ("nvfp4", 1), "mtp": ("bf16", 1)}
+
+
+# ------------------------------------------------------------------------------- H200 run s9 (0c2954f): _prepare
+def test_resolve_asks_for_the_machine_key_of_the_device_it_was_given(monkeypatch):
+    """resolve compares the table's MachineKey with the one of the device the caller names (on a machine without a
+    GPU the default, the CPU, is the same key, so what measurements.this_machine is asked for is recorded; it answers
+    with the table's own key, so the plan resolves as measured). Kills resolver.x__prepare__mutmut_74
+    (``machine_here(p, device)``: the device taken for the environment, and this_machine asked for the default
+    device, None)."""
+    import sys
+
+    import moe_select.measurements as M
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_measured_plans import CPU as TABLE, DEP as MEASURED_DEP
+
+    p = moe_select.plan(MEASURED_DEP, measurements=[TABLE])
+    assert p.measurements is not None and p.measurements.machine.packages == {}
+    asked: list[dict[str, Any]] = []
+
+    def this_machine(**kw: Any) -> MachineKey:
+        asked.append(kw)
+        return p.measurements.machine
+
+    monkeypatch.setattr(M, "this_machine", this_machine)
+    runner = moe_select.resolve(p, device="cpu", environment=p.environment, registry=Registry())
+    assert runner.name == "torch_native"
+    assert asked == [{"cuda_graph": False, "packages": {}, "tile_configs": None, "device": "cpu"}]
+
+
+# ------------------------------------------------------------------------- H200 run s9 (0c2954f): check_environment
+def test_an_edited_deployment_is_named_by_its_fingerprint():
+    """A plan whose deployment was edited after planning (16 experts where it was made for 8): every other derived
+    field selects the same, so the one reason is the fingerprint's, in these words. Kills
+    resolver.x__replan_reasons__mutmut_83 (its detail ``XX...XX``) and _89 (its fix ``XXplan again ...XX``)."""
+    p = moe_select.plan(DEP)
+    model = p.deployment.model
+    assert model is not None and model.num_experts == 8
+    edited = p.model_copy(update={"deployment": p.deployment.model_copy(
+        update={"model": model.model_copy(update={"num_experts": 16})})})
+    assert R.check_environment(edited, p.environment) == [Reason(
+        code="plan_mismatch", detail="fingerprint: the plan's inputs (deployment or environment) differ from those it "
+        "was made for: the plan was edited after planning", source="plan", fix="plan again (moe-select plan)")]
+
+
+def test_rule_files_that_no_longer_load_are_named_with_the_catalog_as_source(tmp_path):
+    """A plan made with an operator's rules folder that is gone since: the catalog the plan was made with cannot be
+    loaded again, and that is the one reason (no file comparison, no fresh selection without it), its source the
+    catalog. Kills resolver.x_check_environment__mutmut_38 (``source=None``)."""
+    rules = tmp_path / "site"
+    rules.mkdir()
+    (rules / "r.yaml").write_text("schema_version: 1\nrules:\n  - id: site-order\n    when: {arch: [cpu]}\n"
+                                  "    prefer: [torch_grouped_mm, torch_native]\n")
+    p = moe_select.plan(DEP, catalog=load_catalog([rules], use_env=False))
+    assert p.rule_sources == [str(rules)]
+    (rules / "r.yaml").unlink()
+    rules.rmdir()
+    assert R.check_environment(p, p.environment) == [Reason(
+        code="plan_mismatch", detail=f"the rule/capability files no longer load: {rules}: rules file or directory not "
+        "found", source="catalog")]
+
+
+#: A FlashInfer CUTLASS plan for an H200 declared not prebuilt (no FlashInfer needed: nothing is built).
+_FI_MODEL = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+             "routing": "renormalize"}
+
+
+def _fi_plan() -> Plan:
+    return moe_select.plan({"gpu": "H200", "quant": "bf16", "model": _FI_MODEL, "runner": "flashinfer_cutlass",
+                            "prebuilt": {"flashinfer-python": False},
+                            "packages": {"flashinfer-python": "0.6.4", "torch": "2.11.0"}})
+
+
+def test_a_package_found_under_its_import_name_is_installed():
+    """The plan needs flashinfer-python (import flashinfer) 0.6.4; the environment lists it under its import name
+    ``flashinfer`` (as found by importing it): it is installed, so no reason. Kills
+    resolver.x_check_environment__mutmut_126 (``env.package(need.name)``: looked up by the distribution name only,
+    not found, dependency_missing)."""
+    p = _fi_plan()
+    assert [(n.name, n.module) for n in p.packages] == [("flashinfer-python", "flashinfer")]
+    env = Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"flashinfer": "0.6.4", "torch": "2.11.0"},
+                      prebuilt={"flashinfer-python": False})
+    assert R.check_environment(p, env) == []
+
+
+def test_require_prebuilt_names_the_prebuilt_package_to_install_when_there_is_one():
+    """require_prebuilt refuses a plan that would JIT-compile; the fix names flashinfer_cutlass's prebuilt package
+    (flashinfer-jit-cache, for flashinfer-python) when its capability file states one, and only the other runner
+    when it does not. Kills resolver.x_check_environment__mutmut_211 (``hint = None``: the fix starts ``None``)."""
+    p = _fi_plan()
+    assert p.jit is not None
+    env = Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"flashinfer-python": "0.6.4",
+                      "torch": "2.11.0"}, prebuilt={"flashinfer-python": False})
+    refusal = Reason(code="dependency_missing", detail=f"flashinfer_cutlass would JIT-compile at its first call and "
+                     f"require_prebuilt is set: {p.jit}", source="resolve(require_prebuilt=True)",
+                     fix="install flashinfer-jit-cache (matching flashinfer-python), or plan another runner")
+    assert R.check_environment(p, env, require_prebuilt=True) == [refusal]
+    base = default_catalog()
+    cap = base.runners["flashinfer_cutlass"]
+    assert cap.jit is not None and cap.jit.prebuilt_package == "flashinfer-jit-cache"
+    bare = dataclasses.replace(base, runners={**base.runners, "flashinfer_cutlass": cap.model_copy(
+        update={"jit": cap.jit.model_copy(update={"prebuilt_package": None})})})
+    assert R.check_environment(p, env, require_prebuilt=True, catalog=bare) == [
+        refusal.model_copy(update={"fix": "plan another runner"})]
