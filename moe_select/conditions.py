@@ -160,7 +160,7 @@ class When(Located):
         import re
 
         for name in v or []:
-            if not re.match(r"^[A-Za-z][A-Za-z0-9_]{0,127}$", name):
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,127}", name):
                 raise ValueError(f"{name!r} is not a model class name (config.json architectures, e.g. NemotronHForCausalLM)")
         return v
 
@@ -170,7 +170,7 @@ class When(Located):
         import re
 
         for name in v or []:
-            if not re.match(r"^[a-z][a-z0-9_]*$", name):
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
                 raise ValueError(f"{name!r} is not an a2a backend name (lower case, digits, _)")
         return v
 

@@ -139,7 +139,7 @@ class Deployment(Located):
         from packaging.version import InvalidVersion, Version
 
         for name, version in (v or {}).items():
-            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name):
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
                 raise ValueError(f"package name {name!r} is not a distribution name")
             if version is not None:
                 try:
@@ -159,7 +159,7 @@ class Deployment(Located):
             if not v:
                 raise ValueError("an empty mapping: give auto, a precision, or {<layer kind>: <precision>, ...}")
             for kind in v:
-                if not re.match(r"^[a-z][a-z0-9_]{0,39}$", kind):
+                if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", kind):
                     raise ValueError(f"{kind[:40]!r} is not a layer kind name (main, mtp, ...: lower case, digits, _)")
         for value in values:
             if value != "auto" and value not in PRECISIONS:

@@ -63,8 +63,8 @@ Meaning = Literal[
 Takes = Literal["switch", "bool_optional", "bool", "value", "int", "file", "json", "list"]
 #: A citation: ``owner/repo@ref:path[:symbol]``, ``owner/repo#N``, or ``this project: ...``; more may follow.
 CITATION = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[0-9a-f]{7,40}:[^\s:;]+(:[A-Za-z0-9_.]+)?|#\d+)|this project: )")
-_KEYED = re.compile(r"^([a-z_]+):([A-Za-z0-9_.]+)$")
-_FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_KEYED = re.compile(r"^([a-z_]+):([A-Za-z0-9_.]+)\Z")
+_FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 
 class Change(Located):
@@ -191,7 +191,7 @@ class _Entry(Located):
             if not self.a2a:
                 raise ValueError("a2a: name at least one all-to-all backend (backends/a2a/<name>.yaml) that reads it")
             for name in self.a2a:
-                if not re.match(r"^[a-z][a-z0-9_]*$", name):
+                if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
                     raise ValueError(f"a2a: {name[:40]!r} is not an all-to-all backend name (lower case, digits, _)")
         elif scoped:
             raise ValueError(f"{', '.join(scoped)}: for means: dispatch_precision only (this entry means {self.means})")

@@ -748,7 +748,7 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
                 shape["activation"] = "silu_clamped"
                 prov["activation"] = (f"{prov['activation']}; {prov['swiglu_limit']} (SiLU with gate and up clamped at "
                                       f"swiglu_limit {shape['swiglu_limit']}: silu_clamped)")
-        elif re.match(r"^[a-z][a-z0-9_]{0,63}$", act):
+        elif re.fullmatch(r"[a-z][a-z0-9_]{0,63}", act):
             # An activation no vocabulary declares (issue 18): kept under its own name, for the selector to judge.
             shape["activation"] = act
             prov["activation"] = (f"{_at(text, 'hidden_act')} (an activation this moe-select does not know: read as "
@@ -823,7 +823,7 @@ def _architecture(cfg: MarkedDict, shape: dict[str, Any], prov: dict[str, str]) 
         return
     archs = cfg["architectures"]
     first = archs[0] if isinstance(archs, list) and archs else None
-    if not isinstance(first, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]{0,127}$", first):
+    if not isinstance(first, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,127}", first):
         raise _issue(cfg, "architectures", f"architectures must be a list of model class names, got {_what(archs)}")
     shape["architecture"], prov["architecture"] = first, _at(cfg, "architectures")
 

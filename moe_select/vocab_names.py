@@ -24,8 +24,8 @@ _ARCH_RE = re.compile(ARCH_PATTERN)
 _SPEC_RE = re.compile(ARCH_SPEC_PATTERN)
 _NAME_RE = re.compile(NAME_PATTERN)
 #: What a deployment may write: any case, ``sm_90``, ``sm90a``/``sm100f`` (compile-target suffixes).
-_INPUT_RE = re.compile(r"^(?:(cpu)|sm_?([1-9][0-9]{1,2})[af]?|(gfx[0-9][0-9a-f]{2,3}))$")
-_RANGE_RE = re.compile(r"^sm([1-9][0-9]{1,2})\+$")
+_INPUT_RE = re.compile(r"^(?:(cpu)|sm_?([1-9][0-9]{1,2})[af]?|(gfx[0-9][0-9a-f]{2,3}))\Z")
+_RANGE_RE = re.compile(r"^sm([1-9][0-9]{1,2})\+\Z")
 
 
 def normalize_arch(text: str) -> str:
