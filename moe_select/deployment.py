@@ -466,8 +466,15 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     elif quant is None and model is not None:
         bad("quant", "quant not given and no model_config to read it from")
 
-    # Quantization parameters: the checkpoint's, else quant_config, else the format's defaults.
+    # Quantization parameters: the checkpoint's, else quant_config, else the format's defaults. A checkpoint the engine
+    # quantizes online states the parameters of the weights it holds (an FP8 checkpoint's block [128, 128]), not those
+    # of the format served: those come from quant_config and the served format's defaults.
     quant_params: dict[str, Any] = dict(info.quant_params) if info is not None and model is not None else {}
+    if made_online and quant_params:
+        notes.append(f"the checkpoint's {info.quant if info is not None else ''} parameters "
+                     f"({', '.join(f'{k} {v}' for k, v in quant_params.items())}) describe its weights before online "
+                     f"quantization: the served {quant} layer takes {quant}'s own")
+        quant_params = {}
     kinds = list(info.layer_kinds) if info is not None and model is not None else []
     main_layers = list(kinds[0]["layers"]) if kinds else []
     extra: list[dict[str, Any]] = [dict(kind) for kind in kinds[1:]]
