@@ -152,11 +152,18 @@ def test_humming_refuses_rocm_and_pre_turing_under_vllm_and_swiglu_oai_under_sgl
             "humming", "activation_unsupported", "backends/humming.yaml")
 
 
-def test_humming_refuses_flashinfer_nvlink_all_to_alls_under_vllm():
-    # HummingExpertsBase._supports_parallel_config: not use_fi_nvl_one_sided_kernels / use_fi_nvl_two_sided_kernels.
+def test_humming_takes_flashinfer_nvlink_all_to_alls_under_vllm_from_0_25():
+    # HummingExpertsBase._supports_parallel_config refuses use_fi_nvl_one_sided_kernels / use_fi_nvl_two_sided_kernels in
+    # 0.20.0 .. 0.24.0, but no path consults it there (0.21.0 .. 0.24.0's is_supported_config override skips the base
+    # check): unverified, not refused. From 0.25.0 it returns True and the override calls the base check: supported.
     for a2a in ("flashinfer", "flashinfer_two_sided"):
-        refused(explain(gpu="B200", engine="vllm", quant="mxfp4", model=GPT_OSS_20B, tp=1, dp=8, ep=8, a2a=a2a,
-                        runner="humming"), "humming", "a2a_unsupported", "backends/humming.yaml")
+        dep = dict(gpu="H200", engine="vllm", quant="mxfp4", model=GPT_OSS_20B, tp=1, dp=8, ep=8, a2a=a2a,
+                   cuda_graph=False, runner="humming")
+        planned(explain(**dep, engine_version="0.25.0"), "humming")
+        old = explain(**dep, engine_version="0.24.0")
+        assert old.status == "ok" and old.plan.runner == "humming" and old.evidence == "unverified"
+        assert not refusals(old, "humming")
+        assert "a2a_unsupported" in {u.code for u in cand(old, "humming").unknowns}
 
 
 # --------------------------------------------------------------- SGLang hpc_ops (HPC-Ops)

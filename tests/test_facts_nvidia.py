@@ -5,7 +5,7 @@ no GPU: planning only (moe_select.explain on declared machines)."""
 from __future__ import annotations
 
 import moe_select
-from report_helpers import cand, unknown_codes
+from report_helpers import cand, refusals, unknown_codes
 
 QWEN3_30B = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
              "activation": "silu", "routing": "renormalize"}
@@ -267,9 +267,17 @@ def test_sglang_cutlass_block_fp8_and_nvfp4():
     # CUTLASS path was not read: no vLLM fact says it runs fp8_block (unverified), and the SGLang-only ep == 1 refusal
     # does not hold there.
     assert cand(r, "cutlass").evidence_by_engine.get("sglang", cand(r, "cutlass").evidence) == "refused"
-    under_vllm = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", runner="cutlass", engine="vllm")
+    # DeepEP normal (token-major) under vLLM; its low-latency mode (auto's decode) hands batched rows, which only
+    # CutlassBatchedExpertsFp8 takes, and for FP8 per-tensor / per-channel only: block FP8 refused there (cutlass.yaml's
+    # exhaustive vLLM dispatch list; tests/test_vllm_deepep_v2_padded.py).
+    under_vllm = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", a2a_mode="normal",
+                         cuda_graph=False, runner="cutlass", engine="vllm")
     assert "quant_unsupported" in unknown_codes(under_vllm, "cutlass")
     assert "engine_unsupported" not in unknown_codes(under_vllm, "cutlass")
+    assert not cand(under_vllm, "cutlass").reasons
+    auto = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="deepep", runner="cutlass", engine="vllm")
+    assert set(refusals(auto, "cutlass")) == {"a2a_unsupported"}
+    assert refusals(auto, "cutlass")["a2a_unsupported"].startswith("backends/cutlass.yaml:")
 
 
 # ------------------------------------------------------------------------------ torch_grouped_mm

@@ -9,9 +9,14 @@ vLLM classes take it, per release:
 
 - PaddedStandard from 0.34.0 (and Standard before): triton (TritonExperts), deep_gemm (DeepGemmExperts,
   TritonOrDeepGemmExperts), flashinfer_trtllm (the modular TRT-LLM-gen classes): planned on both sides of 0.34.0.
-- Standard in every release: flashinfer_cutlass (FlashInferExperts; its dispatch list is exhaustive for vLLM) and
-  flashinfer_cutedsl (FlashInferCuteDSLExperts): planned up to 0.33.0, refused from 0.34.0 (a2a_unsupported);
-  cutlass (vLLM CUTLASS: an open dispatch list, a batched class the facts do not state) is unverified from 0.34.0.
+- PaddedStandard from 0.34.0, Standard before: humming (HummingIndexedExperts, HummingGroupedExperts), whose vLLM a2a
+  list names DeepEP V2 (its parallel-config check refuses no all-to-all that any release consults): planned on both
+  sides of 0.34.0.
+- Standard in every release: flashinfer_cutlass (FlashInferExperts; its dispatch list is exhaustive for vLLM),
+  flashinfer_cutedsl (FlashInferCuteDSLExperts), marlin (MarlinExperts; BatchedMarlinExperts takes batched) and cutlass
+  (vLLM's CUTLASS classes; CutlassBatchedExpertsFp8 takes batched FP8 per-tensor / per-channel): planned up to 0.33.0,
+  refused from 0.34.0 (a2a_unsupported, each file's exhaustive vLLM dispatch list); behind DeepEP low-latency the
+  batched classes stay planned, and the Standard-only ones (CUTLASS W4A8) are refused.
 
 The expectations are written out by hand from the wheels' classes, not computed from the facts.
 """
@@ -90,15 +95,95 @@ def test_flashinfer_cutedsl_refused_from_0_34():
     assert "padded_standard" in detail, detail
 
 
-def test_cutlass_unverified_from_0_34():
-    """vLLM CUTLASS FP8 (CutlassExpertsFp8, Standard): paired at 0.33.0 (no dispatch gap); from 0.34.0 vLLM refuses it,
-    but cutlass.yaml's dispatch list is open (CutlassBatchedExpertsFp8 is not stated), so the gap is unverified."""
-    old = _explain(runner="cutlass", quant="fp8_tensor", engine_version="0.33.0")
-    assert_planned(old, "cutlass")
-    assert "a2a_unsupported" not in unknown_codes(old, "cutlass")
-    new = _explain(runner="cutlass", quant="fp8_tensor", engine_version="0.34.0")
-    assert not cand(new, "cutlass").reasons
-    assert "a2a_unsupported" in unknown_codes(new, "cutlass")
+# ------------------------------------------------------------------ humming, marlin, cutlass (follow-ups of ffab1ad)
+# GPT-OSS-like widths for Humming's MXFP4 (its vLLM support row is sm90); CUDA graphs off, whose capture is not read.
+@pytest.mark.parametrize("vllm", ["0.24.0", "0.33.0", "0.34.0", "0.35.0"])
+def test_humming_planned_behind_deepep_v2_on_both_sides(vllm):
+    """HummingIndexedExperts / HummingGroupedExperts: Standard up to 0.33.0 (DeepEP V2 Standard there), PaddedStandard
+    from 0.34.0; HummingExpertsBase._supports_parallel_config refuses no all-to-all a release consults, so no a2a gap."""
+    r = _explain(runner="humming", quant="mxfp4", gpu="H200", cuda_graph=False, engine_version=vllm)
+    assert_planned(r, "humming")
+    assert r.plan.dispatch_formats == ["padded_standard"]
+    assert not cand(r, "humming").reasons
+    assert "a2a_unsupported" not in unknown_codes(r, "humming")
+
+
+def test_humming_refuses_only_what_vllm_does_not_ship():
+    """pplx is gone from vLLM (falls back to allgather_reducescatter): refused by backends/a2a/pplx.yaml alone, not by a
+    Humming a2a list (no Humming check refuses it)."""
+    r = _explain(runner="humming", quant="mxfp4", gpu="H200", cuda_graph=False, engine_version="0.29.0", a2a="pplx")
+    assert r.plan is None
+    only_refusal(r, "humming", "a2a_unsupported", "a2a/pplx.yaml")
+
+
+@pytest.mark.parametrize("vllm", ["0.24.0", "0.29.0", "0.33.0"])
+def test_marlin_planned_behind_deepep_v2_before_0_34(vllm):
+    """MarlinExperts (Standard) behind DeepEP V2 declaring Standard; MarlinExpertsBase._supports_parallel_config refuses
+    FlashInfer's NVLink kernels only: planned, padded_standard, no a2a gap."""
+    r = _explain(runner="marlin", quant="int4_w4a16", gpu="H200", engine_version=vllm)
+    assert_planned(r, "marlin")
+    assert r.plan.dispatch_formats == ["padded_standard"]
+    assert "a2a_unsupported" not in unknown_codes(r, "marlin")
+
+
+@pytest.mark.parametrize("vllm", ["0.34.0", "0.35.0"])
+def test_marlin_refused_behind_deepep_v2_from_0_34(vllm):
+    """0.34.0: DeepEP V2 hands PaddedStandard, MarlinExperts declares Standard (BatchedMarlinExperts BatchedExperts):
+    is_supported_config refuses both (marlin.yaml's exhaustive vLLM dispatch list)."""
+    r = _explain(runner="marlin", quant="int4_w4a16", gpu="H200", engine_version=vllm)
+    assert r.plan is None
+    detail = only_refusal(r, "marlin", "a2a_unsupported", "marlin.yaml")
+    assert "padded_standard" in detail and "exhaustive dispatch list" in detail, detail
+
+
+@pytest.mark.parametrize("vllm", ["0.29.0", "0.34.0"])
+def test_marlin_batched_and_no_a2a_stay_planned(vllm):
+    """The exhaustive list keeps BatchedMarlinExperts behind DeepEP low-latency and MarlinExperts without an
+    all-to-all, on both sides of 0.34.0."""
+    ll = _explain(runner="marlin", quant="int4_w4a16", gpu="H200", engine_version=vllm, a2a="deepep",
+                  a2a_mode="low_latency")
+    assert_planned(ll, "marlin")
+    assert ll.plan.dispatch_formats == ["batched"]
+    none = _explain(runner="marlin", quant="int4_w4a16", gpu="H200", engine_version=vllm, a2a="none")
+    assert_planned(none, "marlin")
+    assert none.plan.dispatch_formats == ["standard"]
+
+
+@pytest.mark.parametrize("quant", ["fp8_tensor", "fp8_channel", "int4_w4a8"])
+@pytest.mark.parametrize("vllm", ["0.24.0", "0.33.0"])
+def test_cutlass_planned_behind_deepep_v2_before_0_34(quant, vllm):
+    """TritonOrCutlassExperts / CutlassExpertsFp8 and CutlassExpertsW4A8Fp8 (Standard) behind DeepEP V2 declaring
+    Standard: planned, padded_standard, no dispatch gap."""
+    r = _explain(runner="cutlass", quant=quant, gpu="H200", engine_version=vllm)
+    assert_planned(r, "cutlass")
+    assert r.plan.dispatch_formats == ["padded_standard"]
+    assert "a2a_unsupported" not in unknown_codes(r, "cutlass")
+
+
+@pytest.mark.parametrize("quant", ["fp8_tensor", "fp8_channel", "int4_w4a8"])
+@pytest.mark.parametrize("vllm", ["0.34.0", "0.35.0"])
+def test_cutlass_refused_behind_deepep_v2_from_0_34(quant, vllm):
+    """0.34.0: every vLLM CUTLASS class is Standard or BatchedExperts, none PaddedStandard: refused on evidence (the
+    exhaustive vLLM dispatch list of cutlass.yaml), no longer unverified."""
+    r = _explain(runner="cutlass", quant=quant, gpu="H200", engine_version=vllm)
+    assert r.plan is None
+    detail = only_refusal(r, "cutlass", "a2a_unsupported", "cutlass.yaml")
+    assert "padded_standard" in detail and "exhaustive dispatch list" in detail, detail
+
+
+@pytest.mark.parametrize("vllm", ["0.29.0", "0.34.0"])
+def test_cutlass_batched_fp8_planned_and_w4a8_refused_behind_deepep_low_latency(vllm):
+    """CutlassBatchedExpertsFp8 (BATCHED_VLLM_CUTLASS) takes DeepEP low-latency's batched rows for FP8 per-tensor and
+    per-channel: planned; CutlassExpertsW4A8Fp8 has no batched form: refused."""
+    for quant in ("fp8_tensor", "fp8_channel"):
+        r = _explain(runner="cutlass", quant=quant, gpu="H200", engine_version=vllm, a2a="deepep", a2a_mode="low_latency")
+        assert_planned(r, "cutlass")
+        assert r.plan.dispatch_formats == ["batched"]
+        assert "a2a_unsupported" not in unknown_codes(r, "cutlass")
+    r = _explain(runner="cutlass", quant="int4_w4a8", gpu="H200", engine_version=vllm, a2a="deepep", a2a_mode="low_latency")
+    assert r.plan is None
+    detail = only_refusal(r, "cutlass", "a2a_unsupported", "cutlass.yaml")
+    assert "batched" in detail, detail
 
 
 # ------------------------------------------------------------------ the auto plan and the other engine
