@@ -216,3 +216,16 @@ def test_flashinfer_cutlass_refused_behind_deepep_low_latency():
     assert "batched" in detail, detail
     assert_planned(_explain(a2a="deepep", a2a_mode="normal", runner="flashinfer_cutlass", quant="bf16",
                             engine_version="0.29.0", cuda_graph=False), "flashinfer_cutlass")
+
+
+# ------------------------------------------------------------------ the release that brought DeepEP V2 to vLLM
+@pytest.mark.parametrize(("vllm", "shipped"), [("0.22.1", False), ("0.23.0", False), ("0.24.0", True), ("0.29.0", True)])
+def test_vllm_takes_deepep_v2_from_0_24(vllm, shipped):
+    """vLLM 0.23.0's ParallelConfig.All2AllBackend Literal has no deepep_v2 (0.24.0's has: vllm-project/vllm#41183), so
+    before 0.24.0 every runner behind it is refused naming the release; from 0.24.0 triton bf16 plans behind it."""
+    r = _explain(runner="triton", quant="bf16", engine_version=vllm)
+    if shipped:
+        assert_planned(r, "triton")
+    else:
+        detail = only_refusal(r, "triton", "a2a_unsupported", "a2a/deepep_v2.yaml")
+        assert "takes deepep_v2 from 0.24.0" in detail, detail
