@@ -229,3 +229,11 @@ def test_vllm_takes_deepep_v2_from_0_24(vllm, shipped):
     else:
         detail = only_refusal(r, "triton", "a2a_unsupported", "a2a/deepep_v2.yaml")
         assert "takes deepep_v2 from 0.24.0" in detail, detail
+
+
+def test_vllm_has_no_flashinfer_megamoe_all_to_all():
+    """No vLLM release's All2AllBackend Literal (0.13.0 .. 0.34.0) names FlashInfer MegaMoE: behind it every runner is
+    refused under vLLM (deep_gemm was planned, unverified)."""
+    r = _explain(a2a="flashinfer_megamoe", quant="bf16", engine_version="0.29.0")
+    assert r.plan is None
+    assert "flashinfer" in only_refusal(r, "deep_gemm", "a2a_unsupported", "a2a/flashinfer_megamoe.yaml").lower()
