@@ -8,6 +8,15 @@ Equivalent, so not tested (the reason in one line):
 - x_understand__mutmut_573 (``difflib.get_close_matches(quant, names(), n=1)`` -> the default ``n=3``): only
   ``close[0]`` is read, and get_close_matches returns ``heapq.nlargest(n, (score, name))``, whose first element is
   the same largest (score, name) for any n >= 1 (format names are distinct, so no tie is ordered differently).
+
+The local sampled run s9 at e527d0d (seed 19, 50 mutants per module;
+benchmarks/results/mutation_sampled_local_2026-12-02_s9.json) left 9 alive, all in ``understand``: _90, _122, _198,
+_298, _306, _458, _565, _924, _974 (numbered at e527d0d). The tests after the s9 banner below kill all but one.
+Equivalent, so not tested:
+
+- x_understand__mutmut_924 (``difflib.get_close_matches(dep.a2a, list(a2a_backends), n=1)`` -> ``n=2``): only
+  ``close[0]`` is read, and the first of ``heapq.nlargest(n, (score, name))`` is the same largest pair for any
+  n >= 1 (the catalog's a2a names are distinct keys of a mapping); the same reason as _573 above.
 """
 from __future__ import annotations
 
@@ -174,3 +183,88 @@ def test_a_mode_for_an_a2a_without_modes_is_refused_under_the_key_as_written(tmp
     f, issues = _refused(tmp_path, "arch: sm90\nquant: bf16\n" + SHAPE_LINE + "deepep_mode: low_latency\n")
     assert issues == [Issue(str(f), 4, "deepep_mode", "deepep_mode is given but a2a none has no modes")]
 
+
+
+# =================================================================================================================
+# The local sampled run s9 at e527d0d (benchmarks/results/mutation_sampled_local_2026-12-02_s9.json): its survivors.
+# ------------------------------------------------------------------------------------------- arch and model refusals
+def test_no_arch_given_and_none_detected_is_refused_under_arch(tmp_path):
+    """x_understand__mutmut_90 (the issue filed under ``"ARCH"``): neither gpu nor arch is given and this machine's
+    arch was not detected, so the deployment is refused under the field arch, at the mapping's line 1."""
+    f, issues = _refused(tmp_path, "quant: bf16\n" + SHAPE_LINE, detected_arch=None)
+    assert issues == [Issue(str(f), 1, "arch", "no gpu or arch given, and this machine's arch was not detected")]
+
+
+def test_model_and_model_config_together_are_refused_with_their_message(tmp_path):
+    """x_understand__mutmut_122 (the message wrapped in ``XX``): a shape and a checkpoint both given -> one issue at
+    model_config's line 4 saying to give one of them."""
+    _checkpoint(tmp_path, BASE)
+    f, issues = _refused(tmp_path, "arch: sm90\nquant: bf16\n" + SHAPE_LINE + "model_config: ckpt\n")
+    assert issues == [Issue(str(f), 4, "model_config", "give model (shape) or model_config, not both")]
+
+
+def test_neither_model_nor_model_config_is_refused_with_the_shape_keys_named(tmp_path):
+    """x_understand__mutmut_198 (the message upper-cased): no shape and no checkpoint -> one issue under model
+    naming the shape's keys."""
+    f, issues = _refused(tmp_path, "arch: sm90\nquant: bf16\n")
+    assert issues == [Issue(str(f), 1, "model", "give model (num_experts, top_k, hidden_size, moe_intermediate_size, "
+                                                "...) or model_config")]
+
+
+# ---------------------------------------------------------------------------------------- online quantization
+def test_a_format_no_engine_makes_at_load_is_refused_at_the_quant_line(tmp_path):
+    """x_understand__mutmut_298 (``bad("QUANT", text)``: the issue under QUANT, at the mapping's line 1): fp8_block
+    over a bf16 checkpoint with engine sglang; backends/formats.yaml's fp8_block row says sglang does not make it
+    (``makes: false``, its why and source), so the deployment is refused under quant at its line 4."""
+    _checkpoint(tmp_path, BASE)
+    f, issues = _refused(tmp_path, "arch: sm90\nmodel_config: ckpt\nengine: sglang\nquant: fp8_block\n")
+    assert issues == [Issue(str(f), 4, "quant", (
+        "quant fp8_block for an unquantized (bf16) checkpoint: no engine makes fp8_block at load (backends/formats.yaml, "
+        "fp8_block's online column): sglang does not: --quantization fp8: a bf16 checkpoint gets per-tensor FP8 "
+        "experts, and Fp8Config raises 'The block-wise quantization only supports fp8-serialized checkpoint for now.' "
+        "when blocks are asked of an unserialized checkpoint "
+        "[sgl-project/sglang@v0.5.23:python/sglang/srt/layers/quantization/fp8.py:Fp8Config.__init__]; use a "
+        "checkpoint in fp8_block"))]
+
+
+def test_the_other_16_bit_format_over_a_bf16_checkpoint_has_a_row_so_no_row_is_not_said(tmp_path):
+    """x_understand__mutmut_306 (the suffix "to a format without a row in backends/formats.yaml" always added): fp16
+    over a bf16 checkpoint is a format with a row (unquantized), so the note stops at "online quantization" and
+    the parameters are not marked online."""
+    _checkpoint(tmp_path, BASE)
+    u = _understood(tmp_path, "arch: sm90\nmodel_config: ckpt\nquant: fp16\n")
+    assert u.quant == "fp16"
+    assert u.notes == ["quant fp16 given for an unquantized (bf16) checkpoint: online quantization"]
+    assert u.quant_params == {}
+
+
+# ------------------------------------------------------------------------------------------- dispatch precision
+def test_a_dispatch_precision_mapping_without_main_leaves_main_on_auto(tmp_path, mxfp4_mtp):
+    """x_understand__mutmut_458 (main's default in a mapping written ``"XXautoXX"``): dispatch_precision
+    ``{mtp: auto}`` names the MTP kind only, so the main layers' dispatch precision is auto, and with a2a none
+    (the default) nothing is refused."""
+    u = _understood(tmp_path, f"arch: sm100\nmodel_config: {mxfp4_mtp}\ndispatch_precision: {{mtp: auto}}\n")
+    assert u.dispatch_precision == "auto"
+    assert u.provenance["dispatch_precision"] == f"{tmp_path / 'd.yaml'}:3 (mtp: auto; kinds not named: auto)"
+
+
+# ------------------------------------------------------------------------------------------- quant_config
+def test_quant_config_given_is_the_provenance_of_the_parameters(tmp_path):
+    """x_understand__mutmut_565 (the provenance stored under ``"QUANT_PARAMS"``: quant_params would read as nvfp4's
+    defaults): quant_config on line 4 of an nvfp4 deployment is where its parameters come from; block 16 is
+    nvfp4's default, group_size 32 the file's."""
+    u = _understood(tmp_path, "arch: sm100\nquant: nvfp4\n" + SHAPE_LINE + "quant_config:\n  group_size: 32\n")
+    assert u.provenance["quant_params"] == f"{tmp_path / 'd.yaml'}:4"
+    assert u.quant_params == {"block": 16, "group_size": 32}
+
+
+# ------------------------------------------------------------------------------------------- all-to-all modes
+def test_deepeps_default_mode_is_auto_as_sglang(tmp_path):
+    """x_understand__mutmut_974 (``'SGLang'`` written ``'SGLANG'``): backends/a2a/deepep.yaml has modes and no
+    ``auto:`` of its own, so a2a_mode not given is auto, normal for prefill and low_latency for decode, as SGLang."""
+    from moe_select.catalog import default_catalog
+
+    u = _understood(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE_LINE + "tp: 8\nep: 8\na2a: deepep\n",
+                    a2a_backends=default_catalog().a2a)
+    assert u.a2a_mode == "auto"
+    assert u.provenance["a2a_mode"] == "default (auto: normal for prefill, low_latency for decode, as SGLang)"
