@@ -377,6 +377,9 @@ class A2AName(Located):
     sglang: str | None
     sglang_mode: str | None = None
     vllm: str | None
+    #: Other vLLM spellings read as this row (earlier releases' names, aliases), never written: a launch line of an
+    #: older release names them (``flashinfer_all2allv`` up to 0.17.0, ``naive``).
+    vllm_read: list[str] = []
     source: str = Field(pattern=CITATION.pattern)
 
 

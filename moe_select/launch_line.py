@@ -843,7 +843,7 @@ def _a2a_ours(engine: str, theirs: str, mode: str | None) -> tuple[str, str | No
     for row in names().a2a:
         if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
             return row.ours, row.mode if row.mode not in (None,) else mode, None
-        if engine == "vllm" and row.vllm == theirs:
+        if engine == "vllm" and (row.vllm == theirs or theirs in row.vllm_read):
             return row.ours, row.mode, None
     low = re.sub(r"[^a-z0-9_]", "_", theirs.lower())
     return low, mode, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged)"

@@ -704,3 +704,16 @@ def test_vllm_all2all_backend_deepep_v2_read_and_emitted():
     plan = _plan("vllm", model="Qwen__Qwen3-30B-A3B", tp=8, ep=8, a2a="deepep_v2")
     out = emit(plan, "vllm")
     assert out.argv[out.argv.index("--all2all-backend") + 1] == "deepep_v2"
+
+
+@pytest.mark.parametrize(("theirs", "ours"), [("naive", "none"), ("allgather_reducescatter", "none"),
+                                              ("flashinfer_all2allv", "flashinfer_two_sided"),
+                                              ("flashinfer_nvlink_two_sided", "flashinfer_two_sided")])
+def test_vllm_older_all2all_names_are_read_as_ours(hf_cache, theirs, ours):
+    """vLLM's naive (broadcast + all-reduce) is our none, and flashinfer_all2allv (the two-sided alltoallv's name up to
+    0.17.0, an alias from 0.18.0) our flashinfer_two_sided: read, with no "no row in names.yaml" note (both were read
+    as a2a names of their own, judged)."""
+    line = f"vllm serve openai/gpt-oss-20b --data-parallel-size 2 --enable-expert-parallel --all2all-backend {theirs}"
+    launch = from_command(line, hf_cache)
+    assert launch.deployment["a2a"] == ours
+    assert not any("no row in backends/engines/names.yaml" in str(f) for f in launch.findings)
