@@ -158,7 +158,7 @@ def test_registration_is_explicit_idempotent_and_guarded():
     assert reg.pairs() == {("torch_native", "standard")}
     with pytest.raises(RegistrationError, match="torch_native"):
         reg.register_core("torch_native", "standard", object)
-    with pytest.raises(RegistrationError, match="dispatch format 'none' is not one of standard, batched"):
+    with pytest.raises(RegistrationError, match="dispatch format 'none' is not one of standard, padded_standard, batched, fused"):
         reg.register_core("torch_native", "none", object)
 
 
