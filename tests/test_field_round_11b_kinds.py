@@ -146,7 +146,10 @@ K3_NVFP4 = {"num_experts": 896, "top_k": 16, "hidden_size": 3584, "moe_intermedi
 
 def _k3_v2(architecture: str | None, **kw: Any) -> Any:
     model = dict(K3_NVFP4, **({"architecture": architecture} if architecture else {}))
-    dep = dict(gpu="B300", engine="sglang", quant="nvfp4", model=model, tp=4, ep=4, a2a="deepep_v2", runner="deep_gemm")
+    # SGLang 0.5.21: 0.5.19 (assumed without engine_version) and 0.5.20 fail DeepEP V2's prefill into DeepGEMM
+    # (sgl-project/sglang#38160, backends/a2a/deepep_v2.yaml), another fact than this kind's.
+    dep = dict(gpu="B300", engine="sglang", engine_version="0.5.21", quant="nvfp4", model=model, tp=4, ep=4,
+               a2a="deepep_v2", runner="deep_gemm")
     return _explain(**{**dep, **kw})
 
 

@@ -200,8 +200,10 @@ def test_auto_plan_avoids_standard_only_experts_at_0_34():
 def test_sglang_deepep_v2_formats_unchanged():
     """SGLang's DeepEP V2 keeps its own layouts (contiguous token rows, expert-major decode): deep_gemm block-FP8 is
     planned with standard and batched dispatch, no padded_standard."""
-    r = moe_select.explain({**DEP, "engine": "sglang", "gpu": "H200", "tp": 4, "ep": 4, "dp": 4, "quant": "fp8_block",
-                            "runner": "deep_gemm"})
+    # SGLang 0.5.21: 0.5.19 (assumed without engine_version) and 0.5.20 fail DeepEP V2's prefill into DeepGEMM
+    # (sgl-project/sglang#38160, backends/a2a/deepep_v2.yaml).
+    r = moe_select.explain({**DEP, "engine": "sglang", "engine_version": "0.5.21", "gpu": "H200", "tp": 4, "ep": 4,
+                            "dp": 4, "quant": "fp8_block", "runner": "deep_gemm"})
     assert_planned(r, "deep_gemm")
     assert sorted(r.plan.dispatch_formats) == ["batched", "standard"]
 
