@@ -139,8 +139,8 @@ def test_qwen3_moe_block_models_refused_before_0518():
 
 def test_other_architectures_and_vllm_not_refused_by_the_row():
     """The row is scoped: a DeepSeek-V3 model class under SGLang 0.5.17 and Qwen3-Next under vLLM's MoRI all-to-all
-    are not refused by it."""
-    for r in (_mori("0.5.17", "DeepseekV3ForCausalLM"), _mori("0.11.0", "Qwen3NextForCausalLM", engine="vllm")):
+    are not refused by it (vLLM 0.23.0: MoRI ships from 0.15.0, its low-latency kernels from 0.23.0, backends/a2a/mori.yaml)."""
+    for r in (_mori("0.5.17", "DeepseekV3ForCausalLM"), _mori("0.23.0", "Qwen3NextForCausalLM", engine="vllm")):
         assert not _mori_refusals(r), _why(r)
         assert r.status == "ok", _why(r)
 
