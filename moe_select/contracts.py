@@ -9,9 +9,9 @@ token dispatchers use them):
   other ranks' experts and -1 are skipped by the core), ``topk_weights [T, K]`` float32. A dispatcher
   of this format may pass every token (``a2a: none``) or only the tokens routed to this rank.
 - ``padded_standard``: token-major like ``standard``, but the row count is an upper bound: rows that hold no
-  route (all their ``topk_ids`` -1) are padding, uninitialized or zeroed (vLLM's ``PaddedStandard``, the format of
-  DeepEP V2's prepare/finalize from vLLM 0.34.0). Which runners take it is a fact per engine and release: vLLM pairs a
-  ``PaddedStandard`` experts class with it and, before 0.34.0, every ``Standard`` one (the format had no name then).
+  route (all their ``topk_ids`` -1) are padding, uninitialized or zeroed (an engine's all-to-all may hand its
+  receive buffer over whole). Which runners take it, and which all-to-alls hand it, are facts per engine and release
+  (backends/a2a/*.yaml, each runner's dispatch facts).
 - ``batched``: expert-major. Per local expert a buffer of at most ``max_tokens_per_rank`` rows and a
   count of valid rows (the low-latency all-to-all kernels hand tokens over this way).
 - ``fused``: no hand-over. The all-to-all runs inside the runner's own kernel (dispatch, both GEMMs and the

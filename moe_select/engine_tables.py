@@ -377,8 +377,8 @@ class A2AName(Located):
     sglang: str | None
     sglang_mode: str | None = None
     vllm: str | None
-    #: Other vLLM spellings read as this row (earlier releases' names, aliases), never written: a launch line of an
-    #: older release names them (``flashinfer_all2allv`` up to 0.17.0, ``naive``).
+    #: Other spellings of that engine read as this row (earlier releases' names, aliases), never written: a launch
+    #: line of an older release names them (backends/engines/names.yaml says which and since when).
     vllm_read: list[str] = []
     source: str = Field(pattern=CITATION.pattern)
 
