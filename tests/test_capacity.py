@@ -28,7 +28,8 @@ NVFP4 = str(ROOT / "examples/model_configs/nvidia__DeepSeek-V3.1-NVFP4")
 # One deployment per a2a backend with a capacity under SGLang, planned as it is (tests below vary the numbers).
 BASE = {
     "deepep": dict(gpu="H200", model_config=DSV3, a2a="deepep"),
-    "deepep_v2": dict(gpu="H200", model_config=DSV3, a2a="deepep_v2"),
+    # SGLang 0.5.21: 0.5.19 and 0.5.20 refuse DeepEP V2's prefill into deep_gemm (sgl-project/sglang#38160, 60b8517)
+    "deepep_v2": dict(gpu="H200", model_config=DSV3, a2a="deepep_v2", engine_version="0.5.21"),
     "pplx": dict(gpu="H200", model_config=DSV3, a2a="pplx"),
     "nixl": dict(gpu="H200", model_config=DSV3, a2a="nixl"),
     "mori": dict(gpu="MI300X", model_config=DSV3, a2a="mori"),
