@@ -33,16 +33,21 @@ def _args(*argv: str):
     return cli.build_parser("explain").parse_args(["explain", *argv])
 
 
+def _help(capsys, monkeypatch, command: str) -> str:
+    """``moe-select COMMAND --help``'s text on a wide terminal (argparse wraps no line); asserts exit 0."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "--help"])
+    assert e.value.code == 0
+    return capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------------------- help and flag types
 def test_explain_help_shows_each_flags_text_and_metavar(capsys, monkeypatch):
     """x__add_deployment_flags__mutmut_9 / _124 / _183 / _370, x__add_measurements_flag__mutmut_22: the help
     of --deployment, --max-tokens-per-rank and --a2a, --rules' metavar DIR, --measurements' help (a wide
     terminal, so argparse wraps no line)."""
-    monkeypatch.setenv("COLUMNS", "1000")
-    with pytest.raises(SystemExit) as e:
-        cli.main(["explain", "--help"])
-    assert e.value.code == 0
-    out = capsys.readouterr().out
+    out = _help(capsys, monkeypatch, "explain")
     for text in ("deployment file (YAML or JSON)",
                  "most tokens one rank passes to the MoE layer in one forward (default per phase)",
                  "none, or an all-to-all backend of the capability files (moe-select matrix lists them)",
@@ -176,11 +181,7 @@ def test_another_users_fifo_in_a_sticky_folder_is_named_a_fifo(tmp_path):
 def test_run_help_shows_tokens_and_allow_jit_text(capsys, monkeypatch):
     """x__run_args__mutmut_28 (--tokens' help left out) and _73 (--allow-jit's help upper-cased): both texts in
     ``run --help`` (a wide terminal, so argparse wraps no line)."""
-    monkeypatch.setenv("COLUMNS", "1000")
-    with pytest.raises(SystemExit) as e:
-        cli.main(["run", "--help"])
-    assert e.value.code == 0
-    out = capsys.readouterr().out
+    out = _help(capsys, monkeypatch, "run")
     for text in ("tokens to route (the float64 reference checks at most 256 of them)",
                  "let a runner build its kernels at the first call (minutes); default: refuse, and with runner auto "
                  "prefer the next eligible runner that needs no build"):

@@ -30,6 +30,17 @@ def _explain(**over: Any) -> Any:
     return moe_select.explain({**DEP, **over})
 
 
+def _shipped_or_refused(r, shipped: bool, runner: str, a2a_file: str, *says: str) -> None:
+    """Planned on ``runner`` where the release ships the all-to-all; else refused by ``a2a_file`` alone, its detail
+    saying each of ``says``."""
+    if shipped:
+        assert_planned(r, runner)
+    else:
+        assert r.plan is None
+        detail = only_refusal(r, runner, "a2a_unsupported", a2a_file)
+        assert all(text in detail for text in says), detail
+
+
 # ------------------------------------------------------------------ MoRI: 'mori' from 0.15.0, mori_low_latency from 0.23.0
 @pytest.mark.parametrize(("vllm", "shipped"), [("0.13.0", False), ("0.14.1", False), ("0.15.0", True), ("0.22.1", True),
                                                ("0.23.0", True), ("0.34.0", True)])
@@ -37,12 +48,7 @@ def test_mori_normal_from_0_15(vllm, shipped):
     """0.14.1's Literal has no MoRI value (0.13.0's field neither); 0.15.0 .. 0.22.1 take 'mori' (IntraNode / InterNodeV1,
     our normal mode), 0.23.0 on mori_high_throughput: aiter behind MoRI normal on MI300X refused before 0.15.0 only."""
     r = _explain(gpu="MI300X", a2a="mori", a2a_mode="normal", runner="aiter", engine_version=vllm)
-    if shipped:
-        assert_planned(r, "aiter")
-    else:
-        assert r.plan is None
-        detail = only_refusal(r, "aiter", "a2a_unsupported", "a2a/mori.yaml")
-        assert "takes MoRI from 0.15.0" in detail, detail
+    _shipped_or_refused(r, shipped, "aiter", "a2a/mori.yaml", "takes MoRI from 0.15.0")
 
 
 @pytest.mark.parametrize(("vllm", "shipped"), [("0.15.0", False), ("0.22.1", False), ("0.23.0", True), ("0.29.0", True)])
@@ -50,12 +56,7 @@ def test_mori_low_latency_from_0_23(vllm, shipped):
     """mori_low_latency (InterNodeV1LL) is first in 0.23.0's Literal; 0.15.0 .. 0.22.1's single 'mori' runs the normal
     kernels: low_latency refused there, planned from 0.23.0."""
     r = _explain(gpu="MI300X", a2a="mori", a2a_mode="low_latency", runner="aiter", engine_version=vllm)
-    if shipped:
-        assert_planned(r, "aiter")
-    else:
-        assert r.plan is None
-        detail = only_refusal(r, "aiter", "a2a_unsupported", "a2a/mori.yaml")
-        assert "0.23.0" in detail and "low-latency" in detail, detail
+    _shipped_or_refused(r, shipped, "aiter", "a2a/mori.yaml", "0.23.0", "low-latency")
 
 
 def test_mori_low_latency_bound_does_not_touch_sglang():
@@ -70,24 +71,14 @@ def test_mori_low_latency_bound_does_not_touch_sglang():
 def test_nixl_ep_from_0_18(vllm, shipped):
     """nixl_ep is first in 0.18.0's Literal: triton behind NIXL-EP on H200 refused at 0.17.0, planned at 0.18.0."""
     r = _explain(gpu="H200", a2a="nixl", runner="triton", engine_version=vllm)
-    if shipped:
-        assert_planned(r, "triton")
-    else:
-        assert r.plan is None
-        detail = only_refusal(r, "triton", "a2a_unsupported", "a2a/nixl.yaml")
-        assert "nixl_ep from 0.18.0" in detail, detail
+    _shipped_or_refused(r, shipped, "triton", "a2a/nixl.yaml", "nixl_ep from 0.18.0")
 
 
 @pytest.mark.parametrize(("vllm", "shipped"), [("0.14.0", False), ("0.17.0", False), ("0.18.0", True), ("0.29.0", True)])
 def test_flashinfer_one_sided_from_0_18(vllm, shipped):
     """flashinfer_nvlink_one_sided (MoeAlltoAll) is first in 0.18.0; flashinfer_all2allv before is the two-sided kernel."""
     r = _explain(gpu="B200", a2a="flashinfer", runner="triton", engine_version=vllm)
-    if shipped:
-        assert_planned(r, "triton")
-    else:
-        assert r.plan is None
-        detail = only_refusal(r, "triton", "a2a_unsupported", "a2a/flashinfer.yaml")
-        assert "flashinfer_nvlink_one_sided from 0.18.0" in detail, detail
+    _shipped_or_refused(r, shipped, "triton", "a2a/flashinfer.yaml", "flashinfer_nvlink_one_sided from 0.18.0")
 
 
 @pytest.mark.parametrize("vllm", ["0.13.0", "0.17.0", "0.18.0", "0.34.0"])
@@ -104,12 +95,7 @@ def test_pplx_up_to_0_16(vllm, shipped):
     """0.16.0 runs PPLXAll2AllManager (batched hand-over); 0.17.0's _validate_parallel_config rewrites pplx to
     allgather_reducescatter: triton behind pplx on H200 planned up to 0.16.0, refused from 0.17.0."""
     r = _explain(gpu="H200", a2a="pplx", runner="triton", engine_version=vllm)
-    if shipped:
-        assert_planned(r, "triton")
-    else:
-        assert r.plan is None
-        detail = only_refusal(r, "triton", "a2a_unsupported", "a2a/pplx.yaml")
-        assert "removed its pplx all-to-all in 0.17.0" in detail, detail
+    _shipped_or_refused(r, shipped, "triton", "a2a/pplx.yaml", "removed its pplx all-to-all in 0.17.0")
 
 
 # ------------------------------------------------------------------ Mooncake: never (moonep is MoonEP)
