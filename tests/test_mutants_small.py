@@ -91,3 +91,24 @@ def test_the_fingerprint_hashes_the_deployment_in_json_form(plan):
     assert fp({"table": Path("/tables/moe.json")}) == fp({"table": "/tables/moe.json"})
     assert fp({"limit": float("inf")}) == fp({"limit": None})
     assert fp({"limit": 1.0}) != fp({"limit": None})
+
+
+# ---------------------------------------------------------------------------------------------------- conditions
+def test_fix_options_computes_the_facts_at_each_tp_ep_once_per_shared_memo(monkeypatch):
+    """conditions.x_fix_options__mutmut_54 (the facts memoized under ``"XXfactsXX"``, read under ``"facts"``: never
+    found again), from the fresh local run s9b (36d8aaa): fix_options' docstring promises that calls sharing a memo
+    (the engines of one deployment, each runner's constraints) compute the facts at each (tp, ep) once. Two calls with
+    two constraints over one memo: the second call derives no facts again."""
+    from moe_select import conditions as C
+
+    calls: list[tuple[int, int]] = []
+    real = C.with_parallelism
+    monkeypatch.setattr(C, "with_parallelism", lambda f, t, e: calls.append((t, e)) or real(f, t, e))
+    facts = C.facts_of(arch="sm90", quant="bf16", a2a="none", activation="silu", routing="renormalize", cuda_graph=True,
+                       tp=8, ep=8, num_experts=64, top_k=2, hidden_size=1024, moe_intermediate_size=256)
+    memo: dict = {}
+    C.fix_options(C.Constraint(field="ep", max=4, source="x"), [facts], max_tp=8, memo=memo)
+    first = len(calls)
+    assert first > 0 and len(set(calls)) == first          # each (tp, ep) derived once in the first call
+    C.fix_options(C.Constraint(field="ep", max=2, source="x"), [facts], max_tp=8, memo=memo)
+    assert len(calls) == first                              # the second call reads them from the memo
