@@ -107,8 +107,10 @@ def test_fix_options_computes_the_facts_at_each_tp_ep_once_per_shared_memo(monke
     facts = C.facts_of(arch="sm90", quant="bf16", a2a="none", activation="silu", routing="renormalize", cuda_graph=True,
                        tp=8, ep=8, num_experts=64, top_k=2, hidden_size=1024, moe_intermediate_size=256)
     memo: dict = {}
-    C.fix_options(C.Constraint(field="ep", max=4, source="x"), [facts], max_tp=8, memo=memo)
+    # both constraints stay alive: the memo keys verdicts by id(constraint), which a freed object's successor can reuse
+    at_most_4, at_most_2 = C.Constraint(field="ep", max=4, source="x"), C.Constraint(field="ep", max=2, source="x")
+    C.fix_options(at_most_4, [facts], max_tp=8, memo=memo)
     first = len(calls)
     assert first > 0 and len(set(calls)) == first          # each (tp, ep) derived once in the first call
-    C.fix_options(C.Constraint(field="ep", max=2, source="x"), [facts], max_tp=8, memo=memo)
+    C.fix_options(at_most_2, [facts], max_tp=8, memo=memo)
     assert len(calls) == first                              # the second call reads them from the memo
