@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation import DESELECT, LINKED, MUTMUT_ENV, REPO, TESTS  # noqa: E402
+from mutation import DESELECT, MUTMUT_ENV, REPO, TESTS, prepare_tree  # noqa: E402
 
 
 def function_name(mutant: str) -> str:
@@ -61,17 +60,9 @@ def apply(source: str, mutant: str, diff: str) -> str | None:
 
 
 def scratch_tree(work: Path) -> Path:
-    """A detached worktree of HEAD at ``work/tree`` with the package-data links."""
+    """A detached worktree of HEAD at ``work/tree`` with the package-data links (mutation.py's ``prepare_tree``)."""
     tree = work / "tree"
-    if tree.exists():
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False,
-                       capture_output=True)
-        shutil.rmtree(tree, ignore_errors=True)
-    subprocess.run(["git", "-C", str(REPO), "worktree", "prune"], check=True)
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), "HEAD"], check=True,
-                   capture_output=True)
-    for name in LINKED:
-        (tree / "moe_select" / name).symlink_to(Path("..") / name)
+    prepare_tree(tree, False, work)
     return tree
 
 

@@ -29,15 +29,11 @@ import os
 
 import pytest
 
-from moe_select.errors import InputError, Issue
+from moe_select.errors import Issue
 from moe_select.located import Located
 from moe_select.yamlio import load_text, read_input, validate
 
-
-def _issues(fn, *args) -> list[Issue]:
-    with pytest.raises(InputError) as err:
-        fn(*args)
-    return err.value.issues
+from test_mutants_c import _issues
 
 
 def test_a_control_character_is_named_by_its_code_point():
