@@ -470,8 +470,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     # quantizes online states the parameters of the weights it holds (an FP8 checkpoint's block [128, 128]), not those
     # of the format served: those come from quant_config and the served format's defaults.
     quant_params: dict[str, Any] = dict(info.quant_params) if info is not None and model is not None else {}
-    if made_online and quant_params:
-        notes.append(f"the checkpoint's {info.quant if info is not None else ''} parameters "
+    if made_online and quant_params and info is not None:   # (quant_params came from info)
+        notes.append(f"the checkpoint's {info.quant} parameters "
                      f"({', '.join(f'{k} {v}' for k, v in quant_params.items())}) describe its weights before online "
                      f"quantization: the served {quant} layer takes {quant}'s own")
         quant_params = {}
