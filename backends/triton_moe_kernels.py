@@ -52,6 +52,11 @@ rounded to nearest even.
   registers and each real row accumulates ``sum_k w[n, k] * a[m, k]`` in float32; optionally split over K
   (``SPLIT_K``: float32 partials, then a reduction launch of the same kernel that runs the epilogue).
 
+Weight loads: per-thread pointer loads (``cp.async`` on sm80+), or, for the 16-bit and FP8 weight modes with config
+``TMA``, one TMA copy per weight tile through a tensor descriptor over ``B`` viewed ``[E * rows, K]`` (block
+``[BLOCK_N, BLOCK_K]``; rows past an expert's ``N`` read the next expert's rows or the descriptor's zero fill, and
+``K`` past ``K`` zeros: neither reaches a stored output), the same values, so the same result bit for bit.
+
 Token counts never recompile a kernel: ``T`` and every size derived from it are runtime arguments that
 Triton does not specialise (``do_not_specialize``), and the number of programs comes from the static
 maximum (programs past the device-side block count exit at once). The tile configuration is chosen per
@@ -84,6 +89,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 FP8_MAX = 448.0
 #: gpt-oss clamped SwiGLU: alpha (openai/gpt-oss reference model); the limit comes from the layer (default 7.0)
@@ -102,6 +108,9 @@ PREQUANT_FORMATS = ("fp8_tensor", "fp8_channel")
 #: height timed; the second 0-36 % faster from ``BLOCK_M`` 32, within -8..+31 % at 16)
 PREQUANT_MIN_BLOCK_M_GEMM2 = 32
 FORMATS = tuple(W_MODES)
+#: Weight modes whose GEMMs can read the weights through a TMA tensor descriptor (config ``TMA``): 16-bit and FP8
+TMA_W_MODES = (0, 1, 2, 3)
+TMA_FORMATS = tuple(f for f, m in W_MODES.items() if m in TMA_W_MODES)
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
 #: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
 #: experts one CTA is faster up to 1024 slots (8.4 vs 8.8 us at 1024), with 128 or 256 experts only up to
@@ -579,7 +588,7 @@ def _moe_gemm_kernel(
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
         GEMV: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+        B_DESC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
     Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
@@ -646,14 +655,17 @@ def _moe_gemm_kernel(
     offs_k = tl.arange(0, BLOCK_K)
 
     a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :]
-    b_base = b_ptr + expert * stride_be
-    if W_MODE == 4:
-        b_ptrs = b_base + (offs_k[:, None] // 2) * stride_bk + offs_n[None, :] * stride_bn
-        b_shift = (offs_k[:, None] % 2) * 4
+    if B_DESC:       # b_ptr: a TMA descriptor over B viewed [E * rows, K], block [BLOCK_N, BLOCK_K] (W_MODE 0-3)
+        b_row = (expert * (stride_be // stride_bn)).to(tl.int32) + pid_n * BLOCK_N
     else:
-        b_ptrs = b_base + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    if GATED:
-        bu_ptrs = b_ptrs + n_up * stride_bn
+        b_base = b_ptr + expert * stride_be
+        if W_MODE == 4:
+            b_ptrs = b_base + (offs_k[:, None] // 2) * stride_bk + offs_n[None, :] * stride_bn
+            b_shift = (offs_k[:, None] % 2) * 4
+        else:
+            b_ptrs = b_base + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+        if GATED:
+            bu_ptrs = b_ptrs + n_up * stride_bn
     s_base = b_scale_ptr + expert * stride_se
 
     if A_SCALE == 1:
@@ -777,7 +789,15 @@ def _moe_gemm_kernel(
                 acc_u = acc_u * gsc
     else:
         for kb in range(0, tl.cdiv(K, BLOCK_K)):
-            if EVEN_K:
+            if B_DESC:   # rows past this expert's N read the next rows or TMA's zero fill, K past K zeros: never stored
+                if EVEN_K:
+                    a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+                else:
+                    a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < K - kb * BLOCK_K)[None, :], other=0.0)
+                b = tl.trans(b_ptr.load([b_row, kb * BLOCK_K]))
+                if GATED:
+                    bu = tl.trans(b_ptr.load([b_row + n_up, kb * BLOCK_K]))
+            elif EVEN_K:
                 a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
                 b_mask = n_ok[None, :] & (offs_k < BLOCK_K)[:, None]
                 b = tl.load(b_ptrs)
@@ -853,7 +873,9 @@ def _moe_gemm_kernel(
                             zu = ZERO_DEFAULT
                     acc_u = tl.dot(a, ((code_u - zu).to(tl.float32) * scu).to(a.dtype), acc_u)
             a_ptrs += BLOCK_K
-            if W_MODE == 4:
+            if B_DESC:
+                pass
+            elif W_MODE == 4:
                 b_ptrs += (BLOCK_K // 2) * stride_bk
                 if GATED:
                     bu_ptrs += (BLOCK_K // 2) * stride_bk
@@ -959,7 +981,11 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     tiles, writing float32 partial sums to a workspace ``[SPLIT_K, rows, N_b]`` (allocated here), then a second
     launch of the same kernel sums them in a fixed order and runs the epilogue (``BLOCK_N``
     :data:`GEMV_REDUCE_BLOCK_N`, 4 warps). Raises ValueError for GEMV on
-    another format, GEMV with SWAP_AB, SPLIT_K without GEMV, or a ``BLOCK_M`` below 16 without GEMV."""
+    another format, GEMV with SWAP_AB, SPLIT_K without GEMV, or a ``BLOCK_M`` below 16 without GEMV. Config ``TMA``
+    (weight modes :data:`TMA_W_MODES`: 16-bit and FP8): the weight tiles are loaded through a TMA tensor descriptor
+    built here over ``b`` viewed ``[E * N_b, K]`` (``triton.tools.tensor_descriptor.TensorDescriptor``; a CUDA-graph
+    capture keeps it, since it holds the weights' address); raises ValueError for another weight mode, GEMV, or
+    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule)."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
@@ -986,6 +1012,13 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     a_fp8 = a.dtype == torch.float8_e4m3fn and w_mode in (1, 2)
     if a_fp8 and a_scale_mode not in (1, 2):
         raise ValueError("an e4m3 A of fp8_tensor/fp8_channel needs its amax (a_scale_mode 1 or 2): row_quant's input")
+    tma = bool(config.get("TMA"))
+    if tma and (w_mode not in TMA_W_MODES or gemv):
+        raise ValueError(f"TMA (weights through a tensor descriptor) is an option of the 16-bit and FP8 weight modes "
+                         f"{TMA_W_MODES}, not weight mode {w_mode}{' with GEMV' if gemv else ''}")
+    if tma and (not b.is_contiguous() or (b.shape[2] * b.element_size()) % 16 or b.data_ptr() % 16):
+        raise ValueError(f"TMA needs contiguous weights with 16-byte aligned rows: b {tuple(b.shape)} {b.dtype}, "
+                         f"row {b.shape[2] * b.element_size()} bytes")
     if c_amax_mode == 3 and bn % group_k:
         raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
                          f"must be a multiple of {group_k}, got {bn}")
@@ -1004,8 +1037,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     ws = None
     if split_k > 1:          # float32 partial sums per split, sorted row and column (gate then up columns)
         ws = torch.empty(split_k, align.rows, 2 * n_out if gated else n_out, dtype=torch.float32, device=dev)
+    b_arg = TensorDescriptor.from_tensor(b.view(-1, b.shape[2]), [bn, bk]) if tma else b
     args = (
-        a, b, c, a_amax if a_amax is not None else dummy, scale,
+        a, b_arg, c, a_amax if a_amax is not None else dummy, scale,
         b_zero if b_zero is not None else scale, b_gscale if b_gscale is not None else dummy,
         c_amax if c_amax is not None else dummy,
         weight if weight is not None else dummy, bias if bias is not None else dummy,
@@ -1024,7 +1058,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
-        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, A_FP8=a_fp8,
+        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, A_FP8=a_fp8, B_DESC=tma,
         BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if split_k == 1:
         return moe_gemm_kernel.launch(grid, dev, *args, **consts, SPLIT_MODE=0, SPLIT_K=1, BLOCK_N=bn,
@@ -1388,17 +1422,17 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
 
 def _check_gemm_cfg(c: Any, where: str) -> dict:
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT"} \
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT", "TMA"} \
             or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT), got {c!r}")
+                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA), got {c!r}")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
             raise ValueError(f"{where}: SPLIT_K must be an integer from 1 to 64, got {v!r}")
         if v > 1 and not c.get("GEMV"):
             raise ValueError(f"{where}: SPLIT_K is an option of the GEMV mode (GEMV: true)")
-    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT"):
+    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA"):
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
     for k in keys:
@@ -1412,7 +1446,7 @@ def _check_gemm_cfg(c: Any, where: str) -> dict:
         raise ValueError(f"{where}: GEMV excludes SWAP_AB and SPLIT (it has no MMA tile)")
     return ({k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
             | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}) | ({"GEMV": True} if c.get("GEMV") else {})
-            | ({"PREQUANT": True} if c.get("PREQUANT") else {})
+            | ({"PREQUANT": True} if c.get("PREQUANT") else {}) | ({"TMA": True} if c.get("TMA") else {})
             | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 
@@ -1437,7 +1471,8 @@ def load_config_file(path: str) -> dict[int, dict]:
     (microseconds per call, CUDA-graph replay) are informative. Packed-FP4 files (``key.format`` mxfp4 or nvfp4) only: a
     GEMM config may set ``"SWAP_AB": true`` or ``"GEMV": true`` (the GEMV mode, :func:`moe_gemm`) with
     ``"SPLIT_K": <1..64>``; fp8_tensor and fp8_channel files only: ``"PREQUANT": true`` (the GEMM's A quantized to
-    e4m3 by :func:`row_quant` before it, not in its main loop); ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
+    e4m3 by :func:`row_quant` before it, not in its main loop); 16-bit and FP8 files (:data:`TMA_FORMATS`):
+    ``"TMA": true`` (the weight tiles loaded through a TMA tensor descriptor); ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
     :data:`GEMV_MAX_BLOCK_M`. Raises ValueError naming the file and
     the field on a malformed file."""
     try:
@@ -1471,6 +1506,9 @@ def load_config_file(path: str) -> dict[int, dict]:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: PREQUANT is an option of {' and '.join(PREQUANT_FORMATS)} files only "
                              f"(this file: {said})")
+        if any(out[int(tok)][g].get("TMA") for g in ("gemm1", "gemm2")) and fmt not in TMA_FORMATS:
+            said = f"key.format {fmt}" if fmt else "no key.format"
+            raise ValueError(f"{where}: TMA is an option of {', '.join(TMA_FORMATS)} files only (this file: {said})")
         gemv = [bool(out[int(tok)][g].get("GEMV")) for g in ("gemm1", "gemm2")]
         if any(gemv) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"

@@ -11,6 +11,7 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
   (the top-k sum);
 - ``gemm1``/``gemm2``: the runner's GEMMs as they run (unmasked main loop where ``K % BLOCK_K == 0``);
 - ``*.masked``: the same with the K-masked main loop (``EVEN_K`` off, the kernel before 2026-11-30 late);
+- ``*.tma``: the same tiles with ``TMA`` (the weight tiles loaded through a TMA tensor descriptor);
 - ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
   rows, bf16 out, no activation (the layout of a split GEMM + activation kernel), ``BLOCK_M`` 128;
 - ``gemm2.sorted``: the second GEMM writing sorted rows without the routing weight (the epilogue's
@@ -79,6 +80,9 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) ->
     run("gemm2", [lambda p=p: p.gemm2(cfg["gemm2"]) for p in passes], flops2)
     run("gemm2.masked", [lambda p=p: p.gemm2({**cfg["gemm2"], "EVEN_K": False}) for p in passes], flops2)
     run("combine", [p.combine for p in passes])
+    if fmt in K.TMA_FORMATS:   # the same tiles with the weight tiles through a TMA descriptor
+        run("gemm1.tma", [lambda p=p: p.gemm1({**cfg["gemm1"], "TMA": True}) for p in passes], flops1)
+        run("gemm2.tma", [lambda p=p: p.gemm2({**cfg["gemm2"], "TMA": True}) for p in passes], flops2)
 
     # the second GEMM writing sorted rows, no routing weight
     for p in passes:

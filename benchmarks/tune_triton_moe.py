@@ -33,6 +33,9 @@ How (the search is separable, so it times sum-of-candidates, not their product):
 - fp8_channel: every candidate is also timed with ``PREQUANT`` switched (each GEMM's A quantized to e4m3 by
   one pass before it, ``triton_moe_kernels.row_quant``, instead of in its main loop; the timed call includes the
   pass), so a tuned entry keeps whichever is faster per GEMM.
+- ``--tma`` (bf16, fp8_channel, fp8_block): every candidate from ``BLOCK_M`` 64 is also timed with ``TMA`` switched
+  (the weight tiles loaded through a TMA tensor descriptor instead of per-thread pointer loads), so a tuned entry
+  keeps whichever is faster per GEMM.
 - Compilation runs ahead in ``--jobs`` CPU worker processes (spawned; each compiles a configuration
   with ``warmup=True`` on a one-expert layer of the real strides, which fills Triton's on-disk cache;
   the main process's own first launch of that configuration then loads it from the cache). Jobs are
@@ -93,6 +96,12 @@ FP4_FORMATS = ("mxfp4", "nvfp4")
 ALL_FORMATS = FORMATS + FP4_FORMATS
 #: Formats whose GEMM candidates are also timed with ``PREQUANT`` switched (A quantized before the GEMM)
 PREQUANT_FORMATS = ("fp8_tensor", "fp8_channel")
+#: Formats whose GEMM candidates ``--tma`` also times with ``TMA`` switched (weights through a TMA descriptor), and
+#: the smallest ``BLOCK_M`` it does so at (compute tiles: the weight-streaming ones are not its target)
+TMA_FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")
+TMA_MIN_BLOCK_M = 64
+#: Set by ``--tma``
+TRY_TMA = False
 #: --fp4: the issue-24 layers in their checkpoints' formats.
 FP4_PAIRS = (("gpt-oss-20b", "mxfp4"), ("gpt-oss-120b", "mxfp4"), ("Qwen3-30B-A3B", "nvfp4"), ("DeepSeek-V3", "nvfp4"))
 TOKENS = (1, 32, 256, 2048, 8192)
@@ -230,6 +239,8 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
         cands = cands + [{**c, "SWAP_AB": True} for c in [base, *cands] if not c.get("SWAP_AB")]
     if fmt in PREQUANT_FORMATS:    # each candidate with and without A quantized before the GEMM (PREQUANT)
         cands = cands + [_toggle_prequant(c) for c in [base, *cands]]
+    if TRY_TMA and fmt in TMA_FORMATS and bm >= TMA_MIN_BLOCK_M:   # and with the weights through TMA (--tma)
+        cands = cands + [_toggle(c, "TMA") for c in [base, *cands, *splits]]
     for c in cands + splits:
         if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
                 and _fits(c, bm, fmt, gated, n_out, k_dim):
@@ -239,9 +250,14 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
 
 def _toggle_prequant(c: dict) -> dict:
     """``c`` with ``PREQUANT`` switched: set when absent, removed when set."""
-    if c.get("PREQUANT"):
-        return {k: v for k, v in c.items() if k != "PREQUANT"}
-    return {**c, "PREQUANT": True}
+    return _toggle(c, "PREQUANT")
+
+
+def _toggle(c: dict, flag: str) -> dict:
+    """``c`` with the boolean option ``flag`` switched: set when absent, removed when set."""
+    if c.get(flag):
+        return {k: v for k, v in c.items() if k != flag}
+    return {**c, flag: True}
 
 
 def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
@@ -268,7 +284,7 @@ def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
 
 def cfg_key(c: dict) -> tuple:
     return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], bool(c.get("SPLIT")),
-            bool(c.get("SWAP_AB")), bool(c.get("GEMV")), c.get("SPLIT_K", 1), bool(c.get("PREQUANT")))
+            bool(c.get("SWAP_AB")), bool(c.get("GEMV")), c.get("SPLIT_K", 1), bool(c.get("PREQUANT")), bool(c.get("TMA")))
 
 
 # --- layers and inputs --------------------------------------------------------------------------------
@@ -672,7 +688,7 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
 
 def _strip(c: dict) -> dict:
     return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "GEMV",
-                              "SPLIT_K", "PREQUANT", "us") if k in c}
+                              "SPLIT_K", "PREQUANT", "TMA", "us") if k in c}
 
 
 def write_config_file(out_dir: Path, bench: Bench | _Shape, device_name: str, table: dict[int, dict], log: dict,
@@ -778,9 +794,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timed", type=int, default=3, help="timed graph replays per candidate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU through the interpreter")
+    p.add_argument("--tma", action="store_true", help="also time each compute tile (BLOCK_M >= 64) of bf16 and FP8 "
+                                                      "with its weights through a TMA descriptor (config TMA)")
     p.add_argument("--files-from-log", metavar="TUNE_LOG", help="only write --out/triton_configs/ again from a "
                    "tune_log.json of an earlier run (no GPU): for runs whose files did not come back")
     args = p.parse_args(argv)
+    global TRY_TMA
+    TRY_TMA = args.tma
     if args.files_from_log:
         for f in files_from_log(Path(args.files_from_log), Path(args.out)):
             print(f)

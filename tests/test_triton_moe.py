@@ -881,6 +881,83 @@ def test_prequant_is_the_in_loop_quantization_bit_for_bit(quant, act_quant, toke
     check(spec, layer, x, ids, w, outs[True], f"PREQUANT {quant} {act_quant}", seed, act_quant=act_quant)
 
 
+def _with_flag(cfg: dict, flag: str, on: bool) -> dict:
+    """``cfg`` with the boolean GEMM option ``flag`` set (``on``) or removed in both GEMM configs."""
+    def g(c: dict) -> dict:
+        c = {k: v for k, v in c.items() if k != flag}
+        return {**c, flag: True} if on else c
+    return {**cfg, "gemm1": g(cfg["gemm1"]), "gemm2": g(cfg["gemm2"])}
+
+
+@pytest.mark.parametrize("quant, tokens, block_m, extra", [
+    ("bf16", 40, 16, {}), ("bf16", 300, 64, {}), ("fp8_channel", 40, 16, {"PREQUANT": True}),
+    ("fp8_channel", 300, 64, {}), ("fp8_block", 40, 16, {}), ("fp8_block", 300, 64, {"SPLIT": True})])
+@interp
+def test_tma_weights_are_the_pointer_loads_bit_for_bit(quant, tokens, block_m, extra):
+    """``TMA`` (the weight tiles through a TMA tensor descriptor) gives the layer's output bit for bit as the
+    per-thread pointer loads, with weight rows past an expert's N (the next expert's rows, or the descriptor's zero
+    fill past the last) and K tiles past K (zero fill: I = 48 and H = 80 are not multiples of BLOCK_K 32) never
+    reaching the output; within the tolerance of the float64 reference."""
+    seed = fresh_seed()
+    spec = spec_of(quant, e=4, k=2, h=80, i=48)
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer)                         # fp8_block: the test layer's 32x32 blocks
+    x, ids, w = routing(spec, tokens, seed)
+    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    base = {"BLOCK_M": block_m, "gemm1": {**g, **extra}, "gemm2": {**g, **{k: v for k, v in extra.items() if k != "SPLIT"}}}
+    outs = {}
+    for on in (False, True):
+        core.config_for = lambda t, on=on: _with_flag(base, "TMA", on)
+        outs[on] = core.forward(x, ids, w, pw)
+    assert torch.equal(outs[True], outs[False]), f"TMA changed the output (seed {seed})"
+    check(spec, layer, x, ids, w, outs[True], f"TMA {quant}", seed, h16=bool(extra.get("SPLIT")))
+
+
+def test_tma_is_an_option_of_16_bit_and_fp8_weights(tmp_path):
+    """Config files accept ``TMA`` (a boolean) in 16-bit and FP8 files only; the default tiles never set it (it is
+    chosen by measurement: benchmarks/tune_triton_moe.py --tma)."""
+    K = _K()
+    good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    for fmt, g2, ok in (("bf16", {**good, "TMA": True}, True), ("fp8_block", {**good, "TMA": True}, True),
+                        ("fp8_channel", {**good, "TMA": True, "PREQUANT": True}, True),
+                        ("nvfp4", {**good, "TMA": True}, False), ("int4_w4a16", {**good, "TMA": True}, False),
+                        ("bf16", {**good, "TMA": "yes"}, False)):
+        f = tmp_path / f"{fmt}-{ok}-{g2['TMA']!r}.json"
+        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
+            "BLOCK_M": 128, "gemm1": good, "gemm2": g2}}}))
+        if ok:
+            got = K.load_config_file(str(f))[8192]
+            assert got["gemm2"]["TMA"] is True and "TMA" not in got["gemm1"]
+        else:
+            with pytest.raises(ValueError, match="TMA"):
+                K.load_config_file(str(f))
+    for fmt in ("bf16", "fp8_channel", "fp8_block"):
+        for t in (1, 256, 8192):
+            d = K.default_config(128, 1536, 2048, fmt, t, 8, (128, 128) if fmt == "fp8_block" else None)
+            assert "TMA" not in d["gemm1"] and "TMA" not in d["gemm2"]
+
+
+@interp
+def test_tma_is_refused_where_it_cannot_load_the_weights():
+    """``moe_gemm`` refuses ``TMA`` for integer (and packed) weights and for weight rows whose bytes are not a multiple
+    of 16 (TMA's stride rule), with a ValueError naming it, before any launch."""
+    K = _K()
+    good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    spec = spec_of("int8_w8a16", e=2, k=1, h=64, i=32)
+    layer = Layer(spec, 1)
+    core, pw = core_for(spec, layer)
+    x, ids, w = routing(spec, 3, 1)
+    core.config_for = lambda t: _with_flag(core.__class__.config_for(core, t), "TMA", True)
+    with pytest.raises(ValueError, match="TMA"):
+        core.forward(x, ids, w, pw)
+    a = torch.zeros(4, 40, dtype=torch.bfloat16)
+    b = torch.zeros(2, 32, 36, dtype=torch.bfloat16)               # 72-byte rows: not a multiple of 16
+    align = K.moe_align(torch.zeros(4, 1, dtype=torch.int32), 2, 0, 16)
+    with pytest.raises(ValueError, match="16-byte"):
+        K.moe_gemm(a[:, :36], b, torch.empty(4, 32, dtype=torch.bfloat16), align, top_k=1, n_out=32, gather=True,
+                   by_slot=True, w_mode=0, config={**good, "BLOCK_N": 32, "BLOCK_K": 32, "TMA": True})
+
+
 @pytest.mark.parametrize("per_row", [True, False])
 @interp
 def test_row_quant_is_the_hand_quantization(per_row):
@@ -1248,7 +1325,8 @@ def _sm90_compile(kernel, args, kwargs) -> dict:
             "spill": int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)),
             "mma": ck.asm["ptx"].count("wgmma.mma_async") + ck.asm["ptx"].count("mma.sync"), "config": kwargs.get("BLOCK_M"),
             # element-by-element stores of 8/16-bit outputs (not st.global.v2/v4)
-            "scalar_stores": len(re.findall(r"st\.global(?:\.[a-z0-9]+)*\.b(?:8|16) ", ck.asm["ptx"]))}
+            "scalar_stores": len(re.findall(r"st\.global(?:\.[a-z0-9]+)*\.b(?:8|16) ", ck.asm["ptx"])),
+            "tma_loads": ck.asm["ttgir"].count("async_tma_copy_global_to_local")}
 
 
 def _ptxas_runs() -> bool:
@@ -1312,6 +1390,43 @@ def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
             # vector stores in the epilogue: element-wise ones made the GEMMs store-bound (about 10x slower
             # at 8192 tokens on an H200, benchmarks/gemm_profile.py)
             assert d["scalar_stores"] == 0, d
+            assert d["tma_loads"] == 0, d                # pointer loads unless a config asks for TMA
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
+def test_tma_tiles_compile_for_sm90(monkeypatch, quant):
+    """With ``TMA`` in both GEMM configs (BLOCK_M 128 / 64, the tiles --tma tunes), every GEMM compiled for sm90
+    here loads its weight tiles with TMA copies (per K step one per weight tile it reads: gate and up, or one), keeps its
+    shared memory within an sm90 CTA and spills nothing, at the Qwen3-30B-A3B layer shape, 8192 tokens."""
+    if not _ptxas_runs():
+        pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
+    K = _K()
+    done = []
+    monkeypatch.setattr(K._Kernel, "launch", lambda self, grid, device, *a, warmup=False, **kw:
+                        done.append(_sm90_compile(self, a, kw)))
+    e, k, h, i = 128, 8, 2048, 768
+    spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, activation="silu", quant=quant)
+    meta = torch.device("meta")
+    n13 = spec.w13_rows
+    wdt = torch.bfloat16 if quant == "bf16" else torch.float8_e4m3fn
+    w13, w2 = torch.empty(e, n13, h, dtype=wdt, device=meta), torch.empty(e, h, i, dtype=wdt, device=meta)
+    kw = {"fp8_channel": {"w13_scale": torch.empty(e, n13, device=meta), "w2_scale": torch.empty(e, h, device=meta)},
+          "fp8_block": {"w13_scale": torch.empty(e, n13 // 128, h // 128, device=meta),
+                        "w2_scale": torch.empty(e, h // 128, i // 128, device=meta)}}.get(quant, {})
+    core = _tm().TritonMoeCore(spec, meta)
+    pw = core.prepare_weights(w13, w2, **kw)
+    base = core.config_for(8192)
+    core.config_for = lambda t: _with_flag(base, "TMA", True)
+    x = torch.empty(8192, h, dtype=torch.bfloat16, device=meta)
+    core.forward(x, torch.empty(8192, k, dtype=torch.int32, device=meta), torch.empty(8192, k, device=meta), pw)
+    gemms = [d for d in done if d["kernel"] == "_moe_gemm_kernel"]
+    assert len(gemms) == 2, [d["kernel"] for d in done]
+    split = bool(base["gemm1"].get("SPLIT"))
+    for j, d in enumerate(gemms):
+        gated = j == 0 and not split
+        # TMA copies in the pipelined TTGIR: the prologue's stages and the loop's, each a whole number of K steps
+        assert d["tma_loads"] > 0 and d["tma_loads"] % (2 if gated else 1) == 0, d
+        assert d["shared"] <= SMEM_SM90 and d["spill"] == 0 and d["mma"] > 0 and d["scalar_stores"] == 0, d
 
 
 def test_the_int_reference_dequantization_is_the_layouts_definition():
@@ -1569,6 +1684,24 @@ def test_gpu_prequant_equals_the_in_loop_quantization(quant, tokens):
     assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"PREQUANT, {tokens} tokens", seed,
           act_quant="token" if quant == "fp8_channel" else "tensor")
+    assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
+
+
+@pytest.mark.parametrize("quant, tokens", [("bf16", 2048), ("fp8_channel", 2048), ("fp8_block", 2048), ("bf16", 64)])
+@gpu_test
+def test_gpu_tma_equals_the_pointer_loads(quant, tokens):
+    """``TMA`` on the GPU (both GEMMs, the default tiles otherwise): the layer's output bit for bit as the pointer
+    loads, within tolerance of float64, and CUDA-graph replay equal to eager."""
+    spec, layer, seed = gpu_layer(quant, k=8, e=64, h=1024, i=512)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    base = core.config_for(tokens)
+    x, ids, w = routing(spec, tokens, seed, "cuda")
+    outs = {}
+    for on in (False, True):
+        core.config_for = lambda t, on=on: _with_flag(base, "TMA", on)
+        outs[on] = core.forward(x, ids, w, pw)
+    assert torch.equal(outs[True], outs[False]), f"TMA changed the output (seed {seed})"
+    check(spec, layer, x, ids, w, outs[True], f"TMA, {tokens} tokens", seed, h16=bool(base["gemm1"].get("SPLIT")))
     assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
 
 
