@@ -369,6 +369,25 @@ class Retired(Located):
     source: str = Field(pattern=CITATION.pattern)
 
 
+class OlderName(Located):
+    """The spelling an engine's releases before ``below`` take for a row (renamed since): the launch writer writes it
+    for a declared engine version below ``below``."""
+
+    below: str
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+
+    @field_validator("below")
+    @classmethod
+    def _pep440(cls, v: str) -> str:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(v)
+        except InvalidVersion:
+            raise ValueError(f"{v!r} is not a PEP 440 version") from None
+        return v
+
+
 class A2AName(Located):
     """Our all-to-all backend (and mode; None: any) and each engine's spelling (SGLang's with its --deepep-mode)."""
 
@@ -380,6 +399,8 @@ class A2AName(Located):
     #: Other spellings of that engine read as this row (earlier releases' names, aliases), never written: a launch
     #: line of an older release names them (backends/engines/names.yaml says which and since when).
     vllm_read: list[str] = []
+    #: vLLM's spelling in releases before a version (renamed since), written for a declared version below it.
+    vllm_before: list[OlderName] = []
     source: str = Field(pattern=CITATION.pattern)
 
 

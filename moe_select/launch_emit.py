@@ -94,6 +94,23 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
     return entry.name
 
 
+def _release_name(name: str, before: list, version: str | None, comments: list[str], what: str) -> str:
+    """``name``, or the spelling ``before`` (:class:`~.engine_tables.OlderName` rows of backends/engines/names.yaml) gives
+    the releases below which ``version`` lies (the lowest such bound). With no version declared: ``name`` (the newest
+    releases'), and a comment naming the older spellings."""
+    from .launch_line import _ver
+
+    v = _ver(version)
+    rows = sorted(before, key=lambda b: _ver(b.below))
+    if v is None:
+        if rows:
+            older = "; ".join(f"releases before {b.below} take {b.name}" for b in rows)
+            comments.append(f"{what} {name}: the newest releases' spelling ({older}); declare --engine-version to have it "
+                            f"written for yours")
+        return name
+    return next((b.name for b in rows if v < _ver(b.below)), name)
+
+
 def _precision_flag(engine: str, precision: str, version: str | None, comments: list[str], *, runner: str,
                     quant: str) -> list[str]:
     """``[flag, value]`` asking ``engine`` for activation ``precision`` (``quant_config.activation_precision``): the
@@ -288,7 +305,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
                                 + ": plan it with an a2a that the names table (backends/engines/names.yaml) gives vLLM a name for")
-            argv += [_flag("vllm", "a2a", version, comments), a2a_row.vllm]
+            argv += [_flag("vllm", "a2a", version, comments), _release_name(a2a_row.vllm, a2a_row.vllm_before, version,
+                                                                            comments, "vLLM's --all2all-backend")]
             words, dispatch_env = _dispatch_words(plan, "vllm", version, comments)
             argv += words
         elif plan.a2a != "none":

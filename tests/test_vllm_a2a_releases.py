@@ -147,3 +147,41 @@ def test_launch_line_reads_the_vllm_values(value, a2a, mode):
                           model_config="examples/model_configs/deepseek-ai__DeepSeek-V3", engine_version="0.29.0")
     assert launch.deployment["a2a"] == a2a
     assert launch.deployment.get("a2a_mode") == mode
+
+
+# ------------------------------------------------------------------ the launch writer: the release's own spelling
+@pytest.mark.parametrize(("vllm", "written"), [("0.15.0", "mori"), ("0.22.1", "mori"), ("0.23.0", "mori_high_throughput"),
+                                               ("0.34.0", "mori_high_throughput")])
+def test_launch_writer_spells_mori_normal_per_release(vllm, written):
+    """(tp 4 = dp 4 x vLLM's --tensor-parallel-size 1, EP 4.) A MoRI normal-mode plan is written as 'mori' for 0.15.0 .. 0.22.1 (their Literal has no mori_high_throughput) and
+    as mori_high_throughput from 0.23.0 (backends/engines/names.yaml vllm_before)."""
+    from moe_select.launch_emit import emit
+    r = _explain(gpu="MI300X", a2a="mori", a2a_mode="normal", runner="aiter", engine_version=vllm, tp=4)
+    assert_planned(r, "aiter")
+    words = emit(r.plan, "vllm", engine_version=vllm, model="M").argv
+    assert words[words.index("--all2all-backend") + 1] == written, words
+
+
+@pytest.mark.parametrize(("vllm", "written"), [("0.14.0", "flashinfer_all2allv"), ("0.17.0", "flashinfer_all2allv"),
+                                               ("0.18.0", "flashinfer_nvlink_two_sided"), ("0.29.0", "flashinfer_nvlink_two_sided")])
+def test_launch_writer_spells_the_two_sided_flashinfer_a2a_per_release(vllm, written):
+    """FlashInfer's two-sided all-to-all is flashinfer_all2allv up to 0.17.0 and flashinfer_nvlink_two_sided from 0.18.0;
+    the written line reads back as the same all-to-all at that release."""
+    from moe_select.launch_emit import emit
+    from moe_select.launch_line import from_command
+    r = _explain(gpu="B200", a2a="flashinfer_two_sided", runner="triton", engine_version=vllm, tp=4)
+    assert_planned(r, "triton")
+    words = emit(r.plan, "vllm", engine_version=vllm, model="M").argv
+    assert words[words.index("--all2all-backend") + 1] == written, words
+    back = from_command(" ".join(words), model_config="examples/model_configs/deepseek-ai__DeepSeek-V3", engine_version=vllm)
+    assert back.deployment["a2a"] == "flashinfer_two_sided"
+
+
+def test_launch_writer_without_a_version_writes_the_newest_spelling_and_says_so():
+    """No --engine-version: the newest releases' spelling, and a comment naming the older one and its bound."""
+    from moe_select.launch_emit import emit
+    r = _explain(gpu="MI300X", a2a="mori", a2a_mode="normal", runner="aiter", tp=4)
+    assert_planned(r, "aiter")
+    out = emit(r.plan, "vllm", model="M")
+    assert out.argv[out.argv.index("--all2all-backend") + 1] == "mori_high_throughput"
+    assert any("before 0.23.0 take mori" in c for c in out.comments), out.comments
