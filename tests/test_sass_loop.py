@@ -1,0 +1,54 @@
+"""benchmarks/sass_loop.py: the main loop of the triton runner's GEMMs read from their sm90 SASS, without a GPU."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("sass_loop", ROOT / "benchmarks" / "sass_loop.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _tools_run() -> bool:
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    try:
+        import triton
+    except ImportError:
+        return False
+    b = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    try:
+        return all(subprocess.run([str(b / t), "--version"], capture_output=True).returncode == 0
+                   for t in ("ptxas", "nvdisasm"))
+    except OSError:
+        return False
+
+
+def test_the_loop_is_the_k_loop_of_each_gemm():
+    """At 32 tokens on Qwen3-30B-A3B (bf16, BLOCK_M 16: mma.sync) each GEMM's loop holds its tensor-core instructions:
+    one HMMA m16n8k16 per 16 x 8 x 16 step of the tile a warp computes, so BLOCK_N x BLOCK_K / (8 x 16 x warps) of
+    them; an 8-bit weight format (fp8_channel) counts weights per thread the same way, with the budget halved."""
+    if not _tools_run():
+        pytest.skip("needs triton's bundled ptxas and nvdisasm (and triton imported without TRITON_INTERPRET)")
+    m = _module()
+    rows = m.profile("Qwen3-30B-A3B", "bf16", 32)
+    assert [r["gemm"] for r in rows] == [1, 2]
+    for r in rows:
+        c = r["config"]
+        warps = c["num_warps"]
+        gated = 2 if r["gemm"] == 1 else 1
+        assert r["opcodes"].get("HMMA") == gated * c["BLOCK_N"] * c["BLOCK_K"] // (8 * 16 * warps), r
+        assert r["weights_per_thread"] == gated * c["BLOCK_N"] * c["BLOCK_K"] / (32 * warps)
+        assert 0 < r["per_weight"] < r["budget_per_weight"] == 16.0
+    fp8 = m.profile("Qwen3-30B-A3B", "fp8_channel", 32)
+    assert all(r["budget_per_weight"] == 8.0 and r["loop_instructions"] > 0 for r in fp8)
