@@ -390,6 +390,15 @@ class Unavailable(Located):
                              "the backend does not ship it anywhere)")
         return self
 
+    def describe_conditions(self) -> str:
+        """``when ...; requires ...`` text, as a :class:`Conditional`'s (the unknown of an unstated input names it)."""
+        bits = []
+        if self.when is not None and self.when.keys():
+            bits.append(self.when.describe())
+        if self.requires:
+            bits.append(", ".join(f"{k} {v}" for k, v in self.requires.items()))
+        return "; ".join(bits)
+
 
 class ModeEngineFact(Located):
     """How one engine's integration of an all-to-all mode differs from the mode's own facts: the dispatch ``format`` it

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar,
 from pydantic import BaseModel
 
 from . import capacity as a2a_capacity
-from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support
+from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support, Unavailable
 from .catalog import Catalog, default_catalog
 from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fixes_for_engines
 from .deployment import Deployment, Understood, load_deployment, understand
@@ -74,7 +74,7 @@ def _quantities_read(c: Constraint) -> list[str]:
     return qs
 
 
-def _unstated_values(key: str, fact: Conditional) -> list[Any]:
+def _unstated_values(key: str, fact: Conditional | Unavailable) -> list[Any]:
     """The values of unstated input ``key`` worth trying against ``fact``: what its ``when`` names (a list's entries,
     a range's bounds) and, for a quantity, the sizes 1 to 64 and either side of the bounds a constraint on it names."""
     from .conditions import QUANTITIES, IntRange
@@ -94,7 +94,7 @@ def _unstated_values(key: str, fact: Conditional) -> list[Any]:
     return named
 
 
-def unstated_refusal(fact: Conditional, ctx: _Ctx, reads: Iterable[str],
+def unstated_refusal(fact: Conditional | Unavailable, ctx: _Ctx, reads: Iterable[str],
                      refuses: Any) -> tuple[list[str], tuple[Any, ...]] | None:
     """Whether a refusal ``fact`` might apply: ``(the unstated inputs, values of them)`` when ``fact`` reads (``reads``:
     its condition keys and quantities) inputs of :data:`UNGIVEN` the deployment leaves unstated, its package gate
@@ -115,7 +115,7 @@ def unstated_refusal(fact: Conditional, ctx: _Ctx, reads: Iterable[str],
     return None
 
 
-def _unstated_unknown(fact: Conditional, keys: Sequence[str], values: Sequence[Any], code: str, what: str,
+def _unstated_unknown(fact: Conditional | Unavailable, keys: Sequence[str], values: Sequence[Any], code: str, what: str,
                       backend: str | None) -> Unknown:
     """The unknown of a refusal that might apply (:func:`unstated_refusal`): the unstated inputs, the fact and how to
     state them."""
@@ -428,6 +428,12 @@ def _a2a_reasons(a2a: A2ACapability, ctx: _Ctx, needs: list[PackageNeed], assume
             continue
         if gone.requires:  # shipped, but fails under this engine with these package versions (where ``when`` holds)
             if gone.when is not None and not gone.when.matches(ctx.facts):
+                # a ``when`` that reads an input the deployment leaves unstated (model.architecture) and holds at some
+                # value of it leaves the backend unverified, never supported (issue 21)
+                hit = unstated_refusal(gone, ctx, gone.when.keys(), gone.when.matches)
+                if hit is not None:
+                    ctx.unknowns.append(_unstated_unknown(gone, *hit, "a2a_unsupported", f"{owner} fails under {engine}: "
+                                                          f"{gone.why}", None))
                 continue
             ok, assumptions, _ = _requires(gone.requires, ctx)
             if not ok:
