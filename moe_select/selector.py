@@ -339,7 +339,10 @@ def _parallel_fix(c: Constraint, ctx: _Ctx, engines: Sequence[str] | None) -> st
     holds = {e: pool[e] for e in names if c.applies(pool[e]) and not c.holds(pool[e])} or {"": ctx.facts}
     key = (id(c), tuple(holds))
     if key not in ctx.fixes:
-        ctx.fixes[key] = parallel_fixes_for_engines([c], holds, also=ctx.catalog.common.constraints, memo=ctx.verdicts)
+        # the rules every runner obeys, less those whose package gate fails here (an EP limit of old SGLang releases does
+        # not bound the fix at the deployment's release)
+        also = [k for k in ctx.catalog.common.constraints if not k.requires or _requires(k.requires, ctx)[0]]
+        ctx.fixes[key] = parallel_fixes_for_engines([c], holds, also=also, memo=ctx.verdicts)
     return ctx.fixes[key]
 
 
