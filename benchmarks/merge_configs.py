@@ -5,7 +5,8 @@
 ``tune_triton_moe.py --tokens 2048 8192`` writes files holding only the buckets it measured. Copying them over the
 committed files would drop the other buckets (1, 32, 256, ...). This merges instead: for each ``NEW_DIR/*.json`` whose
 name is a committed file's, the new file's buckets replace the committed file's same buckets and the rest are kept; the
-``tuned`` block records both runs (``merged``: the new run's ``date``, ``torch``, ``triton``, buckets and ``note``). A
+``tuned`` block records both runs (``merged``: the new run's ``date``, ``torch``, ``triton``, buckets and ``note``;
+``phase``: the new run's search phase for its buckets). A
 new file with no committed counterpart is copied as it is. Both files are read with ``load_config_file`` first, so a
 malformed file is an error naming it, and the merged file is read back the same way before it is written.
 """
@@ -32,7 +33,10 @@ def merge(new: dict, old: dict, note: str = "") -> dict:
     merged["buckets"] = sorted(new["configs"], key=int)
     if note:
         merged["note"] = note
-    out.setdefault("tuned", {}).setdefault("merged", []).append(merged)
+    out.setdefault("tuned", {})
+    if isinstance(t.get("phase"), dict):         # the search phase of each bucket, as the tuner records it
+        out["tuned"]["phase"] = {**out["tuned"].get("phase", {}), **t["phase"]}
+    out["tuned"].setdefault("merged", []).append(merged)
     return out
 
 
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out, how = new, "new file"
         tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(out, indent=2) + "\n")
+        tmp.write_text(json.dumps(out, indent=1) + "\n")     # as the tuner writes them
         K.load_config_file.cache_clear()
         K.load_config_file(str(tmp))
         tmp.replace(target)
