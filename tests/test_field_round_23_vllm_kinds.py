@@ -100,6 +100,18 @@ def test_vllm_gptoss_dp_unstated_is_unverified_not_refused():
     assert any("dp" in (u.settle or "") for u in cand(r, r.plan.runner).unknowns), cand(r, r.plan.runner).unknowns
 
 
+def test_vllm_gptoss_dp_fact_leaves_other_activations_decided():
+    """A model that names no architecture and whose activation is not gpt-oss's swiglu_oai (an inline DeepSeek-shaped
+    SiLU MoE, dp unstated, vLLM 0.10.2) is not gpt-oss: the fact leaves no unknown, and the plan's evidence does not
+    drop to unverified on its account."""
+    model = {"num_experts": 256, "top_k": 8, "hidden_size": 7168, "moe_intermediate_size": 2048, "activation": "silu",
+             "routing": "renormalize"}
+    r = _explain(gpu="H200", engine="vllm", engine_version="0.10.2", model=model, quant="bf16", tp=4, ep=1, a2a="none")
+    assert r.plan is not None
+    assert not any(u.source.startswith("backends/common.yaml:") and "#24032" in u.detail
+                   for c in r.candidates for u in c.unknowns)
+
+
 # ------------------------------------------------ kind 3: vLLM weight-only NVFP4 MoE (NVFP4A16) from 0.14.0 (marlin)
 # A Qwen3-30B-A3B-shaped NVFP4A16 MoE on 2 x H200 at TP 2: not the round's Llama-4-Scout on 8 x H100.
 NVFP4A16_MODEL = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
