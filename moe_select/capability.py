@@ -24,7 +24,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, field_validator, model_validator
 
-from .conditions import Conditional, Constraint, When, _check_requires
+from .conditions import Conditional, Constraint, When, _check_requires, describe_conditions
 from .contracts import DispatchFormat
 from .formats import Precision
 from .located import Located
@@ -392,12 +392,7 @@ class Unavailable(Located):
 
     def describe_conditions(self) -> str:
         """``when ...; requires ...`` text, as a :class:`Conditional`'s (the unknown of an unstated input names it)."""
-        bits = []
-        if self.when is not None and self.when.keys():
-            bits.append(self.when.describe())
-        if self.requires:
-            bits.append(", ".join(f"{k} {v}" for k, v in self.requires.items()))
-        return "; ".join(bits)
+        return describe_conditions(self.when, self.requires)
 
 
 class ModeEngineFact(Located):

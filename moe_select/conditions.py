@@ -260,6 +260,16 @@ def _check_requires(v: dict[str, str] | None) -> dict[str, str] | None:
     return v
 
 
+def describe_conditions(when: When | None, requires: dict[str, str] | None) -> str:
+    """``when ...; requires ...`` text of a fact's condition and package gate, or '' for neither."""
+    bits = []
+    if when is not None and when.keys():
+        bits.append(when.describe())
+    if requires:
+        bits.append(", ".join(f"{k} {v}" for k, v in requires.items()))
+    return "; ".join(bits)
+
+
 class Conditional(Located):
     """A fact that holds only where ``when`` matches the deployment and the packages meet ``requires``
     (distribution -> PEP 440 specifier, e.g. ``{some-kernels: ">=0.6.8"}``)."""
@@ -274,12 +284,7 @@ class Conditional(Located):
 
     def describe_conditions(self) -> str:
         """``when ...; requires ...`` text, or '' for an unconditional fact."""
-        bits = []
-        if self.when is not None and self.when.keys():
-            bits.append(self.when.describe())
-        if self.requires:
-            bits.append(", ".join(f"{k} {v}" for k, v in self.requires.items()))
-        return "; ".join(bits)
+        return describe_conditions(self.when, self.requires)
 
 
 ConstraintCode = Literal["shape_unaligned", "experts_not_divisible", "parallelism_unsupported"]
