@@ -789,23 +789,21 @@ def _moe_gemm_kernel(
                 acc_u = acc_u * gsc
     else:
         for kb in range(0, tl.cdiv(K, BLOCK_K)):
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
+            else:
+                k_ok = offs_k < K - kb * BLOCK_K
+                a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
             if B_DESC:   # rows past this expert's N read the next rows or TMA's zero fill, K past K zeros: never stored
-                if EVEN_K:
-                    a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
-                else:
-                    a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < K - kb * BLOCK_K)[None, :], other=0.0)
                 b = tl.trans(b_ptr.load([b_row, kb * BLOCK_K]))
                 if GATED:
                     bu = tl.trans(b_ptr.load([b_row + n_up, kb * BLOCK_K]))
             elif EVEN_K:
-                a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
                 b_mask = n_ok[None, :] & (offs_k < BLOCK_K)[:, None]
                 b = tl.load(b_ptrs)
                 if GATED:
                     bu = tl.load(bu_ptrs)
             else:
-                k_ok = offs_k < K - kb * BLOCK_K
-                a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
                 b_mask = k_ok[:, None] & n_ok[None, :]
                 b = tl.load(b_ptrs, mask=b_mask, other=0.0)
                 if GATED:
@@ -873,16 +871,15 @@ def _moe_gemm_kernel(
                             zu = ZERO_DEFAULT
                     acc_u = tl.dot(a, ((code_u - zu).to(tl.float32) * scu).to(a.dtype), acc_u)
             a_ptrs += BLOCK_K
-            if B_DESC:
-                pass
-            elif W_MODE == 4:
-                b_ptrs += (BLOCK_K // 2) * stride_bk
-                if GATED:
-                    bu_ptrs += (BLOCK_K // 2) * stride_bk
-            else:
-                b_ptrs += BLOCK_K * stride_bk
-                if GATED:
-                    bu_ptrs += BLOCK_K * stride_bk
+            if not B_DESC:   # a descriptor is addressed by tile coordinates, not advanced
+                if W_MODE == 4:
+                    b_ptrs += (BLOCK_K // 2) * stride_bk
+                    if GATED:
+                        bu_ptrs += (BLOCK_K // 2) * stride_bk
+                else:
+                    b_ptrs += BLOCK_K * stride_bk
+                    if GATED:
+                        bu_ptrs += BLOCK_K * stride_bk
 
     if SPLIT_MODE == 1:                      # split-K partial sums (float32, before the epilogue)
         ws_ptrs = ws_ptr + pid_k * stride_wsk + offs_r.to(tl.int64)[:, None] * stride_wsm + offs_cn[None, :]
