@@ -94,11 +94,8 @@ DEFAULT_MODELS = ("Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3", "Mixtral-8x
 FORMATS = ("bf16", "fp8_channel", "fp8_block")
 FP4_FORMATS = ("mxfp4", "nvfp4")
 ALL_FORMATS = FORMATS + FP4_FORMATS
-#: Formats whose GEMM candidates are also timed with ``PREQUANT`` switched (A quantized before the GEMM)
-PREQUANT_FORMATS = ("fp8_tensor", "fp8_channel")
-#: Formats whose GEMM candidates ``--tma`` also times with ``TMA`` switched (weights through a TMA descriptor), and
-#: the smallest ``BLOCK_M`` it does so at (compute tiles: the weight-streaming ones are not its target)
-TMA_FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel", "fp8_block")
+#: The smallest ``BLOCK_M`` at which ``--tma`` also times each candidate with ``TMA`` switched (compute tiles: the
+#: weight-streaming ones are not its target); the formats: the kernels' ``TMA_FORMATS``
 TMA_MIN_BLOCK_M = 64
 #: Set by ``--tma``
 TRY_TMA = False
@@ -217,7 +214,7 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
         alt = {**base, "BLOCK_N": max(16, min_bn, base["BLOCK_N"] // 2)}
         alts = [alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}]
         return (out + alts + ([{**base, "SWAP_AB": True}] if swap else [])
-                + ([_toggle_prequant(base)] if fmt in PREQUANT_FORMATS else []))
+                + ([_toggle(base, "PREQUANT")] if fmt in _K().PREQUANT_FORMATS else []))
     if phase == "quick":
         cands = [{**base, "BLOCK_N": base["BLOCK_N"] * 2}, {**base, "BLOCK_N": base["BLOCK_N"] // 2},
                  {**base, "num_stages": base["num_stages"] + 1}, {**base, "num_stages": base["num_stages"] - 1},
@@ -237,20 +234,15 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
             cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
     if swap:
         cands = cands + [{**c, "SWAP_AB": True} for c in [base, *cands] if not c.get("SWAP_AB")]
-    if fmt in PREQUANT_FORMATS:    # each candidate with and without A quantized before the GEMM (PREQUANT)
-        cands = cands + [_toggle_prequant(c) for c in [base, *cands]]
-    if TRY_TMA and fmt in TMA_FORMATS and bm >= TMA_MIN_BLOCK_M:   # and with the weights through TMA (--tma)
+    if fmt in _K().PREQUANT_FORMATS:    # each candidate with and without A quantized before the GEMM (PREQUANT)
+        cands = cands + [_toggle(c, "PREQUANT") for c in [base, *cands]]
+    if TRY_TMA and fmt in _K().TMA_FORMATS and bm >= TMA_MIN_BLOCK_M:   # and with the weights through TMA (--tma)
         cands = cands + [_toggle(c, "TMA") for c in [base, *cands, *splits]]
     for c in cands + splits:
         if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
                 and _fits(c, bm, fmt, gated, n_out, k_dim):
             out.append(c)
     return out
-
-
-def _toggle_prequant(c: dict) -> dict:
-    """``c`` with ``PREQUANT`` switched: set when absent, removed when set."""
-    return _toggle(c, "PREQUANT")
 
 
 def _toggle(c: dict, flag: str) -> dict:

@@ -132,7 +132,7 @@ for quant, aq, dt, ep, rank, k, on_input, h, i in cases:
     base = core.config_for(9)
     outs = {}
     for on in (False, True):
-        core.config_for = lambda t, on=on: T._with_prequant(base, on)
+        core.config_for = lambda t, on=on: T._with_flag(base, "PREQUANT", on)
         outs[on] = core.forward(x, ids, w, pw)
     assert outs[True].dtype == dt, (outs[True].dtype, dt)
     assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output: {quant} {aq} {dt} ep {ep} rank {rank}"

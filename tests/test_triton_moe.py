@@ -837,11 +837,11 @@ def test_split_is_an_fp8_block_first_gemm_option(tmp_path):
     assert "SPLIT" not in K.default_config(128, 1536, 2048, "fp8_block", 256, 8, (128, 128))["gemm1"]
 
 
-def _with_prequant(cfg: dict, on: bool) -> dict:
-    """``cfg`` with ``PREQUANT`` set (``on``) or removed in both GEMM configs."""
+def _with_flag(cfg: dict, flag: str, on: bool) -> dict:
+    """``cfg`` with the boolean GEMM option ``flag`` set (``on``) or removed in both GEMM configs."""
     def g(c: dict) -> dict:
-        c = {k: v for k, v in c.items() if k != "PREQUANT"}
-        return {**c, "PREQUANT": True} if on else c
+        c = {k: v for k, v in c.items() if k != flag}
+        return {**c, flag: True} if on else c
     return {**cfg, "gemm1": g(cfg["gemm1"]), "gemm2": g(cfg["gemm2"])}
 
 
@@ -868,7 +868,7 @@ def test_prequant_is_the_in_loop_quantization_bit_for_bit(quant, act_quant, toke
 
     outs = {}
     for on in (False, True):
-        core.config_for = lambda t, on=on: _with_prequant(base, on)
+        core.config_for = lambda t, on=on: _with_flag(base, "PREQUANT", on)
         launched.clear()
         K._Kernel.launch = record
         try:
@@ -879,14 +879,6 @@ def test_prequant_is_the_in_loop_quantization_bit_for_bit(quant, act_quant, toke
         assert launched.count("_moe_gemm_kernel") == 2, launched
     assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"PREQUANT {quant} {act_quant}", seed, act_quant=act_quant)
-
-
-def _with_flag(cfg: dict, flag: str, on: bool) -> dict:
-    """``cfg`` with the boolean GEMM option ``flag`` set (``on``) or removed in both GEMM configs."""
-    def g(c: dict) -> dict:
-        c = {k: v for k, v in c.items() if k != flag}
-        return {**c, flag: True} if on else c
-    return {**cfg, "gemm1": g(cfg["gemm1"]), "gemm2": g(cfg["gemm2"])}
 
 
 @pytest.mark.parametrize("quant, tokens, block_m, extra", [
@@ -1679,7 +1671,7 @@ def test_gpu_prequant_equals_the_in_loop_quantization(quant, tokens):
     x, ids, w = routing(spec, tokens, seed, "cuda")
     outs = {}
     for on in (False, True):
-        core.config_for = lambda t, on=on: _with_prequant(base, on)
+        core.config_for = lambda t, on=on: _with_flag(base, "PREQUANT", on)
         outs[on] = core.forward(x, ids, w, pw)
     assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"PREQUANT, {tokens} tokens", seed,
