@@ -64,6 +64,19 @@ Takes = Literal["switch", "bool_optional", "bool", "value", "int", "file", "json
 #: A citation: ``owner/repo@ref:path[:symbol]``, ``owner/repo#N``, or ``this project: ...``; more may follow.
 CITATION = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[0-9a-f]{7,40}:[^\s:;]+(:[A-Za-z0-9_.]+)?|#\d+)|this project: )")
 _KEYED = re.compile(r"^([a-z_]+):([A-Za-z0-9_.]+)\Z")
+
+
+def _pep440_version(v: str) -> str:
+    """``v`` itself when it is a PEP 440 version; raises ValueError otherwise (a table's release field)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(v)
+    except InvalidVersion:
+        raise ValueError(f"{v!r} is not a PEP 440 version") from None
+    return v
+
+
 _FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 
@@ -98,14 +111,7 @@ class Change(Located):
     @field_validator("version")
     @classmethod
     def _pep440(cls, v: str | None) -> str | None:
-        from packaging.version import InvalidVersion, Version
-
-        if v is not None:
-            try:
-                Version(v)
-            except InvalidVersion:
-                raise ValueError(f"{v!r} is not a PEP 440 version") from None
-        return v
+        return None if v is None else _pep440_version(v)
 
     def text(self) -> str:
         """``vllm-project/vllm#33535 (2026-02-02, v0.15.0)``."""
@@ -379,13 +385,7 @@ class OlderName(Located):
     @field_validator("below")
     @classmethod
     def _pep440(cls, v: str) -> str:
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            Version(v)
-        except InvalidVersion:
-            raise ValueError(f"{v!r} is not a PEP 440 version") from None
-        return v
+        return _pep440_version(v)
 
 
 class A2AName(Located):

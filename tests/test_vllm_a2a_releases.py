@@ -185,3 +185,15 @@ def test_launch_writer_without_a_version_writes_the_newest_spelling_and_says_so(
     out = emit(r.plan, "vllm", model="M")
     assert out.argv[out.argv.index("--all2all-backend") + 1] == "mori_high_throughput"
     assert any("before 0.23.0 take mori" in c for c in out.comments), out.comments
+
+
+def test_an_older_spelling_needs_a_release_and_a_name():
+    """names.yaml's ``vllm_before`` rows: ``below`` must be a PEP 440 release and ``name`` an engine value."""
+    from pydantic import ValidationError
+
+    from moe_select.engine_tables import OlderName
+    assert OlderName(below="0.23.0", name="mori").below == "0.23.0"
+    with pytest.raises(ValidationError, match="not a PEP 440 version"):
+        OlderName(below="x.y", name="mori")
+    with pytest.raises(ValidationError, match="name"):
+        OlderName(below="0.23.0", name="Mori HT")
