@@ -109,6 +109,10 @@ class TritonMoeWeights:
     b2: torch.Tensor | None = None
     gs13: torch.Tensor | None = None
     gs2: torch.Tensor | None = None
+    #: mxfp4 / nvfp4: ``w13``/``w2`` are in the shuffled layout of the GPU decode
+    #: (:func:`~.triton_moe_kernels.fp4_shuffle`), so the GEMMs decode with :data:`~.triton_moe_kernels.FP4_DECODE_ASM`;
+    #: False: the canonical layout, decoded portably.
+    fp4_shuffled: bool = False
 
 
 def _shape(t: torch.Tensor) -> list[int]:
@@ -134,8 +138,11 @@ class TritonMoeCore:
       (default True: GPTQ's v1 format stores zero - 1; False for gptq_v2).
     - ``config_dir``: where tuned tile configurations are read (default ``backends/triton_configs``).
     - ``warmup``: compile every kernel variant at ``prepare_weights`` (default: True on CUDA).
-    - ``fp4_decode``: mxfp4 / nvfp4 only: ``"auto"`` (the PTX table decode on a GPU, the portable one under
-      the interpreter), ``"asm"`` or ``"portable"`` (both exact: the same bf16 weights; tests compare them).
+    - ``fp4_decode``: mxfp4 / nvfp4 only: ``"auto"`` (the PTX decode on a GPU, the portable one under the
+      interpreter), ``"asm"`` or ``"portable"`` (both exact: the same output bit for bit; tests compare them).
+      ``"asm"``: ``prepare_weights`` stores the packed weights in the shuffled layout the PTX decode reads
+      (:func:`~.triton_moe_kernels.fp4_shuffle`, same size) and refuses e8m0 scales above
+      :data:`~.triton_moe_kernels.FP4_MAX_E8M0` (2^33: no real checkpoint; ``"portable"`` runs them).
 
     Raises :class:`RunnerInputError` for a format it does not run, a CPU device without the
     interpreter, a block shape it cannot tile, or an FP4 layer whose hidden or intermediate size is not a
@@ -371,9 +378,18 @@ class TritonMoeCore:
                     raise RunnerInputError(f"{name}_global_scale has non-finite values")
             elif gsc is not None:
                 raise RunnerInputError(f"{name}_global_scale: mxfp4 takes no global scale (nvfp4 does)")
-            parts.append((w.contiguous(), sc.view(torch.uint8).contiguous(), g))
+            sc = sc.view(torch.uint8).contiguous()
+            if self.fp4_asm and not nv and self.device.type != "meta":     # at load: a sync is fine
+                top = int(sc.max()) if sc.numel() else 0
+                if top > K.FP4_MAX_E8M0:
+                    raise RunnerInputError(
+                        f"{name}_scale: an e8m0 scale byte of {top} (2^{top - 127}) is above what the GPU decode scales "
+                        f"exactly ({K.FP4_MAX_E8M0}: 2^{K.FP4_MAX_E8M0 - 127}; triton_moe_kernels.FP4_EPI_LOG2); "
+                        f"fp4_decode='portable' runs it")
+            w = K.fp4_shuffle(w.contiguous()) if self.fp4_asm and self.device.type != "meta" else w.contiguous()
+            parts.append((w, sc, g))
         (q13, sc13, g13), (q2, sc2, g2) = parts
-        return TritonMoeWeights(q13, q2, sc13, sc2, g13=group, g2=group, gs13=g13, gs2=g2)
+        return TritonMoeWeights(q13, q2, sc13, sc2, g13=group, g2=group, gs13=g13, gs2=g2, fp4_shuffled=self.fp4_asm)
 
     def _prepare_int(self, w13, w2, s13, s2, z13, z2, g13, g2) -> TritonMoeWeights:
         s = self.spec
@@ -560,7 +576,7 @@ class ForwardPass:
                           a_scale_mode=self.a_mode, c_amax=self.act_scale, c_amax_mode=self.a_mode,
                           w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
                           group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
-                          bias=w.b13, bias_before_weight=False, b_gscale=w.gs13, fp4_asm=self.core.fp4_asm,
+                          bias=w.b13, bias_before_weight=False, b_gscale=w.gs13, fp4_asm=w.fp4_shuffled,
                           config=config, warmup=warmup)
 
     def _gemm1_split(self, config: dict, warmup: bool):
@@ -592,7 +608,7 @@ class ForwardPass:
                           a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
                           b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
                           group_n=self.groups[2], bias=w.b2, bias_before_weight=True, b_gscale=w.gs2,
-                          fp4_asm=self.core.fp4_asm, config=config, warmup=warmup)
+                          fp4_asm=w.fp4_shuffled, config=config, warmup=warmup)
 
     def combine(self) -> torch.Tensor:
         s = self.core.spec

@@ -449,33 +449,86 @@ def _activation(g, u, swiglu_limit, ACT: tl.constexpr):
     return a
 
 
-#: e2m1 -> bf16 on NVIDIA GPUs (PTX, sm80+): 4 packed bytes (8 codes, element ``2j`` in the low nibble) and their
-#: 4 bf16 scales in, the 4 low-nibble values and the 4 high-nibble values out (2 bf16 per register, each times
-#: its byte's scale). Magnitudes through two byte-permute (``prmt``) table lookups, one for the bf16 high bytes
-#: (0x00, 0x3F x3, 0x40 x4) and one for the low bytes (0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0) of
-#: 0, 0.5, 1, 1.5, 2, 3, 4, 6; the sign bit (bit 3 of a code) ORed into the high byte; the scale by an
-#: ``fma.rn.bf16x2`` with a -0.0 addend (exact: an e2m1 value times an e8m0 or e4m3 scale has at most 6
-#: significant bits). The same table-lookup technique as Triton's own fp4-to-bf16 conversion (written here from
-#: the e2m1 definition, OCP Microscaling Formats v1.0, section 5.3.3).
+#: Bit positions of the shuffled FP4 word (:func:`fp4_shuffle`, the layout :data:`FP4_DECODE_ASM` reads): a word holds 8
+#: consecutive e2m1 codes along K (``w0..w7``, canonically ``w[2j]`` in the low and ``w[2j+1]`` in the high nibble of
+#: byte ``j``); code bit ``b`` (0 mantissa, 1-2 exponent, 3 sign) of ``w[2i+h]`` sits at bit ``FP4_BIT_POS[2i+h][b]``.
+#: Output register ``i`` of the decode is ``rotr(word, d) & mask``: code bit ``b`` of the low half must land on bf16 bit
+#: (6, 7, 8, 15)[b] (the high half 16 higher), so it is stored ``d`` above that. Pairs 0-2 use one rotation each (0, 4,
+#: 10); pair 3 two (14 for the mantissa, low exponent bit and sign, 6 for the high exponent bit). No placement decodes
+#: all four pairs with one rotation each (the translates of {6, 7, 8, 15} do not tile 16 bits).
+_FP4_TARGET = (6, 7, 8, 15)
+_FP4_ROT = ((0, 0, 0, 0), (4, 4, 4, 4), (10, 10, 10, 10), (14, 14, 6, 14))
+FP4_BIT_POS = tuple(tuple((_FP4_TARGET[b] + 16 * h + _FP4_ROT[i][b]) % 32 for b in range(4))
+                    for i in range(4) for h in range(2))
+#: The decode's power-of-two offset: it yields ``e2m1 * 2^-126`` (the code's bits placed into a bf16 with exponent bias
+#: 127 instead of 1), the kernel multiplies it by ``scale * 2^(126 - FP4_EPI_LOG2)`` (a bf16 for e8m0 scales up to
+#: 2^(FP4_EPI_LOG2 + 1) and every e4m3 scale) and the epilogue by ``2^FP4_EPI_LOG2`` in float32. Powers of two: the
+#: products, the float32 sums and so the output are those of the unshifted values, bit for bit.
+FP4_EPI_LOG2 = 32
+#: e8m0 scale bytes above this overflow the shifted bf16 scale (prepare_weights refuses them: ``2^33`` and up).
+FP4_MAX_E8M0 = 127 + FP4_EPI_LOG2 + 1
+_FP4_E8M0_ADD = tl.constexpr(126 - FP4_EPI_LOG2)            # e8m0 byte s -> bf16 exponent field of 2^(s - 127 + 126 - 32)
+_FP4_E4M3_MUL = tl.constexpr(2.0 ** (126 - FP4_EPI_LOG2))
+_FP4_EPI_MUL = tl.constexpr(2.0 ** FP4_EPI_LOG2)
+
+def fp4_shuffle(q: torch.Tensor) -> torch.Tensor:
+    """Packed e2m1 codes in the canonical layout (``q [..., K/2]`` uint8, element ``2j`` in the low nibble of byte
+    ``j``) -> the same shape in the layout :data:`FP4_DECODE_ASM` reads: each 4 bytes (8 codes along K, ``K/2`` a
+    multiple of 4) rebuilt bit by bit after :data:`FP4_BIT_POS`, stored little-endian. Runs on ``q``'s device, one
+    leading index at a time (a DeepSeek-V3 expert tensor is gigabytes). Raises ValueError for another dtype or a last
+    dimension that is not a multiple of 4. :func:`fp4_unshuffle` inverts it."""
+    if q.dtype != torch.uint8 or q.dim() < 1 or q.shape[-1] % 4:
+        raise ValueError(f"fp4_shuffle: packed e2m1 uint8 [..., K/2] with K/2 a multiple of 4, got {q.dtype} {tuple(q.shape)}")
+    return _fp4_permute(q, inverse=False)
+
+
+def fp4_unshuffle(q: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`fp4_shuffle` (the canonical layout back; tests and checks)."""
+    if q.dtype != torch.uint8 or q.dim() < 1 or q.shape[-1] % 4:
+        raise ValueError(f"fp4_unshuffle: uint8 [..., K/2] with K/2 a multiple of 4, got {q.dtype} {tuple(q.shape)}")
+    return _fp4_permute(q, inverse=True)
+
+
+def _fp4_permute(q: torch.Tensor, inverse: bool) -> torch.Tensor:
+    """Move every bit of each 32-bit word: canonical bit ``4 * w + b`` (code ``w``, bit ``b``) <-> shuffled bit
+    ``FP4_BIT_POS[w][b]``."""
+    out = torch.empty_like(q)
+    flat_in, flat_out = q.reshape(-1, q.shape[-1]), out.view(-1, q.shape[-1])
+    chunk = max(1, (1 << 24) // max(1, q.shape[-1]))                   # about 16 MB of bytes per step
+    moves = [(4 * w + b, FP4_BIT_POS[w][b]) for w in range(8) for b in range(4)]
+    if inverse:
+        moves = [(dst, src) for src, dst in moves]
+    for r0 in range(0, flat_in.shape[0], chunk):
+        b = flat_in[r0:r0 + chunk].to(torch.int64).reshape(-1, q.shape[-1] // 4, 4)
+        word = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)
+        new = torch.zeros_like(word)
+        for src, dst in moves:
+            new |= ((word >> src) & 1) << dst
+        flat_out[r0:r0 + chunk] = torch.stack([(new >> (8 * j)) & 0xFF for j in range(4)], -1).reshape(
+            -1, q.shape[-1]).to(torch.uint8)
+    return out
+
+
+#: e2m1 -> bf16 on NVIDIA GPUs (PTX, sm80+) for the shuffled word (:data:`FP4_BIT_POS`): one 32-bit word of 8 codes
+#: and 4 bf16x2 scales in; 4 bf16x2 registers out, register ``i`` holding ``w[2i]`` (bits 0-15) and ``w[2i+1]``
+#: (bits 16-31) times its scale, as ``value * 2^-126 * scale``. Each register is a funnel-shift rotation of the
+#: word and a mask (register 3: two of each), which puts sign, exponent and mantissa bits where a bf16 has them; an
+#: e2m1 subnormal (0.5) lands on a bf16 subnormal of the same ratio; the scale by ``fma.rn.bf16x2`` with a -0.0
+#: addend (exact: an e2m1 value times an e8m0 or e4m3 scale has at most 6 significant bits). 9 integer operations
+#: per 8 codes where a table lookup of the canonical layout takes 17 (Marlin's shift-and-mask decode of e2m1
+#: (vLLM csrc/quantization/gptq_marlin/dequant.h) is the idea; the placement here is ours).
 FP4_DECODE_ASM = tl.constexpr("""{
-.reg .b32 m<2>, s<3>, t<2>, l<2>, h<2>, v<4>, z;
-and.b32 m0, $4, 0x77777777;
-shr.u32 m1, m0, 16;
-and.b32 s0, $4, 0x88888888;
-shr.u32 s1, s0, 3;
-shr.u32 s2, s0, 19;
-prmt.b32 l0, 0xC0800000, 0xC0804000, m0;
-prmt.b32 l1, 0xC0800000, 0xC0804000, m1;
-prmt.b32 h0, 0x3F3F3F00, 0x40404040, m0;
-prmt.b32 h1, 0x3F3F3F00, 0x40404040, m1;
-prmt.b32 t0, 0x00008000, 0, s1;
-prmt.b32 t1, 0x00008000, 0, s2;
-or.b32 h0, h0, t0;
-or.b32 h1, h1, t1;
-prmt.b32 v0, l0, h0, 0x5140;
-prmt.b32 v1, l0, h0, 0x7362;
-prmt.b32 v2, l1, h1, 0x5140;
-prmt.b32 v3, l1, h1, 0x7362;
+.reg .b32 r<4>, v<4>, z;
+and.b32 v0, $4, 0x81C081C0;
+shf.r.wrap.b32 r0, $4, $4, 4;
+and.b32 v1, r0, 0x81C081C0;
+shf.r.wrap.b32 r1, $4, $4, 10;
+and.b32 v2, r1, 0x81C081C0;
+shf.r.wrap.b32 r2, $4, $4, 14;
+shf.r.wrap.b32 r3, $4, $4, 6;
+and.b32 r2, r2, 0x80C080C0;
+and.b32 r3, r3, 0x01000100;
+or.b32 v3, r2, r3;
 mov.b32 z, 0x80008000;
 fma.rn.bf16x2 $0, v0, $5, z;
 fma.rn.bf16x2 $1, v1, $6, z;
@@ -532,12 +585,12 @@ def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: t
     interpreter included)."""
     BN: tl.constexpr = q.shape[0]
     BKH: tl.constexpr = q.shape[1]
-    if W_MODE == 6:
-        sf = (qs.to(tl.uint16) << 7).to(tl.bfloat16, bitcast=True)
-    else:
-        sf = qs.to(tl.float8e4nv, bitcast=True).to(tl.bfloat16)
-    if FP4_ASM:
-        s2 = sf.to(tl.uint16, bitcast=True).to(tl.uint32)
+    if FP4_ASM:                                                 # scale * 2^(126 - FP4_EPI_LOG2) (FP4_DECODE_ASM)
+        if W_MODE == 6:
+            s2 = tl.where(qs == 0, 0, (qs.to(tl.uint32) + _FP4_E8M0_ADD) << 7)
+        else:
+            sf = (qs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * _FP4_E4M3_MUL).to(tl.bfloat16)
+            s2 = sf.to(tl.uint16, bitcast=True).to(tl.uint32)
         s2 = (s2 | (s2 << 16)).to(tl.int32, bitcast=True)          # the scale twice: one bf16x2 per byte
         sb2 = tl.reshape(tl.broadcast_to(s2[:, :, None], (BN, BKH * 2 // SCALE_GROUP, SCALE_GROUP // 2)), (BN, BKH))
         w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r", [q, sb2], dtype=tl.int32,
@@ -545,6 +598,10 @@ def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: t
         lo = w2.to(tl.int16).to(tl.bfloat16, bitcast=True)
         hi = (w2 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
     else:
+        if W_MODE == 6:
+            sf = (qs.to(tl.uint16) << 7).to(tl.bfloat16, bitcast=True)
+        else:
+            sf = qs.to(tl.float8e4nv, bitcast=True).to(tl.bfloat16)
         sb = tl.reshape(tl.broadcast_to(sf[:, :, None], (BN, BKH * 2 // SCALE_GROUP, SCALE_GROUP // 2)), (BN, BKH))
         sb32 = sb.to(tl.float32)
         lo = (_e2m1_f32(q & 0xF) * sb32).to(tl.bfloat16)
@@ -782,8 +839,13 @@ def _moe_gemm_kernel(
             acc = tl.trans(acc)
             if GATED:
                 acc_u = tl.trans(acc_u)
-        if W_MODE == 7 and SPLIT_MODE != 1:  # nvfp4: the expert's global scale, in float32 (split-K: on the sum)
-            gsc = tl.load(b_gscale_ptr + expert)
+        if SPLIT_MODE != 1 and (W_MODE == 7 or FP4_ASM):  # in float32 (split-K: on the sum)
+            if W_MODE == 7:                  # nvfp4: the expert's global scale
+                gsc = tl.load(b_gscale_ptr + expert)
+                if FP4_ASM:
+                    gsc = gsc * _FP4_EPI_MUL    # and FP4_DECODE_ASM's 2^-FP4_EPI_LOG2 (exact)
+            else:
+                gsc = _FP4_EPI_MUL
             acc = acc * gsc
             if GATED:
                 acc_u = acc_u * gsc
@@ -970,8 +1032,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     ceil(n_out/group_k)]``. Raises ValueError on an fp8_block config whose BLOCK_K is not ``group_k``
     or (``c_amax_mode`` 3) whose BLOCK_N is not a multiple of it. mxfp4 / nvfp4 (``w_mode`` 6 / 7): ``b [E, N_b,
     K/2]`` uint8 packed e2m1, ``b_scale [E, N_b, K/group_k]`` uint8 (e8m0, or e4m3 viewed as uint8),
-    ``b_gscale [E]`` float32 (nvfp4), ``a`` bf16; ``fp4_asm``: the GPU decode (:data:`FP4_DECODE_ASM`; default:
-    not under the interpreter); config ``SWAP_AB`` (optional): the transposed tile; raises ValueError when
+    ``b_gscale [E]`` float32 (nvfp4), ``a`` bf16; ``fp4_asm``: ``b`` is in the shuffled layout (:func:`fp4_shuffle`)
+    and the GPU decode (:data:`FP4_DECODE_ASM`) reads it; else ``b`` is canonical and decoded portably (default:
+    the GPU decode unless under the interpreter); config ``SWAP_AB`` (optional): the transposed tile; raises ValueError when
     ``BLOCK_K`` is not a multiple of ``group_k``. Config ``GEMV`` (packed FP4 only; required below ``BLOCK_M``
     16, allowed up to :data:`GEMV_MAX_BLOCK_M`): the kernel's GEMV mode (no ``tl.dot``; the real rows of each
     block in registers), with ``SPLIT_K`` (optional, default 1): that many programs per output tile over the K

@@ -28,7 +28,7 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
 - error: rel_error of the first tokens (up to 8) against the float64 reference (``reference_moe`` on the weights
   dequantized by ``reference_dequantize``), with the one table's tolerance for bf16 activations.
 - variants (``--variants``, at 1, 32 and 256 tokens): ``swap_ab`` (the transposed tile for ``BLOCK_M`` <= 32)
-  and ``portable`` (the bit-field decode instead of the PTX table decode); ``gemv`` (at 1, 8 and 32 tokens: the
+  and ``portable`` (the bit-field decode of the canonical layout instead of the PTX decode of the shuffled one); ``gemv`` (at 1, 8 and 32 tokens: the
   kernels' GEMV mode forced, ``triton_moe_kernels.gemv_config`` at every bucket: no MMA, ``BLOCK_M`` ``min(4,
   pow2(T))``, split-K where the programs are few) and ``mma`` (at the same counts: the MMA tiles forced where a
   table picks GEMV, ``default_config(..., gemv=False)``; files are kept as they are; the default is MMA: GEMV is
@@ -145,6 +145,22 @@ def ref_error(spec, kw: dict, x, ids, w, out) -> float:
     return rel_error(out[:n], ref)
 
 
+def portable_weights(pw):
+    """The prepared weights in the canonical layout the portable decode reads (prepare_weights stores the PTX
+    decode's shuffled layout on a GPU): the variant ``portable`` times the same weights decoded portably."""
+    import dataclasses
+
+    from moe_select.backends import triton_moe_kernels as K
+
+    from moe_select.runner import PreparedWeights
+
+    w = pw.data
+    if not getattr(w, "fp4_shuffled", False):
+        return pw
+    return PreparedWeights(pw.owner, dataclasses.replace(w, w13=K.fp4_unshuffle(w.w13), w2=K.fp4_unshuffle(w.w2),
+                                                         fp4_shuffled=False))
+
+
 def set_variant(core, variant: str, saved: dict) -> None:
     """Switch the resolved triton core to a variant (tile options or decode); ``saved`` restores the default."""
     if not saved:
@@ -213,8 +229,10 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
     tokens = tuple(int(x) for x in args.tokens.split(",") if x)
     tokens = (1, 8) if args.smoke else tuple(sorted(set(tokens) | {t for v in args.variants.split(",") if v in ("gemv", "mma")
                                                                     for t in GEMV_VARIANT_TOKENS}))
+    pw_default = pw
     for variant in ["default", *[v for v in args.variants.split(",") if v]]:
         set_variant(runner.core, variant, saved)
+        pw = portable_weights(pw_default) if variant == "portable" else pw_default
         for t in tokens:
             if variant != "default" and t not in (GEMV_VARIANT_TOKENS if variant in ("gemv", "mma") else VARIANT_TOKENS):
                 continue

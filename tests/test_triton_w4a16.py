@@ -5,7 +5,7 @@ checkpoint-layout converters (moe_select/checkpoint_layouts.py).
 How the tests run (as tests/test_triton_moe.py, whose interpreter worker and sm90 compile helper this file reuses
 the design of): the Triton kernels run through Triton's CPU interpreter (``TRITON_INTERPRET=1``) in one worker
 subprocess started by this file (:class:`_Worker`), at tiny shapes; the GPU tests (marked ``gpu``) run the
-compiled kernels at real layer shapes, the PTX table decode (``fp4_decode="asm"``) included, which the interpreter
+compiled kernels at real layer shapes, the PTX decode (``fp4_decode="asm"``, of the shuffled layout) included, which the interpreter
 cannot run (the interpreter runs the portable decode, which gives the same bf16 weights: a GPU test compares the
 two bit for bit); the sm90 compile test compiles the kernels for Hopper with Triton and ptxas without a GPU.
 
@@ -422,8 +422,8 @@ def test_fp4_through_moe_runner_and_the_harness_weights():
 
 def _run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
     """A model of the few PTX instructions of the GPU decode (and, or, shr, mov, prmt (default mode),
-    fma.rn.bf16x2), written from the PTX ISA's definitions, executing ``asm`` on 32-bit ``regs`` ($n operands
-    and named registers); returns the registers."""
+    shf.r.wrap (funnel shift right, shift amount mod 32), fma.rn.bf16x2), written from the PTX ISA's definitions,
+    executing ``asm`` on 32-bit ``regs`` ($n operands and named registers); returns the registers."""
     import re
 
     def val(tok: str) -> int:
@@ -451,6 +451,8 @@ def _run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
             r = s[0] >> s[1]
         elif op == "mov.b32":
             r = s[0]
+        elif op == "shf.r.wrap.b32":                # d = low 32 bits of (b:a) >> (c mod 32)
+            r = (((s[1] << 32) | s[0]) >> (s[2] & 31)) & 0xFFFFFFFF
         elif op == "prmt.b32":
             pool = (s[1] << 32) | s[0]
             r = 0
@@ -472,31 +474,63 @@ def _run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
     return regs
 
 
-def test_fp4_ptx_decode_table_gives_every_code_times_its_scale():
-    """The GPU decode (triton_moe_kernels.FP4_DECODE_ASM), run through a model of its PTX instructions, for all
-    256 byte values in every position of the packed word, with random bf16 scales: output register ``j`` holds
-    byte ``j``'s low-nibble value (bits 0-15) and high-nibble value (bits 16-31), each e2m1 value times the
-    byte's scale, against the e2m1 table of the OCP MX spec."""
+def test_fp4_ptx_decode_gives_every_code_times_its_scale():
+    """The GPU decode (triton_moe_kernels.FP4_DECODE_ASM), run through a model of its PTX instructions on words that
+    fp4_shuffle made from canonical bytes: every byte value in every position of the word, random bf16 scales.
+    Output register ``j`` holds canonical byte ``j``'s low-nibble value (bits 0-15) and high-nibble value (bits
+    16-31), each the e2m1 value (the OCP MX spec's table) times its scale times 2^-FP4_EPI_LOG2: the decode yields
+    ``value * 2^-126`` and the kernel passes ``scale * 2^(126 - FP4_EPI_LOG2)`` (the epilogue multiplies by
+    2^FP4_EPI_LOG2)."""
     if not HAS_TRITON:
         pytest.skip("triton not installed")
-    asm = str(_K().FP4_DECODE_ASM.value)
+    K = _K()
+    asm = str(K.FP4_DECODE_ASM.value)
     seed = fresh_seed()
     rng = random.Random(seed)
     table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
     for start in range(0, 256, 4):
         word = [(start + j * 67) % 256 for j in range(4)]                    # every byte value, in every position
-        scales = [2.0 ** rng.randint(-20, 10) * rng.choice([1.0, 1.125, 1.5, 1.875]) for _ in range(4)]
-        sbits = [torch.tensor([s]).to(torch.bfloat16).view(torch.int16).item() & 0xFFFF for s in scales]
-        regs = {"$4": sum(b << (8 * j) for j, b in enumerate(word)), **{f"${5 + j}": sbits[j] * 0x10001 for j in range(4)}}
+        shuffled = K.fp4_shuffle(torch.tensor(word, dtype=torch.uint8))
+        assert torch.equal(K.fp4_unshuffle(shuffled), torch.tensor(word, dtype=torch.uint8))
+        scales = [2.0 ** rng.randint(-40, 10) * rng.choice([1.0, 1.125, 1.5, 1.875]) for _ in range(4)]
+        shift = 126 - K.FP4_EPI_LOG2                                        # the kernel's scale operand
+        sbits = [torch.tensor([s * 2.0 ** shift]).to(torch.bfloat16).view(torch.int16).item() & 0xFFFF for s in scales]
+        regs = {"$4": sum(int(b) << (8 * j) for j, b in enumerate(shuffled.tolist())),
+                **{f"${5 + j}": sbits[j] * 0x10001 for j in range(4)}}
         regs = _run_ptx(asm, regs)
         for j, b in enumerate(word):
             got = regs[f"${j}"]
             for half, nib in ((0, b & 0xF), (1, b >> 4)):
                 bits = (got >> (16 * half)) & 0xFFFF
                 value = torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item()
-                want = table[nib] * scales[j]
+                want = table[nib] * scales[j] * 2.0 ** -K.FP4_EPI_LOG2
                 assert value == want and math.copysign(1, value) == math.copysign(1, want), \
                     (f"byte {b:#04x} in position {j}, nibble {half}: {value} != {want} (seed {seed})")
+
+
+def test_fp4_shuffle_moves_every_bit_once_and_round_trips():
+    """fp4_shuffle is a permutation of each 32-bit word's bits (FP4_BIT_POS covers 0..31 once), keeps the shape,
+    inverts with fp4_unshuffle on random multi-dimensional tensors, and refuses other dtypes and a last dimension
+    that is not whole words."""
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    K = _K()
+    assert sorted(p for w in K.FP4_BIT_POS for p in w) == list(range(32))
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, 256, (3, 5, 24), generator=g, dtype=torch.int32).to(torch.uint8)
+    sh = K.fp4_shuffle(q)
+    assert sh.shape == q.shape and sh.dtype == torch.uint8 and not torch.equal(sh, q), f"seed {seed}"
+    assert torch.equal(K.fp4_unshuffle(sh), q), f"seed {seed}"
+    # a single set bit lands where FP4_BIT_POS says
+    for w, b in ((0, 0), (3, 2), (7, 3), (6, 1)):
+        one = torch.tensor([(1 << (4 * w + b)) >> (8 * j) & 0xFF for j in range(4)], dtype=torch.uint8)
+        word = sum(int(x) << (8 * j) for j, x in enumerate(K.fp4_shuffle(one).tolist()))
+        assert word == 1 << K.FP4_BIT_POS[w][b]
+    with pytest.raises(ValueError, match="multiple of 4"):
+        K.fp4_shuffle(q[..., :6])
+    with pytest.raises(ValueError, match="uint8"):
+        K.fp4_shuffle(q.to(torch.int16))
 
 
 # --- checkpoint layouts (pure torch) -------------------------------------------------------------------------
@@ -880,7 +914,7 @@ def _sm90():
     ("nvfp4", "Qwen3-30B-A3B", 1, False), ("nvfp4", "Qwen3-30B-A3B", 256, True), ("nvfp4", "DeepSeek-V3", 8192, False)])
 def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
     """Every kernel of a forward, with the default configuration (and SWAP_AB where asked), compiled for sm90 with
-    the PTX table decode: it compiles (ptxas accepts the inline PTX), fits an sm90 CTA's shared memory, uses
+    the PTX decode: it compiles (ptxas accepts the inline PTX), fits an sm90 CTA's shared memory, uses
     tensor cores (the MMA tiles: the default; the opt-in GEMV mode, which uses none, is compiled by test_triton_w4a16_gemv),
     runs the table lookups (prmt) and spills no register."""
     helpers = _sm90()
@@ -967,18 +1001,38 @@ def test_gpu_fp4_real_layer_shapes(model):
 
 @pytest.mark.parametrize("quant", FP4)
 @gpu_test
-def test_gpu_fp4_table_decode_equals_the_portable_one(quant):
-    """The PTX table decode and the portable decode give the same bf16 weights: the same output bit for bit, at
-    decode and prefill tile shapes, SWAP_AB tiles included."""
+def test_gpu_fp4_ptx_decode_equals_the_portable_one(quant):
+    """The PTX decode (of the shuffled layout, its scale and epilogue offsets) and the portable decode (of the
+    canonical layout) give the same output bit for bit, at decode and prefill tile shapes, SWAP_AB tiles included;
+    prepare_weights stored the shuffled layout for the PTX decode only."""
     spec, layer, seed = gpu_layer(quant, "swiglu_oai", k=8, e=64)
     a, pa = core_for(spec, layer, "cuda", warmup=False, fp4_decode="asm")
     b, pb = core_for(spec, layer, "cuda", warmup=False, fp4_decode="portable")
+    assert pa.fp4_shuffled and not pb.fp4_shuffled
+    assert torch.equal(pa.w13, _K().fp4_shuffle(pb.w13)) and torch.equal(pb.w2, _K().fp4_unshuffle(pa.w2))
     for t in (3, 700):
         x, ids, w = routing(spec, t, seed + t, "cuda")
         assert torch.equal(a.forward(x, ids, w, pa), b.forward(x, ids, w, pb)), f"{quant}, {t} tokens (seed {seed})"
     _set_configs(a, SWAP_AB=True)
     x, ids, w = routing(spec, 5, seed, "cuda")
     check(spec, layer, x, ids, w, a.forward(x, ids, w, pa), "SWAP_AB", seed)
+
+
+@gpu_test
+def test_gpu_mxfp4_scale_above_the_ptx_decode_range_is_refused_not_overflowed():
+    """An e8m0 scale byte above FP4_MAX_E8M0 (2^33) would overflow the PTX decode's shifted bf16 scale:
+    prepare_weights refuses it for the PTX decode (RunnerInputError naming the tensor and the byte) and the portable
+    decode still runs it; one byte at the limit is accepted."""
+    spec, layer, seed = gpu_layer("mxfp4")
+    K = _K()
+    kw = dict(layer.kwargs)
+    kw["w2_scale"] = kw["w2_scale"].clone()
+    kw["w2_scale"][1, 2, 0] = K.FP4_MAX_E8M0 + 1
+    with pytest.raises(RunnerInputError, match=rf"w2_scale: an e8m0 scale byte of {K.FP4_MAX_E8M0 + 1}"):
+        _tm().TritonMoeCore(spec, "cuda", warmup=False, fp4_decode="asm").prepare_weights(**kw)
+    _tm().TritonMoeCore(spec, "cuda", warmup=False, fp4_decode="portable").prepare_weights(**kw)
+    kw["w2_scale"][1, 2, 0] = K.FP4_MAX_E8M0
+    _tm().TritonMoeCore(spec, "cuda", warmup=False, fp4_decode="asm").prepare_weights(**kw)
 
 
 @pytest.mark.parametrize("quant", FP4)

@@ -230,7 +230,7 @@ def test_moe_gemm_refuses_gemv_misuse():
 @pytest.mark.parametrize("model", list(base.REAL))
 def test_gemv_kernels_compile_for_sm90(monkeypatch, model):
     """The GEMV kernels of a forward at 1 and 8 tokens (the GEMV config forced: BLOCK_M 1 with split-K where the
-    default splits, BLOCK_M 4), the four checkpoints' real shapes, compiled for sm90 with the PTX table decode: no
+    default splits, BLOCK_M 4), the four checkpoints' real shapes, compiled for sm90 with the PTX decode: no
     MMA instruction, no register spill, and no shared-memory tile (at most 1 KB: the reductions' scratch; the MMA
     path converts each decoded weight tile through shared memory)."""
     helpers = base._sm90()
