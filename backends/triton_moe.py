@@ -227,6 +227,10 @@ class TritonMoeCore:
                 table = dict(K.load_config_file(str(path)))
             except ValueError as exc:
                 raise RunnerInputError(str(exc)) from None
+            swap = sorted(t for t, c in table.items() if c["gemm1"].get("SWAP_AB") or c["gemm2"].get("SWAP_AB"))
+            if swap and self.fp4_asm:
+                raise RunnerInputError(f"{path}: tokens {swap} set SWAP_AB: {K.SWAP_AB_ASM_ERROR} "
+                                       f"(fp4_decode='portable' reads this file)")
             if self.block_shape:
                 bk = self.block_shape[1]
                 table = {t: {**c, "gemm1": {**c["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, c["gemm1"]["BLOCK_N"])},

@@ -509,6 +509,15 @@ def _fp4_permute(q: torch.Tensor, inverse: bool) -> torch.Tensor:
     return out
 
 
+#: Why SWAP_AB tiles take the portable decode only. The PTX decode reads one shuffled word per 32-bit register of the
+#: packed tile (``inline_asm_elementwise`` with ``pack=4``: four bytes of a thread's elements per call), so each register
+#: must hold four consecutive bytes of one row along K. Triton 3.6 lays the packed tile out so for the MMA's B operand
+#: (the default tile) and for the GEMV mode's blocked layout (the GPU tests compare both with the portable decode, bit
+#: for bit, at every committed tile shape); as the MMA's A operand (SWAP_AB) it does not (measured on an H200:
+#: rel. error 1.5). SWAP_AB was slower than the plain tile at every tuned point anyway (benchmarks/README.md).
+SWAP_AB_ASM_ERROR = ("SWAP_AB (the weight tile as the MMA's A operand) runs with the portable FP4 decode only: the PTX "
+                     "decode needs whole shuffled words per register, which Triton's A-operand layout does not give")
+
 #: e2m1 -> bf16 on NVIDIA GPUs (PTX, sm80+) for the shuffled word (:data:`FP4_BIT_POS`): one 32-bit word of 8 codes
 #: and 4 bf16x2 scales in; 4 bf16x2 registers out, register ``i`` holding ``w[2i]`` (bits 0-15) and ``w[2i+1]``
 #: (bits 16-31) times its scale, as ``value * 2^-126 * scale``. Each register is a funnel-shift rotation of the
@@ -1057,6 +1066,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         raise ValueError("GEMV and SWAP_AB exclude each other (GEMV has no MMA tile)")
     if gemv and bm > GEMV_MAX_BLOCK_M:
         raise ValueError(f"GEMV unrolls the block's rows: BLOCK_M must be at most {GEMV_MAX_BLOCK_M}, got {bm}")
+    if config.get("SWAP_AB") and w_mode in FP4_MODES and (fp4_asm or (fp4_asm is None and not interpreting())):
+        raise ValueError(SWAP_AB_ASM_ERROR)
     if not gemv and bm < 16:
         raise ValueError(f"BLOCK_M {bm} is below the MMA tile's 16 rows: only the GEMV mode (config GEMV) runs it")
     if split_k < 1 or (split_k > 1 and not gemv):

@@ -48,8 +48,8 @@ How (the search is separable, so it times sum-of-candidates, not their product):
 Packed FP4 (W4A16, issue 24): ``--formats mxfp4 nvfp4`` (random packed codes and scales: every code value,
 scales around ``1/sqrt(K)``), or ``--fp4`` for the issue's four layers in their checkpoints' formats (gpt-oss-20b
 and gpt-oss-120b in mxfp4, Qwen3-30B-A3B and DeepSeek-V3 in nvfp4). Their ``BLOCK_K`` candidates are whole scale
-groups (>= 32), and tiles of ``BLOCK_M`` <= 32 are also tried with ``SWAP_AB`` (the weight tile as the MMA's M
-operand). Where the mean rows per expert ``m = T*K/E`` is at most 4, the GEMV mode (``GEMV``: no MMA, the block's
+groups (>= 32); ``SWAP_AB`` (the weight tile as the MMA's M operand) is not tried: the runner's GPU decode cannot
+read it (``triton_moe_kernels.SWAP_AB_ASM_ERROR``). Where the mean rows per expert ``m = T*K/E`` is at most 4, the GEMV mode (``GEMV``: no MMA, the block's
 few rows in registers) is timed as well: ``BLOCK_M`` 1, 2 and 4 (at most ``pow2(T)``) next to the MMA tile's 16,
 each with GEMV configs (``BLOCK_N`` 16-64, ``BLOCK_K`` 64-256, ``SPLIT_K`` 1, 2, 4 or 8, and 2 warps near the
 default; the sum of both launches when split). The default heuristic keeps the MMA tiles (GEMV is opt-in until
@@ -209,12 +209,10 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
     elif split_ok and phase != "quick":
         splits = [{"BLOCK_N": bn, "BLOCK_K": block_k, "GROUP_M": 8, "num_warps": w, "num_stages": st, "SPLIT": True}
                   for bn, w, st in itertools.product((128, 256), (4, 8), (2, 3, 4))]
-    swap = fmt in FP4_FORMATS and bm <= 32        # packed FP4 weight-streaming tiles: also the transposed tile
     if dry:
         alt = {**base, "BLOCK_N": max(16, min_bn, base["BLOCK_N"] // 2)}
         alts = [alt] if alt != base else [alt | {"num_stages": base["num_stages"] + 1}]
-        return (out + alts + ([{**base, "SWAP_AB": True}] if swap else [])
-                + ([_toggle(base, "PREQUANT")] if fmt in _K().PREQUANT_FORMATS else []))
+        return out + alts + ([_toggle(base, "PREQUANT")] if fmt in _K().PREQUANT_FORMATS else [])
     if phase == "quick":
         cands = [{**base, "BLOCK_N": base["BLOCK_N"] * 2}, {**base, "BLOCK_N": base["BLOCK_N"] // 2},
                  {**base, "num_stages": base["num_stages"] + 1}, {**base, "num_stages": base["num_stages"] - 1},
@@ -232,8 +230,6 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
                  for bn, bk, w, st in itertools.product(bns, bks, (4, 8), stages)]
         if bm >= 64:
             cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
-    if swap:
-        cands = cands + [{**c, "SWAP_AB": True} for c in [base, *cands] if not c.get("SWAP_AB")]
     if fmt in _K().PREQUANT_FORMATS:    # each candidate with and without A quantized before the GEMM (PREQUANT)
         cands = cands + [_toggle(c, "PREQUANT") for c in [base, *cands]]
     if TRY_TMA and fmt in _K().TMA_FORMATS and bm >= TMA_MIN_BLOCK_M:   # and with the weights through TMA (--tma)

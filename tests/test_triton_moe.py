@@ -1318,7 +1318,8 @@ def _sm90_compile(kernel, args, kwargs) -> dict:
             "mma": ck.asm["ptx"].count("wgmma.mma_async") + ck.asm["ptx"].count("mma.sync"), "config": kwargs.get("BLOCK_M"),
             # element-by-element stores of 8/16-bit outputs (not st.global.v2/v4)
             "scalar_stores": len(re.findall(r"st\.global(?:\.[a-z0-9]+)*\.b(?:8|16) ", ck.asm["ptx"])),
-            "tma_loads": ck.asm["ttgir"].count("async_tma_copy_global_to_local")}
+            "tma_loads": ck.asm["ttgir"].count("async_tma_copy_global_to_local"),
+            "funnel_shifts": ck.asm["ptx"].count("shf.r.wrap.b32")}
 
 
 def _ptxas_runs() -> bool:

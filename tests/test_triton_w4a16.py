@@ -763,7 +763,7 @@ def test_run_builds_the_layer_kind_asked_for(tmp_path, capsys):
 
 def test_fp4_default_configs_and_swap_ab_files(tmp_path):
     """Default tiles of the FP4 formats take whole scale groups per K tile; a tuned file may set SWAP_AB for an
-    FP4 format only."""
+    FP4 format only, and only a core with the portable decode reads such a file."""
     if not HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
@@ -784,13 +784,21 @@ def test_fp4_default_configs_and_swap_ab_files(tmp_path):
         else:
             with pytest.raises(ValueError, match="SWAP_AB is an option of packed-FP4 files"):
                 K.load_config_file(str(p))
+    # a core with the PTX decode (any device but the interpreter's; here meta) refuses such a file by name
+    spec = spec_of("mxfp4", "silu", h=1024, i=384)
+    name = K.config_file_name(spec.num_local_experts, spec.w13_rows, spec.hidden_size, "mxfp4", "meta")
+    (tmp_path / name).write_text(json.dumps({"format_version": 1, "key": {"format": "mxfp4"}, "configs": {"1": cfg}}))
+    if not K.interpreting():
+        with pytest.raises(RunnerInputError, match=r"tokens \[1\] set SWAP_AB: .*portable"):
+            _tm().TritonMoeCore(spec, "meta", config_dir=str(tmp_path))
+    assert _tm().TritonMoeCore(spec, "meta", config_dir=str(tmp_path), fp4_decode="portable").config_for(1)["gemm1"]["SWAP_AB"]
 
 
 @interp
 def test_fp4_tuner_dry_run_writes_configs_the_core_reads():
     """benchmarks/tune_triton_moe.py --dry-run --formats mxfp4 nvfp4 (interpreter, tiny shapes): one config file
-    per format (SWAP_AB candidates timed at small BLOCK_M), which a core reading that folder uses, still within
-    tolerance of the reference."""
+    per format (no SWAP_AB candidate: triton_moe_kernels.SWAP_AB_ASM_ERROR), which a core reading that folder uses,
+    still within tolerance of the reference."""
     spec_ = importlib.util.spec_from_file_location("tune_triton_moe", ROOT / "benchmarks" / "tune_triton_moe.py")
     assert spec_ is not None and spec_.loader is not None
     tune = importlib.util.module_from_spec(spec_)
@@ -801,7 +809,7 @@ def test_fp4_tuner_dry_run_writes_configs_the_core_reads():
         assert not log["errors"], log["errors"]
         timed = [c for fmt in FP4 for pt in log["results"]["dry"][fmt].values() for bm in pt["per_block_m"].values()
                  for c in bm["gemm1"]]
-        assert any(c.get("SWAP_AB") for c in timed), timed
+        assert timed and not any(c.get("SWAP_AB") for c in timed), timed     # the runner's GPU decode cannot read it
         # 1 token on 4 experts (0.5 rows per expert): the GEMV mode (opt-in in the default heuristic) is timed next to
         # the default MMA tile, its split-K too; the faster one is kept
         one = [log["results"]["dry"][fmt]["1"] for fmt in FP4]
@@ -913,10 +921,10 @@ def _sm90():
     ("mxfp4", "gpt-oss-20b", 1, False), ("mxfp4", "gpt-oss-20b", 2048, False), ("mxfp4", "gpt-oss-120b", 32, True),
     ("nvfp4", "Qwen3-30B-A3B", 1, False), ("nvfp4", "Qwen3-30B-A3B", 256, True), ("nvfp4", "DeepSeek-V3", 8192, False)])
 def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
-    """Every kernel of a forward, with the default configuration (and SWAP_AB where asked), compiled for sm90 with
-    the PTX decode: it compiles (ptxas accepts the inline PTX), fits an sm90 CTA's shared memory, uses
-    tensor cores (the MMA tiles: the default; the opt-in GEMV mode, which uses none, is compiled by test_triton_w4a16_gemv),
-    runs the table lookups (prmt) and spills no register."""
+    """Every kernel of a forward, with the default configuration, compiled for sm90 with the PTX decode (SWAP_AB
+    tiles: with the portable decode, the only one they take): it compiles (ptxas accepts the inline PTX), fits an sm90
+    CTA's shared memory, uses tensor cores (the MMA tiles: the default; the opt-in GEMV mode, which uses none, is
+    compiled by test_triton_w4a16_gemv), runs the decode's funnel shifts (none without it) and spills no register."""
     helpers = _sm90()
     if not helpers._ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
@@ -934,7 +942,7 @@ def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
           "w2_scale": torch.empty(e, h, i // grp, dtype=sdt, device=meta)}
     if quant == "nvfp4":
         kw.update(w13_global_scale=torch.empty(e, device=meta), w2_global_scale=torch.empty(e, device=meta))
-    core = _tm().TritonMoeCore(spec, meta)
+    core = _tm().TritonMoeCore(spec, meta, fp4_decode="portable" if swap else "auto")
     if swap:
         _set_configs(core, SWAP_AB=True)
     pw = core.prepare_weights(torch.empty(e, n13, h // 2, dtype=torch.uint8, device=meta),
@@ -950,7 +958,8 @@ def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
     gemv = bool(core.config_for(tokens)["gemm1"].get("GEMV"))
     assert not gemv, core.config_for(tokens)   # GEMV is opt-in until measured (tests/test_triton_w4a16_gemv.py compiles it)
     for d in gemms:
-        assert d["asm"] is True and bool(d["swap"]) == swap, d
+        assert d["asm"] is (not swap) and bool(d["swap"]) == swap, d
+        assert (d["funnel_shifts"] > 0) == (not swap), d
         assert (d["mma"] == 0) if gemv else (d["mma"] > 0), d
         if not gemv:        # GEMV programs store at most 4 x BLOCK_N elements (1 x 32 at 1 token: one per thread)
             assert d["scalar_stores"] == 0, d
@@ -1003,8 +1012,9 @@ def test_gpu_fp4_real_layer_shapes(model):
 @gpu_test
 def test_gpu_fp4_ptx_decode_equals_the_portable_one(quant):
     """The PTX decode (of the shuffled layout, its scale and epilogue offsets) and the portable decode (of the
-    canonical layout) give the same output bit for bit, at decode and prefill tile shapes, SWAP_AB tiles included;
-    prepare_weights stored the shuffled layout for the PTX decode only."""
+    canonical layout) give the same output bit for bit, at decode and prefill tile shapes; prepare_weights stored the
+    shuffled layout for the PTX decode only. SWAP_AB tiles run with the portable decode and are refused with the PTX
+    one (its A-operand registers do not hold whole words: SWAP_AB_ASM_ERROR)."""
     spec, layer, seed = gpu_layer(quant, "swiglu_oai", k=8, e=64)
     a, pa = core_for(spec, layer, "cuda", warmup=False, fp4_decode="asm")
     b, pb = core_for(spec, layer, "cuda", warmup=False, fp4_decode="portable")
@@ -1013,9 +1023,12 @@ def test_gpu_fp4_ptx_decode_equals_the_portable_one(quant):
     for t in (3, 700):
         x, ids, w = routing(spec, t, seed + t, "cuda")
         assert torch.equal(a.forward(x, ids, w, pa), b.forward(x, ids, w, pb)), f"{quant}, {t} tokens (seed {seed})"
-    _set_configs(a, SWAP_AB=True)
+    _set_configs(b, SWAP_AB=True)
     x, ids, w = routing(spec, 5, seed, "cuda")
-    check(spec, layer, x, ids, w, a.forward(x, ids, w, pa), "SWAP_AB", seed)
+    check(spec, layer, x, ids, w, b.forward(x, ids, w, pb), "SWAP_AB (portable decode)", seed)
+    _set_configs(a, SWAP_AB=True)
+    with pytest.raises(ValueError, match="SWAP_AB .* portable FP4 decode only"):
+        a.forward(x, ids, w, pa)
 
 
 @gpu_test
