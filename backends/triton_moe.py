@@ -110,8 +110,9 @@ class TritonMoeWeights:
     gs13: torch.Tensor | None = None
     gs2: torch.Tensor | None = None
     #: mxfp4 / nvfp4: ``w13``/``w2`` are in the shuffled layout of the GPU decode
-    #: (:func:`~.triton_moe_kernels.fp4_shuffle`), so the GEMMs decode with :data:`~.triton_moe_kernels.FP4_DECODE_ASM`;
-    #: False: the canonical layout, decoded portably.
+    #: (:func:`~.triton_moe_kernels.fp4_shuffle`; mxfp4's ``s13``/``s2`` then hold
+    #: :func:`~.triton_moe_kernels.fp4_kernel_e8m0` bytes), so the GEMMs decode with
+    #: :data:`~.triton_moe_kernels.FP4_DECODE_ASM`; False: the canonical layout, decoded portably.
     fp4_shuffled: bool = False
 
 
@@ -390,8 +391,11 @@ class TritonMoeCore:
                         f"{name}_scale: an e8m0 scale byte of {top} (2^{top - 127}) is above what the GPU decode scales "
                         f"exactly ({K.FP4_MAX_E8M0}: 2^{K.FP4_MAX_E8M0 - 127}; triton_moe_kernels.FP4_EPI_LOG2); "
                         f"fp4_decode='portable' runs it")
-            w = K.fp4_shuffle(w.contiguous()) if self.fp4_asm and self.device.type != "meta" else w.contiguous()
-            parts.append((w, sc, g))
+            if self.fp4_asm and self.device.type != "meta":
+                w = K.fp4_shuffle(w.contiguous())
+                if not nv:
+                    sc = K.fp4_kernel_e8m0(sc)
+            parts.append((w.contiguous(), sc, g))
         (q13, sc13, g13), (q2, sc2, g2) = parts
         return TritonMoeWeights(q13, q2, sc13, sc2, g13=group, g2=group, gs13=g13, gs2=g2, fp4_shuffled=self.fp4_asm)
 

@@ -467,7 +467,6 @@ FP4_BIT_POS = tuple(tuple((_FP4_TARGET[b] + 16 * h + _FP4_ROT[i][b]) % 32 for b 
 FP4_EPI_LOG2 = 32
 #: e8m0 scale bytes above this overflow the shifted bf16 scale (prepare_weights refuses them: ``2^33`` and up).
 FP4_MAX_E8M0 = 127 + FP4_EPI_LOG2 + 1
-_FP4_E8M0_ADD = tl.constexpr(126 - FP4_EPI_LOG2)            # e8m0 byte s -> bf16 exponent field of 2^(s - 127 + 126 - 32)
 _FP4_E4M3_MUL = tl.constexpr(2.0 ** (126 - FP4_EPI_LOG2))
 _FP4_EPI_MUL = tl.constexpr(2.0 ** FP4_EPI_LOG2)
 
@@ -487,6 +486,18 @@ def fp4_unshuffle(q: torch.Tensor) -> torch.Tensor:
     if q.dtype != torch.uint8 or q.dim() < 1 or q.shape[-1] % 4:
         raise ValueError(f"fp4_unshuffle: uint8 [..., K/2] with K/2 a multiple of 4, got {q.dtype} {tuple(q.shape)}")
     return _fp4_permute(q, inverse=True)
+
+
+def fp4_kernel_e8m0(scale: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """e8m0 scale bytes (uint8, ``2^(s - 127)``, 0 read as 0) -> the bytes the PTX decode's kernel reads: the bf16
+    exponent field of ``2^(s - 127) * 2^(126 - FP4_EPI_LOG2)``, i.e. ``s + 126 - FP4_EPI_LOG2``, and 0 for 0, so the
+    main loop only shifts it into place. Bytes above :data:`FP4_MAX_E8M0` do not fit (callers refuse them first).
+    ``inverse``: back to e8m0. Raises ValueError for another dtype."""
+    if scale.dtype != torch.uint8:
+        raise ValueError(f"fp4_kernel_e8m0: uint8 e8m0 bytes, got {scale.dtype}")
+    d = 126 - FP4_EPI_LOG2
+    s = scale.to(torch.int16)
+    return torch.where(s == 0, 0, s - d if inverse else s + d).to(torch.uint8)
 
 
 def _fp4_permute(q: torch.Tensor, inverse: bool) -> torch.Tensor:
@@ -595,8 +606,8 @@ def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: t
     BN: tl.constexpr = q.shape[0]
     BKH: tl.constexpr = q.shape[1]
     if FP4_ASM:                                                 # scale * 2^(126 - FP4_EPI_LOG2) (FP4_DECODE_ASM)
-        if W_MODE == 6:
-            s2 = tl.where(qs == 0, 0, (qs.to(tl.uint32) + _FP4_E8M0_ADD) << 7)
+        if W_MODE == 6:                                         # bytes of fp4_kernel_e8m0: the bf16 exponent field
+            s2 = qs.to(tl.uint32) << 7
         else:
             sf = (qs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * _FP4_E4M3_MUL).to(tl.bfloat16)
             s2 = sf.to(tl.uint16, bitcast=True).to(tl.uint32)

@@ -157,8 +157,11 @@ def portable_weights(pw):
     w = pw.data
     if not getattr(w, "fp4_shuffled", False):
         return pw
+    sc = {}
+    if pw.owner.spec.quant == "mxfp4":
+        sc = {"s13": K.fp4_kernel_e8m0(w.s13, inverse=True), "s2": K.fp4_kernel_e8m0(w.s2, inverse=True)}
     return PreparedWeights(pw.owner, dataclasses.replace(w, w13=K.fp4_unshuffle(w.w13), w2=K.fp4_unshuffle(w.w2),
-                                                         fp4_shuffled=False))
+                                                         fp4_shuffled=False, **sc))
 
 
 def set_variant(core, variant: str, saved: dict) -> None:

@@ -511,7 +511,8 @@ def test_fp4_ptx_decode_gives_every_code_times_its_scale():
 def test_fp4_shuffle_moves_every_bit_once_and_round_trips():
     """fp4_shuffle is a permutation of each 32-bit word's bits (FP4_BIT_POS covers 0..31 once), keeps the shape,
     inverts with fp4_unshuffle on random multi-dimensional tensors, and refuses other dtypes and a last dimension
-    that is not whole words."""
+    that is not whole words; fp4_kernel_e8m0's byte is the bf16 exponent field of the shifted scale (0 stays 0) and
+    inverts."""
     if not HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
@@ -527,6 +528,12 @@ def test_fp4_shuffle_moves_every_bit_once_and_round_trips():
         one = torch.tensor([(1 << (4 * w + b)) >> (8 * j) & 0xFF for j in range(4)], dtype=torch.uint8)
         word = sum(int(x) << (8 * j) for j, x in enumerate(K.fp4_shuffle(one).tolist()))
         assert word == 1 << K.FP4_BIT_POS[w][b]
+    e8 = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    ke = K.fp4_kernel_e8m0(e8[:K.FP4_MAX_E8M0 + 1])
+    assert ke[0] == 0 and torch.equal(K.fp4_kernel_e8m0(ke, inverse=True), e8[:K.FP4_MAX_E8M0 + 1])
+    for sb in (1, 100, 127, K.FP4_MAX_E8M0):          # the byte is the bf16 exponent field of 2^(s-127) * 2^(126 - 32)
+        val = torch.tensor([int(K.fp4_kernel_e8m0(torch.tensor([sb], dtype=torch.uint8))) << 7], dtype=torch.int32)
+        assert val.to(torch.int16).view(torch.bfloat16).item() == 2.0 ** (sb - 127 + 126 - K.FP4_EPI_LOG2)
     with pytest.raises(ValueError, match="multiple of 4"):
         K.fp4_shuffle(q[..., :6])
     with pytest.raises(ValueError, match="uint8"):
@@ -1016,10 +1023,16 @@ def test_gpu_fp4_ptx_decode_equals_the_portable_one(quant):
     shuffled layout for the PTX decode only. SWAP_AB tiles run with the portable decode and are refused with the PTX
     one (its A-operand registers do not hold whole words: SWAP_AB_ASM_ERROR)."""
     spec, layer, seed = gpu_layer(quant, "swiglu_oai", k=8, e=64)
+    if quant == "mxfp4":                       # e8m0 0 reads as 0 in both decodes
+        layer.kwargs["w13_scale"][:, :5, 1] = 0
     a, pa = core_for(spec, layer, "cuda", warmup=False, fp4_decode="asm")
     b, pb = core_for(spec, layer, "cuda", warmup=False, fp4_decode="portable")
     assert pa.fp4_shuffled and not pb.fp4_shuffled
     assert torch.equal(pa.w13, _K().fp4_shuffle(pb.w13)) and torch.equal(pb.w2, _K().fp4_unshuffle(pa.w2))
+    if quant == "mxfp4":
+        assert torch.equal(pa.s13, _K().fp4_kernel_e8m0(pb.s13)) and torch.equal(_K().fp4_kernel_e8m0(pa.s2, inverse=True), pb.s2)
+    else:
+        assert torch.equal(pa.s13, pb.s13)
     for t in (3, 700):
         x, ids, w = routing(spec, t, seed + t, "cuda")
         assert torch.equal(a.forward(x, ids, w, pa), b.forward(x, ids, w, pb)), f"{quant}, {t} tokens (seed {seed})"
