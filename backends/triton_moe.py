@@ -110,8 +110,8 @@ class TritonMoeWeights:
     gs13: torch.Tensor | None = None
     gs2: torch.Tensor | None = None
     #: mxfp4 / nvfp4: ``w13``/``w2`` are in the shuffled layout of the GPU decode
-    #: (:func:`~.triton_moe_kernels.fp4_shuffle`; mxfp4's ``s13``/``s2`` then hold
-    #: :func:`~.triton_moe_kernels.fp4_kernel_e8m0` bytes), so the GEMMs decode with
+    #: (:func:`~.triton_moe_kernels.fp4_shuffle`; ``s13``/``s2`` then hold the kernel's scale bytes,
+    #: :func:`~.triton_moe_kernels.fp4_kernel_e8m0` / :func:`~.triton_moe_kernels.fp4_kernel_e4m3`), so the GEMMs decode with
     #: :data:`~.triton_moe_kernels.FP4_DECODE_ASM`; False: the canonical layout, decoded portably.
     fp4_shuffled: bool = False
 
@@ -142,8 +142,9 @@ class TritonMoeCore:
     - ``fp4_decode``: mxfp4 / nvfp4 only: ``"auto"`` (the PTX decode on a GPU, the portable one under the
       interpreter), ``"asm"`` or ``"portable"`` (both exact: the same output bit for bit; tests compare them).
       ``"asm"``: ``prepare_weights`` stores the packed weights in the shuffled layout the PTX decode reads
-      (:func:`~.triton_moe_kernels.fp4_shuffle`, same size) and refuses e8m0 scales above
-      :data:`~.triton_moe_kernels.FP4_MAX_E8M0` (2^33: no real checkpoint; ``"portable"`` runs them).
+      (:func:`~.triton_moe_kernels.fp4_shuffle`, same size) with the scales as the kernel's bytes, and refuses e8m0
+      scales above :data:`~.triton_moe_kernels.FP4_MAX_E8M0` (2^33) and negative or NaN e4m3 block scales (no real
+      checkpoint has them; ``"portable"`` runs them).
 
     Raises :class:`RunnerInputError` for a format it does not run, a CPU device without the
     interpreter, a block shape it cannot tile, or an FP4 layer whose hidden or intermediate size is not a
@@ -392,9 +393,21 @@ class TritonMoeCore:
                         f"exactly ({K.FP4_MAX_E8M0}: 2^{K.FP4_MAX_E8M0 - 127}; triton_moe_kernels.FP4_EPI_LOG2); "
                         f"fp4_decode='portable' runs it")
             if self.fp4_asm and self.device.type != "meta":
-                w = K.fp4_shuffle(w.contiguous())
-                if not nv:
+                w = w.contiguous()
+                if nv:                                                      # at load: a sync is fine
+                    bad = (sc >= 0x7F).nonzero()
+                    if len(bad):
+                        at = tuple(int(x) for x in bad[0])
+                        raise RunnerInputError(
+                            f"{name}_scale{list(at)}: e4m3 byte {int(sc[at]):#04x} is negative or NaN; the GPU decode "
+                            f"takes positive finite nvfp4 block scales (fp4_decode='portable' runs any)")
+                    zero = sc == 0                       # a zero block scale: its codes are zeros too (same weights)
+                    if bool(zero.any()):
+                        w = w.view(*w.shape[:-1], -1, group // 2).masked_fill(zero[..., None], 0).view(w.shape)
+                    sc = K.fp4_kernel_e4m3(sc)
+                else:
                     sc = K.fp4_kernel_e8m0(sc)
+                w = K.fp4_shuffle(w)
             parts.append((w.contiguous(), sc, g))
         (q13, sc13, g13), (q2, sc2, g2) = parts
         return TritonMoeWeights(q13, q2, sc13, sc2, g13=group, g2=group, gs13=g13, gs2=g2, fp4_shuffled=self.fp4_asm)

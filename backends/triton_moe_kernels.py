@@ -467,7 +467,10 @@ FP4_BIT_POS = tuple(tuple((_FP4_TARGET[b] + 16 * h + _FP4_ROT[i][b]) % 32 for b 
 FP4_EPI_LOG2 = 32
 #: e8m0 scale bytes above this overflow the shifted bf16 scale (prepare_weights refuses them: ``2^33`` and up).
 FP4_MAX_E8M0 = 127 + FP4_EPI_LOG2 + 1
-_FP4_E4M3_MUL = tl.constexpr(2.0 ** (126 - FP4_EPI_LOG2))
+#: nvfp4's kernel scale byte (:func:`fp4_kernel_e4m3`): the PTX decode's bf16 scale is ``(k << 4) + FP4_E4M3_BASE``
+#: (bf16 exponent field 211: an e4m3 exponent ``E`` >= 1 maps to ``k = byte + 24``, the subnormals below it)
+FP4_E4M3_BASE = (126 - FP4_EPI_LOG2 + 127 - 10) << 7
+_FP4_E4M3_BASE2 = tl.constexpr(FP4_E4M3_BASE * 0x10001)   # twice: one bf16x2
 _FP4_EPI_MUL = tl.constexpr(2.0 ** FP4_EPI_LOG2)
 
 def fp4_shuffle(q: torch.Tensor) -> torch.Tensor:
@@ -486,6 +489,33 @@ def fp4_unshuffle(q: torch.Tensor) -> torch.Tensor:
     if q.dtype != torch.uint8 or q.dim() < 1 or q.shape[-1] % 4:
         raise ValueError(f"fp4_unshuffle: uint8 [..., K/2] with K/2 a multiple of 4, got {q.dtype} {tuple(q.shape)}")
     return _fp4_permute(q, inverse=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _fp4_e4m3_tables() -> tuple[torch.Tensor, torch.Tensor]:
+    """(e4m3 byte -> kernel byte, kernel byte -> e4m3 byte) as uint8 [256] lookup tables; 255 marks the bytes with
+    no kernel byte (negative scales and NaN) and the kernel bytes that are no scale's."""
+    fwd = torch.full((256,), 255, dtype=torch.uint8)
+    inv = torch.full((256,), 255, dtype=torch.uint8)
+    vals = torch.arange(128, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float64)
+    bits = (vals * 2.0 ** (126 - FP4_EPI_LOG2)).to(torch.bfloat16).view(torch.int16).to(torch.int64)
+    for b in range(127):                     # 0x7F is NaN
+        k = 0 if b == 0 else (int(bits[b]) - FP4_E4M3_BASE) // 16
+        assert b == 0 or (0 < k < 255 and (k << 4) + FP4_E4M3_BASE == int(bits[b])), b
+        fwd[b], inv[k] = k, b
+    return fwd, inv
+
+
+def fp4_kernel_e4m3(scale: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """nvfp4's e4m3 scale bytes (uint8 view) -> the bytes the PTX decode's kernel reads: ``k`` with
+    ``(k << 4) + FP4_E4M3_BASE`` the bf16 bits of ``scale * 2^(126 - FP4_EPI_LOG2)`` (exact: an e4m3 value has 4
+    significant bits), one multiply-add in the main loop where a conversion takes five; 0 stays 0 (prepare_weights
+    zeroes the codes of such blocks: the same zero weights). Negative and NaN scales have none (255: callers refuse
+    them first). ``inverse``: back to e4m3. Raises ValueError for another dtype."""
+    if scale.dtype != torch.uint8:
+        raise ValueError(f"fp4_kernel_e4m3: uint8 e4m3 bytes, got {scale.dtype}")
+    fwd, inv = _fp4_e4m3_tables()
+    return (inv if inverse else fwd).to(scale.device)[scale.long()]
 
 
 def fp4_kernel_e8m0(scale: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -606,12 +636,10 @@ def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: t
     BN: tl.constexpr = q.shape[0]
     BKH: tl.constexpr = q.shape[1]
     if FP4_ASM:                                                 # scale * 2^(126 - FP4_EPI_LOG2) (FP4_DECODE_ASM)
-        if W_MODE == 6:                                         # bytes of fp4_kernel_e8m0: the bf16 exponent field
-            s2 = qs.to(tl.uint32) << 7
-        else:
-            sf = (qs.to(tl.float8e4nv, bitcast=True).to(tl.float32) * _FP4_E4M3_MUL).to(tl.bfloat16)
-            s2 = sf.to(tl.uint16, bitcast=True).to(tl.uint32)
-        s2 = (s2 | (s2 << 16)).to(tl.int32, bitcast=True)          # the scale twice: one bf16x2 per byte
+        if W_MODE == 6:          # fp4_kernel_e8m0 bytes: the bf16 exponent field, twice (one bf16x2 per byte)
+            s2 = (qs.to(tl.uint32) * 0x00800080).to(tl.int32, bitcast=True)
+        else:                    # fp4_kernel_e4m3 bytes: (k << 4) + FP4_E4M3_BASE, twice
+            s2 = (qs.to(tl.uint32) * 0x00100010 + _FP4_E4M3_BASE2).to(tl.int32, bitcast=True)
         sb2 = tl.reshape(tl.broadcast_to(s2[:, :, None], (BN, BKH * 2 // SCALE_GROUP, SCALE_GROUP // 2)), (BN, BKH))
         w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r", [q, sb2], dtype=tl.int32,
                                        is_pure=True, pack=4)

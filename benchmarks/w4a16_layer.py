@@ -157,9 +157,8 @@ def portable_weights(pw):
     w = pw.data
     if not getattr(w, "fp4_shuffled", False):
         return pw
-    sc = {}
-    if pw.owner.spec.quant == "mxfp4":
-        sc = {"s13": K.fp4_kernel_e8m0(w.s13, inverse=True), "s2": K.fp4_kernel_e8m0(w.s2, inverse=True)}
+    back = K.fp4_kernel_e8m0 if pw.owner.spec.quant == "mxfp4" else K.fp4_kernel_e4m3
+    sc = {"s13": back(w.s13, inverse=True), "s2": back(w.s2, inverse=True)}
     return PreparedWeights(pw.owner, dataclasses.replace(w, w13=K.fp4_unshuffle(w.w13), w2=K.fp4_unshuffle(w.w2),
                                                          fp4_shuffled=False, **sc))
 

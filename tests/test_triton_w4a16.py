@@ -511,8 +511,9 @@ def test_fp4_ptx_decode_gives_every_code_times_its_scale():
 def test_fp4_shuffle_moves_every_bit_once_and_round_trips():
     """fp4_shuffle is a permutation of each 32-bit word's bits (FP4_BIT_POS covers 0..31 once), keeps the shape,
     inverts with fp4_unshuffle on random multi-dimensional tensors, and refuses other dtypes and a last dimension
-    that is not whole words; fp4_kernel_e8m0's byte is the bf16 exponent field of the shifted scale (0 stays 0) and
-    inverts."""
+    that is not whole words; fp4_kernel_e8m0's byte is the bf16 exponent field of the shifted scale (0 stays 0),
+    fp4_kernel_e4m3's byte gives every non-negative finite e4m3 scale times 2^(126 - FP4_EPI_LOG2) exactly as
+    ``(k << 4) + FP4_E4M3_BASE`` (and none for NaN and negative ones); both invert."""
     if not HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
@@ -531,6 +532,13 @@ def test_fp4_shuffle_moves_every_bit_once_and_round_trips():
     e8 = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     ke = K.fp4_kernel_e8m0(e8[:K.FP4_MAX_E8M0 + 1])
     assert ke[0] == 0 and torch.equal(K.fp4_kernel_e8m0(ke, inverse=True), e8[:K.FP4_MAX_E8M0 + 1])
+    e4 = torch.arange(127, dtype=torch.int32).to(torch.uint8)                 # every non-negative finite e4m3 byte
+    k4 = K.fp4_kernel_e4m3(e4)
+    assert k4[0] == 0 and len(set(k4.tolist())) == 127 and torch.equal(K.fp4_kernel_e4m3(k4, inverse=True), e4)
+    bits = ((k4.to(torch.int32) << 4) + K.FP4_E4M3_BASE).to(torch.int16).view(torch.bfloat16).double()
+    want = e4.view(torch.float8_e4m3fn).double() * 2.0 ** (126 - K.FP4_EPI_LOG2)
+    assert torch.equal(bits[1:], want[1:])
+    assert K.fp4_kernel_e4m3(torch.tensor([0x7F, 0x80, 0xC1], dtype=torch.uint8)).tolist() == [255, 255, 255]
     for sb in (1, 100, 127, K.FP4_MAX_E8M0):          # the byte is the bf16 exponent field of 2^(s-127) * 2^(126 - 32)
         val = torch.tensor([int(K.fp4_kernel_e8m0(torch.tensor([sb], dtype=torch.uint8))) << 7], dtype=torch.int32)
         assert val.to(torch.int16).view(torch.bfloat16).item() == 2.0 ** (sb - 127 + 126 - K.FP4_EPI_LOG2)
@@ -1023,16 +1031,18 @@ def test_gpu_fp4_ptx_decode_equals_the_portable_one(quant):
     shuffled layout for the PTX decode only. SWAP_AB tiles run with the portable decode and are refused with the PTX
     one (its A-operand registers do not hold whole words: SWAP_AB_ASM_ERROR)."""
     spec, layer, seed = gpu_layer(quant, "swiglu_oai", k=8, e=64)
-    if quant == "mxfp4":                       # e8m0 0 reads as 0 in both decodes
-        layer.kwargs["w13_scale"][:, :5, 1] = 0
+    zero = torch.zeros((), dtype=layer.kwargs["w13_scale"].dtype, device="cuda")
+    layer.kwargs["w13_scale"][:, :5, 1] = zero  # a zero scale reads as 0 in both decodes (nvfp4: codes zeroed)
     a, pa = core_for(spec, layer, "cuda", warmup=False, fp4_decode="asm")
     b, pb = core_for(spec, layer, "cuda", warmup=False, fp4_decode="portable")
     assert pa.fp4_shuffled and not pb.fp4_shuffled
-    assert torch.equal(pa.w13, _K().fp4_shuffle(pb.w13)) and torch.equal(pb.w2, _K().fp4_unshuffle(pa.w2))
-    if quant == "mxfp4":
-        assert torch.equal(pa.s13, _K().fp4_kernel_e8m0(pb.s13)) and torch.equal(_K().fp4_kernel_e8m0(pa.s2, inverse=True), pb.s2)
-    else:
-        assert torch.equal(pa.s13, pb.s13)
+    assert torch.equal(pb.w2, _K().fp4_unshuffle(pa.w2)) and torch.equal(pa.w2, _K().fp4_shuffle(pb.w2))
+    w13 = pb.w13.clone()
+    if quant == "nvfp4":                       # the zero-scale blocks' codes are zeroed
+        w13.view(*w13.shape[:-1], -1, 8)[:, :5, 1] = 0
+    assert torch.equal(_K().fp4_unshuffle(pa.w13), w13)
+    kb = _K().fp4_kernel_e8m0 if quant == "mxfp4" else _K().fp4_kernel_e4m3
+    assert torch.equal(pa.s13, kb(pb.s13)) and torch.equal(kb(pa.s2, inverse=True), pb.s2)
     for t in (3, 700):
         x, ids, w = routing(spec, t, seed + t, "cuda")
         assert torch.equal(a.forward(x, ids, w, pa), b.forward(x, ids, w, pb)), f"{quant}, {t} tokens (seed {seed})"
@@ -1059,6 +1069,20 @@ def test_gpu_mxfp4_scale_above_the_ptx_decode_range_is_refused_not_overflowed():
     _tm().TritonMoeCore(spec, "cuda", warmup=False, fp4_decode="portable").prepare_weights(**kw)
     kw["w2_scale"][1, 2, 0] = K.FP4_MAX_E8M0
     _tm().TritonMoeCore(spec, "cuda", warmup=False, fp4_decode="asm").prepare_weights(**kw)
+
+
+@gpu_test
+def test_gpu_nvfp4_negative_or_nan_block_scale_is_refused_by_the_ptx_decode():
+    """The PTX decode's scale bytes cover positive finite e4m3 scales: a negative or NaN one is refused by name for
+    it (RunnerInputError), and the portable decode runs it."""
+    spec, layer, seed = gpu_layer("nvfp4")
+    for bad in (-1.5, float("nan")):
+        kw = dict(layer.kwargs)
+        kw["w13_scale"] = kw["w13_scale"].clone()
+        kw["w13_scale"][2, 3, 1] = bad
+        with pytest.raises(RunnerInputError, match=r"w13_scale\[2, 3, 1\]: e4m3 byte .* negative or NaN"):
+            _tm().TritonMoeCore(spec, "cuda", warmup=False, fp4_decode="asm").prepare_weights(**kw)
+        _tm().TritonMoeCore(spec, "cuda", warmup=False, fp4_decode="portable").prepare_weights(**kw)
 
 
 @pytest.mark.parametrize("quant", FP4)
