@@ -384,33 +384,40 @@ class TritonMoeCore:
                     raise RunnerInputError(f"{name}_global_scale has non-finite values")
             elif gsc is not None:
                 raise RunnerInputError(f"{name}_global_scale: mxfp4 takes no global scale (nvfp4 does)")
-            sc = sc.view(torch.uint8).contiguous()
-            if self.fp4_asm and not nv and self.device.type != "meta":     # at load: a sync is fine
-                top = int(sc.max()) if sc.numel() else 0
-                if top > K.FP4_MAX_E8M0:
-                    raise RunnerInputError(
-                        f"{name}_scale: an e8m0 scale byte of {top} (2^{top - 127}) is above what the GPU decode scales "
-                        f"exactly ({K.FP4_MAX_E8M0}: 2^{K.FP4_MAX_E8M0 - 127}; triton_moe_kernels.FP4_EPI_LOG2); "
-                        f"fp4_decode='portable' runs it")
+            w, sc = w.contiguous(), sc.view(torch.uint8).contiguous()
             if self.fp4_asm and self.device.type != "meta":
-                w = w.contiguous()
-                if nv:                                                      # at load: a sync is fine
-                    bad = (sc >= 0x7F).nonzero()
-                    if len(bad):
-                        at = tuple(int(x) for x in bad[0])
-                        raise RunnerInputError(
-                            f"{name}_scale{list(at)}: e4m3 byte {int(sc[at]):#04x} is negative or NaN; the GPU decode "
-                            f"takes positive finite nvfp4 block scales (fp4_decode='portable' runs any)")
-                    zero = sc == 0                       # a zero block scale: its codes are zeros too (same weights)
-                    if bool(zero.any()):
-                        w = w.view(*w.shape[:-1], -1, group // 2).masked_fill(zero[..., None], 0).view(w.shape)
-                    sc = K.fp4_kernel_e4m3(sc)
-                else:
-                    sc = K.fp4_kernel_e8m0(sc)
-                w = K.fp4_shuffle(w)
-            parts.append((w.contiguous(), sc, g))
+                w, sc = self._fp4_kernel_layout(name, w, sc, nv, group)
+            parts.append((w, sc, g))
         (q13, sc13, g13), (q2, sc2, g2) = parts
         return TritonMoeWeights(q13, q2, sc13, sc2, g13=group, g2=group, gs13=g13, gs2=g2, fp4_shuffled=self.fp4_asm)
+
+    @staticmethod
+    def _fp4_kernel_layout(name: str, w: torch.Tensor, sc: torch.Tensor, nv: bool,
+                           group: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Packed e2m1 weights ``w [E, N, K/2]`` and their scale bytes ``sc [E, N, K/group]`` (uint8, canonical) ->
+        the PTX decode's layout: words shuffled (:func:`~.triton_moe_kernels.fp4_shuffle`) and kernel scale bytes
+        (:func:`~.triton_moe_kernels.fp4_kernel_e8m0` / :func:`~.triton_moe_kernels.fp4_kernel_e4m3`); nvfp4 blocks
+        with a zero scale get zero codes (the same weights). Raises RunnerInputError for an e8m0 byte above
+        :data:`~.triton_moe_kernels.FP4_MAX_E8M0` or a negative or NaN e4m3 byte, naming the tensor (one host
+        synchronisation: at load)."""
+        if nv:
+            bad = (sc >= 0x7F).nonzero()
+            if len(bad):
+                at = tuple(int(x) for x in bad[0])
+                raise RunnerInputError(
+                    f"{name}_scale{list(at)}: e4m3 byte {int(sc[at]):#04x} is negative or NaN; the GPU decode takes "
+                    f"positive finite nvfp4 block scales (fp4_decode='portable' runs any)")
+            zero = sc == 0
+            if bool(zero.any()):
+                w = w.view(*w.shape[:-1], -1, group // 2).masked_fill(zero[..., None], 0).view(w.shape)
+            return K.fp4_shuffle(w), K.fp4_kernel_e4m3(sc)
+        top = int(sc.max()) if sc.numel() else 0
+        if top > K.FP4_MAX_E8M0:
+            raise RunnerInputError(
+                f"{name}_scale: an e8m0 scale byte of {top} (2^{top - 127}) is above what the GPU decode scales exactly "
+                f"({K.FP4_MAX_E8M0}: 2^{K.FP4_MAX_E8M0 - 127}; triton_moe_kernels.FP4_EPI_LOG2); fp4_decode='portable' "
+                f"runs it")
+        return K.fp4_shuffle(w), K.fp4_kernel_e8m0(sc)
 
     def _prepare_int(self, w13, w2, s13, s2, z13, z2, g13, g2) -> TritonMoeWeights:
         s = self.spec

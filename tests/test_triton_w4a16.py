@@ -508,6 +508,37 @@ def test_fp4_ptx_decode_gives_every_code_times_its_scale():
                     (f"byte {b:#04x} in position {j}, nibble {half}: {value} != {want} (seed {seed})")
 
 
+def test_fp4_kernel_layout_of_prepare_weights():
+    """The PTX decode's layout as prepare_weights builds it (TritonMoeCore._fp4_kernel_layout, run here on CPU
+    tensors): words shuffled, kernel scale bytes, an nvfp4 block with a zero scale gets zero codes and the rest
+    keep theirs; a negative or NaN e4m3 byte and an e8m0 byte above FP4_MAX_E8M0 are refused naming tensor (and
+    index)."""
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    K = _K()
+    lay = _tm().TritonMoeCore._fp4_kernel_layout
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randint(1, 256, (2, 3, 32), generator=g, dtype=torch.int32).to(torch.uint8)      # K = 64
+    s4 = (torch.rand(2, 3, 4, generator=g) * 3 + 0.5).to(torch.float8_e4m3fn).view(torch.uint8)
+    s4[1, 2, 3] = 0
+    w, sc = lay("w13", q, s4.clone(), True, 16)
+    want = q.clone()
+    want[1, 2, 24:32] = 0                                         # block 3 of row (1, 2): bytes 24..31
+    assert torch.equal(K.fp4_unshuffle(w), want) and torch.equal(sc, K.fp4_kernel_e4m3(s4)), f"seed {seed}"
+    for bad in (0x7F, 0x80 | 0x38):
+        s_bad = s4.clone()
+        s_bad[0, 1, 2] = bad
+        with pytest.raises(RunnerInputError, match=r"w2_scale\[0, 1, 2\]: e4m3 byte .* negative or NaN"):
+            lay("w2", q, s_bad, True, 16)
+    s8 = torch.randint(110, 130, (2, 3, 2), generator=g, dtype=torch.int32).to(torch.uint8)
+    w, sc = lay("w2", q, s8, False, 32)
+    assert torch.equal(K.fp4_unshuffle(w), q) and torch.equal(sc, K.fp4_kernel_e8m0(s8)), f"seed {seed}"
+    s8[0, 0, 0] = K.FP4_MAX_E8M0 + 1
+    with pytest.raises(RunnerInputError, match=rf"w2_scale: an e8m0 scale byte of {K.FP4_MAX_E8M0 + 1}"):
+        lay("w2", q, s8, False, 32)
+
+
 def test_fp4_shuffle_moves_every_bit_once_and_round_trips():
     """fp4_shuffle is a permutation of each 32-bit word's bits (FP4_BIT_POS covers 0..31 once), keeps the shape,
     inverts with fp4_unshuffle on random multi-dimensional tensors, and refuses other dtypes and a last dimension
