@@ -769,6 +769,7 @@ def summary(log: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global TRY_TMA, TMA_MIN_BLOCK_M
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output folder (triton_configs/ and tune_log.json)")
     p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget from the start (s)")
@@ -784,11 +785,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU through the interpreter")
     p.add_argument("--tma", action="store_true", help="also time each compute tile (BLOCK_M >= 64) of bf16 and FP8 "
                                                       "with its weights through a TMA descriptor (config TMA)")
+    p.add_argument("--tma-min-block-m", type=int, default=TMA_MIN_BLOCK_M,
+                   help=f"with --tma: the smallest BLOCK_M tried with TMA (default {TMA_MIN_BLOCK_M}; 16 also tries the "
+                        "weight-streaming tiles)")
     p.add_argument("--files-from-log", metavar="TUNE_LOG", help="only write --out/triton_configs/ again from a "
                    "tune_log.json of an earlier run (no GPU): for runs whose files did not come back")
     args = p.parse_args(argv)
-    global TRY_TMA
     TRY_TMA = args.tma
+    TMA_MIN_BLOCK_M = args.tma_min_block_m
     if args.files_from_log:
         for f in files_from_log(Path(args.files_from_log), Path(args.out)):
             print(f)
