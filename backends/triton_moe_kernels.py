@@ -1082,8 +1082,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     K/2]`` uint8 packed e2m1, ``b_scale [E, N_b, K/group_k]`` uint8 (e8m0, or e4m3 viewed as uint8),
     ``b_gscale [E]`` float32 (nvfp4), ``a`` bf16; ``fp4_asm``: ``b`` is in the shuffled layout (:func:`fp4_shuffle`)
     and the GPU decode (:data:`FP4_DECODE_ASM`) reads it; else ``b`` is canonical and decoded portably (default:
-    the GPU decode unless under the interpreter); config ``SWAP_AB`` (optional): the transposed tile; raises ValueError when
-    ``BLOCK_K`` is not a multiple of ``group_k``. Config ``GEMV`` (packed FP4 only; required below ``BLOCK_M``
+    the GPU decode unless under the interpreter); config ``SWAP_AB`` (optional): the transposed tile, with the portable
+    decode only (ValueError :data:`SWAP_AB_ASM_ERROR` with the GPU decode); raises ValueError when ``BLOCK_K`` is not a
+    multiple of ``group_k``. Config ``GEMV`` (packed FP4 only; required below ``BLOCK_M``
     16, allowed up to :data:`GEMV_MAX_BLOCK_M`): the kernel's GEMV mode (no ``tl.dot``; the real rows of each
     block in registers), with ``SPLIT_K`` (optional, default 1): that many programs per output tile over the K
     tiles, writing float32 partial sums to a workspace ``[SPLIT_K, rows, N_b]`` (allocated here), then a second
