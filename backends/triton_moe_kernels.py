@@ -628,11 +628,13 @@ def _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, k_left, offs_kh, offs_g, EVEN
 
 @triton.jit
 def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr):
-    """One weight tile of packed e2m1 codes, dequantized: ``q [BN, BK/2]`` uint8 (element ``2j`` of a row in
-    the low nibble of byte ``j``), ``qs [BN, BK/SCALE_GROUP]`` uint8 scale bits (W_MODE 6: e8m0, ``2^(s - 127)``,
-    ``s = 0`` read as 0 instead of 2^-127; 7: e4m3) -> ``[BN, BK]`` bf16, ``value * scale`` exactly. FP4_ASM:
-    :data:`FP4_DECODE_ASM` (GPU); else the same values from :func:`_e2m1_f32` in float32 (any backend, the
-    interpreter included)."""
+    """One weight tile of packed e2m1 codes, dequantized to ``[BN, BK]`` bf16. Portable (FP4_ASM false; any backend,
+    the interpreter included): ``q [BN, BK/2]`` uint8 in the canonical layout (element ``2j`` of a row in the low
+    nibble of byte ``j``), ``qs [BN, BK/SCALE_GROUP]`` uint8 scale bits (W_MODE 6: e8m0, ``2^(s - 127)``, ``s = 0``
+    read as 0 instead of 2^-127; 7: e4m3), values ``value * scale`` from :func:`_e2m1_f32` in float32, exactly.
+    FP4_ASM (GPU): ``q`` in the shuffled layout (:func:`fp4_shuffle`) and ``qs`` the kernel's scale bytes
+    (:func:`fp4_kernel_e8m0` / :func:`fp4_kernel_e4m3`), decoded by :data:`FP4_DECODE_ASM` to ``value * scale *
+    2^-FP4_EPI_LOG2`` (the epilogue multiplies by ``2^FP4_EPI_LOG2``: the same output bit for bit)."""
     BN: tl.constexpr = q.shape[0]
     BKH: tl.constexpr = q.shape[1]
     if FP4_ASM:                                                 # scale * 2^(126 - FP4_EPI_LOG2) (FP4_DECODE_ASM)
