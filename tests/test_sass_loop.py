@@ -52,3 +52,20 @@ def test_the_loop_is_the_k_loop_of_each_gemm():
         assert 0 < r["per_weight"] < r["budget_per_weight"] == 16.0
     fp8 = m.profile("Qwen3-30B-A3B", "fp8_channel", 32)
     assert all(r["budget_per_weight"] == 8.0 and r["loop_instructions"] > 0 for r in fp8)
+
+
+def test_split_k_gemv_tiles_give_two_gemms_not_their_reduction():
+    """A GEMV tile with SPLIT_K launches a reduction after each split GEMM (SPLIT_MODE 2: no weights, no main loop of
+    weights): the profile lists the two GEMMs only, each with the config of its own GEMM (this raised KeyError
+    'gemm3' before), and their loops are the PTX decode's (funnel shifts: SHF) without tensor-core instructions."""
+    if not _tools_run():
+        pytest.skip("needs triton's bundled ptxas and nvdisasm (and triton imported without TRITON_INTERPRET)")
+    m = _module()
+    g1 = {"BLOCK_N": 16, "BLOCK_K": 256, "GROUP_M": 1, "num_warps": 4, "num_stages": 3, "GEMV": True, "SPLIT_K": 2}
+    g2 = {"BLOCK_N": 32, "BLOCK_K": 256, "GROUP_M": 1, "num_warps": 4, "num_stages": 3, "GEMV": True}
+    rows = m.profile("gpt-oss-20b", "mxfp4", 1, {"BLOCK_M": 1, "gemm1": g1, "gemm2": g2})
+    assert [r["gemm"] for r in rows] == [1, 2]
+    assert rows[0]["config"] == g1 and rows[1]["config"] == g2
+    for r in rows:
+        assert r["opcodes"].get("SHF", 0) > 0 and not r["opcodes"].get("HMMA"), r["opcodes"]
+        assert r["budget_per_weight"] == 4.0
