@@ -1108,7 +1108,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         raise ValueError("GEMV and SWAP_AB exclude each other (GEMV has no MMA tile)")
     if gemv and bm > GEMV_MAX_BLOCK_M:
         raise ValueError(f"GEMV unrolls the block's rows: BLOCK_M must be at most {GEMV_MAX_BLOCK_M}, got {bm}")
-    if config.get("SWAP_AB") and w_mode in FP4_MODES and (fp4_asm or (fp4_asm is None and not interpreting())):
+    if fp4_asm is None:
+        fp4_asm = not interpreting()
+    if config.get("SWAP_AB") and w_mode in FP4_MODES and fp4_asm:
         raise ValueError(SWAP_AB_ASM_ERROR)
     if not gemv and bm < 16:
         raise ValueError(f"BLOCK_M {bm} is below the MMA tile's 16 rows: only the GEMV mode (config GEMV) runs it")
@@ -1120,8 +1122,6 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         raise ValueError(f"packed FP4 weights: BLOCK_K must be a multiple of the scale group ({group_k}), got {bk}")
     if w_mode in FP4_MODES and w_mode == 7 and b_gscale is None:
         raise ValueError("nvfp4 needs its per-expert global scale (b_gscale)")
-    if fp4_asm is None:
-        fp4_asm = not interpreting()
     a_fp8 = a.dtype == torch.float8_e4m3fn and w_mode in (1, 2)
     if a_fp8 and a_scale_mode not in (1, 2):
         raise ValueError("an e4m3 A of fp8_tensor/fp8_channel needs its amax (a_scale_mode 1 or 2): row_quant's input")
