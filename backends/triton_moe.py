@@ -406,17 +406,19 @@ class TritonMoeCore:
                 at = tuple(int(x) for x in bad[0])
                 raise RunnerInputError(
                     f"{name}_scale{list(at)}: e4m3 byte {int(sc[at]):#04x} is negative or NaN; the GPU decode takes "
-                    f"positive finite nvfp4 block scales (fp4_decode='portable' runs any)")
+                    f"positive finite nvfp4 block scales (TritonMoeCore(..., fp4_decode='portable') runs any)")
             zero = sc == 0
             if bool(zero.any()):
                 w = w.view(*w.shape[:-1], -1, group // 2).masked_fill(zero[..., None], 0).view(w.shape)
             return K.fp4_shuffle(w), K.fp4_kernel_e4m3(sc)
-        top = int(sc.max()) if sc.numel() else 0
-        if top > K.FP4_MAX_E8M0:
+        bad = (sc > K.FP4_MAX_E8M0).nonzero()
+        if len(bad):
+            at = tuple(int(x) for x in bad[0])
+            top = int(sc[at])
             raise RunnerInputError(
-                f"{name}_scale: an e8m0 scale byte of {top} (2^{top - 127}) is above what the GPU decode scales exactly "
-                f"({K.FP4_MAX_E8M0}: 2^{K.FP4_MAX_E8M0 - 127}; triton_moe_kernels.FP4_EPI_LOG2); fp4_decode='portable' "
-                f"runs it")
+                f"{name}_scale{list(at)}: an e8m0 scale byte of {top} (2^{top - 127}) is above what the GPU decode scales exactly "
+                f"({K.FP4_MAX_E8M0}: 2^{K.FP4_MAX_E8M0 - 127}; triton_moe_kernels.FP4_EPI_LOG2); TritonMoeCore(..., "
+                f"fp4_decode='portable') runs it")
         return K.fp4_shuffle(w), K.fp4_kernel_e8m0(sc)
 
     def _prepare_int(self, w13, w2, s13, s2, z13, z2, g13, g2) -> TritonMoeWeights:
