@@ -473,21 +473,18 @@ FP4_E4M3_BASE = (126 - FP4_EPI_LOG2 + 127 - 10) << 7
 _FP4_E4M3_BASE2 = tl.constexpr(FP4_E4M3_BASE * 0x10001)   # twice: one bf16x2
 _FP4_EPI_MUL = tl.constexpr(2.0 ** FP4_EPI_LOG2)
 
+
 def fp4_shuffle(q: torch.Tensor) -> torch.Tensor:
     """Packed e2m1 codes in the canonical layout (``q [..., K/2]`` uint8, element ``2j`` in the low nibble of byte
     ``j``) -> the same shape in the layout :data:`FP4_DECODE_ASM` reads: each 4 bytes (8 codes along K, ``K/2`` a
-    multiple of 4) rebuilt bit by bit after :data:`FP4_BIT_POS`, stored little-endian. Runs on ``q``'s device, one
-    leading index at a time (a DeepSeek-V3 expert tensor is gigabytes). Raises ValueError for another dtype or a last
+    multiple of 4) rebuilt bit by bit after :data:`FP4_BIT_POS`, stored little-endian. Runs on ``q``'s device, about
+    16 MB of rows at a time (a DeepSeek-V3 expert tensor is gigabytes). Raises ValueError for another dtype or a last
     dimension that is not a multiple of 4. :func:`fp4_unshuffle` inverts it."""
-    if q.dtype != torch.uint8 or q.dim() < 1 or q.shape[-1] % 4:
-        raise ValueError(f"fp4_shuffle: packed e2m1 uint8 [..., K/2] with K/2 a multiple of 4, got {q.dtype} {tuple(q.shape)}")
     return _fp4_permute(q, inverse=False)
 
 
 def fp4_unshuffle(q: torch.Tensor) -> torch.Tensor:
-    """The inverse of :func:`fp4_shuffle` (the canonical layout back; tests and checks)."""
-    if q.dtype != torch.uint8 or q.dim() < 1 or q.shape[-1] % 4:
-        raise ValueError(f"fp4_unshuffle: uint8 [..., K/2] with K/2 a multiple of 4, got {q.dtype} {tuple(q.shape)}")
+    """The inverse of :func:`fp4_shuffle` (the canonical layout back; tests and checks); the same errors."""
     return _fp4_permute(q, inverse=True)
 
 
@@ -532,7 +529,10 @@ def fp4_kernel_e8m0(scale: torch.Tensor, inverse: bool = False) -> torch.Tensor:
 
 def _fp4_permute(q: torch.Tensor, inverse: bool) -> torch.Tensor:
     """Move every bit of each 32-bit word: canonical bit ``4 * w + b`` (code ``w``, bit ``b``) <-> shuffled bit
-    ``FP4_BIT_POS[w][b]``."""
+    ``FP4_BIT_POS[w][b]``. Raises ValueError for a tensor that is not uint8 ``[..., K/2]`` with ``K/2`` a multiple of 4."""
+    if q.dtype != torch.uint8 or q.dim() < 1 or q.shape[-1] % 4:
+        raise ValueError(f"fp4_{'un' if inverse else ''}shuffle: packed e2m1 uint8 [..., K/2] with K/2 a multiple of 4, "
+                         f"got {q.dtype} {tuple(q.shape)}")
     out = torch.empty_like(q)
     flat_in, flat_out = q.reshape(-1, q.shape[-1]), out.view(-1, q.shape[-1])
     chunk = max(1, (1 << 24) // max(1, q.shape[-1]))                   # about 16 MB of bytes per step
