@@ -507,6 +507,8 @@ class TritonMoeCore:
 
     def _forward(self, hidden_states, topk_ids, topk_weights, w: TritonMoeWeights) -> torch.Tensor:
         cfg = self.config_for(topk_ids.shape[0])
+        if cfg.get("DIRECT"):
+            return direct_forward(self, w, hidden_states, topk_ids, topk_weights, cfg)
         p = ForwardPass(self, w, hidden_states, topk_ids, topk_weights, cfg["BLOCK_M"])
         p.gemm1(cfg["gemm1"])
         p.gemm2(cfg["gemm2"])
@@ -644,6 +646,32 @@ class ForwardPass:
         s = self.core.spec
         out = torch.empty(self.ids.shape[0], s.hidden_size, dtype=self.out_dtype, device=self.x.device)
         return K.topk_sum(self.y, self.ids, out, s.num_local_experts, s.expert_offset)
+
+
+def direct_forward(core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torch.Tensor, topk_ids: torch.Tensor,
+                   topk_weights: torch.Tensor, cfg: dict) -> torch.Tensor:
+    """The forward of a packed-FP4 layer at a bucket whose config sets ``DIRECT`` (decode): two launches of
+    :func:`~.triton_moe_kernels.fp4_direct_gemm` and no sort. The first GEMM reads each routing slot's expert from
+    ``topk_ids`` and writes the activated intermediate ``[T*K, I]`` bf16 per slot; the second walks each token's
+    ``top_k`` slots and sums their outputs in float32 (the top-k sum fused; the routing weight and nvfp4's second
+    global scale are applied by the first GEMM's epilogue, to each slot's intermediate row). Slots of other ranks' experts
+    (and ids of -1) are skipped. Returns ``[T, H]`` in ``hidden_states.dtype``."""
+    s = core.spec
+    t, k = topk_ids.shape
+    dev = hidden_states.device
+    x = hidden_states.to(torch.bfloat16).contiguous()
+    ids = topk_ids.contiguous()
+    tw = topk_weights.to(torch.float32).contiguous()
+    act = torch.empty(t * k, s.intermediate_size, dtype=torch.bfloat16, device=dev)
+    common: dict[str, Any] = dict(w_mode=core.w_mode, expert_offset=s.expert_offset, num_local=s.num_local_experts,
+                                  swiglu_limit=s.swiglu_limit or 7.0, fp4_asm=w.fp4_shuffled)
+    K.fp4_direct_gemm(x, w.w13, w.s13, act, ids, group=w.g13, n_out=s.intermediate_size, sum_topk=False,
+                      gated=s.gated, activation=s.activation, weight=tw, weight_on_input=core.on_input, gscale=w.gs13,
+                      post_gscale=w.gs2, bias=w.b13, config=cfg["gemm1"], **common)
+    out = torch.empty(t, s.hidden_size, dtype=hidden_states.dtype, device=dev)
+    return K.fp4_direct_gemm(act, w.w2, w.s2, out, ids, group=w.g2, n_out=s.hidden_size, sum_topk=True,
+                             weight=None if core.on_input else tw, gscale=w.gs2, bias=w.b2, config=cfg["gemm2"],
+                             **common)
 
 
 def checked_forward(core: Any, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,

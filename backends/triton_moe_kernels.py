@@ -1183,6 +1183,241 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
                                   SPLIT_K=split_k, BLOCK_N=rbn, num_warps=4, num_stages=1)
 
 
+# ------------------------------------------------------------------------------------------------
+# 2b. packed FP4 at few tokens: the direct GEMVs (no sort, the top-k sum fused into the second GEMM)
+# ------------------------------------------------------------------------------------------------
+
+@triton.jit
+def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE: tl.constexpr,
+                     SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr):
+    """One K tile of packed e2m1 weights for :func:`_fp4_direct_kernel`, decoded to float32 pairs: ``q`` loaded as
+    ``[BN, G, CH]`` bytes (``G`` scale groups of ``CH = SCALE_GROUP / 2`` bytes) and the scale bytes as ``[BN, G]``,
+    masked to the ``k_left`` elements left along K unless EVEN_K. Returns ``(lo, hi)``: float32 ``[BN, G, CH]``, the values of codes ``2j`` and ``2j + 1``
+    of byte ``j`` times their scale (times ``2^-FP4_EPI_LOG2`` with FP4_ASM, :func:`_fp4_tile`), exactly."""
+    BN: tl.constexpr = q_off.shape[0]
+    G: tl.constexpr = q_off.shape[1]
+    CH: tl.constexpr = q_off.shape[2]
+    if EVEN_K:
+        q = tl.load(q_ptr + q_off)
+        qs = tl.load(s_ptr + s_off)
+    else:
+        q = tl.load(q_ptr + q_off, mask=(offs_gc < k_left // 2)[None, :, :], other=0)
+        qs = tl.load(s_ptr + s_off, mask=(offs_g < k_left // SCALE_GROUP)[None, :], other=0)
+    if FP4_ASM:
+        if W_MODE == 6:
+            s2 = (qs.to(tl.uint32) * 0x00800080).to(tl.int32, bitcast=True)
+        else:
+            s2 = (qs.to(tl.uint32) * 0x00100010 + _FP4_E4M3_BASE2).to(tl.int32, bitcast=True)
+        w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r",
+                                       [q, tl.broadcast_to(s2[:, :, None], (BN, G, CH))], dtype=tl.int32,
+                                       is_pure=True, pack=4)
+        lo = (w2 << 16).to(tl.float32, bitcast=True)
+        hi = (w2 & -65536).to(tl.float32, bitcast=True)
+    else:
+        if W_MODE == 6:
+            sf = (qs.to(tl.uint32) << 23).to(tl.float32, bitcast=True)     # 2^(s - 127); 0 stays 0
+        else:
+            sf = qs.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+        sb = tl.broadcast_to(sf[:, :, None], (BN, G, CH))
+        lo = _e2m1_f32(q & 0xF) * sb
+        hi = _e2m1_f32(q >> 4) * sb
+    return lo, hi
+
+
+
+@triton.jit
+def _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, offs_gc, offs_g, kb, K, W_MODE: tl.constexpr,
+                     SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``acc [BN, G, CH] += w * a`` for K tile ``kb`` of :func:`_fp4_direct_kernel` (weights at ``q_base``/``s_base``,
+    the A row's words at ``a_base``): two FMAs per weight byte, one per code. Returns ``acc``."""
+    k_left = K - kb * BLOCK_K
+    lo, hi = _fp4_direct_tile(q_base + kb * (BLOCK_K // 2), s_base + kb * (BLOCK_K // SCALE_GROUP), q_off, s_off,
+                              k_left, offs_gc, offs_g, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K)
+    a_ptrs = a_base + kb * (BLOCK_K // 2) + offs_gc
+    if EVEN_K:
+        aw = tl.load(a_ptrs)
+    else:
+        aw = tl.load(a_ptrs, mask=offs_gc < k_left // 2, other=0)
+    acc += lo * (aw << 16).to(tl.float32, bitcast=True)[None, :, :]
+    acc += hi * (aw & -65536).to(tl.float32, bitcast=True)[None, :, :]
+    return acc
+
+
+def _fp4_direct_kernel(
+        a_ptr, q_ptr, s_ptr, gs_ptr, post_gs_ptr, bias_ptr, ids_ptr, tw_ptr, c_ptr,
+        top_k, N, K, n_up, expert_offset, num_local,
+        stride_aw, stride_qe, stride_qn, stride_se, stride_sn, stride_bias_e, stride_cm, swiglu_limit,
+        SUM_TOPK: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr, MUL_WEIGHT: tl.constexpr,
+        POST_WEIGHT: tl.constexpr, POST_GS: tl.constexpr, HAS_BIAS: tl.constexpr, W_MODE: tl.constexpr,
+        SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """One ``BLOCK_N`` strip of output columns of a packed-FP4 GEMV that reads the routing slots directly (no sort).
+
+    The A rows are read as 32-bit words (``a_ptr``: the bf16 rows viewed int32, ``stride_aw`` words per row), so each
+    word holds the two activations of one weight byte. Weights ``q [E, N_b, K/2]`` uint8 (shuffled when FP4_ASM),
+    scale bytes ``s [E, N_b, K/SCALE_GROUP]`` (the kernel's bytes when FP4_ASM, :func:`_fp4_tile`), ``gs [E]`` float32
+    (nvfp4's global scale). Each K tile accumulates ``w * a`` into a float32 ``[BLOCK_N, G, CH]`` tile (one FMA per
+    weight), reduced once after the loop.
+
+    - SUM_TOPK false (the first GEMM): program ``slot * cdiv(N, BLOCK_N) + pid_n`` over the slots ``S = T * top_k``;
+      a slot of another rank's expert returns at once. ``c[slot, n] = post * act(gate, up)`` (GATED: up rows at
+      ``n_up + n``) with the epilogue of :func:`_moe_gemm_kernel`'s first GEMM (global scale, routing weight when
+      MUL_WEIGHT, bias after it), times ``post``: the factors the second GEMM would apply per slot (POST_WEIGHT: the
+      routing weight ``tw[slot]``; POST_GS: the second GEMM's global scale ``post_gs[e]``), stored bf16 ``[S, N]``.
+    - SUM_TOPK (the second GEMM and the top-k sum): program ``t * cdiv(N, BLOCK_N) + pid_n`` over the tokens; the
+      loops run over the token's ``top_k`` slots and their K tiles (slots of other ranks' experts load nothing);
+      ``c[t, n] = sum_k (act_k @ w2[e].T) + sum_k weight_k * bias_e`` (weight 1 without MUL_WEIGHT) in float32,
+      stored in ``c``'s dtype: with the first GEMM's ``post``, the second GEMM of the unfused layer and its top-k
+      sum."""
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    row = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    CH: tl.constexpr = SCALE_GROUP // 2
+    G: tl.constexpr = BLOCK_K // SCALE_GROUP
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    offs_nr = offs_n % N
+    offs_g = tl.arange(0, G)
+    offs_gc = offs_g[:, None] * CH + tl.arange(0, CH)[None, :]           # byte (= A word) within the K tile
+    q_off = offs_nr[:, None, None] * stride_qn + offs_gc[None, :, :]
+    s_off = offs_nr[:, None] * stride_sn + offs_g[None, :]
+    num_kt = tl.cdiv(K, BLOCK_K)
+    acc = tl.zeros([BLOCK_N, G, CH], dtype=tl.float32)
+    if SUM_TOPK:
+        for j in range(0, top_k):
+            slot = row * top_k + j
+            e = tl.load(ids_ptr + slot).to(tl.int32) - expert_offset
+            if (e >= 0) & (e < num_local):
+                q_base = q_ptr + e.to(tl.int64) * stride_qe
+                s_base = s_ptr + e.to(tl.int64) * stride_se
+                a_base = a_ptr + slot.to(tl.int64) * stride_aw
+                for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
+                    acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, offs_gc, offs_g, kb, K,
+                                           W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+        out = tl.sum(tl.sum(acc, 2), 1)
+        if FP4_ASM:
+            out = out * _FP4_EPI_MUL
+        if HAS_BIAS:                     # sum_k weight_k * bias_e
+            for j in range(0, top_k):
+                slot = row * top_k + j
+                e = tl.load(ids_ptr + slot).to(tl.int32) - expert_offset
+                ok = (e >= 0) & (e < num_local)
+                b = tl.load(bias_ptr + tl.where(ok, e, 0).to(tl.int64) * stride_bias_e + offs_nr, mask=n_ok & ok,
+                            other=0.0)
+                if MUL_WEIGHT:
+                    b = b * tl.load(tw_ptr + slot)
+                out += b
+    else:
+        e0 = tl.load(ids_ptr + row).to(tl.int32) - expert_offset
+        if (e0 < 0) | (e0 >= num_local):
+            return
+        e64 = e0.to(tl.int64)
+        q_base = q_ptr + e64 * stride_qe
+        s_base = s_ptr + e64 * stride_se
+        a_base = a_ptr + (row // top_k).to(tl.int64) * stride_aw
+        if GATED:
+            acc_u = tl.zeros([BLOCK_N, G, CH], dtype=tl.float32)
+        for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
+            acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, offs_gc, offs_g, kb, K, W_MODE,
+                                   SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+            if GATED:
+                acc_u = _fp4_direct_step(acc_u, q_base + n_up * stride_qn, s_base + n_up * stride_sn, a_base, q_off,
+                                         s_off, offs_gc, offs_g, kb, K, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+        out = tl.sum(tl.sum(acc, 2), 1)
+        if GATED:
+            out_u = tl.sum(tl.sum(acc_u, 2), 1)
+        if W_MODE == 7:                      # nvfp4: the expert's global scale (and the PTX decode's 2^-FP4_EPI_LOG2)
+            gsc = tl.load(gs_ptr + e64)
+            if FP4_ASM:
+                gsc = gsc * _FP4_EPI_MUL
+        else:
+            gsc = 1.0
+            if FP4_ASM:
+                gsc = _FP4_EPI_MUL
+        out = out * gsc
+        if GATED:
+            out_u = out_u * gsc
+        if MUL_WEIGHT:
+            w = tl.load(tw_ptr + row)
+            out = out * w
+            if GATED:
+                out_u = out_u * w
+        if HAS_BIAS:
+            bias_base = bias_ptr + e64 * stride_bias_e
+            out += tl.load(bias_base + offs_nr, mask=n_ok, other=0.0)
+            if GATED:
+                out_u += tl.load(bias_base + n_up + offs_nr, mask=n_ok, other=0.0)
+        if ACT != 0:
+            if GATED:
+                out = _activation(out, out_u, swiglu_limit, ACT)
+            else:
+                out = _activation(out, out, swiglu_limit, ACT)
+        if POST_WEIGHT:
+            out = out * tl.load(tw_ptr + row)
+        if POST_GS:
+            out = out * tl.load(post_gs_ptr + e64)
+    tl.store(c_ptr + row.to(tl.int64) * stride_cm + offs_n, out.to(c_ptr.dtype.element_ty), mask=n_ok)
+
+fp4_direct_kernel = _kernel()(_fp4_direct_kernel)
+
+
+def fp4_direct_gemm(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, c: torch.Tensor, topk_ids: torch.Tensor, *,
+                    w_mode: int, group: int, n_out: int, sum_topk: bool, gated: bool = False,
+                    activation: str | None = None, weight: torch.Tensor | None = None, weight_on_input: bool = False,
+                    gscale: torch.Tensor | None = None, post_gscale: torch.Tensor | None = None,
+                    bias: torch.Tensor | None = None, expert_offset: int = 0, num_local: int | None = None,
+                    swiglu_limit: float = 7.0, fp4_asm: bool | None = None, config: dict,
+                    warmup: bool = False) -> torch.Tensor:
+    """Launch :func:`_fp4_direct_kernel`: one GEMV of packed-FP4 expert weights over the routing slots as they come
+    (config ``DIRECT``: no sort); returns ``c``. ``topk_ids [T, K]`` int32/int64 contiguous, global ids (this rank's
+    experts are ``expert_offset .. expert_offset + num_local - 1``; others and -1 are skipped).
+
+    - First GEMM (``sum_topk`` false): ``a [T, Ka]`` bf16 (the hidden states), ``c [T*K, n_out]`` bf16, one row per
+      slot (rows of skipped slots are left unwritten). ``weight [T*K]`` float32 routing weights multiply the
+      accumulator before the bias and activation (``weight_on_input``) or the activated row after them (the second
+      GEMM's factor, moved here); ``post_gscale [E]`` float32: the second GEMM's nvfp4 global scale, also moved here.
+    - Second GEMM and top-k sum (``sum_topk``): ``a [T*K, Ka]`` bf16 (the first GEMM's ``c``), ``c [T, n_out]`` in any
+      float dtype: ``sum_k a_k @ w2[e_k].T + sum_k weight_k * bias[e_k]`` (``weight`` only weighs the biases here).
+
+    ``q [E, N_b, Ka/2]`` uint8 packed e2m1 (shuffled when ``fp4_asm``; default: not under the interpreter), ``scale
+    [E, N_b, Ka/group]`` uint8 (e8m0 or e4m3 bytes, the kernel's bytes when ``fp4_asm``), ``gscale [E]`` float32
+    (nvfp4), ``bias [E, N_b]`` float32. Config: ``BLOCK_N``, ``BLOCK_K`` (a power of two, a multiple of ``group``),
+    ``num_warps``, ``num_stages`` (the K loop's software pipeline). Raises ValueError for another weight mode, a
+    ``BLOCK_K`` that is not a multiple of ``group``, nvfp4 without ``gscale``, or an ``a`` that is not contiguous bf16
+    with an even row length."""
+    if w_mode not in FP4_MODES:
+        raise ValueError(f"DIRECT is an option of packed-FP4 weights (mxfp4, nvfp4), not weight mode {w_mode}")
+    bn, bk = config["BLOCK_N"], config["BLOCK_K"]
+    if bk % group or group not in (16, 32) or bk & (bk - 1):
+        raise ValueError(f"packed FP4 weights: BLOCK_K must be a power of two and a multiple of the scale group "
+                         f"({group}), got {bk}")
+    if w_mode == 7 and gscale is None:
+        raise ValueError("nvfp4 needs its per-expert global scale (gscale)")
+    if a.dtype != torch.bfloat16 or not a.is_contiguous() or a.shape[1] % 2:
+        raise ValueError(f"DIRECT reads A as bf16 pairs: a contiguous bf16 [rows, K] with K even, got {a.dtype} "
+                         f"{tuple(a.shape)}")
+    if fp4_asm is None:
+        fp4_asm = not interpreting()
+    t, top_k = topk_ids.shape
+    k = a.shape[1]
+    rows = t if sum_topk else t * top_k
+    dummy = gscale if gscale is not None else scale
+    fp4_direct_kernel.launch(
+        (rows * triton.cdiv(n_out, bn),), a.device, a.view(torch.int32), q, scale, dummy,
+        post_gscale if post_gscale is not None else dummy, bias if bias is not None else dummy, topk_ids,
+        weight if weight is not None else dummy, c, top_k, n_out, k, n_out if gated else 0, expert_offset,
+        q.shape[0] if num_local is None else num_local, a.stride(0) // 2, q.stride(0), q.stride(1), scale.stride(0),
+        scale.stride(1), bias.stride(0) if bias is not None else 0, c.stride(0), float(swiglu_limit),
+        SUM_TOPK=sum_topk, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
+        MUL_WEIGHT=weight is not None and (sum_topk or weight_on_input),
+        POST_WEIGHT=weight is not None and not sum_topk and not weight_on_input,
+        POST_GS=post_gscale is not None and not sum_topk, HAS_BIAS=bias is not None, W_MODE=w_mode,
+        SCALE_GROUP=group, FP4_ASM=bool(fp4_asm), EVEN_K=k % bk == 0, BLOCK_N=bn, BLOCK_K=bk,
+        NUM_STAGES=config["num_stages"], num_warps=config["num_warps"], warmup=warmup)
+    return c
+
+
 @triton.jit
 def _quant_store(v, mask, r_ok, rows64, cols, q_ptr, s_ptr, stride_q, stride_s, BLOCK_R: tl.constexpr):
     """Per-row dynamic e4m3 quantization of one ``[BLOCK_R, GROUP]`` float32 group tile ``v`` (entries outside
@@ -1358,8 +1593,8 @@ def topk_sum(y: torch.Tensor, topk_ids: torch.Tensor, out: torch.Tensor, num_loc
 if interpreting():
     _fix_interpreter()
 
-KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, group_quant_kernel, act_quant_kernel,
-           row_quant_kernel, topk_sum_kernel)
+KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, fp4_direct_kernel, group_quant_kernel,
+           act_quant_kernel, row_quant_kernel, topk_sum_kernel)
 
 
 def compiled_variants() -> int:
@@ -1586,7 +1821,9 @@ def load_config_file(path: str) -> dict[int, dict]:
     ``"SPLIT_K": <1..64>``; fp8_tensor and fp8_channel files only: ``"PREQUANT": true`` (the GEMM's A quantized to
     e4m3 by :func:`row_quant` before it, not in its main loop); 16-bit and FP8 files (:data:`TMA_FORMATS`):
     ``"TMA": true`` (the weight tiles loaded through a TMA tensor descriptor); ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
-    :data:`GEMV_MAX_BLOCK_M`. Raises ValueError naming the file and
+    :data:`GEMV_MAX_BLOCK_M`. Packed-FP4 files: a bucket may set ``"DIRECT": true`` beside ``BLOCK_M`` (with
+    ``BLOCK_M`` 1 and GEMV without SPLIT_K in both GEMMs): its forward is :func:`fp4_direct_gemm` twice, no sort and
+    the top-k sum fused (``backends/triton_moe.py`` ``direct_forward``). Raises ValueError naming the file and
     the field on a malformed file."""
     try:
         data = json.loads(Path(path).read_text())
@@ -1609,6 +1846,21 @@ def load_config_file(path: str) -> dict[int, dict]:
         out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"], "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1"),
                          "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2")}
         fmt = (data.get("key") or {}).get("format") if isinstance(data.get("key"), dict) else None
+        if "DIRECT" in cfg:
+            direct = cfg["DIRECT"]
+            if not isinstance(direct, bool):
+                raise ValueError(f"{where}: DIRECT must be true or false, got {direct!r}")
+            if direct:
+                if fmt not in FP4_FORMATS:
+                    said = f"key.format {fmt}" if fmt else "no key.format"
+                    raise ValueError(f"{where}: DIRECT is an option of packed-FP4 files (mxfp4, nvfp4) only "
+                                     f"(this file: {said})")
+                c1, c2 = out[int(tok)]["gemm1"], out[int(tok)]["gemm2"]
+                if cfg["BLOCK_M"] != 1 or not (c1.get("GEMV") and c2.get("GEMV")) \
+                        or c1.get("SPLIT_K", 1) > 1 or c2.get("SPLIT_K", 1) > 1:
+                    raise ValueError(f"{where}: DIRECT (the GEMVs over the unsorted slots) needs BLOCK_M 1 and GEMV "
+                                     f"without SPLIT_K in both GEMMs")
+                out[int(tok)]["DIRECT"] = True
         if out[int(tok)]["gemm2"].get("SPLIT") or (out[int(tok)]["gemm1"].get("SPLIT") and fmt != "fp8_block"):
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: SPLIT is a first-GEMM option of fp8_block files only (this file: {said})")

@@ -122,7 +122,7 @@ def profile(name: str, fmt: str, tokens: int, config: dict | None = None) -> lis
     done: list[dict] = []
     launch = K._Kernel.launch
     K._Kernel.launch = lambda self, grid, device, *a, warmup=False, **kw: done.append(
-        compile_sm90(self, a, kw) if self.__name__ == "_moe_gemm_kernel" else {})
+        compile_sm90(self, a, kw) if self.__name__ in ("_moe_gemm_kernel", "_fp4_direct_kernel") else {})
     try:
         x = torch.empty(tokens, h, dtype=torch.bfloat16, device=meta)
         core.forward(x, torch.empty(tokens, k, dtype=torch.int32, device=meta), torch.empty(tokens, k, device=meta), pw)
@@ -138,7 +138,7 @@ def profile(name: str, fmt: str, tokens: int, config: dict | None = None) -> lis
         hist = collections.Counter(op.split(".")[0] for op in ops)
         budget = ISSUE_PER_BYTE * WEIGHT_BYTES[fmt]
         rows.append({"layer": name, "format": fmt, "tokens": tokens, "gemm": g + 1, "config": cfg[f"gemm{g + 1}"],
-                     "BLOCK_M": kw["BLOCK_M"], "regs": d["regs"], "spill": d["spill"], "loop_instructions": len(ops),
+                     "BLOCK_M": kw.get("BLOCK_M", 1), "regs": d["regs"], "spill": d["spill"], "loop_instructions": len(ops),
                      "weights_per_thread": per_thread, "per_weight": round(len(ops) / per_thread, 2) if per_thread else None,
                      "budget_per_weight": budget, "opcodes": dict(hist.most_common())})
     return rows

@@ -72,6 +72,15 @@ VARIANT_TOKENS = (1, 32, 256)
 GEMV_VARIANT_TOKENS = (1, 8, 32)
 GROUP = {"mxfp4": 32, "nvfp4": 16}
 REF_TOKENS = 8
+#: The ``direct`` variant's search (``--variants direct``): ``(BLOCK_N, BLOCK_K, num_warps, num_stages)`` of each GEMM
+#: of a DIRECT bucket (``triton_moe_kernels.fp4_direct_gemm``), first GEMM's candidates with the second GEMM at the
+#: first candidate, then the second GEMM's with the best first one (coordinate search, the whole layer timed each
+#: time), at :data:`DIRECT_SEARCH_TOKENS`; the best pair is then timed at :data:`DIRECT_TOKENS`.
+DIRECT_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (16, 256, 4, 3), (16, 512, 4, 2), (16, 128, 4, 3),
+                     (8, 256, 2, 2), (8, 512, 2, 2), (8, 256, 4, 2), (32, 256, 4, 2), (32, 128, 4, 3),
+                     (16, 256, 8, 2), (16, 1024, 8, 2), (16, 128, 2, 4), (8, 128, 2, 4))
+DIRECT_SEARCH_TOKENS = 1
+DIRECT_TOKENS = (1, 2, 4, 8)
 
 
 def _moe_layer():
@@ -186,8 +195,8 @@ def set_variant(core, variant: str, saved: dict) -> None:
             if variant == "gemv" or c["gemm1"].get("GEMV"):
                 core._table[b] = make(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, int(b), s.top_k,
                                       gated=s.gated)
-    elif variant != "default":
-        raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, gemv, mma)")
+    elif variant not in ("default", "direct"):          # direct: direct_search, after the others
+        raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, gemv, mma, direct)")
     core._table = {int(k): v for k, v in core._table.items()}
 
 
@@ -232,7 +241,7 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
     tokens = (1, 8) if args.smoke else tuple(sorted(set(tokens) | {t for v in args.variants.split(",") if v in ("gemv", "mma")
                                                                     for t in GEMV_VARIANT_TOKENS}))
     pw_default = pw
-    for variant in ["default", *[v for v in args.variants.split(",") if v]]:
+    for variant in ["default", *[v for v in args.variants.split(",") if v and v != "direct"]]:
         set_variant(runner.core, variant, saved)
         pw = portable_weights(pw_default) if variant == "portable" else pw_default
         for t in tokens:
@@ -259,12 +268,65 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
             print(f"{name:20s} {variant:9s} T={t:5d} eager {eager:9.1f} us graph {gus if gus is None else round(gus, 1)!s:>9} us "
                   f"floor {roof['floor_us']:8.1f} us frac {row['frac_of_floor']:.2f} err {err:.2e} same {same}", flush=True)
     set_variant(runner.core, "default", saved)
+    if "direct" in args.variants.split(","):
+        direct_search(name, quant, runner, pw_default, spec, kw, model, tol, ml, clock, ceil, dev, result, args,
+                      t_start)
+        set_variant(runner.core, "default", saved)
     del runner, pw
     if not args.smoke and spec.num_experts * 3 * spec.hidden_size * spec.intermediate_size <= 1e9 and "torch_native" in args.runners:
         native(name, dep, model, kw, ml, clock, dev, result, args, t_start)
     del kw
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def direct_search(name, quant, runner, pw, spec, kw, model, tol, ml, clock, ceil, dev, result, args, t_start) -> None:
+    """The ``direct`` variant: :data:`DIRECT_CANDIDATES` searched at :data:`DIRECT_SEARCH_TOKENS` (module doc), a row
+    per timing (variant ``direct``), then the best pair at :data:`DIRECT_TOKENS` (variant ``direct_best``); the best
+    pair is recorded in ``result["direct_best"][name]``."""
+    def gemm(c):
+        return {"BLOCK_N": c[0], "BLOCK_K": c[1], "GROUP_M": 1, "num_warps": c[2], "num_stages": c[3], "GEMV": True}
+
+    def timed(cfg, t, variant):
+        runner.core._table = {b: json.loads(json.dumps(cfg)) for b in runner.core._table}
+        if time.time() - t_start > args.budget_s:
+            result["skipped"].append({"layer": name, "variant": variant, "tokens": t, "why": "time budget"})
+            return None
+        try:
+            sets = [inputs(model, t, dev, seed=100 * t + j) for j in range(ml.SETS)]
+            eager, gus, same, out0 = ml.bench_runner(runner, pw, sets, clock, args.reps, dev.type == "cuda")
+            err = ref_error(spec, kw, *sets[0], out0)
+        except Exception as exc:  # noqa: BLE001 - one failure must not lose the other rows
+            result["failed"].append({"layer": name, "variant": variant, "tokens": t, "config": cfg,
+                                     "error": f"{type(exc).__name__}: {exc}"[:1500]})
+            print(f"FAILED {name} {variant} T={t} {cfg}: {type(exc).__name__}: {exc}", flush=True)
+            return None
+        roof = floor(spec, quant, t, [s[1] for s in sets], ceil)
+        best = gus if gus is not None else eager
+        row = {"layer": name, "quant": quant, "variant": variant, "runner": "triton", "tokens": t, "eager_us": eager,
+               "graph_us": gus, "graph_equals_eager": same, "rel_error": err, "tolerance": tol, **roof,
+               "frac_of_floor": roof["floor_us"] / best, "config": cfg, "config_source": "direct search"}
+        result["rows"].append(row)
+        print(f"{name:20s} {variant:11s} T={t:5d} graph {best:8.1f} us frac {row['frac_of_floor']:.2f} err {err:.2e} "
+              f"same {same} g1 {cfg['gemm1']} g2 {cfg['gemm2']}", flush=True)
+        return best
+
+    t = DIRECT_SEARCH_TOKENS
+    cands = DIRECT_CANDIDATES[:2] if args.smoke else DIRECT_CANDIDATES
+    best1, best_us = cands[0], float("inf")
+    for c in cands:
+        us = timed({"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(c), "gemm2": gemm(cands[0])}, t, "direct")
+        if us is not None and us < best_us:
+            best1, best_us = c, us
+    best2 = cands[0]
+    for c in cands[1:]:
+        us = timed({"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": gemm(c)}, t, "direct")
+        if us is not None and us < best_us:
+            best2, best_us = c, us
+    cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": gemm(best2)}
+    result.setdefault("direct_best", {})[name] = {"config": cfg, "us": best_us, "tokens": t}
+    for tt in ((1, 2) if args.smoke else DIRECT_TOKENS):
+        timed(cfg, tt, "direct_best")
 
 
 def native(name, dep, model, kw, ml, clock, dev, result, args, t_start) -> None:
@@ -340,7 +402,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--layers", default=",".join(LAYERS), help="comma-separated subset, in this order")
     ap.add_argument("--variants", default="swap_ab,portable",
-                    help="comma-separated: swap_ab, portable, gemv, mma (or empty)")
+                    help="comma-separated: swap_ab, portable, gemv, mma, direct (or empty)")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)),
                     help="token counts of the default rows (the variants keep their own counts among these and theirs)")
     ap.add_argument("--runners", default="triton,torch_native")
