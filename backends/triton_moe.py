@@ -663,6 +663,7 @@ def direct_forward(core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torc
     ids = topk_ids.contiguous()
     tw = topk_weights.to(torch.float32).contiguous()
     act = torch.empty(t * k, s.intermediate_size, dtype=torch.bfloat16, device=dev)
+    assert w.s13 is not None and w.s2 is not None  # packed FP4: the scale bytes (prepare_weights)
     common: dict[str, Any] = dict(w_mode=core.w_mode, expert_offset=s.expert_offset, num_local=s.num_local_experts,
                                   swiglu_limit=s.swiglu_limit or 7.0, fp4_asm=w.fp4_shuffled)
     K.fp4_direct_gemm(x, w.w13, w.s13, act, ids, group=w.g13, n_out=s.intermediate_size, sum_topk=False,
