@@ -213,6 +213,8 @@ class TritonMoeCore:
         self._table, self.config_source = self._load_configs()
         self._buckets = tuple(sorted(self._table))
         self.compile_s: float | None = None
+        #: DIRECT buckets with SPLIT_SLOTS: the second GEMM's counters per device (direct_forward)
+        self._direct_counters: dict[torch.device, torch.Tensor] = {}
 
     def __repr__(self) -> str:
         return f"TritonMoeCore({self.spec.quant}, {self.spec.activation}, configs={self.config_source})"
@@ -654,7 +656,9 @@ def direct_forward(core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torc
     :func:`~.triton_moe_kernels.fp4_direct_gemm` and no sort. The first GEMM reads each routing slot's expert from
     ``topk_ids`` and writes the activated intermediate ``[T*K, I]`` bf16 per slot; the second walks each token's
     ``top_k`` slots and sums their outputs in float32 (the top-k sum fused; the routing weight and nvfp4's second
-    global scale are applied by the first GEMM's epilogue, to each slot's intermediate row). Slots of other ranks' experts
+    global scale are applied by the first GEMM's epilogue, to each slot's intermediate row; with ``SPLIT_SLOTS`` one
+    program per slot and strip, the strip's last one summing, through zeroed counters the core keeps per device).
+    Slots of other ranks' experts
     (and ids of -1) are skipped. Returns ``[T, H]`` in ``hidden_states.dtype``."""
     s = core.spec
     t, k = topk_ids.shape
@@ -670,9 +674,15 @@ def direct_forward(core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torc
                       gated=s.gated, activation=s.activation, weight=tw, weight_on_input=core.on_input, gscale=w.gs13,
                       post_gscale=w.gs2, bias=w.b13, config=cfg["gemm1"], **common)
     out = torch.empty(t, s.hidden_size, dtype=hidden_states.dtype, device=dev)
+    counters = None
+    if cfg["gemm2"].get("SPLIT_SLOTS"):      # zeros, kept per device; the kernel leaves them zero after each launch
+        need = t * -(-s.hidden_size // cfg["gemm2"]["BLOCK_N"])
+        counters = core._direct_counters.get(dev)
+        if counters is None or counters.numel() < need:
+            counters = core._direct_counters[dev] = torch.zeros(max(need, 4096), dtype=torch.int32, device=dev)
     return K.fp4_direct_gemm(act, w.w2, w.s2, out, ids, group=w.g2, n_out=s.hidden_size, sum_topk=True,
-                             weight=None if core.on_input else tw, gscale=w.gs2, bias=w.b2, config=cfg["gemm2"],
-                             **common)
+                             weight=None if core.on_input else tw, gscale=w.gs2, bias=w.b2, counters=counters,
+                             config=cfg["gemm2"], **common)
 
 
 def checked_forward(core: Any, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,

@@ -1244,10 +1244,10 @@ def _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, offs_gc, offs_g,
 
 
 def _fp4_direct_kernel(
-        a_ptr, q_ptr, s_ptr, gs_ptr, post_gs_ptr, bias_ptr, ids_ptr, tw_ptr, c_ptr,
+        a_ptr, q_ptr, s_ptr, gs_ptr, post_gs_ptr, bias_ptr, ids_ptr, tw_ptr, c_ptr, ws_ptr, cnt_ptr,
         top_k, N, K, n_up, expert_offset, num_local,
         stride_aw, stride_qe, stride_qn, stride_se, stride_sn, stride_bias_e, stride_cm, swiglu_limit,
-        SUM_TOPK: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr, MUL_WEIGHT: tl.constexpr,
+        SUM_TOPK: tl.constexpr, SPLIT_SLOTS: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr, MUL_WEIGHT: tl.constexpr,
         POST_WEIGHT: tl.constexpr, POST_GS: tl.constexpr, HAS_BIAS: tl.constexpr, W_MODE: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_N: tl.constexpr,
         BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr):
@@ -1268,8 +1268,15 @@ def _fp4_direct_kernel(
       loops run over the token's ``top_k`` slots and their K tiles (slots of other ranks' experts load nothing);
       ``c[t, n] = sum_k (act_k @ w2[e].T) + sum_k weight_k * bias_e`` (weight 1 without MUL_WEIGHT) in float32,
       stored in ``c``'s dtype: with the first GEMM's ``post``, the second GEMM of the unfused layer and its top-k
-      sum."""
+      sum. SPLIT_SLOTS: ``top_k`` programs per strip instead, one per slot (program ``strip * top_k + j``), each
+      storing its float32 partial at ``ws[slot, n]`` and counting itself in ``cnt[t * cdiv(N, BLOCK_N) + pid_n]``
+      (a CTA barrier, then one acquire-release atomic); the strip's last program sums the ``top_k`` partials in slot
+      order (the same order whichever program is last: deterministic), stores ``c`` and sets the counter back to 0
+      (so ``cnt``, zeros before the first launch, needs no reset between launches or graph replays)."""
     pid = tl.program_id(0)
+    if SPLIT_SLOTS:
+        j_split = pid % top_k
+        pid = pid // top_k
     num_pid_n = tl.cdiv(N, BLOCK_N)
     row = pid // num_pid_n
     pid_n = pid % num_pid_n
@@ -1285,7 +1292,13 @@ def _fp4_direct_kernel(
     num_kt = tl.cdiv(K, BLOCK_K)
     acc = tl.zeros([BLOCK_N, G, CH], dtype=tl.float32)
     if SUM_TOPK:
-        for j in range(0, top_k):
+        if SPLIT_SLOTS:
+            j0 = j_split
+            j1 = j_split + 1
+        else:
+            j0 = 0
+            j1 = top_k
+        for j in range(j0, j1):
             slot = row * top_k + j
             e = tl.load(ids_ptr + slot).to(tl.int32) - expert_offset
             if (e >= 0) & (e < num_local):
@@ -1299,7 +1312,7 @@ def _fp4_direct_kernel(
         if FP4_ASM:
             out = out * _FP4_EPI_MUL
         if HAS_BIAS:                     # sum_k weight_k * bias_e
-            for j in range(0, top_k):
+            for j in range(j0, j1):
                 slot = row * top_k + j
                 e = tl.load(ids_ptr + slot).to(tl.int32) - expert_offset
                 ok = (e >= 0) & (e < num_local)
@@ -1308,6 +1321,19 @@ def _fp4_direct_kernel(
                 if MUL_WEIGHT:
                     b = b * tl.load(tw_ptr + slot)
                 out += b
+        if SPLIT_SLOTS:                  # this slot's partial; the strip's last program sums them in slot order
+            tl.store(ws_ptr + (row * top_k + j_split).to(tl.int64) * N + offs_n, out, mask=n_ok)
+            tl.debug_barrier()
+            cnt = cnt_ptr + row * num_pid_n + pid_n
+            if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == top_k - 1:
+                out = tl.zeros([BLOCK_N], dtype=tl.float32)
+                for j in range(0, top_k):
+                    out += tl.load(ws_ptr + (row * top_k + j).to(tl.int64) * N + offs_n, mask=n_ok, other=0.0,
+                                   cache_modifier=".cg")
+                tl.store(cnt, 0)
+                tl.store(c_ptr + row.to(tl.int64) * stride_cm + offs_n, out.to(c_ptr.dtype.element_ty), mask=n_ok)
+        else:
+            tl.store(c_ptr + row.to(tl.int64) * stride_cm + offs_n, out.to(c_ptr.dtype.element_ty), mask=n_ok)
     else:
         e0 = tl.load(ids_ptr + row).to(tl.int32) - expert_offset
         if (e0 < 0) | (e0 >= num_local):
@@ -1357,7 +1383,7 @@ def _fp4_direct_kernel(
             out = out * tl.load(tw_ptr + row)
         if POST_GS:
             out = out * tl.load(post_gs_ptr + e64)
-    tl.store(c_ptr + row.to(tl.int64) * stride_cm + offs_n, out.to(c_ptr.dtype.element_ty), mask=n_ok)
+        tl.store(c_ptr + row.to(tl.int64) * stride_cm + offs_n, out.to(c_ptr.dtype.element_ty), mask=n_ok)
 
 fp4_direct_kernel = _kernel()(_fp4_direct_kernel)
 
@@ -1367,8 +1393,8 @@ def fp4_direct_gemm(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, c: to
                     activation: str | None = None, weight: torch.Tensor | None = None, weight_on_input: bool = False,
                     gscale: torch.Tensor | None = None, post_gscale: torch.Tensor | None = None,
                     bias: torch.Tensor | None = None, expert_offset: int = 0, num_local: int | None = None,
-                    swiglu_limit: float = 7.0, fp4_asm: bool | None = None, config: dict,
-                    warmup: bool = False) -> torch.Tensor:
+                    swiglu_limit: float = 7.0, fp4_asm: bool | None = None, counters: torch.Tensor | None = None,
+                    config: dict, warmup: bool = False) -> torch.Tensor:
     """Launch :func:`_fp4_direct_kernel`: one GEMV of packed-FP4 expert weights over the routing slots as they come
     (config ``DIRECT``: no sort); returns ``c``. ``topk_ids [T, K]`` int32/int64 contiguous, global ids (this rank's
     experts are ``expert_offset .. expert_offset + num_local - 1``; others and -1 are skipped).
@@ -1383,9 +1409,11 @@ def fp4_direct_gemm(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, c: to
     ``q [E, N_b, Ka/2]`` uint8 packed e2m1 (shuffled when ``fp4_asm``; default: not under the interpreter), ``scale
     [E, N_b, Ka/group]`` uint8 (e8m0 or e4m3 bytes, the kernel's bytes when ``fp4_asm``), ``gscale [E]`` float32
     (nvfp4), ``bias [E, N_b]`` float32. Config: ``BLOCK_N``, ``BLOCK_K`` (a power of two, a multiple of ``group``),
-    ``num_warps``, ``num_stages`` (the K loop's software pipeline). Raises ValueError for another weight mode, a
-    ``BLOCK_K`` that is not a multiple of ``group``, nvfp4 without ``gscale``, or an ``a`` that is not contiguous bf16
-    with an even row length."""
+    ``num_warps``, ``num_stages`` (the K loop's software pipeline) and, for the second GEMM, ``SPLIT_SLOTS`` (optional:
+    one program per slot and strip, the partials summed by each strip's last program; ``counters``: int32 zeros of at
+    least ``T * cdiv(n_out, BLOCK_N)`` elements, kept by the caller and left zero by the kernel). Raises ValueError for
+    another weight mode, a ``BLOCK_K`` that is not a multiple of ``group``, nvfp4 without ``gscale``, an ``a`` that is
+    not contiguous bf16 with an even row length, or SPLIT_SLOTS without enough ``counters`` or on the first GEMM."""
     if w_mode not in FP4_MODES:
         raise ValueError(f"DIRECT is an option of packed-FP4 weights (mxfp4, nvfp4), not weight mode {w_mode}")
     bn, bk = config["BLOCK_N"], config["BLOCK_K"]
@@ -1403,13 +1431,24 @@ def fp4_direct_gemm(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, c: to
     k = a.shape[1]
     rows = t if sum_topk else t * top_k
     dummy = gscale if gscale is not None else scale
+    split = bool(config.get("SPLIT_SLOTS"))
+    strips = rows * triton.cdiv(n_out, bn)
+    ws = None
+    if split:
+        if not sum_topk:
+            raise ValueError("SPLIT_SLOTS is an option of the second GEMM (sum_topk): the first has a program per slot")
+        if counters is None or counters.dtype != torch.int32 or counters.numel() < strips:
+            raise ValueError(f"SPLIT_SLOTS needs int32 counters (zeros) of at least {strips} elements, got "
+                             f"{None if counters is None else (counters.dtype, counters.numel())}")
+        ws = torch.empty(t * top_k, n_out, dtype=torch.float32, device=a.device)
     fp4_direct_kernel.launch(
-        (rows * triton.cdiv(n_out, bn),), a.device, a.view(torch.int32), q, scale, dummy,
+        (strips * (top_k if split else 1),), a.device, a.view(torch.int32), q, scale, dummy,
         post_gscale if post_gscale is not None else dummy, bias if bias is not None else dummy, topk_ids,
-        weight if weight is not None else dummy, c, top_k, n_out, k, n_out if gated else 0, expert_offset,
+        weight if weight is not None else dummy, c, ws if ws is not None else dummy,
+        counters if split else dummy, top_k, n_out, k, n_out if gated else 0, expert_offset,
         q.shape[0] if num_local is None else num_local, a.stride(0) // 2, q.stride(0), q.stride(1), scale.stride(0),
         scale.stride(1), bias.stride(0) if bias is not None else 0, c.stride(0), float(swiglu_limit),
-        SUM_TOPK=sum_topk, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
+        SUM_TOPK=sum_topk, SPLIT_SLOTS=split, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
         MUL_WEIGHT=weight is not None and (sum_topk or weight_on_input),
         POST_WEIGHT=weight is not None and not sum_topk and not weight_on_input,
         POST_GS=post_gscale is not None and not sum_topk, HAS_BIAS=bias is not None, W_MODE=w_mode,
@@ -1770,17 +1809,18 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
 
 def _check_gemm_cfg(c: Any, where: str) -> dict:
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT", "TMA"} \
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT", "TMA",
+                                                         "SPLIT_SLOTS"} \
             or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA), got {c!r}")
+                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS), got {c!r}")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
             raise ValueError(f"{where}: SPLIT_K must be an integer from 1 to 64, got {v!r}")
         if v > 1 and not c.get("GEMV"):
             raise ValueError(f"{where}: SPLIT_K is an option of the GEMV mode (GEMV: true)")
-    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA"):
+    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS"):
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
     for k in keys:
@@ -1795,6 +1835,7 @@ def _check_gemm_cfg(c: Any, where: str) -> dict:
     return ({k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
             | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}) | ({"GEMV": True} if c.get("GEMV") else {})
             | ({"PREQUANT": True} if c.get("PREQUANT") else {}) | ({"TMA": True} if c.get("TMA") else {})
+            | ({"SPLIT_SLOTS": True} if c.get("SPLIT_SLOTS") else {})
             | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 
@@ -1860,7 +1901,11 @@ def load_config_file(path: str) -> dict[int, dict]:
                         or c1.get("SPLIT_K", 1) > 1 or c2.get("SPLIT_K", 1) > 1:
                     raise ValueError(f"{where}: DIRECT (the GEMVs over the unsorted slots) needs BLOCK_M 1 and GEMV "
                                      f"without SPLIT_K in both GEMMs")
+                if c1.get("SPLIT_SLOTS"):
+                    raise ValueError(f"{where}.gemm1: SPLIT_SLOTS is a second-GEMM option of DIRECT buckets")
                 out[int(tok)]["DIRECT"] = True
+        if not out[int(tok)].get("DIRECT") and any(out[int(tok)][g].get("SPLIT_SLOTS") for g in ("gemm1", "gemm2")):
+            raise ValueError(f"{where}: SPLIT_SLOTS is a second-GEMM option of DIRECT buckets")
         if out[int(tok)]["gemm2"].get("SPLIT") or (out[int(tok)]["gemm1"].get("SPLIT") and fmt != "fp8_block"):
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: SPLIT is a first-GEMM option of fp8_block files only (this file: {said})")

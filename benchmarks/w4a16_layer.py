@@ -79,6 +79,9 @@ REF_TOKENS = 8
 DIRECT_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (16, 256, 4, 3), (16, 512, 4, 2), (16, 128, 4, 3),
                      (8, 256, 2, 2), (8, 512, 2, 2), (8, 256, 4, 2), (32, 256, 4, 2), (32, 128, 4, 3),
                      (16, 256, 8, 2), (16, 1024, 8, 2), (16, 128, 2, 4), (8, 128, 2, 4))
+#: The second GEMM's extra candidates: one program per slot and strip (``SPLIT_SLOTS``)
+DIRECT_SPLIT_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (32, 256, 4, 2), (32, 128, 4, 3), (64, 128, 4, 3),
+                           (64, 256, 8, 2), (16, 512, 4, 2), (32, 512, 8, 2))
 DIRECT_SEARCH_TOKENS = 1
 DIRECT_TOKENS = (1, 2, 4, 8)
 
@@ -284,8 +287,9 @@ def direct_search(name, quant, runner, pw, spec, kw, model, tol, ml, clock, ceil
     """The ``direct`` variant: :data:`DIRECT_CANDIDATES` searched at :data:`DIRECT_SEARCH_TOKENS` (module doc), a row
     per timing (variant ``direct``), then the best pair at :data:`DIRECT_TOKENS` (variant ``direct_best``); the best
     pair is recorded in ``result["direct_best"][name]``."""
-    def gemm(c):
-        return {"BLOCK_N": c[0], "BLOCK_K": c[1], "GROUP_M": 1, "num_warps": c[2], "num_stages": c[3], "GEMV": True}
+    def gemm(c, split=False):
+        return {"BLOCK_N": c[0], "BLOCK_K": c[1], "GROUP_M": 1, "num_warps": c[2], "num_stages": c[3], "GEMV": True,
+                **({"SPLIT_SLOTS": True} if split else {})}
 
     def timed(cfg, t, variant):
         runner.core._table = {b: json.loads(json.dumps(cfg)) for b in runner.core._table}
@@ -318,12 +322,13 @@ def direct_search(name, quant, runner, pw, spec, kw, model, tol, ml, clock, ceil
         us = timed({"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(c), "gemm2": gemm(cands[0])}, t, "direct")
         if us is not None and us < best_us:
             best1, best_us = c, us
-    best2 = cands[0]
-    for c in cands[1:]:
-        us = timed({"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": gemm(c)}, t, "direct")
+    best2 = gemm(cands[0])
+    splits = DIRECT_SPLIT_CANDIDATES[:1] if args.smoke else DIRECT_SPLIT_CANDIDATES
+    for g2 in [gemm(c) for c in cands[1:]] + [gemm(c, split=True) for c in splits]:
+        us = timed({"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": g2}, t, "direct")
         if us is not None and us < best_us:
-            best2, best_us = c, us
-    cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": gemm(best2)}
+            best2, best_us = g2, us
+    cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": best2}
     result.setdefault("direct_best", {})[name] = {"config": cfg, "us": best_us, "tokens": t}
     for tt in ((1, 2) if args.smoke else DIRECT_TOKENS):
         timed(cfg, tt, "direct_best")

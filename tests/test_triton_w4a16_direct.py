@@ -50,8 +50,15 @@ def _stop_worker():
     _Worker.stop()
 
 
-def _gemm(bn=16, bk=32, warps=2, stages=2) -> dict:
-    return {"BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1, "num_warps": warps, "num_stages": stages, "GEMV": True}
+def _gemm(bn=16, bk=32, warps=2, stages=2, split=False) -> dict:
+    return {"BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1, "num_warps": warps, "num_stages": stages, "GEMV": True} | (
+        {"SPLIT_SLOTS": True} if split else {})
+
+
+def _counters_zero(core) -> None:
+    """SPLIT_SLOTS leaves the core's counters at zero (each strip's last program resets its own)."""
+    for dev, c in core._direct_counters.items():
+        assert int(torch.count_nonzero(c)) == 0, (dev, torch.nonzero(c)[:8])
 
 
 def _direct(core, g1: dict | None = None, g2: dict | None = None) -> dict:
@@ -86,18 +93,22 @@ def _launches(core, pw, x, ids, w) -> tuple[torch.Tensor, list[str]]:
 @interp
 def test_direct_matches_the_reference(quant, act):
     """1, 2 and 5 tokens (one slot -1 from 2 tokens), gated (silu; swiglu_oai with a clamping limit of 2.5 and
-    gpt-oss's expert biases, which the second GEMM sums weighted) and not (relu2), two tile shapes (one K tile per
-    row, and several with the pipeline on and off); against the float64 reference."""
+    gpt-oss's expert biases, which the second GEMM sums weighted) and not (relu2), three tile shapes (one K tile per
+    row, several with the pipeline on and off, the second GEMM split per slot: SPLIT_SLOTS); against the float64
+    reference, and the split's counters back at zero."""
     seed = fresh_seed()
     spec = spec_of(quant, act, limit=2.5 if act == "swiglu_oai" else None)
     layer = Fp4Layer(spec, seed)
     core, pw = core_for(spec, layer)
     for t, g1, g2 in ((1, _gemm(bk=64), _gemm(bk=64)), (2, _gemm(bk=32, stages=1), _gemm(bn=32, bk=32, stages=3)),
-                      (5, _gemm(bn=8, bk=32, warps=1), _gemm(bk=32, warps=4))):
+                      (5, _gemm(bn=8, bk=32, warps=1), _gemm(bk=32, warps=4)),
+                      (5, _gemm(bk=64), _gemm(bn=32, bk=32, split=True))):
         cfg = _direct(core, g1, g2)
         assert core.config_for(t) == cfg
         x, ids, w = routing(spec, t, seed + t)
         check(spec, layer, x, ids, w, core.forward(x, ids, w, pw), f"DIRECT, {t} tokens, {cfg}", seed)
+    assert core._direct_counters
+    _counters_zero(core)
 
 
 @pytest.mark.parametrize("case", ["ep_rank", "weight_on_input", "masked_k", "fp16_input", "no_local_slot"])
@@ -116,7 +127,7 @@ def test_direct_options_and_edges(case):
                    k=1 if case == "weight_on_input" else 2, limit=7.0 if case == "ep_rank" else None, **kw)
     layer = Fp4Layer(spec, seed)
     core, pw = core_for(spec, layer, apply_router_weight_on_input=case == "weight_on_input")
-    _direct(core, _gemm(bk=64), _gemm(bk=64))
+    _direct(core, _gemm(bk=64), _gemm(bk=64, split=seed % 3 == 0))
     dtype = torch.float16 if case == "fp16_input" else torch.bfloat16
     x, ids, w = routing(spec, 3, seed, dtype=dtype)
     if case == "ep_rank":                        # one token on an expert of each rank
@@ -128,6 +139,7 @@ def test_direct_options_and_edges(case):
     check(spec, layer, x, ids, w, out, f"DIRECT {case} ({quant})", seed, on_input=case == "weight_on_input")
     if case == "no_local_slot":
         assert torch.equal(out[1], torch.zeros_like(out[1])), f"seed {seed}: {out[1]}"
+    _counters_zero(core)
 
 
 @interp
@@ -174,13 +186,18 @@ def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
     good = {"BLOCK_M": 1, "DIRECT": True, "gemm1": g, "gemm2": g}
     for fmt in FP4:
         assert K.load_config_file(_file(tmp_path, fmt, good))[1] == good
+        split = {**good, "gemm2": {**g, "SPLIT_SLOTS": True}}
+        assert K.load_config_file(_file(tmp_path, fmt, split))[1] == split
         assert "DIRECT" not in K.load_config_file(_file(tmp_path, fmt, {**good, "DIRECT": False}))[1]
     mma = {k: v for k, v in g.items() if k != "GEMV"}
     bad = [("bf16", {**good, "gemm1": mma, "gemm2": mma, "BLOCK_M": 16}, "DIRECT is an option of packed-FP4 files"),
            ("mxfp4", {**good, "DIRECT": 1}, "DIRECT must be true or false, got 1"),
            ("nvfp4", {**good, "BLOCK_M": 2}, "DIRECT .* needs BLOCK_M 1"),
            ("mxfp4", {**good, "gemm1": {**g, "SPLIT_K": 2}}, "without SPLIT_K"),
-           ("mxfp4", {**good, "BLOCK_M": 16, "gemm2": mma}, "needs BLOCK_M 1 and GEMV")]
+           ("mxfp4", {**good, "BLOCK_M": 16, "gemm2": mma}, "needs BLOCK_M 1 and GEMV"),
+           ("mxfp4", {**good, "gemm1": {**g, "SPLIT_SLOTS": True}}, "gemm1: SPLIT_SLOTS is a second-GEMM option"),
+           ("nvfp4", {"BLOCK_M": 16, "gemm1": mma, "gemm2": {**mma, "SPLIT_SLOTS": True}}, "SPLIT_SLOTS is a second-GEMM"),
+           ("nvfp4", {**good, "gemm2": {**g, "SPLIT_SLOTS": "yes"}}, "SPLIT_SLOTS must be true or false")]
     for fmt, cfg, msg in bad:
         path = _file(tmp_path, fmt, cfg)
         with pytest.raises(ValueError, match=msg) as exc:
@@ -190,7 +207,8 @@ def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
 
 def test_fp4_direct_gemm_refuses_what_it_cannot_run():
     """The launcher's own checks, before any launch: another weight mode, a BLOCK_K that is not a power-of-two
-    multiple of the scale group, nvfp4 without its global scale, an A that is not contiguous bf16 of even width."""
+    multiple of the scale group, nvfp4 without its global scale, an A that is not contiguous bf16 of even width,
+    SPLIT_SLOTS on the first GEMM or without its counters."""
     if not base.HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
@@ -200,7 +218,9 @@ def test_fp4_direct_gemm_refuses_what_it_cannot_run():
              (dict(), _gemm(bk=16), "multiple of the scale group \\(32\\)"),
              (dict(w_mode=7, group=16), _gemm(), "global scale"),
              (dict(a=torch.zeros(1, 64)), _gemm(), "bf16 pairs"), (dict(a=torch.zeros(64, 2, dtype=torch.bfloat16).t()),
-                                                                  _gemm(), "contiguous bf16")]
+                                                                  _gemm(), "contiguous bf16"),
+             (dict(), _gemm(split=True), "option of the second GEMM"),
+             (dict(sum_topk=True), _gemm(split=True), "int32 counters .* of at least 4 elements, got None")]
     for over, cfg, msg in cases:
         kw = dict(w_mode=6, group=32, n_out=64, sum_topk=False) | {k: v for k, v in over.items() if k != "a"}
         with pytest.raises(ValueError, match=msg):
@@ -240,7 +260,7 @@ def test_direct_kernels_compile_for_sm90(monkeypatch, model):
     pw = core.prepare_weights(torch.empty(e, n13, h // 2, dtype=torch.uint8, device=meta),
                               torch.empty(e, h, i // 2, dtype=torch.uint8, device=meta), **kw)
     for g in (_gemm(bk=256, warps=4, stages=1), _gemm(bk=256, warps=4, stages=2)):
-        _direct(core, g, g)
+        _direct(core, g, {**g, "SPLIT_SLOTS": g["num_stages"] == 2})
         done.clear()
         core.forward(torch.empty(1, h, dtype=torch.bfloat16, device=meta), torch.empty(1, k, dtype=torch.int32, device=meta),
                      torch.empty(1, k, device=meta), pw)
@@ -261,15 +281,16 @@ def test_direct_kernels_compile_for_sm90(monkeypatch, model):
 @base.gpu_test
 def test_gpu_direct_real_layers_graph_replay_equals_eager(model):
     """The four checkpoints' layers at their real shapes with DIRECT forced (PTX decode), 1, 2 and 8 tokens, two tile
-    shapes: within tolerance of the float64 reference on every token, the portable decode bit-equal to the PTX one,
-    and a CUDA graph's replay (fresh inputs copied in) equal to eager."""
+    shapes (the second with SPLIT_SLOTS): within tolerance of the float64 reference on every token, the portable
+    decode bit-equal to the PTX one, a CUDA graph's replay (fresh inputs copied in) equal to eager, again after three
+    more replays, and the counters back at zero."""
     e, k, h, i, act = base.REAL[model]
     spec, layer, seed = base.gpu_layer(base.REAL_FORMATS[model], act, e=e, k=k, h=h, i=i)
     core, pw = core_for(spec, layer, "cuda", warmup=False)
     port, ppw = core_for(spec, layer, "cuda", warmup=False, fp4_decode="portable")
     assert core.fp4_asm and not port.fp4_asm
     for g1, g2 in ((_gemm(bk=256, warps=4, stages=2), _gemm(bn=32, bk=128, warps=4, stages=3)),
-                   (_gemm(bn=8, bk=512, warps=2, stages=1), _gemm(bk=256, warps=8, stages=2))):
+                   (_gemm(bn=8, bk=512, warps=2, stages=1), _gemm(bk=256, warps=8, stages=2, split=True))):
         _direct(core, g1, g2)
         _direct(port, g1, g2)
         for t in (1, 2, 8):
@@ -291,20 +312,27 @@ def test_gpu_direct_real_layers_graph_replay_equals_eager(model):
             eager = core.forward(x2, ids2, w2, pw)
             torch.cuda.synchronize()
             assert torch.equal(sout, eager), f"{what}: graph replay differs from eager (seed {seed})"
+            for _ in range(3):                   # replays again: the split's counters reset themselves
+                g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(sout, eager), f"{what}: a later replay differs (seed {seed})"
+    _counters_zero(core)
 
 
 @base.gpu_test
 def test_gpu_direct_expert_parallel_rank():
-    """EP rank 1 of 2 at a gpt-oss-like shape with DIRECT (PTX decode): the other rank's slots skipped, a token with
-    no slot here gives a zero row, within tolerance of the reference of this rank's experts."""
+    """EP rank 1 of 2 at a gpt-oss-like shape with DIRECT (PTX decode, the second GEMM split per slot): the other
+    rank's slots skipped, a token with no slot here gives a zero row, within tolerance of the reference of this
+    rank's experts."""
     spec, layer, seed = base.gpu_layer("mxfp4", "swiglu_oai", e=32, k=4, h=2880, i=1440, ep=2, rank=1)
     core, pw = core_for(spec, layer, "cuda", warmup=False)
-    _direct(core, _gemm(bk=64, warps=4), _gemm(bk=64, warps=4))
+    _direct(core, _gemm(bk=64, warps=4), _gemm(bk=64, warps=4, split=True))
     x, ids, w = routing(spec, 4, seed, "cuda")
     ids[2] = torch.tensor([0, 1, 2, 3], dtype=ids.dtype, device="cuda")       # rank 0's experts only
     out = core.forward(x, ids, w, pw)
     check(spec, layer, x, ids, w, out, "EP rank 1, DIRECT", seed)
     assert torch.equal(out[2], torch.zeros_like(out[2])), f"seed {seed}"
+    _counters_zero(core)
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:
