@@ -1196,12 +1196,12 @@ def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE
     of byte ``j`` times their scale (times ``2^-FP4_EPI_LOG2`` with FP4_ASM, :func:`_fp4_tile`), exactly."""
     BN: tl.constexpr = q_off.shape[0]
     G: tl.constexpr = q_off.shape[1]
-    CH: tl.constexpr = q_off.shape[2]
+    CH4: tl.constexpr = q_off.shape[2]
     if EVEN_K:
         q = tl.load(q_ptr + q_off)
         qs = tl.load(s_ptr + s_off)
     else:
-        q = tl.load(q_ptr + q_off, mask=(offs_gc < k_left // 2)[None, :, :], other=0)
+        q = tl.load(q_ptr + q_off, mask=(offs_gc < k_left // 2)[None, :, :, :], other=0)
         qs = tl.load(s_ptr + s_off, mask=(offs_g < k_left // SCALE_GROUP)[None, :], other=0)
     if FP4_ASM:
         if W_MODE == 6:
@@ -1209,7 +1209,7 @@ def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE
         else:
             s2 = (qs.to(tl.uint32) * 0x00100010 + _FP4_E4M3_BASE2).to(tl.int32, bitcast=True)
         w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r",
-                                       [q, tl.broadcast_to(s2[:, :, None], (BN, G, CH))], dtype=tl.int32,
+                                       [q, tl.broadcast_to(s2[:, :, None, None], (BN, G, CH4, 4))], dtype=tl.int32,
                                        is_pure=True, pack=4)
         lo = (w2 << 16).to(tl.float32, bitcast=True)
         hi = (w2 & -65536).to(tl.float32, bitcast=True)
@@ -1218,7 +1218,7 @@ def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE
             sf = (qs.to(tl.uint32) << 23).to(tl.float32, bitcast=True)     # 2^(s - 127); 0 stays 0
         else:
             sf = qs.to(tl.float8e4nv, bitcast=True).to(tl.float32)
-        sb = tl.broadcast_to(sf[:, :, None], (BN, G, CH))
+        sb = tl.broadcast_to(sf[:, :, None, None], (BN, G, CH4, 4))
         lo = _e2m1_f32(q & 0xF) * sb
         hi = _e2m1_f32(q >> 4) * sb
     return lo, hi
@@ -1226,20 +1226,20 @@ def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE
 
 
 @triton.jit
-def _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, offs_gc, offs_g, kb, K, W_MODE: tl.constexpr,
+def _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, a_off, offs_gc, offs_g, kb, K, W_MODE: tl.constexpr,
                      SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_K: tl.constexpr):
     """``acc [BN, G, CH] += w * a`` for K tile ``kb`` of :func:`_fp4_direct_kernel` (weights at ``q_base``/``s_base``,
     the A row's words at ``a_base``): two FMAs per weight byte, one per code. Returns ``acc``."""
     k_left = K - kb * BLOCK_K
     lo, hi = _fp4_direct_tile(q_base + kb * (BLOCK_K // 2), s_base + kb * (BLOCK_K // SCALE_GROUP), q_off, s_off,
                               k_left, offs_gc, offs_g, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K)
-    a_ptrs = a_base + kb * (BLOCK_K // 2) + offs_gc
+    a_ptrs = a_base + kb * (BLOCK_K // 2) + a_off     # [BN, G, CH4, 4]: the same words for every row (one layout)
     if EVEN_K:
         aw = tl.load(a_ptrs)
     else:
-        aw = tl.load(a_ptrs, mask=offs_gc < k_left // 2, other=0)
-    acc += lo * (aw << 16).to(tl.float32, bitcast=True)[None, :, :]
-    acc += hi * (aw & -65536).to(tl.float32, bitcast=True)[None, :, :]
+        aw = tl.load(a_ptrs, mask=(offs_gc < k_left // 2)[None, :, :, :], other=0)
+    acc += lo * (aw << 16).to(tl.float32, bitcast=True)
+    acc += hi * (aw & -65536).to(tl.float32, bitcast=True)
     return acc
 
 
@@ -1286,11 +1286,15 @@ def _fp4_direct_kernel(
     n_ok = offs_n < N
     offs_nr = offs_n % N
     offs_g = tl.arange(0, G)
-    offs_gc = offs_g[:, None] * CH + tl.arange(0, CH)[None, :]           # byte (= A word) within the K tile
-    q_off = offs_nr[:, None, None] * stride_qn + offs_gc[None, :, :]
+    CH4: tl.constexpr = CH // 4
+    # byte (= A word) within the K tile, [G, CH4, 4]: 4 bytes (one 32-bit word of 8 codes) innermost, so that the
+    # weight bytes and the A words (loaded with the same shape, not broadcast) get the same register layout
+    offs_gc = (offs_g[:, None, None] * CH + tl.arange(0, CH4)[None, :, None] * 4 + tl.arange(0, 4)[None, None, :])
+    q_off = offs_nr[:, None, None, None] * stride_qn + offs_gc[None, :, :, :]
+    a_off = offs_gc[None, :, :, :] + 0 * offs_nr[:, None, None, None]
     s_off = offs_nr[:, None] * stride_sn + offs_g[None, :]
     num_kt = tl.cdiv(K, BLOCK_K)
-    acc = tl.zeros([BLOCK_N, G, CH], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_N, G, CH4, 4], dtype=tl.float32)
     if SUM_TOPK:
         if SPLIT_SLOTS:
             j0 = j_split
@@ -1306,9 +1310,9 @@ def _fp4_direct_kernel(
                 s_base = s_ptr + e.to(tl.int64) * stride_se
                 a_base = a_ptr + slot.to(tl.int64) * stride_aw
                 for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
-                    acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, offs_gc, offs_g, kb, K,
+                    acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, a_off, offs_gc, offs_g, kb, K,
                                            W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
-        out = tl.sum(tl.sum(acc, 2), 1)
+        out = tl.sum(tl.sum(tl.sum(acc, 3), 2), 1)
         if FP4_ASM:
             out = out * _FP4_EPI_MUL
         if HAS_BIAS:                     # sum_k weight_k * bias_e
@@ -1343,16 +1347,16 @@ def _fp4_direct_kernel(
         s_base = s_ptr + e64 * stride_se
         a_base = a_ptr + (row // top_k).to(tl.int64) * stride_aw
         if GATED:
-            acc_u = tl.zeros([BLOCK_N, G, CH], dtype=tl.float32)
+            acc_u = tl.zeros([BLOCK_N, G, CH4, 4], dtype=tl.float32)
         for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
-            acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, offs_gc, offs_g, kb, K, W_MODE,
+            acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, a_off, offs_gc, offs_g, kb, K, W_MODE,
                                    SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
             if GATED:
                 acc_u = _fp4_direct_step(acc_u, q_base + n_up * stride_qn, s_base + n_up * stride_sn, a_base, q_off,
-                                         s_off, offs_gc, offs_g, kb, K, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
-        out = tl.sum(tl.sum(acc, 2), 1)
+                                         s_off, a_off, offs_gc, offs_g, kb, K, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+        out = tl.sum(tl.sum(tl.sum(acc, 3), 2), 1)
         if GATED:
-            out_u = tl.sum(tl.sum(acc_u, 2), 1)
+            out_u = tl.sum(tl.sum(tl.sum(acc_u, 3), 2), 1)
         if W_MODE == 7:                      # nvfp4: the expert's global scale (and the PTX decode's 2^-FP4_EPI_LOG2)
             gsc = tl.load(gs_ptr + e64)
             if FP4_ASM:

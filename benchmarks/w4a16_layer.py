@@ -34,7 +34,11 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
   table picks GEMV, ``default_config(..., gemv=False)``; files are kept as they are; the default is MMA: GEMV is
   opt-in until this variant has measured it); ``torch_native`` (the only other
   runner with an adapter here for these formats: eager only, it cannot be captured) at 1 and 32 tokens on layers
-  of at most 1e9 weights.
+  of at most 1e9 weights; ``direct`` (after the others): the DIRECT buckets (``triton_moe_kernels.fp4_direct_gemm``:
+  two GEMV launches over the unsorted slots, the top-k sum fused) searched at 1 token, a coordinate search over
+  :data:`DIRECT_CANDIDATES` (first GEMM, then second, with and without ``SPLIT_SLOTS``), the whole layer timed each
+  time (rows ``direct``), then the best pair at :data:`DIRECT_TOKENS` (rows ``direct_best``; the pair in the JSON's
+  ``direct_best``).
 - ``--runs``: also ``moe-select run --device cuda --tokens 64`` for the four checkpoints (and DeepSeek-V3.1-NVFP4's
   bf16 ``mtp`` layer, ``--layer mtp``) first, each log saved next to the JSON (``run_<model>[_mtp].log``), exit
   codes in the JSON; ``--runs --layers ""`` runs only those.
