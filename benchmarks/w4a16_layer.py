@@ -268,6 +268,7 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
             roof = floor(spec, quant, t, [s[1] for s in sets], ceil)
             best = gus if gus is not None else eager
             row = {"layer": name, "quant": quant, "variant": variant, "runner": "triton", "tokens": t, "eager_us": eager,
+                   "spec": {"E": spec.num_local_experts, "N13": spec.w13_rows, "H": spec.hidden_size, "top_k": spec.top_k},
                    "graph_us": gus, "graph_equals_eager": same, "rel_error": err, "tolerance": tol, **roof,
                    "frac_of_floor": roof["floor_us"] / best, "config": runner.core.config_for(t),
                    "config_source": runner.core.config_source, "prepare_s": prep_s}
@@ -336,6 +337,37 @@ def direct_search(name, quant, runner, pw, spec, kw, model, tol, ml, clock, ceil
     result.setdefault("direct_best", {})[name] = {"config": cfg, "us": best_us, "tokens": t}
     for tt in ((1, 2) if args.smoke else DIRECT_TOKENS):
         timed(cfg, tt, "direct_best")
+
+
+def direct_files(result: dict, out_dir: Path) -> list[str]:
+    """Tile files holding one bucket, ``"1"`` = the layer's best DIRECT pair of ``result`` (a JSON this script wrote
+    with ``--variants direct``), for each layer where that pair's 1-token graph time beat the ``default`` row's in
+    the same run; named and keyed as the tuner's (``triton_moe_kernels.config_file_name``), for
+    ``benchmarks/merge_configs.py`` to merge into the committed files. Returns the names written."""
+    from moe_select.backends import triton_moe_kernels as K
+
+    written = []
+    for name, best in result.get("direct_best", {}).items():
+        default = [r for r in result["rows"] if r["layer"] == name and r["variant"] == "default" and r["tokens"] == 1]
+        direct = [r for r in result["rows"] if r["layer"] == name and r["variant"] == "direct_best" and r["tokens"] == 1]
+        if not default or not direct or not direct[0]["graph_us"] or direct[0]["graph_us"] >= default[0]["graph_us"]:
+            continue
+        spec = default[0]["spec"]
+        key = {"E": spec["E"], "N": spec["N13"], "K": spec["H"], "format": default[0]["quant"], "block_shape": None,
+               "device": result["machine"]}
+        fname = K.config_file_name(key["E"], key["N"], key["K"], key["format"], key["device"])
+        body = {"format_version": K.CONFIG_FORMAT_VERSION, "key": key,
+                "tuned": {"script": "benchmarks/w4a16_layer.py --variants direct", "date": result["date"],
+                          "torch": result["torch"], "triton": result["triton"], "top_k": spec["top_k"], "model": name,
+                          "method": "the whole layer's CUDA-graph replay, 4 input sets rotated (moe_layer.py "
+                                    "bench_runner); coordinate search at 1 token (w4a16_layer.py module doc); kept "
+                                    f"because it beat the default tiles' {default[0]['graph_us']:.1f} us in the same run"},
+                "configs": {"1": {**best["config"], "us": round(direct[0]["graph_us"], 2)}}}
+        (out_dir / fname).write_text(json.dumps(body, indent=1) + "\n")
+        K.load_config_file.cache_clear()
+        K.load_config_file(str(out_dir / fname))            # read back: a malformed file is an error here
+        written.append(fname)
+    return written
 
 
 def native(name, dep, model, kw, ml, clock, dev, result, args, t_start) -> None:
@@ -417,7 +449,17 @@ def main(argv=None) -> int:
     ap.add_argument("--runners", default="triton,torch_native")
     ap.add_argument("--runs", action="store_true", help="also moe-select run --device cuda on the four checkpoints")
     ap.add_argument("--smoke", action="store_true", help="tiny layers on the CPU (TRITON_INTERPRET=1): checks the script")
+    ap.add_argument("--direct-files", metavar="DIR", help="with --from-json: write the DIRECT buckets that won there "
+                    "as one-bucket tile files into DIR (for benchmarks/merge_configs.py); no measurement")
+    ap.add_argument("--from-json", metavar="F", help="a JSON this script wrote (for --direct-files)")
     args = ap.parse_args(argv)
+    if args.direct_files:
+        if not args.from_json:
+            ap.error("--direct-files needs --from-json")
+        Path(args.direct_files).mkdir(parents=True, exist_ok=True)
+        names = direct_files(json.loads(Path(args.from_json).read_text()), Path(args.direct_files))
+        print("\n".join(names) if names else "no DIRECT bucket beat the default tiles")
+        return 0
     t_start = time.time()
     dev = torch.device("cpu" if args.smoke else "cuda")
     ml = _moe_layer()
