@@ -1463,9 +1463,13 @@ def test_int_quantization_round_trips_through_every_layout(bits, sym):
     if bits == 4:
         a = qi.from_awq(*qi.to_awq(iw))
         assert torch.equal(a.q, iw.q) and torch.equal(a.zero_point, iw.zero_point) and torch.equal(a.scales, iw.scales)
-    qw, qz, sc, gi = qi.to_gptq(iw)
-    r = qi.from_gptq(qw, qz, sc, bits, g_idx=gi)
-    assert torch.equal(r.q, iw.q) and torch.equal(r.zero_point, iw.zero_point)
+    # GPTQ v1 stores zero - 1, so a zero point of 0 (a group with hardly a negative value: of the order of 2^-16 of
+    # groups of 16 normal values, so some seeds draw one) has no v1 form (to_gptq refuses it, tested below): such
+    # draws round-trip through v2
+    v1 = not bool((iw.zero_point == 0).any())
+    qw, qz, sc, gi = qi.to_gptq(iw, zeros_minus_one=v1)
+    r = qi.from_gptq(qw, qz, sc, bits, g_idx=gi, zeros_minus_one=v1)
+    assert torch.equal(r.q, iw.q) and torch.equal(r.zero_point, iw.zero_point), f"seed {seed}, v1 {v1}"
     assert torch.equal(qi.dequantize_int(r.q, r.scales, r.zeros, bits), d)
 
 
