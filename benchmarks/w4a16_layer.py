@@ -80,12 +80,10 @@ REF_TOKENS = 8
 #: of a DIRECT bucket (``triton_moe_kernels.fp4_direct_gemm``), first GEMM's candidates with the second GEMM at the
 #: first candidate, then the second GEMM's with the best first one (coordinate search, the whole layer timed each
 #: time), at :data:`DIRECT_SEARCH_TOKENS`; the best pair is then timed at :data:`DIRECT_TOKENS`.
-DIRECT_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (16, 256, 4, 3), (16, 512, 4, 2), (16, 128, 4, 3),
-                     (8, 256, 2, 2), (8, 512, 2, 2), (8, 256, 4, 2), (32, 256, 4, 2), (32, 128, 4, 3),
-                     (16, 256, 8, 2), (16, 1024, 8, 2), (16, 128, 2, 4), (8, 128, 2, 4))
+DIRECT_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (16, 512, 4, 2), (8, 256, 2, 2), (8, 512, 2, 2),
+                     (32, 256, 4, 2), (16, 256, 8, 2), (16, 128, 4, 3))
 #: The second GEMM's extra candidates: one program per slot and strip (``SPLIT_SLOTS``)
-DIRECT_SPLIT_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (32, 256, 4, 2), (32, 128, 4, 3), (64, 128, 4, 3),
-                           (64, 256, 8, 2), (16, 512, 4, 2), (32, 512, 8, 2))
+DIRECT_SPLIT_CANDIDATES = ((16, 256, 4, 2), (32, 256, 4, 2), (64, 128, 4, 3), (64, 256, 8, 2), (16, 512, 4, 2))
 DIRECT_SEARCH_TOKENS = 1
 DIRECT_TOKENS = (1, 2, 4, 8)
 
