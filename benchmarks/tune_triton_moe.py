@@ -54,7 +54,11 @@ few rows in registers) is timed as well: ``BLOCK_M`` 1, 2 and 4 (at most ``pow2(
 each with GEMV configs (``BLOCK_N`` 16-64, ``BLOCK_K`` 64-256, ``SPLIT_K`` 1, 2, 4 or 8, and 2 warps near the
 default; the sum of both launches when split). The default heuristic keeps the MMA tiles (GEMV is opt-in until
 measured); up to ``m = 2`` (``triton_moe_kernels.GEMV_MAX_ROWS_PER_EXPERT``) the quick phase times the GEMV mode's
-block height next to the default's (:func:`quick_block_ms`), and the full phase all of them.
+block height next to the default's (:func:`quick_block_ms`), and the full phase all of them. Up to
+:data:`DIRECT_TUNE_MAX_TOKENS` tokens the full phase also searches the DIRECT buckets (no sort, the top-k sum fused
+into the second GEMM: ``triton_moe_kernels.fp4_direct_gemm``; :func:`tune_direct`), timing whole forwards, and
+compares them with the sorted path's whole forward (its top-k sum included) at the best tiles found: the faster one is
+the bucket's entry (``"DIRECT": true`` when the direct GEMVs win).
 
 Output under ``--out``: ``triton_configs/<file>.json`` in the format of
 ``backends/triton_configs/README.md`` (copy them into ``backends/triton_configs/`` to use them), and
@@ -110,6 +114,13 @@ DRY_BLOCK = (32, 32)
 SMEM_LIMIT = 220 * 1024
 N_SETS = 4
 ABANDON = 1.5
+#: Packed FP4: token counts up to which the DIRECT buckets (no sort, the top-k sum fused: ``fp4_direct_gemm``) are
+#: searched next to the sorted path, and their candidates ``(BLOCK_N, BLOCK_K, num_warps, num_stages)``: a coordinate
+#: search (first GEMM with the second at the first candidate, then the second, with and without ``SPLIT_SLOTS``)
+DIRECT_TUNE_MAX_TOKENS = 4
+DIRECT_TUNE_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (16, 512, 4, 2), (8, 256, 2, 2), (8, 512, 2, 2),
+                          (32, 256, 4, 2), (16, 256, 8, 2), (16, 128, 4, 3))
+DIRECT_TUNE_SPLIT_CANDIDATES = ((16, 256, 4, 2), (32, 256, 4, 2), (64, 128, 4, 3), (64, 256, 8, 2), (16, 512, 4, 2))
 
 
 def _K():
@@ -663,6 +674,10 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
         return None
     bm = min(per_bm, key=lambda b: per_bm[b]["us"])
     r = per_bm[bm]
+    direct = None
+    if bench.fmt in FP4_FORMATS and t <= DIRECT_TUNE_MAX_TOKENS and phase == "full" or dry and bench.fmt in FP4_FORMATS:
+        direct = tune_direct(bench, t, sets, {"BLOCK_M": bm, "gemm1": _strip(r["gemm1"][0], us=False),
+                                              "gemm2": _strip(r["gemm2"][0], us=False)}, timer, deadline, log, dry)
     dflt = per_bm.get(base["BLOCK_M"])
     default_us = None
     if dflt is not None:
@@ -670,13 +685,69 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
         d2 = next((x["us"] for x in dflt["gemm2"] if cfg_key(x) == cfg_key(base["gemm2"])), None)
         if d1 is not None and d2 is not None:
             default_us = round(dflt["sort_us"] + d1 + d2, 2)
-    return {"BLOCK_M": bm, "gemm1": _strip(r["gemm1"][0]), "gemm2": _strip(r["gemm2"][0]), "us": r["us"],
-            "default_us": default_us, "per_block_m": per_bm}
+    out = {"BLOCK_M": bm, "gemm1": _strip(r["gemm1"][0]), "gemm2": _strip(r["gemm2"][0]), "us": r["us"],
+           "default_us": default_us, "per_block_m": per_bm}
+    if direct is not None:
+        out["direct"] = direct
+        if direct["us"] < direct["sorted_us"]:       # whole layers compared: the sorted path with its top-k sum
+            out.update(BLOCK_M=1, DIRECT=True, gemm1=direct["gemm1"], gemm2=direct["gemm2"], us=direct["us"])
+    return out
 
 
-def _strip(c: dict) -> dict:
+def tune_direct(bench: Bench, t: int, sets: list, sorted_cfg: dict, timer: Timer, deadline: float, log: dict,
+                dry: bool) -> dict | None:
+    """The DIRECT search at ``t`` tokens (:data:`DIRECT_TUNE_CANDIDATES`; the whole direct forward timed, two
+    launches), and the sorted path's whole forward with ``sorted_cfg`` (the best ``BLOCK_M`` and GEMM configs found:
+    sort, both GEMMs, top-k sum) timed the same way, for the comparison (the sorted search leaves the top-k sum out).
+    Returns ``{"gemm1", "gemm2", "us", "sorted_us", "timings"}``, or None when the budget ran out."""
+    from moe_select.backends.triton_moe import ForwardPass, direct_forward
+
+    core, w = bench.core, bench.weights
+
+    def gemm(c, split=False):
+        return {"BLOCK_N": c[0], "BLOCK_K": c[1], "GROUP_M": 1, "num_warps": c[2], "num_stages": c[3], "GEMV": True,
+                **({"SPLIT_SLOTS": True} if split else {})}
+
+    def time_cfg(cfg, best):
+        try:
+            return timer([lambda s=s: direct_forward(core, w, *s, cfg) for s in sets], best)
+        except Exception as exc:  # a config that fails to compile or launch here: skipped, logged
+            log["errors"].append({"model": bench.name, "format": bench.fmt, "kind": "direct", "cfg": cfg,
+                                  "error": " ".join(f"{type(exc).__name__}: {exc}".split())[:300]})
+            return None
+
+    cands = DIRECT_TUNE_CANDIDATES[:2] if dry else DIRECT_TUNE_CANDIDATES
+    splits = DIRECT_TUNE_SPLIT_CANDIDATES[:1] if dry else DIRECT_TUNE_SPLIT_CANDIDATES
+    timings: list[dict] = []
+    best_us, g1, g2 = None, gemm(cands[0]), gemm(cands[0])
+    for stage_two, options in ((False, [gemm(c) for c in cands]),
+                               (True, [gemm(c) for c in cands[1:]] + [gemm(c, True) for c in splits])):
+        for c in options:
+            if time.monotonic() > deadline:
+                return None
+            cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": c if not stage_two else g1, "gemm2": c if stage_two else g2}
+            us = time_cfg(cfg, best_us)
+            if us is None:
+                continue
+            timings.append({"gemm1": cfg["gemm1"], "gemm2": cfg["gemm2"], "us": round(us, 2)})
+            if best_us is None or us < best_us:
+                best_us, g1, g2 = us, cfg["gemm1"], cfg["gemm2"]
+    if best_us is None:
+        return None
+
+    def sorted_forward(x, ids, tw):
+        p = ForwardPass(core, w, x, ids, tw, sorted_cfg["BLOCK_M"])
+        p.gemm1(sorted_cfg["gemm1"])
+        p.gemm2(sorted_cfg["gemm2"])
+        return p.combine()
+
+    sorted_us = timer([lambda s=s: sorted_forward(*s) for s in sets])
+    return {"gemm1": g1, "gemm2": g2, "us": round(best_us, 2), "sorted_us": round(sorted_us, 2), "timings": timings}
+
+
+def _strip(c: dict, us: bool = True) -> dict:
     return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "GEMV",
-                              "SPLIT_K", "PREQUANT", "TMA", "us") if k in c}
+                              "SPLIT_K", "PREQUANT", "TMA", "SPLIT_SLOTS", *(("us",) if us else ())) if k in c}
 
 
 def write_config_file(out_dir: Path, bench: Bench | _Shape, device_name: str, table: dict[int, dict], log: dict,
@@ -697,7 +768,8 @@ def write_config_file(out_dir: Path, bench: Bench | _Shape, device_name: str, ta
                                 "(benchmarks/tune_triton_moe.py module doc)" if bench.device.type == "cuda"
                                 else "dry run (interpreter, one call each): not a measurement",
                       "phase": {str(t): r.get("phase") for t, r in sorted(table.items())}},
-            "configs": {str(t): {"BLOCK_M": r["BLOCK_M"], "gemm1": r["gemm1"], "gemm2": r["gemm2"], "us": r["us"]}
+            "configs": {str(t): {"BLOCK_M": r["BLOCK_M"], **({"DIRECT": True} if r.get("DIRECT") else {}),
+                                 "gemm1": r["gemm1"], "gemm2": r["gemm2"], "us": r["us"]}
                         for t, r in sorted(table.items())}}
     path = out_dir / "triton_configs" / name
     tmp = path.with_suffix(".tmp")

@@ -843,8 +843,8 @@ def test_fp4_default_configs_and_swap_ab_files(tmp_path):
 @interp
 def test_fp4_tuner_dry_run_writes_configs_the_core_reads():
     """benchmarks/tune_triton_moe.py --dry-run --formats mxfp4 nvfp4 (interpreter, tiny shapes): one config file
-    per format (no SWAP_AB candidate: triton_moe_kernels.SWAP_AB_ASM_ERROR), which a core reading that folder uses,
-    still within tolerance of the reference."""
+    per format (no SWAP_AB candidate: triton_moe_kernels.SWAP_AB_ASM_ERROR; GEMV and DIRECT searched at 1 token),
+    which a core reading that folder uses, still within tolerance of the reference."""
     spec_ = importlib.util.spec_from_file_location("tune_triton_moe", ROOT / "benchmarks" / "tune_triton_moe.py")
     assert spec_ is not None and spec_.loader is not None
     tune = importlib.util.module_from_spec(spec_)
@@ -865,6 +865,10 @@ def test_fp4_tuner_dry_run_writes_configs_the_core_reads():
             timed_gemv = r["per_block_m"][gemv_bms[0]]["gemm1"]
             assert all(c.get("GEMV") for c in timed_gemv) and any(c.get("SPLIT_K", 1) > 1 for c in timed_gemv), r
             assert bool(r["gemm1"].get("GEMV")) == (r["BLOCK_M"] < 16), r
+            # the DIRECT buckets searched too, compared with the sorted path's whole forward: the faster one is kept
+            d = r["direct"]
+            assert d["timings"] and d["sorted_us"] > 0 and any(x["gemm2"].get("SPLIT_SLOTS") for x in d["timings"]), d
+            assert bool(r.get("DIRECT")) == (d["us"] < d["sorted_us"]), r
         m = tune.DRY_MODEL
         for quant in FP4:
             spec = spec_of(quant, e=m[0], k=m[1], h=m[2], i=m[3])
