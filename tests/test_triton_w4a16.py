@@ -22,6 +22,8 @@ here (interpreter, E 8, K 2, H 64, I 64, 13 tokens, 2026-12): at most 6e-3.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import functools
 import importlib.util
 import json
@@ -135,6 +137,14 @@ def interp(fn, worker: type[_Worker] | None = None):
             raise AssertionError("in the interpreter worker:\n" + res["error"])
 
     return wrapper
+
+
+def worker_for(path: str) -> tuple[type[_Worker], Callable]:
+    """Another test file's interpreter worker (a :class:`_Worker` subclass running ``path``) and its ``interp``
+    decorator; that file stops the worker in its own module fixture and ends with ``base._serve()`` under
+    ``--worker``."""
+    cls = type("_Worker", (_Worker,), {"proc": None, "log": None, "script": Path(path).resolve()})
+    return cls, functools.partial(interp, worker=cls)
 
 
 def _serve() -> None:
@@ -1149,12 +1159,10 @@ def test_gpu_fp4_expert_parallel_ranks(quant):
     assert err <= tol(), f"{quant}: ranks' sum rel_error {err:.3g} (seed {seed})"
 
 
-@pytest.mark.parametrize("quant", FP4)
-@pytest.mark.parametrize("tokens", [1, 100, 700])
-@gpu_test
-def test_gpu_fp4_cuda_graph_replay_equals_eager(quant, tokens):
-    spec, layer, seed = gpu_layer(quant, "swiglu_oai", k=8, e=64)
-    core, pw = core_for(spec, layer, "cuda", warmup=False)
+def graph_replays_equal_eager(spec, layer, core, pw, tokens: int, seed: int, what: str, replays: int = 3) -> None:
+    """Capture ``core.forward`` at ``tokens`` in a CUDA graph, then ``replays`` times: fresh routing copied into the
+    static inputs, one replay, equal to an eager forward of the same inputs bit for bit and within tolerance of the
+    float64 reference."""
     x, ids, w = routing(spec, tokens, seed, "cuda")
     sx, sids, sw = x.clone(), ids.clone(), w.clone()
     core.forward(sx, sids, sw, pw)
@@ -1162,7 +1170,7 @@ def test_gpu_fp4_cuda_graph_replay_equals_eager(quant, tokens):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         sout = core.forward(sx, sids, sw, pw)
-    for s in range(3):
+    for s in range(replays):
         x2, ids2, w2 = routing(spec, tokens, seed + 100 + s, "cuda")
         sx.copy_(x2)
         sids.copy_(ids2)
@@ -1170,8 +1178,17 @@ def test_gpu_fp4_cuda_graph_replay_equals_eager(quant, tokens):
         g.replay()
         eager = core.forward(x2, ids2, w2, pw)
         torch.cuda.synchronize()
-        assert torch.equal(sout, eager), f"{quant}, {tokens} tokens: graph replay differs from eager (seed {seed})"
-        check(spec, layer, x2, ids2, w2, sout, "graph replay", seed)
+        assert torch.equal(sout, eager), f"{what}: graph replay {s} differs from eager (seed {seed})"
+        check(spec, layer, x2, ids2, w2, sout, f"{what}: graph replay {s}", seed)
+
+
+@pytest.mark.parametrize("quant", FP4)
+@pytest.mark.parametrize("tokens", [1, 100, 700])
+@gpu_test
+def test_gpu_fp4_cuda_graph_replay_equals_eager(quant, tokens):
+    spec, layer, seed = gpu_layer(quant, "swiglu_oai", k=8, e=64)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    graph_replays_equal_eager(spec, layer, core, pw, tokens, seed, f"{quant}, {tokens} tokens")
 
 
 @pytest.mark.parametrize("quant", FP4)

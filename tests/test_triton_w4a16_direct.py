@@ -32,16 +32,7 @@ spec_of, routing, check, core_for, Fp4Layer, fresh_seed = (base.spec_of, base.ro
                                                            base.Fp4Layer, base.fresh_seed)
 
 
-class _Worker(base._Worker):
-    """This file's interpreter worker (tests/test_triton_w4a16.py's design, running this file)."""
-
-    proc = None
-    log = None
-    script = Path(__file__).resolve()
-
-
-def interp(fn):
-    return base.interp(fn, _Worker)
+_Worker, interp = base.worker_for(__file__)      # this file's interpreter worker (tests/test_triton_w4a16.py's)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -250,15 +241,9 @@ def test_direct_kernels_compile_for_sm90(monkeypatch, model):
     quant = base.REAL_FORMATS[model]
     spec = LayerSpec(num_experts=e, top_k=k, hidden_size=h, intermediate_size=i, activation=act, quant=quant)
     meta = torch.device("meta")
-    grp, n13 = base.GROUP[quant], spec.w13_rows
-    sdt = torch.float8_e4m3fn if quant == "nvfp4" else torch.uint8
-    kw = {"w13_scale": torch.empty(e, n13, h // grp, dtype=sdt, device=meta),
-          "w2_scale": torch.empty(e, h, i // grp, dtype=sdt, device=meta)}
-    if quant == "nvfp4":
-        kw.update(w13_global_scale=torch.empty(e, device=meta), w2_global_scale=torch.empty(e, device=meta))
     core = _tm().TritonMoeCore(spec, meta)
-    pw = core.prepare_weights(torch.empty(e, n13, h // 2, dtype=torch.uint8, device=meta),
-                              torch.empty(e, h, i // 2, dtype=torch.uint8, device=meta), **kw)
+    w13, w2, scales = sass_loop._meta_weights(spec, quant, None)        # meta tensors of the checkpoint's shapes
+    pw = core.prepare_weights(w13, w2, **scales)
     for g in (_gemm(bk=256, warps=4, stages=1), _gemm(bk=256, warps=4, stages=2)):
         _direct(core, g, {**g, "SPLIT_SLOTS": g["num_stages"] == 2})
         done.clear()
@@ -282,8 +267,8 @@ def test_direct_kernels_compile_for_sm90(monkeypatch, model):
 def test_gpu_direct_real_layers_graph_replay_equals_eager(model):
     """The four checkpoints' layers at their real shapes with DIRECT forced (PTX decode), 1, 2 and 8 tokens, two tile
     shapes (the second with SPLIT_SLOTS): within tolerance of the float64 reference on every token, the portable
-    decode bit-equal to the PTX one, a CUDA graph's replay (fresh inputs copied in) equal to eager, again after three
-    more replays, and the counters back at zero."""
+    decode bit-equal to the PTX one, three CUDA-graph replays with fresh inputs copied in equal to eager (the
+    split's counters reset themselves between them), and the counters back at zero."""
     e, k, h, i, act = base.REAL[model]
     spec, layer, seed = base.gpu_layer(base.REAL_FORMATS[model], act, e=e, k=k, h=h, i=i)
     core, pw = core_for(spec, layer, "cuda", warmup=False)
@@ -299,23 +284,7 @@ def test_gpu_direct_real_layers_graph_replay_equals_eager(model):
             out = core.forward(x, ids, w, pw)
             check(spec, layer, x, ids, w, out, what, seed)
             assert torch.equal(out, port.forward(x, ids, w, ppw)), f"{what}: portable decode differs (seed {seed})"
-            sx, sids, sw = x.clone(), ids.clone(), w.clone()
-            torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                sout = core.forward(sx, sids, sw, pw)
-            x2, ids2, w2 = routing(spec, t, seed + 100 + t, "cuda")
-            sx.copy_(x2)
-            sids.copy_(ids2)
-            sw.copy_(w2)
-            g.replay()
-            eager = core.forward(x2, ids2, w2, pw)
-            torch.cuda.synchronize()
-            assert torch.equal(sout, eager), f"{what}: graph replay differs from eager (seed {seed})"
-            for _ in range(3):                   # replays again: the split's counters reset themselves
-                g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(sout, eager), f"{what}: a later replay differs (seed {seed})"
+            base.graph_replays_equal_eager(spec, layer, core, pw, t, seed + 50 + t, what)   # the counters reset
     _counters_zero(core)
 
 
