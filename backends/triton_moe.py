@@ -213,8 +213,8 @@ class TritonMoeCore:
         self._table, self.config_source = self._load_configs()
         self._buckets = tuple(sorted(self._table))
         self.compile_s: float | None = None
-        #: DIRECT buckets with SPLIT_SLOTS: the second GEMM's counters per device (direct_forward)
-        self._direct_counters: dict[torch.device, torch.Tensor] = {}
+        #: DIRECT buckets with SPLIT_SLOTS: the second GEMM's counters per (device, stream) (direct_forward)
+        self._direct_counters: dict[tuple[torch.device, int], torch.Tensor] = {}
 
     def __repr__(self) -> str:
         return f"TritonMoeCore({self.spec.quant}, {self.spec.activation}, configs={self.config_source})"
@@ -657,9 +657,9 @@ def direct_forward(core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torc
     ``topk_ids`` and writes the activated intermediate ``[T*K, I]`` bf16 per slot; the second walks each token's
     ``top_k`` slots and sums their outputs in float32 (the top-k sum fused; the routing weight and nvfp4's second
     global scale are applied by the first GEMM's epilogue, to each slot's intermediate row; with ``SPLIT_SLOTS`` one
-    program per slot and strip, the strip's last one summing, through zeroed counters the core keeps per device).
-    Slots of other ranks' experts
-    (and ids of -1) are skipped. Returns ``[T, H]`` in ``hidden_states.dtype``."""
+    program per slot and strip, the strip's last one summing, through zeroed counters the core keeps per device and
+    stream, so forwards of one core on two streams at once, as two-batch overlap runs them, do not share them). Slots
+    of other ranks' experts (and ids of -1) are skipped. Returns ``[T, H]`` in ``hidden_states.dtype``."""
     s = core.spec
     t, k = topk_ids.shape
     dev = hidden_states.device
@@ -677,9 +677,10 @@ def direct_forward(core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torc
     counters = None
     if cfg["gemm2"].get("SPLIT_SLOTS"):      # zeros, kept per device; the kernel leaves them zero after each launch
         need = t * -(-s.hidden_size // cfg["gemm2"]["BLOCK_N"])
-        counters = core._direct_counters.get(dev)
+        key = (dev, torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0)
+        counters = core._direct_counters.get(key)
         if counters is None or counters.numel() < need:
-            counters = core._direct_counters[dev] = torch.zeros(max(need, 4096), dtype=torch.int32, device=dev)
+            counters = core._direct_counters[key] = torch.zeros(max(need, 4096), dtype=torch.int32, device=dev)
     return K.fp4_direct_gemm(act, w.w2, w.s2, out, ids, group=w.g2, n_out=s.hidden_size, sum_topk=True,
                              weight=None if core.on_input else tw, gscale=w.gs2, bias=w.b2, counters=counters,
                              config=cfg["gemm2"], **common)
