@@ -627,6 +627,16 @@ def _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, k_left, offs_kh, offs_g, EVEN
 
 
 @triton.jit
+def _fp4_scale_operand(qs, W_MODE: tl.constexpr):
+    """The kernel's scale bytes ``qs`` (uint8) -> :data:`FP4_DECODE_ASM`'s scale operand, ``scale * 2^(126 -
+    FP4_EPI_LOG2)`` as a bf16x2 in an int32: W_MODE 6, :func:`fp4_kernel_e8m0` bytes (the bf16 exponent field, twice);
+    7, :func:`fp4_kernel_e4m3` bytes (``(k << 4) + FP4_E4M3_BASE``, twice)."""
+    if W_MODE == 6:
+        return (qs.to(tl.uint32) * 0x00800080).to(tl.int32, bitcast=True)
+    return (qs.to(tl.uint32) * 0x00100010 + _FP4_E4M3_BASE2).to(tl.int32, bitcast=True)
+
+
+@triton.jit
 def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr):
     """One weight tile of packed e2m1 codes, dequantized to ``[BN, BK]`` bf16. Portable (FP4_ASM false; any backend,
     the interpreter included): ``q [BN, BK/2]`` uint8 in the canonical layout (element ``2j`` of a row in the low
@@ -638,10 +648,7 @@ def _fp4_tile(q, qs, W_MODE: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: t
     BN: tl.constexpr = q.shape[0]
     BKH: tl.constexpr = q.shape[1]
     if FP4_ASM:                                                 # scale * 2^(126 - FP4_EPI_LOG2) (FP4_DECODE_ASM)
-        if W_MODE == 6:          # fp4_kernel_e8m0 bytes: the bf16 exponent field, twice (one bf16x2 per byte)
-            s2 = (qs.to(tl.uint32) * 0x00800080).to(tl.int32, bitcast=True)
-        else:                    # fp4_kernel_e4m3 bytes: (k << 4) + FP4_E4M3_BASE, twice
-            s2 = (qs.to(tl.uint32) * 0x00100010 + _FP4_E4M3_BASE2).to(tl.int32, bitcast=True)
+        s2 = _fp4_scale_operand(qs, W_MODE)
         sb2 = tl.reshape(tl.broadcast_to(s2[:, :, None], (BN, BKH * 2 // SCALE_GROUP, SCALE_GROUP // 2)), (BN, BKH))
         w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r", [q, sb2], dtype=tl.int32,
                                        is_pure=True, pack=4)
@@ -1191,9 +1198,10 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
 def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE: tl.constexpr,
                      SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr):
     """One K tile of packed e2m1 weights for :func:`_fp4_direct_kernel`, decoded to float32 pairs: ``q`` loaded as
-    ``[BN, G, CH]`` bytes (``G`` scale groups of ``CH = SCALE_GROUP / 2`` bytes) and the scale bytes as ``[BN, G]``,
-    masked to the ``k_left`` elements left along K unless EVEN_K. Returns ``(lo, hi)``: float32 ``[BN, G, CH]``, the values of codes ``2j`` and ``2j + 1``
-    of byte ``j`` times their scale (times ``2^-FP4_EPI_LOG2`` with FP4_ASM, :func:`_fp4_tile`), exactly."""
+    ``[BN, G, CH/4, 4]`` bytes (``G`` scale groups of ``CH = SCALE_GROUP / 2`` bytes, 4 bytes = one 32-bit word
+    innermost) and the scale bytes as ``[BN, G]``, masked to the ``k_left`` elements left along K unless EVEN_K.
+    Returns ``(lo, hi)``: float32 ``[BN, G, CH/4, 4]``, the values of codes ``2j`` and ``2j + 1`` of byte ``j`` times
+    their scale (times ``2^-FP4_EPI_LOG2`` with FP4_ASM, :func:`_fp4_tile`), exactly."""
     BN: tl.constexpr = q_off.shape[0]
     G: tl.constexpr = q_off.shape[1]
     CH4: tl.constexpr = q_off.shape[2]
@@ -1204,10 +1212,7 @@ def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE
         q = tl.load(q_ptr + q_off, mask=(offs_gc < k_left // 2)[None, :, :, :], other=0)
         qs = tl.load(s_ptr + s_off, mask=(offs_g < k_left // SCALE_GROUP)[None, :], other=0)
     if FP4_ASM:
-        if W_MODE == 6:
-            s2 = (qs.to(tl.uint32) * 0x00800080).to(tl.int32, bitcast=True)
-        else:
-            s2 = (qs.to(tl.uint32) * 0x00100010 + _FP4_E4M3_BASE2).to(tl.int32, bitcast=True)
+        s2 = _fp4_scale_operand(qs, W_MODE)
         w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r",
                                        [q, tl.broadcast_to(s2[:, :, None, None], (BN, G, CH4, 4))], dtype=tl.int32,
                                        is_pure=True, pack=4)
@@ -1224,11 +1229,10 @@ def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE
     return lo, hi
 
 
-
 @triton.jit
 def _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, a_off, offs_gc, offs_g, kb, K, W_MODE: tl.constexpr,
                      SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_K: tl.constexpr):
-    """``acc [BN, G, CH] += w * a`` for K tile ``kb`` of :func:`_fp4_direct_kernel` (weights at ``q_base``/``s_base``,
+    """``acc [BN, G, CH/4, 4] += w * a`` for K tile ``kb`` of :func:`_fp4_direct_kernel` (weights at ``q_base``/``s_base``,
     the A row's words at ``a_base``): two FMAs per weight byte, one per code. Returns ``acc``."""
     k_left = K - kb * BLOCK_K
     lo, hi = _fp4_direct_tile(q_base + kb * (BLOCK_K // 2), s_base + kb * (BLOCK_K // SCALE_GROUP), q_off, s_off,
@@ -1256,8 +1260,8 @@ def _fp4_direct_kernel(
     The A rows are read as 32-bit words (``a_ptr``: the bf16 rows viewed int32, ``stride_aw`` words per row), so each
     word holds the two activations of one weight byte. Weights ``q [E, N_b, K/2]`` uint8 (shuffled when FP4_ASM),
     scale bytes ``s [E, N_b, K/SCALE_GROUP]`` (the kernel's bytes when FP4_ASM, :func:`_fp4_tile`), ``gs [E]`` float32
-    (nvfp4's global scale). Each K tile accumulates ``w * a`` into a float32 ``[BLOCK_N, G, CH]`` tile (one FMA per
-    weight), reduced once after the loop.
+    (nvfp4's global scale). Each K tile accumulates ``w * a`` into a float32 ``[BLOCK_N, G, CH/4, 4]`` tile (one FMA
+    per weight), reduced once after the loop.
 
     - SUM_TOPK false (the first GEMM): program ``slot * cdiv(N, BLOCK_N) + pid_n`` over the slots ``S = T * top_k``;
       a slot of another rank's expert returns at once. ``c[slot, n] = post * act(gate, up)`` (GATED: up rows at

@@ -123,6 +123,13 @@ DIRECT_TUNE_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (16, 512, 4, 2), (8,
 DIRECT_TUNE_SPLIT_CANDIDATES = ((16, 256, 4, 2), (32, 256, 4, 2), (64, 128, 4, 3), (64, 256, 8, 2), (16, 512, 4, 2))
 
 
+def direct_gemm(c: tuple[int, int, int, int], split: bool = False) -> dict:
+    """A DIRECT bucket's GEMM config from a candidate ``(BLOCK_N, BLOCK_K, num_warps, num_stages)``; ``split``: with
+    ``SPLIT_SLOTS`` (second GEMM only). Also ``benchmarks/w4a16_layer.py``'s ``direct`` search."""
+    return {"BLOCK_N": c[0], "BLOCK_K": c[1], "GROUP_M": 1, "num_warps": c[2], "num_stages": c[3], "GEMV": True,
+            **({"SPLIT_SLOTS": True} if split else {})}
+
+
 def _K():
     from moe_select.backends import triton_moe_kernels
 
@@ -703,10 +710,7 @@ def tune_direct(bench: Bench, t: int, sets: list, sorted_cfg: dict, timer: Timer
     from moe_select.backends.triton_moe import ForwardPass, direct_forward
 
     core, w = bench.core, bench.weights
-
-    def gemm(c, split=False):
-        return {"BLOCK_N": c[0], "BLOCK_K": c[1], "GROUP_M": 1, "num_warps": c[2], "num_stages": c[3], "GEMV": True,
-                **({"SPLIT_SLOTS": True} if split else {})}
+    gemm = direct_gemm
 
     def time_cfg(cfg, best):
         try:
