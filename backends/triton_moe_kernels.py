@@ -1195,22 +1195,38 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
 # ------------------------------------------------------------------------------------------------
 
 @triton.jit
-def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE: tl.constexpr,
-                     SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr):
-    """One K tile of packed e2m1 weights for :func:`_fp4_direct_kernel`, decoded to float32 pairs: ``q`` loaded as
-    ``[BN, G, CH/4, 4]`` bytes (``G`` scale groups of ``CH = SCALE_GROUP / 2`` bytes, 4 bytes = one 32-bit word
-    innermost) and the scale bytes as ``[BN, G]``, masked to the ``k_left`` elements left along K unless EVEN_K.
-    Returns ``(lo, hi)``: float32 ``[BN, G, CH/4, 4]``, the values of codes ``2j`` and ``2j + 1`` of byte ``j`` times
-    their scale (times ``2^-FP4_EPI_LOG2`` with FP4_ASM, :func:`_fp4_tile`), exactly."""
-    BN: tl.constexpr = q_off.shape[0]
-    G: tl.constexpr = q_off.shape[1]
-    CH4: tl.constexpr = q_off.shape[2]
+def _fp4_direct_load(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, ok, SCALE_GROUP: tl.constexpr,
+                     EVEN_K: tl.constexpr):
+    """One K tile of packed e2m1 weights for :func:`_fp4_direct_kernel`: ``q`` loaded as ``[BN, G, CH/4, 4]`` bytes
+    (``G`` scale groups of ``CH = SCALE_GROUP / 2`` bytes, 4 bytes = one 32-bit word innermost) and the scale bytes as
+    ``[BN, G]``, masked to the ``k_left`` elements left along K unless EVEN_K, and to nothing where ``ok`` (a scalar)
+    is false (zeros: a slot of another rank's expert)."""
     if EVEN_K:
-        q = tl.load(q_ptr + q_off)
-        qs = tl.load(s_ptr + s_off)
+        q = tl.load(q_ptr + q_off, mask=ok, other=0)
+        qs = tl.load(s_ptr + s_off, mask=ok, other=0)
     else:
-        q = tl.load(q_ptr + q_off, mask=(offs_gc < k_left // 2)[None, :, :, :], other=0)
-        qs = tl.load(s_ptr + s_off, mask=(offs_g < k_left // SCALE_GROUP)[None, :], other=0)
+        q = tl.load(q_ptr + q_off, mask=ok & (offs_gc < k_left // 2)[None, :, :, :], other=0)
+        qs = tl.load(s_ptr + s_off, mask=ok & (offs_g < k_left // SCALE_GROUP)[None, :], other=0)
+    return q, qs
+
+
+@triton.jit
+def _fp4_direct_a(a_ptr, a_off, k_left, offs_gc, ok, EVEN_K: tl.constexpr):
+    """The A row's 32-bit words (bf16 pairs) of one K tile, ``[BN, G, CH/4, 4]`` int32 (the same words for every row:
+    one register layout with the weight bytes), masked like :func:`_fp4_direct_load`."""
+    if EVEN_K:
+        return tl.load(a_ptr + a_off, mask=ok, other=0)
+    return tl.load(a_ptr + a_off, mask=ok & (offs_gc < k_left // 2)[None, :, :, :], other=0)
+
+
+@triton.jit
+def _fp4_direct_decode(q, qs, W_MODE: tl.constexpr, FP4_ASM: tl.constexpr):
+    """``q`` and ``qs`` from :func:`_fp4_direct_load` decoded to float32 pairs ``(lo, hi)``, ``[BN, G, CH/4, 4]``: the
+    values of codes ``2j`` and ``2j + 1`` of byte ``j`` times their scale (times ``2^-FP4_EPI_LOG2`` with FP4_ASM,
+    :func:`_fp4_tile`), exactly."""
+    BN: tl.constexpr = q.shape[0]
+    G: tl.constexpr = q.shape[1]
+    CH4: tl.constexpr = q.shape[2]
     if FP4_ASM:
         s2 = _fp4_scale_operand(qs, W_MODE)
         w2 = tl.inline_asm_elementwise(FP4_DECODE_ASM, "=r,=r,=r,=r,r,r,r,r,r",
@@ -1230,21 +1246,35 @@ def _fp4_direct_tile(q_ptr, s_ptr, q_off, s_off, k_left, offs_gc, offs_g, W_MODE
 
 
 @triton.jit
-def _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, a_off, offs_gc, offs_g, kb, K, W_MODE: tl.constexpr,
-                     SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_K: tl.constexpr):
-    """``acc [BN, G, CH/4, 4] += w * a`` for K tile ``kb`` of :func:`_fp4_direct_kernel` (weights at ``q_base``/``s_base``,
-    the A row's words at ``a_base``): two FMAs per weight byte, one per code. Returns ``acc``."""
-    k_left = K - kb * BLOCK_K
-    lo, hi = _fp4_direct_tile(q_base + kb * (BLOCK_K // 2), s_base + kb * (BLOCK_K // SCALE_GROUP), q_off, s_off,
-                              k_left, offs_gc, offs_g, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K)
-    a_ptrs = a_base + kb * (BLOCK_K // 2) + a_off     # [BN, G, CH4, 4]: the same words for every row (one layout)
-    if EVEN_K:
-        aw = tl.load(a_ptrs)
-    else:
-        aw = tl.load(a_ptrs, mask=(offs_gc < k_left // 2)[None, :, :, :], other=0)
+def _fp4_direct_fma(acc, lo, hi, aw):
+    """``acc [BN, G, CH/4, 4] += w * a`` for one K tile of :func:`_fp4_direct_kernel`: ``(lo, hi)`` the decoded weights
+    (:func:`_fp4_direct_decode`), ``aw`` the A words (:func:`_fp4_direct_a`, bf16 pairs); two FMAs per weight byte.
+    Returns ``acc``."""
     acc += lo * (aw << 16).to(tl.float32, bitcast=True)
     acc += hi * (aw & -65536).to(tl.float32, bitcast=True)
     return acc
+
+
+@triton.jit
+def _fp4_direct_pair(it, num_kt, row, top_k, ids_ptr, expert_offset, num_local, q_ptr, s_ptr, a_ptr, stride_qe,
+                     stride_se, stride_aw, q_off, s_off, a_off, offs_gc, offs_g, K, W_MODE: tl.constexpr,
+                     SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The loads of pair ``it`` of the second GEMM's flattened (slot ``j = it // num_kt``, K tile ``it % num_kt``)
+    loop in :func:`_fp4_direct_kernel` (PREFETCH): the decoded weights and the A words ``(lo, hi, aw)`` of token
+    ``row``'s slot ``j``; zeros for a slot of another rank's expert (or -1), whose loads are masked off."""
+    j = it // num_kt
+    kb = it - j * num_kt
+    slot = row * top_k + j
+    e = tl.load(ids_ptr + slot).to(tl.int32) - expert_offset
+    ok = (e >= 0) & (e < num_local)
+    e64 = tl.where(ok, e, 0).to(tl.int64)
+    k_left = K - kb * BLOCK_K
+    q, qs = _fp4_direct_load(q_ptr + e64 * stride_qe + kb * (BLOCK_K // 2),
+                             s_ptr + e64 * stride_se + kb * (BLOCK_K // SCALE_GROUP), q_off, s_off, k_left, offs_gc,
+                             offs_g, ok, SCALE_GROUP, EVEN_K)
+    aw = _fp4_direct_a(a_ptr + slot.to(tl.int64) * stride_aw + kb * (BLOCK_K // 2), a_off, k_left, offs_gc, ok, EVEN_K)
+    lo, hi = _fp4_direct_decode(q, qs, W_MODE, FP4_ASM)
+    return lo, hi, aw
 
 
 def _fp4_direct_kernel(
@@ -1253,8 +1283,8 @@ def _fp4_direct_kernel(
         stride_aw, stride_qe, stride_qn, stride_se, stride_sn, stride_bias_e, stride_cm, swiglu_limit,
         SUM_TOPK: tl.constexpr, SPLIT_SLOTS: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr, MUL_WEIGHT: tl.constexpr,
         POST_WEIGHT: tl.constexpr, POST_GS: tl.constexpr, HAS_BIAS: tl.constexpr, W_MODE: tl.constexpr,
-        SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_N: tl.constexpr,
-        BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr):
+        SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, EVEN_K: tl.constexpr, PREFETCH: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr):
     """One ``BLOCK_N`` strip of output columns of a packed-FP4 GEMV that reads the routing slots directly (no sort).
 
     The A rows are read as 32-bit words (``a_ptr``: the bf16 rows viewed int32, ``stride_aw`` words per row), so each
@@ -1306,16 +1336,36 @@ def _fp4_direct_kernel(
         else:
             j0 = 0
             j1 = top_k
-        for j in range(j0, j1):
-            slot = row * top_k + j
-            e = tl.load(ids_ptr + slot).to(tl.int32) - expert_offset
-            if (e >= 0) & (e < num_local):
-                q_base = q_ptr + e.to(tl.int64) * stride_qe
-                s_base = s_ptr + e.to(tl.int64) * stride_se
-                a_base = a_ptr + slot.to(tl.int64) * stride_aw
-                for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
-                    acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, a_off, offs_gc, offs_g, kb, K,
-                                           W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+        if PREFETCH:     # the (slot, K tile) pairs in one loop; the next pair's loads issued before this one's FMAs
+            it0 = j0 * num_kt
+            it1 = j1 * num_kt
+            lo, hi, aw = _fp4_direct_pair(it0, num_kt, row, top_k, ids_ptr, expert_offset, num_local, q_ptr, s_ptr,
+                                          a_ptr, stride_qe, stride_se, stride_aw, q_off, s_off, a_off, offs_gc, offs_g,
+                                          K, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+            for it in range(it0, it1):
+                lon, hin, awn = _fp4_direct_pair(tl.minimum(it + 1, it1 - 1), num_kt, row, top_k, ids_ptr,
+                                                 expert_offset, num_local, q_ptr, s_ptr, a_ptr, stride_qe, stride_se,
+                                                 stride_aw, q_off, s_off, a_off, offs_gc, offs_g, K, W_MODE,
+                                                 SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+                acc = _fp4_direct_fma(acc, lo, hi, aw)
+                lo = lon
+                hi = hin
+                aw = awn
+        else:
+            for j in range(j0, j1):
+                slot = row * top_k + j
+                e = tl.load(ids_ptr + slot).to(tl.int32) - expert_offset
+                if (e >= 0) & (e < num_local):
+                    q_base = q_ptr + e.to(tl.int64) * stride_qe
+                    s_base = s_ptr + e.to(tl.int64) * stride_se
+                    a_base = a_ptr + slot.to(tl.int64) * stride_aw
+                    for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
+                        k_left = K - kb * BLOCK_K
+                        q, qs = _fp4_direct_load(q_base + kb * (BLOCK_K // 2), s_base + kb * (BLOCK_K // SCALE_GROUP),
+                                                 q_off, s_off, k_left, offs_gc, offs_g, True, SCALE_GROUP, EVEN_K)
+                        aw = _fp4_direct_a(a_base + kb * (BLOCK_K // 2), a_off, k_left, offs_gc, True, EVEN_K)
+                        lo, hi = _fp4_direct_decode(q, qs, W_MODE, FP4_ASM)
+                        acc = _fp4_direct_fma(acc, lo, hi, aw)
         out = tl.sum(tl.sum(tl.sum(acc, 3), 2), 1)
         if FP4_ASM:
             out = out * _FP4_EPI_MUL
@@ -1352,12 +1402,43 @@ def _fp4_direct_kernel(
         a_base = a_ptr + (row // top_k).to(tl.int64) * stride_aw
         if GATED:
             acc_u = tl.zeros([BLOCK_N, G, CH4, 4], dtype=tl.float32)
-        for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
-            acc = _fp4_direct_step(acc, q_base, s_base, a_base, q_off, s_off, a_off, offs_gc, offs_g, kb, K, W_MODE,
-                                   SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+        qu_base = q_base + n_up * stride_qn
+        su_base = s_base + n_up * stride_sn
+        if PREFETCH:     # register double buffer: tile kb + 1's loads issued before tile kb's FMAs
+            q, qs = _fp4_direct_load(q_base, s_base, q_off, s_off, K, offs_gc, offs_g, True, SCALE_GROUP, EVEN_K)
+            lo, hi = _fp4_direct_decode(q, qs, W_MODE, FP4_ASM)
             if GATED:
-                acc_u = _fp4_direct_step(acc_u, q_base + n_up * stride_qn, s_base + n_up * stride_sn, a_base, q_off,
-                                         s_off, a_off, offs_gc, offs_g, kb, K, W_MODE, SCALE_GROUP, FP4_ASM, EVEN_K, BLOCK_K)
+                q, qs = _fp4_direct_load(qu_base, su_base, q_off, s_off, K, offs_gc, offs_g, True, SCALE_GROUP, EVEN_K)
+                lou, hiu = _fp4_direct_decode(q, qs, W_MODE, FP4_ASM)
+            aw = _fp4_direct_a(a_base, a_off, K, offs_gc, True, EVEN_K)
+            for kb in range(0, num_kt):
+                kn = tl.minimum(kb + 1, num_kt - 1)
+                k_left = K - kn * BLOCK_K
+                qn, qsn = _fp4_direct_load(q_base + kn * (BLOCK_K // 2), s_base + kn * (BLOCK_K // SCALE_GROUP), q_off,
+                                           s_off, k_left, offs_gc, offs_g, True, SCALE_GROUP, EVEN_K)
+                if GATED:
+                    qun, qsun = _fp4_direct_load(qu_base + kn * (BLOCK_K // 2), su_base + kn * (BLOCK_K // SCALE_GROUP),
+                                                 q_off, s_off, k_left, offs_gc, offs_g, True, SCALE_GROUP, EVEN_K)
+                awn = _fp4_direct_a(a_base + kn * (BLOCK_K // 2), a_off, k_left, offs_gc, True, EVEN_K)
+                acc = _fp4_direct_fma(acc, lo, hi, aw)
+                if GATED:
+                    acc_u = _fp4_direct_fma(acc_u, lou, hiu, aw)
+                    lou, hiu = _fp4_direct_decode(qun, qsun, W_MODE, FP4_ASM)
+                lo, hi = _fp4_direct_decode(qn, qsn, W_MODE, FP4_ASM)
+                aw = awn
+        else:
+            for kb in tl.range(0, num_kt, num_stages=NUM_STAGES):
+                k_left = K - kb * BLOCK_K
+                q, qs = _fp4_direct_load(q_base + kb * (BLOCK_K // 2), s_base + kb * (BLOCK_K // SCALE_GROUP), q_off,
+                                         s_off, k_left, offs_gc, offs_g, True, SCALE_GROUP, EVEN_K)
+                aw = _fp4_direct_a(a_base + kb * (BLOCK_K // 2), a_off, k_left, offs_gc, True, EVEN_K)
+                lo, hi = _fp4_direct_decode(q, qs, W_MODE, FP4_ASM)
+                acc = _fp4_direct_fma(acc, lo, hi, aw)
+                if GATED:
+                    q, qs = _fp4_direct_load(qu_base + kb * (BLOCK_K // 2), su_base + kb * (BLOCK_K // SCALE_GROUP),
+                                             q_off, s_off, k_left, offs_gc, offs_g, True, SCALE_GROUP, EVEN_K)
+                    lo, hi = _fp4_direct_decode(q, qs, W_MODE, FP4_ASM)
+                    acc_u = _fp4_direct_fma(acc_u, lo, hi, aw)
         out = tl.sum(tl.sum(tl.sum(acc, 3), 2), 1)
         if GATED:
             out_u = tl.sum(tl.sum(tl.sum(acc_u, 3), 2), 1)
@@ -1416,10 +1497,15 @@ def fp4_direct_gemm(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, c: to
 
     ``q [E, N_b, Ka/2]`` uint8 packed e2m1 (shuffled when ``fp4_asm``; default: not under the interpreter), ``scale
     [E, N_b, Ka/group]`` uint8 (e8m0 or e4m3 bytes, the kernel's bytes when ``fp4_asm``), ``gscale [E]`` float32
-    (nvfp4), ``bias [E, N_b]`` float32. Config: ``BLOCK_N``, ``BLOCK_K`` (a power of two, a multiple of ``group``),
-    ``num_warps``, ``num_stages`` (the K loop's software pipeline) and, for the second GEMM, ``SPLIT_SLOTS`` (optional:
+    (nvfp4), ``bias [E, N_b]`` float32. Config: ``BLOCK_N`` (a power of two), ``BLOCK_K`` (a power of two, a
+    multiple of ``group``), ``num_warps``, ``num_stages`` (Triton's software pipeline of the K loop: it stages the
+    loads through shared memory), ``PREFETCH`` (optional: a register double buffer instead, the next K tile's loads
+    issued before this one's FMAs; the second GEMM then runs its slots and K tiles as one loop, the loads of other
+    ranks' slots masked off) and, for the second GEMM, ``SPLIT_SLOTS`` (optional:
     one program per slot and strip, the partials summed by each strip's last program; ``counters``: int32 zeros of at
-    least ``T * cdiv(n_out, BLOCK_N)`` elements, kept by the caller and left zero by the kernel). Raises ValueError for
+    least ``T * cdiv(n_out, BLOCK_N)`` elements, kept by the caller and left zero by the kernel). Speed: keep the
+    scale tile ``BLOCK_N * BLOCK_K / group`` under ``32 * num_warps`` (``tune_triton_moe.direct_candidates``): at or
+    above it Triton 3.6 converts the scales through shared memory, two CTA barriers per K tile. Raises ValueError for
     another weight mode, a ``BLOCK_K`` that is not a multiple of ``group``, nvfp4 without ``gscale``, an ``a`` that is
     not contiguous bf16 with an even row length, or SPLIT_SLOTS without enough ``counters`` or on the first GEMM."""
     if w_mode not in FP4_MODES:
@@ -1460,8 +1546,8 @@ def fp4_direct_gemm(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, c: to
         MUL_WEIGHT=weight is not None and (sum_topk or weight_on_input),
         POST_WEIGHT=weight is not None and not sum_topk and not weight_on_input,
         POST_GS=post_gscale is not None and not sum_topk, HAS_BIAS=bias is not None, W_MODE=w_mode,
-        SCALE_GROUP=group, FP4_ASM=bool(fp4_asm), EVEN_K=k % bk == 0, BLOCK_N=bn, BLOCK_K=bk,
-        NUM_STAGES=config["num_stages"], num_warps=config["num_warps"], warmup=warmup)
+        SCALE_GROUP=group, FP4_ASM=bool(fp4_asm), EVEN_K=k % bk == 0, PREFETCH=bool(config.get("PREFETCH")),
+        BLOCK_N=bn, BLOCK_K=bk, NUM_STAGES=config["num_stages"], num_warps=config["num_warps"], warmup=warmup)
     return c
 
 
@@ -1815,35 +1901,41 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
     return f"E={num_local},N={n13},K={hidden},format={fmt}{blk},device={dev}.json"
 
 
-def _check_gemm_cfg(c: Any, where: str) -> dict:
+def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
+    """One GEMM config of a tile file, checked (:func:`load_config_file`); ``direct``: of a DIRECT bucket, whose
+    GEMMs may also set ``PREFETCH`` and a ``BLOCK_N`` from 4. Returns it without ``us`` and false flags."""
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
     if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT", "TMA",
-                                                         "SPLIT_SLOTS"} \
+                                                         "SPLIT_SLOTS", "PREFETCH"} \
             or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS), got {c!r}")
+                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS, PREFETCH), got {c!r}")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
             raise ValueError(f"{where}: SPLIT_K must be an integer from 1 to 64, got {v!r}")
         if v > 1 and not c.get("GEMV"):
             raise ValueError(f"{where}: SPLIT_K is an option of the GEMV mode (GEMV: true)")
-    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS"):
+    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH"):
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
+    if c.get("PREFETCH") and not direct:
+        raise ValueError(f"{where}: PREFETCH is an option of the GEMMs of DIRECT buckets")
     for k in keys:
         v = c[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{where}: {k} must be a positive integer, got {v!r}")
     for k in ("BLOCK_N", "BLOCK_K"):
-        if c[k] < 16 or c[k] & (c[k] - 1):
-            raise ValueError(f"{where}: {k} must be a power of two >= 16, got {c[k]}")
+        least = 4 if direct and k == "BLOCK_N" else 16
+        if c[k] < least or c[k] & (c[k] - 1):
+            raise ValueError(f"{where}: {k} must be a power of two >= {least}, got {c[k]}")
     if c.get("GEMV") and (c.get("SWAP_AB") or c.get("SPLIT")):
         raise ValueError(f"{where}: GEMV excludes SWAP_AB and SPLIT (it has no MMA tile)")
     return ({k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
             | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}) | ({"GEMV": True} if c.get("GEMV") else {})
             | ({"PREQUANT": True} if c.get("PREQUANT") else {}) | ({"TMA": True} if c.get("TMA") else {})
             | ({"SPLIT_SLOTS": True} if c.get("SPLIT_SLOTS") else {})
+            | ({"PREFETCH": True} if c.get("PREFETCH") else {})
             | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 
@@ -1872,7 +1964,8 @@ def load_config_file(path: str) -> dict[int, dict]:
     ``"TMA": true`` (the weight tiles loaded through a TMA tensor descriptor); ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
     :data:`GEMV_MAX_BLOCK_M`. Packed-FP4 files: a bucket may set ``"DIRECT": true`` beside ``BLOCK_M`` (with
     ``BLOCK_M`` 1 and GEMV without SPLIT_K in both GEMMs): its forward is :func:`fp4_direct_gemm` twice, no sort and
-    the top-k sum fused (``backends/triton_moe.py`` ``direct_forward``). Raises ValueError naming the file and
+    the top-k sum fused (``backends/triton_moe.py`` ``direct_forward``); its GEMMs may set ``"PREFETCH": true`` and a
+    ``BLOCK_N`` from 4 (:func:`fp4_direct_gemm`). Raises ValueError naming the file and
     the field on a malformed file."""
     try:
         data = json.loads(Path(path).read_text())
@@ -1892,8 +1985,10 @@ def load_config_file(path: str) -> dict[int, dict]:
                 or cfg["BLOCK_M"] not in (*GEMV_BLOCK_MS, 16, 32, 64, 128, 256):
             raise ValueError(f"{where}: BLOCK_M must be one of 16, 32, 64, 128, 256 (or {', '.join(map(str, GEMV_BLOCK_MS))} "
                              f"with GEMV)")
-        out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"], "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1"),
-                         "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2")}
+        is_direct = cfg.get("DIRECT") is True
+        out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"],
+                         "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1", is_direct),
+                         "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2", is_direct)}
         fmt = (data.get("key") or {}).get("format") if isinstance(data.get("key"), dict) else None
         if "DIRECT" in cfg:
             direct = cfg["DIRECT"]

@@ -115,19 +115,74 @@ SMEM_LIMIT = 220 * 1024
 N_SETS = 4
 ABANDON = 1.5
 #: Packed FP4: token counts up to which the DIRECT buckets (no sort, the top-k sum fused: ``fp4_direct_gemm``) are
-#: searched next to the sorted path, and their candidates ``(BLOCK_N, BLOCK_K, num_warps, num_stages)``: a coordinate
-#: search (first GEMM with the second at the first candidate, then the second, with and without ``SPLIT_SLOTS``)
+#: searched next to the sorted path (:func:`direct_search`)
 DIRECT_TUNE_MAX_TOKENS = 4
-DIRECT_TUNE_CANDIDATES = ((16, 256, 4, 2), (16, 256, 4, 1), (16, 512, 4, 2), (8, 256, 2, 2), (8, 512, 2, 2),
-                          (32, 256, 4, 2), (16, 256, 8, 2), (16, 128, 4, 3))
-DIRECT_TUNE_SPLIT_CANDIDATES = ((16, 256, 4, 2), (32, 256, 4, 2), (64, 128, 4, 3), (64, 256, 8, 2), (16, 512, 4, 2))
+#: DIRECT GEMM candidates, before the scale-tile rule of :func:`direct_candidates`: ``(num_warps, BLOCK_K)``
+DIRECT_TUNE_SHAPES = ((4, 128), (4, 64), (4, 256), (2, 128), (2, 256), (8, 128), (8, 256), (8, 64), (2, 64))
 
 
-def direct_gemm(c: tuple[int, int, int, int], split: bool = False) -> dict:
+def direct_candidates(group: int) -> list[tuple[int, int, int, int]]:
+    """DIRECT GEMM candidates ``(BLOCK_N, BLOCK_K, num_warps, num_stages)`` for packed FP4 with scale groups of
+    ``group`` elements: per :data:`DIRECT_TUNE_SHAPES` entry, the largest power-of-two ``BLOCK_N`` (4 to 64) whose scale
+    tile ``[BLOCK_N, BLOCK_K / group]`` has fewer elements than the CTA has threads. Why: at that size Triton 3.6 loads
+    the scale tile straight into the layout the decode needs; at or above it, it loads it in another layout and converts
+    it through shared memory, two CTA barriers per K tile and weight matrix (sm90 SASS, ``tests/test_triton_w4a16_direct.py``
+    ``test_direct_scale_tile_rule``), which is what made the first DIRECT candidates 1.3-5x slower than the sorted path
+    (one H200, 2026-12-03, benchmarks/README.md). ``num_stages`` 1: Triton's pipeline moves these loads through shared
+    memory too; PREFETCH (a register double buffer) is searched instead (:func:`direct_search`)."""
+    out = []
+    for nw, bk in DIRECT_TUNE_SHAPES:
+        g = bk // group
+        bn = 64
+        while bn > 4 and bn * g >= 32 * nw:
+            bn //= 2
+        if bn * g < 32 * nw:
+            out.append((bn, bk, nw, 1))
+    return out
+
+
+def direct_gemm(c: tuple[int, int, int, int], split: bool = False, prefetch: bool = False) -> dict:
     """A DIRECT bucket's GEMM config from a candidate ``(BLOCK_N, BLOCK_K, num_warps, num_stages)``; ``split``: with
-    ``SPLIT_SLOTS`` (second GEMM only). Also ``benchmarks/w4a16_layer.py``'s ``direct`` search."""
+    ``SPLIT_SLOTS`` (second GEMM only); ``prefetch``: with ``PREFETCH``. Also ``benchmarks/w4a16_layer.py``'s
+    ``direct`` search."""
     return {"BLOCK_N": c[0], "BLOCK_K": c[1], "GROUP_M": 1, "num_warps": c[2], "num_stages": c[3], "GEMV": True,
-            **({"SPLIT_SLOTS": True} if split else {})}
+            **({"SPLIT_SLOTS": True} if split else {}), **({"PREFETCH": True} if prefetch else {})}
+
+
+def direct_search(time_cfg, group: int, dry: bool = False) -> tuple[dict, dict, float, list[dict]] | None:
+    """The DIRECT coordinate search shared by :func:`tune_direct` and ``benchmarks/w4a16_layer.py``: ``time_cfg(cfg)``
+    times a whole DIRECT forward for a bucket config (µs, or None when it failed or the budget ran out). First GEMM:
+    each of :func:`direct_candidates` with the second GEMM at the first candidate, then the best with PREFETCH and with
+    half its ``BLOCK_N``; second GEMM: each candidate with that first GEMM, then the best with PREFETCH, SPLIT_SLOTS and
+    both. ``dry``: the first two candidates only. Returns ``(gemm1, gemm2, best µs, timings)``, or None when nothing
+    was timed."""
+    cands = direct_candidates(group)[:2 if dry else None]
+    timings: list[dict] = []
+    best: list = [None, direct_gemm(cands[0]), direct_gemm(cands[0])]
+
+    def trial(g1: dict, g2: dict) -> None:
+        cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": g1, "gemm2": g2}
+        us = time_cfg(cfg)
+        if us is None:
+            return
+        timings.append({"gemm1": g1, "gemm2": g2, "us": round(us, 2)})
+        if best[0] is None or us < best[0]:
+            best[:] = [us, g1, g2]
+
+    for c in cands:
+        trial(direct_gemm(c), best[2])
+    c1 = best[1]
+    for g1 in ({**c1, "PREFETCH": True}, {**c1, "BLOCK_N": c1["BLOCK_N"] // 2}):
+        if g1["BLOCK_N"] >= 4:
+            trial(g1, best[2])
+    for c in cands:
+        trial(best[1], direct_gemm(c))
+    c2 = best[2]
+    for extra in ({"PREFETCH": True}, {"SPLIT_SLOTS": True}, {"PREFETCH": True, "SPLIT_SLOTS": True}):
+        trial(best[1], {**c2, **extra})
+    if best[0] is None:
+        return None
+    return best[1], best[2], best[0], timings
 
 
 def _K():
@@ -703,41 +758,32 @@ def tune_point(bench: Bench, t: int, phase: str, dry: bool, comp: Compiler, time
 
 def tune_direct(bench: Bench, t: int, sets: list, sorted_cfg: dict, timer: Timer, deadline: float, log: dict,
                 dry: bool) -> dict | None:
-    """The DIRECT search at ``t`` tokens (:data:`DIRECT_TUNE_CANDIDATES`; the whole direct forward timed, two
-    launches), and the sorted path's whole forward with ``sorted_cfg`` (the best ``BLOCK_M`` and GEMM configs found:
-    sort, both GEMMs, top-k sum) timed the same way, for the comparison (the sorted search leaves the top-k sum out).
-    Returns ``{"gemm1", "gemm2", "us", "sorted_us", "timings"}``, or None when the budget ran out."""
-    from moe_select.backends.triton_moe import ForwardPass, direct_forward
+    """The DIRECT search at ``t`` tokens (:func:`direct_search`; the whole direct forward timed, two launches), and the
+    sorted path's whole forward with ``sorted_cfg`` (the best ``BLOCK_M`` and GEMM configs found: sort, both GEMMs,
+    top-k sum) timed the same way, for the comparison (the sorted search leaves the top-k sum out). Returns
+    ``{"gemm1", "gemm2", "us", "sorted_us", "timings"}``, or None when the budget ran out."""
+    from moe_select.backends.triton_moe import FP4_GROUP, ForwardPass, direct_forward
 
     core, w = bench.core, bench.weights
-    gemm = direct_gemm
+    best_us: list = [None]
 
-    def time_cfg(cfg, best):
+    def time_cfg(cfg):
+        if time.monotonic() > deadline:
+            return None
         try:
-            return timer([lambda s=s: direct_forward(core, w, *s, cfg) for s in sets], best)
+            us = timer([lambda s=s: direct_forward(core, w, *s, cfg) for s in sets], best_us[0])
         except Exception as exc:  # a config that fails to compile or launch here: skipped, logged
             log["errors"].append({"model": bench.name, "format": bench.fmt, "kind": "direct", "cfg": cfg,
                                   "error": " ".join(f"{type(exc).__name__}: {exc}".split())[:300]})
             return None
+        if us is not None and (best_us[0] is None or us < best_us[0]):
+            best_us[0] = us
+        return us
 
-    cands = DIRECT_TUNE_CANDIDATES[:2] if dry else DIRECT_TUNE_CANDIDATES
-    splits = DIRECT_TUNE_SPLIT_CANDIDATES[:1] if dry else DIRECT_TUNE_SPLIT_CANDIDATES
-    timings: list[dict] = []
-    best_us, g1, g2 = None, gemm(cands[0]), gemm(cands[0])
-    for stage_two, options in ((False, [gemm(c) for c in cands]),
-                               (True, [gemm(c) for c in cands[1:]] + [gemm(c, True) for c in splits])):
-        for c in options:
-            if time.monotonic() > deadline:
-                return None
-            cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": c if not stage_two else g1, "gemm2": c if stage_two else g2}
-            us = time_cfg(cfg, best_us)
-            if us is None:
-                continue
-            timings.append({"gemm1": cfg["gemm1"], "gemm2": cfg["gemm2"], "us": round(us, 2)})
-            if best_us is None or us < best_us:
-                best_us, g1, g2 = us, cfg["gemm1"], cfg["gemm2"]
-    if best_us is None:
+    found = direct_search(time_cfg, FP4_GROUP[bench.fmt], dry)
+    if found is None or time.monotonic() > deadline:
         return None
+    g1, g2, us, timings = found
 
     def sorted_forward(x, ids, tw):
         p = ForwardPass(core, w, x, ids, tw, sorted_cfg["BLOCK_M"])
@@ -746,12 +792,13 @@ def tune_direct(bench: Bench, t: int, sets: list, sorted_cfg: dict, timer: Timer
         return p.combine()
 
     sorted_us = timer([lambda s=s: sorted_forward(*s) for s in sets])
-    return {"gemm1": g1, "gemm2": g2, "us": round(best_us, 2), "sorted_us": round(sorted_us, 2), "timings": timings}
+    return {"gemm1": g1, "gemm2": g2, "us": round(us, 2), "sorted_us": round(sorted_us, 2), "timings": timings}
 
 
 def _strip(c: dict, us: bool = True) -> dict:
     return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "GEMV",
-                              "SPLIT_K", "PREQUANT", "TMA", "SPLIT_SLOTS", *(("us",) if us else ())) if k in c}
+                              "SPLIT_K", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", *(("us",) if us else ()))
+            if k in c}
 
 
 def write_config_file(out_dir: Path, bench: Bench | _Shape, device_name: str, table: dict[int, dict], log: dict,

@@ -36,7 +36,7 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
   runner with an adapter here for these formats: eager only, it cannot be captured) at 1 and 32 tokens on layers
   of at most 1e9 weights; ``direct`` (after the others): the DIRECT buckets (``triton_moe_kernels.fp4_direct_gemm``:
   two GEMV launches over the unsorted slots, the top-k sum fused) searched at 1 token, a coordinate search over
-  the tuner's DIRECT candidates (first GEMM, then second, with and without ``SPLIT_SLOTS``), the whole layer timed each
+  the tuner's DIRECT candidates (``tune_triton_moe.direct_search``: PREFETCH, SPLIT_SLOTS), the whole layer timed each
   time (rows ``direct``), then the best pair at :data:`DIRECT_TOKENS` (rows ``direct_best``; the pair in the JSON's
   ``direct_best``).
 - ``--runs``: also ``moe-select run --device cuda --tokens 64`` for the four checkpoints (and DeepSeek-V3.1-NVFP4's
@@ -76,10 +76,9 @@ VARIANT_TOKENS = (1, 32, 256)
 GEMV_VARIANT_TOKENS = (1, 8, 32)
 GROUP = {"mxfp4": 32, "nvfp4": 16}
 REF_TOKENS = 8
-#: The ``direct`` variant's search (``--variants direct``): the tuner's DIRECT candidates
-#: (``tune_triton_moe.DIRECT_TUNE_CANDIDATES`` and ``DIRECT_TUNE_SPLIT_CANDIDATES``), first GEMM's with the second GEMM
-#: at the first candidate, then the second GEMM's with the best first one (coordinate search, the whole layer timed
-#: each time), at :data:`DIRECT_SEARCH_TOKENS`; the best pair is then timed at :data:`DIRECT_TOKENS`.
+#: The ``direct`` variant's search (``--variants direct``): the tuner's (``tune_triton_moe.direct_search``, a
+#: coordinate search over ``direct_candidates``, the whole layer timed each time) at :data:`DIRECT_SEARCH_TOKENS`; the
+#: best pair is then timed at :data:`DIRECT_TOKENS`.
 DIRECT_SEARCH_TOKENS = 1
 DIRECT_TOKENS = (1, 2, 4, 8)
 
@@ -289,8 +288,6 @@ def direct_search(name, quant, runner, pw, spec, kw, model, tol, ml, clock, ceil
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import tune_triton_moe as tune
 
-    gemm = tune.direct_gemm
-
     def timed(cfg, t, variant):
         runner.core._table = {b: json.loads(json.dumps(cfg)) for b in runner.core._table}
         if time.time() - t_start > args.budget_s:
@@ -316,19 +313,11 @@ def direct_search(name, quant, runner, pw, spec, kw, model, tol, ml, clock, ceil
         return best
 
     t = DIRECT_SEARCH_TOKENS
-    cands = tune.DIRECT_TUNE_CANDIDATES[:2] if args.smoke else tune.DIRECT_TUNE_CANDIDATES
-    best1, best_us = cands[0], float("inf")
-    for c in cands:
-        us = timed({"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(c), "gemm2": gemm(cands[0])}, t, "direct")
-        if us is not None and us < best_us:
-            best1, best_us = c, us
-    best2 = gemm(cands[0])
-    splits = tune.DIRECT_TUNE_SPLIT_CANDIDATES[:1] if args.smoke else tune.DIRECT_TUNE_SPLIT_CANDIDATES
-    for g2 in [gemm(c) for c in cands[1:]] + [gemm(c, split=True) for c in splits]:
-        us = timed({"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": g2}, t, "direct")
-        if us is not None and us < best_us:
-            best2, best_us = g2, us
-    cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": gemm(best1), "gemm2": best2}
+    found = tune.direct_search(lambda cfg: timed(cfg, t, "direct"), GROUP[quant], args.smoke)
+    if found is None:
+        return
+    g1, g2, best_us, _ = found
+    cfg = {"BLOCK_M": 1, "DIRECT": True, "gemm1": g1, "gemm2": g2}
     result.setdefault("direct_best", {})[name] = {"config": cfg, "us": best_us, "tokens": t}
     for tt in ((1, 2) if args.smoke else DIRECT_TOKENS):
         timed(cfg, tt, "direct_best")

@@ -41,9 +41,9 @@ def _stop_worker():
     _Worker.stop()
 
 
-def _gemm(bn=16, bk=32, warps=2, stages=2, split=False) -> dict:
+def _gemm(bn=16, bk=32, warps=2, stages=2, split=False, prefetch=False) -> dict:
     return {"BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1, "num_warps": warps, "num_stages": stages, "GEMV": True} | (
-        {"SPLIT_SLOTS": True} if split else {})
+        {"SPLIT_SLOTS": True} if split else {}) | ({"PREFETCH": True} if prefetch else {})
 
 
 def _counters_zero(core) -> None:
@@ -84,16 +84,19 @@ def _launches(core, pw, x, ids, w) -> tuple[torch.Tensor, list[str]]:
 @interp
 def test_direct_matches_the_reference(quant, act):
     """1, 2 and 5 tokens (one slot -1 from 2 tokens), gated (silu; swiglu_oai with a clamping limit of 2.5 and
-    gpt-oss's expert biases, which the second GEMM sums weighted) and not (relu2), three tile shapes (one K tile per
-    row, several with the pipeline on and off, the second GEMM split per slot: SPLIT_SLOTS); against the float64
-    reference, and the split's counters back at zero."""
+    gpt-oss's expert biases, which the second GEMM sums weighted) and not (relu2), five tile shapes (one K tile per
+    row, several with the pipeline on and off, the second GEMM split per slot: SPLIT_SLOTS, the register double buffer
+    in both GEMMs: PREFETCH, with and without the split, 4-row strips); against the float64 reference, and the split's
+    counters back at zero."""
     seed = fresh_seed()
     spec = spec_of(quant, act, limit=2.5 if act == "swiglu_oai" else None)
     layer = Fp4Layer(spec, seed)
     core, pw = core_for(spec, layer)
     for t, g1, g2 in ((1, _gemm(bk=64), _gemm(bk=64)), (2, _gemm(bk=32, stages=1), _gemm(bn=32, bk=32, stages=3)),
                       (5, _gemm(bn=8, bk=32, warps=1), _gemm(bk=32, warps=4)),
-                      (5, _gemm(bk=64), _gemm(bn=32, bk=32, split=True))):
+                      (5, _gemm(bk=64), _gemm(bn=32, bk=32, split=True)),
+                      (5, _gemm(bn=4, bk=32, stages=1, prefetch=True), _gemm(bn=8, bk=32, stages=1, prefetch=True)),
+                      (2, _gemm(bk=64, stages=1, prefetch=True), _gemm(bk=32, stages=1, split=True, prefetch=True))):
         cfg = _direct(core, g1, g2)
         assert core.config_for(t) == cfg
         x, ids, w = routing(spec, t, seed + t)
@@ -108,7 +111,8 @@ def test_direct_options_and_edges(case):
     """EP (rank 1 of 2: an expert offset, the other rank's ids skipped by both GEMMs); a token with no slot on this
     rank (its output row is zeros, not left unwritten); llama4's routing weight on the input (the first GEMM's
     accumulator, not its output); K not a multiple of BLOCK_K (masked loads: H 96 for mxfp4, I 48 for nvfp4); an fp16
-    input (computed in bf16, returned in fp16)."""
+    input (computed in bf16, returned in fp16). Each with the K loops as written and with PREFETCH (the other rank's
+    slots then load nothing through masks instead of a branch)."""
     seed = fresh_seed()
     quant = FP4[seed % 2]
     kw = {"ep": 2, "rank": 1} if case in ("ep_rank", "no_local_slot") else {}
@@ -118,7 +122,6 @@ def test_direct_options_and_edges(case):
                    k=1 if case == "weight_on_input" else 2, limit=7.0 if case == "ep_rank" else None, **kw)
     layer = Fp4Layer(spec, seed)
     core, pw = core_for(spec, layer, apply_router_weight_on_input=case == "weight_on_input")
-    _direct(core, _gemm(bk=64), _gemm(bk=64, split=seed % 3 == 0))
     dtype = torch.float16 if case == "fp16_input" else torch.bfloat16
     x, ids, w = routing(spec, 3, seed, dtype=dtype)
     if case == "ep_rank":                        # one token on an expert of each rank
@@ -126,10 +129,14 @@ def test_direct_options_and_edges(case):
         ids[0] = torch.tensor([1, 6], dtype=ids.dtype)
     if case == "no_local_slot":                  # token 1 only on rank 0's experts
         ids[1] = torch.tensor([0, 3], dtype=ids.dtype)
-    out = core.forward(x, ids, w, pw)
-    check(spec, layer, x, ids, w, out, f"DIRECT {case} ({quant})", seed, on_input=case == "weight_on_input")
-    if case == "no_local_slot":
-        assert torch.equal(out[1], torch.zeros_like(out[1])), f"seed {seed}: {out[1]}"
+    for prefetch in (False, True):
+        _direct(core, _gemm(bk=64, stages=1 if prefetch else 2, prefetch=prefetch),
+                _gemm(bk=64, split=seed % 3 == 0, prefetch=prefetch))
+        out = core.forward(x, ids, w, pw)
+        what = f"DIRECT {case} ({quant}, PREFETCH {prefetch})"
+        check(spec, layer, x, ids, w, out, what, seed, on_input=case == "weight_on_input")
+        if case == "no_local_slot":
+            assert torch.equal(out[1], torch.zeros_like(out[1])), f"seed {seed}, {what}: {out[1]}"
     _counters_zero(core)
 
 
@@ -168,8 +175,9 @@ def _file(tmp_path: Path, fmt: str, cfg: dict) -> str:
 
 
 def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
-    """load_config_file keeps ``DIRECT: true`` in mxfp4 / nvfp4 files (BLOCK_M 1, GEMV without SPLIT_K in both GEMMs),
-    drops ``DIRECT: false``, and refuses the rest naming the file and the field."""
+    """load_config_file keeps ``DIRECT: true`` in mxfp4 / nvfp4 files (BLOCK_M 1, GEMV without SPLIT_K in both GEMMs;
+    PREFETCH and a BLOCK_N from 4 in its GEMMs), drops ``DIRECT: false``, and refuses the rest naming the file and the
+    field (PREFETCH or a BLOCK_N under 16 outside a DIRECT bucket among them)."""
     if not base.HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
@@ -180,6 +188,8 @@ def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
         split = {**good, "gemm2": {**g, "SPLIT_SLOTS": True}}
         assert K.load_config_file(_file(tmp_path, fmt, split))[1] == split
         assert "DIRECT" not in K.load_config_file(_file(tmp_path, fmt, {**good, "DIRECT": False}))[1]
+        small = {**good, "gemm1": _gemm(bn=4, bk=128, warps=2, stages=1, prefetch=True), "gemm2": {**g, "PREFETCH": True}}
+        assert K.load_config_file(_file(tmp_path, fmt, small))[1] == small
     mma = {k: v for k, v in g.items() if k != "GEMV"}
     bad = [("bf16", {**good, "gemm1": mma, "gemm2": mma, "BLOCK_M": 16}, "DIRECT is an option of packed-FP4 files"),
            ("mxfp4", {**good, "DIRECT": 1}, "DIRECT must be true or false, got 1"),
@@ -188,7 +198,11 @@ def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
            ("mxfp4", {**good, "BLOCK_M": 16, "gemm2": mma}, "needs BLOCK_M 1 and GEMV"),
            ("mxfp4", {**good, "gemm1": {**g, "SPLIT_SLOTS": True}}, "gemm1: SPLIT_SLOTS is a second-GEMM option"),
            ("nvfp4", {"BLOCK_M": 16, "gemm1": mma, "gemm2": {**mma, "SPLIT_SLOTS": True}}, "SPLIT_SLOTS is a second-GEMM"),
-           ("nvfp4", {**good, "gemm2": {**g, "SPLIT_SLOTS": "yes"}}, "SPLIT_SLOTS must be true or false")]
+           ("nvfp4", {**good, "gemm2": {**g, "SPLIT_SLOTS": "yes"}}, "SPLIT_SLOTS must be true or false"),
+           ("nvfp4", {**good, "DIRECT": False, "gemm2": {**g, "PREFETCH": True}}, "gemm2: PREFETCH is an option of"),
+           ("mxfp4", {**good, "DIRECT": False, "gemm1": {**g, "BLOCK_N": 8}}, "gemm1: BLOCK_N must be a power of two >= 16"),
+           ("mxfp4", {**good, "gemm1": {**g, "BLOCK_N": 2}}, "gemm1: BLOCK_N must be a power of two >= 4"),
+           ("nvfp4", {**good, "gemm2": {**g, "PREFETCH": 1}}, "PREFETCH must be true or false")]
     for fmt, cfg, msg in bad:
         path = _file(tmp_path, fmt, cfg)
         with pytest.raises(ValueError, match=msg) as exc:
@@ -220,13 +234,10 @@ def test_fp4_direct_gemm_refuses_what_it_cannot_run():
 
 # --- compiled for sm90 without a GPU -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model", list(base.REAL))
-def test_direct_kernels_compile_for_sm90(monkeypatch, model):
-    """Both direct GEMVs of a 1-token forward at the four checkpoints' real shapes, compiled for sm90 with the PTX
-    decode (a pipelined tile and an unpipelined one): no MMA instruction, no local-memory access in the main loop
-    (ptxas spills 4 bytes outside it for the second GEMM at some shapes), and the loop's instructions per weight under
-    7 for the first GEMM and 10 for the second (benchmarks/sass_loop.py; at 4 per weight the issue rate matches the
-    copy bandwidth: the measured times are in benchmarks/README.md)."""
+def _compile_direct(monkeypatch, model: str, configs) -> list[list[dict]]:
+    """Both direct GEMVs of a 1-token forward at ``model``'s real shapes compiled for sm90 with the PTX decode, for
+    each ``(gemm1, gemm2)`` of ``configs``: per pair, the two launches' ``sass_loop.compile_sm90`` results (with
+    ``kernel`` and ``loop``: the main loop's opcodes)."""
     helpers = base._sm90()
     if not helpers._ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
@@ -244,20 +255,53 @@ def test_direct_kernels_compile_for_sm90(monkeypatch, model):
     core = _tm().TritonMoeCore(spec, meta)
     w13, w2, scales = sass_loop._meta_weights(spec, quant, None)        # meta tensors of the checkpoint's shapes
     pw = core.prepare_weights(w13, w2, **scales)
-    for g in (_gemm(bk=256, warps=4, stages=1), _gemm(bk=256, warps=4, stages=2)):
-        _direct(core, g, {**g, "SPLIT_SLOTS": g["num_stages"] == 2})
+    out = []
+    for g1, g2 in configs:
+        _direct(core, g1, g2)
         done.clear()
         core.forward(torch.empty(1, h, dtype=torch.bfloat16, device=meta), torch.empty(1, k, dtype=torch.int32, device=meta),
                      torch.empty(1, k, device=meta), pw)
         assert [d["kernel"] for d in done] == ["_fp4_direct_kernel"] * 2, done
-        for d, limit in zip(done, (7, 10), strict=True):
+        out.append([{**d, "loop": sass_loop.main_loop(d["cubin"])} for d in done])
+    return out
+
+
+@pytest.mark.parametrize("model", list(base.REAL))
+def test_direct_kernels_compile_for_sm90(monkeypatch, model):
+    """Both direct GEMVs of a 1-token forward at the four checkpoints' real shapes, compiled for sm90 with the PTX
+    decode, at the search's first candidate (``tune_triton_moe.direct_candidates``) with and without PREFETCH, the
+    second GEMM also split per slot: no MMA instruction, no CTA barrier and no local-memory access in the main loop
+    (ptxas spills a few bytes outside it for the second GEMM at some shapes), and the loop's instructions per weight
+    under 7 for the first GEMM and 12 for the second (16 with PREFETCH, whose flattened slot and K loop computes its
+    expert and addresses per tile) (benchmarks/sass_loop.py; at 4 per weight the issue rate matches the copy bandwidth:
+    the measured times are in benchmarks/README.md)."""
+    sys.path.insert(0, str(base.ROOT / "benchmarks"))
+    import tune_triton_moe as tune
+
+    group = _tm().FP4_GROUP[base.REAL_FORMATS[model]]
+    c = tune.direct_candidates(group)[0]
+    pairs = [(tune.direct_gemm(c, prefetch=p), tune.direct_gemm(c, split=p, prefetch=p)) for p in (False, True)]
+    for (g1, g2), done in zip(pairs, _compile_direct(monkeypatch, model, pairs), strict=True):
+        for d, g, limit in zip(done, (g1, g2), (7, 16 if g2.get("PREFETCH") else 12), strict=True):
             kw_ = d["kwargs"]
-            assert kw_["FP4_ASM"] is True and kw_["SUM_TOPK"] is (limit == 10), kw_
-            loop = sass_loop.main_loop(d["cubin"])
-            ptx_mma = any(op.startswith(("HMMA", "HGMMA")) for op in loop)
-            per_weight = len(loop) / (g["BLOCK_N"] * g["BLOCK_K"] * (2 if kw_["GATED"] else 1) / (32 * g["num_warps"]))
-            assert not ptx_mma and not {"LDL", "STL"} & {op.split(".")[0] for op in loop}, (model, g, loop)
+            assert kw_["FP4_ASM"] is True and kw_["SUM_TOPK"] is (g is g2) and kw_["PREFETCH"] is bool(g.get("PREFETCH"))
+            ops = {op.split(".")[0] for op in d["loop"]}
+            per_weight = len(d["loop"]) / (g["BLOCK_N"] * g["BLOCK_K"] * (2 if kw_["GATED"] else 1) / (32 * g["num_warps"]))
+            assert not ops & {"HMMA", "HGMMA", "BAR", "LDL", "STL"}, (model, g, d["loop"])
             assert d["spill"] <= 16 and per_weight < limit, (model, g, d["spill"], per_weight)
+
+
+def test_direct_scale_tile_rule(monkeypatch):
+    """The rule ``tune_triton_moe.direct_candidates`` follows, on gpt-oss-20b's first GEMM compiled for sm90: with a
+    scale tile ``[BLOCK_N, BLOCK_K / 32]`` of fewer elements than the CTA's threads the main loop has no CTA barrier;
+    at as many (16 x 8 = 128 at 4 warps: the first search's candidate, 1.3-5x slower than the sorted path on an H200)
+    Triton converts the scales through shared memory, with barriers in the loop. If a Triton upgrade removes the
+    second, the rule (and this test) can go."""
+    g = {"GROUP_M": 1, "num_warps": 4, "num_stages": 1, "GEMV": True}
+    pairs = [({**g, "BLOCK_N": bn, "BLOCK_K": 256}, {**g, "BLOCK_N": 8, "BLOCK_K": 256}) for bn in (8, 16)]
+    (below, _), (at, _) = _compile_direct(monkeypatch, "gpt-oss-20b", pairs)
+    assert not any(op.startswith("BAR") for op in below["loop"]), below["loop"]
+    assert sum(op.startswith("BAR") for op in at["loop"]) >= 2, at["loop"]
 
 
 # --- GPU -------------------------------------------------------------------------------------------------------------
@@ -265,9 +309,9 @@ def test_direct_kernels_compile_for_sm90(monkeypatch, model):
 @pytest.mark.parametrize("model", list(base.REAL))
 @base.gpu_test
 def test_gpu_direct_real_layers_graph_replay_equals_eager(model):
-    """The four checkpoints' layers at their real shapes with DIRECT forced (PTX decode), 1, 2 and 8 tokens, two tile
-    shapes (the second with SPLIT_SLOTS): within tolerance of the float64 reference on every token, the portable
-    decode bit-equal to the PTX one, three CUDA-graph replays with fresh inputs copied in equal to eager (the
+    """The four checkpoints' layers at their real shapes with DIRECT forced (PTX decode), 1, 2 and 8 tokens, three
+    tile shapes (the second with SPLIT_SLOTS, the third with PREFETCH in both and SPLIT_SLOTS): within tolerance of
+    the float64 reference on every token, the portable decode bit-equal to the PTX one, three CUDA-graph replays with fresh inputs copied in equal to eager (the
     split's counters reset themselves between them), and the counters back at zero."""
     e, k, h, i, act = base.REAL[model]
     spec, layer, seed = base.gpu_layer(base.REAL_FORMATS[model], act, e=e, k=k, h=h, i=i)
@@ -275,7 +319,9 @@ def test_gpu_direct_real_layers_graph_replay_equals_eager(model):
     port, ppw = core_for(spec, layer, "cuda", warmup=False, fp4_decode="portable")
     assert core.fp4_asm and not port.fp4_asm
     for g1, g2 in ((_gemm(bk=256, warps=4, stages=2), _gemm(bn=32, bk=128, warps=4, stages=3)),
-                   (_gemm(bn=8, bk=512, warps=2, stages=1), _gemm(bk=256, warps=8, stages=2, split=True))):
+                   (_gemm(bn=8, bk=512, warps=2, stages=1), _gemm(bk=256, warps=8, stages=2, split=True)),
+                   (_gemm(bn=8, bk=128, warps=4, stages=1, prefetch=True),
+                    _gemm(bn=4, bk=256, warps=2, stages=1, split=True, prefetch=True))):
         _direct(core, g1, g2)
         _direct(port, g1, g2)
         for t in (1, 2, 8):
