@@ -706,6 +706,15 @@ def _gemv_rows(acc, acc_u, w, wu, a_ptr, a_row, row_ok, k0, K, stride_am, GATED:
 
 
 @triton.jit
+def _gemv_a1(a1_ptrs, kb, a1_ok, offs_k, K, EVEN_K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The one A row of a ``BLOCK_M`` 1 GEMV block, K tile ``kb``, as float32 ``[BLOCK_K]`` (zeros past ``K`` and where
+    ``a1_ok`` is false: a block without a real row)."""
+    if EVEN_K:
+        return tl.load(a1_ptrs + kb * BLOCK_K, mask=a1_ok, other=0.0).to(tl.float32)
+    return tl.load(a1_ptrs + kb * BLOCK_K, mask=a1_ok & (offs_k < K - kb * BLOCK_K), other=0.0).to(tl.float32)
+
+
+@triton.jit
 def _moe_gemm_tile(
         pid, pid_k, num_pid_m, num_pid_n,
         a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr,
@@ -719,7 +728,7 @@ def _moe_gemm_tile(
         HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
-        GEMV: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
+        GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
         B_DESC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """Output tile ``pid`` (of ``num_pid_m x num_pid_n``; split ``pid_k`` with SPLIT_MODE 1) of
     :func:`_moe_gemm_kernel`, whose docstring says what each argument is."""
@@ -812,32 +821,53 @@ def _moe_gemm_tile(
                     acc2u = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
                 a1_ptrs = a_ptr + tl.sum(a_row) * stride_am + offs_k
                 a1_ok = (offs_k < BLOCK_K) & (tl.sum(row_ok.to(tl.int32)) > 0)
-            for kb in range(kb0, kb1):
-                q, qs, qu, qsu = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K - kb * BLOCK_K, offs_kh, offs_g,
-                                            EVEN_K, GATED, SCALE_GROUP)
-                w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
+            if PREFETCH:                     # BLOCK_M 1: tile kb + 1's loads issued before tile kb's FMAs
+                kf = tl.minimum(kb0, num_kt - 1)      # (a split with no K tile: loads in range, no iteration)
+                qo = (BLOCK_K // 2) * stride_bk
+                so = (BLOCK_K // SCALE_GROUP) * stride_sk
+                q, qs, qu, qsu = _fp4_loads(q_ptrs + (kf - kb0) * qo, qs_ptrs + (kf - kb0) * so, qu_ptrs + (kf - kb0) * qo,
+                                            qsu_ptrs + (kf - kb0) * so, K - kf * BLOCK_K, offs_kh, offs_g, EVEN_K, GATED,
+                                            SCALE_GROUP)
+                w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM)
+                wu = w
                 if GATED:
-                    wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
-                if BLOCK_M == 1:
-                    if EVEN_K:
-                        a1 = tl.load(a1_ptrs + kb * BLOCK_K, mask=a1_ok, other=0.0).to(tl.float32)
-                    else:
-                        a1 = tl.load(a1_ptrs + kb * BLOCK_K, mask=a1_ok & (offs_k < K - kb * BLOCK_K), other=0.0)
-                        a1 = a1.to(tl.float32)
-                    acc2 += w * a1[None, :]
+                    wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM)
+                a1 = _gemv_a1(a1_ptrs, kf, a1_ok, offs_k, K, EVEN_K, BLOCK_K)
+                for kb in range(kb0, kb1):
+                    kn = tl.minimum(kb + 1, kb1 - 1)
+                    d = kn - kb0
+                    qn, qsn, qun, qsun = _fp4_loads(q_ptrs + d * qo, qs_ptrs + d * so, qu_ptrs + d * qo, qsu_ptrs + d * so,
+                                                    K - kn * BLOCK_K, offs_kh, offs_g, EVEN_K, GATED, SCALE_GROUP)
+                    a1n = _gemv_a1(a1_ptrs, kn, a1_ok, offs_k, K, EVEN_K, BLOCK_K)
+                    acc2 += w.to(tl.float32) * a1[None, :]
                     if GATED:
-                        acc2u += wu * a1[None, :]
-                elif GATED:
-                    acc, acc_u = _gemv_rows(acc, acc_u, w, wu, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
-                                            True, EVEN_K, BLOCK_M, BLOCK_K)
-                else:
-                    acc, _ = _gemv_rows(acc, acc, w, w, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
-                                        False, EVEN_K, BLOCK_M, BLOCK_K)
-                q_ptrs += (BLOCK_K // 2) * stride_bk
-                qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
-                if GATED:
-                    qu_ptrs += (BLOCK_K // 2) * stride_bk
-                    qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+                        acc2u += wu.to(tl.float32) * a1[None, :]
+                        wu = _fp4_tile(qun, qsun, W_MODE, SCALE_GROUP, FP4_ASM)
+                    w = _fp4_tile(qn, qsn, W_MODE, SCALE_GROUP, FP4_ASM)
+                    a1 = a1n
+            else:
+                for kb in range(kb0, kb1):
+                    q, qs, qu, qsu = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K - kb * BLOCK_K, offs_kh, offs_g,
+                                                EVEN_K, GATED, SCALE_GROUP)
+                    w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
+                    if GATED:
+                        wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
+                    if BLOCK_M == 1:
+                        a1 = _gemv_a1(a1_ptrs, kb, a1_ok, offs_k, K, EVEN_K, BLOCK_K)
+                        acc2 += w * a1[None, :]
+                        if GATED:
+                            acc2u += wu * a1[None, :]
+                    elif GATED:
+                        acc, acc_u = _gemv_rows(acc, acc_u, w, wu, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
+                                                True, EVEN_K, BLOCK_M, BLOCK_K)
+                    else:
+                        acc, _ = _gemv_rows(acc, acc, w, w, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
+                                            False, EVEN_K, BLOCK_M, BLOCK_K)
+                    q_ptrs += (BLOCK_K // 2) * stride_bk
+                    qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
+                    if GATED:
+                        qu_ptrs += (BLOCK_K // 2) * stride_bk
+                        qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
             if BLOCK_M == 1:
                 acc = tl.reshape(tl.sum(acc2, 1), (1, BLOCK_N))
                 if GATED:
@@ -1048,7 +1078,7 @@ def _moe_gemm_kernel(
         HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
-        GEMV: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
+        GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
         B_DESC: tl.constexpr, PERSISTENT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
@@ -1067,7 +1097,8 @@ def _moe_gemm_kernel(
     BLOCK_K]`` stay in registers and each real row of the block (rows past the block's slots are skipped) gets
     ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows; at
     ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
-    so the loop holds no cross-thread reduction). SPLIT_MODE
+    so the loop holds no cross-thread reduction; PREFETCH, at ``BLOCK_M`` 1: a register double buffer, the next K
+    tile's weights, scales and A row loaded before this tile's FMAs and decoded after them). SPLIT_MODE
     (GEMV): 0 one program per output tile; 1 split-K: ``SPLIT_K`` programs per output tile, each over its share of
     the K tiles, store float32 partial sums (gate then up columns) at ``ws[split, sorted row, column]`` and skip
     the epilogue; 2 the reduction: sums the ``SPLIT_K`` partials in a fixed order (deterministic) and runs the
@@ -1107,7 +1138,7 @@ def _moe_gemm_kernel(
                            stride_bias_e, stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk,
                            stride_wsm, group_k, group_n, swiglu_limit, A_GATHER, C_BY_SLOT, GATED, ACT, MUL_WEIGHT,
                            W_MODE, A_SCALE, C_AMAX, HAS_ZERO, ZERO_DEFAULT, Q_GROUP, GROUP_TILE, EVEN_K, HAS_BIAS,
-                           BIAS_BEFORE_WEIGHT, SCALE_GROUP, FP4_ASM, SWAP_AB, GEMV, SPLIT_MODE, SPLIT_K, A_FP8, B_DESC,
+                           BIAS_BEFORE_WEIGHT, SCALE_GROUP, FP4_ASM, SWAP_AB, GEMV, PREFETCH, SPLIT_MODE, SPLIT_K, A_FP8, B_DESC,
                            BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         if pid >= num_pid_m * num_pid_n:
@@ -1118,7 +1149,7 @@ def _moe_gemm_kernel(
                        stride_bias_e, stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk, stride_wsm,
                        group_k, group_n, swiglu_limit, A_GATHER, C_BY_SLOT, GATED, ACT, MUL_WEIGHT, W_MODE, A_SCALE,
                        C_AMAX, HAS_ZERO, ZERO_DEFAULT, Q_GROUP, GROUP_TILE, EVEN_K, HAS_BIAS, BIAS_BEFORE_WEIGHT,
-                       SCALE_GROUP, FP4_ASM, SWAP_AB, GEMV, SPLIT_MODE, SPLIT_K, A_FP8, B_DESC, BLOCK_M, BLOCK_N,
+                       SCALE_GROUP, FP4_ASM, SWAP_AB, GEMV, PREFETCH, SPLIT_MODE, SPLIT_K, A_FP8, B_DESC, BLOCK_M, BLOCK_N,
                        BLOCK_K, GROUP_M)
 
 
@@ -1159,7 +1190,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     block in registers), with ``SPLIT_K`` (optional, default 1): that many programs per output tile over the K
     tiles, writing float32 partial sums to a workspace ``[SPLIT_K, rows, N_b]`` (allocated here), then a second
     launch of the same kernel sums them in a fixed order and runs the epilogue (``BLOCK_N``
-    :data:`GEMV_REDUCE_BLOCK_N`, 4 warps). Raises ValueError for GEMV on
+    :data:`GEMV_REDUCE_BLOCK_N`, 4 warps), and ``PREFETCH`` (optional, ``BLOCK_M`` 1): the next K tile's loads issued
+    before this tile's FMAs (a register double buffer; the same sums in the same order). Raises ValueError for GEMV on
     another format, GEMV with SWAP_AB, SPLIT_K without GEMV, or a ``BLOCK_M`` below 16 without GEMV. Config ``TMA``
     (weight modes :data:`TMA_W_MODES`: 16-bit and FP8): the weight tiles are loaded through a TMA tensor descriptor
     built here over ``b`` viewed ``[E * N_b, K]`` (``triton.tools.tensor_descriptor.TensorDescriptor``; a CUDA-graph
@@ -1205,6 +1237,10 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     if c_amax_mode == 3 and bn % group_k:
         raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
                          f"must be a multiple of {group_k}, got {bn}")
+    prefetch = bool(config.get("PREFETCH"))
+    if prefetch and not (gemv and bm == 1):
+        raise ValueError(f"PREFETCH (the next K tile's loads before this one's FMAs) is an option of the GEMV mode at "
+                         f"BLOCK_M 1, not of {'GEMV at BLOCK_M ' + str(bm) if gemv else 'the MMA tiles'}")
     persistent = config.get("PERSISTENT", 0)
     if persistent and (gemv or split_k > 1):
         raise ValueError("PERSISTENT (programs looping over the output tiles) is an option of the MMA tiles, not of "
@@ -1248,7 +1284,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
-        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, A_FP8=a_fp8, B_DESC=tma,
+        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
         BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if split_k == 1:
         return moe_gemm_kernel.launch((num_progs if persistent else grid[0],), dev, *args, **consts, SPLIT_MODE=0,
@@ -1990,8 +2026,8 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH"):
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
-    if c.get("PREFETCH") and not direct:
-        raise ValueError(f"{where}: PREFETCH is an option of the GEMMs of DIRECT buckets")
+    if c.get("PREFETCH") and not (direct or c.get("GEMV")):
+        raise ValueError(f"{where}: PREFETCH is an option of the GEMV mode (at BLOCK_M 1) and of DIRECT buckets' GEMMs")
     if "PERSISTENT" in c:
         v = c["PERSISTENT"]
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 4:
@@ -2065,6 +2101,10 @@ def load_config_file(path: str) -> dict[int, dict]:
             raise ValueError(f"{where}: BLOCK_M must be one of 16, 32, 64, 128, 256 (or {', '.join(map(str, GEMV_BLOCK_MS))} "
                              f"with GEMV)")
         is_direct = cfg.get("DIRECT") is True
+        for g in ("gemm1", "gemm2"):
+            if isinstance(cfg.get(g), dict) and cfg[g].get("PREFETCH") is True and cfg[g].get("GEMV") \
+                    and cfg.get("BLOCK_M") != 1:
+                raise ValueError(f"{where}.{g}: PREFETCH in the GEMV mode needs BLOCK_M 1, got {cfg.get('BLOCK_M')!r}")
         out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"],
                          "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1", is_direct),
                          "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2", is_direct)}

@@ -177,7 +177,7 @@ def _file(tmp_path: Path, fmt: str, cfg: dict) -> str:
 def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
     """load_config_file keeps ``DIRECT: true`` in mxfp4 / nvfp4 files (BLOCK_M 1, GEMV without SPLIT_K in both GEMMs;
     PREFETCH and a BLOCK_N from 4 in its GEMMs), drops ``DIRECT: false``, and refuses the rest naming the file and the
-    field (PREFETCH or a BLOCK_N under 16 outside a DIRECT bucket among them)."""
+    field (PREFETCH on MMA tiles or on GEMV above BLOCK_M 1, a BLOCK_N under 16 outside a DIRECT bucket among them)."""
     if not base.HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
@@ -199,7 +199,9 @@ def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
            ("mxfp4", {**good, "gemm1": {**g, "SPLIT_SLOTS": True}}, "gemm1: SPLIT_SLOTS is a second-GEMM option"),
            ("nvfp4", {"BLOCK_M": 16, "gemm1": mma, "gemm2": {**mma, "SPLIT_SLOTS": True}}, "SPLIT_SLOTS is a second-GEMM"),
            ("nvfp4", {**good, "gemm2": {**g, "SPLIT_SLOTS": "yes"}}, "SPLIT_SLOTS must be true or false"),
-           ("nvfp4", {**good, "DIRECT": False, "gemm2": {**g, "PREFETCH": True}}, "gemm2: PREFETCH is an option of"),
+           ("nvfp4", {"BLOCK_M": 16, "gemm1": mma, "gemm2": {**mma, "PREFETCH": True}}, "gemm2: PREFETCH is an option of"),
+           ("mxfp4", {**good, "DIRECT": False, "BLOCK_M": 2, "gemm1": {**g, "PREFETCH": True}},
+            "gemm1: PREFETCH in the GEMV mode needs BLOCK_M 1"),
            ("mxfp4", {**good, "DIRECT": False, "gemm1": {**g, "BLOCK_N": 8}}, "gemm1: BLOCK_N must be a power of two >= 16"),
            ("mxfp4", {**good, "gemm1": {**g, "BLOCK_N": 2}}, "gemm1: BLOCK_N must be a power of two >= 4"),
            ("nvfp4", {**good, "gemm2": {**g, "PREFETCH": 1}}, "PREFETCH must be true or false")]

@@ -203,9 +203,33 @@ def test_config_files_take_gemv_for_fp4_only(tmp_path):
         assert str(exc.value).startswith(path), exc.value
 
 
+@pytest.mark.parametrize("quant", FP4)
+@interp
+def test_gemv_prefetch_is_the_loop_as_written_bit_for_bit(quant):
+    """PREFETCH (BLOCK_M 1: the next K tile loaded before this tile's FMAs) gives the layer's output bit for bit as the
+    loop as written (the same products summed in the same order), gated (swiglu_oai with biases) and not (relu2), with
+    split-K off, on, and with more splits than K tiles (splits with no tile: the prefetch's loads stay in range), and K
+    not a multiple of BLOCK_K (H 96); within the tolerance of the float64 reference."""
+    seed = fresh_seed()
+    for act in ("swiglu_oai", "relu2"):
+        spec = spec_of(quant, act, h=96, limit=2.5 if act == "swiglu_oai" else None)
+        layer = Fp4Layer(spec, seed)
+        core, pw = core_for(spec, layer)
+        x, ids, w = routing(spec, 1, seed + 1)
+        for over in ({"BLOCK_K": 32}, {"BLOCK_K": 32, "SPLIT_K": 2}, {"BLOCK_K": 64, "SPLIT_K": 4}):
+            _gemv_table(core, 1, **over)
+            want = core.forward(x, ids, w, pw)
+            cfg = _gemv_table(core, 1, **over, PREFETCH=True)
+            assert cfg["gemm1"]["PREFETCH"] and cfg["gemm2"]["PREFETCH"]
+            got = core.forward(x, ids, w, pw)
+            what = f"GEMV PREFETCH {quant} {act} {over} (seed {seed})"
+            assert torch.equal(got, want), what
+            check(spec, layer, x, ids, w, got, what, seed)
+
+
 def test_moe_gemm_refuses_gemv_misuse():
     """moe_gemm's own checks (before any launch): GEMV on a non-FP4 weight mode, GEMV with SWAP_AB, SPLIT_K without
-    GEMV, BLOCK_M below 16 without GEMV, GEMV above 16 rows."""
+    GEMV, BLOCK_M below 16 without GEMV, GEMV above 16 rows, PREFETCH outside the GEMV mode at BLOCK_M 1."""
     if not base.HAS_TRITON:
         pytest.skip("triton not installed")
     K = _K()
@@ -219,7 +243,9 @@ def test_moe_gemm_refuses_gemv_misuse():
     mma = {k: v for k, v in g.items() if k != "GEMV"}
     for w_mode, bm, cfg, msg in ((0, 4, g, "GEMV is an option of packed-FP4 weights"), (6, 4, {**g, "SWAP_AB": True}, "exclude"),
                                  (6, 16, {**mma, "SPLIT_K": 2}, "GEMV mode only"), (6, 4, mma, "below the MMA tile's 16 rows"),
-                                 (6, 32, g, "at most 16"), (6, 4, {**g, "SPLIT_K": 0}, "positive split")):
+                                 (6, 32, g, "at most 16"), (6, 4, {**g, "SPLIT_K": 0}, "positive split"),
+                                 (6, 4, {**g, "PREFETCH": True}, "GEMV mode at BLOCK_M 1, not of GEMV at BLOCK_M 4"),
+                                 (6, 16, {**mma, "PREFETCH": True}, "not of the MMA tiles")):
         with pytest.raises(ValueError, match=msg):
             K.moe_gemm(a, b, c, align(bm), top_k=1, n_out=64, gather=False, by_slot=False, w_mode=w_mode, group_k=32,
                        config=cfg)
