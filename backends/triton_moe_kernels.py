@@ -381,22 +381,6 @@ class Alignment:
         self.rows, self.max_blocks, self.block_m, self.num_slots = rows, max_blocks, block_m, num_slots
 
 
-#: Streaming multiprocessors the interpreter pretends to have (PERSISTENT: a few, so programs loop over several tiles)
-INTERPRETER_SMS = 2
-
-
-def num_sms(device: torch.device) -> int:
-    """The SM count of ``device`` (CUDA, cached), or :data:`INTERPRETER_SMS` on another device (the interpreter)."""
-    if device.type != "cuda":
-        return INTERPRETER_SMS
-    return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
-
-
-@functools.lru_cache(maxsize=None)
-def _cuda_sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def _pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
@@ -714,9 +698,7 @@ def _gemv_a1(a1_ptrs, kb, a1_ok, offs_k, K, EVEN_K: tl.constexpr, BLOCK_K: tl.co
     return tl.load(a1_ptrs + kb * BLOCK_K, mask=a1_ok & (offs_k < K - kb * BLOCK_K), other=0.0).to(tl.float32)
 
 
-@triton.jit
-def _moe_gemm_tile(
-        pid, pid_k, num_pid_m, num_pid_n,
+def _moe_gemm_kernel(
         a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr,
         sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr,
         num_slots, top_k, N, K, n_up,
@@ -730,8 +712,52 @@ def _moe_gemm_tile(
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
         GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
         B_DESC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """Output tile ``pid`` (of ``num_pid_m x num_pid_n``; split ``pid_k`` with SPLIT_MODE 1) of
-    :func:`_moe_gemm_kernel`, whose docstring says what each argument is."""
+    """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
+
+    Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
+    sorted row; C row = slot (C_BY_SLOT) or the sorted row. ``B [E, rows, K]`` (int4: ``K/2`` bytes per
+    row); GATED reads the up rows at ``n_up + n`` and keeps two accumulators. W_MODE: 0 16-bit, 1 fp8
+    per-expert scale, 2 fp8 per-row scale, 3 fp8 block scales (``[group_n, group_k]`` blocks, BLOCK_K ==
+    group_k), 4 int4, 5 int8 (groups of ``group_k`` along K, zero points; GROUP_TILE: ``BLOCK_K`` divides
+    ``group_k``, so one scale per column and K tile, else one per element), 6 mxfp4, 7 nvfp4 (packed e2m1 ``B
+    [E, rows, K/2]`` uint8, one scale byte per ``SCALE_GROUP`` elements along K, ``scale [E, rows,
+    K/SCALE_GROUP]`` uint8: e8m0 (6) or e4m3 bits (7); 7 also multiplies the float32 accumulators by the
+    expert's global scale ``b_gscale[e]``; :func:`_fp4_tile` decodes, FP4_ASM picks its GPU or portable
+    code; SWAP_AB computes the transposed tile ``B[e] @ A.T`` so the weight tile is the MMA's M operand,
+    for small ``BLOCK_M``; GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
+    BLOCK_K]`` stay in registers and each real row of the block (rows past the block's slots are skipped) gets
+    ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows; at
+    ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
+    so the loop holds no cross-thread reduction; PREFETCH, at ``BLOCK_M`` 1: a register double buffer, the next K
+    tile's weights, scales and A row loaded before this tile's FMAs and decoded after them). SPLIT_MODE
+    (GEMV): 0 one program per output tile; 1 split-K: ``SPLIT_K`` programs per output tile, each over its share of
+    the K tiles, store float32 partial sums (gate then up columns) at ``ws[split, sorted row, column]`` and skip
+    the epilogue; 2 the reduction: sums the ``SPLIT_K`` partials in a fixed order (deterministic) and runs the
+    epilogue (global scale, biases, weight, activation, store). A_SCALE: 1 A quantized in the
+    kernel from a per-row amax at ``a_amax[A row]``, 2 from one amax ``a_amax[0]`` (W_MODE 1, 2); 3 A is
+    e4m3 already with one scale per row and K tile at ``a_amax[A row * stride_asm + k tile]`` (W_MODE 3).
+    A_FP8 (A_SCALE 1, 2): A is e4m3 already, quantized by :func:`row_quant` with the same multiplier
+    (``448 / amax``) the main loop would apply, so the dot reads both operands as stored (no conversion in
+    the loop) and the epilogue's dequantization is unchanged: the same result, bit for bit.
+    C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
+    stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
+    stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
+        4 swiglu_oai. HAS_BIAS: ``bias [E, N_b]`` float32 (expert biases) added to the tile in float32 after the
+    dequantization, before (BIAS_BEFORE_WEIGHT, the second GEMM) or after (the first GEMM, where the weight
+    only ever scales the input) the routing weight, and before the activation. EVEN_K: ``K % BLOCK_K == 0``, so the main loop loads without K masks (weight rows past ``N``
+    are read modulo ``N``, their results never stored). Output columns are indexed without a clamp so
+    that the epilogue's stores are vector stores: with a clamped (``where``) index Triton cannot prove
+    them contiguous and stores element by element, which cost about ten times the GEMM's own time at
+    8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md)."""
+    pid = tl.program_id(0)
+    if SPLIT_MODE == 1:
+        pid_k = pid % SPLIT_K
+        pid = pid // SPLIT_K
+    num_rows = tl.load(num_rows_ptr)
+    num_pid_m = tl.cdiv(num_rows, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    if pid >= num_pid_m * num_pid_n:
+        return
     in_group = GROUP_M * num_pid_n
     first_m = (pid // in_group) * GROUP_M
     size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
@@ -1066,94 +1092,7 @@ def _moe_gemm_tile(
         tl.store(c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-def _moe_gemm_kernel(
-        a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr,
-        sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr,
-        num_slots, top_k, N, K, n_up,
-        stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e,
-        stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk, stride_wsm,
-        group_k, group_n, swiglu_limit, num_progs,
-        A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr,
-        MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
-        HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
-        EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
-        SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
-        GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
-        B_DESC: tl.constexpr, PERSISTENT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
-
-    Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
-    sorted row; C row = slot (C_BY_SLOT) or the sorted row. ``B [E, rows, K]`` (int4: ``K/2`` bytes per
-    row); GATED reads the up rows at ``n_up + n`` and keeps two accumulators. W_MODE: 0 16-bit, 1 fp8
-    per-expert scale, 2 fp8 per-row scale, 3 fp8 block scales (``[group_n, group_k]`` blocks, BLOCK_K ==
-    group_k), 4 int4, 5 int8 (groups of ``group_k`` along K, zero points; GROUP_TILE: ``BLOCK_K`` divides
-    ``group_k``, so one scale per column and K tile, else one per element), 6 mxfp4, 7 nvfp4 (packed e2m1 ``B
-    [E, rows, K/2]`` uint8, one scale byte per ``SCALE_GROUP`` elements along K, ``scale [E, rows,
-    K/SCALE_GROUP]`` uint8: e8m0 (6) or e4m3 bits (7); 7 also multiplies the float32 accumulators by the
-    expert's global scale ``b_gscale[e]``; :func:`_fp4_tile` decodes, FP4_ASM picks its GPU or portable
-    code; SWAP_AB computes the transposed tile ``B[e] @ A.T`` so the weight tile is the MMA's M operand,
-    for small ``BLOCK_M``; GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
-    BLOCK_K]`` stay in registers and each real row of the block (rows past the block's slots are skipped) gets
-    ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows; at
-    ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
-    so the loop holds no cross-thread reduction; PREFETCH, at ``BLOCK_M`` 1: a register double buffer, the next K
-    tile's weights, scales and A row loaded before this tile's FMAs and decoded after them). SPLIT_MODE
-    (GEMV): 0 one program per output tile; 1 split-K: ``SPLIT_K`` programs per output tile, each over its share of
-    the K tiles, store float32 partial sums (gate then up columns) at ``ws[split, sorted row, column]`` and skip
-    the epilogue; 2 the reduction: sums the ``SPLIT_K`` partials in a fixed order (deterministic) and runs the
-    epilogue (global scale, biases, weight, activation, store). A_SCALE: 1 A quantized in the
-    kernel from a per-row amax at ``a_amax[A row]``, 2 from one amax ``a_amax[0]`` (W_MODE 1, 2); 3 A is
-    e4m3 already with one scale per row and K tile at ``a_amax[A row * stride_asm + k tile]`` (W_MODE 3).
-    A_FP8 (A_SCALE 1, 2): A is e4m3 already, quantized by :func:`row_quant` with the same multiplier
-    (``448 / amax``) the main loop would apply, so the dot reads both operands as stored (no conversion in
-    the loop) and the epilogue's dequantization is unchanged: the same result, bit for bit.
-    PERSISTENT (``num_progs`` programs, at most the tile count): each program loops over the output tiles
-    ``pid, pid + num_progs, ...`` (the tile count from ``num_rows``, on the device) in one flattened loop (``tl.range``
-    ``flatten``), so Triton's pipeline issues the next tile's first loads during this tile's last K steps and epilogue;
-    the same tile computation, so the same result bit for bit. Else one program per tile (``num_progs`` unused).
-    C_AMAX: 1 atomic max of |C| per C row into ``c_amax``, 2 over the tile into ``c_amax[0]``; 3 C is
-    stored as e4m3 with one scale per row and group of ``Q_GROUP`` columns at ``c_amax[C row *
-    stride_csm + group]`` (needs ``BLOCK_N % Q_GROUP == 0``). ACT: 0 none, 1 silu, 2 gelu (erf), 3 relu2,
-        4 swiglu_oai. HAS_BIAS: ``bias [E, N_b]`` float32 (expert biases) added to the tile in float32 after the
-    dequantization, before (BIAS_BEFORE_WEIGHT, the second GEMM) or after (the first GEMM, where the weight
-    only ever scales the input) the routing weight, and before the activation. EVEN_K: ``K % BLOCK_K == 0``, so the main loop loads without K masks (weight rows past ``N``
-    are read modulo ``N``, their results never stored). Output columns are indexed without a clamp so
-    that the epilogue's stores are vector stores: with a clamped (``where``) index Triton cannot prove
-    them contiguous and stores element by element, which cost about ten times the GEMM's own time at
-    8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md)."""
-    pid = tl.program_id(0)
-    pid_k = 0
-    if SPLIT_MODE == 1:
-        pid_k = pid % SPLIT_K
-        pid = pid // SPLIT_K
-    num_rows = tl.load(num_rows_ptr)
-    num_pid_m = tl.cdiv(num_rows, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    if PERSISTENT:   # num_progs programs over the tiles; one flattened loop, so the next tile's loads overlap this one's
-        for tile in tl.range(pid, num_pid_m * num_pid_n, num_progs, flatten=True):
-            _moe_gemm_tile(tile, pid_k, num_pid_m, num_pid_n, a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr,
-                           b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr,
-                           ws_ptr, num_slots, top_k, N, K, n_up, stride_am, stride_be, stride_bn, stride_bk, stride_cm,
-                           stride_bias_e, stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk,
-                           stride_wsm, group_k, group_n, swiglu_limit, A_GATHER, C_BY_SLOT, GATED, ACT, MUL_WEIGHT,
-                           W_MODE, A_SCALE, C_AMAX, HAS_ZERO, ZERO_DEFAULT, Q_GROUP, GROUP_TILE, EVEN_K, HAS_BIAS,
-                           BIAS_BEFORE_WEIGHT, SCALE_GROUP, FP4_ASM, SWAP_AB, GEMV, PREFETCH, SPLIT_MODE, SPLIT_K, A_FP8, B_DESC,
-                           BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
-    else:
-        if pid >= num_pid_m * num_pid_n:
-            return
-        _moe_gemm_tile(pid, pid_k, num_pid_m, num_pid_n, a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr,
-                       b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr,
-                       ws_ptr, num_slots, top_k, N, K, n_up, stride_am, stride_be, stride_bn, stride_bk, stride_cm,
-                       stride_bias_e, stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk, stride_wsm,
-                       group_k, group_n, swiglu_limit, A_GATHER, C_BY_SLOT, GATED, ACT, MUL_WEIGHT, W_MODE, A_SCALE,
-                       C_AMAX, HAS_ZERO, ZERO_DEFAULT, Q_GROUP, GROUP_TILE, EVEN_K, HAS_BIAS, BIAS_BEFORE_WEIGHT,
-                       SCALE_GROUP, FP4_ASM, SWAP_AB, GEMV, PREFETCH, SPLIT_MODE, SPLIT_K, A_FP8, B_DESC, BLOCK_M, BLOCK_N,
-                       BLOCK_K, GROUP_M)
-
-
-moe_gemm_kernel = _kernel(do_not_specialize=["num_slots", "num_progs"])(_moe_gemm_kernel)
+moe_gemm_kernel = _kernel(do_not_specialize=["num_slots"])(_moe_gemm_kernel)
 
 
 def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment, *, top_k: int, n_out: int,
@@ -1196,9 +1135,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     (weight modes :data:`TMA_W_MODES`: 16-bit and FP8): the weight tiles are loaded through a TMA tensor descriptor
     built here over ``b`` viewed ``[E * N_b, K]`` (``triton.tools.tensor_descriptor.TensorDescriptor``; a CUDA-graph
     capture keeps it, since it holds the weights' address); raises ValueError for another weight mode, GEMV, or
-    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule). Config ``PERSISTENT``
-    (optional, 1 to 4, the MMA tiles only): at most that many programs per SM (:func:`num_sms`), each looping over
-    the output tiles (:func:`_moe_gemm_kernel`); raises ValueError with GEMV."""
+    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule)."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
@@ -1241,14 +1178,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     if prefetch and not (gemv and bm == 1):
         raise ValueError(f"PREFETCH (the next K tile's loads before this one's FMAs) is an option of the GEMV mode at "
                          f"BLOCK_M 1, not of {'GEMV at BLOCK_M ' + str(bm) if gemv else 'the MMA tiles'}")
-    persistent = config.get("PERSISTENT", 0)
-    if persistent and (gemv or split_k > 1):
-        raise ValueError("PERSISTENT (programs looping over the output tiles) is an option of the MMA tiles, not of "
-                         "the GEMV mode or its SPLIT_K")
     grid = (align.max_blocks * triton.cdiv(n_out, bn),)
-    num_progs = 1
-    if persistent:           # at most PERSISTENT programs per SM, each looping over the tiles (num_rows: on the device)
-        num_progs = min(grid[0], persistent * num_sms(dev))
     scale = b_scale if b_scale is not None else b
     strides: tuple[int, ...]
     if b_scale is not None and b_scale.dim() == 1:
@@ -1276,7 +1206,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         a_amax.stride(0) if a_amax is not None and a_scale_mode == 3 else 0,
         c_amax.stride(0) if c_amax is not None and c_amax_mode == 3 else 0,
         ws.stride(0) if ws is not None else 0, ws.stride(1) if ws is not None else 0,
-        group_k, group_n, float(swiglu_limit), num_progs)
+        group_k, group_n, float(swiglu_limit))
     consts = dict(
         A_GATHER=gather, C_BY_SLOT=by_slot, GATED=gated, ACT=0 if activation is None else ACTIVATIONS[activation],
         MUL_WEIGHT=weight is not None, W_MODE=w_mode, A_SCALE=a_scale_mode, C_AMAX=c_amax_mode,
@@ -1287,14 +1217,13 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
         BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if split_k == 1:
-        return moe_gemm_kernel.launch((num_progs if persistent else grid[0],), dev, *args, **consts, SPLIT_MODE=0,
-                                      SPLIT_K=1, PERSISTENT=bool(persistent), BLOCK_N=bn,
+        return moe_gemm_kernel.launch(grid, dev, *args, **consts, SPLIT_MODE=0, SPLIT_K=1, BLOCK_N=bn,
                                       num_warps=config["num_warps"], num_stages=config["num_stages"])
     moe_gemm_kernel.launch((grid[0] * split_k,), dev, *args, **consts, SPLIT_MODE=1, SPLIT_K=split_k,
-                           PERSISTENT=False, BLOCK_N=bn, num_warps=config["num_warps"], num_stages=config["num_stages"])
+                           BLOCK_N=bn, num_warps=config["num_warps"], num_stages=config["num_stages"])
     rbn = max(bn, min(GEMV_REDUCE_BLOCK_N, _pow2(n_out)))      # the reduction: wide rows, vector stores
     return moe_gemm_kernel.launch((align.max_blocks * triton.cdiv(n_out, rbn),), dev, *args, **consts, SPLIT_MODE=2,
-                                  SPLIT_K=split_k, PERSISTENT=False, BLOCK_N=rbn, num_warps=4, num_stages=1)
+                                  SPLIT_K=split_k, BLOCK_N=rbn, num_warps=4, num_stages=1)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -2013,10 +1942,10 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     GEMMs may also set ``PREFETCH`` and a ``BLOCK_N`` from 4. Returns it without ``us`` and false flags."""
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
     if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT", "TMA",
-                                                         "SPLIT_SLOTS", "PREFETCH", "PERSISTENT"} \
+                                                         "SPLIT_SLOTS", "PREFETCH"} \
             or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS, PREFETCH, PERSISTENT), got {c!r}")
+                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS, PREFETCH), got {c!r}")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
@@ -2028,12 +1957,6 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
     if c.get("PREFETCH") and not (direct or c.get("GEMV")):
         raise ValueError(f"{where}: PREFETCH is an option of the GEMV mode (at BLOCK_M 1) and of DIRECT buckets' GEMMs")
-    if "PERSISTENT" in c:
-        v = c["PERSISTENT"]
-        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 4:
-            raise ValueError(f"{where}: PERSISTENT (programs per SM) must be an integer from 0 to 4, got {v!r}")
-        if v and (c.get("GEMV") or direct):
-            raise ValueError(f"{where}: PERSISTENT is an option of the MMA tiles, not of GEMV or DIRECT GEMMs")
     for k in keys:
         v = c[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -2049,7 +1972,6 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
             | ({"PREQUANT": True} if c.get("PREQUANT") else {}) | ({"TMA": True} if c.get("TMA") else {})
             | ({"SPLIT_SLOTS": True} if c.get("SPLIT_SLOTS") else {})
             | ({"PREFETCH": True} if c.get("PREFETCH") else {})
-            | ({"PERSISTENT": c["PERSISTENT"]} if c.get("PERSISTENT") else {})
             | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 
@@ -2075,8 +1997,7 @@ def load_config_file(path: str) -> dict[int, dict]:
     GEMM config may set ``"SWAP_AB": true`` or ``"GEMV": true`` (the GEMV mode, :func:`moe_gemm`) with
     ``"SPLIT_K": <1..64>``; fp8_tensor and fp8_channel files only: ``"PREQUANT": true`` (the GEMM's A quantized to
     e4m3 by :func:`row_quant` before it, not in its main loop); 16-bit and FP8 files (:data:`TMA_FORMATS`):
-    ``"TMA": true`` (the weight tiles loaded through a TMA tensor descriptor); any format, the MMA tiles only:
-    ``"PERSISTENT": <1..4>`` (programs per SM looping over the output tiles, :func:`moe_gemm`); ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
+    ``"TMA": true`` (the weight tiles loaded through a TMA tensor descriptor); ``BLOCK_M`` 1, 2, 4 or 8 needs GEMV in both GEMMs, and GEMV a ``BLOCK_M`` of at most
     :data:`GEMV_MAX_BLOCK_M`. Packed-FP4 files: a bucket may set ``"DIRECT": true`` beside ``BLOCK_M`` (with
     ``BLOCK_M`` 1 and GEMV without SPLIT_K in both GEMMs): its forward is :func:`fp4_direct_gemm` twice, no sort and
     the top-k sum fused (``backends/triton_moe.py`` ``direct_forward``); its GEMMs may set ``"PREFETCH": true`` and a

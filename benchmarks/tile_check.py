@@ -1,21 +1,21 @@
 """Time the runner's tiles as they are and with options changed, GEMM by GEMM, in one run (issues 24 and 26).
 
     python benchmarks/tile_check.py [--models Qwen3-30B-A3B ...] [--formats bf16 fp8_channel fp8_block]
-        [--tokens 2048 8192] [--set '{"PERSISTENT": 1}' ...] [--out F.json] [--files DIR] [--budget-s 300]
+        [--tokens 2048 8192] [--set '{"TMA": true}' ...] [--out F.json] [--files DIR] [--budget-s 300]
 
 For each layer (``tune_triton_moe.MODELS``), format and token count it takes the configuration the runner picks on this
 GPU (the committed tuned file for the device, else the default heuristic: ``triton_moe_kernels.get_config``; DIRECT
 buckets are skipped) and times each of its GEMMs (``tune_triton_moe.Timer``: CUDA-graph replay over 4 input sets,
 median) as it is and with each ``--set`` (a JSON object merged into the GEMM's config; ``"SPLIT_K": 1`` removes a
-split). Default sets: ``PERSISTENT`` 1 and 2 (at most that many programs per SM, each looping over the output tiles:
-``triton_moe_kernels.moe_gemm``). Prints a table (µs per GEMM per setting, and the gain of the best), writes the rows
+split; at least one). Prints a table (µs per GEMM per setting, and the gain of the best), writes the rows
 as JSON (``--out``, after each point), and with ``--files DIR`` one-bucket tile files (``DIR/<name>``) for the buckets
 where a setting beat the tile as it is by more than :data:`MIN_GAIN`, for ``benchmarks/merge_configs.py DIR``;
 ``--files DIR --from-json F`` writes them from a JSON this script wrote, without a GPU (the device machine returns no
-file whose name holds ``=`` or ``,``). The options it is meant for change no value (PERSISTENT, TMA, the GEMV mode's
+file whose name holds ``=`` or ``,``). The options it is meant for change no value (TMA, PREFETCH, the GEMV mode's
 tile and split: the same sums in the same order, or a float32 split-K sum), so only the time is compared; a setting
 that changes the result is the caller's to check (the GPU tests). Needs a CUDA GPU. (Its first run, as
-``persistent_check.py`` at commit 57720d6 with the default sets, is ``results/persistent_h200_2026-12-03``.)
+``persistent_check.py`` at commit 57720d6 timing a PERSISTENT option since removed, is
+``results/persistent_h200_2026-12-03``.)
 """
 from __future__ import annotations
 
@@ -32,9 +32,6 @@ import tune_triton_moe as T  # noqa: E402
 
 #: The smallest gain (relative, per GEMM) that makes ``--files`` keep a setting: below it, run-to-run noise
 MIN_GAIN = 0.03
-#: ``--set`` when none is given
-DEFAULT_SETS = ({"PERSISTENT": 1}, {"PERSISTENT": 2})
-
 
 def apply(base: dict, override: dict) -> dict:
     """``base`` (a GEMM config) with ``override`` merged in; ``SPLIT_K`` 1 and false flags are dropped."""
@@ -120,15 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--formats", nargs="+", default=["bf16", "fp8_channel", "fp8_block"])
     ap.add_argument("--tokens", nargs="+", type=int, default=[2048, 8192])
     ap.add_argument("--set", action="append", type=json.loads, dest="sets", metavar="JSON",
-                    help="a JSON object merged into each GEMM config (repeatable; default: PERSISTENT 1 and 2)")
+                    help="a JSON object merged into each GEMM config (repeatable; at least one to time)")
     ap.add_argument("--out", help="the rows as JSON")
     ap.add_argument("--files", metavar="DIR", help="one-bucket tile files of the winners, for merge_configs.py DIR")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting new points after this many seconds")
     ap.add_argument("--from-json", metavar="F", help="with --files: write the files from this JSON (no GPU)")
     args = ap.parse_args(argv)
-    sets = args.sets or [dict(s) for s in DEFAULT_SETS]
+    sets = args.sets or []
     if any(not isinstance(s, dict) for s in sets):
         ap.error("--set takes JSON objects")
+    if not sets and not args.from_json:
+        ap.error("give at least one --set")
     if args.from_json:
         if not args.files:
             ap.error("--from-json needs --files")

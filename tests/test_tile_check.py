@@ -40,7 +40,7 @@ def test_best_setting_and_apply(tc):
 def test_files_keep_only_the_settings_that_won_by_more_than_min_gain(tc, tmp_path):
     from moe_select.backends import triton_moe_kernels as K
 
-    sets = [{"PERSISTENT": 1}, {"num_warps": 8, "SPLIT_K": 1}]
+    sets = [{"TMA": True}, {"num_warps": 8, "SPLIT_K": 1}]
     rows = [
         {"layer": "Qwen3-235B-A22B", "format": "bf16", "tokens": 2048, "BLOCK_M": 128, "source": "file",
          "gemm1": {"config": G1, "us": [1136.2, 1217.4, None]},
@@ -61,7 +61,7 @@ def test_files_keep_only_the_settings_that_won_by_more_than_min_gain(tc, tmp_pat
                      "E=32,N=5760,K=2880,format=mxfp4,device=NVIDIA_H200.json"], names
     bf16 = K.load_config_file(str(out / names[0]))
     assert list(bf16) == [2048]
-    assert bf16[2048]["gemm1"] == G1 and bf16[2048]["gemm2"] == {**G2, "PERSISTENT": 1}
+    assert bf16[2048]["gemm1"] == G1 and bf16[2048]["gemm2"] == {**G2, "TMA": True}
     fp4 = K.load_config_file(str(out / names[1]))
     want = {k: v for k, v in GEMV.items() if k != "SPLIT_K"}
     assert fp4[1]["gemm1"] == {**want, "num_warps": 8} and fp4[1]["gemm2"] == want
@@ -74,6 +74,9 @@ def test_from_json_needs_files_and_sets_are_objects(tc, tmp_path, capsys):
     src.write_text(json.dumps(_run([], [])))
     with pytest.raises(SystemExit):
         tc.main(["--from-json", str(src)])
+    with pytest.raises(SystemExit):              # a GPU run needs something to compare
+        tc.main(["--tokens", "1"])
+    assert "at least one --set" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         tc.main(["--set", "[1, 2]", "--from-json", str(src), "--files", str(tmp_path / "x")])
     assert "JSON objects" in capsys.readouterr().err

@@ -905,64 +905,6 @@ def test_tma_weights_are_the_pointer_loads_bit_for_bit(quant, tokens, block_m, e
     check(spec, layer, x, ids, w, outs[True], f"TMA {quant}", seed, h16=bool(extra.get("SPLIT")))
 
 
-@pytest.mark.parametrize("quant, tokens, block_m, extra", [
-    ("bf16", 40, 16, {}), ("bf16", 300, 64, {"TMA": True}), ("fp8_channel", 300, 64, {"PREQUANT": True}),
-    ("fp8_tensor", 40, 16, {}), ("fp8_block", 300, 64, {}), ("fp8_block", 40, 16, {"SPLIT": True})])
-@interp
-def test_persistent_tiles_are_the_one_program_per_tile_result_bit_for_bit(quant, tokens, block_m, extra):
-    """``PERSISTENT`` (a few programs, each looping over the output tiles in one flattened loop; the interpreter
-    pretends to have ``INTERPRETER_SMS`` SMs, so each program takes several tiles, the last ones past the sorted rows
-    in use) gives the layer's output bit for bit as one program per tile, at 1 and 2 programs per SM, with the tile
-    options it combines with (TMA weights, PREQUANT, fp8_block's split first GEMM); within the tolerance of the float64
-    reference."""
-    K = _K()
-    seed = fresh_seed()
-    spec = spec_of(quant, e=4, k=2, h=80, i=48)
-    layer = Layer(spec, seed)
-    core, pw = core_for(spec, layer)
-    x, ids, w = routing(spec, tokens, seed)
-    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2, "num_warps": 4, "num_stages": 2}
-    base = {"BLOCK_M": block_m, "gemm1": {**g, **extra}, "gemm2": {**g, **{k: v for k, v in extra.items() if k != "SPLIT"}}}
-    core.config_for = lambda t: base
-    want = core.forward(x, ids, w, pw)
-    tiles = -(-(tokens * spec.top_k) // block_m) * -(-spec.intermediate_size // 32)
-    assert tiles > 2 * K.INTERPRETER_SMS, tiles                # so programs loop over several tiles
-    for per_sm in (1, 2):
-        core.config_for = lambda t, n=per_sm: {**base, "gemm1": {**base["gemm1"], "PERSISTENT": n},
-                                               "gemm2": {**base["gemm2"], "PERSISTENT": n}}
-        got = core.forward(x, ids, w, pw)
-        assert torch.equal(got, want), f"PERSISTENT {per_sm} changed the output (seed {seed})"
-    check(spec, layer, x, ids, w, got, f"PERSISTENT {quant}", seed, h16=bool(extra.get("SPLIT")))
-
-
-def test_persistent_is_an_option_of_the_mma_tiles(tmp_path):
-    """Config files accept ``PERSISTENT`` (programs per SM, 0 to 4) on the MMA tiles of any format, not on GEMV or
-    DIRECT GEMMs nor as a boolean or out of range; the launcher refuses it with GEMV; the default tiles never set it
-    (chosen by measurement)."""
-    K = _K()
-    good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
-    gemv = {"BLOCK_N": 16, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 1, "GEMV": True}
-    cases = [("bf16", 128, good, {**good, "PERSISTENT": 2}, None), ("nvfp4", 64, good, {**good, "PERSISTENT": 1}, None),
-             ("bf16", 128, good, {**good, "PERSISTENT": 5}, "from 0 to 4"),
-             ("bf16", 128, good, {**good, "PERSISTENT": True}, "from 0 to 4"),
-             ("mxfp4", 1, gemv, {**gemv, "PERSISTENT": 1}, "not of GEMV")]
-    for i, (fmt, bm, g1, g2, err) in enumerate(cases):
-        f = tmp_path / f"{i}.json"
-        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"64": {
-            "BLOCK_M": bm, "gemm1": g1, "gemm2": g2}}}))
-        if err is None:
-            got = K.load_config_file(str(f))[64]
-            assert got["gemm2"]["PERSISTENT"] == g2["PERSISTENT"] and "PERSISTENT" not in got["gemm1"]
-        else:
-            with pytest.raises(ValueError, match=err) as exc:
-                K.load_config_file(str(f))
-            assert str(exc.value).startswith(f"{f}: configs['64'].gemm2"), exc.value
-    for fmt in ("bf16", "fp8_channel", "fp8_block", "mxfp4"):
-        for t in (1, 256, 8192):
-            d = K.default_config(128, 1536, 2048, fmt, t, 8, (128, 128) if fmt == "fp8_block" else None)
-            assert "PERSISTENT" not in d["gemm1"] and "PERSISTENT" not in d["gemm2"]
-
-
 def test_tma_is_an_option_of_16_bit_and_fp8_weights(tmp_path):
     """Config files accept ``TMA`` (a boolean) in 16-bit and FP8 files only; the default tiles never set it (it is
     chosen by measurement: benchmarks/tune_triton_moe.py --tma)."""
@@ -1758,29 +1700,6 @@ def test_gpu_tma_equals_the_pointer_loads(quant, tokens):
     assert torch.equal(outs[True], outs[False]), f"TMA changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"TMA, {tokens} tokens", seed, h16=bool(base["gemm1"].get("SPLIT")))
     assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
-
-
-@pytest.mark.parametrize("quant, tokens, per_sm", [("bf16", 2048, 1), ("fp8_channel", 2048, 2), ("fp8_block", 2048, 1),
-                                                   ("bf16", 64, 2)])
-@gpu_test
-def test_gpu_persistent_equals_one_program_per_tile(quant, tokens, per_sm):
-    """``PERSISTENT`` on the GPU (both GEMMs, the default tiles otherwise, with and without TMA): the layer's output bit
-    for bit as one program per tile, within tolerance of float64, and CUDA-graph replay equal to eager."""
-    spec, layer, seed = gpu_layer(quant, k=8, e=64, h=1024, i=512)
-    core, pw = core_for(spec, layer, "cuda", warmup=False)
-    base = core.config_for(tokens)
-    x, ids, w = routing(spec, tokens, seed, "cuda")
-    for tma in (False, True):
-        cfg = _with_flag(base, "TMA", tma)
-        core.config_for = lambda t, cfg=cfg: cfg
-        want = core.forward(x, ids, w, pw)
-        pers = {**cfg, "gemm1": {**cfg["gemm1"], "PERSISTENT": per_sm}, "gemm2": {**cfg["gemm2"], "PERSISTENT": per_sm}}
-        core.config_for = lambda t, pers=pers: pers
-        got = core.forward(x, ids, w, pw)
-        what = f"PERSISTENT {per_sm}, TMA {tma}, {tokens} tokens (seed {seed})"
-        assert torch.equal(got, want), f"{what}: differs from one program per tile"
-        check(spec, layer, x, ids, w, got, what, seed, h16=bool(base["gemm1"].get("SPLIT")))
-        assert torch.equal(_replayed(core, pw, x, ids, w), got), f"{what}: graph replay differs from eager"
 
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
