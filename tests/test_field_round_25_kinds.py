@@ -1,0 +1,56 @@
+"""Field round 25 (2026-12-03; tests/cases/field_round_25.yaml), its miss fixed as a kind, tested on both sides of each
+bound. The expectations are written by hand from the SGLang wheels the fact cites (PyPI 0.5.9 .. 0.5.23), not computed
+from the facts.
+
+SGLang 0.5.11 .. 0.5.22 on ROCm (gfx942, gfx950) under SGLANG_USE_AITER (its ROCm images' setting) shuffle block-FP8
+expert weights into AITER's layout whatever the MoE runner, keep an explicit ``--moe-runner-backend triton``, and call
+AITER only for the aiter runner: Triton computes on shuffled weights, wrong output (AMD-AGI/Hyperloom#1459). 0.5.10.post1
+and before run AITER whenever the variable is set (the shuffle matches); 0.5.23 shuffles only for the aiter runner.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+
+from report_helpers import refusals
+
+QWEN3_NEXT = {"num_experts": 512, "top_k": 10, "hidden_size": 2048, "moe_intermediate_size": 512, "activation": "silu"}
+DEP = dict(engine="sglang", quant="fp8_block", model=QWEN3_NEXT, tp=4, runner="triton")
+
+
+def _explain(**over: Any) -> Any:
+    return moe_select.explain({**DEP, **over})
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.16", "0.5.22"])
+@pytest.mark.parametrize("gpu", ["MI300X", "MI355X"])
+def test_sglang_triton_on_aiter_shuffled_block_fp8_is_refused(gpu, version):
+    r = _explain(gpu=gpu, engine_version=version)
+    assert r.plan is None
+    codes = refusals(r, "triton")
+    assert set(codes) == {"quant_unsupported"}, codes
+    assert codes["quant_unsupported"].startswith("backends/triton.yaml:")
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10.post1", "0.5.23"])
+def test_sglang_triton_block_fp8_outside_the_bounds_is_planned(version):
+    """Before 0.5.11 AITER computes whatever the runner (the shuffle matches); 0.5.23 shuffles only for aiter."""
+    r = _explain(gpu="MI300X", engine_version=version)
+    assert "quant_unsupported" not in refusals(r, "triton")
+    assert r.plan is not None and r.plan.runner == "triton"
+
+
+def test_the_row_leaves_auto_other_formats_engines_and_gpus_alone():
+    """auto plans aiter (what SGLang's auto picks without an all-to-all); per-channel FP8, vLLM and CUDA GPUs are outside
+    the row."""
+    r = _explain(gpu="MI300X", engine_version="0.5.22", runner="auto")
+    assert r.plan is not None and r.plan.runner == "aiter"
+    assert "quant_unsupported" not in refusals(_explain(gpu="MI300X", engine_version="0.5.22", quant="fp8_channel"),
+                                               "triton")
+    r = _explain(gpu="MI300X", engine="vllm", engine_version="0.28.0")
+    assert r.plan is not None and r.plan.runner == "triton"
+    r = _explain(gpu="H100", engine_version="0.5.22")
+    assert r.plan is not None and r.plan.runner == "triton"
