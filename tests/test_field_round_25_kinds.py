@@ -1,11 +1,15 @@
-"""Field round 25 (2026-12-03; tests/cases/field_round_25.yaml), its miss fixed as a kind, tested on both sides of each
-bound. The expectations are written by hand from the SGLang wheels the fact cites (PyPI 0.5.9 .. 0.5.23), not computed
+"""Field round 25 (2026-12-03; tests/cases/field_round_25.yaml), its two wrong answers fixed as kinds, tested on both
+sides of each bound. The expectations are written by hand from the SGLang wheels the fact cites (PyPI 0.5.9 .. 0.5.23), not computed
 from the facts.
 
 SGLang 0.5.11 .. 0.5.22 on ROCm (gfx942, gfx950) under SGLANG_USE_AITER (its ROCm images' setting) shuffle block-FP8
 expert weights into AITER's layout whatever the MoE runner, keep an explicit ``--moe-runner-backend triton``, and call
 AITER only for the aiter runner: Triton computes on shuffled weights, wrong output (AMD-AGI/Hyperloom#1459). 0.5.10.post1
 and before run AITER whenever the variable is set (the shuffle matches); 0.5.23 shuffles only for the aiter runner.
+
+Kind 2: SGLang's MXFP4 weights-and-activations MoE (Quark's W4A4 scheme) builds a runner only for aiter from 0.5.11:
+another runner crashes at the first forward (0.5.11 .. 0.5.22) or is refused at startup (0.5.23)
+(AMD-AGI/Hyperloom#1036).
 """
 from __future__ import annotations
 
@@ -54,3 +58,29 @@ def test_the_row_leaves_auto_other_formats_engines_and_gpus_alone():
     assert r.plan is not None and r.plan.runner == "triton"
     r = _explain(gpu="H100", engine_version="0.5.22")
     assert r.plan is not None and r.plan.runner == "triton"
+
+
+# ------------------------------------------- kind 2: SGLang's Quark W4A4 MXFP4 MoE builds a runner only for aiter
+W4A4 = dict(engine="sglang", gpu="MI355X", quant="mxfp4", quant_config={"activation_precision": "mxfp4"},
+            model={"num_experts": 512, "top_k": 10, "hidden_size": 4096, "moe_intermediate_size": 1024,
+                   "activation": "silu"}, tp=4, runner="triton")
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.19", "0.5.23"])
+def test_sglang_triton_on_w4a4_mxfp4_is_refused_from_0_5_11(version):
+    """0.5.11 .. 0.5.22: no runner, AttributeError at the first forward; 0.5.23: NotImplementedError at startup."""
+    r = moe_select.explain({**W4A4, "engine_version": version})
+    assert r.plan is None
+    codes = refusals(r, "triton")
+    assert set(codes) == {"quant_unsupported"}, codes
+
+
+def test_w4a4_row_leaves_older_versions_aiter_and_w4a16_alone():
+    """0.5.10.post1 calls AITER whatever the runner (triton is then no refusal of this row); auto plans aiter; MXFP4
+    weights with bf16 activations (W4A16) are outside the row."""
+    r = moe_select.explain({**W4A4, "engine_version": "0.5.10.post1"})
+    assert "quant_unsupported" not in refusals(r, "triton")
+    r = moe_select.explain({**W4A4, "engine_version": "0.5.22", "runner": "auto"})
+    assert r.plan is not None and r.plan.runner == "aiter"
+    r = moe_select.explain({**W4A4, "engine_version": "0.5.22", "quant_config": {}})
+    assert "quant_unsupported" not in refusals(r, "triton")
