@@ -24,11 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -116,15 +112,11 @@ def launch(q, s, a_words, ids, out, *, kb: int, top_k: int, gemm2: bool, fmt: st
 
 
 def compile_stats(rows: int, warps: int) -> list[dict]:
-    """sm90 compile (no GPU) of each shape: registers, spilled bytes, global loads, barriers in the PTX."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import create_function_from_signature
+    """sm90 compile (no GPU; ``sass_loop.compile_sm90``) of each shape: registers, spilled bytes, global loads, barriers
+    in the PTX."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sass_loop import compile_sm90
 
-    target = GPUTarget("cuda", 90, 32)
-    backend = make_backend(target)
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
     out = []
     for name, e, top_k, n, k, fmt in SHAPES:
         meta = torch.device("meta")
@@ -136,19 +128,12 @@ def compile_stats(rows: int, warps: int) -> list[dict]:
                 torch.empty(top_k, n, dtype=torch.float32, device=meta), n, kb, top_k, top_k, n * kb, kb, n * (k // grp),
                 k // grp, kb, n)
         kw = dict(R=rows, NW=warps, G=g, CB=cb, K_STEPS=triton.cdiv(kb, 32 * g * cb), W_MODE=6 if fmt == "mxfp4" else 7,
-                  num_warps=warps, debug=False)
-        bound, spec, options = create_function_from_signature(_gemv.signature, _gemv.params, backend)(*args, **kw)
-        options, signature, constexprs, attrs = _gemv._pack_args(backend, kw, bound, spec, options)
-        ck = triton.compile(GluonASTSource(_gemv, signature, constexprs, attrs), target=target, options=options.__dict__)
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-            f.write(ck.asm["ptx"])
-        r = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", os.devnull], capture_output=True, text=True)
-        os.unlink(f.name)
-        ptx = ck.asm["ptx"]
-        out.append({"shape": name, "regs": int(re.search(r"Used (\d+) registers", r.stderr).group(1)),
-                    "spill_bytes": int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)),
-                    "ld_global_v4": ptx.count("ld.global.v4"), "ld_global": ptx.count("ld.global"),
-                    "barriers": ptx.count("bar.sync") + ptx.count("barrier.sync"), "k_steps": kw["K_STEPS"]})
+                  num_warps=warps)
+        c = compile_sm90(_gemv, args, kw)
+        ptx = c["ptx"]
+        out.append({"shape": name, "regs": c["regs"], "spill_bytes": c["spill"], "ld_global_v4": ptx.count("ld.global.v4"),
+                    "ld_global": ptx.count("ld.global"), "barriers": ptx.count("bar.sync") + ptx.count("barrier.sync"),
+                    "k_steps": kw["K_STEPS"]})
     return out
 
 

@@ -48,7 +48,8 @@ def _tools() -> tuple[Path, Path]:
 
 
 def compile_sm90(kernel, args: tuple, kwargs: dict) -> dict:
-    """Compile one launch of ``kernel`` for sm90: ``{"cubin", "regs", "spill", "kwargs"}`` (ptxas -v)."""
+    """Compile one launch of ``kernel`` (the kernels module's ``_Kernel`` wrapper, or a Triton or Gluon JIT function)
+    for sm90: ``{"cubin", "ptx", "regs", "spill", "kwargs"}`` (ptxas -v)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -56,17 +57,22 @@ def compile_sm90(kernel, args: tuple, kwargs: dict) -> dict:
 
     target = GPUTarget("cuda", 90, 32)
     backend = make_backend(target)
-    jit = kernel.jit
+    jit = getattr(kernel, "jit", kernel)
+    source = ASTSource
+    if jit.is_gluon():
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        source = GluonASTSource
     kwargs = {**kwargs, "debug": False}
     bound, spec, options = create_function_from_signature(jit.signature, jit.params, backend)(*args, **kwargs)
     options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound, spec, options)
-    ck = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
+    ck = triton.compile(source(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
     ptxas, _ = _tools()
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(ck.asm["ptx"])
     r = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", os.devnull], capture_output=True, text=True)
     os.unlink(f.name)
-    return {"cubin": ck.asm["cubin"], "regs": int(re.search(r"Used (\d+) registers", r.stderr).group(1)),
+    return {"cubin": ck.asm["cubin"], "ptx": ck.asm["ptx"], "regs": int(re.search(r"Used (\d+) registers", r.stderr).group(1)),
             "spill": int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)), "kwargs": kwargs}
 
 
