@@ -166,7 +166,14 @@ class Report(BaseModel):
             else:
                 np = [r for r in self.reasons if r.code == "not_preferred"]
                 if np:
-                    out.append("Refused: no plan. No runner a matching rule prefers is eligible; eligible but preferred by no rule:")
+                    eligible = [c for c in self.candidates if c.eligible]
+                    if eligible and all(c.evidence != "supported" for c in eligible):
+                        out.append("Refused: no plan. No runner is supported here: those the matching rules prefer are "
+                                   "refused, and those left are eligible only as unverified (no fact says whether they "
+                                   "run) and preferred by no rule:")
+                    else:
+                        out.append("Refused: no plan. No runner a matching rule prefers is eligible; eligible but "
+                                   "preferred by no rule:")
                     out += [f"  {r.render()}" for r in np]
                 else:
                     out.append("Refused: no plan. " + ("The requested runner cannot serve." if u.runner != "auto" else "No runner is eligible."))

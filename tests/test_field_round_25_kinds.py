@@ -84,3 +84,24 @@ def test_w4a4_row_leaves_older_versions_aiter_and_w4a16_alone():
     assert r.plan is not None and r.plan.runner == "aiter"
     r = moe_select.explain({**W4A4, "engine_version": "0.5.22", "quant_config": {}})
     assert "quant_unsupported" not in refusals(r, "triton")
+
+
+# --------------------------------- the checker's note on recipes#838: say when nothing eligible is supported
+KIMI_K3 = dict(engine="vllm", engine_version="0.1.dev19253+g5f76ae224.d20260727", gpu="MI325X", quant="mxfp4",
+               model={"num_experts": 896, "top_k": 16, "hidden_size": 3584, "moe_intermediate_size": 3072,
+                      "activation": "situ", "routing": "deepseek_v3"}, tp=8)
+
+
+def test_refusal_headline_says_no_runner_is_supported_when_only_unverified_ones_are_left():
+    """Kimi-K3's MXFP4 SiTU MoE on gfx942 under that vLLM build: every runner a rule prefers is refused and the eligible
+    ones are all unverified; the headline said 'No runner a matching rule prefers is eligible', which read as a rule
+    problem. It now says no runner is supported; with one eligible runner supported the headline stays as it was."""
+    r = moe_select.explain(KIMI_K3)
+    assert r.plan is None
+    eligible = [c for c in r.candidates if c.eligible]
+    assert eligible and all(c.evidence == "unverified" for c in eligible)
+    text = r.render_text()
+    assert "Refused: no plan. No runner is supported here:" in text, text[:600]
+    eligible[0].evidence = "supported"
+    text = r.render_text()
+    assert "Refused: no plan. No runner a matching rule prefers is eligible; eligible but preferred by no rule:" in text
