@@ -144,24 +144,16 @@ def _e2m1(codes: torch.Tensor) -> torch.Tensor:
 
 
 def gpu(args) -> dict:
-    """Each shape on the GPU: against float64 (canonical weights, decoded here), then CUDA-graph timed."""
+    """Each shape on the GPU: against float64 (canonical weights, decoded here), then CUDA-graph timed
+    (``tune_triton_moe.Timer``) against the copy bandwidth ``moe_layer.ceilings`` measures."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import moe_layer as ml
+    import tune_triton_moe as tune
+
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    src = torch.empty(1 << 28, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(src)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(10):
-            dst.copy_(src)
-    g.replay()
-    torch.cuda.synchronize()
-    a0, b0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a0.record()
-    g.replay()
-    b0.record()
-    b0.synchronize()
-    copy_gbs = 2 * 10 * src.numel() / (a0.elapsed_time(b0) * 1e-3) / 1e9
-    del src, dst, g
+    copy_gbs = ml.ceilings(dev, ml.Clock(dev))["copy_GBps"]
+    timer = tune.Timer(dev)
     rows_out = []
     for name, e, top_k, n, k, fmt in SHAPES:
         grp = 32 if fmt == "mxfp4" else 16
@@ -191,27 +183,14 @@ def gpu(args) -> dict:
             w = w * scale[ex].repeat_interleave(grp, dim=1)
             ref[j] = w @ a[j if gemm2 else 0].double()
         err = float((out.double() - ref).norm() / ref.norm())
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(20):
-                launch(qs, sk, a.view(torch.int32), ids, out, **kw)
-        g.replay()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(5):
-            a1, b1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a1.record()
-            g.replay()
-            b1.record()
-            b1.synchronize()
-            ts.append(a1.elapsed_time(b1) * 1e3 / 20)
-        us = sorted(ts)[2]
+        args_ = (qs, sk, a.view(torch.int32), ids, out)
+        us = timer([lambda args_=args_, kw=kw: launch(*args_, **kw)])
         nbytes = slots * n * (kb + k // grp)
         row = {"shape": name, "us": round(us, 2), "GB/s": round(nbytes / (us * 1e-6) / 1e9), "frac_of_copy":
                round(nbytes / (us * 1e-6) / 1e9 / copy_gbs, 3), "rel_error": err, "ok": err <= 1e-5}
         print(json.dumps(row), flush=True)
         rows_out.append(row)
-        del q, qs, sk, g
+        del q, qs, sk, args_
         torch.cuda.empty_cache()
     return {"copy_GBs": round(copy_gbs), "rows": rows_out, "rows_per_thread": args.rows, "warps": args.warps}
 
