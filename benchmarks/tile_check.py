@@ -81,20 +81,24 @@ def best_setting(r: dict, kind: str) -> tuple[int, float]:
 
 def write_files(rows: list[dict], sets: list[dict], out_dir: Path, device_name: str, stamp: dict) -> list[str]:
     """One-bucket tile files (``out_dir/<name>``) for the points where a setting won by more than :data:`MIN_GAIN` in at
-    least one GEMM (the other GEMM as it was); returns their names."""
+    least one GEMM (the other GEMM as it was; a point whose other GEMM failed as it is gets none); returns their
+    names."""
     K = T._K()
     by_file: dict[str, dict] = {}
     for r in rows:
         if "gemm1" not in r:
             continue
-        picks, us = {}, 0.0
+        picks, times = {}, []
         for kind in ("gemm1", "gemm2"):
             i, gain = best_setting(r, kind)
             i = i if gain > MIN_GAIN else 0
             picks[kind] = apply(r[kind]["config"], ([{}] + sets)[i])
-            us += r[kind]["us"][i]
+            times.append(r[kind]["us"][i])
         if picks["gemm1"] == r["gemm1"]["config"] and picks["gemm2"] == r["gemm2"]["config"]:
             continue
+        if None in times:        # a GEMM whose tile as it is failed: no time to record for the bucket, no file
+            continue
+        us = sum(times)
         e, k, h, i_, act = T.MODELS[r["layer"]]
         n13 = i_ if act == "relu2" else 2 * i_
         block = list(T.BLOCK) if r["format"] == "fp8_block" else None

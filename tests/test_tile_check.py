@@ -51,6 +51,9 @@ def test_files_keep_only_the_settings_that_won_by_more_than_min_gain(tc, tmp_pat
         {"layer": "gpt-oss-20b", "format": "mxfp4", "tokens": 1, "BLOCK_M": 1, "source": "file",
          "gemm1": {"config": GEMV, "us": [26.3, None, 20.0]},                       # S2: 8 warps, no split
          "gemm2": {"config": {**GEMV, "SPLIT_K": 1}, "us": [14.6, None, 14.5]}},
+        {"layer": "DeepSeek-V3", "format": "bf16", "tokens": 2048, "BLOCK_M": 128, "source": "file",
+         "gemm1": {"config": G1, "us": [None, 990.0, None]},                       # as is failed: no time to record
+         "gemm2": {"config": G2, "us": [500.0, 400.0, 520.0]}},
         {"layer": "Mixtral-8x7B", "format": "bf16", "skipped": "time budget"}]
     src = tmp_path / "run.json"
     src.write_text(json.dumps(_run(sets, rows)))
