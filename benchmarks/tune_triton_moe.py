@@ -127,8 +127,8 @@ def direct_candidates(group: int) -> list[tuple[int, int, int, int]]:
     tile ``[BLOCK_N, BLOCK_K / group]`` has fewer elements than the CTA has threads. Why: at that size Triton 3.6 loads
     the scale tile straight into the layout the decode needs; at or above it, it loads it in another layout and converts
     it through shared memory, two CTA barriers per K tile and weight matrix (sm90 SASS, ``tests/test_triton_w4a16_direct.py``
-    ``test_direct_scale_tile_rule``), which is what made the first DIRECT candidates 1.3-5x slower than the sorted path
-    (one H200, 2026-12-03, benchmarks/README.md). ``num_stages`` 1: Triton's pipeline moves these loads through shared
+    ``test_direct_scale_tile_rule``), which is what made the first DIRECT search 1.3-1.7x slower than the sorted path
+    (5-14x pipelined; one H200, 2026-12-03, benchmarks/README.md). ``num_stages`` 1: Triton's pipeline moves these loads through shared
     memory too; PREFETCH (a register double buffer) is searched instead (:func:`direct_search`)."""
     out = []
     for nw, bk in DIRECT_TUNE_SHAPES:
