@@ -75,12 +75,15 @@ class ArchEntry(Located):
 
 class Family(Located):
     """A family of architectures, as an upstream function tests for one: ``members`` (arch names: vLLM's
-    ``on_gfx9()`` is gfx90a, gfx942, gfx950) or ``majors`` (NVIDIA compute-capability majors: SGLang's
-    ``is_sm100_supported()`` holds for every 10.x, declared or not). ``source`` cites the function."""
+    ``on_gfx9()`` is gfx90a, gfx942, gfx950), ``majors`` (NVIDIA compute-capability majors: SGLang's
+    ``is_sm100_supported()`` holds for every 10.x, declared or not) or ``vendor`` (every GPU arch of one vendor,
+    declared or not: vLLM's ``is_rocm()`` holds for any AMD GPU, gfx1151 as much as gfx942). ``source`` cites the
+    function."""
 
     name: str = Field(pattern=NAME_PATTERN, max_length=32)
     members: list[str] | None = Field(default=None, min_length=1)
     majors: list[int] | None = Field(default=None, min_length=1)
+    vendor: Literal["nvidia", "amd"] | None = None
     why: str | None = None
     source: str = Field(pattern=SOURCE_PATTERN)
 
@@ -112,19 +115,24 @@ class Family(Located):
 
     @model_validator(mode="after")
     def _one_way(self) -> "Family":
-        if (self.members is None) == (self.majors is None):
-            raise ValueError("give members (arch names) or majors (compute-capability majors), not both or neither")
+        if sum(x is not None for x in (self.members, self.majors, self.vendor)) != 1:
+            raise ValueError("give one of members (arch names), majors (compute-capability majors) or vendor (every "
+                             "arch of nvidia or amd)")
         return self
 
     def contains(self, arch: str) -> bool:
         """True when base arch ``arch`` (declared or not) belongs to this family."""
+        if self.vendor is not None:
+            return vendor_of(arch) == self.vendor
         if self.members is not None:
             return arch in self.members
         cap = capability(arch)
         return cap is not None and cap[0] in (self.majors or [])
 
     def describe(self) -> str:
-        """``sm10x (compute capability 10.x)`` or ``gfx9 (gfx90a, gfx942, gfx950)``."""
+        """``sm10x (compute capability 10.x)``, ``gfx9 (gfx90a, gfx942, gfx950)`` or ``rocm (every amd GPU)``."""
+        if self.vendor is not None:
+            return f"{self.name} (every {self.vendor} GPU)"
         if self.members is not None:
             return f"{self.name} ({', '.join(self.members)})"
         return f"{self.name} (compute capability {' or '.join(f'{m}.x' for m in self.majors or [])})"

@@ -95,6 +95,7 @@ FAMILIES = {
     "sm7x": {"sm70", "sm75"}, "sm8x": {"sm80", "sm86", "sm89"}, "sm9x": {"sm90"}, "sm10x": {"sm100", "sm103", "sm107"},
     "sm11x": {"sm110"}, "sm12x": {"sm120", "sm121"}, "blackwell": {"sm100", "sm103", "sm107", "sm120", "sm121"},
     "gfx9": {"gfx90a", "gfx942", "gfx950"}, "mi3xx": {"gfx942", "gfx950"},
+    "rocm": {"gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1151", "gfx1201"},
 }
 
 

@@ -1,0 +1,70 @@
+"""Field round 26 (2026-12-03; tests/cases/field_round_26.yaml): its one report answered with the right status but the
+wrong reason, and the kind behind it fixed: an upstream gate that admits *any* ROCm GPU written as a list of the
+declared gfx targets, so an undeclared one (gfx1151, Strix Halo) was refused.
+
+vLLM's Triton experts run wherever ``current_platform.is_cuda_alike()`` holds, any ROCm GPU
+(TritonExperts._supports_current_device); FP8 only where ``RocmPlatform.supports_fp8()`` holds (gfx94*, gfx95*, gfx12* at
+vllm-project/vllm@001eda31e3d0), which excludes RDNA3/3.5 (gfx11xx). lemonade-sdk/vllm-rocm#44: on gfx1151 the FP8
+checkpoint has no MoE backend, the bf16 one serves. The expectations are written from those two upstream checks, not
+computed from the facts.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moe_select
+from moe_select.vocab import arch_in
+from moe_select.vocabulary import Family
+
+from report_helpers import only_refusal, refusals
+
+QWEN35_A3B = {"num_experts": 256, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 512, "activation": "silu"}
+DEP = dict(engine="vllm", quant="bf16", model=QWEN35_A3B, tp=1)
+
+
+def _explain(**over: Any) -> Any:
+    return moe_select.explain({**DEP, **over})
+
+
+@pytest.mark.parametrize("arch", ["gfx1151", "gfx1150", "gfx1101", "gfx1030", "gfx1100", "gfx90a"])
+def test_vllm_bf16_runs_triton_on_any_rocm_gpu_declared_or_not(arch):
+    r = _explain(arch=arch)
+    assert r.plan is not None and r.plan.runner == "triton", refusals(r, "triton")
+    assert r.plan.evidence == "supported"
+
+
+def test_gfx1151_is_declared_with_its_product():
+    r = _explain(gpu="Radeon 8060S")
+    assert r.plan is not None and r.plan.runner == "triton"
+    assert r.deployment.arch == "gfx1151"
+
+
+@pytest.mark.parametrize("quant", ["fp8_block", "fp8_channel", "fp8_tensor"])
+@pytest.mark.parametrize("arch", ["gfx1151", "gfx1100", "gfx90a"])
+def test_vllm_fp8_off_supports_fp8_is_refused_for_the_fp8_gate(arch, quant):
+    """The report's deployment: refused, and for the platform's FP8 gate (the support list's exhaustive source cites
+    RocmPlatform.supports_fp8), not for the arch."""
+    qc = {"quant_config": {"block": [128, 128]}} if quant == "fp8_block" else {}
+    r = _explain(arch=arch, quant=quant, **qc)
+    assert r.plan is None
+    detail = only_refusal(r, "triton", "quant_unsupported", "triton.yaml")
+    assert "supports_fp8" in detail, detail
+
+
+def test_mi3xx_still_prefers_aiter_and_cuda_is_not_rocm():
+    r = _explain(gpu="MI300X")
+    assert r.plan is not None and r.plan.runner == "aiter"
+    assert arch_in("gfx1151", ["rocm"]) and arch_in("gfx942", ["rocm"])
+    assert not arch_in("sm90", ["rocm"]) and not arch_in("cpu", ["rocm"])
+
+
+def test_a_family_takes_one_way_of_naming_its_archs():
+    src = "vllm-project/vllm@c77619938d1c:vllm/platforms/interface.py:Platform.is_rocm"
+    assert Family(name="rocm", vendor="amd", source=src).describe() == "rocm (every amd GPU)"
+    for bad in ({"vendor": "amd", "members": ["gfx942"]}, {"vendor": "amd", "majors": [9]}, {}):
+        with pytest.raises(ValueError, match="give one of members"):
+            Family(name="x9", source=src, **bad)
+    with pytest.raises(ValueError):
+        Family(name="x9", source=src, vendor="cpu")
