@@ -1,6 +1,7 @@
 """benchmarks/gluon_gemv_probe.py compiled for sm90 without a GPU: at the issue-24 layers' shapes its explicit
 layouts give a GEMV loop with no CTA barrier, no spill and 16-byte weight loads (what the ``tl`` GEMVs could not get:
-benchmarks/README.md, "DIRECT buckets"). Its GPU check (``--gpu``: against float64, then timed) has not run yet."""
+benchmarks/README.md, "DIRECT buckets"), and its tensor-core variant's weight order and loop. The GPU checks (``--gpu``:
+against float64, then timed) ran on an H200: benchmarks/results/gluon_probe_h200_2026-12-03/."""
 from __future__ import annotations
 
 import sys
@@ -26,3 +27,51 @@ def test_probe_compiles_for_sm90_without_barriers_or_spills():
         assert s["barriers"] == 0 and s["spill_bytes"] == 0, s
         assert s["ld_global_v4"] >= 2 * s["k_steps"], s        # each step: R rows of 16 weight bytes, vectorised
         assert s["regs"] <= 168, s
+
+
+def _probe():
+    pytest.importorskip("triton.experimental.gluon")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gluon_gemv_probe as probe
+
+    return probe
+
+
+def test_mma_weights_put_each_lanes_a_fragments_in_its_16_bytes():
+    """``mma_weights`` (before the decode's in-word shuffle) stores, per expert, 16-row group ``g``, 32-byte K step
+    ``s``, lane ``t = 4 q + c`` and byte ``i``, the canonical byte that PTX's ``mma.m16n8k16`` A fragment wants there:
+    registers a0a1 / a2a3 / a4a5 / a6a7 of k tile ``kt`` are (row q, k 16 kt + 2c), (row q + 8, same k), (row q,
+    k + 8), (row q + 8, k + 8), one byte (two e2m1 codes) each, at ``i = 8 rh + 2 kt + bb``. Written from the PTX
+    fragment table, not from the function."""
+    import torch
+
+    probe = _probe()
+    from moe_select.backends import triton_moe_kernels as K
+
+    e, n, kb = 2, 32, 64
+    q = torch.randint(0, 256, (e, n, kb), dtype=torch.uint8)
+    got = K.fp4_unshuffle(probe.mma_weights(q)).reshape(e, n // 16, kb // 32, 32, 16)
+    for ex in range(e):
+        for g in range(n // 16):
+            for s in range(kb // 32):
+                for t in range(32):
+                    qq, c = divmod(t, 4)
+                    for i in range(16):
+                        rh, kt, bb = i // 8, (i // 2) % 4, i % 2
+                        row, kbyte = 16 * g + 8 * rh + qq, 32 * s + 8 * kt + 4 * bb + c
+                        assert got[ex, g, s, t, i] == q[ex, row, kbyte], (ex, g, s, t, i)
+
+
+def test_mma_probe_compiles_to_tensor_core_loop_without_shared_memory():
+    """The tensor-core GEMV at the eight shapes: 4 ``mma.sync`` per 32-byte K step in the SASS main loop, no shared
+    memory and no barrier (the decoded words are the A fragments as loaded), 16-byte weight loads, no spill, and
+    under 4 instructions per weight (the CUDA-core probe: 4.4-5.5; an H200 issues about 4 per 4-bit weight at copy
+    bandwidth, benchmarks/README.md)."""
+    if not base._ptxas_runs():
+        pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
+    probe = _probe()
+    for prefetch in (False, True):
+        for s in probe.mma_compile_stats(warps=2, unroll=4, prefetch=prefetch):
+            assert s["loop_hmma"] == 16 and s["st_shared"] == 0 and s["barriers"] == 0 and s["spill_bytes"] == 0, s
+            assert s["ld_global_v4"] >= 4, s
+            assert s["instr_per_weight"] < (4.7 if prefetch else 3.6), s
