@@ -339,7 +339,8 @@ def launch_mma(qm, s, a, ids, out, *, kb: int, top_k: int, gemm2: bool, fmt: str
     > 1 ``out`` must hold zeros."""
     n = qm.shape[1]
     grid = (ids.numel() * triton.cdiv(n, 16 * warps), split)
-    _gemv_mma[grid](qm.view(torch.int32), s, a, ids, out, n, kb, 1 if gemm2 else top_k, qm.stride(0), s.stride(0), s.stride(1),
+    qw = qm.view(torch.int32)
+    _gemv_mma[grid](qw, s, a, ids, out, n, kb, 1 if gemm2 else top_k, qw.stride(0), s.stride(0), s.stride(1),
                     a.stride(0), out.stride(0), NW=warps, SG=2 if fmt == "mxfp4" else 4, U=unroll, SPLIT=split,
                     W_MODE=6 if fmt == "mxfp4" else 7, PF=prefetch, num_warps=warps)
 
