@@ -430,23 +430,33 @@ def read_ceiling(args) -> dict:
     import tune_triton_moe as tune
 
     dev = torch.device("cuda")
-    copy_gbs = ml.ceilings(dev, ml.Clock(dev))["copy_GBps"]
+    copy_gbs = ml.ceilings(dev, ml.Clock(dev))["copy_GBps"] if not args.no_time else float("nan")
     timer = tune.Timer(dev)
     rows = []
-    for name, _e, top_k, n, k, fmt in SHAPES:
+    for name, _e, top_k, n, k, fmt in SHAPES[:args.shapes]:
         nbytes = top_k * n * (k // 2 + k // (32 if fmt == "mxfp4" else 16))
         x = torch.randint(-2**31, 2**31 - 1, (nbytes // 4,), dtype=torch.int32, device=dev)
         row = {"shape": name, "bytes": nbytes}
         for block, warps in ((2048, 4), (4096, 4), (8192, 8)):
             out = torch.empty(triton.cdiv(x.numel(), block), dtype=torch.int32, device=dev)
-            us = timer([functools.partial(_read[(out.numel(),)], x, out, x.numel(), BLOCK=block, num_warps=warps)])
+            fn = functools.partial(_read[(out.numel(),)], x, out, x.numel(), BLOCK=block, num_warps=warps)
+            if args.no_time:
+                fn()
+                torch.cuda.synchronize()
+                us = float("nan")
+            else:
+                us = timer([fn])
             row[f"us_{block}"] = round(us, 2)
+        if args.no_time:
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            continue
         best = min(v for key, v in row.items() if key.startswith("us_"))
         row["GB/s"] = round(nbytes / (best * 1e-6) / 1e9)
         row["frac_of_copy"] = round(row["GB/s"] / copy_gbs, 3)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    return {"copy_GBs": round(copy_gbs), "read": rows}
+    return {"copy_GBs": None if args.no_time else round(copy_gbs), "read": rows}
 
 
 def mma_compile_stats(warps: int, unroll: int, split: int = 1, prefetch: bool = False) -> list[dict]:
@@ -493,11 +503,11 @@ def gpu(args) -> dict:
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    copy_gbs = ml.ceilings(dev, ml.Clock(dev))["copy_GBps"]
+    copy_gbs = ml.ceilings(dev, ml.Clock(dev))["copy_GBps"] if not args.no_time else float("nan")
     timer = tune.Timer(dev)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     rows_out = []
-    for name, e, top_k, n, k, fmt in SHAPES:
+    for name, e, top_k, n, k, fmt in SHAPES[:args.shapes]:
         grp = 32 if fmt == "mxfp4" else 16
         kb = k // 2
         q = torch.randint(0, 256, (e, n, kb), dtype=torch.uint8, device=dev)
@@ -537,15 +547,19 @@ def gpu(args) -> dict:
             w = w * scale[ex].repeat_interleave(grp, dim=1)
             ref[j] = w @ a[j if gemm2 else 0].double()
         err = float((out.double() - ref).norm() / ref.norm()) if args.act != 1 else None   # act 1: not checked
-        us = timer([run])
+        us = timer([run]) if not args.no_time else float("nan")
         nbytes = slots * n * (kb + k // grp)
-        row = {"shape": name, "us": round(us, 2), "GB/s": round(nbytes / (us * 1e-6) / 1e9), "frac_of_copy":
-               round(nbytes / (us * 1e-6) / 1e9 / copy_gbs, 3), "rel_error": err, "ok": None if err is None else err <= 1e-5}
+        if args.no_time:
+            row = {"shape": name, "rel_error": err, "ok": None if err is None else err <= 1e-5}
+        else:
+            row = {"shape": name, "us": round(us, 2), "GB/s": round(nbytes / (us * 1e-6) / 1e9), "frac_of_copy":
+                   round(nbytes / (us * 1e-6) / 1e9 / copy_gbs, 3), "rel_error": err,
+                   "ok": None if err is None else err <= 1e-5}
         print(json.dumps(row), flush=True)
         rows_out.append(row)
         del q, qs, sk, run
         torch.cuda.empty_cache()
-    return {"copy_GBs": round(copy_gbs), "rows": rows_out, "rows_per_thread": args.rows, "warps": args.warps,
+    return {"copy_GBs": None if args.no_time else round(copy_gbs), "rows": rows_out, "rows_per_thread": args.rows, "warps": args.warps,
             "act": args.act, "tma": args.tma, "mma": args.mma, "prefetch": args.prefetch, "unroll": args.unroll, "split": args.split, "stages": args.stages, "ctas_per_sm": args.ctas}
 
 
@@ -557,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="activation words: 0 from global memory per step, 1 none (timing only: a constant, wrong sums, "
                          "not checked), 2 staged once per CTA in shared memory")
     ap.add_argument("--tma", action="store_true", help="the persistent TMA-fed kernel (_gemv_tma; BN = 2 * rows * warps)")
+    ap.add_argument("--shapes", type=int, default=len(SHAPES), help="only the first N shapes")
+    ap.add_argument("--no-time", action="store_true", help="run each kernel once, untimed (for a profiler)")
     ap.add_argument("--read", action="store_true", help="on a GPU: a pure streaming read at each shape's bytes")
     ap.add_argument("--mma", action="store_true", help="the tensor-core kernel (_gemv_mma: 16 rows per warp)")
     ap.add_argument("--unroll", type=int, default=2, choices=(1, 2, 4), help="--mma: K steps loaded before use")
