@@ -345,6 +345,155 @@ def launch_mma(qm, s, a, ids, out, *, kb: int, top_k: int, gemm2: bool, fmt: str
                     W_MODE=6 if fmt == "mxfp4" else 7, PF=prefetch, num_warps=warps)
 
 
+@gluon.jit
+def _mmab_load(q_base, s_base, a_base, q_off, s_off, a_off, s, s_end, SG: gl.constexpr):
+    """K step ``s`` (64 bytes of each row) of :func:`_gemv_mmab`: 4 weight words per thread (its row's 16 bytes),
+    the row's ``SG`` scale bytes, and its 16 activation words (32 bf16 values of the step, permuted: ``mmab_act``)."""
+    ok = s < s_end
+    q = gl.load(q_base + q_off + s * 128, mask=ok, other=0)
+    sc = gl.load(s_base + s_off + s * SG, mask=ok, other=0)
+    aw = gl.load(a_base + a_off + s * 64, mask=ok, other=0)
+    return q, sc, aw
+
+
+@gluon.jit
+def _mmab_step(q, sc, aw, acc, LQ: gl.constexpr, L4: gl.constexpr, DA: gl.constexpr, DB: gl.constexpr,
+               NW: gl.constexpr, SG: gl.constexpr, W_MODE: gl.constexpr):
+    """Decode one K step (weights as the mma's B operand: 8 rows per warp) and run its eight ``m16n8k16`` tiles, the
+    activation as A (its 16 rows all the token)."""
+    if W_MODE == 6:
+        s2 = (sc.to(gl.uint32) * 0x00800080).to(gl.int32, bitcast=True)
+    else:
+        s2 = (sc.to(gl.uint32) * 0x00100010 + E4M3_BASE2).to(gl.int32, bitcast=True)
+    s4 = gl.broadcast(gl.expand_dims(s2, 3), gl.full([NW, 32, SG, 16 // SG], 0, gl.int32, layout=L4))[0]
+    s4 = gl.reshape(s4, [NW, 32, 4, 2, 2])                        # (warp, lane, word, j1, j0): byte 4 word + 2 j1 + j0
+    se, so = gl.split(s4)
+    s0, s2_ = gl.split(se)
+    s1, s3 = gl.split(so)
+    o0, o1, o2, o3 = gl.inline_asm_elementwise(
+        DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, gl.convert_layout(s0, LQ), gl.convert_layout(s1, LQ),
+                                          gl.convert_layout(s2_, LQ), gl.convert_layout(s3, LQ)],
+        dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+    w = gl.reshape(gl.join(gl.join(o0, o2), gl.join(o1, o3)), [NW, 32, 16])
+    lo = w.to(gl.int16).to(gl.bfloat16, bitcast=True)
+    hi = (w >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    x = gl.reshape(gl.join(lo, hi), [NW, 8, 4, 8, 2, 2])           # (warp, q, c, kt, bb, pair)
+    x = gl.permute(x, [3, 4, 2, 5, 0, 1])                          # (kt, bb, c, pair, warp, q)
+    b = gl.convert_layout(gl.reshape(x, [128, 8 * NW]), DB)
+    alo = aw.to(gl.int16).to(gl.bfloat16, bitcast=True)
+    ahi = (aw >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    y = gl.reshape(gl.join(alo, ahi), [4, 8, 2, 2])                # (c, kt, bb, pair)
+    y = gl.reshape(gl.permute(y, [1, 2, 0, 3]), [128])             # k = 16 kt + 8 bb + 2 c + pair
+    y = gl.expand_dims(gl.convert_layout(y, gl.SliceLayout(0, DA)), 0)
+    a = gl.broadcast(y, gl.full([16, 128], 0.0, gl.bfloat16, layout=DA))[0]
+    return mma_v2(a, b, acc)
+
+
+@gluon.jit
+def _gemv_mmab(q_ptr, s_ptr, a_ptr, ids_ptr, out_ptr, N, KBP, a_per_slot, stride_qe, stride_se, stride_sn, stride_a,
+               stride_o, NW: gl.constexpr, SG: gl.constexpr, U: gl.constexpr, SPLIT: gl.constexpr,
+               W_MODE: gl.constexpr):
+    """:func:`_gemv_mma` with the roles swapped: the weights are the B operand (``mma.m16n8k16``'s 8 columns: 8 rows
+    per warp, twice the warps of the A-operand kernel for the same grid) and the activation is A, loaded once per
+    thread and K step as 16 contiguous words (``mmab_act``'s order) instead of 8-10 scattered loads. Weights stored
+    by :func:`mmab_weights`: byte ``i = 2 kt + bb`` of lane ``t = 4 q + c`` is row ``q`` of the warp's 8, byte
+    ``8 kt + 4 bb + c`` of the 64-byte K step. ``KBP`` bytes per row (padded to a multiple of 64), ``SG`` scale bytes
+    per row and step (mxfp4 4, nvfp4 8, padded likewise)."""
+    LQ: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 32, 1], [NW, 1, 1], [2, 1, 0])      # [NW, 32, 4] words
+    L4: gl.constexpr = gl.BlockedLayout([1, 1, SG, 16 // SG], [1, 32, 1, 1], [NW, 1, 1, 1], [3, 2, 1, 0])
+    LS: gl.constexpr = gl.SliceLayout(3, L4)                                                 # [NW, 32, SG]
+    LA: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [1, NW], [0, 1])                   # [4, 16]: lane c's words
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, NW], instr_shape=[16, 8])
+    DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+    DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
+    BN: gl.constexpr = 8 * NW
+    pid = gl.program_id(0)
+    split = gl.program_id(1)
+    strips = gl.cdiv(N, BN)
+    slot = pid // strips
+    strip = pid % strips
+    e = gl.load(ids_ptr + slot).to(gl.int64)
+    steps = KBP // 64
+    per = gl.cdiv(steps, SPLIT)
+    s_begin = split * per
+    s_end = gl.minimum(s_begin + per, steps)
+    wq = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))
+    lq = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))
+    iq = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))
+    g8 = (strip * NW + wq).to(gl.int64)
+    q_off = (gl.expand_dims(gl.expand_dims(g8 * steps * 128, 1), 2) + gl.expand_dims(gl.expand_dims(lq * 4, 0), 2)
+             + gl.expand_dims(gl.expand_dims(iq, 0), 1))
+    ws = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LS)))
+    ls = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, LS)))
+    sg = gl.arange(0, SG, layout=gl.SliceLayout(0, gl.SliceLayout(1, LS)))
+    rows_s = gl.expand_dims(gl.expand_dims((strip * NW + ws) * 8, 1) + gl.expand_dims(ls // 4, 0), 2)
+    s_off = rows_s.to(gl.int64) * stride_sn + gl.expand_dims(gl.expand_dims(sg, 0), 1)
+    ca = gl.arange(0, 4, layout=gl.SliceLayout(1, LA))
+    wa = gl.arange(0, 16, layout=gl.SliceLayout(0, LA))
+    a_off = gl.expand_dims(ca * 16, 1) + gl.expand_dims(wa, 0)
+    q_base = q_ptr + e * stride_qe
+    s_base = s_ptr + e * stride_se
+    a_base = a_ptr + (slot // a_per_slot).to(gl.int64) * stride_a
+    acc = gl.zeros([16, BN], gl.float32, layout=MMA)
+    for s0 in range(s_begin, s_end, U):
+        q0, c0, a0 = _mmab_load(q_base, s_base, a_base, q_off, s_off, a_off, s0, s_end, SG)
+        if U >= 2:
+            q1, c1, a1 = _mmab_load(q_base, s_base, a_base, q_off, s_off, a_off, s0 + 1, s_end, SG)
+        if U >= 4:
+            q2, c2, a2 = _mmab_load(q_base, s_base, a_base, q_off, s_off, a_off, s0 + 2, s_end, SG)
+            q3, c3, a3 = _mmab_load(q_base, s_base, a_base, q_off, s_off, a_off, s0 + 3, s_end, SG)
+        acc = _mmab_step(q0, c0, a0, acc, LQ, L4, DA, DB, NW, SG, W_MODE)
+        if U >= 2:
+            acc = _mmab_step(q1, c1, a1, acc, LQ, L4, DA, DB, NW, SG, W_MODE)
+        if U >= 4:
+            acc = _mmab_step(q2, c2, a2, acc, LQ, L4, DA, DB, NW, SG, W_MODE)
+            acc = _mmab_step(q3, c3, a3, acc, LQ, L4, DA, DB, NW, SG, W_MODE)
+    r16 = gl.arange(0, 16, layout=gl.SliceLayout(1, MMA))
+    out = gl.sum(gl.where(gl.expand_dims(r16 == 0, 1), acc, 0.0), axis=0) * EPI
+    rows_o = strip * BN + gl.arange(0, BN, layout=out.type.layout)
+    if SPLIT == 1:
+        gl.store(out_ptr + slot.to(gl.int64) * stride_o + rows_o, out, mask=rows_o < N)
+    else:
+        gl.atomic_add(out_ptr + slot.to(gl.int64) * stride_o + rows_o, out, mask=rows_o < N)
+
+
+def mmab_weights(q: torch.Tensor, s: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Canonical packed e2m1 codes ``q [E, N, KB]`` (``N`` a multiple of 8) and kernel scale bytes ``s [E, N, KB /
+    CB]`` -> the order :func:`_gemv_mmab` reads, K padded with zero codes and zero scales to 64-byte steps: per
+    expert 8-row groups, steps, lanes ``t = 4 q + c``, 16 bytes ``i = 2 kt + bb`` (row ``q``, byte ``8 kt + 4 bb + c``
+    of the step), then :func:`fp4_shuffle`; the scales padded the same way (``[E, N, KBP / CB]``)."""
+    e, n, kb = q.shape
+    pad = (-kb) % 64
+    cb = 16 if fmt == "mxfp4" else 8
+    qp = torch.nn.functional.pad(q, (0, pad))
+    sp = torch.nn.functional.pad(s, (0, pad // cb))
+    kbp = kb + pad
+    x = qp.reshape(e, n // 8, 8, kbp // 64, 8, 2, 4)           # (e, g8, q, s, kt, bb, c)
+    x = x.permute(0, 1, 3, 2, 6, 4, 5).contiguous()            # (e, g8, s, q, c, kt, bb)
+    return K.fp4_shuffle(x.reshape(e, n, kbp)), sp.contiguous()
+
+
+def mmab_act(a: torch.Tensor, kbp: int) -> torch.Tensor:
+    """bf16 activations ``a [rows, K]`` -> int32 words ``[rows, KBP / 2]`` in :func:`_gemv_mmab`'s order: K padded
+    with zeros to ``2 KBP``, then per 128-element step lane ``c``'s 16 words (``kt``, ``bb``), each the bf16 pair
+    ``k = 128 s + 16 kt + 8 bb + 2 c + (0, 1)``."""
+    rows, k = a.shape
+    ap = torch.nn.functional.pad(a, (0, 2 * kbp - k))
+    y = ap.reshape(rows, kbp // 64, 8, 2, 4, 2).permute(0, 1, 4, 2, 3, 5).contiguous()
+    return y.reshape(rows, 2 * kbp).view(torch.int32)
+
+
+def launch_mmab(qm, sp, aw, ids, out, *, top_k: int, gemm2: bool, fmt: str, warps: int, unroll: int, split: int):
+    """One launch of :func:`_gemv_mmab` (``qm, sp`` from :func:`mmab_weights`, ``aw`` from :func:`mmab_act`); with
+    ``split`` > 1 ``out`` must hold zeros."""
+    n, kbp = qm.shape[1], qm.shape[2]
+    qw = qm.view(torch.int32)
+    grid = (ids.numel() * triton.cdiv(n, 8 * warps), split)
+    _gemv_mmab[grid](qw, sp, aw, ids, out, n, kbp, 1 if gemm2 else top_k, qw.stride(0), sp.stride(0), sp.stride(1),
+                     aw.stride(0), out.stride(0), NW=warps, SG=4 if fmt == "mxfp4" else 8, U=unroll, SPLIT=split,
+                     W_MODE=6 if fmt == "mxfp4" else 7, num_warps=warps)
+
+
 def tma_operands(q, s, a_words, *, fmt: str, rows: int, warps: int):
     """The TMA descriptors of :func:`_gemv_tma` (``BN = 2 * rows * warps`` rows per item): the weights viewed
     ``[E * N, KB]``, the scale bytes ``[E * N, KB / CB]`` padded to 16-byte rows (TMA's stride rule; a load-time
@@ -459,7 +608,7 @@ def read_ceiling(args) -> dict:
     return {"copy_GBs": None if args.no_time else round(copy_gbs), "read": rows}
 
 
-def mma_compile_stats(warps: int, unroll: int, split: int = 1, prefetch: bool = False) -> list[dict]:
+def mma_compile_stats(warps: int, unroll: int, split: int = 1, prefetch: bool = False, b_weights: bool = False) -> list[dict]:
     """sm90 compile of :func:`_gemv_mma` at each shape (no GPU): registers, spills, ``mma.sync`` and 16-byte global
     loads in the PTX, shared-memory stores and barriers (none: the decoded words are the A fragments as loaded), and
     instructions per weight in the SASS main loop (``sass_loop.main_loop``)."""
@@ -470,6 +619,23 @@ def mma_compile_stats(warps: int, unroll: int, split: int = 1, prefetch: bool = 
     meta = torch.device("meta")
     for name, e, top_k, n, k, fmt in SHAPES:
         kb, grp = k // 2, 32 if fmt == "mxfp4" else 16
+        if b_weights:                        # _gemv_mmab: K padded to 64-byte steps, activation words
+            kbp, cb = kb + (-kb) % 64, 16 if fmt == "mxfp4" else 8
+            args = (torch.empty(e, n, kbp // 4, dtype=torch.int32, device=meta),
+                    torch.empty(e, n, kbp // cb, dtype=torch.uint8, device=meta),
+                    torch.empty(top_k, kbp // 2, dtype=torch.int32, device=meta),
+                    torch.empty(top_k, dtype=torch.int32, device=meta), torch.empty(top_k, n, dtype=torch.float32, device=meta),
+                    n, kbp, top_k, n * kbp // 4, n * (kbp // cb), kbp // cb, kbp // 2, n)
+            kw = dict(NW=warps, SG=4 if fmt == "mxfp4" else 8, U=unroll, SPLIT=split, W_MODE=6 if fmt == "mxfp4" else 7,
+                      num_warps=warps)
+            c = compile_sm90(_gemv_mmab, args, kw)
+            ptx, body = c["ptx"], main_loop(c["cubin"])
+            out.append({"shape": name, "regs": c["regs"], "spill_bytes": c["spill"], "mma": ptx.count("mma.sync"),
+                        "ld_global_v4": ptx.count("ld.global.v4"), "st_shared": ptx.count("st.shared"),
+                        "barriers": ptx.count("bar.sync") + ptx.count("barrier.sync"),
+                        "loop_hmma": sum(op.startswith("HMMA") for op in body),
+                        "instr_per_weight": round(len(body) / (unroll * 32), 2)})
+            continue
         args = (torch.empty(e, n, kb // 4, dtype=torch.int32, device=meta),
                 torch.empty(e, n, k // grp, dtype=torch.uint8, device=meta),
                 torch.empty(top_k, k, dtype=torch.bfloat16, device=meta), torch.empty(top_k, dtype=torch.int32, device=meta),
@@ -525,7 +691,14 @@ def gpu(args) -> dict:
         a = torch.randn(slots if gemm2 else 1, k, device=dev).to(torch.bfloat16)
         out = torch.empty(slots, n, dtype=torch.float32, device=dev)
         qs = K.fp4_shuffle(q)
-        if args.mma:
+        if args.mmab:
+            qb, sb = mmab_weights(q, sk, fmt)
+            ab = mmab_act(a, qb.shape[2])
+            if args.split > 1:
+                out.zero_()
+            run = functools.partial(launch_mmab, qb, sb, ab, ids, out, top_k=top_k, gemm2=gemm2, fmt=fmt,
+                                    warps=args.warps, unroll=args.unroll, split=args.split)
+        elif args.mma:
             qm = mma_weights(q)
             if args.split > 1:
                 out.zero_()
@@ -560,7 +733,7 @@ def gpu(args) -> dict:
         del q, qs, sk, run
         torch.cuda.empty_cache()
     return {"copy_GBs": None if args.no_time else round(copy_gbs), "rows": rows_out, "rows_per_thread": args.rows, "warps": args.warps,
-            "act": args.act, "tma": args.tma, "mma": args.mma, "prefetch": args.prefetch, "unroll": args.unroll, "split": args.split, "stages": args.stages, "ctas_per_sm": args.ctas}
+            "act": args.act, "tma": args.tma, "mma": args.mma, "mmab": args.mmab, "prefetch": args.prefetch, "unroll": args.unroll, "split": args.split, "stages": args.stages, "ctas_per_sm": args.ctas}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -575,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-time", action="store_true", help="run each kernel once, untimed (for a profiler)")
     ap.add_argument("--read", action="store_true", help="on a GPU: a pure streaming read at each shape's bytes")
     ap.add_argument("--mma", action="store_true", help="the tensor-core kernel (_gemv_mma: 16 rows per warp)")
+    ap.add_argument("--mmab", action="store_true",
+                    help="the tensor-core kernel with the weights as B (_gemv_mmab: 8 rows per warp)")
     ap.add_argument("--unroll", type=int, default=2, choices=(1, 2, 4), help="--mma: K steps loaded before use")
     ap.add_argument("--prefetch", action="store_true", help="--mma: the next 4 K steps loaded during these 4")
     ap.add_argument("--split", type=int, default=1, help="--mma: programs along K (float32 atomics)")
@@ -587,8 +762,8 @@ def main(argv: list[str] | None = None) -> int:
         result = read_ceiling(args)
     elif args.gpu:
         result = gpu(args)
-    elif args.mma:
-        result = {"sm90_compile": mma_compile_stats(args.warps, args.unroll, args.split, args.prefetch),
+    elif args.mma or args.mmab:
+        result = {"sm90_compile": mma_compile_stats(args.warps, args.unroll, args.split, args.prefetch, args.mmab),
                   "warps": args.warps, "unroll": args.unroll, "split": args.split, "prefetch": args.prefetch}
         for r in result["sm90_compile"]:
             print(json.dumps(r))
