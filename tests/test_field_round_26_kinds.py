@@ -68,3 +68,30 @@ def test_a_family_takes_one_way_of_naming_its_archs():
             Family(name="x9", source=src, **bad)
     with pytest.raises(ValueError):
         Family(name="x9", source=src, vendor="cpu")
+
+
+@pytest.mark.parametrize("runner", ["cutlass", "flashinfer_cutedsl", "hpc_ops"])
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1151", "gfx1201"])
+@pytest.mark.parametrize("quant", ["fp8_block", "nvfp4", "bf16"])
+def test_vllm_cuda_only_experts_are_refused_on_rocm(runner, arch, quant):
+    """The round's checker found CUDA-only vLLM experts listed as eligible (unverified) on AMD GPUs: their device checks
+    test ``current_platform.is_cuda()`` (CutlassExpertsFp8Base via cutlass_group_gemm_supported, CutlassExpertsFp4 /
+    Mxfp4, FlashInferCuteDSLExperts, HPCExperts), so every ROCm GPU is refused, declared or not."""
+    qc = {"quant_config": {"block": [128, 128]}} if quant == "fp8_block" else {}
+    r = _explain(arch=arch, quant=quant, runner=runner, **qc)
+    assert r.plan is None
+    assert "arch_unsupported" in refusals(r, runner)
+
+
+@pytest.mark.parametrize("runner", ["flashinfer_mxfp4", "torch_grouped_mm"])
+def test_vllm_ships_neither_flashinfer_mxfp4_nor_torch_grouped_mm(runner):
+    """vLLM's --moe-backend values are its MoEBackend literal: neither name is one (refused, not unverified)."""
+    r = _explain(gpu="B200", quant="mxfp4" if runner == "flashinfer_mxfp4" else "bf16", runner=runner)
+    assert r.plan is None
+    assert "engine_unsupported" in refusals(r, runner)
+
+
+def test_cuda_only_experts_stay_open_on_cuda():
+    """The rocm rows do not touch CUDA GPUs: cutlass on an H100 with block FP8 under vLLM is not refused for the arch."""
+    r = _explain(gpu="H100", quant="fp8_block", quant_config={"block": [128, 128]}, runner="cutlass")
+    assert "arch_unsupported" not in refusals(r, "cutlass")
