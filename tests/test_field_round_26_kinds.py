@@ -95,3 +95,27 @@ def test_cuda_only_experts_stay_open_on_cuda():
     """The rocm rows do not touch CUDA GPUs: cutlass on an H100 with block FP8 under vLLM is not refused for the arch."""
     r = _explain(gpu="H100", quant="fp8_block", quant_config={"block": [128, 128]}, runner="cutlass")
     assert "arch_unsupported" not in refusals(r, "cutlass")
+
+
+OLMOE = {"num_experts": 64, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 1024, "activation": "silu"}
+
+
+def test_turing_fp16_runs_vllm_triton_experts():
+    """A new user's trial (2026-12-03): an unquantized MoE on a T4 under vLLM was refused by the Triton arch list,
+    whose upstream check is is_cuda_alike() with no capability test; vLLM's unquantized oracle ends at TRITON there."""
+    r = _explain(gpu="T4", quant="fp16", model=OLMOE)
+    assert r.plan is not None and r.plan.runner == "triton" and r.plan.evidence == "supported"
+
+
+def test_turing_bf16_is_refused_for_the_dtype_under_vllm():
+    """vLLM refuses a bf16 model dtype below compute capability 8.0 (check_if_supports_dtype): fp16 is the fix."""
+    r = _explain(gpu="T4", quant="bf16", model=OLMOE)
+    assert r.plan is None
+    assert set(refusals(r, "triton")) == {"quant_unsupported"}
+
+
+def test_turing_quantized_stays_with_marlin_and_16bit_does_not_go_to_marlin():
+    r = _explain(gpu="T4", quant="int4_w4a16", model=OLMOE, quant_config={"group_size": 128})
+    assert r.plan is not None and r.plan.runner == "marlin"
+    r = _explain(gpu="T4", quant="fp16", model=OLMOE, engine="sglang")
+    assert r.plan is not None and r.plan.runner == "triton"
