@@ -119,3 +119,12 @@ def test_turing_quantized_stays_with_marlin_and_16bit_does_not_go_to_marlin():
     assert r.plan is not None and r.plan.runner == "marlin"
     r = _explain(gpu="T4", quant="fp16", model=OLMOE, engine="sglang")
     assert r.plan is not None and r.plan.runner == "triton"
+
+
+@pytest.mark.parametrize("runner", ["flashinfer_b12x", "b12x"])
+def test_sglang_has_no_b12x_runner(runner):
+    """A new user's trial: flashinfer_b12x was planned under SGLang (unverified) though SGLang's --moe-runner-backend
+    choices (argparse) have no such value; refused for the engine now."""
+    r = moe_select.explain(dict(gpu="RTX 5090", engine="sglang", quant="nvfp4", model=QWEN35_A3B, tp=1, runner=runner))
+    assert r.plan is None
+    assert "engine_unsupported" in refusals(r, runner)
