@@ -128,3 +128,11 @@ def test_sglang_has_no_b12x_runner(runner):
     r = moe_select.explain(dict(gpu="RTX 5090", engine="sglang", quant="nvfp4", model=QWEN35_A3B, tp=1, runner=runner))
     assert r.plan is None
     assert "engine_unsupported" in refusals(r, runner)
+
+
+def test_bare_fp8_suggests_the_fp8_formats_not_mxfp8():
+    """A new user's trial: ``--quant fp8`` was answered "did you mean 'mxfp8'" (a Blackwell format); the formats it
+    is short for are fp8_tensor, fp8_channel and fp8_block."""
+    r = _explain(gpu="H100", quant="fp8")
+    note = next(n for n in r.deployment.notes if n.startswith("quant fp8 is not a format"))
+    assert "fp8_tensor, fp8_channel, fp8_block" in note and "mxfp8" not in note
