@@ -109,10 +109,7 @@ def _gemv(q_ptr, s_ptr, a_ptr, ids_ptr, out_ptr, N, KB, top_k, a_per_slot, strid
             aw = gl.full([32, G, CB], 0x3F803F80, gl.int32, layout=A3)
         else:
             aw = a_smem.slice(st * 32, 32, dim=0).load(A3)
-        if W_MODE == 6:
-            s2 = (sc.to(gl.uint32) * 0x00800080).to(gl.int32, bitcast=True)
-        else:
-            s2 = (sc.to(gl.uint32) * 0x00100010 + E4M3_BASE2).to(gl.int32, bitcast=True)
+        s2 = _scale_words(sc, W_MODE)
         s4 = gl.broadcast(gl.expand_dims(s2, 3), q)[0]
         w2 = gl.inline_asm_elementwise(DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, s4], dtype=gl.int32, is_pure=True, pack=4)
         lo = (w2 << 16).to(gl.float32, bitcast=True)
@@ -179,10 +176,7 @@ def _gemv_tma(w_desc, s_desc, a_desc, ids_ptr, out_ptr, N, n_items, strips, a_pe
         gl.thread_barrier()                   # every warp has read stage st: it may be refilled
         _tma_issue(j + STAGES, total, pid, nprog, w_desc, s_desc, a_desc, w_smem, s_smem, a_smem, bars, ids_ptr, N,
                    strips, a_per_slot, BN, BK, SB, KT, STAGES)
-        if W_MODE == 6:
-            s2 = (sc.to(gl.uint32) * 0x00800080).to(gl.int32, bitcast=True)
-        else:
-            s2 = (sc.to(gl.uint32) * 0x00100010 + E4M3_BASE2).to(gl.int32, bitcast=True)
+        s2 = _scale_words(sc, W_MODE)
         s3 = gl.broadcast(gl.expand_dims(s2, 2), q)[0]
         w2 = gl.inline_asm_elementwise(DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, s3], dtype=gl.int32, is_pure=True, pack=4)
         a3 = gl.expand_dims(aw, 0)
@@ -210,16 +204,20 @@ def _mma_load(q_base, s_base, a_base, q_off, s_off, b_off, b_mask, s, s_end, SG:
 
 
 @gluon.jit
-def _mma_step(q, sc, ab, acc, LQ: gl.constexpr, L5: gl.constexpr, DA: gl.constexpr, NW: gl.constexpr,
-              SG: gl.constexpr, W_MODE: gl.constexpr):
-    """Decode one K step's bytes (:data:`FP4_DECODE_ASM`: one bf16 pair per byte) and multiply-add them on the tensor
-    cores: the decoded words are the mma's A fragments as loaded (module doc of :func:`_gemv_mma`)."""
+def _scale_words(sc, W_MODE: gl.constexpr):
+    """The kernel's scale bytes -> the bf16x2 multiplier words of the PTX decode (mxfp4: the exponent shifted into
+    place; nvfp4: the e4m3 bits on :data:`FP4_E4M3_BASE`)."""
     if W_MODE == 6:
         s2 = (sc.to(gl.uint32) * 0x00800080).to(gl.int32, bitcast=True)
     else:
         s2 = (sc.to(gl.uint32) * 0x00100010 + E4M3_BASE2).to(gl.int32, bitcast=True)
-    s5 = gl.broadcast(gl.expand_dims(s2, 4), gl.full([NW, 32, 2, SG, 8 // SG], 0, gl.int32, layout=L5))[0]
-    s4 = gl.reshape(s5, [NW, 32, 4, 2, 2])                        # (warp, lane, word, j1, j0): byte 4 word + 2 j1 + j0
+    return s2
+
+
+@gluon.jit
+def _decode_words(q, s4, LQ: gl.constexpr, NW: gl.constexpr):
+    """``q [NW, 32, 4]`` weight words (in ``LQ``) and their bytes' scale words ``s4 [NW, 32, 4, 2, 2]`` (byte ``4 word +
+    2 j1 + j0``) -> the decoded weights as bf16 ``(lo, hi)`` halves ``[NW, 32, 16]``, one pair per byte."""
     se, so = gl.split(s4)
     s0, s2_ = gl.split(se)
     s1, s3 = gl.split(so)
@@ -228,12 +226,49 @@ def _mma_step(q, sc, ab, acc, LQ: gl.constexpr, L5: gl.constexpr, DA: gl.constex
                                           gl.convert_layout(s2_, LQ), gl.convert_layout(s3, LQ)],
         dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
     w = gl.reshape(gl.join(gl.join(o0, o2), gl.join(o1, o3)), [NW, 32, 16])
-    lo = w.to(gl.int16).to(gl.bfloat16, bitcast=True)
-    hi = (w >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    return w.to(gl.int16).to(gl.bfloat16, bitcast=True), (w >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+
+
+@gluon.jit
+def _mma_step(q, sc, ab, acc, LQ: gl.constexpr, L5: gl.constexpr, DA: gl.constexpr, NW: gl.constexpr,
+              SG: gl.constexpr, W_MODE: gl.constexpr):
+    """Decode one K step's bytes (:data:`FP4_DECODE_ASM`: one bf16 pair per byte) and multiply-add them on the tensor
+    cores: the decoded words are the mma's A fragments as loaded (module doc of :func:`_gemv_mma`)."""
+    s2 = _scale_words(sc, W_MODE)
+    s5 = gl.broadcast(gl.expand_dims(s2, 4), gl.full([NW, 32, 2, SG, 8 // SG], 0, gl.int32, layout=L5))[0]
+    s4 = gl.reshape(s5, [NW, 32, 4, 2, 2])                        # (warp, lane, word, j1, j0): byte 4 word + 2 j1 + j0
+    lo, hi = _decode_words(q, s4, LQ, NW)
     x = gl.reshape(gl.join(lo, hi), [NW, 8, 4, 2, 4, 2, 2])         # (warp, q, c, rh, kt, bb, pair)
     x = gl.permute(x, [0, 3, 1, 4, 5, 2, 6])                       # (warp, rh, q, kt, bb, c, pair)
     a = gl.convert_layout(gl.reshape(x, [16 * NW, 64]), DA)
     return mma_v2(a, ab, acc)
+
+
+@gluon.jit
+def _mma_program(ids_ptr, N, steps, BN: gl.constexpr, SPLIT: gl.constexpr):
+    """Program ``(slot * cdiv(N, BN) + strip, split)`` of the tensor-core GEMVs: its slot, strip, expert and K steps
+    ``[s_begin, s_end)`` of ``steps``."""
+    pid = gl.program_id(0)
+    split = gl.program_id(1)
+    strips = gl.cdiv(N, BN)
+    slot = pid // strips
+    strip = pid % strips
+    e = gl.load(ids_ptr + slot).to(gl.int64)
+    per = gl.cdiv(steps, SPLIT)
+    s_begin = split * per
+    return slot, strip, e, s_begin, gl.minimum(s_begin + per, steps)
+
+
+@gluon.jit
+def _mma_q_off(strip, steps, NW: gl.constexpr, LQ: gl.constexpr):
+    """Word offsets ``[NW, 32, 4]`` of each warp's row group at K step 0 (groups of 128 words per step, each lane's 4
+    words contiguous), in ``LQ``."""
+    wq = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))
+    lq = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))
+    iq = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))
+    g = (strip * NW + wq).to(gl.int64)
+    return (gl.expand_dims(gl.expand_dims(g * steps * 128, 1), 2) + gl.expand_dims(gl.expand_dims(lq * 4, 0), 2)
+            + gl.expand_dims(gl.expand_dims(iq, 0), 1))
 
 
 @gluon.jit
@@ -254,22 +289,9 @@ def _gemv_mma(q_ptr, s_ptr, a_ptr, ids_ptr, out_ptr, N, KB, a_per_slot, stride_q
     DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
     BN: gl.constexpr = 16 * NW
-    pid = gl.program_id(0)
-    split = gl.program_id(1)
-    strips = gl.cdiv(N, BN)
-    slot = pid // strips
-    strip = pid % strips
-    e = gl.load(ids_ptr + slot).to(gl.int64)
     steps = KB // 32
-    per = gl.cdiv(steps, SPLIT)
-    s_begin = split * per
-    s_end = gl.minimum(s_begin + per, steps)
-    wq = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))
-    lq = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))
-    iq = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))
-    g16 = (strip * NW + wq).to(gl.int64)
-    q_off = (gl.expand_dims(gl.expand_dims(g16 * steps * 128, 1), 2) + gl.expand_dims(gl.expand_dims(lq * 4, 0), 2)
-             + gl.expand_dims(gl.expand_dims(iq, 0), 1))
+    slot, strip, e, s_begin, s_end = _mma_program(ids_ptr, N, steps, BN, SPLIT)
+    q_off = _mma_q_off(strip, steps, NW, LQ)
     ws = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, LS))))
     ls = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, LS))))
     rh = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, LS))))
@@ -361,22 +383,10 @@ def _mmab_step(q, sc, aw, acc, LQ: gl.constexpr, L4: gl.constexpr, DA: gl.conste
                NW: gl.constexpr, SG: gl.constexpr, W_MODE: gl.constexpr):
     """Decode one K step (weights as the mma's B operand: 8 rows per warp) and run its eight ``m16n8k16`` tiles, the
     activation as A (its 16 rows all the token)."""
-    if W_MODE == 6:
-        s2 = (sc.to(gl.uint32) * 0x00800080).to(gl.int32, bitcast=True)
-    else:
-        s2 = (sc.to(gl.uint32) * 0x00100010 + E4M3_BASE2).to(gl.int32, bitcast=True)
+    s2 = _scale_words(sc, W_MODE)
     s4 = gl.broadcast(gl.expand_dims(s2, 3), gl.full([NW, 32, SG, 16 // SG], 0, gl.int32, layout=L4))[0]
     s4 = gl.reshape(s4, [NW, 32, 4, 2, 2])                        # (warp, lane, word, j1, j0): byte 4 word + 2 j1 + j0
-    se, so = gl.split(s4)
-    s0, s2_ = gl.split(se)
-    s1, s3 = gl.split(so)
-    o0, o1, o2, o3 = gl.inline_asm_elementwise(
-        DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, gl.convert_layout(s0, LQ), gl.convert_layout(s1, LQ),
-                                          gl.convert_layout(s2_, LQ), gl.convert_layout(s3, LQ)],
-        dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
-    w = gl.reshape(gl.join(gl.join(o0, o2), gl.join(o1, o3)), [NW, 32, 16])
-    lo = w.to(gl.int16).to(gl.bfloat16, bitcast=True)
-    hi = (w >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    lo, hi = _decode_words(q, s4, LQ, NW)
     x = gl.reshape(gl.join(lo, hi), [NW, 8, 4, 8, 2, 2])           # (warp, q, c, kt, bb, pair)
     x = gl.permute(x, [3, 4, 2, 5, 0, 1])                          # (kt, bb, c, pair, warp, q)
     b = gl.convert_layout(gl.reshape(x, [128, 8 * NW]), DB)
@@ -407,22 +417,9 @@ def _gemv_mmab(q_ptr, s_ptr, a_ptr, ids_ptr, out_ptr, N, KBP, a_per_slot, stride
     DA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     DB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
     BN: gl.constexpr = 8 * NW
-    pid = gl.program_id(0)
-    split = gl.program_id(1)
-    strips = gl.cdiv(N, BN)
-    slot = pid // strips
-    strip = pid % strips
-    e = gl.load(ids_ptr + slot).to(gl.int64)
     steps = KBP // 64
-    per = gl.cdiv(steps, SPLIT)
-    s_begin = split * per
-    s_end = gl.minimum(s_begin + per, steps)
-    wq = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))
-    lq = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))
-    iq = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))
-    g8 = (strip * NW + wq).to(gl.int64)
-    q_off = (gl.expand_dims(gl.expand_dims(g8 * steps * 128, 1), 2) + gl.expand_dims(gl.expand_dims(lq * 4, 0), 2)
-             + gl.expand_dims(gl.expand_dims(iq, 0), 1))
+    slot, strip, e, s_begin, s_end = _mma_program(ids_ptr, N, steps, BN, SPLIT)
+    q_off = _mma_q_off(strip, steps, NW, LQ)
     ws = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, LS)))
     ls = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, LS)))
     sg = gl.arange(0, SG, layout=gl.SliceLayout(0, gl.SliceLayout(1, LS)))
