@@ -55,6 +55,11 @@ from .errors import InputError, Issue
 LINE = "<launch line>"
 #: Environment variable prefixes that belong to an engine: one not in its table is reported unknown.
 ENGINE_ENV_PREFIXES = {"sglang": ("SGLANG_", "SGL_"), "vllm": ("VLLM_",), "trtllm": ("TRTLLM_", "TLLM_")}
+#: The images whose entrypoint is vLLM's OpenAI server (``docker run IMAGE --model ...``: the words after the image
+#: are the server's arguments), by repository name without registry or tag: vllm/vllm-openai's Dockerfile stage
+#: ``vllm-openai`` (ENTRYPOINT vllm serve, python3 -m vllm.entrypoints.openai.api_server before) and its ROCm build.
+VLLM_IMAGES = frozenset({"vllm-openai", "vllm-openai-rocm", "vllm/vllm-openai", "vllm/vllm-openai-rocm"})
+
 #: docker run options that take a value (the next word unless written --opt=value); others are switches.
 DOCKER_VALUE_OPTS = {"-e", "--env", "--env-file", "-v", "--volume", "--mount", "--gpus", "--shm-size", "--ipc", "--network",
                      "--net", "-p", "--publish", "--name", "--entrypoint", "--runtime", "-w", "--workdir", "--ulimit",
@@ -341,7 +346,17 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                 raise InputError(Issue(where, 0, "", f"docker run {out[i] if i < len(out) else ''}: the image's default command "
                                        "is not in the line; give the command after the image (e.g. python3 -m sglang.launch_server ...)"))
             findings.append(Finding("note", f"docker run ... {out[i]}", "the container's command is read; docker's options are not (its -e variables are)"))
-            out = out[i + 1:]
+            image = out[i].rsplit("@", 1)[0].split(":", 1)[0]
+            if out[i + 1].startswith("-") and image.split("/", 1)[-1] in VLLM_IMAGES:
+                # The vLLM images' entrypoint serves: the words after the image are its arguments.
+                findings.append(Finding("note", f"docker run ... {out[i]} {out[i + 1]}",
+                                        "the image's entrypoint is vLLM's server (vllm serve; python3 -m "
+                                        "vllm.entrypoints.openai.api_server in older images): its arguments are read as "
+                                        "vllm serve's [vllm-project/vllm@0000977eaf87:docker/Dockerfile (vllm-openai "
+                                        "ENTRYPOINT)]"))
+                out = ["vllm", "serve"] + out[i + 1:]
+            else:
+                out = out[i + 1:]
         elif w == "torchrun" or w.endswith("/torchrun"):
             i = 1
             while i < len(out) and out[i].startswith("-") and out[i] != "-m":

@@ -398,6 +398,22 @@ def test_docker_run_and_cuda_visible_devices(hf_cache):
         from_command("docker run --gpus all lmsysorg/sglang:latest")
 
 
+def test_vllm_image_entrypoint_takes_the_arguments():
+    """vLLM's images run the server as their entrypoint (docker/Dockerfile, stage vllm-openai), so the words after the
+    image are its arguments (a new user's trial: this standard form was 'unknown engine launcher'). Another image with
+    no command stays an error."""
+    launch = from_command("docker run --gpus all -e VLLM_USE_DEEP_GEMM=0 vllm/vllm-openai:v0.29.0 --model M "
+                          "--tensor-parallel-size 4 --enable-expert-parallel",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.engine == "vllm" and launch.deployment["tp"] == 4 and launch.env["VLLM_USE_DEEP_GEMM"] == "0"
+    assert any("entrypoint is vLLM's server" in text for text in kinds(launch, "note").values())
+    launch = from_command("docker run --gpus all docker.io/vllm/vllm-openai-rocm@sha256:abc --model M -tp 2",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.engine == "vllm" and launch.deployment["tp"] == 2
+    with pytest.raises(InputError, match="unknown engine launcher"):
+        from_command("docker run --gpus all lmsysorg/sglang:latest --model-path M --tp 8")
+
+
 def test_torchrun_stripped_or_refused():
     launch = from_command("torchrun --nproc-per-node 8 -m sglang.launch_server --model-path M --tp 8",
                           model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
