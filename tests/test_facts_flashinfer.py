@@ -293,8 +293,9 @@ def test_mxfp4_composite_is_sglangs(seed):
     gpt_oss = {"num_experts": 128, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
                "activation": "swiglu_oai", "routing": "renormalize"}
     dep = {"gpu": "H200", "quant": "mxfp4", "model": gpt_oss, "runner": "flashinfer_mxfp4"}
-    # Issue 18: every fact names SGLang; no vLLM check refuses a runner name vLLM does not have: unverified there.
-    assert "quant_unsupported" in unverified({**dep, "engine": "vllm"}, "flashinfer_mxfp4")
+    # vLLM's --moe-backend values are its MoEBackend literal, which has no flashinfer_mxfp4: refused for the engine
+    # (field round 26's checker; it was unverified there before).
+    assert "engine_unsupported" in codes({**dep, "engine": "vllm"}, "flashinfer_mxfp4")
     # flashinfer-ai/flashinfer#5438 (field round 8): the releases with #3084 but without #3738 write wrong tiles on sm90.
     ok = random.Random(seed).choice(["0.6.16", "0.6.16.post2", "0.6.18"])
     assert eligible({**dep, "engine": "sglang", "packages": {"flashinfer-python": ok}}, "flashinfer_mxfp4")

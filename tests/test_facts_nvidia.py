@@ -284,14 +284,16 @@ def test_sglang_cutlass_block_fp8_and_nvfp4():
 def test_torch_grouped_mm_fp8_rowwise_is_hopper_only():
     # pytorch/pytorch@4c8b95514429 common_cuda.py: PLATFORM_SUPPORTS_FP8_GROUPED_GEMM = SM90OrLater and not
     # SM100OrLater (pytorch/pytorch#161780); the old file claimed fp8_channel/fp8_tensor on sm100.
-    r = explain(gpu="B200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="torch_grouped_mm")
+    # This install's runner (engine moe_select): no serving engine ships it (its engines list, exhaustive).
+    r = explain(gpu="B200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="torch_grouped_mm", engine="moe_select")
     assert "quant_unsupported" in codes(r, "torch_grouped_mm")
-    assert explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="torch_grouped_mm").status == "ok"
+    assert explain(gpu="H200", quant="fp8_channel", model=QWEN3_30B, tp=1, runner="torch_grouped_mm",
+                   engine="moe_select").status == "ok"
 
 
 def test_torch_grouped_mm_bf16_on_sm100_needs_a_torch_with_the_sm100_kernel():
     # pytorch/pytorch#156202 / #156203: SM100 grouped GEMM added June 2025; claimed from torch 2.9.
-    dep = {"gpu": "B200", "quant": "bf16", "model": QWEN3_30B, "tp": 1, "runner": "torch_grouped_mm"}
+    dep = {"gpu": "B200", "quant": "bf16", "model": QWEN3_30B, "tp": 1, "runner": "torch_grouped_mm", "engine": "moe_select"}
     assert explain(**dep, packages={"torch": "2.9.0"}).status == "ok"
     old = explain(**dep, packages={"torch": "2.8.0"})
     assert "quant_unsupported" in codes(old, "torch_grouped_mm")
@@ -313,9 +315,9 @@ def test_this_projects_runners_pair_with_standard_dispatch_only():
     r = explain(**dep)
     assert cand(r, "torch_grouped_mm").eligible and cand(r, "torch_native").eligible
     ll = explain(gpu="H200", quant="bf16", model=QWEN3_30B, tp=2, ep=2, a2a="deepep", a2a_mode="low_latency")
-    # Issue 18: this project's own facts cannot make a list exhaustive (no upstream check), so a batched a2a is
-    # unverified for these runners at planning (their adapters register a standard core only).
-    assert cand(ll, "torch_grouped_mm").evidence != "supported" and "a2a_unsupported" in unknown_codes(ll, "torch_grouped_mm")
+    # Issue 18: this project's own facts cannot make a list exhaustive (no upstream check); with no engine stated
+    # (sglang, vllm, trtllm) torch_grouped_mm is refused anyway now: no serving engine ships it (their backend tables).
+    assert not cand(ll, "torch_grouped_mm").eligible and "engine_unsupported" in codes(ll, "torch_grouped_mm")
     assert not cand(ll, "torch_native").eligible  # refused on other facts (no CUDA-graph capture, parallelism)
 
 

@@ -90,7 +90,8 @@ def test_run_prefers_a_runner_that_needs_no_build_and_says_so(tmp_path):
     ops.mkdir()
     (ops / "ops.yaml").write_text("schema_version: 1\nrules:\n  - id: fi-first\n    when: {arch: [sm90], quant: [bf16]}\n"
                                   "    prefer: [flashinfer_cutlass, torch_grouped_mm]\n")
-    dep = {"gpu": "H200", "quant": "bf16", "model": MODEL}
+    # as `run` plans (engine moe_select), eager: FlashInfer's capture under this install is not claimed
+    dep = {"gpu": "H200", "quant": "bf16", "model": MODEL, "engine": "moe_select", "cuda_graph": False}
     built = moe_select.explain(dep, environment=_env(False), rules_dirs=[ops])
     assert built.plan.runner == "flashinfer_cutlass" and built.plan.jit is not None
     assert no_build_alternative(built, default_catalog([ops])) == "torch_grouped_mm"
