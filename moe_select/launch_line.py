@@ -925,6 +925,8 @@ def _map(launch: Launch, where: str) -> None:
         _set(launch, "tp", group, f"{how} (vLLM's MoE group: tp x dp x pcp = {tp} x {dp} x {pcp})" if group != tp else how)
         if dp > 1:
             _set(launch, "dp", dp, f"{_w(launch, 'dp')} (data-parallel attention)")
+        elif "dp" not in v:      # the line is the whole server: no --data-parallel-size is vLLM's default, 1
+            _set(launch, "dp", 1, "vLLM's default --data-parallel-size 1 (not in the line)")
         if v.get("ep_switch") is not None and v["ep_switch"].value:
             _set(launch, "ep", group, f"{_w(launch, 'ep_switch')} (a switch: EP = tp x dp x pcp = {group})")
         if "a2a" in v:

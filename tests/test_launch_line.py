@@ -398,6 +398,16 @@ def test_docker_run_and_cuda_visible_devices(hf_cache):
         from_command("docker run --gpus all lmsysorg/sglang:latest")
 
 
+def test_vllm_line_without_dp_states_dp_1():
+    """A vLLM line is the whole server: no --data-parallel-size is vLLM's default 1, stated (a new user's trial saw
+    'assumed: dp not given' on such lines)."""
+    launch = from_command("vllm serve M --tensor-parallel-size 4 --enable-expert-parallel",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.deployment["dp"] == 1 and launch.deployment["ep"] == 4
+    launch = from_command("vllm serve M -tp 2 -dp 4 --enable-expert-parallel", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.deployment["dp"] == 4 and launch.deployment["tp"] == 8
+
+
 def test_vllm_image_entrypoint_takes_the_arguments():
     """vLLM's images run the server as their entrypoint (docker/Dockerfile, stage vllm-openai), so the words after the
     image are its arguments (a new user's trial: this standard form was 'unknown engine launcher'). Another image with
