@@ -606,43 +606,36 @@ def read_ceiling(args) -> dict:
 
 
 def mma_compile_stats(warps: int, unroll: int, split: int = 1, prefetch: bool = False, b_weights: bool = False) -> list[dict]:
-    """sm90 compile of :func:`_gemv_mma` at each shape (no GPU): registers, spills, ``mma.sync`` and 16-byte global
-    loads in the PTX, shared-memory stores and barriers (none: the decoded words are the A fragments as loaded), and
-    instructions per weight in the SASS main loop (``sass_loop.main_loop``)."""
+    """sm90 compile of :func:`_gemv_mma` (or, ``b_weights``, :func:`_gemv_mmab`) at each shape (no GPU): registers,
+    spills, ``mma.sync`` and 16-byte global loads in the PTX, shared-memory stores and barriers (none: the decoded words
+    are the mma's fragments as loaded), and instructions per weight in the SASS main loop (``sass_loop.main_loop``)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from sass_loop import compile_sm90, main_loop
 
     out = []
     meta = torch.device("meta")
     for name, e, top_k, n, k, fmt in SHAPES:
-        kb, grp = k // 2, 32 if fmt == "mxfp4" else 16
+        kb, mx = k // 2, fmt == "mxfp4"
+        ids, res = torch.empty(top_k, dtype=torch.int32, device=meta), torch.empty(top_k, n, dtype=torch.float32, device=meta)
         if b_weights:                        # _gemv_mmab: K padded to 64-byte steps, activation words
-            kbp, cb = kb + (-kb) % 64, 16 if fmt == "mxfp4" else 8
+            kbp, cb = kb + (-kb) % 64, 16 if mx else 8
+            kernel, steps = _gemv_mmab, unroll
             args = (torch.empty(e, n, kbp // 4, dtype=torch.int32, device=meta),
                     torch.empty(e, n, kbp // cb, dtype=torch.uint8, device=meta),
-                    torch.empty(top_k, kbp // 2, dtype=torch.int32, device=meta),
-                    torch.empty(top_k, dtype=torch.int32, device=meta), torch.empty(top_k, n, dtype=torch.float32, device=meta),
+                    torch.empty(top_k, kbp // 2, dtype=torch.int32, device=meta), ids, res,
                     n, kbp, top_k, n * kbp // 4, n * (kbp // cb), kbp // cb, kbp // 2, n)
-            kw = dict(NW=warps, SG=4 if fmt == "mxfp4" else 8, U=unroll, SPLIT=split, W_MODE=6 if fmt == "mxfp4" else 7,
-                      num_warps=warps)
-            c = compile_sm90(_gemv_mmab, args, kw)
-            ptx, body = c["ptx"], main_loop(c["cubin"])
-            out.append({"shape": name, "regs": c["regs"], "spill_bytes": c["spill"], "mma": ptx.count("mma.sync"),
-                        "ld_global_v4": ptx.count("ld.global.v4"), "st_shared": ptx.count("st.shared"),
-                        "barriers": ptx.count("bar.sync") + ptx.count("barrier.sync"),
-                        "loop_hmma": sum(op.startswith("HMMA") for op in body),
-                        "instr_per_weight": round(len(body) / (unroll * 32), 2)})
-            continue
-        args = (torch.empty(e, n, kb // 4, dtype=torch.int32, device=meta),
-                torch.empty(e, n, k // grp, dtype=torch.uint8, device=meta),
-                torch.empty(top_k, k, dtype=torch.bfloat16, device=meta), torch.empty(top_k, dtype=torch.int32, device=meta),
-                torch.empty(top_k, n, dtype=torch.float32, device=meta), n, kb, top_k, n * kb // 4, n * (k // grp),
-                k // grp, k, n)
-        kw = dict(NW=warps, SG=2 if fmt == "mxfp4" else 4, U=unroll, SPLIT=split, W_MODE=6 if fmt == "mxfp4" else 7,
-                  PF=prefetch, num_warps=warps)
-        c = compile_sm90(_gemv_mma, args, kw)
+            kw = dict(SG=4 if mx else 8)
+        else:
+            grp = 32 if mx else 16
+            kernel, steps = _gemv_mma, 4 if prefetch else unroll
+            args = (torch.empty(e, n, kb // 4, dtype=torch.int32, device=meta),
+                    torch.empty(e, n, k // grp, dtype=torch.uint8, device=meta),
+                    torch.empty(top_k, k, dtype=torch.bfloat16, device=meta), ids, res,
+                    n, kb, top_k, n * kb // 4, n * (k // grp), k // grp, k, n)
+            kw = dict(SG=2 if mx else 4, PF=prefetch)
+        c = compile_sm90(kernel, args, dict(kw, NW=warps, U=unroll, SPLIT=split, W_MODE=6 if mx else 7,
+                                            num_warps=warps))
         ptx, body = c["ptx"], main_loop(c["cubin"])
-        steps = 4 if prefetch else unroll
         out.append({"shape": name, "regs": c["regs"], "spill_bytes": c["spill"], "mma": ptx.count("mma.sync"),
                     "ld_global_v4": ptx.count("ld.global.v4"), "st_shared": ptx.count("st.shared"),
                     "barriers": ptx.count("bar.sync") + ptx.count("barrier.sync"),
