@@ -524,10 +524,12 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         if fmt is None:  # a well-formed name of no format this moe-select knows: judged, its parameters unknown
             family = [n for n in names() if n.startswith(quant + "_")]     # 'fp8': fp8_tensor, fp8_channel, ...
             close = difflib.get_close_matches(quant, names(), n=1)
-            near = lookup(close[0]) if close and not family else None
-            hint = (f" (did you mean one of {', '.join(family)}? the checkpoint's scales decide which; --model-config "
-                    "reads them)" if family else f" (did you mean {near.name!r}: {near.summary}?)" if near is not None
-                    else "")
+            hint = ""
+            if family:
+                hint = f" (did you mean one of {', '.join(family)}? the checkpoint's scales decide which; --model-config reads them)"
+            elif close:
+                near = lookup(close[0])
+                hint = f" (did you mean {near.name!r}: {near.summary}?)" if near is not None else ""
             notes.append(f"quant {quant} is not a format of this moe-select (no row in backends/formats.yaml)" + hint
                          + ": no fact runs it and its parameters are unknown; run and verify refuse it (no scales, no tolerance)")
         if quant_params.get("weight_only") and fmt is not None and fmt.activation in (None, "bf16", "fp16"):

@@ -56,9 +56,10 @@ LINE = "<launch line>"
 #: Environment variable prefixes that belong to an engine: one not in its table is reported unknown.
 ENGINE_ENV_PREFIXES = {"sglang": ("SGLANG_", "SGL_"), "vllm": ("VLLM_",), "trtllm": ("TRTLLM_", "TLLM_")}
 #: The images whose entrypoint is vLLM's OpenAI server (``docker run IMAGE --model ...``: the words after the image
-#: are the server's arguments), by repository name without registry or tag: vllm/vllm-openai's Dockerfile stage
-#: ``vllm-openai`` (ENTRYPOINT vllm serve, python3 -m vllm.entrypoints.openai.api_server before) and its ROCm build.
-VLLM_IMAGES = frozenset({"vllm-openai", "vllm-openai-rocm", "vllm/vllm-openai", "vllm/vllm-openai-rocm"})
+#: are the server's arguments), by the image name's last path component (no registry, organisation, tag or digest):
+#: vllm/vllm-openai's Dockerfile stage ``vllm-openai`` (ENTRYPOINT vllm serve, python3 -m
+#: vllm.entrypoints.openai.api_server before) and its ROCm build.
+VLLM_IMAGES = frozenset({"vllm-openai", "vllm-openai-rocm"})
 
 #: docker run options that take a value (the next word unless written --opt=value); others are switches.
 DOCKER_VALUE_OPTS = {"-e", "--env", "--env-file", "-v", "--volume", "--mount", "--gpus", "--shm-size", "--ipc", "--network",
@@ -346,8 +347,8 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                 raise InputError(Issue(where, 0, "", f"docker run {out[i] if i < len(out) else ''}: the image's default command "
                                        "is not in the line; give the command after the image (e.g. python3 -m sglang.launch_server ...)"))
             findings.append(Finding("note", f"docker run ... {out[i]}", "the container's command is read; docker's options are not (its -e variables are)"))
-            image = out[i].rsplit("@", 1)[0].split(":", 1)[0]
-            if out[i + 1].startswith("-") and image.split("/", 1)[-1] in VLLM_IMAGES:
+            image = out[i].split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]    # repository name: no tag/digest
+            if out[i + 1].startswith("-") and image in VLLM_IMAGES:
                 # The vLLM images' entrypoint serves: the words after the image are its arguments.
                 findings.append(Finding("note", f"docker run ... {out[i]} {out[i + 1]}",
                                         "the image's entrypoint is vLLM's server (vllm serve; python3 -m "

@@ -420,6 +420,9 @@ def test_vllm_image_entrypoint_takes_the_arguments():
     launch = from_command("docker run --gpus all docker.io/vllm/vllm-openai-rocm@sha256:abc --model M -tp 2",
                           model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
     assert launch.engine == "vllm" and launch.deployment["tp"] == 2
+    launch = from_command("docker run --gpus all localhost:5000/vllm/vllm-openai:v0.29.0 --model M -tp 2",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))     # a registry's port is no tag
+    assert launch.engine == "vllm" and launch.deployment["tp"] == 2
     with pytest.raises(InputError, match="unknown engine launcher"):
         from_command("docker run --gpus all lmsysorg/sglang:latest --model-path M --tp 8")
 
