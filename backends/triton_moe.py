@@ -235,6 +235,17 @@ class TritonMoeCore:
             if swap and self.fp4_asm:
                 raise RunnerInputError(f"{path}: tokens {swap} set SWAP_AB: {K.SWAP_AB_ASM_ERROR} "
                                        f"(fp4_decode='portable' reads this file)")
+            gluon = sorted(t for t, c in table.items() if c["gemm1"].get("GLUON") or c["gemm2"].get("GLUON"))
+            if gluon and not self.fp4_asm:
+                raise RunnerInputError(f"{path}: tokens {gluon} set GLUON (the Gluon GEMV), which reads the shuffled "
+                                       f"layout through the PTX decode; fp4_decode='portable' or the interpreter "
+                                       f"cannot run them")
+            if gluon:        # imported now, so a Triton without Gluon is refused before any weight is loaded
+                try:
+                    from . import triton_moe_gluon  # noqa: F401
+                except ImportError as exc:
+                    raise RunnerInputError(f"{path}: tokens {gluon} set GLUON, and this Triton "
+                                           f"({getattr(K.triton, '__version__', '?')}) has no Gluon: {exc}") from None
             if self.block_shape:
                 bk = self.block_shape[1]
                 table = {t: {**c, "gemm1": {**c["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, c["gemm1"]["BLOCK_N"])},

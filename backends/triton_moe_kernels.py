@@ -1175,6 +1175,12 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
                          f"must be a multiple of {group_k}, got {bn}")
     prefetch = bool(config.get("PREFETCH"))
+    gluon = bool(config.get("GLUON"))
+    if gluon and not (gemv and bm == 1 and split_k == 1 and not prefetch and fp4_asm and w_mode in FP4_MODES):
+        raise ValueError(f"GLUON (the Gluon GEMV, backends/triton_moe_gluon.py) is an option of the packed-FP4 GEMV "
+                         f"mode at BLOCK_M 1 with the PTX decode, without SPLIT_K or PREFETCH; got BLOCK_M {bm}, "
+                         f"GEMV {gemv}, SPLIT_K {split_k}, PREFETCH {prefetch}, weight mode {w_mode}, "
+                         f"PTX decode {bool(fp4_asm)}")
     if prefetch and not (gemv and bm == 1):
         raise ValueError(f"PREFETCH (the next K tile's loads before this one's FMAs) is an option of the GEMV mode at "
                          f"BLOCK_M 1, not of {'GEMV at BLOCK_M ' + str(bm) if gemv else 'the MMA tiles'}")
@@ -1191,7 +1197,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         strides = (0, 0, 0)
     dummy = align.num_rows
     ws = None
-    if split_k > 1:          # float32 partial sums per split, sorted row and column (gate then up columns)
+    if split_k > 1 or gluon:  # float32 partial sums per split, sorted row and column (gate then up columns)
         ws = torch.empty(split_k, align.rows, 2 * n_out if gated else n_out, dtype=torch.float32, device=dev)
     b_arg = TensorDescriptor.from_tensor(b.view(-1, b.shape[2]), [bn, bk]) if tma else b
     args = (
@@ -1216,11 +1222,17 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
         SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
         BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
-    if split_k == 1:
+    if gluon:                # the Gluon GEMV writes the sums, the reduction below runs the epilogue
+        from . import triton_moe_gluon
+        assert ws is not None
+        triton_moe_gluon.fp4_gemv_partials(a, b, scale, ws, align, top_k=top_k, n_rows=ws.shape[2], gather=gather,
+                                           w_mode=w_mode, config=config, warmup=warmup)
+    elif split_k == 1:
         return moe_gemm_kernel.launch(grid, dev, *args, **consts, SPLIT_MODE=0, SPLIT_K=1, BLOCK_N=bn,
                                       num_warps=config["num_warps"], num_stages=config["num_stages"])
-    moe_gemm_kernel.launch((grid[0] * split_k,), dev, *args, **consts, SPLIT_MODE=1, SPLIT_K=split_k,
-                           BLOCK_N=bn, num_warps=config["num_warps"], num_stages=config["num_stages"])
+    else:
+        moe_gemm_kernel.launch((grid[0] * split_k,), dev, *args, **consts, SPLIT_MODE=1, SPLIT_K=split_k,
+                               BLOCK_N=bn, num_warps=config["num_warps"], num_stages=config["num_stages"])
     rbn = max(bn, min(GEMV_REDUCE_BLOCK_N, _pow2(n_out)))      # the reduction: wide rows, vector stores
     return moe_gemm_kernel.launch((align.max_blocks * triton.cdiv(n_out, rbn),), dev, *args, **consts, SPLIT_MODE=2,
                                   SPLIT_K=split_k, BLOCK_N=rbn, num_warps=4, num_stages=1)
@@ -1942,19 +1954,26 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     GEMMs may also set ``PREFETCH`` and a ``BLOCK_N`` from 4. Returns it without ``us`` and false flags."""
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
     if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT", "TMA",
-                                                         "SPLIT_SLOTS", "PREFETCH"} \
+                                                         "SPLIT_SLOTS", "PREFETCH", "GLUON"} \
             or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS, PREFETCH), got {c!r}")
+                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS, PREFETCH, GLUON), got {c!r}")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
             raise ValueError(f"{where}: SPLIT_K must be an integer from 1 to 64, got {v!r}")
         if v > 1 and not c.get("GEMV"):
             raise ValueError(f"{where}: SPLIT_K is an option of the GEMV mode (GEMV: true)")
-    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH"):
+    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON"):
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
+    if c.get("GLUON") and (direct or not c.get("GEMV") or c.get("SPLIT_K", 1) > 1 or c.get("PREFETCH")):
+        raise ValueError(f"{where}: GLUON (the Gluon GEMV) is an option of the sorted GEMV mode (GEMV: true) without "
+                         f"SPLIT_K or PREFETCH, not of DIRECT buckets")
+    if c.get("GLUON") and (c["num_warps"] not in (1, 2, 4, 8) or c["BLOCK_N"] % c["num_warps"]
+                           or c["BLOCK_N"] // c["num_warps"] not in (1, 2, 4)):
+        raise ValueError(f"{where}: GLUON needs BLOCK_N = num_warps x 1, 2 or 4 rows per thread (num_warps 1, 2, 4 "
+                         f"or 8), got BLOCK_N {c['BLOCK_N']}, num_warps {c['num_warps']}")
     if c.get("PREFETCH") and not (direct or c.get("GEMV")):
         raise ValueError(f"{where}: PREFETCH is an option of the GEMV mode (at BLOCK_M 1) and of DIRECT buckets' GEMMs")
     for k in keys:
@@ -1962,7 +1981,7 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{where}: {k} must be a positive integer, got {v!r}")
     for k in ("BLOCK_N", "BLOCK_K"):
-        least = 4 if direct and k == "BLOCK_N" else 16
+        least = 16 if k != "BLOCK_N" else 4 if direct else 1 if c.get("GLUON") is True else 16
         if c[k] < least or c[k] & (c[k] - 1):
             raise ValueError(f"{where}: {k} must be a power of two >= {least}, got {c[k]}")
     if c.get("GEMV") and (c.get("SWAP_AB") or c.get("SPLIT")):
@@ -1971,7 +1990,7 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
             | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}) | ({"GEMV": True} if c.get("GEMV") else {})
             | ({"PREQUANT": True} if c.get("PREQUANT") else {}) | ({"TMA": True} if c.get("TMA") else {})
             | ({"SPLIT_SLOTS": True} if c.get("SPLIT_SLOTS") else {})
-            | ({"PREFETCH": True} if c.get("PREFETCH") else {})
+            | ({"PREFETCH": True} if c.get("PREFETCH") else {}) | ({"GLUON": True} if c.get("GLUON") else {})
             | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 
@@ -2001,7 +2020,10 @@ def load_config_file(path: str) -> dict[int, dict]:
     :data:`GEMV_MAX_BLOCK_M`. Packed-FP4 files: a bucket may set ``"DIRECT": true`` beside ``BLOCK_M`` (with
     ``BLOCK_M`` 1 and GEMV without SPLIT_K in both GEMMs): its forward is :func:`fp4_direct_gemm` twice, no sort and
     the top-k sum fused (``backends/triton_moe.py`` ``direct_forward``); its GEMMs may set ``"PREFETCH": true`` and a
-    ``BLOCK_N`` from 4 (:func:`fp4_direct_gemm`). Raises ValueError naming the file and
+    ``BLOCK_N`` from 4 (:func:`fp4_direct_gemm`). A GEMV config of a ``BLOCK_M`` 1 bucket (not DIRECT, no ``SPLIT_K`` or
+    ``PREFETCH``) may set ``"GLUON": true``: its sums come from the Gluon kernel of ``backends/triton_moe_gluon.py``
+    (``BLOCK_N`` = ``num_warps`` x 1, 2 or 4 rows per thread) and the reduction launch runs the epilogue. Raises
+    ValueError naming the file and
     the field on a malformed file."""
     try:
         data = json.loads(Path(path).read_text())
@@ -2026,6 +2048,8 @@ def load_config_file(path: str) -> dict[int, dict]:
             if isinstance(cfg.get(g), dict) and cfg[g].get("PREFETCH") is True and cfg[g].get("GEMV") \
                     and cfg.get("BLOCK_M") != 1:
                 raise ValueError(f"{where}.{g}: PREFETCH in the GEMV mode needs BLOCK_M 1, got {cfg.get('BLOCK_M')!r}")
+            if isinstance(cfg.get(g), dict) and cfg[g].get("GLUON") is True and cfg.get("BLOCK_M") != 1:
+                raise ValueError(f"{where}.{g}: GLUON (the Gluon GEMV) needs BLOCK_M 1, got {cfg.get('BLOCK_M')!r}")
         out[int(tok)] = {"BLOCK_M": cfg["BLOCK_M"],
                          "gemm1": _check_gemm_cfg(cfg.get("gemm1"), where + ".gemm1", is_direct),
                          "gemm2": _check_gemm_cfg(cfg.get("gemm2"), where + ".gemm2", is_direct)}

@@ -38,7 +38,7 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
   two GEMV launches over the unsorted slots, the top-k sum fused) searched at 1 token, a coordinate search over
   the tuner's DIRECT candidates (``tune_triton_moe.direct_search``: PREFETCH, SPLIT_SLOTS), the whole layer timed each
   time (rows ``direct``), then the best pair at :data:`DIRECT_TOKENS` (rows ``direct_best``; the pair in the JSON's
-  ``direct_best``).
+  ``direct_best``); ``gluon:R1xW1:R2xW2`` (at 1 token): the Gluon GEMV in the 1-token bucket (:func:`gluon_gemm`).
 - ``--runs``: also ``moe-select run --device cuda --tokens 64`` for the four checkpoints (and DeepSeek-V3.1-NVFP4's
   bf16 ``mtp`` layer, ``--layer mtp``) first, each log saved next to the JSON (``run_<model>[_mtp].log``), exit
   codes in the JSON; ``--runs --layers ""`` runs only those.
@@ -74,6 +74,10 @@ TOKENS = (1, 8, 32, 64, 128, 256, 2048)
 VARIANT_TOKENS = (1, 32, 256)
 #: Token counts of the variants that switch between the GEMV mode and the MMA tiles (few rows per expert).
 GEMV_VARIANT_TOKENS = (1, 8, 32)
+#: Token counts of the ``gluon:R1xW1:R2xW2`` variants: the 1-token bucket at ``BLOCK_M`` 1 with the Gluon GEMV
+#: (``R`` rows per thread, ``W`` warps) in the first and second GEMM, ``-`` for the ``tl`` GEMV of the tuned bucket (or
+#: of ``gemv_config`` where the tuned one is not a GEMV at ``BLOCK_M`` 1).
+GLUON_VARIANT_TOKENS = (1,)
 GROUP = {"mxfp4": 32, "nvfp4": 16}
 REF_TOKENS = 8
 #: The ``direct`` variant's search (``--variants direct``): the tuner's (``tune_triton_moe.direct_search``, a
@@ -172,6 +176,16 @@ def portable_weights(pw):
                                                          fp4_shuffled=False, **sc))
 
 
+def gluon_gemm(spec: str, base: dict) -> dict:
+    """A GEMM config of the ``gluon:...`` variants: ``"RxW"`` the Gluon GEMV (``GLUON``, backends/triton_moe_gluon.py)
+    at ``R`` rows per thread and ``W`` warps (``BLOCK_N = R * W``); ``"-"`` ``base`` as it is (the ``tl`` GEMV)."""
+    if spec == "-":
+        return base
+    r, w = (int(v) for v in spec.split("x"))
+    return {"BLOCK_N": r * w, "BLOCK_K": base["BLOCK_K"], "GROUP_M": 1, "num_warps": w, "num_stages": 1, "GEMV": True,
+            "GLUON": True}
+
+
 def set_variant(core, variant: str, saved: dict) -> None:
     """Switch the resolved triton core to a variant (tile options or decode); ``saved`` restores the default."""
     if not saved:
@@ -195,8 +209,20 @@ def set_variant(core, variant: str, saved: dict) -> None:
             if variant == "gemv" or c["gemm1"].get("GEMV"):
                 core._table[b] = make(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, int(b), s.top_k,
                                       gated=s.gated)
+    elif variant.startswith("gluon:"):
+        from moe_select.backends import triton_moe_kernels as K
+
+        s = core.spec
+        b = K.token_bucket(1, tuple(sorted(int(k) for k in core._table)))
+        b = next(k for k in core._table if int(k) == b)          # (the saved table's keys are strings)
+        c = core._table[b]
+        if not (c["BLOCK_M"] == 1 and c["gemm1"].get("GEMV") and not c.get("DIRECT")):
+            c = {**K.gemv_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, 1, s.top_k, gated=s.gated),
+                 "BLOCK_M": 1}
+        core._table[b] = {"BLOCK_M": 1, **{g: gluon_gemm(spec_, c[g]) for g, spec_ in
+                                             zip(("gemm1", "gemm2"), variant.split(":")[1:3], strict=True)}}
     elif variant not in ("default", "direct"):          # direct: direct_search, after the others
-        raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, gemv, mma, direct)")
+        raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, gemv, mma, direct, gluon:RxW:RxW)")
     core._table = {int(k): v for k, v in core._table.items()}
 
 
@@ -245,7 +271,8 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
         set_variant(runner.core, variant, saved)
         pw = portable_weights(pw_default) if variant == "portable" else pw_default
         for t in tokens:
-            if variant != "default" and t not in (GEMV_VARIANT_TOKENS if variant in ("gemv", "mma") else VARIANT_TOKENS):
+            if variant != "default" and t not in (GEMV_VARIANT_TOKENS if variant in ("gemv", "mma") else
+                                                  GLUON_VARIANT_TOKENS if variant.startswith("gluon:") else VARIANT_TOKENS):
                 continue
             if time.time() - t_start > args.budget_s:
                 result["skipped"].append({"layer": name, "variant": variant, "tokens": t, "why": "time budget"})
