@@ -274,7 +274,8 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
     tries its split variant (``SPLIT``: 16-bit out over the gate and up rows, then the activation kernel)."""
     out = [dict(base)]
     if base.get("GEMV"):
-        return out + [c for c in gemv_candidates(phase, base, dry) if c not in out and _fits(c, bm, fmt, gated, n_out, k_dim)]
+        return out + [c for c in gemv_candidates(phase, base, dry, bm) if c not in out
+                      and (c.get("GLUON") or _fits(c, bm, fmt, gated, n_out, k_dim))]
     split_ok = fmt == "fp8_block" and gated and block_k is not None and bm >= 64 and not dry
     splits: list[dict] = []
     if split_ok and phase == "quick" and not base.get("SPLIT"):
@@ -321,11 +322,13 @@ def _toggle(c: dict, flag: str) -> dict:
     return {**c, flag: True}
 
 
-def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
+def gemv_candidates(phase: str, base: dict, dry: bool = False, bm: int = 0) -> list[dict]:
     """GEMV-mode configs to time next to ``base`` (a GEMV config): its neighbours (``quick``: ``BLOCK_N``,
     ``BLOCK_K`` and ``SPLIT_K`` halved and doubled, the other warp count) or a grid (``full``: ``BLOCK_N`` 16, 32,
     64, ``BLOCK_K`` 64, 128, 256, ``SPLIT_K`` 1, 2, 4, 8, warps and stages as ``base``: the loop has no dot, so
-    Triton does not pipeline its loads). ``dry``: a split of two 32-deep K tiles and a narrower tile."""
+    Triton does not pipeline its loads), and at ``bm`` 1 the Gluon GEMV (``GLUON``, backends/triton_moe_gluon.py) at
+    :data:`GLUON_SHAPES` rows per thread x warps (not with ``dry``: Gluon has no interpreter). ``dry``: a split of two
+    32-deep K tiles and a narrower tile."""
     sk = base.get("SPLIT_K", 1)
 
     def mk(**kw) -> dict:
@@ -336,16 +339,25 @@ def gemv_candidates(phase: str, base: dict, dry: bool = False) -> list[dict]:
 
     if dry:
         return [mk(BLOCK_K=32, SPLIT_K=2), mk(BLOCK_N=max(16, base["BLOCK_N"] // 2))]
+    gluon = [{"BLOCK_N": r * w, "BLOCK_K": base["BLOCK_K"], "GROUP_M": 1, "num_warps": w, "num_stages": 1, "GEMV": True,
+              "GLUON": True} for r, w in GLUON_SHAPES] if bm == 1 and not dry else []
     if phase == "quick":
         return [mk(BLOCK_N=base["BLOCK_N"] * 2), mk(BLOCK_N=max(16, base["BLOCK_N"] // 2)),
                 mk(BLOCK_K=base["BLOCK_K"] * 2), mk(BLOCK_K=base["BLOCK_K"] // 2),
-                mk(SPLIT_K=2 * sk), mk(SPLIT_K=max(1, sk // 2)), mk(num_warps=6 - base["num_warps"])]
-    return [mk(BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=s) for bn, bk, s in itertools.product((16, 32, 64), (64, 128, 256), (1, 2, 4, 8))]
+                mk(SPLIT_K=2 * sk), mk(SPLIT_K=max(1, sk // 2)), mk(num_warps=6 - base["num_warps"]), *gluon[:2]]
+    return [mk(BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=s) for bn, bk, s in itertools.product((16, 32, 64), (64, 128, 256), (1, 2, 4, 8))] \
+        + gluon
+
+
+#: (rows per thread, warps) of the Gluon GEMV candidates at ``BLOCK_M`` 1 (:func:`gemv_candidates`); the first two are
+#: the quick phase's (gpt-oss layers, one H200, 2026-12-03: 2 x 4 best, 1 x 8 and 4 x 2 within 1-4 %)
+GLUON_SHAPES = ((2, 4), (1, 8), (4, 2), (2, 2), (1, 4), (4, 4))
 
 
 def cfg_key(c: dict) -> tuple:
     return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], bool(c.get("SPLIT")),
-            bool(c.get("SWAP_AB")), bool(c.get("GEMV")), c.get("SPLIT_K", 1), bool(c.get("PREQUANT")), bool(c.get("TMA")))
+            bool(c.get("SWAP_AB")), bool(c.get("GEMV")), c.get("SPLIT_K", 1), bool(c.get("PREQUANT")), bool(c.get("TMA")),
+            bool(c.get("GLUON")))
 
 
 # --- layers and inputs --------------------------------------------------------------------------------
@@ -797,7 +809,7 @@ def tune_direct(bench: Bench, t: int, sets: list, sorted_cfg: dict, timer: Timer
 
 def _strip(c: dict, us: bool = True) -> dict:
     return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT", "SWAP_AB", "GEMV",
-                              "SPLIT_K", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", *(("us",) if us else ()))
+                              "SPLIT_K", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", *(("us",) if us else ()))
             if k in c}
 
 

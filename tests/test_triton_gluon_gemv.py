@@ -158,8 +158,8 @@ def test_gpu_gluon_gemv_real_layers(model):
     ref_core, rpw = base.core_for(spec, layer, "cuda", warmup=False)
     table = {b: {"BLOCK_M": 1, "gemm1": _cfg(), "gemm2": _cfg(8, 1)} for b in K.TOKEN_BUCKETS}
     core._table = table
-    ref_core._table = {b: {"BLOCK_M": 1, "gemm1": {k_: v for k_, v in c["gemm1"].items() if k_ != "GLUON"},
-                           "gemm2": {k_: v for k_, v in c["gemm2"].items() if k_ != "GLUON"}} for b, c in table.items()}
+    tl_gemv = {**K.gemv_config(e, spec.w13_rows, h, spec.quant, 1, k, spec.gated), "BLOCK_M": 1}
+    ref_core._table = {b: tl_gemv for b in K.TOKEN_BUCKETS}     # the tl GEMV at BLOCK_M 1 (its own tiles)
     for t in (1, 2, 8):
         what = f"{model}, {t} tokens, {core.config_for(t)}"
         x, ids, w = base.routing(spec, t, seed + t, "cuda", minus_one=False)
