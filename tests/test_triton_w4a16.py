@@ -951,7 +951,8 @@ def test_fp4_tuned_tiles_run_in_the_interpreter(name):
     SWAP_AB where the file sets it), read by a core from a file of a small layer's key (the file's format and
     activation; E 8, K 2, H 256, I 128, so a BLOCK_K of 256 spans the hidden size and overhangs I), 37 tokens
     through the interpreter, against the float64 reference. (The interpreter ignores num_warps and num_stages;
-    the GPU test runs the files at their own shapes.)"""
+    the GPU test runs the files at their own shapes.) A bucket with the Gluon GEMV (``GLUON``) cannot run here (Gluon
+    has no interpreter): the interpreter's core refuses its file by name instead, which is checked."""
     K = _K()
     data, real = _tuned_layer(name)
     configs: list[dict] = []
@@ -968,6 +969,10 @@ def test_fp4_tuned_tiles_run_in_the_interpreter(name):
             folder.mkdir()
             (folder / small).write_text(json.dumps({"format_version": 1, "key": {"format": real.quant},
                                                     "configs": {"1": cfg}}))
+            if cfg["gemm1"].get("GLUON") or cfg["gemm2"].get("GLUON"):
+                with pytest.raises(RunnerInputError, match=r"tokens \[1\] set GLUON .*interpreter cannot run them"):
+                    core_for(spec, layer, config_dir=str(folder))
+                continue
             core, pw = core_for(spec, layer, config_dir=str(folder))
             assert core.config_source == small and core.config_for(37) == cfg, (core.config_source, cfg)
             x, ids, w = routing(spec, 37, seed + n)
