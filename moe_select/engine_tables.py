@@ -404,6 +404,32 @@ class A2AName(Located):
     source: str = Field(pattern=CITATION.pattern)
 
 
+class Choices(Located):
+    """What one engine's runner (``of: runner``) or all-to-all (``of: a2a``) option accepts, read after ``normalize``
+    (``exact``: as written, argparse choices or a Literal; ``upper``: case-insensitive, TensorRT-LLM's backend names as
+    this table reads them; ``lower_underscore``: vLLM's ``KernelConfig._normalize_moe_backend``, lower-cased with ``-``
+    read as ``_``). Accepted: the engine's names of the rows (runners, ``by_format``, ``retired``; a2a: ``vllm_read``
+    and ``vllm_before`` too) and ``also`` (names the engine takes that this table maps to nothing). ``closed``: the
+    engine refuses any other value at startup (its parser's choices, with ``source``), so a launch line naming one is
+    refused, with the names it takes; open: another value is planned as written and judged (a note)."""
+
+    engine: Literal["sglang", "vllm", "trtllm"]
+    of: Literal["runner", "a2a"]
+    normalize: Literal["exact", "upper", "lower_underscore"] = "exact"
+    closed: bool
+    also: list[str] = []
+    source: str = Field(pattern=CITATION.pattern)
+    note: str | None = None
+
+    def norm(self, value: str) -> str:
+        """``value`` as the engine reads it (``normalize``)."""
+        if self.normalize == "upper":
+            return value.upper()
+        if self.normalize == "lower_underscore":
+            return value.lower().replace("-", "_")
+        return value
+
+
 class NamesTable(Located):
     """``backends/engines/names.yaml``."""
 
@@ -414,6 +440,33 @@ class NamesTable(Located):
     a2a: list[A2AName]
     trtllm_auto: TrtllmAuto | None = None
     retired: list[Retired] = []
+    #: What each engine's runner and all-to-all options accept (:class:`Choices`); an option without a row is open.
+    choices: list[Choices] = []
+
+    def choices_of(self, engine: str, of: str) -> Choices | None:
+        """The :class:`Choices` row of ``engine``'s runner or all-to-all option (``of``), or None."""
+        return next((c for c in self.choices if c.engine == engine and c.of == of), None)
+
+    def accepted(self, engine: str, of: str) -> list[str]:
+        """The names ``engine``'s ``of`` option takes as this table knows them (normalized as its :class:`Choices`
+        row says; without a row, as written): the rows' names and the row's ``also``."""
+        c = self.choices_of(engine, of)
+        if of == "runner":
+            got = [getattr(r, engine) for r in self.runners] + [f.name for f in self.by_format if f.engine == engine] \
+                + [r.name for r in self.retired if r.engine == engine]
+        elif engine == "sglang":
+            got = [a.sglang for a in self.a2a]
+        elif engine == "vllm":
+            got = [a.vllm for a in self.a2a] + [n for a in self.a2a for n in a.vllm_read] \
+                + [o.name for a in self.a2a for o in a.vllm_before]
+        else:
+            got = []
+        got += c.also if c else []
+        out: list[str] = []
+        for n in got:
+            if n is not None and (c.norm(n) if c else n) not in out:
+                out.append(c.norm(n) if c else n)
+        return out
 
     @model_validator(mode="after")
     def _consistent(self) -> "NamesTable":

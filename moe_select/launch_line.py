@@ -328,6 +328,8 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
         elif w == "docker" and len(out) > 1 and out[1] == "run":
             i = 2
             seen: dict[str, Any] = {"gpus": None, "env": {}}
+            host = dict(env)         # the shell's variables: the container gets only those -e/--env passes
+            env.clear()
             while i < len(out) and out[i].startswith("-"):
                 opt, eq, val = out[i].partition("=")
                 if opt in DOCKER_VALUE_OPTS and not eq:
@@ -338,9 +340,19 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                     if m2:
                         env[m2.group(1)] = m2.group(2)
                         seen["env"][m2.group(1)] = m2.group(2)
+                    elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", val) and val in host:   # -e VAR: the shell's value
+                        env[val] = seen["env"][val] = host[val]
+                elif opt == "--env-file":
+                    findings.append(Finding("note", f"--env-file {val}", "docker's variables file is not read: give its "
+                                            "variables with -e (or --env) to have them read"))
                 elif opt == "--gpus":
                     seen["gpus"] = val.strip("'\"")
                 i += 1
+            dropped = sorted(set(host) - set(env))
+            if dropped:
+                findings.append(Finding("note", ", ".join(dropped), "set in the shell that runs docker: docker run passes a "
+                                        "variable to the container only with -e/--env (or --env-file), so the engine does "
+                                        "not see it: not read"))
             if docker is not None:
                 docker.update(seen)
             if i + 1 >= len(out):
@@ -854,6 +866,24 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
     return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
 
 
+def _chosen(engine: str, of: str, theirs: str, written: str, where: str) -> str:
+    """``theirs`` (the value of ``engine``'s runner or all-to-all option, ``of``, as ``written``) as the engine reads it
+    (its :class:`~moe_select.engine_tables.Choices` row's normalization where that is vLLM's lower-casing). Raises
+    :class:`InputError` (the option as written) when the row says the option's values are closed and this is none of
+    them: the engine refuses it at startup."""
+    c = names().choices_of(engine, of)
+    if c is None:
+        return theirs
+    if c.closed and c.norm(theirs) not in names().accepted(engine, of):
+        takes = names().accepted(engine, of)
+        what = "runner" if of == "runner" else "all-to-all"
+        raise InputError(Issue(where, 0, written, f"{theirs!r} is not a {what} value {engine} takes: it refuses it at startup"
+                               f"{_did_you_mean(c.norm(theirs), takes)}; it takes {', '.join(takes)} [{c.source}]"
+                               + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
+                               "leave the option out of the line and name the {what} with {'--runner' if of == 'runner' else '--a2a'}"))
+    return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
+
+
 def _a2a_ours(engine: str, theirs: str, mode: str | None) -> tuple[str, str | None, str | None]:
     """``(our a2a, our mode or None, note)`` for the engine's name (and SGLang's --deepep-mode)."""
     for row in names().a2a:
@@ -901,6 +931,7 @@ def _map(launch: Launch, where: str) -> None:
                                            "replica is its own MoE group of tp ranks, planned once"))
         a2a_theirs = v["a2a"].value if "a2a" in v else None
         if a2a_theirs is not None:
+            a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where)
             mode = v["a2a_mode"].value if "a2a_mode" in v else None
             ours, ours_mode, note = _a2a_ours("sglang", a2a_theirs, mode)
             _set(launch, "a2a", ours, _w(launch, "a2a"))
@@ -931,7 +962,7 @@ def _map(launch: Launch, where: str) -> None:
         if v.get("ep_switch") is not None and v["ep_switch"].value:
             _set(launch, "ep", group, f"{_w(launch, 'ep_switch')} (a switch: EP = tp x dp x pcp = {group})")
         if "a2a" in v:
-            ours, mode, note = _a2a_ours("vllm", v["a2a"].value, None)
+            ours, mode, note = _a2a_ours("vllm", _chosen("vllm", "a2a", str(v["a2a"].value), _w(launch, "a2a"), where), None)
             if "ep" not in launch.deployment and ours != "none":
                 launch.findings.append(Finding("note", _w(launch, "a2a"), "vLLM uses an all-to-all only with --enable-expert-parallel: not read"))
             else:
@@ -971,6 +1002,7 @@ def _map(launch: Launch, where: str) -> None:
                                            "at startup (planned as runner: auto)", gone.source))
             runner_theirs = None
     if runner_theirs is not None:
+        runner_theirs = (_chosen(e, "runner", runner_theirs[0], runner_theirs[1], where), runner_theirs[1])
         ours, note = _runner_ours(e, runner_theirs[0])
         if ours != "auto":
             _set(launch, "runner", ours, runner_theirs[1])

@@ -393,7 +393,28 @@ def test_docker_run_and_cuda_visible_devices(hf_cache):
     line = ("docker run --gpus all --shm-size 32g -p 30000:30000 -e SGLANG_ENABLE_JIT_DEEPGEMM=0 --ipc=host lmsysorg/sglang:latest "
             "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8")
     launch = from_command("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 " + line, hf_cache)
+    # the shell's CUDA_VISIBLE_DEVICES does not reach the container (docker run passes only -e variables)
+    assert launch.env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0" and "CUDA_VISIBLE_DEVICES" not in launch.env
+    assert "only with -e/--env" in kinds(launch, "note")["CUDA_VISIBLE_DEVICES"]
+    launch = from_command(line.replace("-e SGLANG", "-e CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 -e SGLANG"), hf_cache)
     assert launch.env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0" and "8 GPU(s) visible" in kinds(launch, "note")["CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
+
+
+def test_docker_run_reads_only_the_variables_it_passes(hf_cache):
+    """A variable exported in the shell that runs docker reaches the container only through -e/--env (-e NAME passes
+    the shell's value): a new user's trial saw an exported SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=512 read as
+    the container's capacity, so the DeepEP capacity check passed a launch that fails at CUDA-graph capture."""
+    text = ("export SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=512\nexport OTHER=1\n"
+            "docker run --gpus all {e}lmsysorg/sglang:latest python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+            "--tp 8 --moe-a2a-backend deepep")
+    launch = from_command(text.format(e=""), hf_cache)
+    assert "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK" not in launch.env and "a2a_capacity" not in launch.deployment
+    assert "not read" in kinds(launch, "note")["OTHER, SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"]
+    launch = from_command(text.format(e="-e SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK "), hf_cache)
+    assert launch.env["SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "512" and "OTHER" not in launch.env
+    assert launch.deployment["a2a_capacity"] == 512
+    launch = from_command(text.format(e="--env-file vars.env "), hf_cache)
+    assert "not read" in kinds(launch, "note")["--env-file vars.env"]
     with pytest.raises(InputError, match="default command"):
         from_command("docker run --gpus all lmsysorg/sglang:latest")
 
@@ -746,3 +767,33 @@ def test_vllm_older_all2all_names_are_read_as_ours(hf_cache, theirs, ours):
     launch = from_command(line, hf_cache)
     assert launch.deployment["a2a"] == ours
     assert not any("no row in backends/engines/names.yaml" in str(f) for f in launch.findings)
+
+
+def test_runner_and_a2a_values_the_engine_refuses_are_refused(tmp_path):
+    """A new user's trial (2026-12-03): misspelt backends were planned as unknown runners, exit 0. SGLang's
+    --moe-runner-backend and --moe-a2a-backend are argparse choices and TensorRT-LLM's moe_config.backend a Literal
+    (backends/engines/names.yaml choices): a value none of them takes is refused, naming the option, the values and a
+    close match. vLLM lower-cases --moe-backend and reads - as _ (KernelConfig._normalize_moe_backend), so its spellings
+    are read so, and a name outside the table stays planned and judged (its literal changes between releases)."""
+    q = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+    for line, flag, close in (("--moe-runner-backend tritonx", "--moe-runner-backend tritonx", "did you mean triton"),
+                              ("--moe-runner-backend Triton", "--moe-runner-backend Triton", "did you mean triton"),
+                              ("--moe-a2a-backend deep_ep --tp 8", "--moe-a2a-backend deep_ep", "did you mean deepep")):
+        with pytest.raises(InputError, match=rf"{flag}: .* is not a (runner|all-to-all) value sglang takes: it refuses it "
+                                             rf"at startup \({close}") as info:
+            from_command(f"python -m sglang.launch_server --model-path M {line}", model_config=q)
+        msg = str(info.value)
+        assert "MOE_" in msg and ("--runner" in msg if "runner value" in msg else "--a2a" in msg), msg
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text("moe_config:\n  backend: FOO\n")
+    with pytest.raises(InputError, match=r"moe_config.backend: 'FOO' is not a runner value trtllm takes"):
+        from_command(f"trtllm-serve M --tp_size 2 --extra_llm_api_options {cfg}", model_config=q)
+    cfg.write_text("moe_config:\n  backend: cutlass\n")
+    assert from_command(f"trtllm-serve M --tp_size 2 --extra_llm_api_options {cfg}", model_config=q).deployment["runner"] == "trtllm_cutlass"
+    for written, ours in (("flashinfer-cutlass", "flashinfer_cutlass"), ("Triton", "triton"), ("DEEP_GEMM", "deep_gemm")):
+        launch = from_command(f"vllm serve M -tp 2 --moe-backend {written}", model_config=q)
+        assert launch.deployment["runner"] == ours and not kinds(launch, "note").get(f"--moe-backend {written}"), written
+    launch = from_command("vllm serve M -tp 2 --moe-backend some_new_backend", model_config=q)
+    assert launch.deployment["runner"] == "some_new_backend" and "no row" in kinds(launch, "note")["--moe-backend some_new_backend"]
+    assert from_command("python -m sglang.launch_server --model-path M --moe-runner-backend megamoe",
+                        model_config=q).deployment["runner"] == "megamoe"
