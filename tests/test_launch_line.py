@@ -586,6 +586,12 @@ def test_emit_refuses_what_the_engine_cannot_express():
     plan = _plan("vllm", tp=8, ep=8, dp=2, a2a="deepep", a2a_mode="low_latency")
     with pytest.raises(EmitError, match="vllm 0.11.0 does not have it"):
         emit(plan, "vllm", engine_version="0.11.0")  # --all2all-backend came in 0.11.1
+    # --moe-backend first shipped in 0.17.0 (absent from the 0.16.0 sdist): a new user's trial saw it written for 0.12.0
+    plan = _plan("vllm", tp=2, runner="deep_gemm")
+    for old in ("0.12.0", "0.16.0"):
+        with pytest.raises(EmitError, match=rf"--moe-backend was added in .*v0\.17\.0\): vllm {old} does not have it"):
+            emit(plan, "vllm", engine_version=old)
+    assert "--moe-backend deep_gemm" in " ".join(emit(plan, "vllm", engine_version="0.17.0").argv)
 
 
 def test_emit_keeps_the_users_other_flags(hf_cache, capsys, monkeypatch):
