@@ -803,3 +803,33 @@ def test_runner_and_a2a_values_the_engine_refuses_are_refused(tmp_path):
     assert launch.deployment["runner"] == "some_new_backend" and "no row" in kinds(launch, "note")["--moe-backend some_new_backend"]
     assert from_command("python -m sglang.launch_server --model-path M --moe-runner-backend megamoe",
                         model_config=q).deployment["runner"] == "megamoe"
+
+
+def test_every_variable_the_engine_prediction_reads_is_in_the_engines_table():
+    """backends/engines/resolution.yaml's oracles remove entries on environment variables; each of them is in that engine's
+    table (backends/engines/<engine>.yaml env), so a launch line that sets one reports it understood, not unknown (a new
+    user's trial saw 'VLLM_USE_DEEP_GEMM ... not read' beside a prediction that applied it)."""
+    import yaml
+
+    res = yaml.safe_load((Path(__file__).resolve().parents[1] / "backends" / "engines" / "resolution.yaml").read_text())
+    used: set[tuple[str, str]] = set()
+
+    def walk(node, engine):
+        if isinstance(node, dict):
+            engine = node.get("engine", engine)
+            if "variable" in node:
+                used.add((engine, node["variable"]))
+            for v in node.values():
+                walk(v, engine)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, engine)
+
+    walk(res, None)
+    assert used, "resolution.yaml names no variable"
+    for engine, var in sorted(used):
+        assert var in {e.name for e in table(engine).env}, f"{engine} {var}: used by resolution.yaml, not in {engine}.yaml's env"
+    launch = from_command("VLLM_USE_DEEP_GEMM=0 vllm serve M -tp 2", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"))
+    assert not [f for f in launch.findings if f.kind == "unknown" and "VLLM_USE_DEEP_GEMM" in f.token], launch.findings
+    understood = launch.render_text().split("understood:", 1)[1]
+    assert "VLLM_USE_DEEP_GEMM=0" in understood, understood
