@@ -780,7 +780,7 @@ def test_runner_and_a2a_values_the_engine_refuses_are_refused(tmp_path):
     --moe-runner-backend and --moe-a2a-backend are argparse choices and TensorRT-LLM's moe_config.backend a Literal
     (backends/engines/names.yaml choices): a value none of them takes is refused, naming the option, the values and a
     close match. vLLM lower-cases --moe-backend and reads - as _ (KernelConfig._normalize_moe_backend), so its spellings
-    are read so, and a name outside the table stays planned and judged (its literal changes between releases)."""
+    are read so; its MoEBackend Literal refuses the rest (any stored release's values are taken)."""
     q = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
     for line, flag, close in (("--moe-runner-backend tritonx", "--moe-runner-backend tritonx", "did you mean triton"),
                               ("--moe-runner-backend Triton", "--moe-runner-backend Triton", "did you mean triton"),
@@ -799,8 +799,11 @@ def test_runner_and_a2a_values_the_engine_refuses_are_refused(tmp_path):
     for written, ours in (("flashinfer-cutlass", "flashinfer_cutlass"), ("Triton", "triton"), ("DEEP_GEMM", "deep_gemm")):
         launch = from_command(f"vllm serve M -tp 2 --moe-backend {written}", model_config=q)
         assert launch.deployment["runner"] == ours and not kinds(launch, "note").get(f"--moe-backend {written}"), written
-    launch = from_command("vllm serve M -tp 2 --moe-backend some_new_backend", model_config=q)
-    assert launch.deployment["runner"] == "some_new_backend" and "no row" in kinds(launch, "note")["--moe-backend some_new_backend"]
+    with pytest.raises(InputError, match=r"'flashinfer_cutlass_afp8' is not a runner value vllm takes: .*did you mean "
+                                         r"flashinfer_cutlass"):   # a key of map_mxfp4_backend, not a --moe-backend value
+        from_command("vllm serve M -tp 2 --moe-backend flashinfer_cutlass_afp8", model_config=q)
+    launch = from_command("vllm serve M -tp 2 --moe-backend flydsl", model_config=q)   # taken by vLLM, no row here
+    assert launch.deployment["runner"] == "flydsl" and "no row" in kinds(launch, "note")["--moe-backend flydsl"]
     assert from_command("python -m sglang.launch_server --model-path M --moe-runner-backend megamoe",
                         model_config=q).deployment["runner"] == "megamoe"
 
