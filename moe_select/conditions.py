@@ -153,6 +153,9 @@ class When(Located):
     #: The engine makes the format at load from an unquantized checkpoint (online quantization, backends/formats.yaml
     #: ``online``): weights it quantizes itself may be laid out (padded) unlike a serialized checkpoint's.
     online: bool | None = None
+    #: The engine's vendor-library switch (the deployment's ``vendor_library``); a deployment that does not state it
+    #: matches no such condition, and a refusal under it leaves the candidate unverified.
+    vendor_library: bool | None = None
 
     @field_validator("architecture")
     @classmethod
@@ -372,13 +375,14 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              group_size: int | None = None, shared_intermediate_size: int | None = None,
              dense_intermediate_size: int | None = None, architecture: str | None = None,
              weight_only: bool = False, activation_scale: str | None = None,
-             activation_precision: str | None = None, online: bool = False) -> dict[str, Any]:
+             activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
     checkpoint's model class (None: not given); ``weight_only``: the checkpoint has no activation scales;
     ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None;
     ``activation_precision``: the activation precision the deployment asks for (None: the runner's default);
-    ``online``: the engine quantizes an unquantized checkpoint at load."""
+    ``online``: the engine quantizes an unquantized checkpoint at load; ``vendor_library``: the engine's vendor-library switch
+    (None: not given)."""
     moe_tp = Fraction(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
@@ -406,6 +410,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "activation_scale": activation_scale,
         "activation_precision": activation_precision,
         "online": online,
+        "vendor_library": vendor_library,
     }
 
 

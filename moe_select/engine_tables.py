@@ -53,6 +53,8 @@ Meaning = Literal[
     # removed switches and ignored variables, read for what they used to mean (the entry's ``replacement`` names
     # today's spelling): tp-wide expert parallelism, an all-to-all backend, a runner
     "ep_equals_tp", "retired_a2a", "retired_runner",
+    # the engine's switch for the GPU vendor's kernel library (a boolean variable: the deployment's vendor_library)
+    "vendor_library",
     # understood: it bears on the MoE layer, but no deployment field holds it (a note says so)
     "moe_read",
     # understood: it does not concern the MoE choice

@@ -1186,6 +1186,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     _format_runner(launch)
     _online_quant(launch)
     _activation_scale(launch)
+    _vendor_library(launch)
     _activation_precision(launch)
     _dispatch_precision(launch)
     return launch
@@ -1226,6 +1227,21 @@ def _activation_scale(launch: Launch) -> None:
             continue
         _set(launch, "quant_config", {"activation_scale": "per_token"}, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')}; "
              "per-token FP32 activation scales)")
+
+
+def _vendor_library(launch: Launch) -> None:
+    """The engine's vendor-library switch (``means: vendor_library``, a boolean variable the engine table names) as the
+    deployment's ``vendor_library``; a value that is no boolean is an engine_error finding (the engine raises when it
+    reads it)."""
+    for key, r in launch.values.items():
+        if not key.startswith("env:") or r.entry.means != "vendor_library":
+            continue
+        value = str(r.value).strip().lower()
+        if value not in ENV_TRUE + ENV_FALSE:
+            launch.findings.append(Finding("engine_error", r.written, f"{r.value!r} is not a boolean ({', '.join(ENV_TRUE + ENV_FALSE)}): "
+                                           f"{launch.engine} raises ValueError when it reads it (not read)", _cite(launch.engine, r.entry)))
+            continue
+        _set(launch, "vendor_library", value in ENV_TRUE, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')})")
 
 
 def _activation_precision(launch: Launch) -> None:

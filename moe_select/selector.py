@@ -52,7 +52,7 @@ MAX_ISSUES = 20
 #: Inputs a deployment may leave out; facts that read them are then reported as not checked (``architecture``: the
 #: checkpoint's model class, from model_config or model.architecture; a support row that holds only for some
 #: architectures leaves its cell unverified when the deployment does not say which).
-UNGIVEN = ("dp", "architecture")
+UNGIVEN = ("dp", "architecture", "vendor_library")
 
 #: The source of a ``not_preferred`` reason where no prefer rule matches the deployment: no rule file to name.
 NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
@@ -61,6 +61,8 @@ NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
 STATE_HOW = {
     "dp": "state dp (the attention data-parallel size; a launch line's --dp / --data-parallel-size)",
     "architecture": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that names it",
+    "vendor_library": "state vendor_library: true or false (the engine's switch for the GPU vendor's kernel library; "
+                      "a launch line's environment states it)",
 }
 
 #: Quantities among the :data:`UNGIVEN` inputs and what is derived from them (a fact stating ``dp`` states ``tp_dp``).
@@ -123,7 +125,19 @@ def _unstated_unknown(fact: Conditional | Unavailable, keys: Sequence[str], valu
     return Unknown(code=cast(Any, code), backend=backend, source=fact.where(),
                    detail=f"{what} where {fact.describe_conditions() or 'always'} [{fact.where()}]; this deployment does "
                           f"not state {', '.join(keys)}, and the fact refuses it at {at}",
-                   settle="; ".join(STATE_HOW.get(k, f"state {k}") for k in keys))
+                   settle="; ".join(_state_how(k) for k in keys))
+
+
+def _state_how(key: str) -> str:
+    """How a deployment states unstated input ``key`` (:data:`STATE_HOW`); for ``vendor_library``, with the engines'
+    variables of it (backends/engines/<engine>.yaml ``means: vendor_library``)."""
+    text = STATE_HOW.get(key, f"state {key}")
+    if key == "vendor_library":
+        from .engine_tables import ENGINES, table
+
+        names = [f"{e} {v.name}" for e in ENGINES for v in table(e).env if v.means == "vendor_library"]
+        text += f": {', '.join(names)}" if names else ""
+    return text
 
 
 def _test_text(c: Constraint) -> str:
@@ -189,7 +203,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
                     activation_precision=u.quant_params.get("activation_precision"),
-                    online=bool(u.quant_params.get("online")))
+                    online=bool(u.quant_params.get("online")), vendor_library=u.vendor_library)
 
 
 def engine_versions(env: Any, catalog: Any) -> dict[str, str | None]:

@@ -13,6 +13,7 @@ another runner crashes at the first forward (0.5.11 .. 0.5.22) or is refused at 
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,17 +33,40 @@ def _explain(**over: Any) -> Any:
 @pytest.mark.parametrize("version", ["0.5.11", "0.5.16", "0.5.22"])
 @pytest.mark.parametrize("gpu", ["MI300X", "MI355X"])
 def test_sglang_triton_on_aiter_shuffled_block_fp8_is_refused(gpu, version):
-    r = _explain(gpu=gpu, engine_version=version)
+    """The row holds under SGLANG_USE_AITER (the deployment's vendor_library): refused with it on, planned with it off,
+    unverified (strict refuses) when the deployment does not say (a new user's trial: a launch with SGLANG_USE_AITER=0
+    was refused, the variable not read)."""
+    r = _explain(gpu=gpu, engine_version=version, vendor_library=True)
     assert r.plan is None
     codes = refusals(r, "triton")
     assert set(codes) == {"quant_unsupported"}, codes
     assert codes["quant_unsupported"].startswith("backends/triton.yaml:")
+    r = _explain(gpu=gpu, engine_version=version, vendor_library=False)
+    assert r.plan is not None and r.plan.runner == "triton", r.summary()
+    assert not any("vendor_library" in u.detail for u in r.plan.unknowns), r.plan.unknowns
+    r = _explain(gpu=gpu, engine_version=version)
+    assert r.plan is not None and r.plan.runner == "triton" and r.plan.evidence == "unverified"
+    assert any("does not state vendor_library" in u.detail and "SGLANG_USE_AITER" in u.settle for u in r.plan.unknowns)
+    assert _explain(gpu=gpu, engine_version=version, strict=True).plan is None
+
+
+@pytest.mark.parametrize("value, planned", [("0", True), ("false", True), ("1", False), ("true", False)])
+def test_sglang_use_aiter_in_a_launch_line_decides(value, planned):
+    """SGLANG_USE_AITER in a launch line is read (an EnvBool) as the deployment's vendor_library."""
+    from moe_select.launch_line import from_command
+
+    launch = from_command(f"SGLANG_USE_AITER={value} python -m sglang.launch_server --model-path M --tp 2 "
+                          "--moe-runner-backend triton", engine_version="0.5.22",
+                          model_config=str(Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8"))
+    assert launch.deployment["vendor_library"] is (value in ("1", "true"))
+    r = launch.explain(deployment={"gpu": "MI300X"})
+    assert (r.plan is not None) is planned, r.summary()
 
 
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.10.post1", "0.5.23"])
 def test_sglang_triton_block_fp8_outside_the_bounds_is_planned(version):
     """Before 0.5.11 AITER computes whatever the runner (the shuffle matches); 0.5.23 shuffles only for aiter."""
-    r = _explain(gpu="MI300X", engine_version=version)
+    r = _explain(gpu="MI300X", engine_version=version, vendor_library=True)
     assert "quant_unsupported" not in refusals(r, "triton")
     assert r.plan is not None and r.plan.runner == "triton"
 
