@@ -1,0 +1,36 @@
+"""Kinds from a new user's trial (2026-12-03, fifteenth session; the report's findings were checked against upstream by a
+second helper). Each test is a kind, not the one line of the report: the launch-line and emit kinds are in
+tests/test_launch_line.py (engine choices, docker's environment, --moe-backend's first release), the vendor-library
+switch in tests/test_field_round_25_kinds.py."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import moe_select
+
+CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "model_configs"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("gpu", ["H100", "H200"])
+def test_gpt_oss_on_hopper_plans_the_engines_default_triton_kernel(engine, gpu):
+    """gpt-oss (MXFP4) on Hopper: both engines default to OpenAI's triton_kernels (vLLM select_mxfp4_moe_backend, SGLang's
+    gpt-oss override) and capture it in CUDA graphs (backends/triton_kernel.yaml cuda_graph rows); without a fact for
+    that the plan left the default for a FlashInfer path whose sm90 module is a 50-minute JIT build."""
+    for model in ("openai__gpt-oss-20b", "openai__gpt-oss-120b"):
+        r = moe_select.explain({"gpu": gpu, "engine": engine, "model_config": str(CONFIGS / model), "tp": 2})
+        assert r.plan is not None and r.plan.runner == "triton_kernel", r.summary()
+        assert r.plan.evidence == "supported", r.summary()
+
+
+def test_triton_kernel_capture_under_vllm_stays_unverified_on_blackwell():
+    """The vLLM row is sm90 only: on Blackwell vLLM's gpt-oss default is FlashInfer's, and no public record of
+    triton_kernels captured there was found, so asking for it there leaves the capture unverified (strict refuses)."""
+    dep = {"gpu": "B200", "engine": "vllm", "model_config": str(CONFIGS / "openai__gpt-oss-20b"), "tp": 1,
+           "runner": "triton_kernel"}
+    r = moe_select.explain(dep)
+    assert r.plan is not None and r.plan.evidence == "unverified"
+    assert [u.code for u in r.plan.unknowns] == ["cuda_graph_unsupported"], r.plan.unknowns
+    assert moe_select.explain({**dep, "strict": True}).plan is None
