@@ -925,6 +925,11 @@ def _map(launch: Launch, where: str) -> None:
         _set(launch, "tp", tp, _w(launch, "tp") or "SGLang's default tp 1")
         if "dp_attention" in v:
             dp = _num(launch, "dp") or 1
+            if tp % dp:   # SGLang asserts it (parallel_hook.handle_data_parallelism; ServerArgs before the arg groups)
+                raise InputError(Issue(where, 0, _w(launch, "dp"), f"{_w(launch, 'tp') or 'tp 1'} {_w(launch, 'dp')} with "
+                                       f"{_w(launch, 'dp_attention')}: SGLang asserts tp_size % dp_size == 0 at startup "
+                                       f"({tp} % {dp} = {tp % dp}) [sgl-project/sglang@008b79d2358b:python/sglang/srt/"
+                                       "arg_groups/parallel_hook.py:handle_data_parallelism]; give a dp that divides tp"))
             _set(launch, "dp", dp, f"{_w(launch, 'dp_attention', 'dp')}")
         elif (_num(launch, "dp") or 1) > 1:
             launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without --enable-dp-attention: each "

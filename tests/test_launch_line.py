@@ -836,3 +836,21 @@ def test_every_variable_the_engine_prediction_reads_is_in_the_engines_table():
     assert not [f for f in launch.findings if f.kind == "unknown" and "VLLM_USE_DEEP_GEMM" in f.token], launch.findings
     understood = launch.render_text().split("understood:", 1)[1]
     assert "VLLM_USE_DEEP_GEMM=0" in understood, understood
+
+
+def test_sglang_dp_attention_with_a_dp_that_does_not_divide_tp_is_refused():
+    """SGLang asserts tp_size % dp_size == 0 under --enable-dp-attention (a new user's trial planned --tp 8 --dp 3)."""
+    q = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+    with pytest.raises(InputError, match=r"--tp 8 --dp 3 with --enable-dp-attention: SGLang asserts tp_size % dp_size == 0"):
+        from_command("python -m sglang.launch_server --model-path M --tp 8 --dp 3 --enable-dp-attention", model_config=q)
+    assert from_command("python -m sglang.launch_server --model-path M --tp 8 --dp 4 --enable-dp-attention",
+                        model_config=q).deployment["dp"] == 4
+    launch = from_command("python -m sglang.launch_server --model-path M --tp 8 --dp 3", model_config=q)   # replicas
+    assert "dp" not in launch.deployment
+
+
+def test_vllm_eplb_config_is_read():
+    """--eplb-config is vLLM's (EPLBConfig's JSON): read as understood, not an unknown flag (a new user's trial)."""
+    launch = from_command("vllm serve M -tp 4 --enable-expert-parallel --enable-eplb "
+                          "--eplb-config '{\"num_redundant_experts\": 32}'", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert not launch.found("unknown"), launch.found("unknown")
