@@ -236,16 +236,19 @@ class TritonMoeCore:
                 raise RunnerInputError(f"{path}: tokens {swap} set SWAP_AB: {K.SWAP_AB_ASM_ERROR} "
                                        f"(fp4_decode='portable' reads this file)")
             gluon = sorted(t for t, c in table.items() if c["gemm1"].get("GLUON") or c["gemm2"].get("GLUON"))
+            why = None
             if gluon and not self.fp4_asm:
-                raise RunnerInputError(f"{path}: tokens {gluon} set GLUON (the Gluon GEMV), which reads the shuffled "
-                                       f"layout through the PTX decode; fp4_decode='portable' or the interpreter "
-                                       f"cannot run them")
-            if gluon:        # imported now, so a Triton without Gluon is refused before any weight is loaded
+                why = "the portable decode (fp4_decode='portable' or the interpreter) cannot run the Gluon GEMV"
+            elif gluon:      # imported now, so a Triton without Gluon is known before any weight is loaded
                 try:
                     from . import triton_moe_gluon  # noqa: F401
                 except ImportError as exc:
-                    raise RunnerInputError(f"{path}: tokens {gluon} set GLUON, and this Triton "
-                                           f"({getattr(K.triton, '__version__', '?')}) has no Gluon: {exc}") from None
+                    why = f"this Triton ({getattr(K.triton, '__version__', '?')}) has no Gluon ({exc})"
+            if why:          # those GEMMs run the tl GEMV's own tiles (gemv_config), and the source says so
+                tl_gemv = K.gemv_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, 1, s.top_k, s.gated)
+                for t in gluon:
+                    table[t] = {**table[t], **{g: tl_gemv[g] for g in ("gemm1", "gemm2") if table[t][g].get("GLUON")}}
+                name = f"{name} (tokens {gluon}: GLUON buckets run the tl GEMV of gemv_config: {why})"
             if self.block_shape:
                 bk = self.block_shape[1]
                 table = {t: {**c, "gemm1": {**c["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, c["gemm1"]["BLOCK_N"])},

@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_triton_moe as tbase  # noqa: E402  (its ptxas probe)
 import test_triton_w4a16 as base  # noqa: E402  (the FP4 test helpers: layers, routing, reference check)
 
-from moe_select.errors import RunnerInputError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 _K, _tm = base._K, base._tm
@@ -109,9 +108,11 @@ def test_gluon_key_in_tile_files(tmp_path):
         assert f"bad{n}.json: configs['1']" in str(info.value)
 
 
-def test_gluon_gemv_refused_with_the_portable_decode_and_bad_operands(tmp_path):
-    """A core with the portable decode refuses a tile file whose buckets set GLUON, naming the file and the tokens;
-    the launcher refuses operands it cannot read (K / 2 bytes not a multiple of 16, a BLOCK_M above 1, fp16 A)."""
+def test_gluon_buckets_under_the_portable_decode_and_bad_operands(tmp_path):
+    """A core with the portable decode runs a GLUON bucket's GEMMs on the tl GEMV's own tiles (gemv_config) and its
+    config source says which tokens and why (a GPU test found fp4_decode='portable' refused for gpt-oss on the H200
+    once its tuned file had a GLUON bucket); the launcher refuses operands it cannot read (K / 2 bytes not a multiple
+    of 16, a BLOCK_M above 1, fp16 A)."""
     G = _gluon()
     K = _K()
     spec = base.spec_of("mxfp4", "silu", h=1024, i=384)
@@ -119,8 +120,11 @@ def test_gluon_gemv_refused_with_the_portable_decode_and_bad_operands(tmp_path):
     (tmp_path / name).write_text(json.dumps({"format_version": 1, "key": {"format": "mxfp4"},
                                              "configs": {"1": {"BLOCK_M": 1, "gemm1": _cfg(), "gemm2": _cfg()}}}))
     K.load_config_file.cache_clear()
-    with pytest.raises(RunnerInputError, match=rf"{name}: tokens \[1\] set GLUON .*portable"):
-        _tm().TritonMoeCore(spec, "meta", config_dir=str(tmp_path), fp4_decode="portable")
+    port = _tm().TritonMoeCore(spec, "meta", config_dir=str(tmp_path), fp4_decode="portable")
+    assert port.config_source.startswith(f"{name} (tokens [1]: GLUON buckets run the tl GEMV of gemv_config: the "
+                                         "portable decode"), port.config_source
+    want = K.gemv_config(spec.num_local_experts, spec.w13_rows, spec.hidden_size, "mxfp4", 1, spec.top_k, spec.gated)
+    assert port.config_for(1) == {"BLOCK_M": 1, "gemm1": want["gemm1"], "gemm2": want["gemm2"]}
     if not K.interpreting():
         core = _tm().TritonMoeCore(spec, "meta", config_dir=str(tmp_path))
         assert core.config_for(1)["gemm1"]["GLUON"] is True
