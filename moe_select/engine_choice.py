@@ -389,10 +389,11 @@ def _trtllm_auto(u: Any, facts: Mapping[str, Any], rules: Sequence[Any], candida
     skipped = []
     for row in auto.rows:
         rule = by_id.get(row.rule) if row.rule else None
-        if rule is None:
+        cond = row.match if row.match is not None else (rule.when if rule is not None else None)
+        if cond is None:
             skipped.append(row.when)
             continue
-        if rule.when.matches(facts):
+        if cond.matches(facts):
             ours = t.runner_from("trtllm", row.backend)
             level, c = _level(candidates, ours or "", "trtllm")
             unless = f"; unless {'; '.join(skipped)} (rows moe-select cannot state)" if skipped else ""
@@ -402,7 +403,10 @@ def _trtllm_auto(u: Any, facts: Mapping[str, Any], rules: Sequence[Any], candida
                 return EngineChoice("trtllm", fb, auto.fallback, f"AUTO names {row.backend} ({row.when}), which cannot serve "
                                     f"the layer here ({_why_refused(c, 'trtllm')}): degrades to {auto.fallback}{unless}",
                                     auto.source, evidence=fl)
-            return EngineChoice("trtllm", ours, row.backend, f"AUTO row '{row.when}' (rule {row.rule}){unless}", auto.source,
+            how = f"rule {row.rule}" if row.match is None else f"{row.where()}" + (f"; the plan's rule {row.rule}" if row.rule else "")
+            fails = (f", which cannot serve the layer here ({_why_refused(c, 'trtllm')}): TensorRT-LLM has nothing to "
+                     "degrade to and fails at startup") if level == "refused" else ""
+            return EngineChoice("trtllm", ours, row.backend, f"AUTO row '{row.when}' ({how}){fails}{unless}", auto.source,
                                 evidence=level)
     return EngineChoice("trtllm", None, None, "no AUTO row matches", auto.source)
 

@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .conditions import When
 from .errors import InputError, Issue
 from .located import Located
 
@@ -352,11 +353,15 @@ class FormatName(Located):
 
 class AutoRow(Located):
     """One branch of TensorRT-LLM's ``moe_config.backend: AUTO``: ``when`` (in words), the ``backend`` it resolves
-    to, and the bundled rule that states it (None: moe-select cannot state the condition, e.g. an architecture)."""
+    to, and the bundled rule that states it (None: moe-select cannot state the condition, e.g. an architecture).
+    ``match``: the branch's condition as deployment facts (a ``when`` of rule files) where it is narrower than its
+    rule's (the rule names the backend for more deployments than AUTO does); the engine prediction reads it instead of
+    the rule's ``when``, and a row with ``match`` and no rule is stated too."""
 
     when: str = Field(min_length=1)
     backend: str = Field(pattern=r"^[A-Z_]+$")
     rule: str | None = None
+    match: "When | None" = None
 
 
 class TrtllmAuto(Located):

@@ -34,3 +34,24 @@ def test_triton_kernel_capture_under_vllm_stays_unverified_on_blackwell():
     assert r.plan is not None and r.plan.evidence == "unverified"
     assert [u.code for u in r.plan.unknowns] == ["cuda_graph_unsupported"], r.plan.unknowns
     assert moe_select.explain({**dep, "strict": True}).plan is None
+
+
+def _trt_choice(r):
+    return next(c for c in r.engine_choices if c.engine == "trtllm")
+
+
+def test_trtllm_auto_prediction_reads_the_narrow_branch_not_the_plans_rule():
+    """TensorRT-LLM's AUTO sends W4A16_NVFP4 (a weight-only checkpoint) and Qwen3.5 MoE NVFP4 to MARLIN on Hopper; other
+    NVFP4 checkpoints to CUTLASS, which has no NVFP4 below SM100 (names.yaml trtllm_auto rows with match). The plan's
+    rule names MARLIN for every NVFP4 checkpoint there; the prediction used to say so too (a new user's trial)."""
+    w4a4 = {"gpu": "H100", "engine": "trtllm", "tp": 2, "model_config": str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4")}
+    r = moe_select.explain(w4a4)
+    assert r.plan is not None and r.plan.runner == "trtllm_marlin"
+    c = _trt_choice(r)
+    assert c.engine_name == "CUTLASS" and "cannot serve the layer here" in c.how and "fails at startup" in c.how, c.how
+    model = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu"}
+    for extra, want in (({"quant_config": {"weight_only": True}}, "MARLIN"),
+                        ({"model": {**model, "architecture": "Qwen3_5MoeForConditionalGeneration"}}, "MARLIN")):
+        dep = {"gpu": "H100", "engine": "trtllm", "tp": 2, "quant": "nvfp4", "model": model, **extra}
+        c = _trt_choice(moe_select.explain(dep))
+        assert c.engine_name == want, (extra, c.engine_name, c.how)
