@@ -378,6 +378,14 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
                         evidence=level, considered=considered)
 
 
+#: TensorRT-LLM's explicit moe_config.backend: the asked family in priority order, then the fallback (CUTLASS), which
+#: resolve_moe_impl takes when the family cannot serve the layer (allow_degradation, on by default); VANILLA has no
+#: fallback (NO_FALLBACK_BACKENDS). A new user's trial saw "runs it or raises" for a backend TensorRT-LLM degrades.
+TRTLLM_NO_FALLBACK = ("VANILLA",)
+TRTLLM_DEGRADE_SOURCE = ("NVIDIA/TensorRT-LLM@05b032481336:tensorrt_llm/_torch/moe/fused_moe/moe_resolution.py:_candidates_for "
+                         "(NO_FALLBACK_BACKENDS, resolve_moe_impl allow_degradation=True)")
+
+
 def _trtllm_auto(u: Any, facts: Mapping[str, Any], rules: Sequence[Any], candidates: Mapping[str, Any]) -> EngineChoice:
     """TensorRT-LLM's AUTO: the first names.yaml row whose bundled rule matches, degraded to the fallback when the
     facts refuse that backend here."""
@@ -460,6 +468,17 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
             else:
                 how, src = f"asked for ({u.provenance.get('runner', 'deployment')}): the engine runs it or raises", None
             choice = EngineChoice(engine, runner, theirs, how, src, evidence=level)
+            auto = names().trtllm_auto if engine == "trtllm" else None
+            if (auto is not None and runner_hook is None and level == "refused" and theirs is not None
+                    and theirs.upper() not in (auto.fallback, *TRTLLM_NO_FALLBACK)):
+                # TensorRT-LLM tries the asked family, then its fallback (resolve_moe_impl, allow_degradation on)
+                fb = names().runner_from("trtllm", auto.fallback)
+                fl, _ = _level(candidates, fb or "", "trtllm")
+                _, c = _level(candidates, runner, engine)
+                choice = EngineChoice(engine, fb, auto.fallback, f"asked for {theirs} ({u.provenance.get('runner', 'deployment')}), "
+                                      f"which cannot serve the layer here ({_why_refused(c, 'trtllm')}): TensorRT-LLM "
+                                      f"degrades it to {auto.fallback} (a warning in its log)", TRTLLM_DEGRADE_SOURCE,
+                                      evidence=fl)
         elif engine == "vllm":
             choice = _oracle(engine, u, facts, env, formats, candidates, reported, requires_met) or EngineChoice(
                 engine, None, None, f"no oracle of resolution.yaml covers {u.quant}", None)

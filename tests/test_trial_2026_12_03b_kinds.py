@@ -55,3 +55,18 @@ def test_trtllm_auto_prediction_reads_the_narrow_branch_not_the_plans_rule():
         dep = {"gpu": "H100", "engine": "trtllm", "tp": 2, "quant": "nvfp4", "model": model, **extra}
         c = _trt_choice(moe_select.explain(dep))
         assert c.engine_name == want, (extra, c.engine_name, c.how)
+
+
+def test_trtllm_explicit_backend_that_cannot_serve_is_predicted_degraded_to_cutlass():
+    """An explicit moe_config.backend TensorRT-LLM cannot serve the layer with degrades to CUTLASS (resolve_moe_impl's
+    fallback, allow_degradation on); VANILLA does not (NO_FALLBACK_BACKENDS). moe-select still refuses the plan (the
+    runner asked for cannot serve), and the prediction says what TensorRT-LLM would run instead."""
+    r = moe_select.explain({"gpu": "B200", "engine": "trtllm", "tp": 1, "runner": "trtllm_deepgemm",
+                            "model_config": str(CONFIGS / "openai__gpt-oss-20b")})
+    assert r.plan is None
+    c = _trt_choice(r)
+    assert c.runner == "trtllm_cutlass" and "degrades it to CUTLASS" in c.how and "_candidates_for" in (c.source or ""), c.how
+    r = moe_select.explain({"gpu": "B200", "engine": "trtllm", "tp": 1, "runner": "trtllm_gen",
+                            "model_config": str(CONFIGS / "openai__gpt-oss-20b")})
+    c = _trt_choice(r)
+    assert c.runner == "trtllm_gen" and "runs it or raises" in c.how, c.how
