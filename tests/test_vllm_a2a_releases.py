@@ -155,11 +155,32 @@ def test_launch_line_reads_the_vllm_values(value, a2a, mode):
 def test_launch_writer_spells_mori_normal_per_release(vllm, written):
     """(tp 4 = dp 4 x vLLM's --tensor-parallel-size 1, EP 4.) A MoRI normal-mode plan is written as 'mori' for 0.15.0 .. 0.22.1 (their Literal has no mori_high_throughput) and
     as mori_high_throughput from 0.23.0 (backends/engines/names.yaml vllm_before)."""
-    from moe_select.launch_emit import emit
+    from moe_select.launch_emit import EmitError, emit
     r = _explain(gpu="MI300X", a2a="mori", a2a_mode="normal", runner="aiter", engine_version=vllm, tp=4)
     assert_planned(r, "aiter")
+    if _no_moe_backend(vllm):
+        with pytest.raises(EmitError, match=rf"--moe-backend was added in .*: vllm {vllm} does not have it"):
+            emit(r.plan, "vllm", engine_version=vllm, model="M")
+        assert _a2a_spelling("mori", "normal", vllm) == written
+        return
     words = emit(r.plan, "vllm", engine_version=vllm, model="M").argv
     assert words[words.index("--all2all-backend") + 1] == written, words
+
+
+def _no_moe_backend(vllm: str) -> bool:
+    """--moe-backend first shipped in vLLM 0.17.0 (backends/engines/vllm.yaml): a plan's runner cannot be written for an
+    older release, so emit refuses the plan there and the a2a spelling is checked on its own."""
+    from packaging.version import Version
+
+    return Version(vllm) < Version("0.17.0")
+
+
+def _a2a_spelling(ours: str, mode: str | None, vllm: str) -> str:
+    from moe_select.engine_tables import names
+    from moe_select.launch_emit import _release_name
+
+    row = next(r for r in names().a2a if r.ours == ours and r.mode == mode)
+    return _release_name(row.vllm, row.vllm_before, vllm, [], "vLLM's --all2all-backend")
 
 
 @pytest.mark.parametrize(("vllm", "written"), [("0.14.0", "flashinfer_all2allv"), ("0.17.0", "flashinfer_all2allv"),
@@ -171,6 +192,9 @@ def test_launch_writer_spells_the_two_sided_flashinfer_a2a_per_release(vllm, wri
     from moe_select.launch_line import from_command
     r = _explain(gpu="B200", a2a="flashinfer_two_sided", runner="triton", engine_version=vllm, tp=4)
     assert_planned(r, "triton")
+    if _no_moe_backend(vllm):
+        assert _a2a_spelling("flashinfer_two_sided", None, vllm) == written
+        return
     words = emit(r.plan, "vllm", engine_version=vllm, model="M").argv
     assert words[words.index("--all2all-backend") + 1] == written, words
     back = from_command(" ".join(words), model_config="examples/model_configs/deepseek-ai__DeepSeek-V3", engine_version=vllm)
