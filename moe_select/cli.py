@@ -415,7 +415,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if args.check:
         bad = drift(catalog, root, data)
         for rel in bad:
-            print(f"{rel} differs from the capability files: run moe-select matrix --write")
+            if not (root / rel).is_file():
+                print(f"{rel}: not found under {root} (run from the repository root, or give --root): "
+                      "run moe-select matrix --write to create it")
+            else:
+                print(f"{rel} differs from the capability files: run moe-select matrix --write")
         counts = readme_drift(data, root) + names_drift(root)
         for line in counts:
             print(f"{line}: run moe-select matrix --write")

@@ -95,7 +95,8 @@ def memory_refusal(spec: Any, quant: str, tokens: int, device_type: str) -> str 
         base = weights + ref
         fit_tokens = int((budget - base) // per_token) if budget > base else 0
         what = (f"the layer needs about {gib(need)} (weights {gib(weights)}, temporaries for {tokens} tokens "
-                f"{gib(acts)}, float64 reference {gib(ref)}); {gib(free)} is {where}")
+                f"{gib(acts)}, float64 reference {gib(ref)}); {gib(free)} is {where}, of which run plans on "
+                f"{HEADROOM:.0%} ({gib(budget)}: the rest is headroom for the allocator and the runner's own buffers)")
         if fit_tokens >= 1 and acts > budget - base:
             return f"{what}: use --tokens {fit_tokens} or fewer"
         return (f"{what}: the weights alone do not fit, whatever --tokens; run it on a machine with more memory "
