@@ -378,9 +378,10 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
                         evidence=level, considered=considered)
 
 
-#: TensorRT-LLM's explicit moe_config.backend: the asked family in priority order, then the fallback (CUTLASS), which
-#: resolve_moe_impl takes when the family cannot serve the layer (allow_degradation, on by default); VANILLA has no
-#: fallback (NO_FALLBACK_BACKENDS). A new user's trial saw "runs it or raises" for a backend TensorRT-LLM degrades.
+#: TensorRT-LLM's explicit moe_config.backend: the asked family in priority order, then the fallback (names.yaml's
+#: trtllm_auto.fallback), which resolve_moe_impl takes when the family cannot serve the layer (allow_degradation, on by
+#: default); VANILLA has none (NO_FALLBACK_BACKENDS). A new user's trial saw "runs it or raises" for a backend
+#: TensorRT-LLM degrades.
 TRTLLM_NO_FALLBACK = ("VANILLA",)
 TRTLLM_DEGRADE_SOURCE = ("NVIDIA/TensorRT-LLM@05b032481336:tensorrt_llm/_torch/moe/fused_moe/moe_resolution.py:_candidates_for "
                          "(NO_FALLBACK_BACKENDS, resolve_moe_impl allow_degradation=True)")

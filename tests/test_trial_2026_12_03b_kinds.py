@@ -70,3 +70,28 @@ def test_trtllm_explicit_backend_that_cannot_serve_is_predicted_degraded_to_cutl
                             "model_config": str(CONFIGS / "openai__gpt-oss-20b")})
     c = _trt_choice(r)
     assert c.runner == "trtllm_gen" and "runs it or raises" in c.how, c.how
+
+
+@pytest.mark.parametrize("runner", ["cutlass", "hpc_ops", "experimental_sgl_marlin", "humming", "flashinfer_cutedsl"])
+def test_sglang_cuda_runners_are_refused_on_rocm(runner):
+    """SGLang runners built for NVIDIA GPUs were 'eligible, unverified' on MI300X / MI355X; each has a gate or a
+    CUDA-only import that fails there (the backends' sglang rocm rows), so they are refused on that evidence."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from report_helpers import refusals
+
+    for gpu in ("MI300X", "MI355X"):
+        r = moe_select.explain({"gpu": gpu, "engine": "sglang", "tp": 8, "runner": runner,
+                                "model_config": str(CONFIGS / "Qwen__Qwen3-235B-A22B-FP8")})
+        assert r.plan is None, (gpu, runner, r.summary())
+        codes = refusals(r, runner)
+        assert "arch_unsupported" in codes and codes["arch_unsupported"].startswith(f"backends/{runner}.yaml:"), codes
+
+
+def test_sglang_aiter_is_refused_on_nvidia():
+    """SGLang's AITER runner needs ROCm (is_hip): on a CUDA GPU it runs Triton, raises at the first forward, or fails
+    importing aiter, by format (backends/aiter.yaml)."""
+    r = moe_select.explain({"gpu": "H100", "engine": "sglang", "tp": 2, "runner": "aiter",
+                            "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")})
+    assert r.plan is None and "arch_unsupported" in [x.code for c in r.candidates if c.backend == "aiter" for x in c.reasons]
