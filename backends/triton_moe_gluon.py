@@ -46,7 +46,7 @@ STEP_BYTES = 512
 
 
 @gluon.jit
-def _scale_words(sc, W_MODE: gl.constexpr):
+def scale_words(sc, W_MODE: gl.constexpr):
     """The kernel's scale bytes -> the bf16x2 multiplier words of the PTX decode (mxfp4: the exponent shifted into
     place; nvfp4: the e4m3 bits on :data:`~.triton_moe_kernels.FP4_E4M3_BASE`)."""
     if W_MODE == 6:
@@ -54,6 +54,54 @@ def _scale_words(sc, W_MODE: gl.constexpr):
     else:
         s2 = (sc.to(gl.uint32) * 0x00100010 + _E4M3_BASE2).to(gl.int32, bitcast=True)
     return s2
+
+
+@gluon.jit
+def strip_offsets(strip, N, stride_qn, stride_sn, R: gl.constexpr, NW: gl.constexpr, G: gl.constexpr, CB: gl.constexpr):
+    """The offsets of one strip of ``R * NW`` weight rows in the tile layout (module doc): ``(grp [1, 32, G]`` scale
+    group of each lane, ``s_off [BN, 32, G]`` scale bytes, ``byte3 [32, G, CB]`` the activation words of each lane,
+    ``q_off [BN, 32, G, CB]`` weight bytes), at K step 0. Rows past ``N`` read row ``N - 1`` (never stored)."""
+    L4: gl.constexpr = gl.BlockedLayout([R, 1, G, CB], [1, 32, 1, 1], [NW, 1, 1, 1], [3, 2, 1, 0])
+    S3: gl.constexpr = gl.SliceLayout(3, L4)           # [BN, 32, G]: the scales
+    A3: gl.constexpr = gl.SliceLayout(0, L4)           # [32, G, CB]: the activation words
+    BN: gl.constexpr = R * NW
+    rows = strip * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
+    rows = gl.where(rows < N, rows, N - 1)
+    c_s = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
+    g_s = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
+    grp = gl.expand_dims(gl.expand_dims(c_s, 0), 2) * G + gl.expand_dims(gl.expand_dims(g_s, 0), 1)   # [1, 32, G]
+    r3 = gl.expand_dims(gl.expand_dims(rows, 1), 2).to(gl.int64)                                     # [BN, 1, 1]
+    s_off = r3 * stride_sn + grp
+    c_a = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, A3)))
+    g_a = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(2, A3)))
+    b_a = gl.arange(0, CB, layout=gl.SliceLayout(0, gl.SliceLayout(1, A3)))
+    byte3 = (gl.expand_dims(gl.expand_dims(c_a, 1), 2) * (G * CB) + gl.expand_dims(gl.expand_dims(g_a, 0), 2) * CB
+             + gl.expand_dims(gl.expand_dims(b_a, 0), 1))                                           # [32, G, CB]
+    q_off = gl.expand_dims(r3, 3) * stride_qn + gl.expand_dims(byte3, 0)                             # [BN, 32, G, CB]
+    return grp, s_off, byte3, q_off
+
+
+@gluon.jit
+def step_fma(acc, q_base, s_base, a_base, aw, grp, s_off, byte3, q_off, st: gl.constexpr, KB, G: gl.constexpr,
+             CB: gl.constexpr, W_MODE: gl.constexpr, LOAD_A: gl.constexpr = True):
+    """``acc [BN, 32, G, CB]`` float32 plus K step ``st``'s products: the step's weight bytes and scale bytes loaded
+    (masked past ``KB``), decoded by :data:`~.triton_moe_kernels.FP4_DECODE_ASM` and multiplied by the step's activation
+    words ``[32, G, CB]`` (a bf16 pair each): loaded from ``a_base`` after the weights (``LOAD_A``; the order the sm90
+    compile keeps at 160 registers on DeepSeek-V3's first GEMM, against 174 with the activation loaded first), else
+    ``aw`` as given."""
+    STEP: gl.constexpr = 32 * G * CB                   # bytes of K per step
+    kmask3 = (byte3 + st * STEP) < KB
+    q = gl.load(q_base + q_off + st * STEP, mask=gl.expand_dims(kmask3, 0), other=0)
+    sc = gl.load(s_base + s_off + st * (32 * G), mask=(grp * CB + st * STEP) < KB, other=0)
+    if LOAD_A:
+        aw = gl.load(a_base + byte3 + st * STEP, mask=kmask3, other=0)
+    s2 = scale_words(sc, W_MODE)
+    s4 = gl.broadcast(gl.expand_dims(s2, 3), q)[0]
+    w2 = gl.inline_asm_elementwise(_DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, s4], dtype=gl.int32, is_pure=True, pack=4)
+    a4 = gl.expand_dims(aw, 0)
+    acc += (w2 << 16).to(gl.float32, bitcast=True) * (a4 << 16).to(gl.float32, bitcast=True)
+    acc += (w2 & -65536).to(gl.float32, bitcast=True) * (a4 & -65536).to(gl.float32, bitcast=True)
+    return acc
 
 
 @gluon.jit(do_not_specialize=["num_slots"])
@@ -66,10 +114,7 @@ def _fp4_gemv_ws(q_ptr, s_ptr, a_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr
     bytes per row (a multiple of 16), ``K_STEPS = cdiv(KB, 512)``. Rows past ``num_rows``, padding rows (slot
     ``num_slots``) and blocks of no local expert return without a store (the reduction masks those rows)."""
     L4: gl.constexpr = gl.BlockedLayout([R, 1, G, CB], [1, 32, 1, 1], [NW, 1, 1, 1], [3, 2, 1, 0])
-    S3: gl.constexpr = gl.SliceLayout(3, L4)           # [BN, 32, G]: the scales
-    A3: gl.constexpr = gl.SliceLayout(0, L4)           # [32, G, CB]: the activation words
     BN: gl.constexpr = R * NW
-    STEP: gl.constexpr = 32 * G * CB                   # bytes of K per step
     pid = gl.program_id(0)
     strips = gl.cdiv(N, BN)
     r = pid // strips
@@ -79,19 +124,7 @@ def _fp4_gemv_ws(q_ptr, s_ptr, a_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr
     e = gl.load(block_expert_ptr + r)
     if (slot >= num_slots) | (e < 0):
         return
-    rows = (pid % strips) * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
-    rows = gl.where(rows < N, rows, N - 1)            # past N: a valid row read, never stored
-    c_s = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
-    g_s = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
-    grp = gl.expand_dims(gl.expand_dims(c_s, 0), 2) * G + gl.expand_dims(gl.expand_dims(g_s, 0), 1)   # [1, 32, G]
-    r3 = gl.expand_dims(gl.expand_dims(rows, 1), 2).to(gl.int64)                                     # [BN, 1, 1]
-    s_off = r3 * stride_sn + grp
-    c_a = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, A3)))
-    g_a = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(2, A3)))
-    b_a = gl.arange(0, CB, layout=gl.SliceLayout(0, gl.SliceLayout(1, A3)))
-    byte3 = (gl.expand_dims(gl.expand_dims(c_a, 1), 2) * (G * CB) + gl.expand_dims(gl.expand_dims(g_a, 0), 2) * CB
-             + gl.expand_dims(gl.expand_dims(b_a, 0), 1))                                           # [32, G, CB]
-    q_off = gl.expand_dims(r3, 3) * stride_qn + gl.expand_dims(byte3, 0)                             # [BN, 32, G, CB]
+    grp, s_off, byte3, q_off = strip_offsets(pid % strips, N, stride_qn, stride_sn, R, NW, G, CB)
     q_base = q_ptr + e.to(gl.int64) * stride_qe
     s_base = s_ptr + e.to(gl.int64) * stride_se
     if A_GATHER:
@@ -100,16 +133,7 @@ def _fp4_gemv_ws(q_ptr, s_ptr, a_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr
         a_base = a_ptr + r.to(gl.int64) * stride_aw
     acc = gl.zeros([BN, 32, G, CB], gl.float32, layout=L4)
     for st in gl.static_range(K_STEPS):
-        kmask3 = (byte3 + st * STEP) < KB
-        q = gl.load(q_base + q_off + st * STEP, mask=gl.expand_dims(kmask3, 0), other=0)
-        sc = gl.load(s_base + s_off + st * (32 * G), mask=(grp * CB + st * STEP) < KB, other=0)
-        aw = gl.load(a_base + byte3 + st * STEP, mask=kmask3, other=0)
-        s2 = _scale_words(sc, W_MODE)
-        s4 = gl.broadcast(gl.expand_dims(s2, 3), q)[0]
-        w2 = gl.inline_asm_elementwise(_DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, s4], dtype=gl.int32, is_pure=True, pack=4)
-        a4 = gl.expand_dims(aw, 0)
-        acc += (w2 << 16).to(gl.float32, bitcast=True) * (a4 << 16).to(gl.float32, bitcast=True)
-        acc += (w2 & -65536).to(gl.float32, bitcast=True) * (a4 & -65536).to(gl.float32, bitcast=True)
+        acc = step_fma(acc, q_base, s_base, a_base, 0, grp, s_off, byte3, q_off, st, KB, G, CB, W_MODE)
     out = gl.sum(gl.sum(gl.sum(acc, 3), 2), 1)
     rows_o = (pid % strips) * BN + gl.arange(0, BN, layout=out.type.layout)
     gl.store(ws_ptr + r.to(gl.int64) * stride_wsm + rows_o, out, mask=rows_o < N)

@@ -39,11 +39,11 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from moe_select.backends import triton_moe_gluon as GL  # noqa: E402
 from moe_select.backends import triton_moe_kernels as K  # noqa: E402
 
 DECODE = gl.constexpr(K.FP4_DECODE_ASM.value if hasattr(K.FP4_DECODE_ASM, "value") else K.FP4_DECODE_ASM)
 EPI = gl.constexpr(2.0 ** K.FP4_EPI_LOG2)
-E4M3_BASE2 = gl.constexpr(K.FP4_E4M3_BASE * 0x10001)
 #: (name, experts, top_k, N rows, K elements, format): the issue-24 layers' two GEMMs at 1 token
 SHAPES = (("gpt-oss-20b gemm1", 32, 4, 5760, 2880, "mxfp4"), ("gpt-oss-20b gemm2", 32, 4, 2880, 2880, "mxfp4"),
           ("gpt-oss-120b gemm1", 128, 4, 5760, 2880, "mxfp4"), ("gpt-oss-120b gemm2", 128, 4, 2880, 2880, "mxfp4"),
@@ -59,7 +59,6 @@ def _gemv(q_ptr, s_ptr, a_ptr, ids_ptr, out_ptr, N, KB, top_k, a_per_slot, strid
     e2m1 bytes, ``s [E, N, KB / (G * CB) * G]`` the kernel's scale bytes, ``a`` int32 words (one per weight byte),
     ``KB`` bytes per row (a multiple of ``CB``), ``K_STEPS = cdiv(KB, 32 * G * CB)``."""
     L4: gl.constexpr = gl.BlockedLayout([R, 1, G, CB], [1, 32, 1, 1], [NW, 1, 1, 1], [3, 2, 1, 0])
-    S3: gl.constexpr = gl.SliceLayout(3, L4)           # [BN, 32, G]: the scales
     A3: gl.constexpr = gl.SliceLayout(0, L4)           # [32, G, CB]: the activation words
     BN: gl.constexpr = R * NW
     STEP: gl.constexpr = 32 * G * CB                   # bytes of K per step
@@ -67,20 +66,8 @@ def _gemv(q_ptr, s_ptr, a_ptr, ids_ptr, out_ptr, N, KB, top_k, a_per_slot, strid
     strips = gl.cdiv(N, BN)
     slot = pid // strips
     e = gl.load(ids_ptr + slot).to(gl.int64)
-    rows = (pid % strips) * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
-    rows = gl.where(rows < N, rows, N - 1)            # past N: a valid row read, never stored
-    # [BN, 32, G] scale offsets and [BN, 32, G, CB] byte offsets, in L4's slices
-    c_s = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
-    g_s = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
-    grp = gl.expand_dims(gl.expand_dims(c_s, 0), 2) * G + gl.expand_dims(gl.expand_dims(g_s, 0), 1)   # [1, 32, G]
-    r3 = gl.expand_dims(gl.expand_dims(rows, 1), 2).to(gl.int64)                                     # [BN, 1, 1]
-    s_off = r3 * stride_sn + grp
-    c_a = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, A3)))
-    g_a = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(2, A3)))
-    b_a = gl.arange(0, CB, layout=gl.SliceLayout(0, gl.SliceLayout(1, A3)))
-    byte3 = (gl.expand_dims(gl.expand_dims(c_a, 1), 2) * (G * CB) + gl.expand_dims(gl.expand_dims(g_a, 0), 2) * CB
-             + gl.expand_dims(gl.expand_dims(b_a, 0), 1))                                           # [32, G, CB]
-    q_off = gl.expand_dims(r3, 3) * stride_qn + gl.expand_dims(byte3, 0)                             # [BN, 32, G, CB]
+    # the runner's kernel's offsets (backends/triton_moe_gluon.py strip_offsets; rows past N read row N - 1)
+    grp, s_off, byte3, q_off = GL.strip_offsets(pid % strips, N, stride_qn, stride_sn, R, NW, G, CB)
     q_base = q_ptr + e * stride_qe
     s_base = s_ptr + e * stride_se
     a_base = a_ptr + (slot // a_per_slot).to(gl.int64) * stride_aw
@@ -100,23 +87,14 @@ def _gemv(q_ptr, s_ptr, a_ptr, ids_ptr, out_ptr, N, KB, top_k, a_per_slot, strid
                                            gl.reshape(a_all, [KS2 * 32, G, CB]))
         gl.thread_barrier()
     for st in gl.static_range(K_STEPS):
-        kmask3 = (byte3 + st * STEP) < KB
-        q = gl.load(q_base + q_off + st * STEP, mask=gl.expand_dims(kmask3, 0), other=0)
-        sc = gl.load(s_base + s_off + st * (32 * G), mask=(grp * CB + st * STEP) < KB, other=0)
         if ACT == 0:
-            aw = gl.load(a_base + byte3 + st * STEP, mask=kmask3, other=0)
-        elif ACT == 1:  # timing only: no activation traffic (a constant bf16 pair 1.0, 1.0; wrong sums)
-            aw = gl.full([32, G, CB], 0x3F803F80, gl.int32, layout=A3)
+            acc = GL.step_fma(acc, q_base, s_base, a_base, 0, grp, s_off, byte3, q_off, st, KB, G, CB, W_MODE)
         else:
-            aw = a_smem.slice(st * 32, 32, dim=0).load(A3)
-        s2 = _scale_words(sc, W_MODE)
-        s4 = gl.broadcast(gl.expand_dims(s2, 3), q)[0]
-        w2 = gl.inline_asm_elementwise(DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, s4], dtype=gl.int32, is_pure=True, pack=4)
-        lo = (w2 << 16).to(gl.float32, bitcast=True)
-        hi = (w2 & -65536).to(gl.float32, bitcast=True)
-        a4 = gl.expand_dims(aw, 0)
-        acc += lo * (a4 << 16).to(gl.float32, bitcast=True)
-        acc += hi * (a4 & -65536).to(gl.float32, bitcast=True)
+            if ACT == 1:  # timing only: no activation traffic (a constant bf16 pair 1.0, 1.0; wrong sums)
+                aw = gl.full([32, G, CB], 0x3F803F80, gl.int32, layout=A3)
+            else:
+                aw = a_smem.slice(st * 32, 32, dim=0).load(A3)
+            acc = GL.step_fma(acc, q_base, s_base, a_base, aw, grp, s_off, byte3, q_off, st, KB, G, CB, W_MODE, False)
     out = gl.sum(gl.sum(gl.sum(acc, 3), 2), 1) * EPI
     rows_o = (pid % strips) * BN + gl.arange(0, BN, layout=out.type.layout)
     gl.store(out_ptr + slot.to(gl.int64) * stride_o + rows_o, out, mask=rows_o < N)
@@ -176,7 +154,7 @@ def _gemv_tma(w_desc, s_desc, a_desc, ids_ptr, out_ptr, N, n_items, strips, a_pe
         gl.thread_barrier()                   # every warp has read stage st: it may be refilled
         _tma_issue(j + STAGES, total, pid, nprog, w_desc, s_desc, a_desc, w_smem, s_smem, a_smem, bars, ids_ptr, N,
                    strips, a_per_slot, BN, BK, SB, KT, STAGES)
-        s2 = _scale_words(sc, W_MODE)
+        s2 = GL.scale_words(sc, W_MODE)
         s3 = gl.broadcast(gl.expand_dims(s2, 2), q)[0]
         w2 = gl.inline_asm_elementwise(DECODE, "=r,=r,=r,=r,r,r,r,r,r", [q, s3], dtype=gl.int32, is_pure=True, pack=4)
         a3 = gl.expand_dims(aw, 0)
@@ -204,17 +182,6 @@ def _mma_load(q_base, s_base, a_base, q_off, s_off, b_off, b_mask, s, s_end, SG:
 
 
 @gluon.jit
-def _scale_words(sc, W_MODE: gl.constexpr):
-    """The kernel's scale bytes -> the bf16x2 multiplier words of the PTX decode (mxfp4: the exponent shifted into
-    place; nvfp4: the e4m3 bits on :data:`FP4_E4M3_BASE`)."""
-    if W_MODE == 6:
-        s2 = (sc.to(gl.uint32) * 0x00800080).to(gl.int32, bitcast=True)
-    else:
-        s2 = (sc.to(gl.uint32) * 0x00100010 + E4M3_BASE2).to(gl.int32, bitcast=True)
-    return s2
-
-
-@gluon.jit
 def _decode_words(q, s4, LQ: gl.constexpr, NW: gl.constexpr):
     """``q [NW, 32, 4]`` weight words (in ``LQ``) and their bytes' scale words ``s4 [NW, 32, 4, 2, 2]`` (byte ``4 word +
     2 j1 + j0``) -> the decoded weights as bf16 ``(lo, hi)`` halves ``[NW, 32, 16]``, one pair per byte."""
@@ -234,7 +201,7 @@ def _mma_step(q, sc, ab, acc, LQ: gl.constexpr, L5: gl.constexpr, DA: gl.constex
               SG: gl.constexpr, W_MODE: gl.constexpr):
     """Decode one K step's bytes (:data:`FP4_DECODE_ASM`: one bf16 pair per byte) and multiply-add them on the tensor
     cores: the decoded words are the mma's A fragments as loaded (module doc of :func:`_gemv_mma`)."""
-    s2 = _scale_words(sc, W_MODE)
+    s2 = GL.scale_words(sc, W_MODE)
     s5 = gl.broadcast(gl.expand_dims(s2, 4), gl.full([NW, 32, 2, SG, 8 // SG], 0, gl.int32, layout=L5))[0]
     s4 = gl.reshape(s5, [NW, 32, 4, 2, 2])                        # (warp, lane, word, j1, j0): byte 4 word + 2 j1 + j0
     lo, hi = _decode_words(q, s4, LQ, NW)
@@ -383,7 +350,7 @@ def _mmab_step(q, sc, aw, acc, LQ: gl.constexpr, L4: gl.constexpr, DA: gl.conste
                NW: gl.constexpr, SG: gl.constexpr, W_MODE: gl.constexpr):
     """Decode one K step (weights as the mma's B operand: 8 rows per warp) and run its eight ``m16n8k16`` tiles, the
     activation as A (its 16 rows all the token)."""
-    s2 = _scale_words(sc, W_MODE)
+    s2 = GL.scale_words(sc, W_MODE)
     s4 = gl.broadcast(gl.expand_dims(s2, 3), gl.full([NW, 32, SG, 16 // SG], 0, gl.int32, layout=L4))[0]
     s4 = gl.reshape(s4, [NW, 32, 4, 2, 2])                        # (warp, lane, word, j1, j0): byte 4 word + 2 j1 + j0
     lo, hi = _decode_words(q, s4, LQ, NW)

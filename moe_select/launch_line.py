@@ -1201,6 +1201,17 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
 ENV_TRUE, ENV_FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")
 
 
+def _env_bool(launch: Launch, r: Read) -> bool | None:
+    """A boolean variable as SGLang's EnvBool reads it (:data:`ENV_TRUE`, :data:`ENV_FALSE`); None, with an
+    engine_error finding, for a value that is neither (the engine raises ValueError when it reads it)."""
+    value = str(r.value).strip().lower()
+    if value not in ENV_TRUE + ENV_FALSE:
+        launch.findings.append(Finding("engine_error", r.written, f"{r.value!r} is not a boolean ({', '.join(ENV_TRUE + ENV_FALSE)}): "
+                                       f"{launch.engine} raises ValueError when it reads it (not read)", _cite(launch.engine, r.entry)))
+        return None
+    return value in ENV_TRUE
+
+
 def _activation_scale(launch: Launch) -> None:
     """A variable that turns per-token NVFP4 activation scales on (``means: activation_scale``, SGLang's
     per-token activation variable, named in backends/engines/sglang.yaml): ``quant_config.activation_scale: per_token`` for a serialized
@@ -1209,12 +1220,10 @@ def _activation_scale(launch: Launch) -> None:
     for key, r in launch.values.items():
         if not key.startswith("env:") or r.entry.means != "activation_scale":
             continue
-        value = str(r.value).strip().lower()
-        if value not in ENV_TRUE + ENV_FALSE:
-            launch.findings.append(Finding("engine_error", r.written, f"{r.value!r} is not a boolean ({', '.join(ENV_TRUE + ENV_FALSE)}): "
-                                           f"{launch.engine} raises ValueError when it reads it (not read)", _cite(launch.engine, r.entry)))
+        value = _env_bool(launch, r)
+        if value is None:
             continue
-        if value in ENV_FALSE:
+        if not value:
             launch.findings.append(Finding("note", r.written, "false: per-tensor activation scales (the default)"))
             continue
         if "quant_config" in launch.deployment:
@@ -1241,12 +1250,10 @@ def _vendor_library(launch: Launch) -> None:
     for key, r in launch.values.items():
         if not key.startswith("env:") or r.entry.means != "vendor_library":
             continue
-        value = str(r.value).strip().lower()
-        if value not in ENV_TRUE + ENV_FALSE:
-            launch.findings.append(Finding("engine_error", r.written, f"{r.value!r} is not a boolean ({', '.join(ENV_TRUE + ENV_FALSE)}): "
-                                           f"{launch.engine} raises ValueError when it reads it (not read)", _cite(launch.engine, r.entry)))
+        value = _env_bool(launch, r)
+        if value is None:
             continue
-        _set(launch, "vendor_library", value in ENV_TRUE, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')})")
+        _set(launch, "vendor_library", value, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')})")
 
 
 def _activation_precision(launch: Launch) -> None:

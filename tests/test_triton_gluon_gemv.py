@@ -172,19 +172,7 @@ def test_gpu_gluon_gemv_real_layers(model):
         tl_out = ref_core.forward(x, ids, w, rpw).float()
         diff = ((out.float() - tl_out).norm() / tl_out.norm()).item()
         assert diff <= 1e-3, f"{what}: {diff:.2e} from the tl GEMV (seed {seed})"
-        sx, sids, sw = x.clone(), ids.clone(), w.clone()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            sout = core.forward(sx, sids, sw, pw)
-        x2, ids2, w2 = base.routing(spec, t, seed + 100 + t, "cuda", minus_one=False)
-        sx.copy_(x2)
-        sids.copy_(ids2)
-        sw.copy_(w2)
-        g.replay()
-        eager = core.forward(x2, ids2, w2, pw)
-        torch.cuda.synchronize()
-        assert torch.equal(sout, eager), f"{what}: replay differs from eager (seed {seed})"
+        base.graph_replays_equal_eager(spec, layer, core, pw, t, seed + 10 * t, what)
 
 
 @pytest.mark.parametrize("quant", base.FP4)
