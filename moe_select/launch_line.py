@@ -876,11 +876,13 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str) -> str:
         return theirs
     if c.closed and c.norm(theirs) not in names().accepted(engine, of):
         takes = names().accepted(engine, of)
-        what = "runner" if of == "runner" else "all-to-all"
-        raise InputError(Issue(where, 0, written, f"{theirs!r} is not a {what} value {engine} takes: it refuses it at startup"
-                               f"{_did_you_mean(c.norm(theirs), takes)}; it takes {', '.join(takes)} [{c.source}]"
+        what, flag = ("a runner", "--runner") if of == "runner" else ("an all-to-all", "--a2a")
+        close = next((m for m in (_did_you_mean(v, takes) for v in (c.norm(theirs), theirs.lower(), theirs.upper())) if m), "")
+        raise InputError(Issue(where, 0, written, f"{theirs!r} is not {what} value {engine} takes: it refuses it at startup"
+                               f"{close}; it takes {', '.join(takes)} [{c.source}]"
                                + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
-                               "leave the option out of the line and name the {what} with {'--runner' if of == 'runner' else '--a2a'}"))
+                               f"leave the option out of the line and name the {what[2:] if what.startswith('a ') else what[3:]} "
+                               f"with {flag}"))
     return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
 
 
@@ -889,7 +891,7 @@ def _a2a_ours(engine: str, theirs: str, mode: str | None) -> tuple[str, str | No
     for row in names().a2a:
         if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
             return row.ours, row.mode if row.mode not in (None,) else mode, None
-        if engine == "vllm" and (row.vllm == theirs or theirs in row.vllm_read):
+        if engine == "vllm" and (row.vllm == theirs or theirs in row.vllm_read or theirs in [o.name for o in row.vllm_before]):
             return row.ours, row.mode, None
     low = re.sub(r"[^a-z0-9_]", "_", theirs.lower())
     return low, mode, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged)"

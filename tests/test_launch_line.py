@@ -785,7 +785,7 @@ def test_runner_and_a2a_values_the_engine_refuses_are_refused(tmp_path):
     for line, flag, close in (("--moe-runner-backend tritonx", "--moe-runner-backend tritonx", "did you mean triton"),
                               ("--moe-runner-backend Triton", "--moe-runner-backend Triton", "did you mean triton"),
                               ("--moe-a2a-backend deep_ep --tp 8", "--moe-a2a-backend deep_ep", "did you mean deepep")):
-        with pytest.raises(InputError, match=rf"{flag}: .* is not a (runner|all-to-all) value sglang takes: it refuses it "
+        with pytest.raises(InputError, match=rf"{flag}: .* is not (a runner|an all-to-all) value sglang takes: it refuses it "
                                              rf"at startup \({close}") as info:
             from_command(f"python -m sglang.launch_server --model-path M {line}", model_config=q)
         msg = str(info.value)
@@ -794,8 +794,14 @@ def test_runner_and_a2a_values_the_engine_refuses_are_refused(tmp_path):
     cfg.write_text("moe_config:\n  backend: FOO\n")
     with pytest.raises(InputError, match=r"moe_config.backend: 'FOO' is not a runner value trtllm takes"):
         from_command(f"trtllm-serve M --tp_size 2 --extra_llm_api_options {cfg}", model_config=q)
-    cfg.write_text("moe_config:\n  backend: cutlass\n")
+    cfg.write_text("moe_config:\n  backend: CUTLASS\n")
     assert from_command(f"trtllm-serve M --tp_size 2 --extra_llm_api_options {cfg}", model_config=q).deployment["runner"] == "trtllm_cutlass"
+    for bad, close in (("vllm serve M -tp 8 -ep --all2all-backend=DeepEP_low_latency", "deepep_low_latency"),
+                       ("vllm serve M -tp 8 -ep --all2all-backend deepep_lowlatency", "deepep_low_latency")):
+        with pytest.raises(InputError, match=rf"is not an all-to-all value vllm takes: .*did you mean {close}.* with --a2a"):
+            from_command(bad, model_config=q)
+    launch = from_command("vllm serve M -tp 8 -ep --all2all-backend mori", model_config=q, engine_version="0.20.0")
+    assert launch.deployment["a2a"] == "mori" and launch.deployment["a2a_mode"] == "normal"   # 0.15.0 .. 0.22.1's name
     for written, ours in (("flashinfer-cutlass", "flashinfer_cutlass"), ("Triton", "triton"), ("DEEP_GEMM", "deep_gemm")):
         launch = from_command(f"vllm serve M -tp 2 --moe-backend {written}", model_config=q)
         assert launch.deployment["runner"] == ours and not kinds(launch, "note").get(f"--moe-backend {written}"), written

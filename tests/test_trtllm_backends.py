@@ -12,6 +12,7 @@ import yaml
 import moe_select
 from moe_select.catalog import load_catalog
 from moe_select.engine_tables import names
+from moe_select.errors import InputError
 
 from conftest import CONFIGS, ROOT
 
@@ -239,11 +240,16 @@ def test_readme_names_block_is_the_table():
 def test_launch_line_trtllm_backends_map_to_our_runners(tmp_path):
     from moe_select.launch_line import from_command
 
-    for backend, ours in (("TRTLLM", "trtllm_gen"), ("deepgemm", "trtllm_deepgemm"), ("CUTLASS", "trtllm_cutlass")):
+    for backend, ours in (("TRTLLM", "trtllm_gen"), ("DEEPGEMM", "trtllm_deepgemm"), ("CUTLASS", "trtllm_cutlass")):
         cfg = tmp_path / f"{backend}.yaml"
         cfg.write_text(yaml.safe_dump({"moe_config": {"backend": backend}}))
         launch = from_command(f"trtllm-serve M --extra_llm_api_options {cfg}", model_config=QWEN_FP8)
         assert launch.deployment["runner"] == ours
+    # MoeConfig.backend is a Literal of the upper-case names, matched as written (a second trial: 'cutlass' was planned)
+    cfg = tmp_path / "lower.yaml"
+    cfg.write_text("moe_config:\n  backend: deepgemm\n")
+    with pytest.raises(InputError, match=r"'deepgemm' is not a runner value trtllm takes: .*did you mean DEEPGEMM"):
+        from_command(f"trtllm-serve M --extra_llm_api_options {cfg}", model_config=QWEN_FP8)
     cfg = tmp_path / "auto.yaml"
     cfg.write_text("moe_config:\n  backend: AUTO\n")
     assert "runner" not in from_command(f"trtllm-serve M --extra_llm_api_options {cfg}", model_config=QWEN_FP8).deployment
