@@ -55,6 +55,9 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
                    help="the precision the all-to-all sends activations in (auto, a precision for every MoE layer kind, or "
                    "per layer kind: main=nvfp4,mtp=bf16; default auto: the engine's choice per layer)")
     g.add_argument("--cuda-graph", dest="cuda_graph", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--vendor-library", dest="vendor_library", action=argparse.BooleanOptionalAction, default=None,
+                   help="the engine's switch for the GPU vendor's kernel library (its variable: backends/engines/<engine>.yaml, means vendor_library; default: not "
+                   "given, so facts that depend on it leave their runner unverified)")
     g.add_argument("--require-adapter", dest="require_adapter", action="store_true", default=None,
                    help=f"only what this install's adapters run: plan for engine {INSTALL_ENGINE} (with a serving "
                    f"--engine: refuse, no_adapter, a candidate this install cannot run that way)")
@@ -95,7 +98,7 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
     from .yamlio import MarkedDict, load_file, validate
 
     flags: dict[str, Any] = {k: getattr(args, k) for k in DEPLOYMENT_FLAGS if getattr(args, k, None) is not None}
-    for k in ("cuda_graph", "require_adapter", "shared_expert_fusion", "strict"):
+    for k in ("cuda_graph", "vendor_library", "require_adapter", "shared_expert_fusion", "strict"):
         if getattr(args, k, None) is not None:
             flags[k] = getattr(args, k)
     if getattr(args, "prebuilt", None):

@@ -266,6 +266,17 @@ class Launcher(Located):
     model: str
 
 
+class ImageEnv(Located):
+    """Environment variables an engine's container image sets (its Dockerfile's ``ENV``): a ``docker run`` line of an
+    image whose repository (the last path component) is ``repository`` and whose tag contains ``tag_contains`` starts
+    the engine with them, unless the line's ``-e`` gives another value."""
+
+    repository: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    tag_contains: str | None = None
+    env: dict[str, str] = Field(min_length=1)
+    source: str = Field(pattern=CITATION.pattern)
+
+
 class EngineTable(Located):
     """One engine's launch vocabulary (see the module docstring)."""
 
@@ -278,6 +289,8 @@ class EngineTable(Located):
     flags: list[FlagEntry]
     env: list[EnvEntry] = []
     config_keys: list[FlagEntry] = []
+    #: What the engine's own container images set in the environment (:class:`ImageEnv`).
+    images: list[ImageEnv] = []
 
     @field_validator("sources")
     @classmethod

@@ -354,6 +354,7 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                                         "variable to the container only with -e/--env (or --env-file), so the engine does "
                                         "not see it: not read"))
             if docker is not None:
+                seen["image"] = out[i] if i < len(out) else ""
                 docker.update(seen)
             if i + 1 >= len(out):
                 raise InputError(Issue(where, 0, "", f"docker run {out[i] if i < len(out) else ''}: the image's default command "
@@ -432,6 +433,22 @@ def read_env_file(path: str) -> dict[str, str]:
             if not m:
                 raise InputError(Issue(path, n, "", f"{w[:40]!r} is not VAR=value"))
             out[m.group(1)] = m.group(2)
+    return out
+
+
+def _image_env(engine: str, image: str | None, line_env: Mapping[str, str], findings: list[Finding]) -> dict[str, str]:
+    """The variables ``engine``'s container ``image`` (a ``docker run`` line's, as written) sets in its environment (the
+    engine table's ``images``), with a note for each; the line's ``-e`` values win (the caller merges them over)."""
+    if not image:
+        return {}
+    repo, _, tag = image.split("@", 1)[0].rpartition("/")[2].partition(":")
+    out: dict[str, str] = {}
+    for row in table(engine).images:
+        if row.repository == repo and (row.tag_contains is None or row.tag_contains in tag):
+            for k, v in row.env.items():
+                out[k] = v
+                said = f"-e {k}={line_env[k]} wins" if k in line_env else "read"
+                findings.append(Finding("note", f"{k}={v}", f"set by the image {image} ({said})", row.source))
     return out
 
 
@@ -1172,7 +1189,11 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     if not words:
         raise InputError(Issue(where, 0, "", "no command in the launch line"))
     engine, launcher, args, model_style = _launcher(words, where)
-    full_env, env_from = merge_env(line_env, env)
+    image_env = _image_env(engine, docker.get("image"), line_env, findings)
+    full_env, env_from = merge_env({**image_env, **line_env}, env)
+    for k in image_env:
+        if k not in line_env:
+            env_from[k] = f"image {docker.get('image')}"
     launch = Launch(engine=engine, launcher=launcher, engine_version=engine_version, argv=args, env=full_env, env_from=env_from,
                     findings=findings, container=docker or None)
     base = Path(base_dir) if base_dir is not None else Path.cwd()

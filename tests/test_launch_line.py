@@ -860,3 +860,21 @@ def test_vllm_eplb_config_is_read():
     launch = from_command("vllm serve M -tp 4 --enable-expert-parallel --enable-eplb "
                           "--eplb-config '{\"num_redundant_experts\": 32}'", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
     assert not launch.found("unknown"), launch.found("unknown")
+
+
+def test_an_engine_image_sets_its_environment_unless_the_line_overrides_it():
+    """SGLang's ROCm images set SGLANG_USE_AITER=1 (backends/engines/sglang.yaml images): a docker run line of one
+    starts the engine with it unless -e gives another value (a second trial: such a launch of triton on block FP8 was
+    planned as unverified, the Hyperloom#1459 wrong-output case)."""
+    q = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
+    line = ("docker run --gpus all {e}lmsysorg/sglang:v0.5.16-rocm630-mi30x python3 -m sglang.launch_server --model-path M "
+            "--tp 2 --moe-runner-backend triton")
+    launch = from_command(line.format(e=""), model_config=q, engine_version="0.5.16")
+    assert launch.env["SGLANG_USE_AITER"] == "1" and launch.deployment["vendor_library"] is True
+    assert "set by the image" in launch.provenance["vendor_library"]
+    assert launch.explain(deployment={"gpu": "MI300X"}).plan is None
+    launch = from_command(line.format(e="-e SGLANG_USE_AITER=0 "), model_config=q, engine_version="0.5.16")
+    assert launch.deployment["vendor_library"] is False and "-e SGLANG_USE_AITER=0 wins" in kinds(launch, "note")["SGLANG_USE_AITER=1"]
+    assert launch.explain(deployment={"gpu": "MI300X"}).plan is not None
+    cuda = from_command(line.format(e="").replace("-rocm630-mi30x", ""), model_config=q, engine_version="0.5.16")
+    assert "SGLANG_USE_AITER" not in cuda.env and "vendor_library" not in cuda.deployment
