@@ -160,6 +160,10 @@ def test_sglang_29942_deepep_auto_resolves_decode_to_low_latency_and_ep_to_tp():
 DSV3 = str(CFG / "deepseek-ai__DeepSeek-V3")
 OVERRIDES = {
     # hook id -> (deployment, field, asked, becomes)
+    "sglang-gpt-oss-triton-kernel": (dict(gpu="H100", model_config=str(CFG / "openai__gpt-oss-20b"), engine="sglang"),
+                                     "runner", "auto", "triton_kernel"),
+    "sglang-gpt-oss-blackwell-mxfp4": (dict(gpu="B200", model_config=str(CFG / "openai__gpt-oss-120b"), engine="sglang"),
+                                       "runner", "auto", "flashinfer_mxfp4"),
     "sglang-deepseek-sm100-runner": (CASES[7][2], "runner", "auto", "flashinfer_trtllm"),
     "sglang-qwen3-moe-sm100-runner": (dict(gpu="B200", model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine="sglang"),
                                       "runner", "auto", "flashinfer_trtllm"),

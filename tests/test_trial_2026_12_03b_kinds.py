@@ -95,3 +95,14 @@ def test_sglang_aiter_is_refused_on_nvidia():
     r = moe_select.explain({"gpu": "H100", "engine": "sglang", "tp": 2, "runner": "aiter",
                             "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")})
     assert r.plan is None and "arch_unsupported" in [x.code for c in r.candidates if c.backend == "aiter" for x in c.reasons]
+
+
+@pytest.mark.parametrize("gpu, sglang, vllm", [("H100", "triton_kernel", "triton_kernel"), ("B200", "flashinfer_mxfp4", "flashinfer_trtllm")])
+def test_gpt_oss_engine_predictions_name_the_engines_defaults(gpu, sglang, vllm):
+    """SGLang's _gpt_oss_overrides and vLLM's gpt-oss MXFP4 priority list (backends/engines/resolution.yaml): the
+    predictions said 'resolved at model load' and 'no oracle covers mxfp4' (a second trial)."""
+    got = {}
+    for engine in ("sglang", "vllm"):
+        r = moe_select.explain({"gpu": gpu, "engine": engine, "tp": 1, "model_config": str(CONFIGS / "openai__gpt-oss-20b")})
+        got[engine] = next(c for c in r.engine_choices if c.engine == engine).runner
+    assert got == {"sglang": sglang, "vllm": vllm}, got
