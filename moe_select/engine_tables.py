@@ -440,6 +440,29 @@ class Choices(Located):
     also: list[str] = []
     source: str = Field(pattern=CITATION.pattern)
     note: str | None = None
+    #: The first release that takes a value (PEP 440), where it is known: a declared older version refuses it (a launch
+    #: line naming it is refused, and a plan is not written with it); ``since_source`` says where that was read.
+    since: dict[str, str] = {}
+    since_source: str | None = None
+
+    @field_validator("since")
+    @classmethod
+    def _since_versions(cls, v: dict[str, str]) -> dict[str, str]:
+        for version in v.values():
+            _pep440_version(version)
+        return v
+
+    def first_release(self, value: str, version: str | None) -> str | None:
+        """The release ``value`` first ships in when ``version`` (declared) is older than it; else None."""
+        from packaging.version import Version
+
+        first = self.since.get(self.norm(value))
+        if first is None or version is None:
+            return None
+        try:
+            return first if Version(version) < Version(first) else None
+        except ValueError:
+            return None
 
     def norm(self, value: str) -> str:
         """``value`` as the engine reads it (``normalize``)."""

@@ -94,6 +94,17 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
     return entry.name
 
 
+def _released(engine: str, of: str, value: str, version: str | None) -> str:
+    """``value`` (the engine's name for a runner or all-to-all), or :class:`EmitError` when the declared ``version`` is
+    older than the first release that takes it (backends/engines/names.yaml ``choices`` ``since``)."""
+    c = names().choices_of(engine, of)
+    first = c.first_release(value, version) if c is not None else None
+    if c is not None and first is not None:
+        raise EmitError(f"{value} first shipped in {engine} {first}: {engine} {version} does not take it "
+                        f"[{c.since_source or c.source}] (declare a newer --engine-version, or plan for that release)")
+    return value
+
+
 def _release_name(name: str, before: list, version: str | None, comments: list[str], what: str) -> str:
     """``name``, or the spelling ``before`` (:class:`~.engine_tables.OlderName` rows of backends/engines/names.yaml) gives
     the releases below which ``version`` lies (the lowest such bound). With no version declared: ``name`` (the newest
@@ -261,7 +272,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
         if d.dp:
             argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
-        argv += [_flag("sglang", "runner", version, comments), theirs]
+        argv += [_flag("sglang", "runner", version, comments), _released("sglang", "runner", theirs, version)]
         argv += _online_words(plan, "sglang", version, comments)
         if d.quant_params.get("activation_precision"):
             argv += _precision_flag("sglang", str(d.quant_params["activation_precision"]), version, comments,
@@ -299,7 +310,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("vllm", "dp", version, comments), str(dp)]
         if d.ep > 1:
             argv.append(_flag("vllm", "ep_switch", version, comments))
-        argv += [_flag("vllm", "runner", version, comments), theirs]
+        argv += [_flag("vllm", "runner", version, comments), _released("vllm", "runner", theirs, version)]
         argv += _online_words(plan, "vllm", version, comments)
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:

@@ -883,7 +883,7 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
     return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
 
 
-def _chosen(engine: str, of: str, theirs: str, written: str, where: str) -> str:
+def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version: str | None = None) -> str:
     """``theirs`` (the value of ``engine``'s runner or all-to-all option, ``of``, as ``written``) as the engine reads it
     (its :class:`~moe_select.engine_tables.Choices` row's normalization where that is vLLM's lower-casing). Raises
     :class:`InputError` (the option as written) when the row says the option's values are closed and this is none of
@@ -900,6 +900,11 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str) -> str:
                                + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
                                f"leave the option out of the line and name the {what[2:] if what.startswith('a ') else what[3:]} "
                                f"with {flag}"))
+    first = c.first_release(theirs, version)
+    if first is not None:
+        raise InputError(Issue(where, 0, written, f"{theirs!r} first shipped in {engine} {first}: {engine} {version} (the "
+                               f"declared version) refuses it at startup [{c.since_source or c.source}]; declare the "
+                               "version that runs, or leave the option out"))
     return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
 
 
@@ -955,7 +960,7 @@ def _map(launch: Launch, where: str) -> None:
                                            "replica is its own MoE group of tp ranks, planned once"))
         a2a_theirs = v["a2a"].value if "a2a" in v else None
         if a2a_theirs is not None:
-            a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where)
+            a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where, launch.engine_version)
             mode = v["a2a_mode"].value if "a2a_mode" in v else None
             ours, ours_mode, note = _a2a_ours("sglang", a2a_theirs, mode)
             _set(launch, "a2a", ours, _w(launch, "a2a"))
@@ -986,7 +991,8 @@ def _map(launch: Launch, where: str) -> None:
         if v.get("ep_switch") is not None and v["ep_switch"].value:
             _set(launch, "ep", group, f"{_w(launch, 'ep_switch')} (a switch: EP = tp x dp x pcp = {group})")
         if "a2a" in v:
-            ours, mode, note = _a2a_ours("vllm", _chosen("vllm", "a2a", str(v["a2a"].value), _w(launch, "a2a"), where), None)
+            ours, mode, note = _a2a_ours("vllm", _chosen("vllm", "a2a", str(v["a2a"].value), _w(launch, "a2a"), where,
+                                                         launch.engine_version), None)
             if "ep" not in launch.deployment and ours != "none":
                 launch.findings.append(Finding("note", _w(launch, "a2a"), "vLLM uses an all-to-all only with --enable-expert-parallel: not read"))
             else:
@@ -1026,7 +1032,8 @@ def _map(launch: Launch, where: str) -> None:
                                            "at startup (planned as runner: auto)", gone.source))
             runner_theirs = None
     if runner_theirs is not None:
-        runner_theirs = (_chosen(e, "runner", runner_theirs[0], runner_theirs[1], where), runner_theirs[1])
+        runner_theirs = (_chosen(e, "runner", runner_theirs[0], runner_theirs[1], where, launch.engine_version),
+                         runner_theirs[1])
         ours, note = _runner_ours(e, runner_theirs[0])
         if ours != "auto":
             _set(launch, "runner", ours, runner_theirs[1])

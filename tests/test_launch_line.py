@@ -878,3 +878,22 @@ def test_an_engine_image_sets_its_environment_unless_the_line_overrides_it():
     assert launch.explain(deployment={"gpu": "MI300X"}).plan is not None
     cuda = from_command(line.format(e="").replace("-rocm630-mi30x", ""), model_config=q, engine_version="0.5.16")
     assert "SGLANG_USE_AITER" not in cuda.env and "vendor_library" not in cuda.deployment
+
+
+def test_a_runner_value_older_than_its_first_release_is_refused_and_not_written():
+    """names.yaml choices since (read in SGLang's PyPI wheels): aiter first shipped in 0.5.11, marlin in 0.5.12. A launch
+    line at an older declared version that names one is refused, and --emit does not write one for it (a second trial
+    saw --emit sglang write --moe-runner-backend aiter for 0.5.5)."""
+    q = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
+    with pytest.raises(InputError, match=r"'aiter' first shipped in sglang 0\.5\.11: sglang 0\.5\.10 \(the declared version\) "
+                                         r"refuses it at startup"):
+        from_command("python -m sglang.launch_server --model-path M --moe-runner-backend aiter", model_config=q,
+                     engine_version="0.5.10")
+    assert from_command("python -m sglang.launch_server --model-path M --moe-runner-backend aiter", model_config=q,
+                        engine_version="0.5.11").deployment["runner"] == "aiter"
+    assert from_command("python -m sglang.launch_server --model-path M --moe-runner-backend marlin", model_config=q,
+                        ).deployment["runner"] == "marlin"                 # no version declared: the newest
+    plan = _plan("sglang", gpu="MI300X", tp=1, runner="aiter")
+    with pytest.raises(EmitError, match=r"aiter first shipped in sglang 0\.5\.11: sglang 0\.5\.5 does not take it"):
+        emit(plan, "sglang", engine_version="0.5.5")
+    assert "--moe-runner-backend aiter" in " ".join(emit(plan, "sglang", engine_version="0.5.16").argv)
