@@ -39,8 +39,6 @@ from . import triton_moe_kernels as K
 
 _DECODE = gl.constexpr(K.FP4_DECODE_ASM.value if hasattr(K.FP4_DECODE_ASM, "value") else K.FP4_DECODE_ASM)
 _E4M3_BASE2 = gl.constexpr(K.FP4_E4M3_BASE * 0x10001)
-#: rows per thread (``R``) a ``GLUON`` GEMM config may give, as ``BLOCK_N // num_warps``
-ROWS_PER_THREAD = (1, 2, 4)
 #: bytes of each weight row that one warp covers per unrolled step (32 lanes x 16 bytes)
 STEP_BYTES = 512
 
@@ -139,22 +137,22 @@ def _fp4_gemv_ws(q_ptr, s_ptr, a_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr
     gl.store(ws_ptr + r.to(gl.int64) * stride_wsm + rows_o, out, mask=rows_o < N)
 
 
-def check_config(n_rows: int, k: int, w_mode: int, config: dict) -> int:
-    """The rows per thread ``R`` of a ``GLUON`` GEMM config (``BLOCK_N = R * num_warps``, ``R`` in
-    :data:`ROWS_PER_THREAD`, ``num_warps`` 1-8) for weights of ``n_rows`` rows of ``k`` elements in weight mode
-    ``w_mode`` (6 mxfp4, 7 nvfp4). Raises ValueError naming what is off: another weight mode, ``k / 2`` bytes not a
-    multiple of 16 (the 16-byte loads), or a ``BLOCK_N`` / ``num_warps`` pair outside those."""
+def check_config(k: int, w_mode: int, config: dict) -> int:
+    """The rows per thread ``R`` of a ``GLUON`` GEMM config (``BLOCK_N = R * num_warps``:
+    :func:`~.triton_moe_kernels.gluon_rows_per_thread`) for weights of ``k`` elements per row in weight mode ``w_mode``
+    (6 mxfp4, 7 nvfp4). Raises ValueError naming what is off: another weight mode, ``k / 2`` bytes not a multiple of 16
+    (the 16-byte loads), or a ``BLOCK_N`` / ``num_warps`` pair outside those."""
     if w_mode not in K.FP4_MODES:
         raise ValueError(f"GLUON is a GEMV option of packed-FP4 weights (mxfp4, nvfp4), not weight mode {w_mode}")
     if (k // 2) % 16:
         raise ValueError(f"GLUON loads 16 weight bytes per thread: K / 2 = {k // 2} bytes per row is not a multiple "
                          f"of 16")
     nw, bn = config["num_warps"], config["BLOCK_N"]
-    if nw not in (1, 2, 4, 8) or bn % nw or bn // nw not in ROWS_PER_THREAD:
-        raise ValueError(f"GLUON: BLOCK_N must be num_warps x {', '.join(map(str, ROWS_PER_THREAD))} rows per thread "
-                         f"with num_warps 1, 2, 4 or 8, got BLOCK_N {bn}, num_warps {nw}")
-    del n_rows
-    return bn // nw
+    rows = K.gluon_rows_per_thread(bn, nw)
+    if rows is None:
+        raise ValueError(f"GLUON: BLOCK_N must be num_warps x {', '.join(map(str, K.GLUON_ROWS_PER_THREAD))} rows per "
+                         f"thread with num_warps {', '.join(map(str, K.GLUON_WARPS))}, got BLOCK_N {bn}, num_warps {nw}")
+    return rows
 
 
 def fp4_gemv_partials(a: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor, ws: torch.Tensor, align: K.Alignment,
@@ -169,7 +167,7 @@ def fp4_gemv_partials(a: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor, w
     (:func:`check_config`); ``warmup``: compile without running. Raises ValueError for another ``BLOCK_M``, dtype or stride, or a config
     :func:`check_config` refuses."""
     k = a.shape[1]
-    rows_per_thread = check_config(n_rows, k, w_mode, config)
+    rows_per_thread = check_config(k, w_mode, config)
     if align.block_m != 1:
         raise ValueError(f"GLUON runs at BLOCK_M 1 (one sorted row per expert block), got {align.block_m}")
     if a.dtype != torch.bfloat16 or a.stride(1) != 1 or a.stride(0) % 2:

@@ -1949,6 +1949,19 @@ def config_file_name(num_local: int, n13: int, hidden: int, fmt: str, device_nam
     return f"E={num_local},N={n13},K={hidden},format={fmt}{blk},device={dev}.json"
 
 
+#: A ``GLUON`` GEMM config's rows per thread (``BLOCK_N // num_warps``) and warp counts (backends/triton_moe_gluon.py).
+GLUON_ROWS_PER_THREAD = (1, 2, 4)
+GLUON_WARPS = (1, 2, 4, 8)
+
+
+def gluon_rows_per_thread(block_n: int, num_warps: int) -> int | None:
+    """The rows per thread of a ``GLUON`` GEMM config (``BLOCK_N = rows x num_warps``, rows in
+    :data:`GLUON_ROWS_PER_THREAD`, warps in :data:`GLUON_WARPS`), or None when the pair is not one of those."""
+    if num_warps not in GLUON_WARPS or block_n % num_warps or block_n // num_warps not in GLUON_ROWS_PER_THREAD:
+        return None
+    return block_n // num_warps
+
+
 def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     """One GEMM config of a tile file, checked (:func:`load_config_file`); ``direct``: of a DIRECT bucket, whose
     GEMMs may also set ``PREFETCH`` and a ``BLOCK_N`` from 4. Returns it without ``us`` and false flags."""
@@ -1970,8 +1983,7 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     if c.get("GLUON") and (direct or not c.get("GEMV") or c.get("SPLIT_K", 1) > 1 or c.get("PREFETCH")):
         raise ValueError(f"{where}: GLUON (the Gluon GEMV) is an option of the sorted GEMV mode (GEMV: true) without "
                          f"SPLIT_K or PREFETCH, not of DIRECT buckets")
-    if c.get("GLUON") and (c["num_warps"] not in (1, 2, 4, 8) or c["BLOCK_N"] % c["num_warps"]
-                           or c["BLOCK_N"] // c["num_warps"] not in (1, 2, 4)):
+    if c.get("GLUON") and gluon_rows_per_thread(c["BLOCK_N"], c["num_warps"]) is None:
         raise ValueError(f"{where}: GLUON needs BLOCK_N = num_warps x 1, 2 or 4 rows per thread (num_warps 1, 2, 4 "
                          f"or 8), got BLOCK_N {c['BLOCK_N']}, num_warps {c['num_warps']}")
     if c.get("PREFETCH") and not (direct or c.get("GEMV")):

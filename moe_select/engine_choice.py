@@ -461,7 +461,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
         formats = formats or ["standard"]
         runner = state["runner"]
         if runner != "auto":
-            level, _ = _level(candidates, runner, engine)
+            level, asked = _level(candidates, runner, engine)
             known, theirs = names().runner_for(engine, runner, u.quant)
             if runner_hook is not None:
                 how = f"set by {runner_hook}"
@@ -475,9 +475,8 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
                 # TensorRT-LLM tries the asked family, then its fallback (resolve_moe_impl, allow_degradation on)
                 fb = names().runner_from("trtllm", auto.fallback)
                 fl, _ = _level(candidates, fb or "", "trtllm")
-                _, c = _level(candidates, runner, engine)
                 choice = EngineChoice(engine, fb, auto.fallback, f"asked for {theirs} ({u.provenance.get('runner', 'deployment')}), "
-                                      f"which cannot serve the layer here ({_why_refused(c, 'trtllm')}): TensorRT-LLM "
+                                      f"which cannot serve the layer here ({_why_refused(asked, 'trtllm')}): TensorRT-LLM "
                                       f"degrades it to {auto.fallback} (a warning in its log)", TRTLLM_DEGRADE_SOURCE,
                                       evidence=fl)
         elif engine == "vllm":

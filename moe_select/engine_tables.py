@@ -426,16 +426,15 @@ class A2AName(Located):
 
 class Choices(Located):
     """What one engine's runner (``of: runner``) or all-to-all (``of: a2a``) option accepts, read after ``normalize``
-    (``exact``: as written, argparse choices or a Literal; ``upper``: case-insensitive, TensorRT-LLM's backend names as
-    this table reads them; ``lower_underscore``: vLLM's ``KernelConfig._normalize_moe_backend``, lower-cased with ``-``
-    read as ``_``). Accepted: the engine's names of the rows (runners, ``by_format``, ``retired``; a2a: ``vllm_read``
+    (``exact``: as written, argparse choices or a Literal; ``lower_underscore``: vLLM's
+    ``KernelConfig._normalize_moe_backend``, lower-cased with ``-`` read as ``_``). Accepted: the engine's names of the rows (runners, ``by_format``, ``retired``; a2a: ``vllm_read``
     and ``vllm_before`` too) and ``also`` (names the engine takes that this table maps to nothing). ``closed``: the
     engine refuses any other value at startup (its parser's choices, with ``source``), so a launch line naming one is
     refused, with the names it takes; open: another value is planned as written and judged (a note)."""
 
     engine: Literal["sglang", "vllm", "trtllm"]
     of: Literal["runner", "a2a"]
-    normalize: Literal["exact", "upper", "lower_underscore"] = "exact"
+    normalize: Literal["exact", "lower_underscore"] = "exact"
     closed: bool
     also: list[str] = []
     source: str = Field(pattern=CITATION.pattern)
@@ -466,8 +465,6 @@ class Choices(Located):
 
     def norm(self, value: str) -> str:
         """``value`` as the engine reads it (``normalize``)."""
-        if self.normalize == "upper":
-            return value.upper()
         if self.normalize == "lower_underscore":
             return value.lower().replace("-", "_")
         return value

@@ -360,8 +360,7 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                 raise InputError(Issue(where, 0, "", f"docker run {out[i] if i < len(out) else ''}: the image's default command "
                                        "is not in the line; give the command after the image (e.g. python3 -m sglang.launch_server ...)"))
             findings.append(Finding("note", f"docker run ... {out[i]}", "the container's command is read; docker's options are not (its -e variables are)"))
-            image = out[i].split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]    # repository name: no tag/digest
-            if out[i + 1].startswith("-") and image in VLLM_IMAGES:
+            if out[i + 1].startswith("-") and _image_repo_tag(out[i])[0] in VLLM_IMAGES:
                 # The vLLM images' entrypoint serves: the words after the image are its arguments.
                 findings.append(Finding("note", f"docker run ... {out[i]} {out[i + 1]}",
                                         "the image's entrypoint is vLLM's server (vllm serve; python3 -m "
@@ -436,12 +435,19 @@ def read_env_file(path: str) -> dict[str, str]:
     return out
 
 
+def _image_repo_tag(image: str) -> tuple[str, str]:
+    """``(repository, tag)`` of a docker image reference as written (``registry:port/org/repo:tag@digest``): the
+    repository is the last path component, the tag '' when none is given."""
+    repo, _, tag = image.split("@", 1)[0].rpartition("/")[2].partition(":")
+    return repo, tag
+
+
 def _image_env(engine: str, image: str | None, line_env: Mapping[str, str], findings: list[Finding]) -> dict[str, str]:
     """The variables ``engine``'s container ``image`` (a ``docker run`` line's, as written) sets in its environment (the
     engine table's ``images``), with a note for each; the line's ``-e`` values win (the caller merges them over)."""
     if not image:
         return {}
-    repo, _, tag = image.split("@", 1)[0].rpartition("/")[2].partition(":")
+    repo, tag = _image_repo_tag(image)
     out: dict[str, str] = {}
     for row in table(engine).images:
         if row.repository == repo and (row.tag_contains is None or row.tag_contains in tag):
@@ -891,15 +897,14 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
     c = names().choices_of(engine, of)
     if c is None:
         return theirs
-    if c.closed and c.norm(theirs) not in names().accepted(engine, of):
-        takes = names().accepted(engine, of)
-        what, flag = ("a runner", "--runner") if of == "runner" else ("an all-to-all", "--a2a")
+    takes = names().accepted(engine, of)
+    if c.closed and c.norm(theirs) not in takes:
+        article, what, flag = ("a", "runner", "--runner") if of == "runner" else ("an", "all-to-all", "--a2a")
         close = next((m for m in (_did_you_mean(v, takes) for v in (c.norm(theirs), theirs.lower(), theirs.upper())) if m), "")
-        raise InputError(Issue(where, 0, written, f"{theirs!r} is not {what} value {engine} takes: it refuses it at startup"
-                               f"{close}; it takes {', '.join(takes)} [{c.source}]"
+        raise InputError(Issue(where, 0, written, f"{theirs!r} is not {article} {what} value {engine} takes: it refuses it "
+                               f"at startup{close}; it takes {', '.join(takes)} [{c.source}]"
                                + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
-                               f"leave the option out of the line and name the {what[2:] if what.startswith('a ') else what[3:]} "
-                               f"with {flag}"))
+                               f"leave the option out of the line and name the {what} with {flag}"))
     first = c.first_release(theirs, version)
     if first is not None:
         raise InputError(Issue(where, 0, written, f"{theirs!r} first shipped in {engine} {first}: {engine} {version} (the "

@@ -129,9 +129,9 @@ def test_gluon_buckets_under_the_portable_decode_and_bad_operands(tmp_path):
         core = _tm().TritonMoeCore(spec, "meta", config_dir=str(tmp_path))
         assert core.config_for(1)["gemm1"]["GLUON"] is True
     with pytest.raises(ValueError, match="K / 2 = 40 bytes per row is not a multiple of 16"):
-        G.check_config(64, 80, 6, _cfg())
+        G.check_config(80, 6, _cfg())
     with pytest.raises(ValueError, match="not weight mode 3"):
-        G.check_config(64, 128, 3, _cfg())
+        G.check_config(128, 3, _cfg())
     meta = torch.device("meta")
     align = K.Alignment(*(torch.empty(8, dtype=torch.int32, device=meta) for _ in range(3)), 8, 4, 2, 8)
     b = torch.empty(2, 16, 64, dtype=torch.uint8, device=meta)
