@@ -79,14 +79,24 @@ class Support(Fact):
         "cited by source; the selector refuses it (with code) before any positive row is read"))
     #: The reason code a negative row refuses with: ``quant_unsupported`` (the format on this GPU), or
     #: ``arch_unsupported`` where the upstream check refuses the GPU itself (a device gate, no build for it).
-    code: Literal["quant_unsupported", "arch_unsupported"] = Field("quant_unsupported", description=(
-        "a negative row's reason code: quant_unsupported (default) or arch_unsupported (the upstream check refuses "
-        "the GPU: a device gate, no kernels built for it); only with supported: false"))
+    #: ``engine_unsupported`` where the engine, as its ``when`` configures it, does not build the runner at all (a
+    #: switch off: SGLang's AITER runner without SGLANG_USE_AITER).
+    code: Literal["quant_unsupported", "arch_unsupported", "engine_unsupported"] = Field("quant_unsupported", description=(
+        "a negative row's reason code: quant_unsupported (default), arch_unsupported (the upstream check refuses "
+        "the GPU: a device gate, no kernels built for it) or engine_unsupported (the engine, configured as the row's "
+        "when says, does not build the runner: a switch off); only with supported: false"))
+    #: A negative row's reason in words (what the upstream check does), appended to the refusal's detail.
+    why: str | None = Field(None, min_length=1, description="a negative row's reason in words (what the upstream "
+                            "check does), shown with the refusal; only with supported: false")
+    #: A negative row's fix (what the operator changes), shown as the refusal's fix.
+    fix: str | None = Field(None, min_length=1, description="a negative row's fix (what the operator changes), shown "
+                            "as the refusal's fix; only with supported: false")
 
     @model_validator(mode="after")
     def _code_only_negative(self) -> "Support":
-        if self.supported and "code" in self.model_fields_set:
-            raise ValueError("code is the reason a negative row refuses with: it needs supported: false")
+        for key in ("code", "why", "fix"):
+            if self.supported and key in self.model_fields_set:
+                raise ValueError(f"{key} belongs to a negative row (the reason it refuses with): it needs supported: false")
         return self
 
 

@@ -69,6 +69,17 @@ class Hook(_Cited):
     asked: dict[HookField, list[str | bool | int]] | None = None
     sets: dict[HookField, str | bool | int] = Field(min_length=1)
     log: str | None = None
+    #: The engine versions the hook runs in (distribution -> PEP 440 specifier, as a runner fact's ``requires``:
+    #: ``{sglang: "<0.5.11"}``; None: every version); it runs only where the deployment's versions (declared, or the
+    #: checked one assumed) meet it.
+    requires: dict[str, str] | None = None
+
+    @field_validator("requires")
+    @classmethod
+    def _specifiers(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        from .conditions import _check_requires
+
+        return _check_requires(v)
 
 
 class OracleEntry(Located):
@@ -273,14 +284,17 @@ def _why_refused(c: Any, engine: str) -> str:
     return f"{rs[0].code}: {rs[0].detail} [{rs[0].source}]" if rs else "refused"
 
 
-def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str, Any], architecture: str | None
-                 ) -> tuple[list[Override], str | None]:
-    """Run ``engine``'s hooks over ``state`` (in place); returns the overrides and the id of the hook that set the runner."""
+def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str, Any], architecture: str | None,
+                 requires_met: "RequiresCheck | None" = None) -> tuple[list[Override], str | None]:
+    """Run ``engine``'s hooks over ``state`` (in place); returns the overrides and the id of the hook that set the runner.
+    A hook with ``requires`` runs only where ``requires_met`` says the versions meet it (None: not checked, not run)."""
     out: list[Override] = []
     runner_hook = None
     given = {k: not str(u.provenance.get(k, "default")).startswith("default") for k in FIELDS}
     for h in resolution().hooks:
         if h.engine != engine or (h.when is not None and not h.when.matches(facts)):
+            continue
+        if h.requires and (requires_met is None or not requires_met(h.requires)[0]):
             continue
         if h.architectures is not None and architecture not in h.architectures:
             continue
@@ -455,7 +469,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
         facts = facts_by_engine[engine]
         state = {"runner": u.runner, "a2a_mode": u.a2a_mode, "cuda_graph": u.cuda_graph, "ep": u.ep,
                  "shared_expert_fusion": u.shared_expert_fusion}
-        overrides, runner_hook = _apply_hooks(engine, u, facts, state, architecture)
+        overrides, runner_hook = _apply_hooks(engine, u, facts, state, architecture, requires_met)
         modes = {p: (a2a.modes_used(state["a2a_mode"], (p,)) or ("",))[0] for p in u.phases} if a2a is not None and a2a.modes else {}
         formats = list(a2a.formats_used(tuple(m for m in modes.values() if m), engine)) if a2a is not None else []
         formats = formats or ["standard"]

@@ -64,8 +64,10 @@ Meaning = Literal[
 #: How a flag takes its value: ``switch`` (none), ``bool_optional`` (``--x`` / ``--no-x``), ``bool`` (a YAML
 #: boolean), ``value``/``int``/``file``/``json`` (one token), ``list`` (one or more tokens, up to the next flag).
 Takes = Literal["switch", "bool_optional", "bool", "value", "int", "file", "json", "list"]
-#: A citation: ``owner/repo@ref:path[:symbol]``, ``owner/repo#N``, or ``this project: ...``; more may follow.
-CITATION = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[0-9a-f]{7,40}:[^\s:;]+(:[A-Za-z0-9_.]+)?|#\d+)|this project: )")
+#: A citation: ``owner/repo@ref:path[:symbol]`` (ref: a commit, or a release tag such as ``v0.5.23``),
+#: ``owner/repo#N``, or ``this project: ...``; more may follow.
+CITATION = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@([0-9a-f]{7,40}|v\d+(\.\d+)*(\.post\d+|rc\d+)?):[^\s:;]+(:[A-Za-z0-9_.]+)?|#\d+)"
+                      r"|this project: )")
 _KEYED = re.compile(r"^([a-z_]+):([A-Za-z0-9_.]+)\Z")
 
 
@@ -443,6 +445,19 @@ class Choices(Located):
     #: line naming it is refused, and a plan is not written with it); ``since_source`` says where that was read.
     since: dict[str, str] = {}
     since_source: str | None = None
+    #: Before a value's ``since``, the value the engine reaches the same runner by (SGLang before 0.5.11 runs AITER as
+    #: ``auto`` under SGLANG_USE_AITER), cited by ``earlier_source``: a plan is written with it there, and says so.
+    earlier: dict[str, str] = {}
+    earlier_source: str | None = Field(None, pattern=CITATION.pattern)
+
+    @model_validator(mode="after")
+    def _earlier_has_since(self) -> "Choices":
+        for value in self.earlier:
+            if value not in self.since:
+                raise ValueError(f"earlier names {value!r}, which has no since (the release it first ships in)")
+        if self.earlier and self.earlier_source is None:
+            raise ValueError("earlier needs earlier_source (where the older releases' way to that runner was read)")
+        return self
 
     @field_validator("since")
     @classmethod

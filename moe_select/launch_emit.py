@@ -94,11 +94,16 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
     return entry.name
 
 
-def _released(engine: str, of: str, value: str, version: str | None) -> str:
-    """``value`` (the engine's name for a runner or all-to-all), or :class:`EmitError` when the declared ``version`` is
-    older than the first release that takes it (backends/engines/names.yaml ``choices`` ``since``)."""
+def _released(engine: str, of: str, value: str, version: str | None, comments: list[str]) -> str:
+    """``value`` (the engine's name for a runner or all-to-all); when the declared ``version`` is older than the first
+    release that takes it (backends/engines/names.yaml ``choices`` ``since``), the value those releases reach the same
+    runner by (``earlier``, with a comment), else :class:`EmitError`."""
     c = names().choices_of(engine, of)
     first = c.first_release(value, version) if c is not None else None
+    if c is not None and first is not None and value in c.earlier:
+        comments.append(f"{value} first shipped in {engine} {first}: {engine} {version} reaches it as {c.earlier[value]} "
+                        f"[{c.earlier_source}]")
+        return c.earlier[value]
     if c is not None and first is not None:
         raise EmitError(f"{value} first shipped in {engine} {first}: {engine} {version} does not take it "
                         f"[{c.since_source or c.source}] (declare a newer --engine-version, or plan for that release)")
@@ -120,6 +125,26 @@ def _release_name(name: str, before: list, version: str | None, comments: list[s
                             f"written for yours")
         return name
     return next((b.name for b in rows if v < _ver(b.below)), name)
+
+
+def _vendor_switch(plan: Any, engine: str, comments: list[str]) -> dict[str, str]:
+    """The engine's vendor-library variable (``means: vendor_library`` in backends/engines/<engine>.yaml) as the plan
+    needs it: the deployment's value where it states one; where it does not and a fact refuses the plan's runner at one
+    value (the plan's unknowns' ``refuses_at``), the other value, with a comment; else nothing (the engine's default)."""
+    var = next((v.name for v in table(engine).env if v.means == "vendor_library"), None)
+    if var is None:
+        return {}
+    d = plan.deployment
+    if d.vendor_library is not None:
+        return {var: "1" if d.vendor_library else "0"}
+    bad = {u.refuses_at["vendor_library"] for u in plan.unknowns
+           if u.refuses_at and "vendor_library" in u.refuses_at and u.backend in (None, plan.runner)}
+    if len(bad) != 1:
+        return {}
+    on = not bad.pop()
+    comments.append(f"{var}={int(on)}: the deployment does not state vendor_library, and a fact refuses {plan.runner} "
+                    f"with it {'off' if on else 'on'} (the plan's unknowns)")
+    return {var: "1" if on else "0"}
 
 
 def _precision_flag(engine: str, precision: str, version: str | None, comments: list[str], *, runner: str,
@@ -272,7 +297,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
         if d.dp:
             argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
-        argv += [_flag("sglang", "runner", version, comments), _released("sglang", "runner", theirs, version)]
+        argv += [_flag("sglang", "runner", version, comments), _released("sglang", "runner", theirs, version, comments)]
         argv += _online_words(plan, "sglang", version, comments)
         if d.quant_params.get("activation_precision"):
             argv += _precision_flag("sglang", str(d.quant_params["activation_precision"]), version, comments,
@@ -310,7 +335,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("vllm", "dp", version, comments), str(dp)]
         if d.ep > 1:
             argv.append(_flag("vllm", "ep_switch", version, comments))
-        argv += [_flag("vllm", "runner", version, comments), _released("vllm", "runner", theirs, version)]
+        argv += [_flag("vllm", "runner", version, comments), _released("vllm", "runner", theirs, version, comments)]
         argv += _online_words(plan, "vllm", version, comments)
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:
@@ -363,6 +388,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     else:
         env = {}
     env.update(dispatch_env)
+    for k, v in _vendor_switch(plan, engine, comments).items():
+        env.setdefault(k, v)
     if launch is not None:  # what the line asked and the engine refuses is not written: never dropped silently
         written = " ".join(argv + [f"{k}={v}" for k, v in env.items()])
         for f in launch.findings:

@@ -84,6 +84,9 @@ class Unknown(BaseModel):
     source: str
     backend: str | None = None
     engines: list[str] | None = None
+    #: For a refusal that might apply because the deployment leaves inputs unstated: the values of those inputs at
+    #: which the fact refuses (``{"vendor_library": False}``); None otherwise. ``plan --emit`` states the other value.
+    refuses_at: dict[str, bool | int | float | str] | None = None
 
     def render(self) -> str:
         """One line: ``unverified (code): detail [source] Settled by: ...``."""

@@ -125,7 +125,7 @@ def _unstated_unknown(fact: Conditional | Unavailable, keys: Sequence[str], valu
     return Unknown(code=cast(Any, code), backend=backend, source=fact.where(),
                    detail=f"{what} where {fact.describe_conditions() or 'always'} [{fact.where()}]; this deployment does "
                           f"not state {', '.join(keys)}, and the fact refuses it at {at}",
-                   settle="; ".join(_state_how(k) for k in keys))
+                   settle="; ".join(_state_how(k) for k in keys), refuses_at=dict(zip(keys, values)))
 
 
 def _state_how(key: str) -> str:
@@ -530,13 +530,14 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
             of = f" from a {ctx.facts['architecture']} checkpoint" if s.when is not None and s.when.architecture else ""
             if s.when is not None and s.when.activation_precision:  # a row that refuses an asked activation precision
                 of += f" with {u.quant_params.get('activation_precision')} activations"
-            return [Reason(code=s.code, detail=f"{name} does not run {u.quant}{of} on {_arch_label(u)}{_under(s)}",
-                           source=s.where(), backend=name)]
+            return [Reason(code=s.code, detail=f"{name} does not run {u.quant}{of} on {_arch_label(u)}{_under(s)}"
+                           + (f": {s.why}" if s.why else ""), source=s.where(), backend=name, fix=s.fix)]
     for s in cap.support:  # a negative row that reads an input the deployment leaves unstated may refuse it (issue 21)
         if not s.supported and s.when is not None and _arch_in(u.arch, s.archs) and u.quant in s.formats:
             hit = unstated_refusal(s, ctx, s.when.keys(), s.when.matches)
             if hit is not None:
-                ctx.unknowns.append(_unstated_unknown(s, *hit, s.code, f"{name} does not run {u.quant} on {u.arch}", name))
+                ctx.unknowns.append(_unstated_unknown(s, *hit, s.code, f"{name} does not run {u.quant} on {u.arch}"
+                                                      + (f" ({s.why})" if s.why else ""), name))
                 break
     pos = [s for s in cap.support if s.supported]
     archs = list(dict.fromkeys(a for s in pos for a in s.archs))

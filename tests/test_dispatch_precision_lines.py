@@ -273,7 +273,9 @@ def test_vllm_nvfp4_variable_is_low_latency_only():
      ["--deepep-dispatcher-output-dtype", "bf16"]),
     (f"{SGL} {NVFP4} --tp 8 --enable-dp-attention --dp 8 --moe-a2a-backend flashinfer --flashinfer-a2a-dispatch-type nvfp4", "0.5.23",
      "B200", "sglang", {"main": "nvfp4"}, ["--flashinfer-a2a-dispatch-type", "nvfp4"]),
-    (f"SGLANG_MORI_DISPATCH_DTYPE=fp8 {MORI}", "0.5.23", "MI355X", "sglang", "fp8_group", {"SGLANG_MORI_DISPATCH_DTYPE": "fp8"}),
+    # the plan's aiter runs only under SGLANG_USE_AITER (backends/aiter.yaml), which the line does not state: written on
+    (f"SGLANG_MORI_DISPATCH_DTYPE=fp8 {MORI}", "0.5.23", "MI355X", "sglang", "fp8_group",
+     {"SGLANG_MORI_DISPATCH_DTYPE": "fp8", "SGLANG_USE_AITER": "1"}),
     (f"VLLM_DEEPEPLL_NVFP4_DISPATCH=1 {VLLM_LL}", "0.33.0", "B200", "vllm", {"main": "nvfp4"}, {"VLLM_DEEPEPLL_NVFP4_DISPATCH": "1"}),
 ])
 def test_a_launch_line_is_planned_emitted_and_read_back(line, version, gpu, engine, want, written):

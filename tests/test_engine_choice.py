@@ -193,6 +193,13 @@ OVERRIDES = {
     "sglang-pplx-low-latency": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=8, dp=8, a2a="pplx"),
                                 "a2a_mode", "auto", "low_latency"),
     "sglang-pplx-runner": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=8, dp=8, a2a="pplx"), "runner", "auto", "deep_gemm"),
+    "sglang-rocm-auto-aiter": (dict(gpu="MI300X", model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine="sglang",
+                                    vendor_library=True), "runner", "auto", "aiter"),
+    "sglang-rocm-auto-triton": (dict(gpu="MI355X", model_config=str(CFG / "Qwen__Qwen3-30B-A3B"), engine="sglang",
+                                     vendor_library=False), "runner", "auto", "triton"),
+    "sglang-rocm-fp8-aiter-whatever-runner": (dict(gpu="MI300X", model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"),
+                                                   engine="sglang", engine_version="0.5.10", vendor_library=True,
+                                                   runner="triton"), "runner", "triton", "aiter"),
 }
 
 

@@ -61,8 +61,9 @@ def test_gpt_oss_on_mi300x_plans_aiter_or_triton_kernel(tmp_path, capsys):
 
 def test_deepseek_r1_per_channel_fp8_on_aiter_gfx942(tmp_path, capsys):
     # sgl-project/sglang#12181: PTPC FP8 (per-channel weights, per-token activations) DeepSeek-R1 on MI308X, TP 8.
+    # SGLang builds AITER only under SGLANG_USE_AITER (vendor_library; its ROCm images set it): stated here
     out = explain(tmp_path, capsys, arch="gfx942", quant="fp8_channel", model=DEEPSEEK_R1, tp=8, ep=1, a2a="none",
-                  runner="aiter")
+                  runner="aiter", vendor_library=True)
     assert out["status"] == "ok", out["reasons"]
     assert out["plan"]["runner"] == "aiter"
     assert set(candidate(out, "aiter")["engines"]) == {"sglang", "vllm"}  # AITER is not a TensorRT-LLM kernel
@@ -131,10 +132,10 @@ def test_aiter_weight_on_input_only_top1_and_not_block_fp8(tmp_path, capsys):
     # newer), block FP8 included (tests/test_field_2026_kinds_b.py).
     model = {"num_experts": 16, "top_k": 1, "hidden_size": 5120, "moe_intermediate_size": 8192,
              "activation": "silu", "routing": "llama4"}
-    out = explain(tmp_path, capsys, gpu="MI300X", quant="bf16", model=model, tp=8, runner="aiter")
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="bf16", model=model, tp=8, runner="aiter", vendor_library=True)
     assert out["status"] == "ok", out["reasons"]
     assert candidate(out, "aiter")["engines"] == ["sglang", "vllm"]
-    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter")
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter", vendor_library=True)
     assert out["status"] == "ok" and candidate(out, "aiter")["engines"] == ["sglang"], out["reasons"]
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=model, tp=8, runner="aiter", engine="vllm")
     assert "routing_unsupported" in codes(candidate(out, "aiter"), "backends/aiter.yaml")

@@ -893,7 +893,15 @@ def test_a_runner_value_older_than_its_first_release_is_refused_and_not_written(
                         engine_version="0.5.11").deployment["runner"] == "aiter"
     assert from_command("python -m sglang.launch_server --model-path M --moe-runner-backend marlin", model_config=q,
                         ).deployment["runner"] == "marlin"                 # no version declared: the newest
+    plan = _plan("sglang", gpu="H100", tp=1, runner="marlin", model="Qwen__Qwen3-30B-A3B-AWQ")
+    with pytest.raises(EmitError, match=r"marlin first shipped in sglang 0\.5\.12: sglang 0\.5\.11 does not take it"):
+        emit(plan, "sglang", engine_version="0.5.11")
+    assert "--moe-runner-backend marlin" in " ".join(emit(plan, "sglang", engine_version="0.5.12").argv)
+    # aiter has an earlier way (names.yaml choices earlier): before 0.5.11 SGLang runs AITER as auto under
+    # SGLANG_USE_AITER, so the plan is written so there, with the switch (the deployment does not state it)
     plan = _plan("sglang", gpu="MI300X", tp=1, runner="aiter")
-    with pytest.raises(EmitError, match=r"aiter first shipped in sglang 0\.5\.11: sglang 0\.5\.5 does not take it"):
-        emit(plan, "sglang", engine_version="0.5.5")
-    assert "--moe-runner-backend aiter" in " ".join(emit(plan, "sglang", engine_version="0.5.16").argv)
+    old = emit(plan, "sglang", engine_version="0.5.5")
+    assert "--moe-runner-backend auto" in " ".join(old.argv) and old.env == {"SGLANG_USE_AITER": "1"}
+    assert any("sglang 0.5.5 reaches it as auto" in c for c in old.comments)
+    new = emit(plan, "sglang", engine_version="0.5.16")
+    assert "--moe-runner-backend aiter" in " ".join(new.argv) and new.env == {"SGLANG_USE_AITER": "1"}
