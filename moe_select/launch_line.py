@@ -1285,7 +1285,9 @@ def _vendor_library(launch: Launch) -> None:
     for key, r in launch.values.items():
         if not key.startswith("env:") or r.entry.means != "vendor_library":
             continue
-        value = _env_bool(launch, r)
+        # vLLM reads its switch as value.lower() in ('true', '1'), any other value off, never an error
+        # (vllm-project/vllm@055e47c28003:vllm/foundation/system/envs.py); SGLang as an EnvBool
+        value = str(r.value).lower() in ("true", "1") if launch.engine == "vllm" else _env_bool(launch, r)
         if value is None:
             continue
         _set(launch, "vendor_library", value, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')})")

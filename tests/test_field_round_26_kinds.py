@@ -54,8 +54,12 @@ def test_vllm_fp8_off_supports_fp8_is_refused_for_the_fp8_gate(arch, quant):
 
 
 def test_mi3xx_still_prefers_aiter_and_cuda_is_not_rocm():
-    r = _explain(gpu="MI300X")
+    # vLLM's AITER experts need VLLM_ROCM_USE_AITER (vendor_library; default off): with it stated, aiter is preferred;
+    # unstated, the supported triton is planned before the unverified aiter
+    r = _explain(gpu="MI300X", vendor_library=True)
     assert r.plan is not None and r.plan.runner == "aiter"
+    r = _explain(gpu="MI300X")
+    assert r.plan is not None and r.plan.runner == "triton" and r.plan.evidence == "supported"
     assert arch_in("gfx1151", ["rocm"]) and arch_in("gfx942", ["rocm"])
     assert not arch_in("sm90", ["rocm"]) and not arch_in("cpu", ["rocm"])
 

@@ -263,5 +263,6 @@ def test_glm53_block_fp8_on_gfx950_stays_planned_without_a_confirmed_report(aite
     report (open, no AITER release named, not reproduced by the one commenter who ran the default kernel) decides
     nothing, so no fact refuses it and aiter is planned on its support rows."""
     extra = {"packages": {"amd-aiter": aiter}} if aiter else {}
-    r = _explain(gpu="MI350X", engine="vllm", quant="fp8_block", model=GLM53, tp=8, runner="aiter", **extra)
+    r = _explain(gpu="MI350X", engine="vllm", quant="fp8_block", model=GLM53, tp=8, runner="aiter", vendor_library=True,
+                 **extra)  # vLLM's AITER runs only under VLLM_ROCM_USE_AITER (backends/aiter.yaml)
     assert _planned(r, "aiter") and r.evidence == "supported", [(x.code, x.detail) for x in r.reasons]

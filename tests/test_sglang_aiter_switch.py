@@ -57,11 +57,44 @@ def test_aiter_with_the_switch_is_supported_and_unstated_is_unverified():
     assert strict.plan is None
 
 
-def test_the_switch_off_plans_triton_and_vllm_is_not_concerned():
+def test_the_switch_off_plans_triton():
     r = _explain(vendor_library=False)
     assert r.plan is not None and r.plan.runner == "triton"
-    v = _explain(engine="vllm", runner="aiter", vendor_library=False)  # vLLM's own switch is another variable
-    assert not any(x.code == "engine_unsupported" for x in _cand(v, "aiter").reasons)
+
+
+# ------------------------------------------------------------------ vLLM's switch: VLLM_ROCM_USE_AITER (a new user's trial)
+MIXTRAL = str(CFG / "mistralai__Mixtral-8x7B-v0.1")
+
+
+def test_vllm_aiter_needs_its_switch():
+    """vLLM's AiterExperts support the device only when VLLM_ROCM_USE_AITER=1 (default False): the trial saw aiter
+    predicted, planned and written for a vLLM launch without it."""
+    off = _explain(engine="vllm", runner="aiter", vendor_library=False)
+    reason = next(x for x in _cand(off, "aiter").reasons if x.code == "engine_unsupported")
+    assert "VLLM_ROCM_USE_AITER=1" in reason.detail and reason.fix.startswith("VLLM_ROCM_USE_AITER=1")
+    assert off.plan is None
+    on = _explain(engine="vllm", runner="aiter", vendor_library=True)
+    assert on.plan is not None and on.plan.evidence == "supported"
+
+
+@pytest.mark.parametrize("env, runner, plan", [("", "triton", "triton"), ("VLLM_ROCM_USE_AITER=1 ", "aiter", "aiter"),
+                                               ("VLLM_ROCM_USE_AITER=0 ", "triton", "triton"),
+                                               ("VLLM_ROCM_USE_AITER=yes ", "triton", "triton")])
+def test_vllm_launch_prediction_and_plan_follow_the_switch(env, runner, plan):
+    launch = from_command(f"{env}vllm serve M --tensor-parallel-size 2", model_config=MIXTRAL)
+    assert launch.deployment.get("vendor_library") == ({"": None, "VLLM_ROCM_USE_AITER=1 ": True}.get(env, False))
+    assert not [f for f in launch.findings if f.kind == "engine_error"]  # vLLM reads any value: 'yes' is off
+    r = moe_select.explain(dict(launch.deployment, gpu="MI300X"))
+    assert r.plan is not None and r.plan.runner == plan
+    ch = next(c for c in r.engine_choices if c.engine == "vllm")
+    assert ch.runner == runner
+
+
+def test_vllm_emit_writes_its_switch_for_an_aiter_plan():
+    plan = _explain(engine="vllm", runner="aiter", model_config=MIXTRAL, tp=2).plan
+    assert plan is not None and plan.evidence == "unverified"
+    out = emit(plan, "vllm")
+    assert out.env == {"VLLM_ROCM_USE_AITER": "1"} and "--moe-backend aiter" in " ".join(out.argv)
 
 
 def test_triton_fp8_before_0_5_11_under_the_switch_runs_aiter_so_it_is_refused():
