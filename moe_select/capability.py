@@ -80,7 +80,7 @@ class Support(Fact):
     #: The reason code a negative row refuses with: ``quant_unsupported`` (the format on this GPU), or
     #: ``arch_unsupported`` where the upstream check refuses the GPU itself (a device gate, no build for it).
     #: ``engine_unsupported`` where the engine, as its ``when`` configures it, does not build the runner at all (a
-    #: switch off: SGLang's AITER runner without SGLANG_USE_AITER).
+    #: switch of the engine's off, such as its vendor-library switch).
     code: Literal["quant_unsupported", "arch_unsupported", "engine_unsupported"] = Field("quant_unsupported", description=(
         "a negative row's reason code: quant_unsupported (default), arch_unsupported (the upstream check refuses "
         "the GPU: a device gate, no kernels built for it) or engine_unsupported (the engine, configured as the row's "

@@ -445,8 +445,8 @@ class Choices(Located):
     #: line naming it is refused, and a plan is not written with it); ``since_source`` says where that was read.
     since: dict[str, str] = {}
     since_source: str | None = None
-    #: Before a value's ``since``, the value the engine reaches the same runner by (SGLang before 0.5.11 runs AITER as
-    #: ``auto`` under SGLANG_USE_AITER), cited by ``earlier_source``: a plan is written with it there, and says so.
+    #: Before a value's ``since``, the value the engine reaches the same runner by (``auto``, where older releases pick
+    #: that runner themselves), cited by ``earlier_source``: a plan is written with it there, and says so.
     earlier: dict[str, str] = {}
     earlier_source: str | None = Field(None, pattern=CITATION.pattern)
 
