@@ -19,7 +19,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 from pydantic import BaseModel
 
@@ -28,6 +28,7 @@ from .capability import (A2ACapability, CommonFacts, KnownPackage, PackageMarker
 from .catalog_cache import Inputs, cache_dir, load_cached
 from .conditions import Conditional
 from .entrypoints import entry_points
+from .environment import normalize_package_name
 from .errors import InputError, Issue
 from .formats import Format
 from .policy import Rule, RuleFile
@@ -377,7 +378,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         rules = new + rules
 
     known = {p.name: p for p in (table.packages if table else [])}
-    _cross_check(ld, runners, a2a, rules, known, failed, table is not None)
+    _cross_check(ld, runners, a2a, rules, known, failed, table is not None, common)
     vocabulary, vocab_issues = merge(vocab_files)
     ld.issues.extend(vocab_issues)
     if bundled_vocab is not None:  # names facts and rules use that no vocabulary declares (a typo: sm09, silu_)
@@ -438,24 +439,44 @@ def _vocabulary_file(ld: _Loader, folder: Path, prefix: str, origin: str, files:
         files.append(found)
 
 
+def _gated(obj: object) -> Iterable[Any]:
+    """Every fact in ``obj`` (models, lists, dicts of them) that carries a ``requires`` (a package version gate)."""
+    if isinstance(obj, (Conditional, PackageNeedFact)) and obj.requires:
+        yield obj
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _gated(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _gated(item)
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            yield from _gated(getattr(obj, name))
+
+
+def _needs(obj: object) -> Iterable[PackageNeedFact]:
+    """Every package need in ``obj`` (models, lists, dicts of them)."""
+    if isinstance(obj, PackageNeedFact):
+        yield obj
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _needs(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _needs(item)
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            yield from _needs(getattr(obj, name))
+
+
 def _specifiers(obj: object) -> Iterable[tuple[str, str]]:
     """Every (package, PEP 440 specifier) in ``obj`` (models, lists, dicts of them): ``requires`` items and
     package needs with a ``version``."""
-    if isinstance(obj, Conditional) and obj.requires:
-        yield from obj.requires.items()
-    if isinstance(obj, PackageNeedFact) and obj.version:
-        yield obj.name, obj.version
-    if isinstance(obj, PackageNeedFact) and obj.requires:
-        yield from obj.requires.items()
-    if isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _specifiers(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _specifiers(item)
-    elif isinstance(obj, BaseModel):
-        for name in type(obj).model_fields:
-            yield from _specifiers(getattr(obj, name))
+    for fact in _gated(obj):
+        yield from fact.requires.items()
+    for need in _needs(obj):
+        if need.version:
+            yield need.name, need.version
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str:
@@ -464,7 +485,8 @@ def _did_you_mean(name: str, names: Iterable[str]) -> str:
 
 
 def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[str, A2ACapability], rules: list[Rule],
-                 known: dict[str, KnownPackage], failed: set[str], have_table: bool) -> None:
+                 known: dict[str, KnownPackage], failed: set[str], have_table: bool,
+                 common: CommonFacts | None = None) -> None:
     """Names that must exist: runners and a2a backends named by rules, a2a restrictions of runner files,
     packages named by capability files (in the known-packages table)."""
     for r in rules:
@@ -498,6 +520,15 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
         for pkg in ([jit.package, jit.prebuilt_package] if jit is not None else []):
             if pkg and pkg not in known and jit is not None:
                 ld.issues.append(Issue(runner._file, jit._line, "jit", f"package {shorten(pkg)} is not in the known-packages table"))
+    # a version gate's package (requires: {name: specifier}) is a known distribution or its import name: a misspelt one
+    # would be read as 'not declared, assumed' and the gate would never decide (a new user's trial)
+    spellings = {normalize_package_name(n): p.name for p in known.values() for n in (p.name, p.module)}
+    for fact in _gated([*owners, common] if common is not None else owners):
+        for name in fact.requires:
+            if normalize_package_name(name) not in spellings:
+                ld.issues.append(Issue(fact._file, fact._lines.get("requires", fact._line), f"requires.{name}",
+                                       f"unknown package {shorten(name)} in a version gate" + _did_you_mean(name, known)
+                                       + " (backends/packages.yaml names the packages facts may gate on)"))
 
 
 _cache: dict[tuple, Catalog] = {}

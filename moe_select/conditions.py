@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Collection, Literal, Mapping, Sequence, Union
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator, model_validator
 
 from .formats import Precision
 from .located import Located
@@ -157,6 +157,15 @@ class When(Located):
     #: matches no such condition, and a refusal under it leaves the candidate unverified.
     vendor_library: bool | None = None
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _quantity_shape(cls, v: Any, info: ValidationInfo) -> Any:
+        """A bare number or string where a quantity's list or range goes (``tp: 8``): one clear message instead of the
+        union's two."""
+        if info.field_name in QUANTITIES and isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            raise ValueError(f"write a list ([{v}]) or a range ({{min: {v}, max: {v}}}), not a bare value")
+        return v
+
     @field_validator("architecture")
     @classmethod
     def _classes(cls, v: list[str] | None) -> list[str] | None:
@@ -257,10 +266,32 @@ def _check_requires(v: dict[str, str] | None) -> dict[str, str] | None:
 
     for name, spec in todo.items():
         try:
-            SpecifierSet(spec)
+            parsed = SpecifierSet(spec)
         except InvalidSpecifier:
             raise ValueError(f"requires.{name}: {spec!r} is not a PEP 440 version specifier (e.g. \">=0.6.8\")") from None
+        if not _satisfiable(parsed):
+            raise ValueError(f"requires.{name}: {spec!r} admits no version (its bounds exclude each other): the fact "
+                             "could never apply")
     return v
+
+
+def _satisfiable(spec: Any) -> bool:
+    """Whether some version meets ``spec`` (a ``packaging`` SpecifierSet): tried at every version it names, just above
+    and below each (``.post1``, ``.1``, ``.0.1``, ``.dev0``), 0 and a version above all (a set no version meets fails at all of them:
+    the versions that decide a bound are those it names)."""
+    from packaging.version import InvalidVersion, Version
+
+    tries = ["0", "99999"]
+    for s in spec:
+        base = s.version.replace(".*", "")
+        tries += [base, f"{base}.post1", f"{base}.dev0", f"{base}.1", f"{base}.0.1"]
+    for t in tries:
+        try:
+            if spec.contains(Version(t), prereleases=True):
+                return True
+        except InvalidVersion:
+            continue
+    return False
 
 
 def describe_conditions(when: When | None, requires: dict[str, str] | None) -> str:

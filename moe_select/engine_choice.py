@@ -244,7 +244,8 @@ class EngineChoice:
         """Text lines of ``explain``."""
         head = (f"  {self.engine}: runner {self.runner}" + (f" ({self.engine}: {self.engine_name})" if self.engine_name
                                                              and self.engine_name != self.runner else "")
-                if self.runner else f"  {self.engine}: runner not predicted")
+                if self.runner else f"  {self.engine}: {self.engine_name} (its own kernels)" if self.engine_name
+                else f"  {self.engine}: runner not predicted")
         out = [head + f": {self.how}" + (f" [{self.source}]" if self.source else "")]
         if self.log:
             out.append(f"    logs: {self.log}")
@@ -379,6 +380,13 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
             first_open = first_open or (e, level)
     if pick is None and first_open is not None:
         pick, open_before = first_open, []
+    if pick is None and order and all(e.runner is None for e in order):
+        # a list of the engine's own kernels only (vLLM's CPU experts on a CPU): it runs the first, which no runner of
+        # ours stands for, so there is nothing to judge
+        e = order[0]
+        return EngineChoice(engine, None, e.name, f"{o.name} oracle: its list here is {listed}; {engine} runs {e.name}, which "
+                            "no runner of moe-select stands for (not judged)", o.source,
+                            log=o.log.format(backend=e.name, backends=listed), considered=considered)
     if pick is None:
         return EngineChoice(engine, None, None, f"{o.name} oracle: the facts refuse every kernel of its list {listed} "
                             "(the engine raises 'No ... MoE backend supports the deployment configuration')", o.source,

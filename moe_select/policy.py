@@ -60,6 +60,10 @@ class Rule(Located):
             raise ValueError("a disable rule needs a reason")
         if not (self.prefer or self.disable):
             raise ValueError("prefer/disable must name at least one runner")
+        names = [*(self.prefer if isinstance(self.prefer, list) else []), *(self.disable or [])]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} named twice: each runner once (the first place decides)")
         return self
 
     @property

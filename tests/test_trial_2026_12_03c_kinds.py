@@ -1,0 +1,108 @@
+"""A third new user's trial (2026-12-03: an operator editing facts and rules, an engine author on the Python API),
+its findings fixed as kinds (vLLM's AITER switch is in tests/test_sglang_aiter_switch.py):
+
+1. ``check`` passed a rule id defined in two files of one directory (one rule silently dropped), which ``explain
+   --rules`` refuses;
+2. a misspelt package in a fact's ``requires`` became 'assumed (version not known)' and the gate never decided;
+3. a version range no version meets (``>=0.5,<0.4``) passed;
+4. vLLM on a CPU was predicted from the CUDA list (and RDNA GPUs from it too: vLLM's list is is_rocm()'s);
+5. ``when: {tp: 8}`` gave pydantic's two-branch union message; ``prefer: [triton, triton]`` was taken silently.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+import moe_select
+from moe_select.catalog import load_catalog
+from moe_select.conditions import When, _check_requires
+from moe_select.errors import InputError
+from moe_select.lint import check
+from moe_select.policy import Rule
+
+ROOT = Path(__file__).resolve().parent.parent
+RULE = "schema_version: 1\nrules:\n  - id: my-rule\n    when: {{arch: [{arch}]}}\n    prefer: [{runner}]\n"
+
+
+def test_check_refuses_a_rule_id_twice_in_one_directory_as_explain_does(tmp_path):
+    (tmp_path / "a.yaml").write_text(RULE.format(arch="sm90", runner="triton"))
+    (tmp_path / "b.yaml").write_text(RULE.format(arch="sm100", runner="flashinfer_cutlass"))
+    with pytest.raises(InputError) as exc:
+        check([tmp_path])
+    assert f"{tmp_path}/b.yaml:3: id: duplicate rule id 'my-rule' (first at {tmp_path}/a.yaml:3)" in str(exc.value)
+    with pytest.raises(InputError, match="duplicate rule id 'my-rule'"):
+        load_catalog([tmp_path])
+    # two separate files given one by one are layers: the later one overrides (as --rules a --rules b does)
+    findings, catalog = check([tmp_path / "a.yaml", tmp_path / "b.yaml"])
+    assert [r.when.arch for r in catalog.rules if r.id == "my-rule"] == [["sm100"]]
+
+
+def _backends_with(tmp_path: Path, requires: str) -> Path:
+    bk = tmp_path / "backends"
+    shutil.copytree(ROOT / "backends", bk)
+    p = bk / "hpc_ops.yaml"
+    text = p.read_text()
+    i = text.index("  - archs:")
+    j = text.index("\n", text.index("source:", i))
+    p.write_text(text[:j] + f"\n    requires: {requires}" + text[j:])
+    return bk
+
+
+def test_a_misspelt_package_in_a_version_gate_is_refused_with_a_close_match(tmp_path):
+    bk = _backends_with(tmp_path, '{sglangg: ">=0.5"}')
+    with pytest.raises(InputError) as exc:
+        load_catalog([], backends_dir=bk)
+    text = str(exc.value)
+    assert "backends/hpc_ops.yaml:" in text and "requires.sglangg: unknown package 'sglangg' in a version gate" in text
+    assert "did you mean 'sglang'?" in text
+    load_catalog([], backends_dir=_backends_with(tmp_path / "ok", '{sglang: ">=0.5"}'))  # the real name loads
+
+
+@pytest.mark.parametrize("spec", [">=0.5,<0.4", ">0.5,<0.5", "==1.0,==2.0", ">=0.5.23,<0.5.11"])
+def test_a_version_range_no_version_meets_is_refused(spec):
+    with pytest.raises(ValueError, match="admits no version"):
+        _check_requires({"sglang": spec})
+
+
+@pytest.mark.parametrize("spec", [">=0.5.11,<0.5.23", "<0.4.10", ">0.5,<0.5.1", "==0.5.*", ">=1.0,!=1.0", ">=0.5,<=0.5",
+                                  ">=0.5.10.post1,<0.5.11", "~=1.2", ">0.5.23"])
+def test_ranges_some_version_meets_load(spec):
+    assert _check_requires({"sglang": spec}) == {"sglang": spec}
+
+
+def test_an_impossible_gate_in_a_fact_file_is_a_load_error(tmp_path):
+    with pytest.raises(InputError, match="admits no version"):
+        load_catalog([], backends_dir=_backends_with(tmp_path, '{sglang: ">=0.5,<0.4"}'))
+
+
+def _vllm(arch: str):
+    r = moe_select.explain({"arch": arch, "engine": "vllm", "model_config": str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")})
+    return next(c for c in r.engine_choices if c.engine == "vllm")
+
+
+def test_vllm_on_a_cpu_runs_its_cpu_experts_not_the_cuda_list():
+    ch = _vllm("cpu")
+    assert ch.runner is None and ch.engine_name == "CPU" and "no runner of moe-select stands for" in ch.how
+    assert ch.log == "Using CPU Unquantized MoE backend out of potential backends: ['CPU']."
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1151", "gfx942"])
+def test_vllm_on_any_rocm_gpu_takes_the_rocm_list(arch):
+    ch = _vllm(arch)
+    assert ch.runner == "triton" and "['ROCm AITER', 'TRITON', 'BATCHED_TRITON']" in ch.how
+
+
+def test_a_bare_quantity_in_when_says_how_to_write_it():
+    with pytest.raises(ValidationError, match=r"write a list \(\[8\]\) or a range \(\{min: 8, max: 8\}\), not a bare value"):
+        When(tp=8)
+    assert When(tp=[8]).tp == [8] and When(arch=["sm90"]).arch == ["sm90"]
+
+
+def test_a_runner_named_twice_in_a_rule_is_refused():
+    with pytest.raises(ValidationError, match="triton named twice"):
+        Rule(id="x", when=When(), prefer=["triton", "marlin", "triton"])
+    with pytest.raises(ValidationError, match="marlin named twice"):
+        Rule(id="x", when=When(), disable=["marlin", "marlin"], reason="r")
