@@ -219,7 +219,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print()
         print(report.summary())
     _warn_unverified(report)
+    if _fails_at_startup(launch):
+        return 1
     return 0 if report.plan else 1
+
+
+def _fails_at_startup(launch: Any) -> bool:
+    """True, with one line on stderr, when the launch line as written is refused by the engine at startup (its
+    ``engine_error`` findings): the report still plans the deployment it describes, and ``plan --emit`` writes the line
+    without them; ``explain`` and ``plan`` exit 1."""
+    errors = [f for f in (launch.findings if launch is not None else []) if f.kind == "engine_error"]
+    if errors:
+        print(f"moe-select: the launch line fails at startup as written ({len(errors)} engine error(s): "
+              f"{'; '.join(f.token for f in errors)[:200]}); the plan is for the deployment it describes "
+              "(plan --emit writes the line without them)", file=sys.stderr)
+    return bool(errors)
 
 
 def _warn_unverified(report: Any) -> None:
@@ -250,7 +264,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"{report.summary()}\nplan written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return 0
+    # the emitted line leaves the engine errors out (its comments say so): only the plan JSON of a failing line exits 1
+    return 1 if _fails_at_startup(getattr(args, "launch", None)) and not getattr(args, "emit", None) else 0
 
 
 #: Most symbolic links followed from ``-o``'s path (Linux's MAXSYMLINKS).

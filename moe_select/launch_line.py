@@ -744,8 +744,8 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             written = f"{name} {raw}" if len(raw) < 60 else f"{name} {raw[:57]}..."
         found, live = _changes(entry, written, version, engine)
         for f in found:
-            if f.kind in ("removed", "newer"):
-                f = Finding("engine_error" if f.kind == "removed" else f.kind, f.token, f.message + f" ({UNRECOGNIZED[engine]})", f.source)
+            if f.kind in ("removed", "newer"):  # a flag the declared release's parser does not have: it exits at startup
+                f = Finding("engine_error", f.token, f.message + f" ({UNRECOGNIZED[engine]})", f.source)
             launch.findings.append(f)
         if entry.means == "not_moe":
             launch.findings.append(Finding("not_moe", name, entry.note or "", None))

@@ -162,10 +162,10 @@ def test_vllm_flag_newer_than_version_project_written():
     # "vllm: error: unrecognized arguments: --all2all-backend deepep_low_latency", is what a vLLM older than 0.11.1 says.
     line = "vllm serve M -tp 8 --enable-expert-parallel --all2all-backend deepep_low_latency"
     launch = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.11.0")
-    assert "does not have it" in kinds(launch, "newer")["--all2all-backend deepep_low_latency"]
+    assert "does not have it" in kinds(launch, "engine_error")["--all2all-backend deepep_low_latency"]
     assert "a2a" not in launch.deployment
     now = from_command(line, model_config=str(CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.12.0")
-    assert now.deployment["a2a_mode"] == "low_latency" and not now.found("newer")
+    assert now.deployment["a2a_mode"] == "low_latency" and not now.found("engine_error")
 
 
 def test_vllm_issue_34249_qwen3_fp8():

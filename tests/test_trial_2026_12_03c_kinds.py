@@ -106,3 +106,29 @@ def test_a_runner_named_twice_in_a_rule_is_refused():
         Rule(id="x", when=When(), prefer=["triton", "marlin", "triton"])
     with pytest.raises(ValidationError, match="marlin named twice"):
         Rule(id="x", when=When(), disable=["marlin", "marlin"], reason="r")
+
+
+# ------------------------------------------------------------------ a launch line the engine refuses at startup
+V3 = str(ROOT / "examples" / "model_configs" / "deepseek-ai__DeepSeek-V3")
+NEWER = (f"python3 -m sglang.launch_server --model-path {V3} --tp 8 --ep 8 --moe-a2a-backend deepep "
+         "--deepep-dispatcher-output-dtype bf16")
+
+
+def test_a_line_with_a_flag_the_release_lacks_exits_1_and_emit_writes_it_without(capsys, tmp_path):
+    """A flag newer than the declared release (argparse: unrecognized arguments) is an engine error, as a removed one is;
+    explain and plan still show the plan of the deployment the line describes but exit 1 (the line as written does not
+    start); plan --emit writes the line without it (exit 0, a comment says what was left out)."""
+    from moe_select.cli import main
+
+    rc = main(["explain", "--gpu", "H200", "--engine-version", "0.5.12", "--from-command", NEWER])
+    out = capsys.readouterr()
+    assert rc == 1 and "Plan: " in out.out
+    assert "the launch line fails at startup as written (1 engine error(s): --deepep-dispatcher-output-dtype bf16)" in out.err
+    assert main(["plan", "--gpu", "H200", "--engine-version", "0.5.12", "--from-command", NEWER, "-o", str(tmp_path / "p.json")]) == 1
+    capsys.readouterr()
+    rc = main(["plan", "--gpu", "H200", "--engine-version", "0.5.12", "--from-command", NEWER, "--emit", "sglang"])
+    out = capsys.readouterr()
+    command = [line for line in out.out.splitlines() if not line.startswith("#")]
+    assert rc == 0 and command and not any("--deepep-dispatcher-output-dtype" in line for line in command)
+    assert "not written: --deepep-dispatcher-output-dtype bf16" in out.out
+    assert main(["explain", "--gpu", "H200", "--engine-version", "0.5.13", "--from-command", NEWER]) == 0
