@@ -303,10 +303,12 @@ def expand(word: str, env: Mapping[str, str]) -> str:
 
 
 def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Finding], where: str,
-                    docker: dict[str, Any] | None = None) -> list[str]:
+                    docker: dict[str, Any] | None = None, outer: Mapping[str, str] | None = None) -> list[str]:
     """``words`` without leading assignments, ``env``/``nohup``/``exec``, ``docker run ... IMAGE``,
     ``torchrun [opts]`` and trailing pipes, ``&`` and redirections (see the module docstring). ``docker``: filled
-    for a ``docker run`` line: ``gpus`` (its ``--gpus`` value, None without one) and ``env`` (its ``-e`` variables)."""
+    for a ``docker run`` line: ``gpus`` (its ``--gpus`` value, None without one), ``env`` (its ``-e`` variables) and
+    ``passed`` (the ``-e NAME`` ones, whose value is the host's: the line's assignments, else ``outer``, the shell's or
+    ``--env`` file's environment given to :func:`from_command`)."""
     out = list(words)
     for i, w in enumerate(out):
         if w in ("|", "||", "&&", ";"):
@@ -327,8 +329,9 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
             out.pop(0)
         elif w == "docker" and len(out) > 1 and out[1] == "run":
             i = 2
-            seen: dict[str, Any] = {"gpus": None, "env": {}}
-            host = dict(env)         # the shell's variables: the container gets only those -e/--env passes
+            seen: dict[str, Any] = {"gpus": None, "env": {}, "passed": {}}
+            line_host = dict(env)    # the shell's variables: the container gets only those -e/--env passes
+            host = {**(outer or {}), **line_host}
             env.clear()
             while i < len(out) and out[i].startswith("-"):
                 opt, eq, val = out[i].partition("=")
@@ -342,13 +345,14 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                         seen["env"][m2.group(1)] = m2.group(2)
                     elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", val) and val in host:   # -e VAR: the shell's value
                         env[val] = seen["env"][val] = host[val]
+                        seen["passed"][val] = "the line's assignment" if val in line_host else "the host environment given"
                 elif opt == "--env-file":
                     findings.append(Finding("note", f"--env-file {val}", "docker's variables file is not read: give its "
                                             "variables with -e (or --env) to have them read"))
                 elif opt == "--gpus":
                     seen["gpus"] = val.strip("'\"")
                 i += 1
-            dropped = sorted(set(host) - set(env))
+            dropped = sorted(set(line_host) - set(env))
             if dropped:
                 findings.append(Finding("note", ", ".join(dropped), "set in the shell that runs docker: docker run passes a "
                                         "variable to the container only with -e/--env (or --env-file), so the engine does "
@@ -1197,15 +1201,24 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         if not words:
             raise InputError(Issue(where, 0, "", "no command in the launch line"))
     docker: dict[str, Any] = {}
-    words = _strip_wrappers(words, line_env, findings, where, docker)
+    words = _strip_wrappers(words, line_env, findings, where, docker, outer=env)
     if not words:
         raise InputError(Issue(where, 0, "", "no command in the launch line"))
     engine, launcher, args, model_style = _launcher(words, where)
     image_env = _image_env(engine, docker.get("image"), line_env, findings)
-    full_env, env_from = merge_env({**image_env, **line_env}, env)
+    # a container sees its image's variables and those docker run -e passes, none of the host's others
+    full_env, env_from = merge_env({**image_env, **line_env}, None if docker else env)
     for k in image_env:
         if k not in line_env:
             env_from[k] = f"image {docker.get('image')}"
+    for k, how in (docker.get("passed") or {}).items():
+        env_from[k] = f"docker run -e {k}: {how}"
+    if docker and env:
+        known = {e.name for e in table(engine).env}
+        kept_out = sorted(k for k in env if k in known and k not in line_env)
+        if kept_out:
+            findings.append(Finding("note", ", ".join(kept_out), "in the host environment given (the shell or --env file), "
+                                    "but docker run passes a variable to the container only with -e/--env: not read"))
     launch = Launch(engine=engine, launcher=launcher, engine_version=engine_version, argv=args, env=full_env, env_from=env_from,
                     findings=findings, container=docker or None)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
@@ -1221,7 +1234,8 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     else:
         if launch.model is None:
             raise InputError(Issue(where, 0, "model", f"no model in the launch line ({' '.join(launcher)} {model_style})"))
-        path, how = resolve_model(launch.model, launch.model_written or launch.model, full_env, base, where)
+        # the model is looked up on this host: its environment (HF_HOME, ...) over a container's
+        path, how = resolve_model(launch.model, launch.model_written or launch.model, {**full_env, **(env or {})}, base, where)
         _set(launch, "model_config", path, f"{launch.model_written} ({how})")
     _format_runner(launch)
     _online_quant(launch)

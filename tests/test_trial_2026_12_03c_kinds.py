@@ -132,3 +132,29 @@ def test_a_line_with_a_flag_the_release_lacks_exits_1_and_emit_writes_it_without
     assert rc == 0 and command and not any("--deepep-dispatcher-output-dtype" in line for line in command)
     assert "not written: --deepep-dispatcher-output-dtype bf16" in out.out
     assert main(["explain", "--gpu", "H200", "--engine-version", "0.5.13", "--from-command", NEWER]) == 0
+
+
+# ------------------------------------------------------------------ docker run -e NAME takes the host's value
+ROCM_LINE = ("docker run -e SGLANG_USE_AITER lmsysorg/sglang:v0.5.12-rocm python3 -m sglang.launch_server "
+             f"--model-path {ROOT / 'examples' / 'model_configs' / 'Qwen__Qwen3-30B-A3B'} --tp 1")
+
+
+@pytest.mark.parametrize("host, want", [("0", False), ("1", True)])
+def test_docker_e_name_passes_the_host_value_over_the_image(host, want):
+    """-e NAME passes the value of the environment docker runs in (the shell, or the --env file given), which wins over
+    the image's ENV: the shell's SGLANG_USE_AITER=0 was read as the image's 1 (labelled '--env file')."""
+    from moe_select.launch_line import from_command
+
+    launch = from_command(ROCM_LINE, {"SGLANG_USE_AITER": host})
+    assert launch.deployment["vendor_library"] is want
+    assert launch.env_from["SGLANG_USE_AITER"] == "docker run -e SGLANG_USE_AITER: the host environment given"
+
+
+def test_a_host_variable_docker_does_not_pass_is_reported_not_read():
+    from moe_select.launch_line import from_command
+
+    launch = from_command(ROCM_LINE.replace("-e SGLANG_USE_AITER ", ""), {"SGLANG_USE_AITER": "0", "HOME": "/root"})
+    assert launch.deployment["vendor_library"] is True  # the image's ENV
+    assert launch.env_from["SGLANG_USE_AITER"] == "image lmsysorg/sglang:v0.5.12-rocm"
+    notes = {f.token: f.message for f in launch.findings if f.kind == "note"}
+    assert "only with -e/--env: not read" in notes["SGLANG_USE_AITER"] and "HOME" not in launch.env
