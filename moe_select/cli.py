@@ -255,7 +255,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if getattr(args, "emit", None):
         from .launch_cli import emit_text
 
-        text = emit_text(args, report.plan)
+        text = emit_text(args, report)
     else:
         text = report.plan.to_json()
     _warn_unverified(report)

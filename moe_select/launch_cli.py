@@ -70,8 +70,14 @@ def cli_launch(args: argparse.Namespace) -> Any:
     return launch
 
 
-def emit_text(args: argparse.Namespace, plan: Any) -> str:
-    """The emitted launch script of ``plan`` (``plan --emit``). Raises :class:`~moe_select.launch_emit.EmitError`."""
+def emit_text(args: argparse.Namespace, report: Any) -> str:
+    """The emitted launch script of ``report``'s plan (``plan --emit``), told what the engine picks itself (the report's
+    ``engine_choices``). Raises :class:`~moe_select.launch_emit.EmitError`."""
     from .launch_emit import emit
 
-    return emit(plan, args.emit, engine_version=getattr(args, "engine_version", None), launch=getattr(args, "launch", None)).script()
+    choice = next((c for c in report.engine_choices if c.engine == args.emit), None)
+    # what the engine picks with no runner option: its prediction for runner auto (for an asked runner the prediction
+    # is the asked one, which presumes the option)
+    auto = report.deployment.runner == "auto" and choice is not None
+    return emit(report.plan, args.emit, engine_version=getattr(args, "engine_version", None),
+                launch=getattr(args, "launch", None), predicted=choice.runner if auto else None).script()

@@ -127,6 +127,23 @@ def _release_name(name: str, before: list, version: str | None, comments: list[s
     return next((b.name for b in rows if v < _ver(b.below)), name)
 
 
+def _runner_words(engine: str, theirs: str, version: str | None, comments: list[str], runner: str,
+                  predicted: str | None) -> list[str]:
+    """The runner option and value for ``engine`` at ``version``; where that release has neither (an
+    :class:`EmitError` of :func:`_flag` / :func:`_released`) but the engine picks the plan's ``runner`` itself
+    (``predicted``), none, with a comment; else the error."""
+    try:
+        return [_flag(engine, "runner", version, comments), _released(engine, "runner", theirs, version, comments)]
+    except EmitError as exc:
+        if predicted is None or predicted != runner:
+            raise EmitError(f"{exc}" + (f"; {engine} {version} would pick {predicted} itself here, not the plan's {runner}"
+                                        if predicted else "")) from None
+        why = exc.args[0].split(" (declare")[0].replace(", and the plan needs it", "")
+        comments.append(f"no runner option written: {why}; {engine} picks {theirs} itself for this deployment by the engine "
+                        "prediction (its selection as read at the tables' commit): check that its startup log names it")
+        return []
+
+
 def _vendor_switch(plan: Any, engine: str, comments: list[str]) -> dict[str, str]:
     """The engine's vendor-library variable (``means: vendor_library`` in backends/engines/<engine>.yaml) as the plan
     needs it: the deployment's value where it states one; where it does not and a fact refuses the plan's runner at one
@@ -248,11 +265,14 @@ def _dispatch_words(plan: Any, engine: str, version: str | None, comments: list[
                     + f"; moe-select cannot write this plan as a {engine} launch")
 
 
-def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: Any = None, model: str | None = None) -> Emitted:
+def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: Any = None, model: str | None = None,
+         predicted: str | None = None) -> Emitted:
     """The launch of ``plan`` for ``engine`` (``sglang``, ``vllm``, ``trtllm``). ``launch``: the
     :class:`~moe_select.launch_line.Launch` the plan came from (its other flags and its model are kept);
-    ``model``: the model to write (default: the launch's, else the plan's model config folder). Raises
-    :class:`EmitError` where the engine cannot express the plan (module docstring)."""
+    ``model``: the model to write (default: the launch's, else the plan's model config folder); ``predicted``: the
+    runner the engine picks itself for this deployment (the report's ``engine_choices``): where the declared release
+    has no runner option or value for the plan's runner and the engine picks it anyway, the line leaves the option
+    out (a comment says why). Raises :class:`EmitError` where the engine cannot express the plan (module docstring)."""
     if engine not in ("sglang", "vllm", "trtllm"):
         raise EmitError(f"--emit {engine}: moe-select writes sglang, vllm or trtllm launches")
     if engine not in plan.engines:
@@ -297,7 +317,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
         if d.dp:
             argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
-        argv += [_flag("sglang", "runner", version, comments), _released("sglang", "runner", theirs, version, comments)]
+        argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted)
         argv += _online_words(plan, "sglang", version, comments)
         if d.quant_params.get("activation_precision"):
             argv += _precision_flag("sglang", str(d.quant_params["activation_precision"]), version, comments,
@@ -335,7 +355,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("vllm", "dp", version, comments), str(dp)]
         if d.ep > 1:
             argv.append(_flag("vllm", "ep_switch", version, comments))
-        argv += [_flag("vllm", "runner", version, comments), _released("vllm", "runner", theirs, version, comments)]
+        argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted)
         argv += _online_words(plan, "vllm", version, comments)
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:

@@ -158,3 +158,22 @@ def test_a_host_variable_docker_does_not_pass_is_reported_not_read():
     assert launch.env_from["SGLANG_USE_AITER"] == "image lmsysorg/sglang:v0.5.12-rocm"
     notes = {f.token: f.message for f in launch.findings if f.kind == "note"}
     assert "only with -e/--env: not read" in notes["SGLANG_USE_AITER"] and "HOME" not in launch.env
+
+
+# ------------------------------------------------------------------ a release without the runner option
+def test_emit_for_a_release_without_the_runner_option_leaves_it_out_when_the_engine_picks_the_plan(capsys):
+    """vLLM before 0.17.0 has no --moe-backend: a plan of runner auto whose runner vLLM's own selection picks is written
+    without the option (a comment says why and what to check); an asked runner (the prediction presumes the option) is
+    still refused, as is a plan the engine would not pick itself."""
+    from moe_select.cli import main
+
+    fp8 = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8")
+    base = ["plan", "--gpu", "H200", "--engine", "vllm", "--engine-version", "0.16.0", "--model-config", fp8, "--emit", "vllm"]
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "--moe-backend" not in "".join(line for line in out.splitlines() if not line.startswith("#"))
+    assert "no runner option written: --moe-backend was added in" in out and "vllm picks triton itself" in out
+    assert main([*base, "--runner", "deep_gemm"]) == 1
+    assert "vllm 0.16.0 does not have it" in capsys.readouterr().err
+    assert main([*base[:-2], "--engine-version", "0.17.0", "--emit", "vllm"]) == 0
+    assert "--moe-backend triton" in capsys.readouterr().out
