@@ -80,4 +80,4 @@ def emit_text(args: argparse.Namespace, report: Any) -> str:
     # is the asked one, which presumes the option)
     auto = report.deployment.runner == "auto" and choice is not None
     return emit(report.plan, args.emit, engine_version=getattr(args, "engine_version", None),
-                launch=getattr(args, "launch", None), predicted=choice.runner if auto else None).script()
+                launch=getattr(args, "launch", None), predicted=choice.runner if auto and choice is not None else None).script()
