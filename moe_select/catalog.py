@@ -439,34 +439,24 @@ def _vocabulary_file(ld: _Loader, folder: Path, prefix: str, origin: str, files:
         files.append(found)
 
 
+def _facts(obj: object, kind: type | tuple[type, ...]) -> Iterable[Any]:
+    """Every model of ``kind`` in ``obj`` (models, lists, dicts of them), depth first."""
+    if isinstance(obj, kind):
+        yield obj
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _facts(item, kind)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _facts(item, kind)
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            yield from _facts(getattr(obj, name), kind)
+
+
 def _gated(obj: object) -> Iterable[Any]:
-    """Every fact in ``obj`` (models, lists, dicts of them) that carries a ``requires`` (a package version gate)."""
-    if isinstance(obj, (Conditional, PackageNeedFact)) and obj.requires:
-        yield obj
-    if isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _gated(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _gated(item)
-    elif isinstance(obj, BaseModel):
-        for name in type(obj).model_fields:
-            yield from _gated(getattr(obj, name))
-
-
-def _needs(obj: object) -> Iterable[PackageNeedFact]:
-    """Every package need in ``obj`` (models, lists, dicts of them)."""
-    if isinstance(obj, PackageNeedFact):
-        yield obj
-    if isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _needs(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _needs(item)
-    elif isinstance(obj, BaseModel):
-        for name in type(obj).model_fields:
-            yield from _needs(getattr(obj, name))
+    """Every fact in ``obj`` that carries a ``requires`` (a package version gate)."""
+    return (f for f in _facts(obj, (Conditional, PackageNeedFact)) if f.requires)
 
 
 def _specifiers(obj: object) -> Iterable[tuple[str, str]]:
@@ -474,7 +464,7 @@ def _specifiers(obj: object) -> Iterable[tuple[str, str]]:
     package needs with a ``version``."""
     for fact in _gated(obj):
         yield from fact.requires.items()
-    for need in _needs(obj):
+    for need in _facts(obj, PackageNeedFact):
         if need.version:
             yield need.name, need.version
 
