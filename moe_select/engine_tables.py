@@ -445,6 +445,8 @@ class Choices(Located):
     #: line naming it is refused, and a plan is not written with it); ``since_source`` says where that was read.
     since: dict[str, str] = {}
     since_source: str | None = None
+    #: The first release whose option no longer takes a value (PEP 440): a declared version from it refuses the value.
+    removed: dict[str, str] = {}
     #: Before a value's ``since``, the value the engine reaches the same runner by (``auto``, where older releases pick
     #: that runner themselves), cited by ``earlier_source``: a plan is written with it there, and says so.
     earlier: dict[str, str] = {}
@@ -459,7 +461,7 @@ class Choices(Located):
             raise ValueError("earlier needs earlier_source (where the older releases' way to that runner was read)")
         return self
 
-    @field_validator("since")
+    @field_validator("since", "removed")
     @classmethod
     def _since_versions(cls, v: dict[str, str]) -> dict[str, str]:
         for version in v.values():
@@ -475,6 +477,18 @@ class Choices(Located):
             return None
         try:
             return first if Version(version) < Version(first) else None
+        except ValueError:
+            return None
+
+    def removed_in(self, value: str, version: str | None) -> str | None:
+        """The release that removed ``value`` when ``version`` (declared) is that one or newer; else None."""
+        from packaging.version import Version
+
+        gone = self.removed.get(self.norm(value))
+        if gone is None or version is None:
+            return None
+        try:
+            return gone if Version(version) >= Version(gone) else None
         except ValueError:
             return None
 

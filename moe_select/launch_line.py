@@ -914,6 +914,11 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
         raise InputError(Issue(where, 0, written, f"{theirs!r} first shipped in {engine} {first}: {engine} {version} (the "
                                f"declared version) refuses it at startup [{c.since_source or c.source}]; declare the "
                                "version that runs, or leave the option out"))
+    gone = c.removed_in(theirs, version)
+    if gone is not None:
+        raise InputError(Issue(where, 0, written, f"{theirs!r} was removed in {engine} {gone}: {engine} {version} (the "
+                               f"declared version) refuses it at startup [{c.since_source or c.source}]; declare the "
+                               "version that runs, or name another value"))
     return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
 
 

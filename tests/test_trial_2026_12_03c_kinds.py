@@ -177,3 +177,36 @@ def test_emit_for_a_release_without_the_runner_option_leaves_it_out_when_the_eng
     assert "vllm 0.16.0 does not have it" in capsys.readouterr().err
     assert main([*base[:-2], "--engine-version", "0.17.0", "--emit", "vllm"]) == 0
     assert "--moe-backend triton" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ vLLM --moe-backend values by release
+@pytest.mark.parametrize("value, version, ok", [("hpc", "0.24.0", False), ("hpc", "0.25.0", True),
+                                                ("humming", "0.20.2", False), ("humming", "0.21.0", True),
+                                                ("Flashinfer-B12x", "0.21.0", False), ("flashinfer_b12x", "0.22.0", True),
+                                                ("triton", "0.17.0", True),
+                                                ("flashinfer_moe_ep_mega_cutedsl", "0.31.0", True),
+                                                ("flashinfer_moe_ep_mega_cutedsl", "0.32.0", False),
+                                                ("aiter_mega_moe", "0.34.0", True)])
+def test_vllm_moe_backend_values_follow_their_releases(value, version, ok):
+    """The MoEBackend Literal read in every vLLM sdist 0.17.0-0.34.0 (names.yaml choices since / removed): a value the
+    declared release does not take is refused as the engine refuses it at startup."""
+    from moe_select.launch_line import from_command
+
+    line = f"vllm serve M --moe-backend {value}"
+    cfg = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8")
+    if ok:
+        assert from_command(line, model_config=cfg, engine_version=version).deployment
+    else:
+        with pytest.raises(InputError, match="first shipped in vllm|was removed in vllm 0.32.0"):
+            from_command(line, model_config=cfg, engine_version=version)
+
+
+def test_emit_vllm_refuses_a_runner_value_the_release_lacks():
+    from moe_select.launch_emit import EmitError, emit
+
+    plan = moe_select.explain({"gpu": "H100", "engine": "vllm", "runner": "humming",
+                               "model_config": str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-AWQ")}).plan
+    assert plan is not None
+    with pytest.raises(EmitError, match="humming first shipped in vllm 0.21.0"):
+        emit(plan, "vllm", engine_version="0.20.0")
+    assert "--moe-backend humming" in " ".join(emit(plan, "vllm", engine_version="0.21.0").argv)
