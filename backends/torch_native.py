@@ -71,8 +71,9 @@ class TorchNativeCore:
             if "global_scale" not in row.scale_names and (w13_global_scale is not None or w2_global_scale is not None):
                 raise RunnerInputError(f"{q} weights take no global scales")
             try:
-                w13 = dequantize(w13, w13_scale, q, global_scale=w13_global_scale)
-                w2 = dequantize(w2, w2_scale, q, global_scale=w2_global_scale)
+                block = self.spec.block_shape  # fp8_block: the checkpoint's [bn, bk] (the plan's quant_params)
+                w13 = dequantize(w13, w13_scale, q, global_scale=w13_global_scale, block=block)
+                w2 = dequantize(w2, w2_scale, q, global_scale=w2_global_scale, block=block)
             except ValueError as exc:
                 raise RunnerInputError(str(exc)) from None
         else:

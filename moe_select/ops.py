@@ -4,7 +4,7 @@ weight formats' quantize/dequantize. Kernels come from PyTorch; this file only c
 FP8 conventions (as in SGLang/vLLM checkpoints): e4m3 (``torch.float8_e4m3fn``, max 448); a scale
 multiplies (``w = q * scale``, DeepSeek's ``weight_scale_inv``). Scale shapes for expert weights
 ``w [E, N, K]``: ``fp8_tensor`` -> ``[E]``; ``fp8_channel`` -> ``[E, N]`` (one per output row);
-``fp8_block`` -> ``[E, ceil(N/128), ceil(K/128)]``.
+``fp8_block`` -> ``[E, ceil(N/bn), ceil(K/bk)]`` (the checkpoint's block ``[bn, bk]``, 128 x 128 by default).
 
 MXFP4 (OCP Microscaling v1.0; gpt-oss checkpoints): e2m1 values packed two per byte, element ``2j`` in
 the low nibble and ``2j+1`` in the high nibble, ``q [E, N, K/2]`` uint8; one e8m0 scale per 32
@@ -17,7 +17,7 @@ multiple of 16.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -97,45 +97,75 @@ def quantize_fp8_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
-def _block_view(n: int, k: int, block: int) -> tuple[int, int]:
-    return -(-n // block), -(-k // block)
+def _block_view(n: int, k: int, block: tuple[int, int]) -> tuple[int, int]:
+    return -(-n // block[0]), -(-k // block[1])
 
 
-def quantize_fp8_block(w: torch.Tensor, block: int = BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
-    """``w [E, N, K]`` -> (``q`` e4m3, ``scale [E, ceil(N/128), ceil(K/128)]`` float32)."""
+def _block_pair(block: "int | tuple[int, int] | Sequence[int] | None") -> tuple[int, int]:
+    """``(bn, bk)`` of an fp8_block block given as one size, a pair, or None (128 x 128)."""
+    if block is None:
+        return BLOCK, BLOCK
+    if isinstance(block, int):
+        return block, block
+    bn, bk = (int(v) for v in block)
+    return bn, bk
+
+
+def _check_block_scale(q_shape: Sequence[int], scale_shape: Sequence[int],
+                       block: "int | tuple[int, int] | Sequence[int] | None") -> tuple[int, int]:
+    """``(bn, bk)``; ValueError naming the expected fp8_block scale shape when ``scale_shape`` is not
+    ``[E, ceil(N/bn), ceil(K/bk)]`` for weights ``q_shape [E, N, K]``."""
+    e, n, k = q_shape
+    bn, bk = _block_pair(block)
+    nb, kb = _block_view(n, k, (bn, bk))
+    if tuple(scale_shape) != (e, nb, kb):
+        raise ValueError(f"fp8_block scale must be [E, ceil(N/{bn}), ceil(K/{bk})] = [{e}, {nb}, {kb}] (block [{bn}, {bk}]), "
+                         f"got {list(scale_shape)}")
+    return bn, bk
+
+
+def quantize_fp8_block(w: torch.Tensor, block: "int | tuple[int, int] | Sequence[int] | None" = None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w [E, N, K]`` -> (``q`` e4m3, ``scale [E, ceil(N/bn), ceil(K/bk)]`` float32); ``block``: ``(bn, bk)`` or one
+    size for both (default 128 x 128)."""
     e, n, k = w.shape
-    nb, kb = _block_view(n, k, block)
-    pad = torch.zeros(e, nb * block, kb * block, dtype=torch.float32, device=w.device)
+    bn, bk = _block_pair(block)
+    nb, kb = _block_view(n, k, (bn, bk))
+    pad = torch.zeros(e, nb * bn, kb * bk, dtype=torch.float32, device=w.device)
     pad[:, :n, :k] = w.float()
-    blocks = pad.view(e, nb, block, kb, block)
+    blocks = pad.view(e, nb, bn, kb, bk)
     scale = _amax_scale(blocks.abs().amax(dim=(2, 4)))
-    q = (blocks / scale[:, :, None, :, None]).clamp(-FP8_MAX, FP8_MAX).view(e, nb * block, kb * block)[:, :n, :k]
+    q = (blocks / scale[:, :, None, :, None]).clamp(-FP8_MAX, FP8_MAX).view(e, nb * bn, kb * bk)[:, :n, :k]
     return q.to(FP8_DTYPE).contiguous(), scale
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: torch.dtype = torch.float32,
-               global_scale: torch.Tensor | None = None) -> torch.Tensor:
+               global_scale: torch.Tensor | None = None, block: "tuple[int, int] | Sequence[int] | None" = None) -> torch.Tensor:
     """Expert weights ``q [E, N, K]`` (FP4: ``[E, N, K/2]`` packed) of format ``quant`` back to ``dtype``,
-    one expert at a time (the temporaries stay one expert large; scale shapes: module doc). Raises
-    ValueError naming the expected scale shape when ``scale`` does not fit ``quant``."""
+    one expert at a time (the temporaries stay one expert large; scale shapes: module doc; ``block``: fp8_block's
+    ``(bn, bk)``, default 128 x 128). Raises ValueError naming the expected scale shape when ``scale`` does not fit
+    ``quant``."""
     if quant in ("bf16", "fp16") or q.shape[0] <= 1:
-        return _dequantize(q, scale, quant, dtype, global_scale)
+        return _dequantize(q, scale, quant, dtype, global_scale, block)
+    if quant == "fp8_block" and scale is not None:  # checked whole: the message names the layer's E, not one expert's
+        _check_block_scale(q.shape, scale.shape, block)
     if scale is not None and scale.shape[:1] != q.shape[:1]:
         raise ValueError(f"{quant} scale must have one entry per expert ({q.shape[0]} experts), got shape {list(scale.shape)}")
     if global_scale is not None and global_scale.shape[:1] != q.shape[:1]:
         raise ValueError(f"{quant} global_scale must be [E] = [{q.shape[0]}], got shape {list(global_scale.shape)}")
     first = _dequantize(q[:1], None if scale is None else scale[:1], quant, dtype,  # checks the shapes
-                        None if global_scale is None else global_scale[:1])
+                        None if global_scale is None else global_scale[:1], block)
     out = torch.empty((q.shape[0], *first.shape[1:]), dtype=dtype, device=q.device)
     out[0] = first[0]
     for i in range(1, q.shape[0]):
         out[i] = _dequantize(q[i:i + 1], None if scale is None else scale[i:i + 1], quant, dtype,
-                             None if global_scale is None else global_scale[i:i + 1])[0]
+                             None if global_scale is None else global_scale[i:i + 1], block)[0]
     return out
 
 
 def _dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: torch.dtype = torch.float32,
-                global_scale: torch.Tensor | None = None) -> torch.Tensor:
+                global_scale: torch.Tensor | None = None, block: "tuple[int, int] | Sequence[int] | None" = None
+                ) -> torch.Tensor:
     """One batch of experts; see :func:`dequantize`."""
     if quant in ("bf16", "fp16"):
         return q.to(dtype)
@@ -162,10 +192,8 @@ def _dequantize(q: torch.Tensor, scale: torch.Tensor | None, quant: str, dtype: 
             raise ValueError(f"fp8_channel scale must be [E, N] = [{e}, {n}], got {list(scale.shape)}")
         return (q.float() * s[:, :, None]).to(dtype)
     if quant == "fp8_block":
-        nb, kb = _block_view(n, k, BLOCK)
-        if s.shape != (e, nb, kb):
-            raise ValueError(f"fp8_block scale must be [E, ceil(N/128), ceil(K/128)] = [{e}, {nb}, {kb}], got {list(s.shape)}")
-        full = s.repeat_interleave(BLOCK, dim=1)[:, :n].repeat_interleave(BLOCK, dim=2)[:, :, :k]
+        bn, bk = _check_block_scale(q.shape, s.shape, block)
+        full = s.repeat_interleave(bn, dim=1)[:, :n].repeat_interleave(bk, dim=2)[:, :, :k]
         return (q.float() * full).to(dtype)
     raise ValueError(f"dequantize does not handle {quant!r}")
 
@@ -259,36 +287,40 @@ def dequantize_nvfp4(q: torch.Tensor, scale: torch.Tensor, global_scale: torch.T
     return (_unpack(q) * factor).to(dtype)
 
 
-def quantize(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Quantize float ``w [E, N, K]`` to ``quant`` (bf16/fp16: a cast, scale None). nvfp4 has two scales:
-    use :func:`quantize_nvfp4`."""
+def quantize(w: torch.Tensor, quant: str, block: "tuple[int, int] | Sequence[int] | None" = None
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Quantize float ``w [E, N, K]`` to ``quant`` (bf16/fp16: a cast, scale None; ``block``: fp8_block's ``(bn, bk)``,
+    default 128 x 128). nvfp4 has two scales: use :func:`quantize_nvfp4`."""
     if quant == "bf16":
         return w.to(torch.bfloat16), None
     if quant == "fp16":
         return w.to(torch.float16), None
-    fn = {"fp8_tensor": quantize_fp8_tensor, "fp8_channel": quantize_fp8_channel, "fp8_block": quantize_fp8_block,
-          "mxfp4": quantize_mxfp4}.get(quant)
+    if quant == "fp8_block":
+        return quantize_fp8_block(w, block)
+    fn = {"fp8_tensor": quantize_fp8_tensor, "fp8_channel": quantize_fp8_channel, "mxfp4": quantize_mxfp4}.get(quant)
     if fn is None:
         hint = " (it has two scales: use quantize_nvfp4)" if quant == "nvfp4" else ""
         raise ValueError(f"quantize does not handle {quant!r}{hint}")
     return fn(w)
 
 
-def quantize_named(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def quantize_named(w: torch.Tensor, quant: str, block: "tuple[int, int] | Sequence[int] | None" = None
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Quantize ``w [E, N, K]`` to ``quant`` for any format here: (stored weights, named scales), the
     names being the suffixes of ``prepare_weights``' keywords: ``scale`` (FP8, FP4 formats) and
-    ``global_scale`` (nvfp4). bf16/fp16: no scales."""
+    ``global_scale`` (nvfp4). bf16/fp16: no scales. ``block``: fp8_block's ``(bn, bk)`` (default 128 x 128)."""
     if quant == "nvfp4":
         q, scale, glob = quantize_nvfp4(w)
         return q, {"scale": scale, "global_scale": glob}
-    q, maybe = quantize(w, quant)
+    q, maybe = quantize(w, quant, block)
     return q, ({} if maybe is None else {"scale": maybe})
 
 
 def dequantize_named(q: torch.Tensor, scales: dict[str, torch.Tensor], quant: str,
-                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                     dtype: torch.dtype = torch.float32, block: "tuple[int, int] | Sequence[int] | None" = None
+                     ) -> torch.Tensor:
     """Inverse of :func:`quantize_named`."""
-    return dequantize(q, scales.get("scale"), quant, dtype, global_scale=scales.get("global_scale"))
+    return dequantize(q, scales.get("scale"), quant, dtype, global_scale=scales.get("global_scale"), block=block)
 
 
 def expert_biases(spec: Any, device: torch.device, w13_bias: Any, w2_bias: Any

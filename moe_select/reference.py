@@ -164,9 +164,11 @@ class QuantizedExperts:
     indexed: ``experts[e] -> [N, K]``. :func:`reference_moe` accepts it in place of a float tensor, so a
     large layer is never held in float64 whole."""
 
-    def __init__(self, q: torch.Tensor, scales: dict, quant: str):
+    def __init__(self, q: torch.Tensor, scales: dict, quant: str, block: tuple[int, int] | None = None):
         self.q, self.scales, self.quant = q, {k: v for k, v in scales.items() if v is not None}, quant
+        self.block: tuple[int, int] = (int(block[0]), int(block[1])) if block else (128, 128)  # fp8_block's (bn, bk)
         self.shape = (q.shape[0],)
 
     def __getitem__(self, e: int) -> torch.Tensor:
-        return reference_dequantize(self.q[e:e + 1], {k: v[e:e + 1] for k, v in self.scales.items()}, self.quant)[0]
+        return reference_dequantize(self.q[e:e + 1], {k: v[e:e + 1] for k, v in self.scales.items()}, self.quant,
+                                    self.block)[0]

@@ -105,9 +105,10 @@ def verify_runner(runner: Any, tokens: int = 16, seed: int = 0, *, max_weight_by
 
         whole = {**model, "swiglu_limit": spec.swiglu_limit,
                  "routing": WEIGHT_ON_INPUT_ROUTINGS[0] if spec.weight_on_input else "renormalize"}
-        ref, _ = reference_output(whole, quant, spec.tp // spec.ep, seed, x.cpu(), ids.cpu(), wts.cpu())
+        ref, _ = reference_output(whole, quant, spec.tp // spec.ep, seed, x.cpu(), ids.cpu(), wts.cpu(), block=spec.block_shape)
     else:  # this rank's partial output: its experts, its intermediate slice
-        ref = reference_moe(x, ids, wts, QuantizedExperts(q13, s13, quant), QuantizedExperts(q2, s2, quant), spec.activation,
+        ref = reference_moe(x, ids, wts, QuantizedExperts(q13, s13, quant, spec.block_shape),
+                            QuantizedExperts(q2, s2, quant, spec.block_shape), spec.activation,
                             expert_offset=spec.expert_offset, swiglu_limit=spec.swiglu_limit, weight_on_input=spec.weight_on_input)
     err = rel_error(out, ref)
     precision = runner.plan.activation_precision

@@ -269,11 +269,13 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
 
     from ..formats import tolerance
     from ..reference import rel_error
+    from ..formats import block_shape
     from .weights import reference_output, routed_tokens, touched_experts
 
     x, ids, wts = routed_tokens(m, tokens, seed, dtype)
     with Phase("reference", touched_experts(ids), "expert", bar=bar) as ph:
-        ref, touched = reference_output(m, p.quant, tp // ep, seed, x, ids, wts, progress=ph)
+        ref, touched = reference_output(m, p.quant, tp // ep, seed, x, ids, wts, progress=ph,
+                                        block=block_shape(p.quant, p.quant_params or {}))
     tell(f"reference: float64, {touched} experts in {ph.seconds:.1f} s")
     out = ranks[0]["out"] if layout == "replicated" else torch.cat([r["out"] for r in ranks])
 

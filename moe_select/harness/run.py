@@ -240,7 +240,7 @@ def run_layer(args: argparse.Namespace) -> int:
     checked = f" (first {n_ref} of {args.tokens} tokens)" if n_ref < args.tokens else ""
     with Phase("reference", touched_experts(topk_ids[:n_ref]), "expert") as ph:
         ref, n_experts = reference_output(m, plan.quant, 1, args.seed, x[:n_ref].cpu(), topk_ids[:n_ref].cpu(), topk_w[:n_ref].cpu(),
-                                          generate_on=device, device=device, progress=ph)
+                                          generate_on=device, device=device, progress=ph, block=spec.block_shape)
     print(f"reference: float64, {n_experts} experts{checked} in {ph.seconds:.2f} s on {device.type}", flush=True)
     err = rel_error(out[:n_ref], ref)
     tol = tolerance(plan.activation_precision, str(out.dtype).removeprefix("torch."))

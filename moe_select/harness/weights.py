@@ -48,7 +48,8 @@ def _rows(model: dict[str, Any], inter: int) -> int:
     return inter if model.get("activation") == "relu2" else 2 * inter
 
 
-def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, j: int, generate_on: Any = "cpu"
+def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, j: int, generate_on: Any = "cpu",
+                 block: tuple[int, int] | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Expert ``e``'s intermediate slice ``j`` of ``moe_tp``, as stored: ``(w13 [1, rows, H], w2 [1, H,
     I/moe_tp], w13 scales, w2 scales)``; rows = the gate slice then the up slice (``2*I/moe_tp``;
@@ -57,7 +58,8 @@ def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: i
 
     ``generate_on``: the device whose generator draws the numbers (and where they are quantized and
     returned). The same seed gives the same weights on every device of one type (CPU, CUDA), not across
-    types: the float64 reference must rebuild experts on the device type the layer was built on."""
+    types: the float64 reference must rebuild experts on the device type the layer was built on. ``block``: fp8_block's
+    ``(bn, bk)`` (the plan's, :attr:`~moe_select.layer.LayerSpec.block_shape`; default 128 x 128)."""
     import torch
 
     from ..ops import quantize_named
@@ -65,8 +67,8 @@ def expert_slice(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: i
     h, i = model["hidden_size"], model["moe_intermediate_size"]
     ir = i // moe_tp
     g = torch.Generator(device=generate_on).manual_seed(seed64((seed * 1_000_003 + e) * 1_009 + j))
-    q13, s13 = quantize_named(torch.randn(1, _rows(model, ir), h, generator=g, device=generate_on) * h ** -0.5, quant)
-    q2, s2 = quantize_named(torch.randn(1, h, ir, generator=g, device=generate_on) * i ** -0.5, quant)
+    q13, s13 = quantize_named(torch.randn(1, _rows(model, ir), h, generator=g, device=generate_on) * h ** -0.5, quant, block)
+    q2, s2 = quantize_named(torch.randn(1, h, ir, generator=g, device=generate_on) * i ** -0.5, quant, block)
     return q13, q2, s13, s2
 
 
@@ -98,7 +100,7 @@ def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any
     out: dict[str, torch.Tensor] = {}
     n = spec.num_local_experts
     for k, e in enumerate(range(spec.expert_offset, spec.expert_offset + n)):
-        q13, q2, s13, s2 = expert_slice(model, spec.quant, moe_tp, seed, e, spec.tp_rank, generate_on)
+        q13, q2, s13, s2 = expert_slice(model, spec.quant, moe_tp, seed, e, spec.tp_rank, generate_on, spec.block_shape)
         parts = {"w13": q13, "w2": q2, **{f"w13_{a}": v for a, v in s13.items()}, **{f"w2_{a}": v for a, v in s2.items()}}
         if has_expert_bias(model):
             parts["w13_bias"], parts["w2_bias"] = expert_bias(model, moe_tp, seed, e, spec.tp_rank, generate_on)
@@ -112,7 +114,7 @@ def layer_weights(spec: LayerSpec, model: dict[str, Any], seed: int, device: Any
 
 
 def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: int, generate_on: Any = "cpu",
-                device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+                device: Any = "cpu", block: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Expert ``e`` as the reference sees it: ``(w13 [1, rows, H], w2 [1, H, I])`` float64 on ``device``, each
     slice dequantized by :func:`~moe_select.reference.reference_dequantize` (not :mod:`moe_select.ops`) and
     put back in canonical order (all gate rows, then all up rows)."""
@@ -122,9 +124,9 @@ def full_expert(model: dict[str, Any], quant: str, moe_tp: int, seed: int, e: in
 
     w13s, w2s = [], []
     for j in range(moe_tp):
-        q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j, generate_on)
-        w13s.append(reference_dequantize(q13, s13, quant, device=device))
-        w2s.append(reference_dequantize(q2, s2, quant, device=device))
+        q13, q2, s13, s2 = expert_slice(model, quant, moe_tp, seed, e, j, generate_on, block)
+        w13s.append(reference_dequantize(q13, s13, quant, block or (128, 128), device=device))
+        w2s.append(reference_dequantize(q2, s2, quant, block or (128, 128), device=device))
     return _gates_then_ups(model, w13s), torch.cat(w2s, dim=2)
 
 
@@ -173,12 +175,14 @@ def routed_tokens(model: dict[str, Any], tokens: int, seed: int, dtype: str = "b
 
 def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, x: torch.Tensor, ids: torch.Tensor,
                      wts: torch.Tensor, generate_on: Any = "cpu", device: Any = "cpu",
-                     progress: Callable[[int], None] | None = None) -> tuple[torch.Tensor, int]:
+                     progress: Callable[[int], None] | None = None, block: tuple[int, int] | None = None
+                     ) -> tuple[torch.Tensor, int]:
     """The float64 layer output ``[T, H]`` on the CPU (:func:`moe_select.reference.reference_moe`) for
     weights seeded by ``seed`` and drawn on ``generate_on`` (as the layer's were), built one touched expert
     at a time (only one expert is ever held in float64), the float64 arithmetic done on ``device`` (``run``
     passes the GPU it ran on). Returns it and the number of experts touched. ``progress``: called with 1
-    after each touched expert (:func:`touched_experts` says how many there will be)."""
+    after each touched expert (:func:`touched_experts` says how many there will be). ``block``: fp8_block's ``(bn, bk)``
+    the layer was built with (default 128 x 128)."""
     import torch
 
     from ..reference import reference_moe
@@ -187,7 +191,7 @@ def reference_output(model: dict[str, Any], quant: str, moe_tp: int, seed: int, 
     touched = sorted(int(e) for e in ids.unique() if e >= 0)
     for e in touched:
         rows = (ids == e).any(dim=1).nonzero().squeeze(1)
-        w13, w2 = full_expert(model, quant, moe_tp, seed, e, generate_on, device)
+        w13, w2 = full_expert(model, quant, moe_tp, seed, e, generate_on, device, block)
         bias = full_expert_bias(model, moe_tp, seed, e, generate_on, device)
         ref.index_add_(0, rows, reference_moe(x[rows], ids[rows], wts[rows], w13, w2, model.get("activation", "silu"),
                                               expert_offset=e, swiglu_limit=model.get("swiglu_limit"),
