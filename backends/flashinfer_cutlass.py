@@ -75,6 +75,9 @@ class FlashInferCutlassCore:
             raise RunnerInputError(f"flashinfer_cutlass adapter does not implement {spec.quant} (it runs {', '.join(FORMATS)})")
         if spec.quant == "fp8_block" and spec.intermediate_size % BLOCK:
             raise RunnerInputError(f"fp8_block: intermediate_size per rank {spec.intermediate_size} is not a multiple of {BLOCK}")
+        if spec.quant == "fp8_block" and spec.block_shape not in (None, (BLOCK, BLOCK)):
+            raise RunnerInputError(f"fp8_block: the kernel takes {BLOCK}x{BLOCK} weight blocks only, the plan's are "
+                                   f"{list(spec.block_shape)}")
         from flashinfer.fused_moe import ActivationType, cutlass_fused_moe
 
         self.kernel = kernel or cutlass_fused_moe

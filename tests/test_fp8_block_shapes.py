@@ -68,3 +68,14 @@ def test_run_builds_and_checks_with_the_checkpoints_block(tmp_path, capsys):
 def test_verify_passes_with_the_plans_block():
     runner = moe_select.resolve(moe_select.plan(_dep((96, 96))), verify=True)
     assert runner.spec.block_shape == (96, 96)
+
+
+def test_flashinfer_cutlass_adapter_refuses_a_block_other_than_128():
+    pytest.importorskip("flashinfer")
+    from moe_select.backends import flashinfer_cutlass as fic
+    from moe_select.errors import RunnerInputError
+    from moe_select.layer import LayerSpec
+
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=256, intermediate_size=256, quant="fp8_block", block_shape=(64, 64))
+    with pytest.raises(RunnerInputError, match=r"128x128 weight blocks only, the plan's are \[64, 64\]"):
+        fic.FlashInferCutlassCore(spec, "cpu", kernel=object())
