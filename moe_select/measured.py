@@ -131,8 +131,9 @@ def _differs(field_: str, here: Any, there: Any) -> str:
 def machine_differences(m: Measurements, u: Understood, env: Environment) -> tuple[list[str], list[str]]:
     """What the deployment says of its machine against ``m.machine``: ``(differences, assumptions)``, each a
     phrase naming the field and both values. Checked: arch, the GPU when the deployment names one, CUDA graphs,
-    and the version of each package ``m`` recorded that the deployment declares or this machine has (a package
-    the environment only assumes is an assumption, not a difference)."""
+    the moe-select version (this install's), and the versions of torch, Triton and each package ``m`` recorded that
+    the deployment declares or this machine has (a package the environment only assumes is an assumption, not a
+    difference). The driver, CUDA and tile files are for ``resolve`` (they need torch or the GPU)."""
     mk = m.machine
     out: list[str] = []
     assumed: list[str] = []
@@ -146,7 +147,13 @@ def machine_differences(m: Measurements, u: Understood, env: Environment) -> tup
         assumed.append(f"the deployment names no GPU: measured on {mk.gpu} ({mk.arch}), taken as this {u.arch} GPU")
     if mk.cuda_graph != u.cuda_graph:
         out.append(_differs("cuda_graph", str(u.cuda_graph).lower(), str(mk.cuda_graph).lower()))
-    for name, version in sorted(mk.packages.items()):
+    from . import __version__
+
+    if mk.moe_select != __version__:  # resolve compares the table with the installed moe-select it runs in
+        out.append(_differs("moe_select", __version__, mk.moe_select))
+    # torch and Triton are keys of their own in the table (resolve reads them from the running process), compared
+    # like the kernel packages: with the version the deployment declares or this machine has
+    for name, version in [("torch", mk.torch), ("triton", mk.triton), *sorted(mk.packages.items())]:
         state, found = env.package(name)
         there = version if version is not None else "absent"
         if state == "assumed":
