@@ -9,9 +9,10 @@ Where a table applies:
   hidden size, intermediate size per rank, top-k, activation, format, tp, ep, a2a);
 - its :class:`~moe_select.measurements.MachineKey` agrees with what the deployment says of the machine: the arch,
   the GPU when the deployment names one (product names compared as ``backends/vocabulary.yaml`` reads them:
-  ``H200`` is ``NVIDIA H200``), CUDA graphs on or off, and each kernel package the table recorded whose version
-  the deployment declares or this machine has (a package neither declares is assumed as measured, and said).
-  ``resolve`` checks the rest of the key (driver, CUDA, torch, Triton, moe-select, tile files) on the machine.
+  ``H200`` is ``NVIDIA H200``), CUDA graphs on or off, this install's moe-select version, and torch, Triton and
+  each kernel package the table recorded whose version the deployment declares or this machine has (a package
+  neither declares is assumed as measured, and said). ``resolve`` checks the rest of the key (driver, CUDA, tile
+  files) on the machine.
 Of several tables that apply, the newest (``created``) is used and the others are named as superseded.
 
 The choice: among the candidates the facts leave eligible that the table times (never one the facts refuse,
@@ -153,17 +154,19 @@ def machine_differences(m: Measurements, u: Understood, env: Environment) -> tup
         out.append(_differs("moe_select", __version__, mk.moe_select))
     # torch and Triton are keys of their own in the table (resolve reads them from the running process), compared
     # like the kernel packages: with the version the deployment declares or this machine has
-    for name, version in [("torch", mk.torch), ("triton", mk.triton), *sorted(mk.packages.items())]:
+    keyed = [("torch", "torch", mk.torch), ("triton", "triton", mk.triton),
+             *((f"packages.{n}", n, v) for n, v in sorted(mk.packages.items()))]
+    for label, name, version in keyed:
         state, found = env.package(name)
         there = version if version is not None else "absent"
         if state == "assumed":
             assumed.append(f"{name} not declared: taken as measured ({there})")
         elif state == "absent" and version is not None:
-            out.append(_differs(f"packages.{name}", "absent", there))
+            out.append(_differs(label, "absent", there))
         elif state == "present" and version is None:
-            out.append(_differs(f"packages.{name}", found or "present", there))
+            out.append(_differs(label, found or "present", there))
         elif state == "present" and found not in (None, "unknown") and found != version:
-            out.append(_differs(f"packages.{name}", found, there))
+            out.append(_differs(label, found, there))
     return out, assumed
 
 

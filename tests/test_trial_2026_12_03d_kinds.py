@@ -1,0 +1,40 @@
+"""A fourth new user's trial (2026-12-03, an engine author on the Python API and measurements), fixed as kinds (the
+fp8_block block shape is in tests/test_fp8_block_shapes.py):
+
+1. ``explain``/``plan`` used a measurement table whose torch (or Triton, or moe-select) differed from this machine's,
+   and ``resolve`` on the same machine then dropped it (a MeasurementsWarning): planning now compares those keys too,
+   as ``resolve`` and ``tune --check`` do.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import moe_select
+
+FIX = Path(__file__).parent / "fixtures" / "measurements"
+SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32, "activation": "silu",
+         "routing": "renormalize"}
+DEP = {"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}
+
+
+@pytest.mark.parametrize("key, value", [("torch", "2.12.0"), ("triton", "3.5.0"), ("moe_select", "0.0.9")])
+def test_a_table_of_another_torch_triton_or_moe_select_does_not_apply_here(tmp_path, key, value):
+    base = json.loads((FIX / "cpu_small.json").read_text())
+    same = moe_select.explain(DEP, measurements=[FIX / "cpu_small.json"])
+    assert same.measured.applied  # the fixture was taken with this install's versions (CI installs the same)
+    base["machine"][key] = value
+    (tmp_path / "t.json").write_text(json.dumps(base))
+    other = moe_select.explain(DEP, measurements=[tmp_path / "t.json"])
+    assert not other.measured.applied and other.plan.ranges == []
+    assert any(f"machine differs in {key} (" in n and f", {value} there)" in n for n in other.measured.notes), other.measured.notes
+
+
+def test_a_deployment_for_another_machine_takes_the_tables_torch_as_assumed():
+    h200 = {"gpu": "H200", "quant": "bf16", "model": SMALL, "engine": "moe_select", "cuda_graph": True}
+    r = moe_select.explain(h200, measurements=[FIX / "h200_small.json"])
+    assert r.measured.applied and r.plan.ranges
+    declared = moe_select.explain({**h200, "packages": {"torch": "2.12.0"}}, measurements=[FIX / "h200_small.json"])
+    assert any("machine differs in torch (2.12.0 here, 2.13.0 there)" in n for n in declared.measured.notes)
