@@ -38,3 +38,18 @@ def test_a_deployment_for_another_machine_takes_the_tables_torch_as_assumed():
     assert r.measured.applied and r.plan.ranges
     declared = moe_select.explain({**h200, "packages": {"torch": "2.12.0"}}, measurements=[FIX / "h200_small.json"])
     assert any("machine differs in torch (2.12.0 here, 2.13.0 there)" in n for n in declared.measured.notes)
+
+
+def test_emit_for_the_plans_own_engine_does_not_advise_planning_for_it():
+    """A vLLM CPU plan (torch_native, unverified under vLLM) cannot be written as a vLLM launch: the refusal said 'plan
+    with --engine vllm', which it was; now it says vLLM's own choice is what explain's prediction names."""
+    from moe_select.launch_emit import EmitError, emit
+
+    plan = moe_select.explain({"arch": "cpu", "engine": "vllm", "model": SMALL, "quant": "bf16"}).plan
+    assert plan is not None and plan.runner == "torch_native"
+    with pytest.raises(EmitError) as exc:
+        emit(plan, "vllm")
+    assert "plan with --engine vllm" not in str(exc.value) and "the plan is already for vllm" in str(exc.value)
+    any_plan = moe_select.explain({"arch": "cpu", "model": SMALL, "quant": "bf16"}).plan
+    with pytest.raises(EmitError, match="plan with --engine sglang"):
+        emit(any_plan, "sglang")
