@@ -290,7 +290,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         shadow = names().format_name(engine, general, plan.quant)
         raise EmitError(f"{engine} has no name for the runner {plan.runner}" + ("" if known else " (no row in backends/engines/names.yaml)")
                         + (f" on {plan.quant} checkpoints: its {general!r} runs {shadow.ours} there ({shadow.source})" if shadow else "")
-                        + f": it cannot run this plan; "
+                        + ": it cannot run this plan; "
                         + (f"the plan is already for {engine}, whose own choice here no runner of moe-select stands for "
                            "(explain's engine prediction names it)" if d.engine == engine
                            else f"plan with --engine {engine} to get a runner it has"))
