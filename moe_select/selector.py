@@ -1220,10 +1220,15 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                     assumed.append(untold_engines[e])
             else:
                 close = difflib.get_close_matches(name, list(catalog.runners), n=1)
-                ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}"
-                                            + (f" (did you mean {close[0]!r}?)" if close else ""),
-                                            settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",
-                                            source="backends/", backend=name))
+                mean = f" (did you mean {close[0]!r}?)" if close else ""
+                if e == INSTALL_ENGINE:  # this install builds only runners whose files it has (plugins bring theirs)
+                    engine_reasons.append(Reason(code="no_adapter", detail=f"no capability file describes runner {name}{mean}: "
+                                                 "this install has no adapter for it", source="backends/", backend=name,
+                                                 fix=f"runner: {close[0]}" if close else None))
+                else:
+                    ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}{mean}",
+                                                settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",
+                                                source="backends/", backend=name))
             per_engine[e], unknowns_by[e], needs_by[e] = engine_reasons + install.get(name, []), ctx.unknowns, engine_needs
             ctx.unknowns = []
         for e in shipped[len(check_engines):]:

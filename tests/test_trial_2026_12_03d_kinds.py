@@ -53,3 +53,16 @@ def test_emit_for_the_plans_own_engine_does_not_advise_planning_for_it():
     any_plan = moe_select.explain({"arch": "cpu", "model": SMALL, "quant": "bf16"}).plan
     with pytest.raises(EmitError, match="plan with --engine sglang"):
         emit(any_plan, "sglang")
+
+
+def test_a_runner_without_a_file_is_refused_for_this_install_with_a_close_match():
+    """Planned for this install (engine moe_select), a runner no capability file describes has no adapter here: refused
+    at planning with the close match (a fourth trial: 'torch_nativ' was planned, then failed at resolve citing a file
+    that does not exist); for a serving engine it stays unverified (a plugin or an engine of its own may bring it)."""
+    dep = {"arch": "cpu", "quant": "bf16", "model": SMALL, "runner": "torch_nativ"}
+    here = moe_select.explain({**dep, "engine": "moe_select"})
+    assert here.plan is None
+    reason = next(r for c in here.candidates if c.backend == "torch_nativ" for r in c.reasons)
+    assert reason.code == "no_adapter" and "did you mean 'torch_native'?" in reason.detail and reason.fix == "runner: torch_native"
+    served = moe_select.explain({**dep, "engine": "vllm"})
+    assert served.plan is not None and served.plan.evidence == "unverified"
