@@ -23,6 +23,14 @@ ReasonCode = Literal[
 ]
 REASON_CODES: tuple[str, ...] = ReasonCode.__args__  # type: ignore[attr-defined]
 
+def ranges_text(rows: Any) -> str:
+    """``<= 1024: runner_a; above: runner_b`` (token ranges as explain and the plan's notes say them); a single range
+    reads ``every forward: runner``."""
+    rows = list(rows)
+    return "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None
+                     else f"above: {r.runner}" if len(rows) > 1 else f"every forward: {r.runner}" for r in rows)
+
+
 #: Version of the plan JSON. 2: rule and capability sources, model-config hashes, engines, a2a modes and
 #: dispatch formats, quantization parameters, version assumptions, per-layer plans. 3: evidence levels
 #: (supported / unverified) with their unknowns, per engine, and strict mode. 4: plans from measurements

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .deployment import Understood
 from .environment import Environment
-from .plans import Candidate, Plan, Reason
+from .plans import Candidate, Plan, Reason, ranges_text
 
 
 class Report(BaseModel):
@@ -137,8 +137,7 @@ class Report(BaseModel):
             how = _how(p.chosen_by, " ")
             out.append(f"Plan: {p.runner}  chosen by {how}")
             if p.ranges:
-                out.append("  token ranges: " + "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None
-                                                          else f"above: {r.runner}" for r in p.ranges)
+                out.append("  token ranges: " + ranges_text(p.ranges)
                            + (f" (measurements sha256:{p.measurements_fingerprint[:12]}...)" if p.measurements_fingerprint
                               else f" (rule {p.chosen_by.rule}: small_forwards)"))
             by = ", ".join(f"{e} {lv}" for e, lv in p.evidence_by_engine.items())

@@ -1465,8 +1465,10 @@ def _with_rule_ranges(plan: Plan, rule: Any, other: Plan, u: Understood, env: En
 
 
 def _ranges_text(rows: list[Any]) -> str:
-    """``<= 1024: runner_a; above: runner_b``: token ranges as the plan's notes say them."""
-    return "; ".join(f"<= {r.max_tokens}: {r.runner}" if r.max_tokens is not None else f"above: {r.runner}" for r in rows)
+    """``<= 1024: runner_a; above: runner_b`` (:func:`moe_select.plans.ranges_text`)."""
+    from .plans import ranges_text
+
+    return ranges_text(rows)
 
 
 def _ranged_fingerprint(plan: Plan, u: Understood, env: Environment, catalog: Catalog, ranges: dict[str, Any]) -> str:

@@ -66,3 +66,13 @@ def test_a_runner_without_a_file_is_refused_for_this_install_with_a_close_match(
     assert reason.code == "no_adapter" and "did you mean 'torch_native'?" in reason.detail and reason.fix == "runner: torch_native"
     served = moe_select.explain({**dep, "engine": "vllm"})
     assert served.plan is not None and served.plan.evidence == "unverified"
+
+
+def test_a_single_measured_range_reads_as_every_forward(tmp_path):
+    base = json.loads((FIX / "cpu_small.json").read_text())
+    base["points"] = [p for p in base["points"] if p["runner"] == "torch_native"]
+    (tmp_path / "one.json").write_text(json.dumps(base))
+    r = moe_select.explain(DEP, measurements=[tmp_path / "one.json"])
+    assert r.measured.applied and len(r.plan.ranges) == 1
+    text = r.render_text()
+    assert "token ranges: every forward: torch_native" in text and "above:" not in text
