@@ -425,6 +425,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
                          file="<command line>", field="check")
     catalog = load_catalog(use_env=False, plugins=False)
     root = Path(args.root)
+    if (args.write or args.check) and not (root / "README.md").is_file():
+        # the files are the repository's (docs/, the README's blocks): elsewhere --write would create a docs/ that
+        # --check then still finds without its README (a fourth new user's trial went round that loop)
+        raise InputError(f"{root.resolve()} is not the repository's root (no README.md there): run from the checkout's root or "
+                         "give --root", file="<command line>", field="root")
     data = build(catalog)
     if args.write:
         for p in write(catalog, root, data):

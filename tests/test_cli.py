@@ -222,9 +222,19 @@ def test_matrix_is_committed_and_in_sync(capsys):
 def test_matrix_check_finds_drift(tmp_path, capsys):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "matrix.md").write_text("stale\n")
+    (tmp_path / "README.md").write_text("# a checkout\n")
     assert main(["matrix", "--check", "--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "docs/matrix.md differs" in out and "docs/matrix.json: not found under" in out   # a missing file is said so
+
+
+def test_matrix_write_and_check_outside_the_repository_are_refused(tmp_path, capsys):
+    """A fourth new user's trial ran matrix --check in another folder: told to --write, which created docs/ there, and
+    --check failed again on the README it does not write (a loop). Without a README.md at --root both are refused."""
+    for flag in ("--check", "--write"):
+        assert main(["matrix", flag, "--root", str(tmp_path)]) == 2
+        assert "is not the repository's root (no README.md there)" in capsys.readouterr().err
+    assert not (tmp_path / "docs").exists()
 
 
 def test_the_readme_explain_excerpt_is_what_explain_prints(capsys):
