@@ -183,21 +183,48 @@ def _replan_reasons(plan: Plan, catalog: Any) -> list[Reason]:
                        "plan was edited or made by other code", source="plan", fix="plan again (moe-select plan)")]
     if report.plan is None:
         codes = ", ".join(sorted({r.code for r in report.reasons}))
-        return [Reason(code="plan_mismatch", detail=f"the selector refuses this plan's own inputs ({codes}): the plan was "
-                       "edited or made by other code", source="plan", fix="plan again (moe-select plan)")]
+        return [Reason(code="plan_mismatch", detail=f"the selector refuses this plan's own inputs ({codes}): its deployment or "
+                       "environment block was edited after planning (or made by other code)", source="plan",
+                       fix="plan again (moe-select plan)")]
+    differs = [f for f in DERIVED_FIELDS if getattr(plan, f) != getattr(report.plan, f)]
+    if "fingerprint" in differs and "measurements_fingerprint" not in differs:
+        # the inputs changed: the other derived fields follow from that, so they are not listed
+        return [Reason(code="plan_mismatch", detail="fingerprint: the plan's inputs (deployment or environment) differ from "
+                       "those it was made for: the plan was edited after planning", source="plan",
+                       fix="plan again (moe-select plan)")]
     out: list[Reason] = []
-    for field in DERIVED_FIELDS:
+    for field in differs:
         mine, fresh = getattr(plan, field), getattr(report.plan, field)
-        if field == "fingerprint" and mine != fresh and not out:
-            out.append(Reason(code="plan_mismatch", detail="fingerprint: the plan's inputs (deployment or environment) differ "
-                              "from those it was made for: the plan was edited after planning", source="plan",
-                              fix="plan again (moe-select plan)"))
-            continue
-        if mine != fresh:
-            out.append(Reason(code="plan_mismatch", detail=f"{field}: the plan says {shorten(mine)}, selection over its own "
-                              f"inputs gives {shorten(fresh)} (the plan was edited or made by other code)", source="plan",
+        if field != "fingerprint":
+            where, a, b = _first_difference(_plain(mine), _plain(fresh), field)
+            out.append(Reason(code="plan_mismatch", detail=f"{where}: the plan says {shorten(a)}, selection over its own "
+                              f"inputs gives {shorten(b)} (the plan was edited or made by other code)", source="plan",
                               fix="plan again (moe-select plan)"))
     return out
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON data (models dumped), for :func:`_first_difference`."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
+    """The first place (``field[2].eligible``) where JSON data ``a`` and ``b`` differ, with both values there."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if a.get(k) != b.get(k):
+                return _first_difference(a.get(k), b.get(k), f"{path}.{k}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{i}]")
+    return path, a, b
 
 
 def _input_file_reasons(plan: Plan) -> list[Reason]:

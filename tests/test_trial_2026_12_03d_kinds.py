@@ -76,3 +76,26 @@ def test_a_single_measured_range_reads_as_every_forward(tmp_path):
     assert r.measured.applied and len(r.plan.ranges) == 1
     text = r.render_text()
     assert "token ranges: every forward: torch_native" in text and "above:" not in text
+
+
+def test_an_edited_plan_names_the_first_place_that_differs():
+    """Derived fields that differ were shown as two truncated reprs that read the same (a fourth trial); now the first
+    differing place is named with its two values, and an edit of the inputs is one fingerprint message."""
+    from moe_select.errors import ResolveError
+
+    data = json.loads(moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "bf16", "model": SMALL}).to_json())
+    edited = json.loads(json.dumps(data))
+    edited["notes"] = [*edited["notes"], "added by hand"]
+    with pytest.raises(ResolveError, match=r"notes: the plan says \[.*'added by hand'\], selection over its own inputs gives"):
+        moe_select.resolve(edited)
+    inputs = json.loads(json.dumps(data))
+    inputs["deployment"]["model"]["top_k"] = 3
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(inputs)
+    assert str(exc.value).count("plan_mismatch") == 1 and "fingerprint: the plan's inputs" in str(exc.value)
+    pkgs = json.loads(json.dumps(data))
+    assert pkgs["packages"] and pkgs["packages"][0]["name"] == "torch"  # torch_native needs torch
+    pkgs["packages"][0]["name"] = "torchx"
+    with pytest.raises(ResolveError, match=r"packages\[0\]\.name: the plan says 'torchx', selection over its own inputs "
+                                           r"gives 'torch'"):
+        moe_select.resolve(pkgs)
