@@ -667,8 +667,12 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     ``verify``: run a few tokens through the runner and the float64 reference; refuse on disagreement.
     ``strict``: refuse a plan whose evidence is ``unverified`` (reason ``unverified``, one per unknown); None
     (default): the plan's own ``strict``.
-    Raises :class:`ResolveError` (codes plan_mismatch, dependency_missing, no_adapter, ...) or
-    :class:`InputError` (the plan file is invalid).
+    A measured plan (token ranges from ``moe-select tune``) whose table was taken on another machine (driver, CUDA,
+    torch, Triton, moe-select, tile files) is replaced by the plan the rules choose over the same inputs, with a
+    :class:`MeasurementsWarning` naming each field (under ``strict``: refused, plan_mismatch). A plan written by
+    another moe-select (or that does not say) emits a :class:`PlanWriterWarning`.
+    Raises :class:`ResolveError` (codes plan_mismatch, dependency_missing, no_adapter, ...; ``codes`` lists them,
+    ``reasons`` holds each with its source and fix) or :class:`InputError` (the plan file is invalid).
     """
     from .registry import REGISTRY
 

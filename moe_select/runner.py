@@ -105,8 +105,12 @@ class MoeRunner:
         ``w13 [E_local, 2*I, H]`` (gate rows then up rows; ``[E_local, I, H]`` for relu2), ``w2
         [E_local, H, I]``, on ``self.device``; ``E_local = num_experts / ep``, ``I`` per rank.
         ``scales``: ``w13_<name>``/``w2_<name>`` for each scale of the format's row in ``backends/formats.yaml``
-        (``scale``; nvfp4 also ``global_scale``; the int formats ``zeros``; shapes: :mod:`moe_select.ops`;
-        4-bit weights are packed two per byte along the last dimension).
+        (``scale``; nvfp4 also ``global_scale``; the int formats ``zeros``, and GPTQ's ``g_idx``; shapes:
+        :mod:`moe_select.ops`; 4-bit weights are packed two per byte along the last dimension; fp8_block scales on the
+        plan's block, ``spec.block_shape``), and ``w13_bias [E_local, 2*I]`` / ``w2_bias [E_local, H]`` (gpt-oss's
+        expert biases) where the runner takes them. Checkpoint layouts go through the converters first
+        (:mod:`moe_select.checkpoint_layouts`: gpt-oss ``*_blocks``/``*_scales``, ModelOpt NVFP4;
+        :mod:`moe_select.quant_int`: AWQ/GPTQ); each runner's own ``prepare_weights`` documents what it takes.
         Raises :class:`RunnerInputError` naming the tensor and the expected shape/dtype/device."""
         s = self.spec
         pk = s.k_pack
