@@ -246,7 +246,9 @@ def _input_file_reasons(plan: Plan) -> list[Reason]:
             now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         except OSError as exc:
             out.append(Reason(code="plan_mismatch", detail=f"{path}: the model config the plan was made from cannot be read "
-                              f"({exc.strerror or exc})", source=path, fix="plan again with the checkpoint that will load"))
+                              f"({exc.strerror or exc}); the plan reads it at the path it was planned with",
+                              source=path, fix="plan again where the checkpoint is mounted (the same path on every rank), "
+                              "or mount it at the planned path"))
             continue
         if now != digest:
             out.append(Reason(code="plan_mismatch", detail=f"{path} changed since the plan was made (the checkpoint's "

@@ -99,3 +99,17 @@ def test_an_edited_plan_names_the_first_place_that_differs():
     with pytest.raises(ResolveError, match=r"packages\[0\]\.name: the plan says 'torchx', selection over its own inputs "
                                            r"gives 'torch'"):
         moe_select.resolve(pkgs)
+
+
+def test_a_moved_checkpoint_says_the_plan_reads_it_at_its_planned_path(tmp_path):
+    from moe_select.errors import ResolveError
+
+    cfg = tmp_path / "mc"
+    cfg.mkdir()
+    (cfg / "config.json").write_text((Path(__file__).resolve().parent.parent / "examples" / "model_configs" /
+                                      "Qwen__Qwen3-30B-A3B" / "config.json").read_text())
+    plan = moe_select.plan({"arch": "cpu", "engine": "moe_select", "model_config": str(cfg)})
+    cfg.rename(tmp_path / "mc2")
+    with pytest.raises(ResolveError, match="the plan reads it at the path it was planned with") as exc:
+        moe_select.resolve(plan)
+    assert "mount it at the planned path" in str(exc.value)
