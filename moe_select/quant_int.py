@@ -309,6 +309,8 @@ def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor | None, scales: torch.
         if bool((z >> bits).any()):
             raise ValueError(f"GPTQ qzeros hold the code {(1 << bits) - 1}, i.e. a zero point of {1 << bits} in the v1 "
                              "format (stored zero - 1), outside the code range: the checkpoint cannot be read exactly "
-                             "(pass zeros_minus_one=False if it is in the gptq_v2 format)")
+                             "(if it is in the gptq_v2 format: from_gptq(..., zeros_minus_one=False), then "
+                             "quant_int.to_kernel, and give prepare_weights the result; TritonMoeCore takes "
+                             "gptq_zeros_minus_one=False for its own detection)")
         zeros = z.to(torch.uint8).transpose(1, 2).contiguous()                   # [E, N, G]
     return IntWeights(q, scales.float().transpose(1, 2).contiguous(), zeros, bits, k // g)
