@@ -113,3 +113,17 @@ def test_a_moved_checkpoint_says_the_plan_reads_it_at_its_planned_path(tmp_path)
     with pytest.raises(ResolveError, match="the plan reads it at the path it was planned with") as exc:
         moe_select.resolve(plan)
     assert "mount it at the planned path" in str(exc.value)
+
+
+def test_a_gptq_v1_zero_out_of_range_names_the_v2_route():
+    import torch
+
+    from moe_select import quant_int as qi
+
+    e, k, n, bits, g = 1, 64, 8, 4, 32
+    qweight = torch.zeros(e, k * bits // 32, n, dtype=torch.int32)
+    qzeros = torch.full((e, k // g, n * bits // 32), -1, dtype=torch.int32)  # every 4-bit code 15: zero point 16 in v1
+    scales = torch.rand(e, k // g, n) + 0.5
+    with pytest.raises(ValueError, match=r"from_gptq\(\.\.\., zeros_minus_one=False\), then quant_int\.to_kernel"):
+        qi.from_gptq(qweight, qzeros, scales, bits)
+    assert qi.from_gptq(qweight, qzeros, scales, bits, zeros_minus_one=False).zeros is not None
