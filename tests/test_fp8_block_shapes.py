@@ -71,7 +71,7 @@ def test_verify_passes_with_the_plans_block():
 
 
 def test_flashinfer_cutlass_adapter_refuses_a_block_other_than_128():
-    pytest.importorskip("flashinfer")
+    # the refusal comes before the adapter imports flashinfer: no flashinfer needed
     from moe_select.backends import flashinfer_cutlass as fic
     from moe_select.errors import RunnerInputError
     from moe_select.layer import LayerSpec
