@@ -470,26 +470,23 @@ class Choices(Located):
 
     def first_release(self, value: str, version: str | None) -> str | None:
         """The release ``value`` first ships in when ``version`` (declared) is older than it; else None."""
-        from packaging.version import Version
-
-        first = self.since.get(self.norm(value))
-        if first is None or version is None:
-            return None
-        try:
-            return first if Version(version) < Version(first) else None
-        except ValueError:
-            return None
+        return self._bound(self.since, value, version, before=True)
 
     def removed_in(self, value: str, version: str | None) -> str | None:
         """The release that removed ``value`` when ``version`` (declared) is that one or newer; else None."""
-        from packaging.version import Version
+        return self._bound(self.removed, value, version, before=False)
 
-        gone = self.removed.get(self.norm(value))
-        if gone is None or version is None:
+    def _bound(self, table: dict[str, str], value: str, version: str | None, *, before: bool) -> str | None:
+        """``table``'s release for ``value`` when the declared ``version`` lies before it (``before``) or at or after
+        it; None where either is unknown or not a PEP 440 version."""
+        from packaging.version import InvalidVersion, Version
+
+        bound = table.get(self.norm(value))
+        if bound is None or version is None:
             return None
         try:
-            return gone if Version(version) >= Version(gone) else None
-        except ValueError:
+            return bound if (Version(version) < Version(bound)) is before else None
+        except InvalidVersion:
             return None
 
     def norm(self, value: str) -> str:
