@@ -31,7 +31,7 @@ from .entrypoints import entry_points
 from .environment import normalize_package_name
 from .errors import InputError, Issue
 from .formats import Format
-from .policy import Rule, RuleFile
+from .policy import Rule, RuleFile, duplicate_rule_ids
 from .versions import remember, satisfies
 from .vocabulary import FILE_NAME as VOCABULARY_FILE
 from .vocabulary import Vocabulary, check_bundled, index_of, merge, name_issues
@@ -357,11 +357,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
             rule_paths[display] = path
             layer_rules.extend(rf.rules)
         every_rule.extend(layer_rules)
-        seen: dict[str, Rule] = {}
-        for r in layer_rules:
-            if r.id in seen:
-                ld.issues.append(Issue(r._file, r._line, "id", f"duplicate rule id {shorten(r.id)} (first at {seen[r.id].where()})"))
-            seen[r.id] = r
+        ld.issues.extend(duplicate_rule_ids(layer_rules))
         if layer == "bundled":
             rules = list(layer_rules)
             bundled = list(layer_rules)

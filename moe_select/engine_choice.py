@@ -54,7 +54,22 @@ class _Cited(Located):
         return v
 
 
-class Hook(_Cited):
+class _Gated(_Cited):
+    """A cited entry that holds in the engine versions ``requires`` names only (distribution -> PEP 440 specifier, as a
+    runner fact's ``requires``: ``{sglang: "<0.5.11"}``; None: every version), where the deployment's versions
+    (declared, or the checked one assumed) meet it."""
+
+    requires: dict[str, str] | None = None
+
+    @field_validator("requires")
+    @classmethod
+    def _specifiers(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        from .conditions import _check_requires
+
+        return _check_requires(v)
+
+
+class Hook(_Gated):
     """One step of an engine's argument pipeline: for a checkpoint of one of ``architectures`` (when given), where
     ``when`` holds (the deployment's facts) and every field of
     ``asked`` has one of its values (as the earlier hooks left it), the engine writes ``sets`` (``ep: tp``: the tp
@@ -69,17 +84,6 @@ class Hook(_Cited):
     asked: dict[HookField, list[str | bool | int]] | None = None
     sets: dict[HookField, str | bool | int] = Field(min_length=1)
     log: str | None = None
-    #: The engine versions the hook runs in (distribution -> PEP 440 specifier, as a runner fact's ``requires``:
-    #: ``{sglang: "<0.5.11"}``; None: every version); it runs only where the deployment's versions (declared, or the
-    #: checked one assumed) meet it.
-    requires: dict[str, str] | None = None
-
-    @field_validator("requires")
-    @classmethod
-    def _specifiers(cls, v: dict[str, str] | None) -> dict[str, str] | None:
-        from .conditions import _check_requires
-
-        return _check_requires(v)
 
 
 class OracleEntry(Located):
@@ -107,22 +111,13 @@ class Tweak(_Cited):
     back: list[str] = []
 
 
-class EnvRule(_Cited):
+class EnvRule(_Gated):
     """An environment variable that removes entries when set to one of ``values``, in the engine versions ``requires``
-    names (distribution -> PEP 440 specifier, as a runner fact's ``requires``: ``{vllm: "<0.24.0"}``; None: every
-    version): outside them the engine no longer reads the variable and the rule does not apply."""
+    names: outside them the engine no longer reads the variable and the rule does not apply."""
 
     variable: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
     values: list[str] = Field(min_length=1)
     remove: list[str] = Field(min_length=1)
-    requires: dict[str, str] | None = None
-
-    @field_validator("requires")
-    @classmethod
-    def _specifiers(cls, v: dict[str, str] | None) -> dict[str, str] | None:
-        from .conditions import _check_requires
-
-        return _check_requires(v)
 
 
 class Oracle(_Cited):

@@ -33,7 +33,7 @@ from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapabili
 from .catalog import Catalog, load_catalog
 from .conditions import IntRange, When
 from .errors import InputError, Issue
-from .policy import Rule, RuleFile
+from .policy import Rule, RuleFile, duplicate_rule_ids
 from .vocab import ENGINES, QUANTS, arch_in, declared_archs
 from .yamlio import MarkedDict, load_file, shorten, validate
 
@@ -478,7 +478,7 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
         files = sorted(f for g in RULE_GLOBS for f in p.glob(g)) if p.is_dir() else [p]
         if not files:
             issues.append(Issue(str(p), 0, "", f"no {', '.join(RULE_GLOBS)} files in this directory"))
-        ids: dict[str, Any] = {}  # a directory's rule files are one layer (as --rules DIR reads them): one id each
+        rules_here: list[Any] = []  # a directory's rule files are one layer (as --rules DIR reads them): one id each
         for f in files:
             try:
                 kind, obj = _kind(f)
@@ -487,15 +487,12 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
                 continue
             if kind == "rules":
                 rule_paths.append(f)
-                for r in obj.rules:
-                    if r.id in ids and ids[r.id]._file != r._file:
-                        issues.append(Issue(r._file, r._line, "id", f"duplicate rule id {shorten(r.id)} "
-                                            f"(first at {ids[r.id].where()})"))
-                    ids.setdefault(r.id, r)
+                rules_here.extend(obj.rules)
             elif kind == "vocabulary":
                 vocabularies.append((f, obj))
             elif kind == "capability":
                 capability.append(obj)
+        issues += duplicate_rule_ids(rules_here)
     if issues:
         raise InputError(issues)
     catalog = _load(rule_paths, use_env)

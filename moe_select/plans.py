@@ -23,6 +23,7 @@ ReasonCode = Literal[
 ]
 REASON_CODES: tuple[str, ...] = ReasonCode.__args__  # type: ignore[attr-defined]
 
+
 def ranges_text(rows: Any) -> str:
     """``<= 1024: runner_a; above: runner_b`` (token ranges as explain and the plan's notes say them); a single range
     reads ``every forward: runner``."""

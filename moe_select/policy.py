@@ -17,12 +17,15 @@ is at most N, that runner is the plan's.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Iterable, Literal
 
 from pydantic import Field, model_validator
 
 from .conditions import When
 from .located import Located
+
+if TYPE_CHECKING:
+    from .errors import Issue
 
 
 #: The ``prefer`` value of a rule that prefers by measurement (issue 25).
@@ -89,3 +92,18 @@ class RuleFile(Located):
 
     schema_version: Literal[1]
     rules: list[Rule] = []
+
+
+def duplicate_rule_ids(rules: Iterable[Rule]) -> list[Issue]:
+    """One issue (file:line, field ``id``) per rule whose id an earlier rule of ``rules`` has: the rules of one layer
+    (a rules directory, or the bundled files) must name each id once."""
+    from .errors import Issue
+    from .yamlio import shorten
+
+    first: dict[str, Rule] = {}
+    out: list[Issue] = []
+    for r in rules:
+        if r.id in first:
+            out.append(Issue(r._file, r._line, "id", f"duplicate rule id {shorten(r.id)} (first at {first[r.id].where()})"))
+        first.setdefault(r.id, r)
+    return out

@@ -39,6 +39,7 @@ from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
 from .formats import block_shape, group_size, lookup
 from .plans import (PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, Unknown, canonical_files, fingerprint, writer,
+                    ranges_text,
                     strongest, weakest)
 from .report import Report
 from .versions import at_least, newer, satisfies
@@ -1459,16 +1460,9 @@ def _with_rule_ranges(plan: Plan, rule: Any, other: Plan, u: Understood, env: En
 
     sf = rule.small_forwards
     rows = [TokenRange(max_tokens=sf.max_tokens, runner=other.runner), TokenRange(max_tokens=None, runner=plan.runner)]
-    notes = list(plan.notes) + [f"token ranges (rule {rule.id}, {rule.where('small_forwards')}): {_ranges_text(rows)}"]
+    notes = list(plan.notes) + [f"token ranges (rule {rule.id}, {rule.where('small_forwards')}): {ranges_text(rows)}"]
     return plan.model_copy(update={**_range_parts(plan, rows, [other]), "notes": notes, "fingerprint": _ranged_fingerprint(
         plan, u, env, catalog, {"rule_ranges": [[r.max_tokens, r.runner] for r in rows]})})
-
-
-def _ranges_text(rows: list[Any]) -> str:
-    """``<= 1024: runner_a; above: runner_b`` (:func:`moe_select.plans.ranges_text`)."""
-    from .plans import ranges_text
-
-    return ranges_text(rows)
 
 
 def _ranged_fingerprint(plan: Plan, u: Understood, env: Environment, catalog: Catalog, ranges: dict[str, Any]) -> str:
@@ -1487,7 +1481,7 @@ def _with_measurements(plan: Plan, table: Any, rows: list[Any], others: list[Pla
     parts = _range_parts(plan, rows, others)
     notes = list(plan.notes)
     if rows:
-        notes.append("measured token ranges: " + _ranges_text(rows))
+        notes.append("measured token ranges: " + ranges_text(rows))
         notes += list(mreport.ties) + [n for n in mreport.notes if n.startswith(("below ", "above "))]
     fp = table.fingerprint()
     measured = {"table": fp, "ranges": [[r.max_tokens, r.runner] for r in rows]}

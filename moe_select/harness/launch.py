@@ -267,9 +267,8 @@ def run_distributed(*, model_config: str, tokens: int, nproc: int, tp: int, ep: 
     tr = time.perf_counter()
     import torch
 
-    from ..formats import tolerance
+    from ..formats import block_shape, tolerance
     from ..reference import rel_error
-    from ..formats import block_shape
     from .weights import reference_output, routed_tokens, touched_experts
 
     x, ids, wts = routed_tokens(m, tokens, seed, dtype)
