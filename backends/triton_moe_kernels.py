@@ -111,6 +111,12 @@ FORMATS = tuple(W_MODES)
 #: Weight modes whose GEMMs can read the weights through a TMA tensor descriptor (config ``TMA``): 16-bit and FP8
 TMA_W_MODES = (0, 1, 2, 3)
 TMA_FORMATS = tuple(f for f, m in W_MODES.items() if m in TMA_W_MODES)
+#: fp8_block tiles from this ``BLOCK_M`` whose weight rows lie in one block of ``group_n`` rows scale each K step's
+#: partial sum by one per-row factor (``SB_TILE`` in :func:`_moe_gemm_kernel`: one FFMA per accumulator element, the
+#: row scales loaded in the accumulator's layout). One H200, results/sbtile_h200_2026-12-04 (the same tiles, before /
+#: after): 1.04-1.23x at 2048-8192 tokens with the re-tuned tiles, within 1 % at 32-256 tokens, but 3-7 % slower at
+#: ``BLOCK_M`` 16 and 1 token (the mma.sync tiles), which keep the per-column scales.
+SB_TILE_MIN_BLOCK_M = 32
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
 #: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
 #: experts one CTA is faster up to 1024 slots (8.4 vs 8.8 us at 1024), with 128 or 256 experts only up to
@@ -711,7 +717,8 @@ def _moe_gemm_kernel(
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
         GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
-        B_DESC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+        B_DESC: tl.constexpr, SB_TILE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
     Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
@@ -724,7 +731,9 @@ def _moe_gemm_kernel(
     K/SCALE_GROUP]`` uint8: e8m0 (6) or e4m3 bits (7); 7 also multiplies the float32 accumulators by the
     expert's global scale ``b_gscale[e]``; :func:`_fp4_tile` decodes, FP4_ASM picks its GPU or portable
     code; SWAP_AB computes the transposed tile ``B[e] @ A.T`` so the weight tile is the MMA's M operand,
-    for small ``BLOCK_M``; GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
+    for small ``BLOCK_M``; SB_TILE (W_MODE 3): the tile's weight rows (gate and up) lie in one block of ``group_n``
+    rows, so each K step's partial sum is scaled by one per-row factor ``sa * sb`` (one FFMA per element, no layout
+    conversion of the row scales) instead of ``sa[:, None] * sb[None, :]``; GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
     BLOCK_K]`` stay in registers and each real row of the block (rows past the block's slots are skipped) gets
     ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows; at
     ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
@@ -972,11 +981,19 @@ def _moe_gemm_kernel(
                     acc_u = tl.dot(qa, bu, acc_u)
             elif W_MODE == 3:
                 sa = tl.load(a_amax_ptr + a_row * stride_asm + kb, mask=row_ok, other=0.0)
-                sb = tl.load(s_base + (offs_n // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
-                acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
-                if GATED:
-                    sbu = tl.load(s_base + ((offs_n + n_up) // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
-                    acc_u += tl.dot(a, bu) * sa[:, None] * sbu[None, :]
+                if SB_TILE:                  # the tile lies in one block of group_n rows: one weight scale per K step
+                    sb1 = tl.load(s_base + ((pid_n * BLOCK_N) // group_n) * stride_sn + kb * stride_sk)
+                    acc += tl.dot(a, b) * (sa * sb1)[:, None]
+                    if GATED:
+                        sbu1 = tl.load(s_base + ((pid_n * BLOCK_N + n_up) // group_n) * stride_sn + kb * stride_sk)
+                        acc_u += tl.dot(a, bu) * (sa * sbu1)[:, None]
+                else:
+                    sb = tl.load(s_base + (offs_n // group_n) * stride_sn + kb * stride_sk, mask=n_ok, other=0.0)
+                    acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
+                    if GATED:
+                        sbu = tl.load(s_base + ((offs_n + n_up) // group_n) * stride_sn + kb * stride_sk, mask=n_ok,
+                                      other=0.0)
+                        acc_u += tl.dot(a, bu) * sa[:, None] * sbu[None, :]
             else:
                 if W_MODE == 4:
                     code = ((b >> b_shift) & 0xF).to(tl.int32)
@@ -1221,6 +1238,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
         SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
+        SB_TILE=w_mode == 3 and bm >= SB_TILE_MIN_BLOCK_M and group_n % bn == 0 and (not gated or n_out % group_n == 0),
         BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if gluon:                # the Gluon GEMV writes the sums, the reduction below runs the epilogue
         from . import triton_moe_gluon

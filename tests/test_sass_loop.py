@@ -69,3 +69,25 @@ def test_split_k_gemv_tiles_give_two_gemms_not_their_reduction():
     for r in rows:
         assert r["opcodes"].get("SHF", 0) > 0 and not r["opcodes"].get("HMMA"), r["opcodes"]
         assert r["budget_per_weight"] == 4.0
+
+
+def test_an_fp8_block_tile_within_one_weight_block_scales_with_one_ffma_per_element():
+    """fp8_block's first GEMM at DeepSeek-V3's shape (8192 tokens, split: one accumulator over gate and up rows),
+    BLOCK_M 128 x BLOCK_N 128 on 8 warps: the tile lies in one 128-row weight block, so each K step adds its scaled
+    partial sum with one FFMA per accumulator element (64 per thread), the per-row factor ``sa * sb`` taking one
+    FMUL per row a thread holds, and no shared-memory round trip for the row scales. At BLOCK_N 256 (two weight
+    blocks per tile) the per-column scales cost one FMUL more per element and the row scales go through shared
+    memory (STS, then LDS) every K step."""
+    if not _tools_run():
+        pytest.skip("needs triton's bundled ptxas and nvdisasm (and triton imported without TRITON_INTERPRET)")
+    m = _module()
+    g = {"BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    one = m.profile("DeepSeek-V3", "fp8_block", 8192, {"BLOCK_M": 128, "gemm1": {**g, "BLOCK_N": 128, "SPLIT": True},
+                                                       "gemm2": {**g, "BLOCK_N": 128}})[0]
+    ops = one["opcodes"]
+    assert one["spill"] == 0 and ops.get("QGMMA") == 4 * 128 * 128 // (64 * 128 * 2), ops   # 64x128x32 per warpgroup
+    assert ops.get("FFMA") == 128 * 128 // 256 and ops.get("FMUL", 0) <= 2, ops
+    assert not ops.get("STS"), ops           # (ptxas pads with predicated-off ``@!PT LDS RZ, [RZ]``: LDS not counted)
+    two = m.profile("DeepSeek-V3", "fp8_block", 8192, {"BLOCK_M": 64, "gemm1": {**g, "BLOCK_N": 256, "SPLIT": True},
+                                                       "gemm2": {**g, "BLOCK_N": 256}})[0]["opcodes"]
+    assert two.get("FMUL", 0) >= 64 and two.get("STS", 0) > 0, two

@@ -784,6 +784,45 @@ def test_fp8_block_split_first_gemm(act, on_input, block):
     assert diff <= SPLIT_VS_FUSED, f"split vs fused first GEMM ({act}): rel_error {diff:.3g} > {SPLIT_VS_FUSED} (seed {seed})"
 
 
+@pytest.mark.parametrize("split", [False, True])
+@interp
+def test_fp8_block_one_weight_scale_per_k_step(split):
+    """A tile that lies in one block of ``group_n`` weight rows (``BLOCK_N`` divides it, and the up rows start on a
+    block: ``SB_TILE``) scales each K step's partial sum by one per-row factor ``sa * sb`` instead of the per-column
+    product ``sa[:, None] * sb[None, :]``: both against the float64 reference, and close to each other (float32
+    rounding of the scale product, which can move the first GEMM's e4m3 output by one e4m3 unit). The launch flag is
+    on for 32-row tiles of 32x32 blocks (gate and up rows on block boundaries) and off for 64-row tiles."""
+    K = _K()
+    seed = fresh_seed()
+    spec = spec_of("fp8_block", e=4, k=2, h=96, i=64)
+    layer = Layer(spec, seed, block=(32, 32))
+    core, pw = core_for(spec, layer, block_shape=(32, 32))
+    x, ids, w = routing(spec, 50, seed)
+    g = {"BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    launch = K._Kernel.launch
+    outs, flags = {}, {}
+    for bn in (32, 64):
+        seen = []
+
+        def record(self, grid, device, *a, seen=seen, **kw):
+            if "SB_TILE" in kw:
+                seen.append(kw["SB_TILE"])
+            return launch(self, grid, device, *a, **kw)
+        cfg = {"BLOCK_M": 16, "gemm1": {**g, "BLOCK_N": bn, **({"SPLIT": True} if split else {})},
+               "gemm2": {**g, "BLOCK_N": bn}}
+        core.config_for = lambda t, cfg=cfg: cfg
+        K._Kernel.launch = record
+        try:
+            outs[bn] = core.forward(x, ids, w, pw)
+        finally:
+            K._Kernel.launch = launch
+        flags[bn] = seen
+        check(spec, layer, x, ids, w, outs[bn], f"fp8_block BLOCK_N {bn}", seed, h16=split)
+    assert flags == {32: [True, True], 64: [False, False]}, flags
+    diff = rel_error(outs[32], outs[64].double())
+    assert diff <= SPLIT_VS_FUSED, f"one scale per K step vs per column: rel_error {diff:.3g} (seed {seed})"
+
+
 def test_h16_emulation_takes_only_the_roundings_float32_leaves_open():
     """closest_h16_emulation: an output that differs from the float64 emulation only in the bf16 rounding of
     elements within float32 error of a midpoint matches exactly; a wrong activation scale of 1 % does not
