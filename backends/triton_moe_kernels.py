@@ -114,8 +114,8 @@ TMA_FORMATS = tuple(f for f, m in W_MODES.items() if m in TMA_W_MODES)
 #: fp8_block tiles from this ``BLOCK_M`` whose weight rows lie in one block of ``group_n`` rows scale each K step's
 #: partial sum by one per-row factor (``SB_TILE`` in :func:`_moe_gemm_kernel`: one FFMA per accumulator element, the
 #: row scales loaded in the accumulator's layout). One H200, results/sbtile_h200_2026-12-04 (the same tiles, before /
-#: after): 1.04-1.23x at 2048-8192 tokens with the re-tuned tiles, within 1 % at 32-256 tokens, but 3-7 % slower at
-#: ``BLOCK_M`` 16 and 1 token (the mma.sync tiles), which keep the per-column scales.
+#: after): 1.04-1.23x at 2048-8192 tokens with the re-tuned tiles and up to 1.05x at ``BLOCK_M`` 32 (256 tokens), but
+#: 3-7 % slower at ``BLOCK_M`` 16 and 1 token (the mma.sync tiles), which keep the per-column scales.
 SB_TILE_MIN_BLOCK_M = 32
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
 #: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32

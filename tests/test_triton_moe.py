@@ -788,11 +788,13 @@ def test_fp8_block_split_first_gemm(act, on_input, block):
 @interp
 def test_fp8_block_one_weight_scale_per_k_step(split):
     """A tile that lies in one block of ``group_n`` weight rows (``BLOCK_N`` divides it, and the up rows start on a
-    block: ``SB_TILE``) scales each K step's partial sum by one per-row factor ``sa * sb`` instead of the per-column
-    product ``sa[:, None] * sb[None, :]``: both against the float64 reference, and close to each other (float32
-    rounding of the scale product, which can move the first GEMM's e4m3 output by one e4m3 unit). The launch flag is
-    on for 32-row tiles of 32x32 blocks (gate and up rows on block boundaries) and off for 64-row tiles."""
+    block: ``SB_TILE``) from ``BLOCK_M`` 32 (``SB_TILE_MIN_BLOCK_M``) scales each K step's partial sum by one per-row
+    factor ``sa * sb`` instead of the per-column product ``sa[:, None] * sb[None, :]``: against the float64 reference,
+    and close to the per-column tiles (float32 rounding of the scale product, which can move the first GEMM's e4m3
+    output by one e4m3 unit). The launch flag is on for 32 x 32 tiles of 32x32 blocks (gate and up rows on block
+    boundaries), off for 64-column tiles and for 16-row tiles (the mma.sync tiles, measured slower with it)."""
     K = _K()
+    assert K.SB_TILE_MIN_BLOCK_M == 32
     seed = fresh_seed()
     spec = spec_of("fp8_block", e=4, k=2, h=96, i=64)
     layer = Layer(spec, seed, block=(32, 32))
@@ -801,26 +803,27 @@ def test_fp8_block_one_weight_scale_per_k_step(split):
     g = {"BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
     launch = K._Kernel.launch
     outs, flags = {}, {}
-    for bn in (32, 64):
+    for bm, bn in ((32, 32), (32, 64), (16, 32)):
         seen = []
 
         def record(self, grid, device, *a, seen=seen, **kw):
             if "SB_TILE" in kw:
                 seen.append(kw["SB_TILE"])
             return launch(self, grid, device, *a, **kw)
-        cfg = {"BLOCK_M": 16, "gemm1": {**g, "BLOCK_N": bn, **({"SPLIT": True} if split else {})},
+        cfg = {"BLOCK_M": bm, "gemm1": {**g, "BLOCK_N": bn, **({"SPLIT": True} if split else {})},
                "gemm2": {**g, "BLOCK_N": bn}}
         core.config_for = lambda t, cfg=cfg: cfg
         K._Kernel.launch = record
         try:
-            outs[bn] = core.forward(x, ids, w, pw)
+            outs[bm, bn] = core.forward(x, ids, w, pw)
         finally:
             K._Kernel.launch = launch
-        flags[bn] = seen
-        check(spec, layer, x, ids, w, outs[bn], f"fp8_block BLOCK_N {bn}", seed, h16=split)
-    assert flags == {32: [True, True], 64: [False, False]}, flags
-    diff = rel_error(outs[32], outs[64].double())
-    assert diff <= SPLIT_VS_FUSED, f"one scale per K step vs per column: rel_error {diff:.3g} (seed {seed})"
+        flags[bm, bn] = seen
+        check(spec, layer, x, ids, w, outs[bm, bn], f"fp8_block BLOCK_M {bm} BLOCK_N {bn}", seed, h16=split)
+    assert flags == {(32, 32): [True, True], (32, 64): [False, False], (16, 32): [False, False]}, flags
+    for other in ((32, 64), (16, 32)):
+        diff = rel_error(outs[32, 32], outs[other].double())
+        assert diff <= SPLIT_VS_FUSED, f"one scale per K step vs {other}: rel_error {diff:.3g} (seed {seed})"
 
 
 def test_h16_emulation_takes_only_the_roundings_float32_leaves_open():
