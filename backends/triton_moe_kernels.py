@@ -2017,22 +2017,26 @@ def gluon_rows_per_thread(block_n: int, num_warps: int) -> int | None:
     return block_n // num_warps
 
 
+#: The boolean options a GEMM config of a tile file may set (:func:`_check_gemm_cfg`); the tuner keys and writes its
+#: candidates by these (benchmarks/tune_triton_moe.py cfg_key, _strip), so an option added here is timed and kept there.
+GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "ACC_SCALE")
+
+
 def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     """One GEMM config of a tile file, checked (:func:`load_config_file`); ``direct``: of a DIRECT bucket, whose
     GEMMs may also set ``PREFETCH`` and a ``BLOCK_N`` from 4. Returns it without ``us`` and false flags."""
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT", "SWAP_AB", "GEMV", "SPLIT_K", "PREQUANT", "TMA",
-                                                         "SPLIT_SLOTS", "PREFETCH", "GLUON", "ACC_SCALE"} \
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT_K", *GEMM_CONFIG_FLAGS} \
             or any(k not in c for k in keys):
-        raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT, "
-                         f"SWAP_AB, GEMV, SPLIT_K, PREQUANT, TMA, SPLIT_SLOTS, PREFETCH, GLUON, ACC_SCALE), got {c!r}")
+        raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT_K, "
+                         f"{', '.join(GEMM_CONFIG_FLAGS)}), got {c!r}")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
             raise ValueError(f"{where}: SPLIT_K must be an integer from 1 to 64, got {v!r}")
         if v > 1 and not c.get("GEMV"):
             raise ValueError(f"{where}: SPLIT_K is an option of the GEMV mode (GEMV: true)")
-    for flag in ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "ACC_SCALE"):
+    for flag in GEMM_CONFIG_FLAGS:
         if flag in c and not isinstance(c[flag], bool):
             raise ValueError(f"{where}: {flag} must be true or false, got {c[flag]!r}")
     if c.get("GLUON") and (direct or not c.get("GEMV") or c.get("SPLIT_K", 1) > 1 or c.get("PREFETCH")):
@@ -2053,12 +2057,7 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
             raise ValueError(f"{where}: {k} must be a power of two >= {least}, got {c[k]}")
     if c.get("GEMV") and (c.get("SWAP_AB") or c.get("SPLIT")):
         raise ValueError(f"{where}: GEMV excludes SWAP_AB and SPLIT (it has no MMA tile)")
-    return ({k: c[k] for k in keys} | ({"SPLIT": True} if c.get("SPLIT") else {})
-            | ({"SWAP_AB": True} if c.get("SWAP_AB") else {}) | ({"GEMV": True} if c.get("GEMV") else {})
-            | ({"PREQUANT": True} if c.get("PREQUANT") else {}) | ({"TMA": True} if c.get("TMA") else {})
-            | ({"ACC_SCALE": True} if c.get("ACC_SCALE") else {})
-            | ({"SPLIT_SLOTS": True} if c.get("SPLIT_SLOTS") else {})
-            | ({"PREFETCH": True} if c.get("PREFETCH") else {}) | ({"GLUON": True} if c.get("GLUON") else {})
+    return ({k: c[k] for k in keys} | {f: True for f in GEMM_CONFIG_FLAGS if c.get(f)}
             | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
 
 

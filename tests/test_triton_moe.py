@@ -1323,6 +1323,23 @@ def test_tuner_files_from_log_rewrites_the_measured_tables(tmp_path):
         tune.files_from_log(lp, tmp_path / "o2")
 
 
+
+def test_tuner_keys_and_writes_every_option_the_tile_files_take():
+    """Every boolean option a tile file takes (``GEMM_CONFIG_FLAGS``) is part of the tuner's candidate key (so a
+    candidate with it is timed on its own: ``ACC_SCALE`` candidates once shared their twins' timings and were written
+    without the flag, a tile that spills without it) and is kept when the tuner writes a file."""
+    spec_ = importlib.util.spec_from_file_location("tune_triton_moe", ROOT / "benchmarks" / "tune_triton_moe.py")
+    tune = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(tune)
+    K = _K()
+    base = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
+    assert "ACC_SCALE" in K.GEMM_CONFIG_FLAGS
+    for flag in K.GEMM_CONFIG_FLAGS:
+        on = {**base, flag: True}
+        assert tune.cfg_key(on) != tune.cfg_key(base), flag
+        assert tune._strip({**on, "us": 1.0})[flag] is True, flag
+    assert K._check_gemm_cfg({**base, "ACC_SCALE": True, "us": 1.0}, "f.json") == {**base, "ACC_SCALE": True}
+
 # --- in-process tests (no kernels run) ---------------------------------------------------------------
 
 def test_cpu_without_the_interpreter_is_refused():
