@@ -117,13 +117,6 @@ TMA_FORMATS = tuple(f for f, m in W_MODES.items() if m in TMA_W_MODES)
 #: after): 1.04-1.23x at 2048-8192 tokens with the re-tuned tiles and up to 1.05x at ``BLOCK_M`` 32 (256 tokens), but
 #: 3-7 % slower at ``BLOCK_M`` 16 and 1 token (the mma.sync tiles), which keep the per-column scales.
 SB_TILE_MIN_BLOCK_M = 32
-#: Config ``ACC_SCALE`` (fp8_block, tiles with ``SB_TILE``): the accumulator is kept in units of the current K step's
-#: per-row scale ``c = sa * sb`` and each step's MMA accumulates into ``acc * (c_prev / c)``, so no second
-#: ``[BLOCK_M, BLOCK_N]`` float32 tile (the scaled partial sum) is live: about 60-70 fewer registers per thread at
-#: ``BLOCK_M`` 64 x ``BLOCK_N`` 128 on 4 warps (sm90 compile: 193 -> 123), more CTAs per SM. ``c`` is floored at this
-#: value (a row whose activation group is all zero has scale 0; the floor keeps the ratio finite: the MMA adds zeros).
-ACC_SCALE_FLOOR = 1e-30
-_ACC_SCALE_FLOOR = tl.constexpr(ACC_SCALE_FLOOR)
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
 #: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
 #: experts one CTA is faster up to 1024 slots (8.4 vs 8.8 us at 1024), with 128 or 256 experts only up to
@@ -740,10 +733,7 @@ def _moe_gemm_kernel(
     code; SWAP_AB computes the transposed tile ``B[e] @ A.T`` so the weight tile is the MMA's M operand,
     for small ``BLOCK_M``; SB_TILE (W_MODE 3): the tile's weight rows (gate and up) lie in one block of ``group_n``
     rows, so each K step's partial sum is scaled by one per-row factor ``sa * sb`` (one FFMA per element, no layout
-    conversion of the row scales) instead of ``sa[:, None] * sb[None, :]``; SB_TILE 2 (config ``ACC_SCALE``): the
-    accumulator is kept in units of the current K step's ``c = max(sa * sb, ACC_SCALE_FLOOR)``, each step's MMA
-    accumulating into ``acc * (c_prev / c)``, and multiplied by the last ``c`` after the loop (no scaled partial-sum
-    tile live: fewer registers); GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
+    conversion of the row scales) instead of ``sa[:, None] * sb[None, :]``; GEMV (W_MODE 6, 7 only): no ``tl.dot``, each K tile's decoded weights ``[BLOCK_N,
     BLOCK_K]`` stay in registers and each real row of the block (rows past the block's slots are skipped) gets
     ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows; at
     ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
@@ -957,9 +947,6 @@ def _moe_gemm_kernel(
             if GATED:
                 acc_u = acc_u * gsc
     else:
-        if SB_TILE == 2:                     # the scale the accumulator is in units of (per row)
-            c_prev = tl.full([BLOCK_M], 1.0, tl.float32)
-            c_prev_u = c_prev
         for kb in range(0, tl.cdiv(K, BLOCK_K)):
             if EVEN_K:
                 a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
@@ -994,17 +981,7 @@ def _moe_gemm_kernel(
                     acc_u = tl.dot(qa, bu, acc_u)
             elif W_MODE == 3:
                 sa = tl.load(a_amax_ptr + a_row * stride_asm + kb, mask=row_ok, other=0.0)
-                if SB_TILE == 2:             # ACC_SCALE: the accumulator in units of this K step's scale
-                    sb1 = tl.load(s_base + ((pid_n * BLOCK_N) // group_n) * stride_sn + kb * stride_sk)
-                    cc = tl.maximum(sa * sb1, _ACC_SCALE_FLOOR)
-                    acc = tl.dot(a, b, acc * (c_prev / cc)[:, None])
-                    c_prev = cc
-                    if GATED:
-                        sbu1 = tl.load(s_base + ((pid_n * BLOCK_N + n_up) // group_n) * stride_sn + kb * stride_sk)
-                        ccu = tl.maximum(sa * sbu1, _ACC_SCALE_FLOOR)
-                        acc_u = tl.dot(a, bu, acc_u * (c_prev_u / ccu)[:, None])
-                        c_prev_u = ccu
-                elif SB_TILE == 1:           # the tile lies in one block of group_n rows: one weight scale per K step
+                if SB_TILE:                  # the tile lies in one block of group_n rows: one weight scale per K step
                     sb1 = tl.load(s_base + ((pid_n * BLOCK_N) // group_n) * stride_sn + kb * stride_sk)
                     acc += tl.dot(a, b) * (sa * sb1)[:, None]
                     if GATED:
@@ -1071,10 +1048,6 @@ def _moe_gemm_kernel(
                     if GATED:
                         bu_ptrs += BLOCK_K * stride_bk
 
-        if SB_TILE == 2:                     # back to real units
-            acc = acc * c_prev[:, None]
-            if GATED:
-                acc_u = acc_u * c_prev_u[:, None]
     if SPLIT_MODE == 1:                      # split-K partial sums (float32, before the epilogue)
         ws_ptrs = ws_ptr + pid_k * stride_wsk + offs_r.to(tl.int64)[:, None] * stride_wsm + offs_cn[None, :]
         ws_mask = row_ok[:, None] & n_ok[None, :]
@@ -1179,9 +1152,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     (weight modes :data:`TMA_W_MODES`: 16-bit and FP8): the weight tiles are loaded through a TMA tensor descriptor
     built here over ``b`` viewed ``[E * N_b, K]`` (``triton.tools.tensor_descriptor.TensorDescriptor``; a CUDA-graph
     capture keeps it, since it holds the weights' address); raises ValueError for another weight mode, GEMV, or
-    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule). Config ``ACC_SCALE``
-    (fp8_block, ``BLOCK_M`` >= :data:`SB_TILE_MIN_BLOCK_M`, a tile within one block of ``group_n`` weight rows): the
-    accumulator in units of each K step's scale (:data:`ACC_SCALE_FLOOR`); raises ValueError elsewhere."""
+    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule)."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
@@ -1220,14 +1191,6 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     if c_amax_mode == 3 and bn % group_k:
         raise ValueError(f"fp8_block's first GEMM quantizes its output per group of {group_k} columns: BLOCK_N "
                          f"must be a multiple of {group_k}, got {bn}")
-    one_block = w_mode == 3 and group_n % bn == 0 and (not gated or n_out % group_n == 0)
-    acc_scale = bool(config.get("ACC_SCALE"))
-    if acc_scale and not (one_block and bm >= SB_TILE_MIN_BLOCK_M):
-        raise ValueError(f"ACC_SCALE (the accumulator in units of each K step's scale) is an option of fp8_block tiles "
-                         f"from BLOCK_M {SB_TILE_MIN_BLOCK_M} whose weight rows lie in one block of {group_n} rows "
-                         f"(BLOCK_N dividing it, up rows on a block boundary); got weight mode {w_mode}, BLOCK_M {bm}, "
-                         f"BLOCK_N {bn}")
-    sb_tile = 2 if acc_scale else int(one_block and bm >= SB_TILE_MIN_BLOCK_M)
     prefetch = bool(config.get("PREFETCH"))
     gluon = bool(config.get("GLUON"))
     if gluon and not (gemv and bm == 1 and split_k == 1 and not prefetch and fp4_asm and w_mode in FP4_MODES):
@@ -1275,7 +1238,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
         SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
-        SB_TILE=sb_tile,
+        SB_TILE=w_mode == 3 and bm >= SB_TILE_MIN_BLOCK_M and group_n % bn == 0 and (not gated or n_out % group_n == 0),
         BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if gluon:                # the Gluon GEMV writes the sums, the reduction below runs the epilogue
         from . import triton_moe_gluon
@@ -2019,7 +1982,7 @@ def gluon_rows_per_thread(block_n: int, num_warps: int) -> int | None:
 
 #: The boolean options a GEMM config of a tile file may set (:func:`_check_gemm_cfg`); the tuner keys and writes its
 #: candidates by these (benchmarks/tune_triton_moe.py cfg_key, _strip), so an option added here is timed and kept there.
-GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "ACC_SCALE")
+GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON")
 
 
 def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:

@@ -33,9 +33,6 @@ How (the search is separable, so it times sum-of-candidates, not their product):
 - fp8_channel: every candidate is also timed with ``PREQUANT`` switched (each GEMM's A quantized to e4m3 by
   one pass before it, ``triton_moe_kernels.row_quant``, instead of in its main loop; the timed call includes the
   pass), so a tuned entry keeps whichever is faster per GEMM.
-- fp8_block: every candidate from ``BLOCK_M`` 32 whose tile lies in one 128-row weight block (``BLOCK_N`` 16-128;
-  the fused first GEMM's up rows on a block boundary) is also timed with ``ACC_SCALE`` (the accumulator kept in
-  units of each K step's scale: no second float32 tile live, fewer registers), so a tuned entry keeps the faster.
 - ``--tma`` (bf16, fp8_channel, fp8_block): every candidate from ``BLOCK_M`` 64 is also timed with ``TMA`` switched
   (the weight tiles loaded through a TMA tensor descriptor instead of per-thread pointer loads), so a tuned entry
   keeps whichever is faster per GEMM.
@@ -258,9 +255,8 @@ def _fits(cfg: dict, bm: int, fmt: str, gated: bool, n_out: int, k_dim: int) -> 
         return False
     mult = 2 if gated else 1
     smem = stages * (bm * bk * a_bytes + bn * bk * b_bytes * mult)
-    # float32 accumulators per thread; block scaling keeps a second one per dot (the scaled partial sum), except with
-    # ACC_SCALE (the accumulator in units of each K step's scale)
-    regs = bm * bn * mult * (2 if fmt == "fp8_block" and not cfg.get("ACC_SCALE") else 1) / (32 * warps)
+    # float32 accumulators per thread; block scaling keeps a second one per dot (the scaled partial sum)
+    regs = bm * bn * mult * (2 if fmt == "fp8_block" else 1) / (32 * warps)
     if smem > SMEM_LIMIT or regs > 128:
         return False
     if bn > max(16, _pow2(n_out)) or (fmt != "fp8_block" and bk > max(16, _pow2(k_dim))):
@@ -310,14 +306,6 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
             cands.append({**base, "GROUP_M": 1 if base["GROUP_M"] > 1 else 8})
     if fmt in _K().PREQUANT_FORMATS:    # each candidate with and without A quantized before the GEMM (PREQUANT)
         cands = cands + [_toggle(c, "PREQUANT") for c in [base, *cands]]
-    if fmt == "fp8_block" and block_k is not None and bm >= _K().SB_TILE_MIN_BLOCK_M and not dry:
-        # and with the accumulator in units of each K step's scale (ACC_SCALE), where the tile lies in one weight block
-        # (BLOCK_N dividing the block's 128 rows; the fused first GEMM's up rows on a block boundary)
-        one = [c for c in [base, *cands, *splits] if BLOCK[0] % c["BLOCK_N"] == 0
-               and (c.get("SPLIT") or not gated or n_out % BLOCK[0] == 0)]
-        acc_scaled = [_toggle(c, "ACC_SCALE") for c in one]
-        splits = splits + [c for c in acc_scaled if c.get("SPLIT")]
-        cands = cands + [c for c in acc_scaled if not c.get("SPLIT")]
     if TRY_TMA and fmt in _K().TMA_FORMATS and bm >= TMA_MIN_BLOCK_M:   # and with the weights through TMA (--tma)
         cands = cands + [_toggle(c, "TMA") for c in [base, *cands, *splits]]
     for c in cands + splits:

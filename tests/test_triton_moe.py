@@ -826,88 +826,6 @@ def test_fp8_block_one_weight_scale_per_k_step(split):
         assert diff <= SPLIT_VS_FUSED, f"one scale per K step vs {other}: rel_error {diff:.3g} (seed {seed})"
 
 
-@pytest.mark.parametrize("split", [False, True])
-@interp
-def test_fp8_block_accumulator_in_units_of_the_k_steps_scale(split):
-    """``ACC_SCALE`` (fp8_block, a tile within one weight block): the accumulator kept in units of each K step's
-    per-row scale, each MMA accumulating into ``acc * (c_prev / c)``, gives the one-scale-per-K-step tile's result
-    within float32 rounding (at most one e4m3 unit where the first GEMM's output is quantized), both against the
-    float64 reference; with a weight block whose scale is 0 (K step scale floored at ACC_SCALE_FLOOR) the output stays
-    finite and equal to the other tile's within the same bound."""
-    K = _K()
-    seed = fresh_seed()
-    spec = spec_of("fp8_block", e=4, k=2, h=96, i=64)
-    layer = Layer(spec, seed, block=(32, 32))
-    core, pw = core_for(spec, layer, block_shape=(32, 32))
-    x, ids, w = routing(spec, 50, seed)
-    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
-    g1 = {**g, **({"SPLIT": True} if split else {})}
-    launch = K._Kernel.launch
-    seen = []
-
-    def record(self, grid, device, *a, **kw):
-        if "SB_TILE" in kw:
-            seen.append(kw["SB_TILE"])
-        return launch(self, grid, device, *a, **kw)
-    outs = {}
-    K._Kernel.launch = record
-    try:
-        for on in (False, True):
-            extra = {"ACC_SCALE": True} if on else {}
-            cfg = {"BLOCK_M": 32, "gemm1": {**g1, **extra}, "gemm2": {**g, **extra}}
-            core.config_for = lambda t, cfg=cfg: cfg
-            outs[on] = core.forward(x, ids, w, pw)
-            check(spec, layer, x, ids, w, outs[on], f"fp8_block ACC_SCALE {on}", seed, h16=split)
-        assert seen == [1, 1, 2, 2], seen
-        diff = rel_error(outs[True], outs[False].double())
-        assert diff <= SPLIT_VS_FUSED, f"ACC_SCALE vs one scale per K step: rel_error {diff:.3g} (seed {seed})"
-        pw.s13[0, 0, 1] = 0.0                                 # one weight block of expert 0 scaled to nothing
-        pw.s2[1, 1, 0] = 0.0
-        zeroed = {}
-        for on in (False, True):
-            extra = {"ACC_SCALE": True} if on else {}
-            cfg = {"BLOCK_M": 32, "gemm1": {**g1, **extra}, "gemm2": {**g, **extra}}
-            core.config_for = lambda t, cfg=cfg: cfg
-            zeroed[on] = core.forward(x, ids, w, pw)
-    finally:
-        K._Kernel.launch = launch
-    assert torch.isfinite(zeroed[True]).all()
-    diff = rel_error(zeroed[True], zeroed[False].double())
-    assert diff <= SPLIT_VS_FUSED, f"with a zero block scale: rel_error {diff:.3g} (seed {seed})"
-
-
-@interp
-def test_acc_scale_is_refused_where_the_tile_spans_weight_blocks():
-    """``ACC_SCALE`` needs one weight scale per K step: a ValueError naming the option for a tile of two weight
-    blocks (BLOCK_N 64 over 32-row blocks), for BLOCK_M 16, and for another format; the config file checker takes it
-    as a boolean."""
-    K = _K()
-    seed = fresh_seed()
-    spec = spec_of("fp8_block", e=4, k=2, h=96, i=64)
-    layer = Layer(spec, seed, block=(32, 32))
-    core, pw = core_for(spec, layer, block_shape=(32, 32))
-    x, ids, w = routing(spec, 20, seed)
-    g = {"BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2, "ACC_SCALE": True}
-    for bm, bn in ((32, 64), (16, 32)):
-        cfg = {"BLOCK_M": bm, "gemm1": {**g, "BLOCK_N": bn}, "gemm2": {**g, "BLOCK_N": bn}}
-        core.config_for = lambda t, cfg=cfg: cfg
-        with pytest.raises(ValueError, match=f"ACC_SCALE .*BLOCK_M {bm}, BLOCK_N {bn}"):
-            core.forward(x, ids, w, pw)
-    spec16 = spec_of("bf16", e=4, k=2, h=96, i=64)
-    layer16 = Layer(spec16, seed)
-    core16, pw16 = core_for(spec16, layer16)
-    cfg = {"BLOCK_M": 32, "gemm1": {**g, "BLOCK_N": 32}, "gemm2": {**g, "BLOCK_N": 32}}
-    core16.config_for = lambda t: cfg
-    with pytest.raises(ValueError, match="ACC_SCALE .*weight mode 0"):
-        core16.forward(x, ids, w, pw16)
-    ok = K._check_gemm_cfg({"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2,
-                            "ACC_SCALE": True}, "f.json")
-    assert ok["ACC_SCALE"] is True
-    with pytest.raises(ValueError, match="ACC_SCALE must be true or false"):
-        K._check_gemm_cfg({"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2,
-                           "ACC_SCALE": 1}, "f.json")
-
-
 def test_h16_emulation_takes_only_the_roundings_float32_leaves_open():
     """closest_h16_emulation: an output that differs from the float64 emulation only in the bf16 rounding of
     elements within float32 error of a midpoint matches exactly; a wrong activation scale of 1 % does not
@@ -1326,19 +1244,20 @@ def test_tuner_files_from_log_rewrites_the_measured_tables(tmp_path):
 
 def test_tuner_keys_and_writes_every_option_the_tile_files_take():
     """Every boolean option a tile file takes (``GEMM_CONFIG_FLAGS``) is part of the tuner's candidate key (so a
-    candidate with it is timed on its own: ``ACC_SCALE`` candidates once shared their twins' timings and were written
-    without the flag, a tile that spills without it) and is kept when the tuner writes a file."""
+    candidate with it is timed on its own: candidates of an option missing from the key once shared their twins'
+    timings, and were written without the option, a tile that spilled without it) and is kept when the tuner writes a
+    file."""
     spec_ = importlib.util.spec_from_file_location("tune_triton_moe", ROOT / "benchmarks" / "tune_triton_moe.py")
     tune = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(tune)
     K = _K()
     base = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
-    assert "ACC_SCALE" in K.GEMM_CONFIG_FLAGS
+    assert {"PREQUANT", "TMA", "SPLIT", "GEMV"} <= set(K.GEMM_CONFIG_FLAGS)
     for flag in K.GEMM_CONFIG_FLAGS:
         on = {**base, flag: True}
         assert tune.cfg_key(on) != tune.cfg_key(base), flag
         assert tune._strip({**on, "us": 1.0})[flag] is True, flag
-    assert K._check_gemm_cfg({**base, "ACC_SCALE": True, "us": 1.0}, "f.json") == {**base, "ACC_SCALE": True}
+    assert K._check_gemm_cfg({**base, "TMA": True, "us": 1.0}, "f.json") == {**base, "TMA": True}
 
 # --- in-process tests (no kernels run) ---------------------------------------------------------------
 
@@ -1840,28 +1759,6 @@ def test_gpu_tma_equals_the_pointer_loads(quant, tokens):
         outs[on] = core.forward(x, ids, w, pw)
     assert torch.equal(outs[True], outs[False]), f"TMA changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"TMA, {tokens} tokens", seed, h16=bool(base["gemm1"].get("SPLIT")))
-    assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
-
-
-@pytest.mark.parametrize("tokens, split", [(2048, True), (2048, False), (256, False)])
-@gpu_test
-def test_gpu_acc_scale_equals_one_scale_per_k_step(tokens, split):
-    """``ACC_SCALE`` on the GPU (fp8_block, BLOCK_M 64 x BLOCK_N 128, both GEMMs; the first split or fused): within the
-    FP8 tolerance of float64, close to the one-scale-per-K-step tiles (float32 rounding of the scale ratio: at most one
-    e4m3 unit where the first GEMM's output is quantized), and CUDA-graph replay equal to eager."""
-    spec, layer, seed = gpu_layer("fp8_block", k=8, e=64, h=1024, i=512)
-    core, pw = core_for(spec, layer, "cuda", warmup=False)
-    x, ids, w = routing(spec, tokens, seed, "cuda")
-    g = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
-    outs = {}
-    for on in (False, True):
-        extra = {"ACC_SCALE": True} if on else {}
-        cfg = {"BLOCK_M": 64, "gemm1": {**g, **extra, **({"SPLIT": True} if split else {})}, "gemm2": {**g, **extra}}
-        core.config_for = lambda t, cfg=cfg: cfg
-        outs[on] = core.forward(x, ids, w, pw)
-        check(spec, layer, x, ids, w, outs[on], f"ACC_SCALE {on}, {tokens} tokens", seed, h16=split)
-    diff = rel_error(outs[True], outs[False].double())
-    assert diff <= SPLIT_VS_FUSED, f"ACC_SCALE vs one scale per K step: rel_error {diff:.3g} (seed {seed})"
     assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
 
 
