@@ -48,11 +48,23 @@ MXFP8 = dict(gpu="MI355X", engine="vllm", quant="mxfp8", model=M3, a2a="none", r
 
 @pytest.mark.parametrize(("tp", "ep"), [(2, 2), (8, 8), (1, 4)])
 def test_mxfp8_aiter_under_ep_refused_at_0_25_0(tp, ep):
-    """0.25.0 with EP 2, 4 and 8: refused (parallelism_unsupported, aiter.yaml), naming the mask."""
-    r = _explain(**MXFP8, engine_version="0.25.0", tp=tp, ep=ep)
+    """0.25.0 with EP 2, 4 and 8 and VLLM_ROCM_USE_AITER=1 (the report's launch): refused (parallelism_unsupported,
+    aiter.yaml), naming the mask and the switch."""
+    r = _explain(**MXFP8, engine_version="0.25.0", tp=tp, ep=ep, vendor_library=True)
     assert r.plan is None
     detail = only_refusal(r, AITER, "parallelism_unsupported", "aiter.yaml")
-    assert "expert mask" in detail and "0.26.0" in detail, detail
+    assert "expert mask" in detail and "0.26.0" in detail and "VLLM_ROCM_USE_AITER=0" in detail, detail
+
+
+def test_mxfp8_aiter_under_ep_at_0_25_0_with_the_switch_off_is_planned():
+    """An independent audit (2026-12-04) read the 0.25.0 sdist: with VLLM_ROCM_USE_AITER off, RoutedExperts hands the
+    MXFP8 experts vLLM's own expert map (-1 for other ranks' experts), so the mask is right, and the experts still run
+    (AiterMxfp8Experts._supports_current_device needs only ROCm and MX support). Off: planned; not stated: the row is
+    unverified (strict refuses), not a refusal."""
+    assert_planned(_explain(**MXFP8, engine_version="0.25.0", tp=4, ep=4, vendor_library=False), AITER)
+    r = _explain(**MXFP8, engine_version="0.25.0", tp=4, ep=4)
+    assert "parallelism_unsupported" not in refusals(r, AITER), refusals(r, AITER)
+    assert r.plan is not None and r.plan.runner == AITER and r.plan.evidence == "unverified", r.plan
 
 
 @pytest.mark.parametrize(("vllm", "tp", "ep"), [("0.25.0", 4, 1), ("0.25.0", 1, 1), ("0.26.0", 4, 4), ("0.29.0", 8, 8)])
