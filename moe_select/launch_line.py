@@ -582,7 +582,7 @@ def _config_file(path: str, flag: str, where: str, base: Path | None) -> tuple[d
         p = base / p
     if not p.is_file():
         raise InputError(Issue(where, 0, flag, f"{flag} {path}: no such file (give the YAML file the launch reads)"))
-    data = load_file(p, str(path), kind=f"{flag} file")
+    data = load_file(p, str(path), kind=f"{flag} file", engine_yaml=True)   # YAML 1.1, as the engine reads it
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), flag, f"{flag} {path}: the file holds a "
                                f"{type(data).__name__ if data is not None else 'nothing'}, not a mapping of settings"))

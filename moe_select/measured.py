@@ -88,13 +88,22 @@ def sources_of(measurements: Any) -> list[Source]:
         measurements = [measurements]
     out: list[Source] = []
     paths: list[str | Path] = []
+    from .errors import InputError
+
+    if not isinstance(measurements, (list, tuple)):
+        raise InputError(f"measurements: a path, a Measurements object or a list of them, got "
+                         f"{type(measurements).__name__}", file="<explain>", field="measurements")
     for i, m in enumerate(measurements):
         if isinstance(m, Source):
             out.append(m)
         elif isinstance(m, Measurements):
             out.append(Source(f"<measurements {i}>", m))
-        else:
+        elif isinstance(m, (str, Path)):
             paths.append(m)
+        else:
+            raise InputError(f"measurements[{i}]: a path to a moe-select tune table (or a folder of them) or a "
+                             f"Measurements object, got {type(m).__name__} (a table read by hand: "
+                             f"moe_select.measurements.Measurements)", file="<explain>", field=f"measurements[{i}]")
     return out + load_tables(paths)
 
 

@@ -681,6 +681,9 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     registry = registry or REGISTRY
     if not (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool) and 0 < timeout_s < float("inf")):
         raise InputError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}", file="<resolve>", field="timeout_s")
+    if strict is not None and not isinstance(strict, bool):
+        raise InputError(f"strict must be True, False or None (the plan's own), got {strict!r}", file="<resolve>",
+                         field="strict")
     rank = None
     if group is not None:
         import torch.distributed as dist

@@ -868,6 +868,23 @@ def _dispatch_precision_reasons(a2a: A2ACapability, name: str, ctx: _Ctx, assume
                                  + (f", or one of {', '.join(have)}" if have else "")}) for r in gap]
 
 
+def _not_an_engine_name(name: str, engine: str, mean: str, close: str | None) -> Reason | None:
+    """A runner no capability file describes, under an engine whose runner option is closed (backends/engines/names.yaml
+    ``choices``: SGLang's argparse choices, vLLM's MoEBackend Literal, TensorRT-LLM's MoeConfig Literal) that takes no
+    such name: ``engine_unsupported`` (the engine refuses it at startup), citing the choices row. None where the option
+    is open or takes the name (a backend of the engine's that no capability file describes yet: unverified)."""
+    from .engine_tables import names
+
+    table = names()
+    ch = table.choices_of(engine, "runner")
+    if ch is None or not ch.closed or ch.norm(name) in table.accepted(engine, "runner"):
+        return None
+    return Reason(code="engine_unsupported", backend=name, source=ch.where(),
+                  detail=f"no capability file describes runner {name}{mean}, and {engine}'s runner option takes no such "
+                         f"value: it refuses it at startup ({ch.source})",
+                  fix=f"runner: {close}" if close else f"a runner {engine} takes (moe-select explain lists them)")
+
+
 # ------------------------------------------------------------------------------------------ explain
 def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Catalog | None = None,
             environment: Environment | None = None, base_dir: Path | None = None,
@@ -1226,6 +1243,8 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                     engine_reasons.append(Reason(code="no_adapter", detail=f"no capability file describes runner {name}{mean}: "
                                                  "this install has no adapter for it", source="backends/", backend=name,
                                                  fix=f"runner: {close[0]}" if close else None))
+                elif (refusal := _not_an_engine_name(name, e, mean, close[0] if close else None)) is not None:
+                    engine_reasons.append(refusal)
                 else:
                     ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}{mean}",
                                                 settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",

@@ -495,7 +495,20 @@ _MarkedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 _MarkedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
-def load_text(text: str, file: str) -> Any:
+class _EngineLoader(_BoundedComposer, _Base):  # type: ignore[misc, valid-type]
+    """The bounded, marked loader with PyYAML's own YAML 1.1 scalars (``yes``/``on`` are true, ``010`` is octal):
+    how the engines read their config files (vLLM's ``--config``: FlexibleArgumentParser._load_config_file, and
+    TensorRT-LLM's ``--extra_llm_api_options``: tensorrt_llm/commands/serve.py, both ``yaml.safe_load``)."""
+
+    filename = "<input>"
+
+
+_EngineLoader.yaml_constructors = dict(_EngineLoader.yaml_constructors)
+_EngineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_EngineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def load_text(text: str, file: str, *, engine_yaml: bool = False) -> Any:
     """Parse YAML (or JSON) ``text``; ``file`` is the name used in marks and errors.
 
     Scalars follow the YAML 1.2 core schema (see README): ``yes``/``on``/``0x8``/dates stay strings, an
@@ -504,12 +517,15 @@ def load_text(text: str, file: str) -> Any:
     :data:`MAX_KEYS`, :data:`MAX_SCALAR_CHARS`, :data:`MAX_INT_DIGITS`), so a ten-line alias bomb is
     refused in milliseconds.
 
+    ``engine_yaml``: an engine's own config file, read with PyYAML's YAML 1.1 scalars as the engine reads it
+    (``yes`` is true there), still bounded and marked.
+
     Raises :class:`InputError` with the line (and, where known, the key) of a syntax error, a control
     character, a duplicate key, a passed bound, a leading zero or an unsupported tag.
     """
     loader = None
     try:
-        loader = _MarkedLoader(text)  # (the pure-Python reader checks the characters here)
+        loader = (_EngineLoader if engine_yaml else _MarkedLoader)(text)  # (the pure-Python reader checks characters)
         loader.filename = file
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
@@ -538,18 +554,18 @@ def load_text(text: str, file: str) -> Any:
 
 
 def load_file(path: str | Path, display: str | None = None, *, kind: str = "input file",
-              hashes: dict[str, str] | None = None) -> Any:
+              hashes: dict[str, str] | None = None, engine_yaml: bool = False) -> Any:
     """Load a YAML/JSON file with marks, through :func:`read_input` (regular files of at most
     :data:`MAX_INPUT_BYTES`, read once), :func:`decode_text` and :func:`load_text` (bounded).
 
     ``display`` is the name errors use (default: the path); ``kind`` names the file in messages. When
-    ``hashes`` is given, the sha256 of the bytes parsed is stored in it under ``display``.
-    Raises :class:`InputError` (see those three functions)."""
+    ``hashes`` is given, the sha256 of the bytes parsed is stored in it under ``display``. ``engine_yaml``: see
+    :func:`load_text`. Raises :class:`InputError` (see those three functions)."""
     name = display or str(path)
     raw, digest = read_input(path, name, kind)
     if hashes is not None:
         hashes[name] = digest
-    return load_text(decode_text(raw, name), name)
+    return load_text(decode_text(raw, name), name, engine_yaml=engine_yaml)
 
 
 def line_of(data: Any, loc: Iterable[Any]) -> int:
