@@ -406,14 +406,16 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              group_size: int | None = None, shared_intermediate_size: int | None = None,
              dense_intermediate_size: int | None = None, architecture: str | None = None,
              weight_only: bool = False, activation_scale: str | None = None,
-             activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None) -> dict[str, Any]:
+             activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None,
+             max_tokens_given: bool = True) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
     checkpoint's model class (None: not given); ``weight_only``: the checkpoint has no activation scales;
     ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None;
     ``activation_precision``: the activation precision the deployment asks for (None: the runner's default);
     ``online``: the engine quantizes an unquantized checkpoint at load; ``vendor_library``: the engine's vendor-library switch
-    (None: not given)."""
+    (None: not given); ``max_tokens_given``: ``max_tokens_per_rank`` is the deployment's (False: this project's default,
+    so ``low_latency_tokens_per_rank`` is absent)."""
     moe_tp = Fraction(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
@@ -427,7 +429,10 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "max_tokens_per_rank": max_tokens_per_rank,
         # the tokens per rank of forwards that run in an all-to-all's low-latency mode, known when it is the only
         # mode used (given, or auto for decode only); auto over prefill and decode: decode's batch is not an input
-        "low_latency_tokens_per_rank": max_tokens_per_rank if tuple(a2a_modes) == ("low_latency",) else None,
+        # (absent where max_tokens_per_rank is this project's default, not the deployment's: a need left at its default
+        # is not checked, as the a2a capacity's)
+        "low_latency_tokens_per_rank": max_tokens_per_rank if tuple(a2a_modes) == ("low_latency",) and max_tokens_given
+        else None,
         "n_group": n_group, "topk_group": topk_group,
         # the routed experts of one group of a grouped (deepseek_v3) router; absent without n_group
         "experts_per_group": Fraction(num_experts, n_group) if n_group else None,

@@ -638,6 +638,53 @@ def table(engine: str) -> EngineTable:
     return t
 
 
+class Releases(Located):
+    """``backends/engines/releases.yaml``: each engine's release dates (PEP 440 version -> ``YYYY-MM-DD``, the day its
+    first file reached PyPI)."""
+
+    schema_version: Literal[1]
+    source: str = Field(min_length=1)
+    engines: dict[Literal["sglang", "vllm", "trtllm"], dict[str, str]]
+
+    @field_validator("engines")
+    @classmethod
+    def _dated(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for dates in v.values():
+            for version, day in dates.items():
+                _pep440_version(version)
+                if not re.match(r"^\d{4}-\d{2}-\d{2}$", day):
+                    raise ValueError(f"{version}: {day!r} is not a YYYY-MM-DD date")
+        return v
+
+
+@functools.lru_cache(maxsize=None)
+def releases() -> Releases:
+    """The validated ``releases.yaml``."""
+    t = _load(engines_dir() / "releases.yaml", Releases)
+    assert isinstance(t, Releases)
+    return t
+
+
+@functools.lru_cache(maxsize=None)
+def release_date(engine: str, version: str | None) -> str | None:
+    """The date ``engine`` ``version`` was released (``releases.yaml``): its own, or for a version the table lacks the
+    newest listed release below it (a lower bound); None for no version, an invalid one, one older than every listed
+    release, or an engine without dates."""
+    from packaging.version import InvalidVersion, Version
+
+    if version is None:
+        return None
+    try:
+        want = Version(version)
+    except InvalidVersion:
+        return None
+    dated = releases().engines.get(engine, {})  # type: ignore[call-overload]
+    if version in dated:
+        return dated[version]
+    below = [(Version(v), d) for v, d in dated.items() if Version(v) <= want]
+    return max(below)[1] if below else None
+
+
 @functools.lru_cache(maxsize=None)
 def names() -> NamesTable:
     """The validated ``names.yaml``."""

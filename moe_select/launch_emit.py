@@ -83,15 +83,37 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
     entry: FlagEntry | None = next((e for e in t.flags if e.means == means and e.removed is None), None)
     if entry is None:
         raise EmitError(f"{engine}'s table has no flag for {means}: moe-select cannot write this plan as a {engine} launch")
+    from .engine_tables import release_date
+
     v = _ver(version)
     if entry.since is not None:
         sv = _ver(entry.since.version)
+        released = release_date(engine, version) if v is not None and sv is None else None
         if v is not None and sv is not None and v < sv:
             raise EmitError(f"{entry.name} was added in {entry.since.text()}: {engine} {version} does not have it, and the plan needs it "
+                            f"(declare a newer --engine-version, or plan without it)")
+        if released is not None and entry.since.date is not None and released < entry.since.date:
+            raise EmitError(f"{entry.name} was added by {entry.since.text()}, after {engine} {version} was released ({released}: "
+                            f"backends/engines/releases.yaml): {engine} {version} does not have it, and the plan needs it "
                             f"(declare a newer --engine-version, or plan without it)")
         if v is not None and sv is None:
             comments.append(f"{entry.name}: added by {entry.since.text()}; no release is recorded for it: check that {engine} {version} has it")
     return entry.name
+
+
+def _sglang_a2a_words(value: str, version: str | None, comments: list[str]) -> list[str]:
+    """SGLang's words for all-to-all ``value``: ``--moe-a2a-backend value``, or, at a release older than that flag (its
+    ``since``, judged by release dates) and for deepep, the switch those releases took, ``--enable-deepep-moe`` (its
+    table's replacement is ``--moe-a2a-backend deepep``), with a comment."""
+    try:
+        return [_flag("sglang", "a2a", version, comments), value]
+    except EmitError:
+        old = next((e for e in table("sglang").flags if e.means == "retired_a2a"), None)
+        if value != "deepep" or old is None or (old.replacement or "").split()[-1:] != ["deepep"]:
+            raise
+        comments.append(f"{old.name}: sglang {version} predates --moe-a2a-backend ({old.deprecated.text() if old.deprecated else old.source}); "
+                        f"its switch for DeepEP was {old.name} (sets ep = tp)")
+        return [old.name]
 
 
 def _released(engine: str, of: str, value: str, version: str | None, comments: list[str]) -> str:
@@ -328,7 +350,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if plan.a2a != "none":
             if a2a_row is None or a2a_row.sglang is None:
                 raise EmitError(f"SGLang has no --moe-a2a-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else ""))
-            argv += [_flag("sglang", "a2a", version, comments), a2a_row.sglang]
+            argv += _sglang_a2a_words(a2a_row.sglang, version, comments)
             if plan.a2a_mode and plan.a2a_mode != "auto" and a2a_row.sglang_mode:
                 argv += [_flag("sglang", "a2a_mode", version, comments), plan.a2a_mode]
             words, dispatch_env = _dispatch_words(plan, "sglang", version, comments)

@@ -489,27 +489,46 @@ def _ver(text: str | None) -> Any:
 def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, engine: str) -> tuple[list[Finding], bool]:
     """The findings of an entry's changes at ``version`` (None: the tables' newest), and whether the engine
     still honours it (False when removed or ignored there)."""
+    from .engine_tables import release_date
+
     v = _ver(version)
     out: list[Finding] = []
     live = True
-    new = f"; write {entry.replacement}" if entry.replacement else ""
+    released = release_date(engine, version) if v is not None else None
 
     def at_or_after(c: Change) -> bool | None:
+        """Whether the declared release has change ``c``: by version where ``c`` names one, else by date (the release's
+        date, backends/engines/releases.yaml, on or after the change's merge date); None where neither is known."""
         if v is None:
             return True
         cv = _ver(c.version)
-        return None if cv is None else v >= cv
+        if cv is not None:
+            return v >= cv
+        if c.date is not None and released is not None:
+            return released >= c.date
+        return None
 
+    def by_date(c: Change) -> str:
+        """How a date-only change was judged, for the finding (empty where its version decided)."""
+        return "" if _ver(c.version) is not None or released is None or c.date is None else \
+            f" ({engine} {version} was released {released}: judged by the dates, backends/engines/releases.yaml)"
+
+    repl = entry.replacement
+    if repl and v is not None:                  # a replacement the declared release lacks is no advice
+        other = _replacement_since(engine, repl)
+        if other is not None and at_or_after(other) is False:
+            repl = None
+    new = f"; write {repl}" if repl else ""
     if entry.since is not None and v is not None:
-        sv = _ver(entry.since.version)
-        if sv is not None and v < sv:
-            out.append(Finding("newer", written, f"added in {entry.since.text()}, newer than the declared {engine} {version}: "
-                               f"{engine} {version} does not have it", entry.since.by))
+        if at_or_after(entry.since) is False:
+            out.append(Finding("newer", written, f"added in {entry.since.text()}, newer than the declared {engine} {version}"
+                               f"{by_date(entry.since)}: {engine} {version} does not have it", entry.since.by))
             live = False
     if entry.removed is not None:
         r = at_or_after(entry.removed)
         if r is not False:
-            when = entry.removed.text() + ("" if r else f" (no release recorded; judged removed at {engine} {version})" if v is not None else "")
+            when = entry.removed.text() + by_date(entry.removed) + (
+                "" if r else f" (no release recorded; judged removed at {engine} {version})" if v is not None else "")
             kind = "removed"
             out.append(Finding(kind, written, f"removed by {when}{new}", entry.removed.by))
             live = False
@@ -519,9 +538,23 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
             out.append(Finding("ignored", written, f"no longer read (ignored since {entry.ignored.text()}): setting it changes nothing"
                                + (f" ({entry.note})" if entry.note else "") + new, entry.ignored.by))
             live = False
-    if live and entry.deprecated is not None:
-        out.append(Finding("deprecated", written, f"deprecated by {entry.deprecated.text()}{new}", entry.deprecated.by))
+    if live and entry.deprecated is not None and at_or_after(entry.deprecated) is not False:
+        out.append(Finding("deprecated", written, f"deprecated by {entry.deprecated.text()}{by_date(entry.deprecated)}{new}",
+                           entry.deprecated.by))
     return out, live
+
+
+def _replacement_since(engine: str, replacement: str) -> Change | None:
+    """When ``engine``'s table says ``replacement`` (a flag or variable the table names as the newer way, possibly
+    ``--flag value``) was added, or None."""
+    from .engine_tables import table
+
+    name = replacement.split()[0].split("=")[0]
+    t = table(engine)
+    for e in [*t.flags, *t.env]:
+        if name in getattr(e, "names", [getattr(e, "name", None)]):
+            return e.since
+    return None
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -955,6 +988,14 @@ def _map(launch: Launch, where: str) -> None:
     tp = _num(launch, "tp") or 1
     ep = _num(launch, "ep")
     if e == "sglang":
+        # Retired switches, live at the declared release (removed ones never reach here: _changes): --enable-deepep-moe
+        # was --moe-a2a-backend deepep and --enable-ep-moe was --ep-size <tp> (their tables' replacements; SGLang's
+        # ServerArgs set ep_size = tp_size for both before sgl-project/sglang#10770)
+        if v.get("retired_a2a") is not None and v["retired_a2a"].value and "a2a" not in v:
+            v["a2a"] = Read(v["retired_a2a"].entry, "deepep", v["retired_a2a"].written)
+        if v.get("ep_equals_tp") is not None and v["ep_equals_tp"].value and ep is None:
+            ep = tp
+            v["ep"] = Read(v["ep_equals_tp"].entry, tp, v["ep_equals_tp"].written)
         moe_dp = _num(launch, "moe_dp") or 1
         if moe_dp > 1:
             raise InputError(Issue(where, 0, v["moe_dp"].written, f"{v['moe_dp'].written}: SGLang's MoE data parallelism splits "

@@ -69,3 +69,83 @@ def test_a_runner_name_no_closed_engine_option_takes_is_refused_under_that_engin
     for engine in ("vllm", "trtllm"):
         r = moe_select.explain({**base, "engine": engine, "runner": "tritn"})
         assert r.plan is None, engine
+
+
+def test_trtllm_refuses_an_ep_that_does_not_divide_tp():
+    """``--emit trtllm`` wrote moe_expert_parallel_size 4 with tensor_parallel_size 2 (moe_tensor_parallel_size 0),
+    planned as supported: TensorRT-LLM's Mapping raises unless moe_tp x moe_ep = tp (common.yaml)."""
+    base = dict(gpu="H100", quant="bf16", engine="trtllm",
+                model=dict(num_experts=128, top_k=8, hidden_size=2048, moe_intermediate_size=768, activation="silu"))
+    for tp, ep in ((2, 4), (6, 4)):
+        r = moe_select.explain({**base, "tp": tp, "ep": ep})
+        assert r.plan is None, (tp, ep)
+        assert any(x.code == "parallelism_unsupported" and x.source.startswith("backends/common.yaml:")
+                   for c in r.candidates for x in c.reasons), (tp, ep)
+    assert moe_select.explain({**base, "tp": 8, "ep": 4}).plan is not None
+
+
+SGL_OLD = ("python -m sglang.launch_server --model-path examples/model_configs/deepseek-ai__DeepSeek-V3 --tp 8 "
+           "--enable-deepep-moe --deepep-mode low_latency --enable-dp-attention --dp 8")
+
+
+def test_a_flag_known_by_date_is_judged_by_the_release_date():
+    """Flags whose change the tables know by a PR's merge date only were judged at every declared version: SGLang 0.4.9
+    (released 2025-07-06) was told --enable-deepep-moe was removed (sglang#10770, 2025-09-23) and took
+    --moe-a2a-backend (sglang#8658, 2025-08-01) without a word; the DeepEP line then planned pure TP. Now each is judged
+    by the release dates (backends/engines/releases.yaml): at 0.4.9 the old switch is read (a2a deepep, ep = tp) and the
+    new flag is an engine error; at 0.5.23 the reverse."""
+    from moe_select.launch_line import from_command
+
+    old = from_command(SGL_OLD, engine_version="0.4.9")
+    assert old.deployment["a2a"] == "deepep" and old.deployment["ep"] == 8, old.deployment
+    assert not [f for f in old.findings if f.kind in ("engine_error", "removed")], old.findings
+    new = from_command(SGL_OLD.replace("--enable-deepep-moe", "--moe-a2a-backend deepep"), engine_version="0.4.9")
+    errs = [f.message for f in new.findings if f.kind == "engine_error"]
+    assert any("--moe-a2a-backend" in m or "2025-08-01" in m for m in errs) and any("2025-07-06" in m for m in errs), errs
+    assert not [f for f in from_command(SGL_OLD.replace("--enable-deepep-moe", "--moe-a2a-backend deepep"),
+                                        engine_version="0.4.10.post2").findings if f.kind == "engine_error"]
+    late = from_command(SGL_OLD, engine_version="0.5.23")
+    assert [f for f in late.findings if f.kind == "engine_error" and "--enable-deepep-moe" in f.token], late.findings
+
+
+def test_emit_for_an_old_sglang_writes_its_switches_or_refuses():
+    """``--emit sglang`` at 0.4.9 wrote --moe-a2a-backend and --moe-runner-backend, which that release lacks (read in
+    the PyPI wheels: --moe-a2a-backend from 0.4.10.post2, --moe-runner-backend from 0.5.1): the a2a is written as the
+    release's own switch (--enable-deepep-moe), and a runner flag the release lacks is refused (not written)."""
+    from moe_select.errors import MoeSelectError
+    from moe_select.launch_emit import emit
+    from moe_select.launch_line import from_command
+
+    launch = from_command(SGL_OLD, engine_version="0.4.9")
+    plan = launch.explain(deployment={"gpu": "H200"}).plan
+    assert plan is not None and plan.a2a == "deepep"
+    with pytest.raises(MoeSelectError, match=r"--moe-runner-backend was added in .*0\.5\.1.*sglang 0\.4\.9 does not have it"):
+        emit(plan, "sglang", engine_version="0.4.9", launch=launch)
+    launch = from_command(SGL_OLD, engine_version="0.5.0rc2")
+    plan = launch.explain(deployment={"gpu": "H200"}).plan
+    with pytest.raises(MoeSelectError, match="--moe-runner-backend"):
+        emit(plan, "sglang", engine_version="0.5.0rc2", launch=launch)
+
+
+def test_vllm_0_11_0_env_variables_are_not_deprecated_there():
+    """At vLLM 0.11.0 VLLM_ALL2ALL_BACKEND was the way to choose the all-to-all (deprecated by #26732 after that
+    release; --all2all-backend arrived in 0.11.1): no deprecation advising a flag the release lacks."""
+    from moe_select.launch_line import from_command
+
+    line = ("VLLM_ALL2ALL_BACKEND=deepep_low_latency vllm serve examples/model_configs/deepseek-ai__DeepSeek-V3 "
+            "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel")
+    launch = from_command(line, engine_version="0.11.0")
+    assert not [f for f in launch.findings if f.kind in ("deprecated", "engine_error")], launch.findings
+    assert launch.deployment["a2a"] == "deepep"
+
+
+def test_deepep_low_latency_limit_is_not_checked_on_the_default_token_budget():
+    """The low-latency 1024-token limit refused every runner on this project's default max_tokens_per_rank (8192), not
+    on anything the line said; a given chunk (--chunked-prefill-size 16384 over dp 8: 2048 per rank) is still refused."""
+    from moe_select.launch_line import from_command
+
+    line = ("python3 -m sglang.launch_server --model-path examples/model_configs/deepseek-ai__DeepSeek-V3 --tp 8 "
+            "--moe-a2a-backend deepep --deepep-mode low_latency --enable-dp-attention --dp 8 --cuda-graph-max-bs 128")
+    assert from_command(line).explain(deployment={"gpu": "H200"}).plan is not None
+    r = from_command(line + " --chunked-prefill-size 16384").explain(deployment={"gpu": "H200"})
+    assert r.plan is None
