@@ -101,6 +101,42 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
     return entry.name
 
 
+#: Meanings a launch line's flags are read for but that no plan field holds and no emitter writes: an emitted launch
+#: keeps them as the line gave them (the README: emit keeps the user's other flags).
+PASS_THROUGH = ("max_running", "eplb", "spec_algo", "spec_draft_tokens", "spec_config", "dp_local", "pp", "nnodes",
+                "compilation_config", "cuda_graph_bs", "trt_backend")
+
+
+def _passed_through(launch: Any, argv: list[str]) -> list[str]:
+    """The command-line flags of ``launch`` read for a :data:`PASS_THROUGH` meaning, as the line gave them (a flag the
+    emitted words already hold is not repeated; a setting read from a config file stays in that file's content)."""
+    out: list[str] = []
+    for r in launch.values.values():
+        flag = r.written.split()[0] if r.written else ""
+        if r.entry.means not in PASS_THROUGH or not flag.startswith("-") or flag in argv or flag in out:
+            continue
+        if r.entry.takes == "switch":
+            out.append(flag)
+        elif isinstance(r.value, (dict, list)):
+            out += [flag, json.dumps(r.value)]
+        else:
+            out += [flag, str(r.value)]
+    return out
+
+
+def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
+    """The variable of ``engine``'s table that sets ``means`` and that the declared release reads (added by then, not
+    removed or ignored by then: versions, else release dates, as the launch-line reader judges them), or None."""
+    from .launch_line import _changes
+
+    for e in table(engine).env:
+        if e.means == means:
+            found, live = _changes(e, e.name, version, engine)
+            if live and not any(f.kind in ("newer", "removed", "ignored") for f in found):
+                return e.name
+    return None
+
+
 def _sglang_a2a_words(value: str, version: str | None, comments: list[str]) -> list[str]:
     """SGLang's words for all-to-all ``value``: ``--moe-a2a-backend value``, or, at a release older than that flag (its
     ``since``, judged by release dates) and for deepep, the switch those releases took, ``--enable-deepep-moe`` (its
@@ -386,9 +422,18 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
                                 + ": plan it with an a2a that the names table (backends/engines/names.yaml) gives vLLM a name for")
-            argv += [_flag("vllm", "a2a", version, comments), _release_name(a2a_row.vllm, a2a_row.vllm_before, version,
-                                                                            comments, "vLLM's --all2all-backend")]
+            a2a_name = _release_name(a2a_row.vllm, a2a_row.vllm_before, version, comments, "vLLM's --all2all-backend")
+            a2a_env = {}
+            try:
+                argv += [_flag("vllm", "a2a", version, comments), a2a_name]
+            except EmitError:
+                var = _env_read_at("vllm", "a2a", version)
+                if var is None:
+                    raise
+                comments.append(f"{var}={a2a_name}: vllm {version} predates --all2all-backend; it reads the all-to-all from {var}")
+                a2a_env = {var: a2a_name}
             words, dispatch_env = _dispatch_words(plan, "vllm", version, comments)
+            dispatch_env = {**a2a_env, **dispatch_env}
             argv += words
         elif plan.a2a != "none":
             raise EmitError(f"vLLM runs an all-to-all ({plan.a2a}) only with expert parallelism: the plan has ep 1")
@@ -426,6 +471,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     if launch is not None:
         for words in launch.kept:
             argv += words
+        argv += _passed_through(launch, argv)
         if launch.config and engine == "trtllm" and yaml_doc is not None:
             yaml_doc = {**{k: v for k, v in launch.config.items()}, **yaml_doc,
                         "moe_config": {**(launch.config.get("moe_config") or {}), **yaml_doc["moe_config"]}}

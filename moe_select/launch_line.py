@@ -1057,6 +1057,12 @@ def _map(launch: Launch, where: str) -> None:
             if note:
                 launch.findings.append(Finding("note", _w(launch, "a2a"), note))
     else:  # trtllm
+        backend = v["trt_backend"].value if "trt_backend" in v else None
+        if backend is not None and str(backend) != "pytorch":
+            raise InputError(Issue(where, 0, _w(launch, "trt_backend"), "moe-select plans "
+                                   "TensorRT-LLM's PyTorch backend (its moe_config.backend modules); the "
+                                   f"{backend} backend builds its MoE another way, which no capability file describes: "
+                                   "this launch cannot be planned (drop the flag for the default pytorch backend)"))
         moe_tp = _num(launch, "moe_tp")
         how_tp = _w(launch, "tp") or "TensorRT-LLM's default tp 1"
         _set(launch, "tp", tp, how_tp)

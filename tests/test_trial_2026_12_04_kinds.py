@@ -149,3 +149,38 @@ def test_deepep_low_latency_limit_is_not_checked_on_the_default_token_budget():
     assert from_command(line).explain(deployment={"gpu": "H200"}).plan is not None
     r = from_command(line + " --chunked-prefill-size 16384").explain(deployment={"gpu": "H200"})
     assert r.plan is None
+
+
+def test_vllm_emit_before_all2all_backend_writes_the_variable():
+    """``--emit vllm`` at 0.11.0 refused an expert-parallel plan ('--all2all-backend was added in v0.11.1'): that release
+    read the all-to-all from VLLM_ALL2ALL_BACKEND (removed in 0.16.0), which the emitted line now sets."""
+    from moe_select.launch_emit import emit
+    from moe_select.launch_line import from_command
+
+    line = ("VLLM_ALL2ALL_BACKEND=deepep_low_latency vllm serve examples/model_configs/deepseek-ai__DeepSeek-V3 "
+            "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel")
+    launch = from_command(line, engine_version="0.11.0")
+    report = launch.explain(deployment={"gpu": "H200"})
+    plan = report.plan
+    choice = next(c for c in report.engine_choices if c.engine == "vllm")   # as plan --emit passes it (launch_cli)
+    out = emit(plan, "vllm", engine_version="0.11.0", launch=launch, predicted=choice.runner)
+    assert out.env.get("VLLM_ALL2ALL_BACKEND") == "deepep_low_latency" and "--all2all-backend" not in out.argv, out
+    new = emit(plan, "vllm", engine_version="0.12.0", launch=from_command(line.split(" ", 1)[1], engine_version="0.12.0"),
+               predicted=choice.runner)
+    assert "--all2all-backend" in new.argv and "VLLM_ALL2ALL_BACKEND" not in new.env, new
+
+
+def test_trtllm_emit_keeps_the_lines_other_flags_and_refuses_the_tensorrt_backend():
+    """``--emit trtllm`` dropped ``--max_batch_size 64`` (read, no plan field) and kept a ``--backend tensorrt`` plan
+    whose moe_config that backend does not read: the first is written back as given, the second is an input error."""
+    from moe_select.launch_emit import emit
+    from moe_select.launch_line import from_command
+
+    launch = from_command("trtllm-serve examples/model_configs/Qwen__Qwen3-30B-A3B --tp_size 2 --max_batch_size 64")
+    plan = launch.explain(deployment={"gpu": "H100"}).plan
+    out = emit(plan, "trtllm", launch=launch)
+    i = out.argv.index("--max_batch_size")
+    assert out.argv[i + 1] == "64", out.argv
+    with pytest.raises(InputError, match="PyTorch backend"):
+        from_command("trtllm-serve examples/model_configs/Qwen__Qwen3-30B-A3B --backend tensorrt --tp_size 2")
+    assert from_command("trtllm-serve examples/model_configs/Qwen__Qwen3-30B-A3B --backend pytorch --tp_size 2").deployment["tp"] == 2
