@@ -92,7 +92,11 @@ def _model_flag(text: str) -> dict[str, Any]:
     return out
 
 
-def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
+def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None, *, base_data: dict[str, Any] | None = None,
+                base_file: str | None = None):
+    """The deployment of ``args`` (a launch line, a ``--deployment`` file, or flags; flags override either) and the
+    folder relative paths in it are read from. ``base_data``: a recorded deployment (``tune --check``'s file) that the
+    flags override when no launch line or deployment file is given, named ``base_file`` in messages."""
     from .deployment import Deployment
     from .errors import Issue
     from .yamlio import MarkedDict, load_file, validate
@@ -141,6 +145,11 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None):
         base = Path(args.deployment).resolve().parent
         if "a2a_mode" in flags:
             data.pop("deepep_mode", None)  # --a2a-mode overrides the file's deepep_mode (SGLang's name for it)
+    elif base_data is not None:
+        file = base_file or "<recorded deployment>"
+        data, base = MarkedDict(base_data), Path(file).resolve().parent if base_file else Path.cwd()
+        data.file = file
+        data.key_sources.update({k: f"{file} (recorded deployment)" for k in base_data})
     else:
         if not flags:
             raise InputError("give --deployment FILE or deployment flags (see moe-select explain --help)", file="<flags>")

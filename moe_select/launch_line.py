@@ -346,6 +346,10 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                     elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", val) and val in host:   # -e VAR: the shell's value
                         env[val] = seen["env"][val] = host[val]
                         seen["passed"][val] = "the line's assignment" if val in line_host else "the host environment given"
+                    elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", val):     # -e VAR with no host environment read
+                        findings.append(Finding("note", f"{opt} {val}", f"docker passes the host's {val}, whose value "
+                                                "moe-select was not given: read as not set (give --shell-env to read the "
+                                                "shell's environment, --env FILE, or write -e {val}=VALUE)".replace("{val}", val)))
                 elif opt == "--env-file":
                     findings.append(Finding("note", f"--env-file {val}", "docker's variables file is not read: give its "
                                             "variables with -e (or --env) to have them read"))

@@ -773,7 +773,7 @@ def _given_deployment(dep: Any) -> dict[str, Any]:
     return out
 
 
-def cli_tune(args: Any, deployment: Callable[[Any], tuple[Any, Any]], has_deployment: bool,
+def cli_tune(args: Any, deployment: Callable[..., tuple[Any, Any]], has_deployment: bool,
              write_atomically: Callable[[Path, str], None]) -> int:
     """Body of ``moe-select tune`` (``deployment(args)`` reads the deployment flags as ``explain`` does;
     ``has_deployment``: whether any was given; ``write_atomically``: the CLI's writer of ``-o``, passed in so that
@@ -802,7 +802,14 @@ def cli_tune(args: Any, deployment: Callable[[Any], tuple[Any, Any]], has_deploy
             raise InputError(f"--check takes one measurement file; {args.check} holds {len(found)}", file=str(args.check),
                              field="check")
         old = found[0]
-    if has_deployment:
+    if has_deployment and old is not None and old.deployment is not None and not getattr(args, "deployment", None) \
+            and not getattr(args, "from_command", None):
+        # --check FILE with flags: the file's recorded deployment, the flags over it (README: flags or -d override)
+        dep, base = deployment(args, base_data=dict(old.deployment), base_file=str(args.check))
+        given = _given_deployment(dep)
+        if isinstance(given.get("model_config"), str) and base is not None:
+            given["model_config"] = str((Path(base) / given["model_config"]).resolve())
+    elif has_deployment:
         dep, base = deployment(args)
         given = _given_deployment(dep)
         if isinstance(given.get("model_config"), str) and base is not None:  # --check may run from another folder

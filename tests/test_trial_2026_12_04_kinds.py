@@ -184,3 +184,34 @@ def test_trtllm_emit_keeps_the_lines_other_flags_and_refuses_the_tensorrt_backen
     with pytest.raises(InputError, match="PyTorch backend"):
         from_command("trtllm-serve examples/model_configs/Qwen__Qwen3-30B-A3B --backend tensorrt --tp_size 2")
     assert from_command("trtllm-serve examples/model_configs/Qwen__Qwen3-30B-A3B --backend pytorch --tp_size 2").deployment["tp"] == 2
+
+
+def test_tune_check_takes_flags_over_the_recorded_deployment(tmp_path, capsys):
+    """``tune --check FILE --max-tokens-per-rank 128`` said 'give model ... or model_config': a flag threw away the
+    file's recorded deployment. The README: the file's deployment, flags override it; a flag that changes the layer
+    (tp 2) is then refused as another layer (exit 2), not as a missing model."""
+    f = tmp_path / "tune.json"
+    rc, _ = _cli(["tune", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=64,activation=silu,"
+                  "routing=renormalize", "--quant", "bf16", "--tokens", "1,16", "--budget-s", "0.05", "-o", str(f)], capsys)
+    assert rc == 0 and f.exists()
+    rc, out = _cli(["tune", "--check", str(f), "--max-tokens-per-rank", "16"], capsys)
+    assert rc in (0, 1) and "drift threshold" in out, out          # 1 would be a drift on a loaded machine
+    rc, out = _cli(["tune", "--check", str(f), "--tp", "2"], capsys)
+    err = capsys.readouterr().err
+    assert rc == 2, (out, err)
+
+
+def test_docker_e_name_without_a_host_environment_says_it_was_not_read(monkeypatch):
+    """``docker run -e VAR`` passes the host's VAR; planning another machine without --shell-env reads no shell, so
+    the capacity check said 'not set: default 128' and advised setting the variable the line passes. A note now says
+    the value was not given and how to give it."""
+    from moe_select.launch_line import from_command
+
+    monkeypatch.setenv("SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", "64")
+    line = ("docker run --gpus all -e SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK lmsysorg/sglang:v0.5.9 python3 -m "
+            "sglang.launch_server --model-path examples/model_configs/deepseek-ai__DeepSeek-V3 --tp 8 --moe-a2a-backend deepep")
+    launch = from_command(line)                       # no host environment given (the CLI gives it with --shell-env)
+    notes = [f.message for f in launch.findings if f.kind == "note" and "SGLANG_DEEPEP_NUM_MAX" in f.token]
+    assert notes and "--shell-env" in notes[0], launch.findings
+    given = from_command(line, {"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "64"})
+    assert given.env["SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "64"
