@@ -27,6 +27,8 @@ not read its plan"), so the others refuse at once instead of waiting.
 """
 from __future__ import annotations
 
+import json
+
 import weakref
 from datetime import timedelta
 from typing import Any, Iterable
@@ -128,6 +130,10 @@ def plan_fields(plan: Any, environment: Any = None) -> dict[str, str]:
                          "quant": plan.quant, "tp": d.tp, "ep": d.ep, "a2a": plan.a2a, "a2a_mode": plan.a2a_mode,
                          "a2a_module": plan.a2a_module, "cuda_graph": plan.cuda_graph}
     f.update({f"model.{k}": v for k, v in sorted(d.model.as_dict().items())})
+    # the rest of the deployment as understood (token budgets, dp, phase, ...), so a rank whose plan differs in any of
+    # it is named by the field, not by the fingerprint alone (a fifth new user's trial, 2026-12-04)
+    for k, v in sorted(d.model_dump(mode="json", exclude={"model", "provenance", "notes"}).items()):
+        f.setdefault(k, json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
     ranges = getattr(plan, "ranges", None)
     if ranges or getattr(plan, "measurements_fingerprint", None):  # issue 25: one table, one set of ranges
         f["measurements_fingerprint"] = plan.measurements_fingerprint

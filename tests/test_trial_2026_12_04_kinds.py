@@ -215,3 +215,15 @@ def test_docker_e_name_without_a_host_environment_says_it_was_not_read(monkeypat
     assert notes and "--shell-env" in notes[0], launch.findings
     given = from_command(line, {"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "64"})
     assert given.env["SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"] == "64"
+
+
+def test_a_plan_mismatch_across_ranks_names_the_deployment_field():
+    """Two ranks whose plans differ only in max_tokens_per_rank were told 'fingerprint ... vs ...': the agreement now
+    compares the whole deployment as understood, so the line names the field and both values."""
+    from moe_select.parallel import compare, plan_fields
+
+    d = dict(arch="cpu", quant="bf16", engine="moe_select", tp=2, ep=2, a2a="torch",
+             model=dict(num_experts=8, top_k=2, hidden_size=64, moe_intermediate_size=32, activation="silu"))
+    a, b = plan_fields(moe_select.plan(d)), plan_fields(moe_select.plan({**d, "max_tokens_per_rank": 64}))
+    assert compare([{"rank": 0, "fields": a}, {"rank": 1, "fields": b}]) == ["rank 1: max_tokens_per_rank 64 vs 8192 on rank 0"]
+    assert compare([{"rank": 0, "fields": a}, {"rank": 1, "fields": dict(a)}]) == []
