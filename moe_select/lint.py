@@ -208,9 +208,35 @@ def _source_findings(catalog: Catalog) -> list[Finding]:
     from .capability import SOURCE_PATTERN
 
     pattern = re.compile(SOURCE_PATTERN)
-    return [Finding(where, f"fact without a checkable source: {src[:100]!r} (write owner/repo@version:path[:symbol], "
-                    "owner/repo#N, (reported) owner/repo#N, or 'this project: <path>')")
-            for where, src in iter_sources(catalog) if not pattern.match(src)]
+    sources = iter_sources(catalog)
+    out = [Finding(where, f"fact without a checkable source: {src[:100]!r} (write owner/repo@version:path[:symbol], "
+                   "owner/repo#N, (reported) owner/repo#N, or 'this project: <path>')")
+           for where, src in sources if not pattern.match(src)]
+    # a branch name moves: the file it names today is not the one read (a fifth new user's trial, 2026-12-04)
+    moving = re.compile(r"[\w.-]+/[\w.-]+@(main|master|HEAD|develop|dev|nightly|latest)(?=:)")
+    out += [Finding(where, f"source cites a moving branch, not a commit or release: {m.group(0)!r} in {src[:80]!r} (cite the "
+                    "commit or release tag read)", "warning")
+            for where, src in sources for m in [moving.search(src)] if m]
+    root = _project_root()
+    if root is not None:   # this project's files named by 'this project:' sources exist (a checkout: tests/ is there)
+        path_re = re.compile(r"(?<![\w./-])((?:[\w.-]+/)+[\w.-]+\.(?:py|yaml|yml|json|md|sh|toml))")
+        for where, src in sources:
+            if not src.startswith("this project"):
+                continue
+            upstream = re.compile(r"^\s*(\(reported\)\s*)?[\w.-]+/[\w.-]+(@|#|\s*\()")
+            ours = [seg for seg in src.split("this project", 1)[1].split(";") if not upstream.match(seg)]
+            for path in path_re.findall(";".join(ours)):
+                if not (root / path).exists() and not (root / "moe_select" / path).exists():
+                    out.append(Finding(where, f"source names {path}, which this project does not have (checked under "
+                                       f"{root.name}/)", "warning"))
+    return out
+
+
+def _project_root() -> Path | None:
+    """The checkout this package runs from (its parent holding pyproject.toml and tests/), or None for an installed
+    wheel (whose tests/ and benchmarks/ are not shipped: 'this project' paths are not checked then)."""
+    here = Path(__file__).resolve().parent.parent
+    return here if (here / "pyproject.toml").is_file() and (here / "tests").is_dir() else None
 
 
 def evidence_findings(caps: Iterable[Any]) -> list[Finding]:

@@ -227,3 +227,18 @@ def test_a_plan_mismatch_across_ranks_names_the_deployment_field():
     a, b = plan_fields(moe_select.plan(d)), plan_fields(moe_select.plan({**d, "max_tokens_per_rank": 64}))
     assert compare([{"rank": 0, "fields": a}, {"rank": 1, "fields": b}]) == ["rank 1: max_tokens_per_rank 64 vs 8192 on rank 0"]
     assert compare([{"rank": 0, "fields": a}, {"rank": 1, "fields": dict(a)}]) == []
+
+
+def test_check_warns_on_sources_that_cannot_be_checked(monkeypatch):
+    """``moe-select check`` passed ``this project: nowhere/nothing.py`` and ``vllm-project/vllm@main:...``: a path this
+    checkout lacks and a moving branch are warnings now; this project's real paths and upstream segments of a mixed
+    source are not."""
+    from moe_select import lint
+
+    monkeypatch.setattr(lint, "iter_sources", lambda catalog: [
+        ("a.yaml:1", "this project: nowhere/nothing.py"),
+        ("b.yaml:2", "vllm-project/vllm@main:vllm/x.py"),
+        ("c.yaml:3", "this project: moe_select/lint.py, tests/test_cli.py; sgl-project/sglang@v0.5.23:python/sglang/x.py"),
+        ("d.yaml:4", "this project: backends/torch_native.py; deepseek-ai/DeepGEMM (PyPI wheel, deep_gemm/__init__.py)")])
+    got = [(f.where, f.severity) for f in lint._source_findings(None)]
+    assert got == [("b.yaml:2", "warning"), ("a.yaml:1", "warning")], got
