@@ -126,9 +126,33 @@ class MoeRunner:
                                        f"(E={s.num_experts}, ep={s.ep}, I per rank={s.intermediate_size}), got {list(t.shape)}")
             if t.device != self.device and not (t.device.type == self.device.type and self.device.index is None):
                 raise RunnerInputError(f"{name} is on {t.device}; this runner runs on {self.device}")
+        from .formats import lookup
+
+        row = lookup(s.quant)
+        takes = ", ".join(f"w13_{c.name}/w2_{c.name} {c.shape} {c.dtype}" + (" (optional)" if c.optional else "")
+                          for c in (row.scales if row is not None else []))
+        known = {f"w{p}_{c.name}" for c in (row.scales if row is not None else []) for p in ("13", "2")} \
+            | {"w13_bias", "w2_bias", "w13_g_idx", "w2_g_idx"}
+        unknown = sorted(set(scales) - known)
+        if unknown:
+            raise RunnerInputError(f"prepare_weights for {s.quant}: unknown argument{'s' if len(unknown) > 1 else ''} "
+                                   f"{', '.join(unknown)}; {s.quant} takes " + (takes or "no scales")
+                                   + " and, where the runner takes them, w13_bias/w2_bias (backends/formats.yaml)")
         for name, t in scales.items():
             if t is not None and not isinstance(t, torch.Tensor):
                 raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        # float32 scales (the format row's dtype): another dtype would be converted silently (bf16 drops 16 bits of the
+        # scale), and a NaN or infinite scale poisons every output it touches
+        for c in (row.scales if row is not None else []):
+            for p in ("13", "2"):
+                t = scales.get(f"w{p}_{c.name}")
+                if t is None or c.dtype != "float32":
+                    continue
+                if t.dtype != torch.float32:
+                    raise RunnerInputError(f"w{p}_{c.name}: {s.quant} scales must be float32 (backends/formats.yaml), got "
+                                           f"{t.dtype}")
+                if not bool(torch.isfinite(t).all()):
+                    raise RunnerInputError(f"w{p}_{c.name} holds NaN or infinite values: a scale must be finite")
         try:
             if self._cores:  # one prepared set per runner of the ranges (layouts differ: module doc)
                 return PreparedWeights(self, tuple(c.prepare_weights(w13, w2, **scales) for c in self._cores))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import moe_select
 from moe_select.errors import InputError
@@ -242,3 +243,27 @@ def test_check_warns_on_sources_that_cannot_be_checked(monkeypatch):
         ("d.yaml:4", "this project: backends/torch_native.py; deepseek-ai/DeepGEMM (PyPI wheel, deep_gemm/__init__.py)")])
     got = [(f.where, f.severity) for f in lint._source_findings(None)]
     assert got == [("b.yaml:2", "warning"), ("a.yaml:1", "warning")], got
+
+
+def test_prepare_weights_names_unknown_arguments_and_checks_float32_scales():
+    """``prepare_weights(w13, w2, foo=1)`` said 'foo must be a torch.Tensor'; fp8_block scales in bf16 were converted
+    silently and NaN scales accepted: an unknown argument is named as such with what the format takes, a float32 scale
+    of another dtype or with NaN/inf is refused."""
+    from moe_select.errors import RunnerInputError
+    from moe_select.ops import quantize
+
+    dep = dict(arch="cpu", quant="fp8_block", engine="moe_select", runner="torch_native", quant_config={"block": [32, 32]},
+               model=dict(num_experts=4, top_k=2, hidden_size=64, moe_intermediate_size=32, activation="silu"))
+    r = moe_select.resolve(moe_select.plan(dep))
+    g = torch.Generator().manual_seed(7)
+    w13, w2 = torch.randn(4, 64, 64, generator=g), torch.randn(4, 64, 32, generator=g)
+    (q13, s13), (q2, s2) = quantize(w13, "fp8_block", block=(32, 32)), quantize(w2, "fp8_block", block=(32, 32))
+    with pytest.raises(RunnerInputError, match=r"unknown argument foo; fp8_block takes w13_scale/w2_scale"):
+        r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2, foo=1)
+    with pytest.raises(RunnerInputError, match=r"w13_scale: fp8_block scales must be float32 .*bfloat16"):
+        r.prepare_weights(q13, q2, w13_scale=s13.bfloat16(), w2_scale=s2)
+    bad = s2.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(RunnerInputError, match="w2_scale holds NaN or infinite values"):
+        r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=bad)
+    assert r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2) is not None
