@@ -155,7 +155,9 @@ class Report(BaseModel):
             if p.jit:
                 out.append(f"  jit: {p.jit}")
             out += [f"  assumed: {a}" for a in p.assumptions]
-            out.append(f"  other eligible: {', '.join(p.alternatives) or 'none'}")
+            in_ranges = [r.runner for r in p.range_runners if r.runner != p.runner] if p.ranges else []
+            out.append(f"  other eligible: {', '.join(p.alternatives) or 'none'}"
+                       + (f" (besides {', '.join(in_ranges)}, which the token ranges run)" if in_ranges else ""))
             out.append(f"  fingerprint: {p.fingerprint}")
         else:
             kinds = self.refused_layer_kinds()

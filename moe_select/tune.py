@@ -731,13 +731,23 @@ def _key_issue(file: str, field_name: str, there: Any, here: Any) -> Any:
 
 
 def render_points(m: Measurements) -> str:
-    """A text table of ``m``: per token count, each runner's median, interval and spread, fastest first."""
+    """A text table of ``m``: per token count, each runner's median, interval and spread, fastest first, then one line
+    per token count naming the fastest runner and the runners tied with it (95 % intervals overlapping:
+    :func:`~moe_select.measurements.overlap`; a plan breaks ties as ``explain --measurements`` says)."""
+    from .measurements import overlap
+
     lines = [f"{'tokens':>7}  {'runner':<20} {'median us':>10}  {'95% interval':>21}  {'p10-p90':>19}  {'n':>5}  stopped"]
+    verdicts = []
     for t, row in m.table().items():
-        for p in sorted(row.values(), key=lambda q: q.median_us):
+        ranked = sorted(row.values(), key=lambda q: q.median_us)
+        for p in ranked:
             lines.append(f"{t:>7}  {p.runner:<20} {p.median_us:>10.1f}  [{p.ci_low_us:>8.1f}, {p.ci_high_us:>8.1f}]  "
                          f"{p.p10_us:>8.1f}-{p.p90_us:<9.1f}  {p.samples:>5}  {p.stopped}")
-    return "\n".join(lines)
+        if ranked:
+            tied = [p.runner for p in ranked[1:] if overlap(ranked[0], p)]
+            verdicts.append(f"{t:>7}  fastest {ranked[0].runner}" + (f"; tied with {', '.join(tied)} (95 % intervals overlap)"
+                                                                    if tied else ""))
+    return "\n".join(lines + ["per token count:"] + verdicts)
 
 
 def render_drift(drifts: Sequence[Drift], threshold: float) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from pathlib import Path
 import torch
 
 import moe_select
@@ -267,3 +268,26 @@ def test_prepare_weights_names_unknown_arguments_and_checks_float32_scales():
     with pytest.raises(RunnerInputError, match="w2_scale holds NaN or infinite values"):
         r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=bad)
     assert r.prepare_weights(q13, q2, w13_scale=s13, w2_scale=s2) is not None
+
+
+def test_the_tune_table_names_the_fastest_runner_and_ties():
+    """The tune table listed times only: it now ends with the fastest runner per token count and the runners whose
+    95 % intervals overlap it (a tie), as explain --measurements judges them."""
+    from moe_select.measurements import Measurements
+    from moe_select.tune import render_points
+
+    f = sorted((Path(__file__).parent / "fixtures").rglob("*.json"))
+    m = None
+    for path in f:
+        try:
+            m = Measurements.model_validate_json(path.read_text())
+            break
+        except Exception:  # noqa: BLE001 - other fixtures are other JSON
+            continue
+    if m is None:
+        pytest.skip("no measurement fixture")
+    text = render_points(m)
+    assert "per token count:" in text
+    for t, row in m.table().items():
+        best = min(row.values(), key=lambda q: q.median_us)
+        assert f"{t:>7}  fastest {best.runner}" in text
