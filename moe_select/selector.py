@@ -873,7 +873,9 @@ def _not_an_engine_name(name: str, engine: str, mean: str, close: str | None) ->
     """A runner no capability file describes, under an engine whose runner option is closed (backends/engines/names.yaml
     ``choices``: SGLang's argparse choices, vLLM's MoEBackend Literal, TensorRT-LLM's MoeConfig Literal) that takes no
     such name: ``engine_unsupported`` (the engine refuses it at startup), citing the choices row. None where the option
-    is open or takes the name (a backend of the engine's that no capability file describes yet: unverified)."""
+    is open or takes the name (a backend of the engine's that no capability file describes yet: unverified). The caller
+    asks only for a declared engine version the facts were checked at (a newer or undeclared release may take a value
+    the table has not read)."""
     from .engine_tables import names
 
     table = names()
@@ -1244,10 +1246,16 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                     engine_reasons.append(Reason(code="no_adapter", detail=f"no capability file describes runner {name}{mean}: "
                                                  "this install has no adapter for it", source="backends/", backend=name,
                                                  fix=f"runner: {close[0]}" if close else None))
-                elif (refusal := _not_an_engine_name(name, e, mean, close[0] if close else None)) is not None:
+                elif e not in newer_engines and e not in untold_engines and \
+                        (refusal := _not_an_engine_name(name, e, mean, close[0] if close else None)) is not None:
+                    # the declared release's runner option, as read, takes no such name: refused on that evidence (an
+                    # undeclared or newer release may take a value the table has not read: judged below, unverified)
                     engine_reasons.append(refusal)
                 else:
-                    ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}{mean}",
+                    closed = _not_an_engine_name(name, e, mean, close[0] if close else None)
+                    also = (f"; {e}'s runner option as read takes no such value ({closed.source}): the engine refuses it "
+                            f"unless a release newer than those read added it (give engine_version to judge)") if closed else ""
+                    ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}{mean}{also}",
                                                 settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",
                                                 source="backends/", backend=name))
             per_engine[e], unknowns_by[e], needs_by[e] = engine_reasons + install.get(name, []), ctx.unknowns, engine_needs

@@ -57,9 +57,10 @@ def test_engine_config_files_read_yaml_1_1_booleans_as_the_engines_do(tmp_path, 
 
 def test_a_runner_name_no_closed_engine_option_takes_is_refused_under_that_engine():
     """``--runner tritn --engine sglang`` planned tritn (unverified) while a launch line with the same value is an input
-    error: SGLang's runner choices are closed (names.yaml choices). Now refused (engine_unsupported, citing the choices
-    row, with the did-you-mean as fix); a name the engine takes but no capability file describes stays unverified."""
-    base = dict(arch="sm90", quant="bf16", engine="sglang",
+    error: SGLang's runner choices are closed (names.yaml choices). At a declared release the tables read it is now
+    refused (engine_unsupported, citing the choices row, with the did-you-mean as fix); a name the engine takes but no
+    capability file describes stays unverified, and so does any name where no release is declared."""
+    base = dict(arch="sm90", quant="bf16", engine="sglang", engine_version="0.5.12",
                 model=dict(num_experts=8, top_k=2, hidden_size=64, moe_intermediate_size=32, activation="silu"))
     r = moe_select.explain({**base, "runner": "tritn"})
     assert r.plan is None
@@ -68,9 +69,15 @@ def test_a_runner_name_no_closed_engine_option_takes_is_refused_under_that_engin
     assert reason.source.startswith("backends/engines/names.yaml:") and reason.fix == "runner: triton", reason
     r = moe_select.explain({**base, "runner": "megamoe"})          # in SGLang's choices, no capability file here
     assert r.plan is not None and r.plan.runner == "megamoe" and r.plan.evidence == "unverified"
-    for engine in ("vllm", "trtllm"):
-        r = moe_select.explain({**base, "engine": engine, "runner": "tritn"})
+    for engine, version in (("vllm", "0.20.0"), ("trtllm", "1.2.0")):
+        r = moe_select.explain({**base, "engine": engine, "engine_version": version, "runner": "tritn"})
         assert r.plan is None, engine
+    # no version declared (or one newer than the tables read): a newer release may take the name, so it stays
+    # unverified, and the unknown says that the read releases refuse it
+    undeclared = {k: v for k, v in base.items() if k != "engine_version"}
+    r = moe_select.explain({**undeclared, "runner": "tritn"})
+    assert r.plan is not None and r.plan.evidence == "unverified"
+    assert any("takes no such value" in x.detail and "did you mean 'triton'" in x.detail for x in r.plan.unknowns)
 
 
 def test_trtllm_refuses_an_ep_that_does_not_divide_tp():
