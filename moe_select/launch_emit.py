@@ -137,18 +137,19 @@ def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
     return None
 
 
-def _sglang_a2a_words(value: str, version: str | None, comments: list[str]) -> list[str]:
-    """SGLang's words for all-to-all ``value``: ``--moe-a2a-backend value``, or, at a release older than that flag (its
-    ``since``, judged by release dates) and for deepep, the switch those releases took, ``--enable-deepep-moe`` (its
-    table's replacement is ``--moe-a2a-backend deepep``), with a comment."""
+def _a2a_words(engine: str, value: str, version: str | None, comments: list[str]) -> list[str]:
+    """``engine``'s words for all-to-all ``value``: its a2a flag and the value, or, at a release older than that flag
+    (its ``since``, judged by release dates), the retired switch whose table replacement is ``FLAG value`` (the way
+    those releases took it), with a comment; else :class:`EmitError`."""
     try:
-        return [_flag("sglang", "a2a", version, comments), value]
+        return [_flag(engine, "a2a", version, comments), value]
     except EmitError:
-        old = next((e for e in table("sglang").flags if e.means == "retired_a2a"), None)
-        if value != "deepep" or old is None or (old.replacement or "").split()[-1:] != ["deepep"]:
+        old = next((e for e in table(engine).flags if e.means == "retired_a2a"
+                    and (e.replacement or "").split()[-1:] == [value]), None)
+        if old is None:
             raise
-        comments.append(f"{old.name}: sglang {version} predates --moe-a2a-backend ({old.deprecated.text() if old.deprecated else old.source}); "
-                        f"its switch for DeepEP was {old.name} (sets ep = tp)")
+        comments.append(f"{old.name}: {engine} {version} predates its all-to-all flag "
+                        f"({old.deprecated.text() if old.deprecated else old.source}); it took {value} as {old.name}")
         return [old.name]
 
 
@@ -386,7 +387,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if plan.a2a != "none":
             if a2a_row is None or a2a_row.sglang is None:
                 raise EmitError(f"SGLang has no --moe-a2a-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else ""))
-            argv += _sglang_a2a_words(a2a_row.sglang, version, comments)
+            argv += _a2a_words("sglang", a2a_row.sglang, version, comments)
             if plan.a2a_mode and plan.a2a_mode != "auto" and a2a_row.sglang_mode:
                 argv += [_flag("sglang", "a2a_mode", version, comments), plan.a2a_mode]
             words, dispatch_env = _dispatch_words(plan, "sglang", version, comments)

@@ -992,11 +992,12 @@ def _map(launch: Launch, where: str) -> None:
     tp = _num(launch, "tp") or 1
     ep = _num(launch, "ep")
     if e == "sglang":
-        # Retired switches, live at the declared release (removed ones never reach here: _changes): --enable-deepep-moe
-        # was --moe-a2a-backend deepep and --enable-ep-moe was --ep-size <tp> (their tables' replacements; SGLang's
-        # ServerArgs set ep_size = tp_size for both before sgl-project/sglang#10770)
-        if v.get("retired_a2a") is not None and v["retired_a2a"].value and "a2a" not in v:
-            v["a2a"] = Read(v["retired_a2a"].entry, "deepep", v["retired_a2a"].written)
+        # Retired switches, live at the declared release (removed ones never reach here: _changes): an all-to-all switch
+        # stood for its table's replacement ("--moe-a2a-backend VALUE": that value), the EP switch for --ep-size <tp>
+        # (SGLang's ServerArgs set ep_size = tp_size for both before sgl-project/sglang#10770)
+        old = v.get("retired_a2a")
+        if old is not None and old.value and "a2a" not in v and (old.entry.replacement or "").split()[1:]:
+            v["a2a"] = Read(old.entry, (old.entry.replacement or "").split()[-1], old.written)
         if v.get("ep_equals_tp") is not None and v["ep_equals_tp"].value and ep is None:
             ep = tp
             v["ep"] = Read(v["ep_equals_tp"].entry, tp, v["ep_equals_tp"].written)

@@ -145,13 +145,13 @@ class MoeRunner:
         # scale), and a NaN or infinite scale poisons every output it touches
         for c in (row.scales if row is not None else []):
             for p in ("13", "2"):
-                t = scales.get(f"w{p}_{c.name}")
-                if t is None or c.dtype != "float32":
+                sc = scales.get(f"w{p}_{c.name}")
+                if sc is None or c.dtype != "float32":
                     continue
-                if t.dtype != torch.float32:
+                if sc.dtype != torch.float32:
                     raise RunnerInputError(f"w{p}_{c.name}: {s.quant} scales must be float32 (backends/formats.yaml), got "
-                                           f"{t.dtype}")
-                if not bool(torch.isfinite(t).all()):
+                                           f"{sc.dtype}")
+                if not bool(torch.isfinite(sc).all()):
                     raise RunnerInputError(f"w{p}_{c.name} holds NaN or infinite values: a scale must be finite")
         try:
             if self._cores:  # one prepared set per runner of the ranges (layouts differ: module doc)

@@ -1253,8 +1253,9 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                     engine_reasons.append(refusal)
                 else:
                     closed = _not_an_engine_name(name, e, mean, close[0] if close else None)
-                    also = (f"; {e}'s runner option as read takes no such value ({closed.source}): the engine refuses it "
-                            f"unless a release newer than those read added it (give engine_version to judge)") if closed else ""
+                    also = ("; the engine's runner option as read takes no such value (backends/engines/names.yaml "
+                            "choices): the engine refuses it unless a release newer than those read added it (give "
+                            "engine_version to judge)") if closed else ""
                     ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}{mean}{also}",
                                                 settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",
                                                 source="backends/", backend=name))

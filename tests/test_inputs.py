@@ -101,6 +101,7 @@ def test_unknown_runner(tmp_path):
     assert report.plan.module is None
     [u] = [x for x in report.plan.unknowns if x.code == "no_adapter"]
     assert "no capability file describes runner deepgemm (did you mean 'deep_gemm'?)" in u.detail
+    assert "takes no such value" in u.detail        # the engines' closed runner options (names.yaml choices)
 
 
 def test_top_k_above_experts(tmp_path):
