@@ -451,6 +451,9 @@ class Choices(Located):
     #: that runner themselves), cited by ``earlier_source``: a plan is written with it there, and says so.
     earlier: dict[str, str] = {}
     earlier_source: str | None = Field(None, pattern=CITATION.pattern)
+    #: The newest release whose values were read (PEP 440): a declared release up to it refuses a value the row does
+    #: not take (the selector's unknown-runner check); a newer one may have added it.
+    read_up_to: str | None = None
 
     @model_validator(mode="after")
     def _earlier_has_since(self) -> "Choices":
@@ -460,6 +463,11 @@ class Choices(Located):
         if self.earlier and self.earlier_source is None:
             raise ValueError("earlier needs earlier_source (where the older releases' way to that runner was read)")
         return self
+
+    @field_validator("read_up_to")
+    @classmethod
+    def _read_version(cls, v: str | None) -> str | None:
+        return None if v is None else _pep440_version(v)
 
     @field_validator("since", "removed")
     @classmethod

@@ -92,11 +92,11 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
         if v is not None and sv is not None and v < sv:
             raise EmitError(f"{entry.name} was added in {entry.since.text()}: {engine} {version} does not have it, and the plan needs it "
                             f"(declare a newer --engine-version, or plan without it)")
-        if released is not None and entry.since.date is not None and released < entry.since.date:
+        if released is not None and entry.since.date is not None and released <= entry.since.date:
             raise EmitError(f"{entry.name} was added by {entry.since.text()}, after {engine} {version} was released ({released}: "
                             f"backends/engines/releases.yaml): {engine} {version} does not have it, and the plan needs it "
                             f"(declare a newer --engine-version, or plan without it)")
-        if v is not None and sv is None:
+        if v is not None and sv is None and released is None:
             comments.append(f"{entry.name}: added by {entry.since.text()}; no release is recorded for it: check that {engine} {version} has it")
     return entry.name
 
@@ -104,7 +104,7 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
 #: Meanings a launch line's flags are read for but that no plan field holds and no emitter writes: an emitted launch
 #: keeps them as the line gave them (the README: emit keeps the user's other flags).
 PASS_THROUGH = ("max_running", "eplb", "spec_algo", "spec_draft_tokens", "spec_config", "dp_local", "pp", "nnodes",
-                "compilation_config", "cuda_graph_bs", "trt_backend")
+                "compilation_config", "cuda_graph_bs", "cuda_graph_max_bs", "trt_backend")
 
 
 def _passed_through(launch: Any, argv: list[str]) -> list[str]:
@@ -117,7 +117,9 @@ def _passed_through(launch: Any, argv: list[str]) -> list[str]:
             continue
         if r.entry.takes == "switch":
             out.append(flag)
-        elif isinstance(r.value, (dict, list)):
+        elif isinstance(r.value, list):                     # nargs flags: one word per value, as the line gave them
+            out += [flag, *(str(x) for x in r.value)]
+        elif isinstance(r.value, dict):
             out += [flag, json.dumps(r.value)]
         else:
             out += [flag, str(r.value)]

@@ -502,14 +502,15 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
 
     def at_or_after(c: Change) -> bool | None:
         """Whether the declared release has change ``c``: by version where ``c`` names one, else by date (the release's
-        date, backends/engines/releases.yaml, on or after the change's merge date); None where neither is known."""
+        date, backends/engines/releases.yaml, after the change's merge date: a release of the merge day may have been
+        cut before it); None where neither is known."""
         if v is None:
             return True
         cv = _ver(c.version)
         if cv is not None:
             return v >= cv
-        if c.date is not None and released is not None:
-            return released >= c.date
+        if c.date is not None and released is not None:   # a release of the merge day is judged without it
+            return released > c.date
         return None
 
     def by_date(c: Change) -> str:
@@ -995,10 +996,20 @@ def _map(launch: Launch, where: str) -> None:
         # Retired switches, live at the declared release (removed ones never reach here: _changes): an all-to-all switch
         # stood for its table's replacement ("--moe-a2a-backend VALUE": that value), the EP switch for --ep-size <tp>
         # (SGLang's ServerArgs set ep_size = tp_size for both before sgl-project/sglang#10770)
+        # The switch wins over the explicit flag: ServerArgs.__post_init__ sets the value from it after parsing
+        # (a helper read the 0.5.2 wheel, 2026-12-04), so the flag given beside it is overwritten at startup.
         old = v.get("retired_a2a")
-        if old is not None and old.value and "a2a" not in v and (old.entry.replacement or "").split()[1:]:
-            v["a2a"] = Read(old.entry, (old.entry.replacement or "").split()[-1], old.written)
-        if v.get("ep_equals_tp") is not None and v["ep_equals_tp"].value and ep is None:
+        if old is not None and old.value and (old.entry.replacement or "").split()[1:]:
+            value = (old.entry.replacement or "").split()[-1]
+            if "a2a" in v and str(v["a2a"].value) != value:
+                launch.findings.append(Finding("rewritten", v["a2a"].written, f"{old.written} sets it to {value} at startup "
+                                               "(ServerArgs.__post_init__): the value written is not what runs", old.entry.source))
+            v["a2a"] = Read(old.entry, value, old.written)
+        if v.get("ep_equals_tp") is not None and v["ep_equals_tp"].value:
+            if ep is not None and ep != tp:
+                launch.findings.append(Finding("rewritten", v["ep"].written, f"{v['ep_equals_tp'].written} sets ep = tp ({tp}) "
+                                               "at startup (ServerArgs.__post_init__): the ep written is not what runs",
+                                               v["ep_equals_tp"].entry.source))
             ep = tp
             v["ep"] = Read(v["ep_equals_tp"].entry, tp, v["ep_equals_tp"].written)
         moe_dp = _num(launch, "moe_dp") or 1
@@ -1184,7 +1195,12 @@ def _graph_batch(launch: Launch) -> tuple[int | None, str]:
     if "cuda_graph_max_bs" in v:
         return int(v["cuda_graph_max_bs"].value), _w(launch, "cuda_graph_max_bs")
     if "cuda_graph_bs" in v:
-        return max(int(x) for x in v["cuda_graph_bs"].value), _w(launch, "cuda_graph_bs")
+        sizes = v["cuda_graph_bs"].value
+        try:
+            return max(int(x) for x in (sizes if isinstance(sizes, list) else [sizes])), _w(launch, "cuda_graph_bs")
+        except (TypeError, ValueError):
+            raise InputError(Issue(LINE, 0, _w(launch, "cuda_graph_bs"), f"{_w(launch, 'cuda_graph_bs')}: the capture "
+                                   "sizes are integers, as the engine's parser reads them")) from None
     if isinstance(v.get("cuda_graph_config") and v["cuda_graph_config"].value, dict):
         cfg = v["cuda_graph_config"].value
         if cfg.get("max_batch_size"):

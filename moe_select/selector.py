@@ -869,6 +869,22 @@ def _dispatch_precision_reasons(a2a: A2ACapability, name: str, ctx: _Ctx, assume
                                  + (f", or one of {', '.join(have)}" if have else "")}) for r in gap]
 
 
+def _read_at(engine: str, version: str | None, newer: bool) -> bool:
+    """Whether the declared ``version`` of ``engine`` lies within the releases whose runner values names.yaml read
+    (its ``choices`` row's ``read_up_to``; without one, not ``newer`` than the facts' checked version)."""
+    from packaging.version import InvalidVersion, Version
+
+    from .engine_tables import names
+
+    ch = names().choices_of(engine, "runner")
+    if ch is None or ch.read_up_to is None or version is None:
+        return not newer
+    try:
+        return Version(version) <= Version(ch.read_up_to)
+    except InvalidVersion:
+        return False
+
+
 def _not_an_engine_name(name: str, engine: str, mean: str, close: str | None) -> Reason | None:
     """A runner no capability file describes, under an engine whose runner option is closed (backends/engines/names.yaml
     ``choices``: SGLang's argparse choices, vLLM's MoEBackend Literal, TensorRT-LLM's MoeConfig Literal) that takes no
@@ -1246,7 +1262,7 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                     engine_reasons.append(Reason(code="no_adapter", detail=f"no capability file describes runner {name}{mean}: "
                                                  "this install has no adapter for it", source="backends/", backend=name,
                                                  fix=f"runner: {close[0]}" if close else None))
-                elif e not in newer_engines and e not in untold_engines and \
+                elif e not in untold_engines and _read_at(e, engine_versions(env, catalog).get(e), e in newer_engines) and \
                         (refusal := _not_an_engine_name(name, e, mean, close[0] if close else None)) is not None:
                     # the declared release's runner option, as read, takes no such name: refused on that evidence (an
                     # undeclared or newer release may take a value the table has not read: judged below, unverified)
@@ -1254,8 +1270,7 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                 else:
                     closed = _not_an_engine_name(name, e, mean, close[0] if close else None)
                     also = ("; the engine's runner option as read takes no such value (backends/engines/names.yaml "
-                            "choices): the engine refuses it unless a release newer than those read added it (give "
-                            "engine_version to judge)") if closed else ""
+                            "choices): the engine refuses it unless a release newer than those read added it") if closed else ""
                     ctx.unknowns.append(Unknown(code="no_adapter", detail=f"no capability file describes runner {name}{mean}{also}",
                                                 settle=f"backends/{name}.yaml (its support rows, activations, routing, dispatch)",
                                                 source="backends/", backend=name))

@@ -110,7 +110,14 @@ def test_a_flag_known_by_date_is_judged_by_the_release_date():
     assert not [f for f in old.findings if f.kind in ("engine_error", "removed")], old.findings
     new = from_command(SGL_OLD.replace("--enable-deepep-moe", "--moe-a2a-backend deepep"), engine_version="0.4.9")
     errs = [f.message for f in new.findings if f.kind == "engine_error"]
-    assert any("--moe-a2a-backend" in m or "2025-08-01" in m for m in errs) and any("2025-07-06" in m for m in errs), errs
+    assert any("--moe-a2a-backend" in m or "2025-08-01" in m for m in errs), errs
+    # a change known by date only is judged by the release date, and the finding names it (--moe-runner-backend's
+    # since is a version; the deprecation of --enable-deepep-moe is pinned too, so use a date-only entry: -pcp has a
+    # version now as well; the vLLM variable's deprecation by #26732 is date-only)
+    v11 = from_command("VLLM_ALL2ALL_BACKEND=naive vllm serve examples/model_configs/Qwen__Qwen3-30B-A3B -tp 8 "
+                       "--enable-expert-parallel", engine_version="0.11.1")
+    dep = [f.message for f in v11.findings if f.kind == "deprecated"]
+    assert dep and "was released 2025-1" in dep[0] and "judged by the dates" in dep[0], dep
     assert not [f for f in from_command(SGL_OLD.replace("--enable-deepep-moe", "--moe-a2a-backend deepep"),
                                         engine_version="0.4.10.post2").findings if f.kind == "engine_error"]
     late = from_command(SGL_OLD, engine_version="0.5.23")
@@ -298,3 +305,70 @@ def test_the_tune_table_names_the_fastest_runner_and_ties():
     for t, row in m.table().items():
         best = min(row.values(), key=lambda q: q.median_us)
         assert f"{t:>7}  fastest {best.runner}" in text
+
+
+# ---- a breaker's round on the above (2026-12-04, a helper who did not write them)
+
+M30 = "examples/model_configs/Qwen__Qwen3-30B-A3B"
+
+
+def test_emitted_list_flags_are_words_and_read_back_the_same():
+    """``--cuda-graph-bs 1 2 4 8`` was written back as ``'[1, 2, 4, 8]'`` (JSON), which the engine refuses and the
+    reader crashed on; list flags are now written word by word, and a non-integer size is an input error."""
+    from moe_select.launch_emit import emit
+    from moe_select.launch_line import from_command
+
+    line = f"python -m sglang.launch_server --model-path {M30} --tp 2 --cuda-graph-bs 1 2 4 8 --moe-runner-backend triton"
+    launch = from_command(line, engine_version="0.5.20")
+    out = emit(launch.explain(deployment={"gpu": "H200"}).plan, "sglang", engine_version="0.5.20", launch=launch)
+    i = out.argv.index("--cuda-graph-bs")
+    assert out.argv[i + 1:i + 5] == ["1", "2", "4", "8"], out.argv
+    back = from_command(out.script(), engine_version="0.5.20")
+    assert back.deployment.get("decode_tokens_per_rank") == launch.deployment.get("decode_tokens_per_rank") == 8
+    with pytest.raises(InputError, match="capture sizes are integers"):
+        from_command(f"python -m sglang.launch_server --model-path {M30} --tp 2 --cuda-graph-bs 1 2 x")
+
+
+def test_a_retired_switch_wins_over_the_flag_beside_it():
+    """SGLang 0.5.2's ServerArgs.__post_init__ sets moe_a2a_backend from --enable-deepep-moe (and ep_size from
+    --enable-ep-moe) after parsing: the switch wins, and the flag it overwrites is reported rewritten."""
+    from moe_select.launch_line import from_command
+
+    launch = from_command(f"python -m sglang.launch_server --model-path {M30} --tp 8 --enable-deepep-moe "
+                          "--moe-a2a-backend none", engine_version="0.5.2")
+    assert launch.deployment["a2a"] == "deepep" and launch.deployment["ep"] == 8
+    assert any(f.kind == "rewritten" and "--moe-a2a-backend none" in f.token for f in launch.findings), launch.findings
+    ep = from_command(f"python -m sglang.launch_server --model-path {M30} --tp 8 --enable-ep-moe --ep-size 2",
+                      engine_version="0.5.2")
+    assert ep.deployment["ep"] == 8 and any(f.kind == "rewritten" for f in ep.findings)
+
+
+@pytest.mark.parametrize("line, version, has_error", [
+    # released on #8658's merge day (2025-08-01): read in the wheel, it lacks --moe-a2a-backend (first in 0.4.10.post2)
+    (f"python -m sglang.launch_server --model-path {M30} --tp 8 --moe-a2a-backend deepep", "0.4.10.post1", True),
+    (f"python -m sglang.launch_server --model-path {M30} --tp 8 --moe-a2a-backend deepep", "0.4.10.post2", False),
+    # -pcp: merged 2025-11-14, absent from the 0.11.1 / 0.11.2 sdists (their branches were cut before), in 0.12.0
+    (f"vllm serve {M30} -tp 4 -pcp 2 --enable-expert-parallel", "0.11.2", True),
+    (f"vllm serve {M30} -tp 4 -pcp 2 --enable-expert-parallel", "0.12.0", False),
+    # VLLM_ALL2ALL_BACKEND: first in the 0.9.0 envs.py
+    (f"VLLM_ALL2ALL_BACKEND=naive vllm serve {M30} -tp 8 --enable-expert-parallel", "0.8.5", True),
+    (f"VLLM_ALL2ALL_BACKEND=naive vllm serve {M30} -tp 8 --enable-expert-parallel", "0.9.0", False)])
+def test_release_boundaries_read_in_the_wheels(line, version, has_error):
+    """Boundaries a helper read in the PyPI wheels and sdists: pinned as versions where a merge date alone misjudged
+    them (a release of the merge day, release branches cut before a merge)."""
+    from moe_select.launch_line import from_command
+
+    launch = from_command(line, engine_version=version)
+    # a flag the release lacks is an engine error; a variable it does not read is reported newer (and not read)
+    errs = [f for f in launch.findings if f.kind in ("engine_error", "newer")]
+    assert bool(errs) is has_error, (version, launch.findings)
+
+
+def test_an_unknown_runner_is_refused_up_to_the_release_the_choices_were_read_at():
+    """names.yaml's SGLang choices were read up to 0.5.23 (packages.yaml's facts only to 0.5.19): a declared 0.5.23
+    refuses ``tritn``; a release newer than 0.5.23 leaves it unverified."""
+    base = dict(gpu="H200", quant="bf16", engine="sglang", runner="tritn",
+                model=dict(num_experts=8, top_k=2, hidden_size=64, moe_intermediate_size=32, activation="silu"))
+    assert moe_select.explain({**base, "engine_version": "0.5.23"}).plan is None
+    r = moe_select.explain({**base, "engine_version": "0.5.30"})
+    assert r.plan is not None and r.plan.evidence == "unverified"
