@@ -1005,6 +1005,14 @@ def _map(launch: Launch, where: str) -> None:
                 launch.findings.append(Finding("rewritten", v["a2a"].written, f"{old.written} sets it to {value} at startup "
                                                "(ServerArgs.__post_init__): the value written is not what runs", old.entry.source))
             v["a2a"] = Read(old.entry, value, old.written)
+        runner_switch = v.get("retired_runner")   # --enable-<backend>-moe: the runner its replacement names
+        if runner_switch is not None and runner_switch.value and (runner_switch.entry.replacement or "").split()[1:]:
+            value = (runner_switch.entry.replacement or "").split()[-1]
+            if "runner" in v and str(v["runner"].value) != value:
+                launch.findings.append(Finding("rewritten", v["runner"].written, f"{runner_switch.written} sets it to {value} "
+                                               "at startup (ServerArgs.__post_init__): the value written is not what runs",
+                                               runner_switch.entry.source))
+            v["runner"] = Read(runner_switch.entry, value, runner_switch.written)
         if v.get("ep_equals_tp") is not None and v["ep_equals_tp"].value:
             if ep is not None and ep != tp:
                 launch.findings.append(Finding("rewritten", v["ep"].written, f"{v['ep_equals_tp'].written} sets ep = tp ({tp}) "

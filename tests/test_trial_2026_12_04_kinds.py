@@ -372,3 +372,17 @@ def test_an_unknown_runner_is_refused_up_to_the_release_the_choices_were_read_at
     assert moe_select.explain({**base, "engine_version": "0.5.23"}).plan is None
     r = moe_select.explain({**base, "engine_version": "0.5.30"})
     assert r.plan is not None and r.plan.evidence == "unverified"
+
+
+def test_a_retired_runner_switch_is_read_where_live():
+    """``--enable-flashinfer-cutlass-moe`` at SGLang 0.5.2 (still read: ServerArgs.__post_init__ sets the runner from
+    it) was dropped with no finding and the plan took the default runner; it is now the runner its table replacement
+    names, and from the removal (sglang#10770) an engine error."""
+    from moe_select.launch_line import from_command
+
+    line = ("python -m sglang.launch_server --model-path examples/model_configs/nvidia__Qwen3-30B-A3B-NVFP4 --tp 4 "
+            "--enable-flashinfer-cutlass-moe --quantization modelopt_fp4")
+    old = from_command(line, engine_version="0.5.2")
+    assert old.deployment["runner"] == "flashinfer_cutlass", old.deployment
+    new = from_command(line, engine_version="0.5.23")
+    assert any(f.kind == "engine_error" and "--enable-flashinfer-cutlass-moe" in f.token for f in new.findings)
