@@ -386,3 +386,18 @@ def test_a_retired_runner_switch_is_read_where_live():
     assert old.deployment["runner"] == "flashinfer_cutlass", old.deployment
     new = from_command(line, engine_version="0.5.23")
     assert any(f.kind == "engine_error" and "--enable-flashinfer-cutlass-moe" in f.token for f in new.findings)
+
+
+def test_a_release_of_a_changes_merge_day_is_judged_without_it():
+    """Judged by dates, a release published on the day a change merged is taken to lack it (its branch may have been
+    cut before: SGLang 0.4.10.post1, 2025-08-01, lacks sglang#8658 of that day); the next day's release has it."""
+    from moe_select.engine_tables import Change, FlagEntry, release_date
+    from moe_select.launch_line import _changes
+
+    assert release_date("sglang", "0.4.10.post1") == "2025-08-01" < release_date("sglang", "0.4.10.post2")
+    entry = FlagEntry(names=["--x"], takes="switch", means="not_moe", checked="test", source="sgl-project/sglang#8658",
+                      since=Change(by="sgl-project/sglang#8658", date="2025-08-01"))
+    found, live = _changes(entry, "--x", "0.4.10.post1", "sglang")
+    assert not live and [f.kind for f in found] == ["newer"], found
+    found, live = _changes(entry, "--x", "0.4.10.post2", "sglang")
+    assert live and not found, found
