@@ -985,6 +985,22 @@ def _w(launch: Launch, *means: str) -> str:
     return " ".join(launch.values[m].written for m in means if m in launch.values)
 
 
+def _retired_switch(launch: Launch, switch: str, means: str) -> None:
+    """A live retired switch (meaning ``switch``) whose table replacement is ``FLAG VALUE``: the launch's ``means`` is
+    that value, over a flag given beside it (SGLang's ServerArgs.__post_init__ sets it after parsing), which is then
+    reported rewritten."""
+    v = launch.values
+    old = v.get(switch)
+    words = (old.entry.replacement or "").split() if old is not None else []
+    if old is None or not old.value or len(words) < 2:
+        return
+    value = words[-1]
+    if means in v and str(v[means].value) != value:
+        launch.findings.append(Finding("rewritten", v[means].written, f"{old.written} sets it to {value} at startup "
+                                       "(ServerArgs.__post_init__): the value written is not what runs", old.entry.source))
+    v[means] = Read(old.entry, value, old.written)
+
+
 def _map(launch: Launch, where: str) -> None:
     """The deployment the launch asks for (engine semantics in the module docstring)."""
     e, v = launch.engine, launch.values
@@ -998,21 +1014,8 @@ def _map(launch: Launch, where: str) -> None:
         # (SGLang's ServerArgs set ep_size = tp_size for both before sgl-project/sglang#10770)
         # The switch wins over the explicit flag: ServerArgs.__post_init__ sets the value from it after parsing
         # (a helper read the 0.5.2 wheel, 2026-12-04), so the flag given beside it is overwritten at startup.
-        old = v.get("retired_a2a")
-        if old is not None and old.value and (old.entry.replacement or "").split()[1:]:
-            value = (old.entry.replacement or "").split()[-1]
-            if "a2a" in v and str(v["a2a"].value) != value:
-                launch.findings.append(Finding("rewritten", v["a2a"].written, f"{old.written} sets it to {value} at startup "
-                                               "(ServerArgs.__post_init__): the value written is not what runs", old.entry.source))
-            v["a2a"] = Read(old.entry, value, old.written)
-        runner_switch = v.get("retired_runner")   # --enable-<backend>-moe: the runner its replacement names
-        if runner_switch is not None and runner_switch.value and (runner_switch.entry.replacement or "").split()[1:]:
-            value = (runner_switch.entry.replacement or "").split()[-1]
-            if "runner" in v and str(v["runner"].value) != value:
-                launch.findings.append(Finding("rewritten", v["runner"].written, f"{runner_switch.written} sets it to {value} "
-                                               "at startup (ServerArgs.__post_init__): the value written is not what runs",
-                                               runner_switch.entry.source))
-            v["runner"] = Read(runner_switch.entry, value, runner_switch.written)
+        _retired_switch(launch, "retired_a2a", "a2a")
+        _retired_switch(launch, "retired_runner", "runner")    # --enable-<backend>-moe: the runner its replacement names
         if v.get("ep_equals_tp") is not None and v["ep_equals_tp"].value:
             if ep is not None and ep != tp:
                 launch.findings.append(Finding("rewritten", v["ep"].written, f"{v['ep_equals_tp'].written} sets ep = tp ({tp}) "

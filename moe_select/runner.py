@@ -157,12 +157,7 @@ class MoeRunner:
             if self._cores:  # one prepared set per runner of the ranges (layouts differ: module doc)
                 return PreparedWeights(self, tuple(c.prepare_weights(w13, w2, **scales) for c in self._cores))
             return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
-        except TypeError as exc:  # an unexpected keyword: say which scales this format takes (its row)
-            from .formats import lookup
-
-            row = lookup(s.quant)
-            takes = ", ".join(f"w13_{c.name}/w2_{c.name} {c.shape} {c.dtype}" + (" (optional)" if c.optional else "")
-                              for c in (row.scales if row is not None else []))
+        except TypeError as exc:  # a keyword this runner's core does not take: say which scales the format takes
             raise RunnerInputError(f"prepare_weights for {s.quant} ({self.plan.runner}): {exc}; {s.quant} takes "
                                    + (takes or "no scales") + " (backends/formats.yaml)") from None
 
