@@ -77,26 +77,23 @@ class Emitted:
 
 def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> str:
     """The canonical spelling of the flag of ``means``, checked at ``version``."""
-    from .launch_line import _ver
+    from .engine_tables import release_date
+    from .launch_line import _ver, has_change
 
     t = table(engine)
     entry: FlagEntry | None = next((e for e in t.flags if e.means == means and e.removed is None), None)
     if entry is None:
         raise EmitError(f"{engine}'s table has no flag for {means}: moe-select cannot write this plan as a {engine} launch")
-    from .engine_tables import release_date
-
-    v = _ver(version)
-    if entry.since is not None:
-        sv = _ver(entry.since.version)
-        released = release_date(engine, version) if v is not None and sv is None else None
-        if v is not None and sv is not None and v < sv:
+    if entry.since is not None and version is not None:
+        has = has_change(entry.since, version, engine)
+        if has is False and _ver(entry.since.version) is not None:
             raise EmitError(f"{entry.name} was added in {entry.since.text()}: {engine} {version} does not have it, and the plan needs it "
                             f"(declare a newer --engine-version, or plan without it)")
-        if released is not None and entry.since.date is not None and released <= entry.since.date:
-            raise EmitError(f"{entry.name} was added by {entry.since.text()}, after {engine} {version} was released ({released}: "
-                            f"backends/engines/releases.yaml): {engine} {version} does not have it, and the plan needs it "
-                            f"(declare a newer --engine-version, or plan without it)")
-        if v is not None and sv is None and released is None:
+        if has is False:
+            raise EmitError(f"{entry.name} was added by {entry.since.text()}, after {engine} {version} was released "
+                            f"({release_date(engine, version)}: backends/engines/releases.yaml): {engine} {version} does not "
+                            f"have it, and the plan needs it (declare a newer --engine-version, or plan without it)")
+        if has is None:
             comments.append(f"{entry.name}: added by {entry.since.text()}; no release is recorded for it: check that {engine} {version} has it")
     return entry.name
 
@@ -139,20 +136,25 @@ def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
     return None
 
 
-def _a2a_words(engine: str, value: str, version: str | None, comments: list[str]) -> list[str]:
-    """``engine``'s words for all-to-all ``value``: its a2a flag and the value, or, at a release older than that flag
-    (its ``since``, judged by release dates), the retired switch whose table replacement is ``FLAG value`` (the way
-    those releases took it), with a comment; else :class:`EmitError`."""
+def _a2a_words(engine: str, value: str, version: str | None, comments: list[str]) -> tuple[list[str], dict[str, str]]:
+    """``engine``'s words and variables for all-to-all ``value``: its a2a flag and the value; at a release older than
+    that flag (its ``since``), the way that release took it, with a comment: the retired switch whose table replacement
+    is ``FLAG value`` (meaning ``retired_a2a``), else the variable the release reads for it (an env entry meaning
+    ``a2a``); else :class:`EmitError`."""
     try:
-        return [_flag(engine, "a2a", version, comments), value]
+        return [_flag(engine, "a2a", version, comments), value], {}
     except EmitError:
         old = next((e for e in table(engine).flags if e.means == "retired_a2a"
                     and (e.replacement or "").split()[-1:] == [value]), None)
-        if old is None:
+        if old is not None:
+            comments.append(f"{old.name}: {engine} {version} predates its all-to-all flag "
+                            f"({old.deprecated.text() if old.deprecated else old.source}); it took {value} as {old.name}")
+            return [old.name], {}
+        var = _env_read_at(engine, "a2a", version)
+        if var is None:
             raise
-        comments.append(f"{old.name}: {engine} {version} predates its all-to-all flag "
-                        f"({old.deprecated.text() if old.deprecated else old.source}); it took {value} as {old.name}")
-        return [old.name]
+        comments.append(f"{var}={value}: {engine} {version} predates its all-to-all flag; it reads the all-to-all from {var}")
+        return [], {var: value}
 
 
 def _released(engine: str, of: str, value: str, version: str | None, comments: list[str]) -> str:
@@ -389,10 +391,12 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if plan.a2a != "none":
             if a2a_row is None or a2a_row.sglang is None:
                 raise EmitError(f"SGLang has no --moe-a2a-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else ""))
-            argv += _a2a_words("sglang", a2a_row.sglang, version, comments)
+            words, a2a_env = _a2a_words("sglang", a2a_row.sglang, version, comments)
+            argv += words
             if plan.a2a_mode and plan.a2a_mode != "auto" and a2a_row.sglang_mode:
                 argv += [_flag("sglang", "a2a_mode", version, comments), plan.a2a_mode]
             words, dispatch_env = _dispatch_words(plan, "sglang", version, comments)
+            dispatch_env = {**a2a_env, **dispatch_env}
             argv += words
         if not plan.cuda_graph:
             argv.append(_flag("sglang", "cuda_graph_off", version, comments))
@@ -425,16 +429,9 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
                                 + ": plan it with an a2a that the names table (backends/engines/names.yaml) gives vLLM a name for")
-            a2a_name = _release_name(a2a_row.vllm, a2a_row.vllm_before, version, comments, "vLLM's --all2all-backend")
-            a2a_env = {}
-            try:
-                argv += [_flag("vllm", "a2a", version, comments), a2a_name]
-            except EmitError:
-                var = _env_read_at("vllm", "a2a", version)
-                if var is None:
-                    raise
-                comments.append(f"{var}={a2a_name}: vllm {version} predates --all2all-backend; it reads the all-to-all from {var}")
-                a2a_env = {var: a2a_name}
+            words, a2a_env = _a2a_words("vllm", _release_name(a2a_row.vllm, a2a_row.vllm_before, version, comments,
+                                                              "vLLM's --all2all-backend"), version, comments)
+            argv += words
             words, dispatch_env = _dispatch_words(plan, "vllm", version, comments)
             dispatch_env = {**a2a_env, **dispatch_env}
             argv += words

@@ -490,6 +490,24 @@ def _ver(text: str | None) -> Any:
         return None
 
 
+def has_change(change: Change, version: str | None, engine: str) -> bool | None:
+    """Whether ``engine`` release ``version`` (None: the tables' newest) has ``change``: by version where the change
+    names one, else by date (the release's date, backends/engines/releases.yaml, after the change's merge date: a
+    release of the merge day may have been cut before it); None where neither is known."""
+    from .engine_tables import release_date
+
+    v = _ver(version)
+    if v is None:
+        return True
+    cv = _ver(change.version)
+    if cv is not None:
+        return v >= cv
+    released = release_date(engine, version)
+    if change.date is not None and released is not None:   # a release of the merge day is judged without it
+        return released > change.date
+    return None
+
+
 def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, engine: str) -> tuple[list[Finding], bool]:
     """The findings of an entry's changes at ``version`` (None: the tables' newest), and whether the engine
     still honours it (False when removed or ignored there)."""
@@ -501,17 +519,7 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
     released = release_date(engine, version) if v is not None else None
 
     def at_or_after(c: Change) -> bool | None:
-        """Whether the declared release has change ``c``: by version where ``c`` names one, else by date (the release's
-        date, backends/engines/releases.yaml, after the change's merge date: a release of the merge day may have been
-        cut before it); None where neither is known."""
-        if v is None:
-            return True
-        cv = _ver(c.version)
-        if cv is not None:
-            return v >= cv
-        if c.date is not None and released is not None:   # a release of the merge day is judged without it
-            return released > c.date
-        return None
+        return has_change(c, version, engine)
 
     def by_date(c: Change) -> str:
         """How a date-only change was judged, for the finding (empty where its version decided)."""

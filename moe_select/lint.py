@@ -220,10 +220,10 @@ def _source_findings(catalog: Catalog) -> list[Finding]:
     root = _project_root()
     if root is not None:   # this project's files named by 'this project:' sources exist (a checkout: tests/ is there)
         path_re = re.compile(r"(?<![\w./-])((?:[\w.-]+/)+[\w.-]+\.(?:py|yaml|yml|json|md|sh|toml))")
+        upstream = re.compile(r"^\s*(\(reported\)\s*)?[\w.-]+/[\w.-]+(@|#|\s*\()")   # an upstream segment
         for where, src in sources:
             if not src.startswith("this project"):
                 continue
-            upstream = re.compile(r"^\s*(\(reported\)\s*)?[\w.-]+/[\w.-]+(@|#|\s*\()")
             ours = [seg for seg in src.split("this project", 1)[1].split(";") if not upstream.match(seg)]
             for path in path_re.findall(";".join(ours)):
                 if not (root / path).exists() and not (root / "moe_select" / path).exists():
