@@ -289,30 +289,32 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
 
 
 @pytest.mark.parametrize("quant, e, k, h, i, tokens, want, small", [
-    # (layer, largest forward per rank) -> the runner of the largest forwards, measured fastest there
-    # (moe_layer_dg*.txt, 2026-12-02), and the runner of the rule's small forwards (None: no token ranges)
-    ("fp8_block", 8, 2, 4096, 14336, 256, "deep_gemm", (128, "triton")),    # Mixtral-8x7B: 535 vs 739 us
+    # (layer, largest forward per rank) -> the runner of the largest forwards, measured fastest there, and the runner
+    # of the rule's small forwards (None: no token ranges). deep_gemm and triton in one run
+    # (benchmarks/results/deep_gemm_h200_2026-12-04/layer_same_run.json), Mixtral-8x7B at 256 from moe_layer_dg*.txt
+    ("fp8_block", 8, 2, 4096, 14336, 256, "deep_gemm", (128, "triton")),    # Mixtral-8x7B: 535 vs 739 us (12-02)
     ("fp8_block", 8, 2, 4096, 14336, 128, "triton", None),                  # below every measured deep_gemm win
-    ("fp8_block", 128, 8, 2048, 768, 2048, "deep_gemm", (1024, "triton")),  # Qwen3-30B-A3B: 385 vs 421 us
-    ("fp8_block", 128, 8, 2048, 768, 256, "triton", None),                  # 197 vs 268 us
-    ("fp8_block", 256, 8, 7168, 2048, 2048, "triton", None),                # DeepSeek-V3: 3996 vs 4601 us
-    ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm", (2048, "triton")), # 7484 vs 11324 us
+    ("fp8_block", 128, 8, 2048, 768, 2048, "triton", None),                 # Qwen3-30B-A3B: 358 vs 385 us
+    ("fp8_block", 128, 8, 2048, 768, 4096, "deep_gemm", (2048, "triton")),  # 533 vs 603 us
+    ("fp8_block", 128, 8, 2048, 768, 256, "triton", None),                  # 197 vs 268 us (12-02)
+    ("fp8_block", 128, 8, 4096, 1536, 2048, "triton", None),                # Qwen3-235B-A22B: 1129 vs 1206 us
+    ("fp8_block", 256, 8, 7168, 2048, 2048, "triton", None),                # DeepSeek-V3: 3496 vs 4642 us
+    ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm", (2048, "triton")), # 7524 vs 9560 us
     ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm", (2048, "triton")), # the default largest forward: 8192
-    ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm", None),            # deep_gemm 2-5 % ahead only: no bf16 rule
-    # fp8_channel with triton's PREQUANT tiles (moe_layer_h200_2026-12-02_fp8_channel_prequant.txt) against deep_gemm's
-    # and torch_grouped_mm's rows of the same day's earlier run
-    ("fp8_channel", 8, 2, 4096, 14336, 8192, "deep_gemm", (4096, "triton")),  # Mixtral-8x7B: 5407 vs 5578 us
-    ("fp8_channel", 8, 2, 4096, 14336, 2048, "triton", None),               # 1496 vs 1504 (deep_gemm), 2027 (tgm) us
+    ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm", None),            # no bf16 rule prefers deep_gemm
+    ("fp8_channel", 8, 2, 4096, 14336, 8192, "deep_gemm", (2048, "triton")),  # Mixtral-8x7B: 5366 vs 5723 us
+    ("fp8_channel", 8, 2, 4096, 14336, 2048, "triton", None),               # 1475 vs 1453 us: a tie
     ("fp8_channel", 8, 2, 4096, 14336, 1024, "triton", None),               # torch_grouped_mm no longer first
-    ("fp8_channel", 8, 2, 4096, 14336, 256, "triton", None),                # 422 vs 547 us
-    ("fp8_channel", 128, 8, 4096, 1536, 2048, "triton", None),              # Qwen3-235B-A22B: 1014 vs 1255 us
-    ("fp8_channel", 128, 8, 4096, 1536, 8192, "deep_gemm", (4096, "triton")),  # 2967 vs 3129 us
-    ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton", None),              # DeepSeek-V3: 3369 vs 4574 us
-    ("fp8_channel", 256, 8, 7168, 2048, 8192, "triton", None),              # 7891 vs 8531 us
-    ("bf16", 128, 8, 2048, 768, 8192, "deep_gemm", (4096, "triton")),      # 1367 vs 1391 us
-    ("bf16", 128, 8, 4096, 1536, 8192, "deep_gemm", (4096, "triton")),     # Qwen3-235B-A22B: 4884 vs 5245 us
-    ("bf16", 128, 8, 4096, 1536, 2048, "triton", None),                    # 1856 vs 2285 us
-    ("bf16", 256, 8, 7168, 2048, 8192, "triton", None),                    # DeepSeek-V3: 13865 vs 14019 us
+    ("fp8_channel", 8, 2, 4096, 14336, 256, "triton", None),                # 422 vs 547 us (12-02)
+    ("fp8_channel", 128, 8, 4096, 1536, 2048, "triton", None),              # Qwen3-235B-A22B: 1038 vs 1227 us
+    ("fp8_channel", 128, 8, 4096, 1536, 4096, "deep_gemm", (2048, "triton")),  # 1664 vs 1819 us
+    ("fp8_channel", 128, 8, 4096, 1536, 8192, "deep_gemm", (2048, "triton")),  # 2975 vs 3126 us
+    ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton", None),              # DeepSeek-V3: 3249 vs 4675 us
+    ("fp8_channel", 256, 8, 7168, 2048, 8192, "triton", None),              # 7798 vs 7955 us
+    ("bf16", 128, 8, 2048, 768, 8192, "triton", None),                      # Qwen3-30B-A3B: 1346 vs 1364 us
+    ("bf16", 128, 8, 4096, 1536, 8192, "triton", None),                     # Qwen3-235B-A22B: 4980 vs 5005 us
+    ("bf16", 128, 8, 4096, 1536, 2048, "triton", None),                     # 1702 vs 2282 us
+    ("bf16", 256, 8, 7168, 2048, 8192, "triton", None),                     # DeepSeek-V3: 13038 vs 14250 us
 ])
 def test_rules_choose_deep_gemm_where_it_was_measured_faster(quant, e, k, h, i, tokens, want, small):
     """deep_gemm for a deployment's largest forwards where the H200 run timed it faster, with the rule's small

@@ -70,7 +70,7 @@ def test_triton_with_torch_all_to_all_is_planned_for_this_install():
     assert here.plan.engines == ["moe_select"] and here.plan.module == "moe_select.backends.triton_moe"
     # the first matching Hopper FP8 rule (largest forward 8192 on 128 experts) ranks deep_gemm first, but deep_gemm
     # is unverified with this all-to-all (no fact pairs it with torch) and supported candidates come first
-    assert here.plan.chosen_by.rule == "hopper-fp8-large-batches-128-experts" and here.plan.ranges == []
+    assert here.plan.chosen_by.rule == "hopper-fp8-large-batches" and here.plan.ranges == []
     dg = next(c for c in here.candidates if c.backend == "deep_gemm")
     assert dg.eligible and dg.evidence == "unverified" and dg.unknowns[0].code == "a2a_unsupported"
     for engine in ("sglang", "vllm", "trtllm"):

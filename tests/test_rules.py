@@ -24,23 +24,23 @@ def write(d, name, text):
 
 def test_bundled_choice_for_reference():
     """The Hopper bf16 / row-wise FP8 rules as measured (benchmarks/README.md, issue 11 table): triton for a
-    128-expert layer up to 4096 tokens (deep_gemm for bf16 forwards above, issue 26 table), torch_grouped_mm for 8 experts per rank unless the forwards stay within
-    256 tokens per rank (bf16, fp8_tensor); fp8_channel on triton, deep_gemm above 4096 tokens on up to 128 experts."""
+    128-expert layer at every token count (deep_gemm's bf16 GEMMs no faster in the same run of 2026-12-04), torch_grouped_mm
+    for 8 experts per rank unless the forwards stay within 256 tokens per rank (bf16, fp8_tensor); fp8_channel on triton,
+    deep_gemm above 2048 tokens on up to 128 experts (results/deep_gemm_h200_2026-12-04/layer_same_run.json)."""
     assert moe_select.plan({**H200_BF16_HERE, "max_tokens_per_rank": 2048}).runner == "triton"
-    # bf16 forwards above 4096 tokens on 9-128 experts per rank: deep_gemm (4884 vs 5245 us on Qwen3-235B-A22B at 8192)
+    # bf16 at 8192 tokens on 128 experts: triton (1346 vs 1364 us of deep_gemm on Qwen3-30B-A3B, same run)
     big = moe_select.plan(H200_BF16_HERE)
-    assert big.runner == "deep_gemm" and big.chosen_by.rule == "hopper-bf16-largest-batches"
-    assert [(r.max_tokens, r.runner) for r in big.ranges] == [(4096, "triton"), (None, "deep_gemm")]
+    assert big.runner == "triton" and big.chosen_by.rule == "hopper-16bit-and-fp8-rowwise" and big.ranges == []
     mixtral = {**H200_BF16_HERE, "model": {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336}}
     p = moe_select.plan(mixtral)
     assert p.runner == "torch_grouped_mm" and p.chosen_by.rule == "hopper-16bit-and-fp8-rowwise-few-experts"
     assert moe_select.plan({**mixtral, "max_tokens_per_rank": 256}).runner == "triton"
-    # fp8_channel with triton's PREQUANT tiles (benchmarks/README.md): triton up to 4096 tokens (1496 vs 2027 us of
-    # torch_grouped_mm at 2048), deep_gemm for the largest forwards (5407 vs 5578 us at 8192)
+    # fp8_channel with triton's PREQUANT tiles (benchmarks/README.md): triton up to 2048 tokens (1496 vs 2027 us of
+    # torch_grouped_mm at 2048), deep_gemm above (2586 vs 2877 us at 4096, 5366 vs 5723 at 8192, same run)
     assert moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 1024}).runner == "triton"
     assert moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 2048}).runner == "triton"
     fp8 = moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 8192})
-    assert fp8.runner == "deep_gemm" and [(r.max_tokens, r.runner) for r in fp8.ranges] == [(4096, "triton"), (None, "deep_gemm")]
+    assert fp8.runner == "deep_gemm" and [(r.max_tokens, r.runner) for r in fp8.ranges] == [(2048, "triton"), (None, "deep_gemm")]
     assert fp8.chosen_by.rule == "hopper-fp8-channel-largest-batches"
     # fp8_tensor keeps the 8-expert rule (its PREQUANT tiles not timed there)
     assert moe_select.plan({**mixtral, "quant": "fp8_tensor", "max_tokens_per_rank": 2048}).runner == "torch_grouped_mm"
