@@ -1153,6 +1153,12 @@ def _map(launch: Launch, where: str) -> None:
             _set(launch, "cuda_graph", False, f"{cg.written}: null")
         elif isinstance(cg.value, dict):
             _set(launch, "cuda_graph", True, cg.written)
+        else:   # YAML 1.1 reads `off` / `no` as false: LlmArgs takes a CudaGraphConfig mapping or null only
+            launch.findings.append(Finding(
+                "engine_error", f"{cg.written}: {cg.value!r}",
+                "TensorRT-LLM's cuda_graph_config takes a mapping (CudaGraphConfig: max_batch_size, batch_sizes, "
+                "enable_padding) or null (no CUDA graphs); any other value fails LlmArgs' validation at startup",
+                f"backends/engines/trtllm.yaml ({cg.entry.source})"))
     # --- phase
     phase = None
     if "disagg_mode" in v and v["disagg_mode"].value in ("prefill", "decode"):

@@ -911,3 +911,20 @@ def test_a_runner_value_older_than_its_first_release_is_refused_and_not_written(
     assert any("sglang 0.5.5 reaches it as auto" in c for c in old.comments)
     new = emit(plan, "sglang", engine_version="0.5.16")
     assert "--moe-runner-backend aiter" in " ".join(new.argv) and new.env == {"SGLANG_USE_AITER": "1"}
+
+
+@pytest.mark.parametrize("value, engine_error", [("off", True), ("true", True), ("null", False),
+                                                 ("\n  max_batch_size: 64", False)])
+def test_trtllm_cuda_graph_config_takes_a_mapping_or_null(tmp_path, value, engine_error):
+    # YAML 1.1 (as TensorRT-LLM reads the file) makes `off` false; LlmArgs.cuda_graph_config is Optional[CudaGraphConfig]
+    cfg = tmp_path / "extra.yml"
+    cfg.write_text(f"cuda_graph_config: {value}\n")
+    launch = from_command(f"trtllm-serve Qwen/Qwen3-30B-A3B --tp_size 1 --extra_llm_api_options {cfg}",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    errs = kinds(launch, "engine_error")
+    assert bool(errs) is engine_error, errs
+    if engine_error:
+        assert "CudaGraphConfig" in next(iter(errs.values()))
+        assert "cuda_graph" not in launch.deployment
+    else:
+        assert launch.deployment["cuda_graph"] is (value != "null")
