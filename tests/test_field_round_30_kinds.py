@@ -74,3 +74,14 @@ def test_sglang_cutlass_fp8_moe_gates(gpu, quant, code):
         assert r.plan is None and code in codes, codes
         assert any(x.source.startswith("backends/cutlass.yaml:") and "cutlass_fp8 MoE requires" in x.detail
                    for x in _cand(r, "cutlass").reasons if x.code == code)
+
+
+@pytest.mark.parametrize("version, planned", [("0.5.10", False), ("0.5.12", False), ("0.5.13", True), ("0.5.19", True)])
+def test_sglang_nvfp4_marlin_from_0_5_13(version, planned):
+    """Noted by round 30's checker: SGLang's ModelOpt NVFP4 Marlin MoE path is first in the 0.5.13 wheel (0.5.9 .. 0.5.12
+    name no Marlin in modelopt_quant.py)."""
+    r = moe_select.explain({"gpu": "H100", "engine": "sglang", "engine_version": version, "quant": "nvfp4",
+                            "model": QWEN3, "runner": "marlin"})
+    assert (r.plan is not None and r.plan.evidence == "supported") is planned
+    if not planned:
+        assert "quant_unsupported" in {x.code for x in _cand(r, "marlin").reasons}
