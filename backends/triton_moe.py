@@ -525,7 +525,8 @@ class TritonMoeCore:
         cfg = self.config_for(topk_ids.shape[0])
         if cfg.get("DIRECT"):
             return direct_forward(self, w, hidden_states, topk_ids, topk_weights, cfg)
-        p = ForwardPass(self, w, hidden_states, topk_ids, topk_weights, cfg["BLOCK_M"])
+        p = ForwardPass(self, w, hidden_states, topk_ids, topk_weights, cfg["BLOCK_M"],
+                        prequant_first=bool(cfg["gemm1"].get("PREQUANT")))
         p.gemm1(cfg["gemm1"])
         p.gemm2(cfg["gemm2"])
         return p.combine()
@@ -538,10 +539,15 @@ class ForwardPass:
     Construction casts/quantizes the hidden states (FP8: per-token amax, or per-token-group e4m3 for
     fp8_block), allocates every buffer from ``T`` alone and sorts the slots with ``block_m``; then
     :meth:`gemm1`, :meth:`gemm2` (each with a GEMM config; ``warmup=True`` compiles without running) and
-    :meth:`combine` (returns ``[T, H]`` in the input dtype). :meth:`sort` re-runs the sort (timing)."""
+    :meth:`combine` (returns ``[T, H]`` in the input dtype). :meth:`sort` re-runs the sort (timing).
+
+    ``prequant_first``: the first GEMM's config sets ``PREQUANT``; with a per-token activation scale the amax
+    and the e4m3 copy of the hidden states are then made by one launch here
+    (:func:`~.triton_moe_kernels.token_quant`, the same bits), and :meth:`gemm1` reads that copy whenever its
+    config sets ``PREQUANT``."""
 
     def __init__(self, core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torch.Tensor,
-                 topk_ids: torch.Tensor, topk_weights: torch.Tensor, block_m: int):
+                 topk_ids: torch.Tensor, topk_weights: torch.Tensor, block_m: int, *, prequant_first: bool = False):
         s = core.spec
         self.core, self.w, self.block_m = core, w, block_m
         dev = hidden_states.device
@@ -558,6 +564,7 @@ class ForwardPass:
         self.ids = topk_ids.contiguous()
         self.tw = topk_weights.to(torch.float32).contiguous()
         self.x_scale = self.act_scale = None
+        self.x_q: torch.Tensor | None = None
         rows, _ = K.max_padded_rows(t * k, s.num_local_experts, block_m)
         self.a_mode = 0
         bits = INT_BITS.get(q, 0)
@@ -565,7 +572,12 @@ class ForwardPass:
         if core.w_mode in (1, 2):
             if core.act_quant == "token":
                 self.a_mode = 1
-                self.x_scale = torch.linalg.vector_norm(self.x, float("inf"), dim=1, dtype=torch.float32)
+                if prequant_first:
+                    self.x_scale = torch.empty(t, dtype=torch.float32, device=dev)
+                    self.x_q = torch.empty(self.x.shape, dtype=torch.float8_e4m3fn, device=dev)
+                    K.token_quant(self.x, self.x_scale, self.x_q)
+                else:
+                    self.x_scale = torch.linalg.vector_norm(self.x, float("inf"), dim=1, dtype=torch.float32)
                 self.act_scale = torch.empty(rows, dtype=torch.float32, device=dev)
             else:
                 self.a_mode = 2
@@ -617,7 +629,10 @@ class ForwardPass:
         config = self._fit(config, self.groups[0])
         if config.get("SPLIT"):
             return self._gemm1_split(config, warmup)
-        a = self._prequant(self.x, self.x_scale, config, None, warmup)
+        if self.x_q is not None and config.get("PREQUANT"):
+            a = self.x_q
+        else:
+            a = self._prequant(self.x, self.x_scale, config, None, warmup)
         return K.moe_gemm(a, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
                           by_slot=False, activation=s.activation, gated=s.gated,
                           weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,

@@ -118,20 +118,21 @@ TMA_FORMATS = tuple(f for f, m in W_MODES.items() if m in TMA_W_MODES)
 #: 3-7 % slower at ``BLOCK_M`` 16 and 1 token (the mma.sync tiles), which keep the per-column scales.
 SB_TILE_MIN_BLOCK_M = 32
 #: Slots (T*K) up to which the sort runs as one CTA (one launch); above, three kernels after a memset. Measured
-#: on one H200 (benchmarks/align_threshold.py, results/align_threshold_h200_2026-11-30.json): with 8 or 32
-#: experts one CTA is faster up to 1024 slots (8.4 vs 8.8 us at 1024), with 128 or 256 experts only up to
-#: 64-128 slots (its global atomics contend and its block scan widens: at 2048 slots 23-29 us vs 10-11 us).
+#: on one H200 (benchmarks/align_threshold.py, CUDA-graph replay), since the one-CTA kernel writes each expert's
+#: blocks instead of searching every block over every expert (results/sort_h200_2026-12-04/): one CTA is faster
+#: up to 1024 slots with 8, 32, 128 and 256 experts (at 1024: 8.2 vs 8.7, 9.7 vs 10.4, 10.8 vs 11.7, 9.9 vs 10.6
+#: us) and slower from 2048 (15.4-17.8 vs 9.2-10.8 us: its atomics serialise). The kernel before that change was
+#: faster only up to 64-128 slots on 128-256 experts (results/align_threshold_h200_2026-11-30.json), hence the
+#: per-expert-count limit it had.
 SINGLE_CTA_MAX_SLOTS = 1024
-#: The one-CTA limit for layers with more than :data:`SINGLE_CTA_FEW_EXPERTS` local experts (same measurement).
-SINGLE_CTA_MAX_SLOTS_MANY_EXPERTS = 128
-SINGLE_CTA_FEW_EXPERTS = 32
 
 
 def single_cta_limit(num_local: int) -> int:
-    """Slots up to which :func:`moe_align` sorts in one CTA for a layer of ``num_local`` local experts."""
-    if num_local <= SINGLE_CTA_FEW_EXPERTS:
-        return SINGLE_CTA_MAX_SLOTS
-    return min(SINGLE_CTA_MAX_SLOTS, SINGLE_CTA_MAX_SLOTS_MANY_EXPERTS)
+    """Slots up to which :func:`moe_align` sorts in one CTA for a layer of ``num_local`` local experts
+    (:data:`SINGLE_CTA_MAX_SLOTS` for every expert count measured: 8-256)."""
+    return SINGLE_CTA_MAX_SLOTS
+
+
 #: The GEMV mode of packed-FP4 weights (config ``GEMV``, :func:`moe_gemm`): at most this many rows per block
 #: (the kernel unrolls them), its ``BLOCK_M`` values below the MMA tile's 16 (files, :func:`load_config_file`), the
 #: mean rows per expert ``tokens * top_k / E`` up to which :func:`default_config` chooses it, and the programs per
@@ -254,15 +255,24 @@ def _kernel(**jit_kwargs):
 def _align_single_kernel(ids_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, scratch_ptr, rank_ptr, amax_ptr,
                          num_slots, max_rows, max_blocks, amax_rows, expert_offset, num_local,
                          BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_S: tl.constexpr,
-                         BLOCK_B: tl.constexpr, HAS_AMAX: tl.constexpr):
+                         HAS_AMAX: tl.constexpr):
     """One CTA: counts (atomics give each slot its rank in its expert), padded offsets, block experts,
     scatter. ``scratch [2*BLOCK_E]`` int32: counts, then start rows. Also fills the sentinel rows and
-    zeroes ``amax[:amax_rows]`` (HAS_AMAX)."""
+    zeroes ``amax[:amax_rows]`` (HAS_AMAX).
+
+    Block experts: every block is first set to -1, then each expert writes its id into its own blocks, one
+    store of all experts per block of the busiest expert (``max(padded) / BLOCK_M`` stores), instead of a
+    search of every block over every expert's end row (``max_blocks / BLOCK_B`` reductions of
+    ``[BLOCK_B, BLOCK_E]``, the part of the earlier kernel that grew with the expert count: on one H200 it took
+    7.8 us at 256 slots on 128 experts against 3.5 on 8, ``results/align_threshold_h200_2026-11-30.txt``)."""
     offs_e = tl.arange(0, BLOCK_E)
     tl.store(scratch_ptr + offs_e, tl.zeros([BLOCK_E], dtype=tl.int32))
     for r0 in range(0, max_rows, BLOCK_S):
         r = r0 + tl.arange(0, BLOCK_S)
         tl.store(sorted_ptr + r, tl.zeros([BLOCK_S], dtype=tl.int32) + num_slots, mask=r < max_rows)
+    for b0 in range(0, max_blocks, BLOCK_S):
+        b = b0 + tl.arange(0, BLOCK_S)
+        tl.store(block_expert_ptr + b, tl.full([BLOCK_S], -1, tl.int32), mask=b < max_blocks)
     if HAS_AMAX:
         for r0 in range(0, amax_rows, BLOCK_S):
             r = r0 + tl.arange(0, BLOCK_S)
@@ -283,11 +293,10 @@ def _align_single_kernel(ids_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, sc
     total = tl.sum(padded, 0)
     tl.store(scratch_ptr + BLOCK_E + offs_e, ends - padded)
     tl.store(num_rows_ptr, total)
-    for b0 in range(0, max_blocks, BLOCK_B):
-        b = b0 + tl.arange(0, BLOCK_B)
-        row = b * BLOCK_M
-        ex = tl.sum((ends[None, :] <= row[:, None]).to(tl.int32), 1)
-        tl.store(block_expert_ptr + b, tl.where(row < total, ex, -1), mask=b < max_blocks)
+    nb = padded // BLOCK_M
+    first = (ends - padded) // BLOCK_M
+    for j in range(0, tl.max(nb, 0)):
+        tl.store(block_expert_ptr + first + j, offs_e, mask=j < nb)
     tl.debug_barrier()
     for s0 in range(0, num_slots, BLOCK_S):
         s = s0 + tl.arange(0, BLOCK_S)
@@ -416,7 +425,7 @@ def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_
         scratch = torch.empty(2 * block_e, dtype=torch.int32, device=dev)
         align_single.launch((1,), dev, topk_ids, sorted_slots, block_expert, num_rows, scratch, rank, amax_arg,
                             s, rows, max_blocks, amax_rows, expert_offset, num_local,
-                            BLOCK_M=block_m, BLOCK_E=block_e, BLOCK_S=256, BLOCK_B=block_b, HAS_AMAX=has_amax,
+                            BLOCK_M=block_m, BLOCK_E=block_e, BLOCK_S=256, HAS_AMAX=has_amax,
                             num_warps=4)
     else:
         block_s = 1024
@@ -1750,6 +1759,48 @@ def row_quant(x: torch.Tensor, amax: torch.Tensor, q: torch.Tensor, *, per_row: 
                                    num_warps=4, warmup=warmup)
 
 
+def _token_quant_kernel(x_ptr, amax_ptr, q_ptr, num_rows, K, stride_x, stride_q,
+                        BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``BLOCK_R`` whole rows of ``x``: ``amax[row] = max |x[row]|`` (NaN if the row has one), then ``q`` as
+    :func:`_row_quant_kernel` computes it from that amax (PER_ROW): the per-token amax and the PREQUANT pass of
+    the first GEMM in one launch."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    r_ok = rows < num_rows
+    rows64 = rows.to(tl.int64)
+    amax = tl.zeros([BLOCK_R], dtype=tl.float32)
+    nans = tl.zeros([BLOCK_R], dtype=tl.int32)
+    for k0 in range(0, K, BLOCK_K):
+        cols = k0 + tl.arange(0, BLOCK_K)
+        mask = r_ok[:, None] & (cols < K)[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        amax = tl.maximum(amax, tl.max(tl.abs(x), 1))
+        nans += tl.sum((x != x).to(tl.int32), 1)
+    amax = tl.where(nans > 0, float("nan"), amax)
+    tl.store(amax_ptr + rows64, amax, mask=r_ok)
+    mult = tl.math.div_rn(tl.full([BLOCK_R], 448.0, tl.float32), tl.maximum(amax, 1e-12))
+    for k0 in range(0, K, BLOCK_K):
+        cols = k0 + tl.arange(0, BLOCK_K)
+        mask = r_ok[:, None] & (cols < K)[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+        q = tl.clamp(x.to(tl.float32) * mult[:, None], -448.0, 448.0)
+        tl.store(q_ptr + rows64[:, None] * stride_q + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+
+
+token_quant_kernel = _kernel(do_not_specialize=["num_rows"])(_token_quant_kernel)
+
+
+def token_quant(x: torch.Tensor, amax: torch.Tensor, q: torch.Tensor, *, warmup: bool = False):
+    """The per-token amax and the first GEMM's ``PREQUANT`` pass in one launch: ``x [T, K]`` 16-bit (columns
+    contiguous) -> ``amax [T]`` float32 ``max |x[t]|`` (as ``torch.linalg.vector_norm(x, inf, dim=1)`` gives
+    it, NaN included) and ``q [T, K]`` e4m3 ``clamp(x * 448 / max(amax, 1e-12), -448, 448)``: the same bits
+    as that norm followed by :func:`row_quant` (``per_row``), one launch fewer. Returns the launch's handle."""
+    r, k = x.shape
+    block_k = min(1024, max(16, _pow2(k)))
+    block_r = max(1, 4096 // block_k)
+    return token_quant_kernel.launch((max(1, triton.cdiv(r, block_r)),), x.device, x, amax, q, r, k, x.stride(0),
+                                     q.stride(0), BLOCK_R=block_r, BLOCK_K=block_k, num_warps=4, warmup=warmup)
+
+
 # ------------------------------------------------------------------------------------------------
 # 4. top-k sum
 # ------------------------------------------------------------------------------------------------
@@ -1793,7 +1844,7 @@ if interpreting():
     _fix_interpreter()
 
 KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, fp4_direct_kernel, group_quant_kernel,
-           act_quant_kernel, row_quant_kernel, topk_sum_kernel)
+           act_quant_kernel, row_quant_kernel, token_quant_kernel, topk_sum_kernel)
 
 
 def compiled_variants() -> int:

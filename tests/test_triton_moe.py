@@ -604,7 +604,7 @@ def test_token_count_edge_cases(case):
     elif case == "multi_cta_sort":                      # the three-kernel sort path (S > the single-CTA limit)
         x, ids, w = routing(spec, 40, seed)
         old = K.SINGLE_CTA_MAX_SLOTS
-        K.SINGLE_CTA_MAX_SLOTS = 16                     # also bounds the many-experts limit (single_cta_limit)
+        K.SINGLE_CTA_MAX_SLOTS = 16                     # the limit single_cta_limit gives
         try:
             out = core.forward(x, ids, w, pw)
         finally:
@@ -917,7 +917,10 @@ def test_prequant_is_the_in_loop_quantization_bit_for_bit(quant, act_quant, toke
             outs[on] = core.forward(x, ids, w, pw)
         finally:
             K._Kernel.launch = launch
-        assert launched.count("_row_quant_kernel") == (2 if on else 0), launched
+        # a per-token scale: the first GEMM's pass is fused with the amax (token_quant); a tensor scale: row_quant
+        fused = on and act_quant == "token"
+        assert launched.count("_row_quant_kernel") == (0 if not on else 1 if fused else 2), launched
+        assert launched.count("_token_quant_kernel") == (1 if fused else 0), launched
         assert launched.count("_moe_gemm_kernel") == 2, launched
     assert torch.equal(outs[True], outs[False]), f"PREQUANT changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"PREQUANT {quant} {act_quant}", seed, act_quant=act_quant)
@@ -1020,6 +1023,31 @@ def test_row_quant_is_the_hand_quantization(per_row):
     q2 = torch.empty(r, k, dtype=torch.float8_e4m3fn)      # without num_rows: every row
     K.row_quant(x, amax, q2, per_row=per_row)
     assert torch.equal(q2.view(torch.uint8), want.view(torch.uint8))
+
+
+@interp
+def test_token_quant_is_the_norm_then_row_quant():
+    """``token_quant`` (one launch) gives the amax ``torch.linalg.vector_norm(x, inf, dim=1)`` gives, NaN row
+    included, and the e4m3 bits ``row_quant`` gives from that amax; an all-zero row quantizes to zeros."""
+    K = _K()
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    r, k = 13, 1100                                         # K above one column block and not a power of two
+    x = (torch.randn(r, k, generator=g) * torch.rand(r, 1, generator=g) * 5).to(torch.bfloat16)
+    x[3] = 0
+    x[7, 1099] = float("nan")
+    x[9, 1050] = -30.0                                      # the row's amax in the second column block
+    amax = torch.full((r,), -1.0)
+    q = torch.empty(r, k, dtype=torch.float8_e4m3fn)
+    K.token_quant(x, amax, q)
+    want_amax = torch.linalg.vector_norm(x, float("inf"), dim=1, dtype=torch.float32)
+    assert torch.equal(amax.isnan(), want_amax.isnan()) and bool(amax[7].isnan()), f"seed {seed}"
+    ok = ~want_amax.isnan()
+    assert torch.equal(amax[ok], want_amax[ok]) and float(amax[9]) == 30.0, f"seed {seed}"
+    want = torch.empty(r, k, dtype=torch.float8_e4m3fn)
+    K.row_quant(x, want_amax, want, per_row=True)
+    assert torch.equal(q[ok].view(torch.uint8), want[ok].view(torch.uint8)), f"seed {seed}"
+    assert torch.equal(q[3].float(), torch.zeros(k))
 
 
 def test_prequant_is_an_fp8_tensor_and_fp8_channel_option(tmp_path):
