@@ -85,3 +85,21 @@ def test_sglang_nvfp4_marlin_from_0_5_13(version, planned):
     assert (r.plan is not None and r.plan.evidence == "supported") is planned
     if not planned:
         assert "quant_unsupported" in {x.code for x in _cand(r, "marlin").reasons}
+
+
+def test_sglang_marlin_relu2_from_0_5_13():
+    """SGLang's Marlin MoE runner asserts activation == 'silu' in the 0.5.9 .. 0.5.12 wheels and admits non-gated relu2
+    from 0.5.13 (fused_experts_none_to_marlin): the relu2 claim holds from 0.5.13 only, so an MXFP4 relu2 layer on
+    H100 is not planned as supported with Marlin at 0.5.12 and is at 0.5.13."""
+    relu2 = {**QWEN3, "activation": "relu2"}
+
+    def marlin(version):
+        r = moe_select.explain({"gpu": "H100", "engine": "sglang", "engine_version": version, "quant": "mxfp4",
+                                "model": relu2, "tp": 1, "runner": "marlin"})
+        return r, _cand(r, "marlin")
+
+    r, c = marlin("0.5.12")
+    assert not (r.plan is not None and r.plan.evidence == "supported"), (c.evidence, [x.detail for x in c.reasons])
+    assert any("relu2" in x.detail for x in list(c.reasons) + list(c.unknowns)), (c.reasons, c.unknowns)
+    r, c = marlin("0.5.13")
+    assert not any("relu2" in x.detail for x in list(c.reasons) + list(c.unknowns)), (c.reasons, c.unknowns)
