@@ -653,6 +653,98 @@ def test_sort_blocks_every_local_slot_once(case, single):
     assert (amax == 0).all(), "the sort zeroes the amax buffer"
 
 
+@pytest.mark.parametrize("case", [(40, 2, 8, 0, 1, 32, 16), (300, 2, 8, 0, 1, 64, 16), (100, 4, 16, 1, 2, 32, 16),
+                                  (3, 2, 8, 0, 1, 64, 32), (200, 1, 4, 0, 1, 128, 64)])
+@interp
+def test_tail_split_sort_pads_only_the_last_block(case):
+    """The tail-split sort: every local slot once; the main region holds only full ``BLOCK_M`` blocks of one expert
+    each (no sentinel in a block in use), the tail region each expert's remaining ``n mod BLOCK_M`` rows in ``TAIL_M``
+    blocks; the rows in use are the sums of both; blocks past them have expert -1; the amax buffer is zeroed."""
+    t, k, e, rank, ep, bm, tm = case
+    K = _K()
+    seed = fresh_seed()
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(-1, e, (t, k), generator=g, dtype=torch.int32)
+    nl = e // ep
+    off = rank * nl
+    amax = torch.full((K.tail_split_rows(t * k, nl, bm, tm)[0] + K.tail_split_rows(t * k, nl, bm, tm)[1],), 3.0)
+    sp = K.moe_align_split(ids, nl, off, bm, tm, amax=amax)
+    flat = ids.reshape(-1).long() - off
+    counts = [int((flat == x).sum()) for x in range(nl)]
+    assert int(sp.main.num_rows) == sum(c // bm * bm for c in counts), f"seed {seed}"
+    assert int(sp.tail.num_rows) == sum(-(-(c % bm) // tm) * tm for c in counts), f"seed {seed}"
+    assert sp.rows == sp.main_rows + sp.tail.rows and sp.main.rows == sp.main_rows
+    seen = {x: [] for x in range(nl)}
+    for al, blk_m, full in ((sp.main, bm, True), (sp.tail, tm, False)):
+        used = int(al.num_rows)
+        for b in range(al.max_blocks):
+            blk = al.sorted_slots[b * blk_m:(b + 1) * blk_m].tolist()
+            if b * blk_m >= used:
+                assert int(al.block_expert[b]) == -1 and all(x == t * k for x in blk), f"seed {seed}"
+                continue
+            ex = int(al.block_expert[b])
+            real = [x for x in blk if x != t * k]
+            assert not full or len(real) == bm, f"a main block with padding (seed {seed})"
+            assert all(flat[x] == ex for x in real), f"seed {seed}"
+            seen[ex] += real
+    for x in range(nl):
+        assert sorted(seen[x]) == (flat == x).nonzero().squeeze(1).tolist(), f"expert {x} (seed {seed})"
+    assert (amax == 0).all(), "the sort zeroes the amax buffer"
+    with pytest.raises(ValueError, match="tail_m"):
+        K.moe_align_split(ids, nl, off, bm, bm)
+
+
+@pytest.mark.parametrize("quant, act_quant, tokens, block_m, tail_m, ep, prequant", [
+    ("bf16", "token", 300, 64, 16, 1, False), ("fp8_channel", "token", 300, 64, 32, 1, True),
+    ("fp8_channel", "tensor", 200, 32, 16, 1, True), ("fp8_block", "token", 300, 64, 16, 1, False),
+    ("bf16", "token", 90, 32, 16, 2, False)])
+@interp
+def test_tail_split_forward_is_the_layer(quant, act_quant, tokens, block_m, tail_m, ep, prequant):
+    """A bucket with ``TAIL_M`` (the tail-split sort, two launches per GEMM) gives the layer within the format's
+    tolerance of the float64 reference and of the same bucket without it (the same rows, other tile heights), for
+    an EP rank too; both regions' launches run."""
+    K = _K()
+    seed = fresh_seed()
+    spec = spec_of(quant, k=2, h=64, i=48, ep=ep, rank=ep - 1)
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer, act_quant=act_quant)
+    x, ids, w = routing(spec, tokens, seed)
+    base = {"BLOCK_M": block_m, **{g: {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2,
+                                       **({"PREQUANT": True} if prequant else {})} for g in ("gemm1", "gemm2")}}
+    launched: list[tuple] = []
+    launch = K._Kernel.launch
+
+    def record(self, grid, device, *a, **kw):
+        launched.append((self.__name__, kw.get("BLOCK_M")))
+        return launch(self, grid, device, *a, **kw)
+
+    outs = {}
+    for tm in (0, tail_m):
+        core.config_for = lambda t, tm=tm: {**base, **({"TAIL_M": tm} if tm else {})}
+        launched.clear()
+        K._Kernel.launch = record
+        try:
+            outs[tm] = core.forward(x, ids, w, pw)
+        finally:
+            K._Kernel.launch = launch
+        gemms = [bm for name, bm in launched if name == "_moe_gemm_kernel"]
+        assert gemms == ([block_m, tail_m] * 2 if tm else [block_m] * 2), launched
+        assert ("_align_tail_scatter_kernel" in [n for n, _ in launched]) == bool(tm), launched
+    check(spec, layer, x, ids, w, outs[tail_m], f"TAIL_M {quant}", seed, act_quant=act_quant)
+    scale = outs[0].float().abs().max().clamp(min=1e-6)
+    assert float((outs[tail_m].float() - outs[0].float()).abs().max() / scale) < 2e-2, f"seed {seed}"
+
+
+def test_tail_split_refuses_formats_it_does_not_run():
+    """``tail_m`` with a packed-FP4 layer is a ValueError naming the layer's format, before any launch."""
+    tm = _tm()
+    spec = spec_of("mxfp4", act="swiglu_oai", h=64, i=64)
+    core = tm.TritonMoeCore(spec, "meta")
+    with pytest.raises(ValueError, match="tail_m.*mxfp4"):
+        tm.ForwardPass(core, None, torch.empty(4, 64, device="meta"), torch.zeros(4, 2, dtype=torch.int32, device="meta"),
+                       torch.empty(4, 2, device="meta"), 32, tail_m=16)
+
+
 @pytest.mark.parametrize("quant", ["bf16", "fp8_channel"])
 @interp
 def test_router_weight_on_input(quant):
