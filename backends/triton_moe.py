@@ -526,7 +526,7 @@ class TritonMoeCore:
         if cfg.get("DIRECT"):
             return direct_forward(self, w, hidden_states, topk_ids, topk_weights, cfg)
         p = ForwardPass(self, w, hidden_states, topk_ids, topk_weights, cfg["BLOCK_M"],
-                        prequant_first=bool(cfg["gemm1"].get("PREQUANT")), tail_m=cfg.get("TAIL_M", 0))
+                        prequant_first=bool(cfg["gemm1"].get("PREQUANT")))
         p.gemm1(cfg["gemm1"])
         p.gemm2(cfg["gemm2"])
         return p.combine()
@@ -544,17 +544,10 @@ class ForwardPass:
     ``prequant_first``: the first GEMM's config sets ``PREQUANT``; with a per-token activation scale the amax
     and the e4m3 copy of the hidden states are then made by one launch here
     (:func:`~.triton_moe_kernels.token_quant`, the same bits), and :meth:`gemm1` reads that copy whenever its
-    config sets ``PREQUANT``.
-
-    ``tail_m`` (0: off): the tail-split sort (:func:`~.triton_moe_kernels.moe_align_split`): each expert's full
-    ``block_m`` blocks, then its remaining rows in ``tail_m`` blocks; each GEMM runs as two launches, one per region
-    (the same tile config, ``BLOCK_M`` ``block_m`` then ``tail_m``). ``regions`` lists ``(alignment, first sorted
-    row)``; ``align`` is the first region's. Raises ValueError for packed-FP4 or int formats, or fp8_block's SPLIT
-    first GEMM, with ``tail_m``."""
+    config sets ``PREQUANT``."""
 
     def __init__(self, core: TritonMoeCore, w: TritonMoeWeights, hidden_states: torch.Tensor,
-                 topk_ids: torch.Tensor, topk_weights: torch.Tensor, block_m: int, *, prequant_first: bool = False,
-                 tail_m: int = 0):
+                 topk_ids: torch.Tensor, topk_weights: torch.Tensor, block_m: int, *, prequant_first: bool = False):
         s = core.spec
         self.core, self.w, self.block_m = core, w, block_m
         dev = hidden_states.device
@@ -572,14 +565,7 @@ class ForwardPass:
         self.tw = topk_weights.to(torch.float32).contiguous()
         self.x_scale = self.act_scale = None
         self.x_q: torch.Tensor | None = None
-        if tail_m and (core.w_mode not in (0, 1, 2, 3) or core.fp4_group):
-            raise ValueError(f"tail_m (the tail-split sort) runs 16-bit and FP8 layers; this layer is {q}")
-        self.tail_m = tail_m
-        if tail_m:
-            main_rows, tail_rows = K.tail_split_rows(t * k, s.num_local_experts, block_m, tail_m)
-            rows = main_rows + tail_rows
-        else:
-            rows, _ = K.max_padded_rows(t * k, s.num_local_experts, block_m)
+        rows, _ = K.max_padded_rows(t * k, s.num_local_experts, block_m)
         self.a_mode = 0
         bits = INT_BITS.get(q, 0)
         self.zero_default = (1 << (bits - 1)) if bits else 0
@@ -610,27 +596,14 @@ class ForwardPass:
         else:
             self.act = torch.empty(rows, s.intermediate_size, dtype=act_dtype, device=dev)
             self.groups = (w.g13, w.g2, 1)
-        self.sort()
+        self.align = K.moe_align(self.ids, s.num_local_experts, s.expert_offset, block_m,
+                                 amax=self.act_scale if self.a_mode in (1, 2) else None)
         self.y = torch.empty(t * k, s.hidden_size, dtype=act_dtype, device=dev)
 
     def sort(self) -> None:
-        """(Re)run the sort: sets ``align`` and ``regions``."""
         s = self.core.spec
-        amax = self.act_scale if self.a_mode in (1, 2) else None
-        if self.tail_m:
-            split = K.moe_align_split(self.ids, s.num_local_experts, s.expert_offset, self.block_m, self.tail_m,
-                                      amax=amax)
-            self.align, self.regions = split.main, split.regions()
-        else:
-            self.align = K.moe_align(self.ids, s.num_local_experts, s.expert_offset, self.block_m, amax=amax)
-            self.regions = [(self.align, 0)]
-
-    def _rows(self, off: int, al) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``act`` and its per-row scales (a per-tensor scale whole) for the sorted rows of one region."""
-        sc = self.act_scale
-        if sc is not None and self.a_mode in (1, 3):
-            sc = sc[off:off + al.rows]
-        return self.act[off:off + al.rows], sc
+        K.moe_align(self.ids, s.num_local_experts, s.expert_offset, self.block_m,
+                    amax=self.act_scale if self.a_mode in (1, 2) else None)
 
     def _fit(self, config: dict, group: int) -> dict:
         """Int formats: ``BLOCK_K`` at most the largest power of two dividing the group size (>= 16), so a
@@ -660,18 +633,14 @@ class ForwardPass:
             a = self.x_q
         else:
             a = self._prequant(self.x, self.x_scale, config, None, warmup)
-        handle = None
-        for al, off in self.regions:
-            act, c_amax = self._rows(off, al)
-            handle = K.moe_gemm(a, w.w13, act, al, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
-                                by_slot=False, activation=s.activation, gated=s.gated,
-                                weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,
-                                a_scale_mode=self.a_mode, c_amax=c_amax, c_amax_mode=self.a_mode,
-                                w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
-                                group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
-                                bias=w.b13, bias_before_weight=False, b_gscale=w.gs13, fp4_asm=w.fp4_shuffled,
-                                config=config, warmup=warmup)
-        return handle
+        return K.moe_gemm(a, w.w13, self.act, self.align, top_k=s.top_k, n_out=s.intermediate_size, gather=True,
+                          by_slot=False, activation=s.activation, gated=s.gated,
+                          weight=self.tw if self.core.on_input else None, a_amax=self.x_scale,
+                          a_scale_mode=self.a_mode, c_amax=self.act_scale, c_amax_mode=self.a_mode,
+                          w_mode=self.core.w_mode, b_scale=w.s13, b_zero=w.z13, zero_default=self.zero_default,
+                          group_k=self.groups[0], group_n=self.groups[2], swiglu_limit=s.swiglu_limit or 7.0,
+                          bias=w.b13, bias_before_weight=False, b_gscale=w.gs13, fp4_asm=w.fp4_shuffled,
+                          config=config, warmup=warmup)
 
     def _gemm1_split(self, config: dict, warmup: bool):
         """fp8_block's first GEMM split in two: one accumulator over the ``2*I`` gate and up rows (bias and
@@ -682,8 +651,6 @@ class ForwardPass:
         s, w = self.core.spec, self.w
         if self.core.w_mode != 3:
             raise ValueError(f"SPLIT is an fp8_block first-GEMM option; this layer is {s.quant}")
-        if self.tail_m:
-            raise ValueError("SPLIT (fp8_block's first GEMM in two launches) does not run with the tail-split sort")
         n13 = s.w13_rows
         assert self.act_scale is not None  # fp8_block: allocated in __init__
         h = torch.empty(self.act.shape[0], n13, dtype=torch.bfloat16, device=self.x.device)
@@ -698,17 +665,13 @@ class ForwardPass:
     def gemm2(self, config: dict, warmup: bool = False):
         s, w = self.core.spec, self.w
         config = self._fit(config, self.groups[1])
-        handle = None
-        for al, off in self.regions:
-            act, a_amax = self._rows(off, al)
-            a = self._prequant(act, a_amax, config, al.num_rows, warmup)
-            handle = K.moe_gemm(a, w.w2, self.y, al, top_k=s.top_k, n_out=s.hidden_size, gather=False,
-                                by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
-                                a_amax=a_amax, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
-                                b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
-                                group_n=self.groups[2], bias=w.b2, bias_before_weight=True, b_gscale=w.gs2,
-                                fp4_asm=w.fp4_shuffled, config=config, warmup=warmup)
-        return handle
+        a = self._prequant(self.act, self.act_scale, config, self.align.num_rows, warmup)
+        return K.moe_gemm(a, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
+                          by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
+                          a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
+                          b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
+                          group_n=self.groups[2], bias=w.b2, bias_before_weight=True, b_gscale=w.gs2,
+                          fp4_asm=w.fp4_shuffled, config=config, warmup=warmup)
 
     def combine(self) -> torch.Tensor:
         s = self.core.spec

@@ -368,72 +368,11 @@ def _align_scatter_kernel(ids_ptr, sorted_ptr, counts_ptr, rank_ptr, num_slots, 
     tl.store(sorted_ptr + start + rank, s, mask=valid)
 
 
-def _align_tail_offsets_kernel(counts_ptr, block_expert_ptr, tail_expert_ptr, num_rows_ptr, max_blocks, max_tail_blocks,
-                               num_local, BLOCK_M: tl.constexpr, TAIL_M: tl.constexpr, BLOCK_E: tl.constexpr,
-                               BLOCK_B: tl.constexpr):
-    """Tail-split sort, step 2 (:func:`moe_align` with ``tail_m``): each expert's ``floor(n / BLOCK_M) * BLOCK_M``
-    leading rows in full ``BLOCK_M`` blocks (main region), the rest padded to ``TAIL_M`` (tail region). Stores the
-    main start rows (``counts[BLOCK_E:]``), the tail start rows (``counts[2*BLOCK_E:]``), the rows in use of both
-    regions (``num_rows[0]``, ``num_rows[1]``) and the expert of each block of both."""
-    pid = tl.program_id(0)
-    offs_e = tl.arange(0, BLOCK_E)
-    cnt = tl.load(counts_ptr + offs_e, mask=offs_e < num_local, other=0)
-    full = cnt // BLOCK_M * BLOCK_M
-    tail = (cnt - full + TAIL_M - 1) // TAIL_M * TAIL_M
-    f_ends = tl.cumsum(full, 0)
-    t_ends = tl.cumsum(tail, 0)
-    f_total = tl.sum(full, 0)
-    t_total = tl.sum(tail, 0)
-    if pid == 0:
-        tl.store(counts_ptr + BLOCK_E + offs_e, f_ends - full)
-        tl.store(counts_ptr + 2 * BLOCK_E + offs_e, t_ends - tail)
-        tl.store(num_rows_ptr, f_total)
-        tl.store(num_rows_ptr + 1, t_total)
-    b = pid * BLOCK_B + tl.arange(0, BLOCK_B)
-    row = b * BLOCK_M
-    ex = tl.sum((f_ends[None, :] <= row[:, None]).to(tl.int32), 1)
-    tl.store(block_expert_ptr + b, tl.where(row < f_total, ex, -1), mask=b < max_blocks)
-    row_t = b * TAIL_M
-    ex_t = tl.sum((t_ends[None, :] <= row_t[:, None]).to(tl.int32), 1)
-    tl.store(tail_expert_ptr + b, tl.where(row_t < t_total, ex_t, -1), mask=b < max_tail_blocks)
-
-
-def _align_tail_scatter_kernel(ids_ptr, sorted_ptr, counts_ptr, rank_ptr, num_slots, expert_offset, num_local,
-                               tail_base, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_E: tl.constexpr):
-    """Tail-split sort, step 3: a slot of rank ``r`` in expert ``e`` goes to the main region at ``main_start[e] + r``
-    when ``r < floor(n_e / BLOCK_M) * BLOCK_M``, else to the tail region at ``tail_base + tail_start[e] + r - full``."""
-    pid = tl.program_id(0)
-    s = pid * BLOCK_S + tl.arange(0, BLOCK_S)
-    in_range = s < num_slots
-    e = tl.load(ids_ptr + s, mask=in_range, other=-1).to(tl.int32) - expert_offset
-    valid = in_range & (e >= 0) & (e < num_local)
-    e = tl.where(valid, e, 0)
-    rank = tl.load(rank_ptr + s, mask=valid, other=0)
-    cnt = tl.load(counts_ptr + e, mask=valid, other=0)
-    full = cnt // BLOCK_M * BLOCK_M
-    start = tl.load(counts_ptr + BLOCK_E + e, mask=valid, other=0)
-    t_start = tl.load(counts_ptr + 2 * BLOCK_E + e, mask=valid, other=0)
-    pos = tl.where(rank < full, start + rank, tail_base + t_start + rank - full)
-    tl.store(sorted_ptr + pos, s, mask=valid)
-
-
 _SIZES = ("num_slots", "max_rows", "max_blocks", "amax_rows", "rows_per_prog", "amax_per_prog")
 align_single = _kernel(do_not_specialize=[n for n in _SIZES if n not in ("rows_per_prog", "amax_per_prog")])(_align_single_kernel)
 align_count = _kernel(do_not_specialize=["num_slots", "max_rows", "rows_per_prog", "amax_rows", "amax_per_prog"])(_align_count_kernel)
 align_offsets = _kernel(do_not_specialize=["max_blocks"])(_align_offsets_kernel)
 align_scatter = _kernel(do_not_specialize=["num_slots"])(_align_scatter_kernel)
-align_tail_offsets = _kernel(do_not_specialize=["max_blocks", "max_tail_blocks"])(_align_tail_offsets_kernel)
-align_tail_scatter = _kernel(do_not_specialize=["num_slots", "tail_base"])(_align_tail_scatter_kernel)
-
-
-def tail_split_rows(num_slots: int, num_local: int, block_m: int, tail_m: int) -> tuple[int, int]:
-    """Static bounds of a tail-split sort (:func:`moe_align` with ``tail_m``): (main region rows, tail region rows),
-    multiples of ``block_m`` and ``tail_m``. Full blocks hold at most ``S`` rows; the tails hold fewer than
-    ``block_m`` rows per expert, each padded by at most ``tail_m - 1``."""
-    main = num_slots // block_m * block_m
-    nonempty = min(num_slots, num_local)
-    tail = min(num_slots, num_local * (block_m - 1)) + nonempty * (tail_m - 1)
-    return main, max(tail_m, -(-tail // tail_m) * tail_m)
 
 
 def max_padded_rows(num_slots: int, num_local: int, block_m: int) -> tuple[int, int]:
@@ -500,68 +439,6 @@ def moe_align(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_
         align_scatter.launch((nprog,), dev, topk_ids, sorted_slots, counts, rank, s, expert_offset, num_local,
                              BLOCK_S=block_s, BLOCK_E=block_e, num_warps=4)
     return Alignment(sorted_slots, block_expert, num_rows, rows, max_blocks, block_m, s)
-
-
-#: ``TAIL_M`` values of a tail-split sort (:func:`moe_align_split`): MMA tile heights below the main ``BLOCK_M``.
-TAIL_MS = (16, 32, 64)
-
-
-class TailSplit:
-    """A tail-split sort (:func:`moe_align_split`): ``main`` (full ``block_m`` blocks) and ``tail`` (each expert's
-    remaining rows in ``tail_m`` blocks), two :class:`Alignment` views of one sorted buffer of ``rows`` rows, the tail
-    region from row ``main_rows`` on. A buffer indexed by sorted row (the first GEMM's output) is sliced the same
-    way: ``buf[:main_rows]`` for ``main``, ``buf[main_rows:]`` for ``tail``."""
-
-    __slots__ = ("main", "tail", "main_rows", "rows")
-
-    def __init__(self, main: Alignment, tail: Alignment, main_rows: int, rows: int):
-        self.main, self.tail, self.main_rows, self.rows = main, tail, main_rows, rows
-
-    def regions(self) -> list[tuple[Alignment, int]]:
-        """``(alignment, first sorted row)`` of each region with at least one block."""
-        return [(al, off) for al, off in ((self.main, 0), (self.tail, self.main_rows)) if al.max_blocks > 0]
-
-
-def moe_align_split(topk_ids: torch.Tensor, num_local: int, expert_offset: int, block_m: int, tail_m: int, *,
-                    amax: torch.Tensor | None = None) -> TailSplit:
-    """Sort as :func:`moe_align` does, but pad only each expert's last, partial block, to ``tail_m`` rows instead of
-    ``block_m``: the first ``floor(n_e / block_m) * block_m`` rows of expert ``e`` fill ``block_m`` blocks (main
-    region), the remaining ``n_e mod block_m`` rows ``tail_m`` blocks (tail region), so a GEMM over both computes at
-    most ``tail_m - 1`` padding rows per expert instead of ``block_m - 1`` (random routing at 2048 tokens on 128
-    experts pads 16384 slots to 24320 rows at ``block_m`` 128; benchmarks/README.md, "Partial tiles"). Always the
-    multi-CTA path (count, offsets, scatter after a memset); no host synchronisation. ``amax``: as :func:`moe_align`,
-    zeroed over its whole length. Raises ValueError unless ``tail_m`` is in :data:`TAIL_MS` and below ``block_m``."""
-    if tail_m not in TAIL_MS or tail_m >= block_m:
-        raise ValueError(f"tail_m must be one of {TAIL_MS} and below BLOCK_M {block_m}, got {tail_m}")
-    dev = topk_ids.device
-    s = topk_ids.numel()
-    main_rows, tail_rows = tail_split_rows(s, num_local, block_m, tail_m)
-    rows = main_rows + tail_rows
-    main_blocks, tail_blocks = main_rows // block_m, tail_rows // tail_m
-    sorted_slots = torch.empty(rows, dtype=torch.int32, device=dev)
-    block_expert = torch.empty(max(1, main_blocks), dtype=torch.int32, device=dev)
-    tail_expert = torch.empty(tail_blocks, dtype=torch.int32, device=dev)
-    num_rows = torch.empty(2, dtype=torch.int32, device=dev)
-    rank = torch.empty(max(s, 1), dtype=torch.int32, device=dev)
-    block_e = max(16, _pow2(num_local))
-    block_b = max(16, 2048 // block_e)
-    has_amax = amax is not None
-    amax_arg = amax if has_amax else num_rows
-    amax_rows = amax.numel() if amax is not None else 0
-    block_s = 1024
-    counts = torch.zeros(3 * block_e, dtype=torch.int32, device=dev)
-    nprog = max(1, -(-s // block_s))
-    align_count.launch((nprog,), dev, topk_ids, sorted_slots, counts, rank, amax_arg,
-                       s, rows, -(-rows // nprog), amax_rows, -(-max(amax_rows, 1) // nprog), expert_offset, num_local,
-                       BLOCK_S=block_s, HAS_AMAX=has_amax, num_warps=4)
-    align_tail_offsets.launch((-(-max(main_blocks, tail_blocks, 1) // block_b),), dev, counts, block_expert, tail_expert,
-                              num_rows, main_blocks, tail_blocks, num_local, BLOCK_M=block_m, TAIL_M=tail_m,
-                              BLOCK_E=block_e, BLOCK_B=block_b, num_warps=4)
-    align_tail_scatter.launch((nprog,), dev, topk_ids, sorted_slots, counts, rank, s, expert_offset, num_local, main_rows,
-                              BLOCK_M=block_m, BLOCK_S=block_s, BLOCK_E=block_e, num_warps=4)
-    main = Alignment(sorted_slots[:main_rows], block_expert, num_rows[0:1], main_rows, main_blocks, block_m, s)
-    tail = Alignment(sorted_slots[main_rows:], tail_expert, num_rows[1:2], tail_rows, tail_blocks, tail_m, s)
-    return TailSplit(main, tail, main_rows, rows)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1966,8 +1843,8 @@ def topk_sum(y: torch.Tensor, topk_ids: torch.Tensor, out: torch.Tensor, num_loc
 if interpreting():
     _fix_interpreter()
 
-KERNELS = (align_single, align_count, align_offsets, align_scatter, align_tail_offsets, align_tail_scatter, moe_gemm_kernel,
-           fp4_direct_kernel, group_quant_kernel, act_quant_kernel, row_quant_kernel, token_quant_kernel, topk_sum_kernel)
+KERNELS = (align_single, align_count, align_offsets, align_scatter, moe_gemm_kernel, fp4_direct_kernel, group_quant_kernel,
+           act_quant_kernel, row_quant_kernel, token_quant_kernel, topk_sum_kernel)
 
 
 def compiled_variants() -> int:
