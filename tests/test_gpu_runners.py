@@ -148,7 +148,8 @@ def test_resolved_runner_on_this_gpu_with_verify():
     model = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
              "routing": "renormalize"}
     for quant in ("bf16", "fp8_channel"):
-        plan = moe_select.plan({"arch": "auto", "quant": quant, "model": model, "runner": "torch_grouped_mm"})
+        plan = moe_select.plan({"arch": "auto", "engine": "moe_select", "quant": quant, "model": model,
+                                 "runner": "torch_grouped_mm"})
         runner = moe_select.resolve(plan, registry=Registry(), verify=True)
         assert runner.device.type == "cuda" and runner.name == "torch_grouped_mm"
 
@@ -177,7 +178,8 @@ def test_fused_no_recompile_over_token_counts_modes_and_capture(quant):
 def test_runner_repr_names_the_path():
     model = {"num_experts": 16, "top_k": 4, "hidden_size": 256, "moe_intermediate_size": 128, "activation": "silu",
              "routing": "renormalize"}
-    runner = moe_select.resolve(moe_select.plan({"arch": "auto", "quant": "bf16", "model": model, "runner": "torch_grouped_mm"}))
+    runner = moe_select.resolve(moe_select.plan({"arch": "auto", "engine": "moe_select", "quant": "bf16", "model": model,
+                                                "runner": "torch_grouped_mm"}))
     runner.prepare_weights(torch.randn(16, 256, 256, device="cuda").bfloat16(), torch.randn(16, 256, 128, device="cuda").bfloat16())
     assert repr(runner).endswith("path=fused)") and runner.core.fused_error is None
 
