@@ -139,6 +139,10 @@ class When(Located):
     quant_block_k: IntCond | None = None
     quant_group_size: IntCond | None = None
     architecture: list[str] | None = None
+    #: The checkpoint's serialization of a weight-only int format (``quant_params.layout``: ``awq``, ``gptq``,
+    #: ``compressed-tensors``, from the checkpoint's ``quant_method`` or ``quant_config.layout``); a deployment that does
+    #: not say it matches no such condition, and the selector reports a fact that holds only there as not decided.
+    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors"]] | None = None
     #: The checkpoint carries no activation scales (``quant_params.weight_only``: ModelOpt W4A16_NVFP4,
     #: compressed-tensors NVFP4A16; moe_select/model_config.py, "Weight-only NVFP4").
     weight_only: bool | None = None
@@ -405,12 +409,13 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, shared_intermediate_size: int | None = None,
              dense_intermediate_size: int | None = None, architecture: str | None = None,
-             weight_only: bool = False, activation_scale: str | None = None,
+             checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None,
              max_tokens_given: bool = True) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
-    checkpoint's model class (None: not given); ``weight_only``: the checkpoint has no activation scales;
+    checkpoint's model class (None: not given); ``checkpoint_layout``: a weight-only int checkpoint's serialization
+    (awq, gptq, compressed-tensors; None: not given); ``weight_only``: the checkpoint has no activation scales;
     ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None;
     ``activation_precision``: the activation precision the deployment asks for (None: the runner's default);
     ``online``: the engine quantizes an unquantized checkpoint at load; ``vendor_library``: the engine's vendor-library switch
@@ -442,6 +447,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
         "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
         "architecture": architecture,
+        "checkpoint_layout": checkpoint_layout,
         "weight_only": weight_only,
         "activation_scale": activation_scale,
         "activation_precision": activation_precision,

@@ -58,10 +58,14 @@ class QuantConfig(Located):
     the GPU, the precision of its support row that needs no request. Given: only support rows of that precision
     hold, including those that run only on request (``when: {activation_precision: [...]}``, e.g. an engine's
     MXFP4 x FP8 on sm90 on request: backends/*.yaml cite the flag); the engine's
-    choice, so a checkpoint never contradicts it."""
+    choice, so a checkpoint never contradicts it. ``layout`` (weight-only int formats): the checkpoint's
+    serialization, ``awq``, ``gptq`` or ``compressed-tensors`` (a checkpoint's config states it: its
+    ``quant_method``); the engines pick different MoE methods for each, so a fact may hold for one only
+    (``when: {checkpoint_layout: [...]}``), and a deployment that does not state it leaves such a fact undecided."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, gt=0, le=1 << 16)
+    layout: Literal["awq", "gptq", "compressed-tensors"] | None = None
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
     activation_precision: Precision | None = None

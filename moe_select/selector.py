@@ -53,7 +53,7 @@ MAX_ISSUES = 20
 #: Inputs a deployment may leave out; facts that read them are then reported as not checked (``architecture``: the
 #: checkpoint's model class, from model_config or model.architecture; a support row that holds only for some
 #: architectures leaves its cell unverified when the deployment does not say which).
-UNGIVEN = ("dp", "architecture", "vendor_library")
+UNGIVEN = ("dp", "architecture", "vendor_library", "checkpoint_layout")
 
 #: The source of a ``not_preferred`` reason where no prefer rule matches the deployment: no rule file to name.
 NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
@@ -64,6 +64,8 @@ STATE_HOW = {
     "architecture": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that names it",
     "vendor_library": "state vendor_library: true or false (the engine's switch for the GPU vendor's kernel library; "
                       "a launch line's environment states it)",
+    "checkpoint_layout": "state quant_config.layout (awq, gptq or compressed-tensors: the checkpoint's quant_method), or "
+                         "give model_config: a checkpoint whose config says it",
 }
 
 #: Quantities among the :data:`UNGIVEN` inputs and what is derived from them (a fact stating ``dp`` states ``tp_dp``).
@@ -202,6 +204,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     group_size=group_size(u.quant, u.quant_params),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
+                    checkpoint_layout=u.quant_params.get("layout"),
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
                     activation_precision=u.quant_params.get("activation_precision"),
                     online=bool(u.quant_params.get("online")), vendor_library=u.vendor_library,
