@@ -1265,10 +1265,14 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
                     engine_reasons.append(Reason(code="no_adapter", detail=f"no capability file describes runner {name}{mean}: "
                                                  "this install has no adapter for it", source="backends/", backend=name,
                                                  fix=f"runner: {close[0]}" if close else None))
-                elif e not in untold_engines and _read_at(e, engine_versions(env, catalog).get(e), e in newer_engines) and \
+                elif _read_at(e, engine_versions(env, catalog).get(e), e in newer_engines) and \
                         (refusal := _not_an_engine_name(name, e, mean, close[0] if close else None)) is not None:
-                    # the declared release's runner option, as read, takes no such name: refused on that evidence (an
-                    # undeclared or newer release may take a value the table has not read: judged below, unverified)
+                    # the release's runner option, as read, takes no such name: refused on that evidence. An undeclared
+                    # version is read at the newest checked, as every version-scoped fact is (the refusal says so: a new
+                    # user's trial found a misspelled runner planned with exit 0 only when no version was given); a
+                    # declared release newer than the table read may take a value it has not read: judged below, unverified
+                    if e in untold_engines:
+                        refusal = refusal.model_copy(update={"detail": f"{refusal.detail} ({untold_engines[e]})"})
                     engine_reasons.append(refusal)
                 else:
                     closed = _not_an_engine_name(name, e, mean, close[0] if close else None)

@@ -93,13 +93,24 @@ def test_model_and_model_config_together(tmp_path, configs):
 
 
 def test_unknown_runner(tmp_path):
-    """A runner no capability file describes is judged, not invalid input (issue 18): the plan names it, unverified,
-    plan-only, and the unknown says what was probably meant."""
+    """A runner no capability file describes is judged, not invalid input (issue 18). The serving engines' runner options
+    are closed (backends/engines/names.yaml choices), so under each engine, at its declared version or, undeclared, at the
+    newest read (as every version-scoped fact; a new user's trial, 2026-12-04: a misspelled runner was planned with exit 0
+    only when no version was given), a name none of them takes is refused on that evidence, saying what was probably
+    meant; a declared release newer than the tables read may take it: unverified, plan-only."""
     f = dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE + "runner: deepgemm\n")
     report = moe_select.explain(f)
-    assert report.plan is not None and report.plan.runner == "deepgemm" and report.plan.evidence == "unverified"
-    assert report.plan.module is None
-    [u] = [x for x in report.plan.unknowns if x.code == "no_adapter"]
+    assert report.plan is None
+    c = next(c for c in report.candidates if c.backend == "deepgemm")
+    refused = [x for x in c.reasons if x.code == "engine_unsupported"]
+    assert refused and all("no capability file describes runner deepgemm (did you mean 'deep_gemm'?)" in x.detail
+                           for x in refused), [(x.code, x.detail) for x in c.reasons]
+    assert any("not given (engine_version)" in x.detail for x in refused)
+    newer = moe_select.explain(dep_file(tmp_path, "gpu: H200\nquant: bf16\n" + SHAPE
+                                        + "runner: deepgemm\nengine: sglang\nengine_version: '9.0.0'\n"))
+    assert newer.plan is not None and newer.plan.runner == "deepgemm" and newer.plan.evidence == "unverified"
+    assert newer.plan.module is None
+    [u] = [x for x in newer.plan.unknowns if x.code == "no_adapter"]
     assert "no capability file describes runner deepgemm (did you mean 'deep_gemm'?)" in u.detail
     assert "takes no such value" in u.detail        # the engines' closed runner options (names.yaml choices)
 

@@ -1,0 +1,61 @@
+"""A sixth new user's trial (helper, 2026-12-04; 15 defects reported), fixed as kinds:
+
+1. vLLM runs an unquantized MoE layer only through its unquantized oracle's backends (triton, batched_triton,
+   flashinfer_trtllm, flashinfer_cutlass, aiter: map_unquantized_backend raises for any other --moe-backend); cutlass,
+   deep_gemm, flashinfer_cutedsl and hpc_ops were planned (unverified) and emitted for bf16 under vLLM.
+2. A runner name no engine takes was refused at a declared engine version but planned (unverified, exit 0) when no
+   version was given: an undeclared version is now read at the newest checked, as every version-scoped fact is.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import moe_select
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN3 = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")
+
+
+@pytest.mark.parametrize("runner", ["cutlass", "deep_gemm", "flashinfer_cutedsl", "hpc_ops"])
+def test_vllm_unquantized_only_through_its_oracle_backends(runner):
+    r = moe_select.explain({"gpu": "H100", "model_config": QWEN3, "engine": "vllm", "runner": runner})
+    assert r.plan is None
+    c = next(c for c in r.candidates if c.backend == runner)
+    assert any(x.code == "quant_unsupported" and x.source.startswith(f"backends/{runner}.yaml:")
+               and "bf16" in x.detail for x in c.reasons), [(x.code, x.detail, x.source) for x in c.reasons]
+
+
+@pytest.mark.parametrize("runner", ["triton", "flashinfer_cutlass"])
+def test_vllm_unquantized_oracle_backends_still_plan(runner):
+    r = moe_select.explain({"gpu": "H100" if runner == "triton" else "B200", "model_config": QWEN3, "engine": "vllm",
+                            "runner": runner})
+    assert r.plan is not None and r.plan.runner == runner, r.summary()
+
+
+def test_sglang_unquantized_cutlass_is_not_touched():
+    r = moe_select.explain({"gpu": "H100", "model_config": QWEN3, "engine": "sglang", "runner": "cutlass"})
+    c = next(c for c in r.candidates if c.backend == "cutlass")
+    assert not any("unquantized oracle" in x.detail or "map_unquantized_backend" in x.source for x in c.reasons)
+
+
+def test_emit_vllm_refuses_a_backend_vllm_rejects_for_bf16():
+    out = subprocess.run([sys.executable, "-m", "moe_select", "plan", "--gpu", "H100", "--model-config", QWEN3,
+                          "--engine", "vllm", "--runner", "deep_gemm", "--emit", "vllm"], capture_output=True, text=True)
+    assert out.returncode == 1 and "--moe-backend deep_gemm" not in out.stdout, (out.stdout, out.stderr)
+
+
+@pytest.mark.parametrize("version", [None, "0.5.19"])
+def test_a_misspelled_runner_is_refused_with_or_without_a_version(version):
+    dep = {"gpu": "H100", "model_config": QWEN3, "engine": "sglang", "runner": "tritn"}
+    if version:
+        dep["engine_version"] = version
+    r = moe_select.explain(dep)
+    assert r.plan is None
+    [c] = [c for c in r.candidates if c.backend == "tritn"]
+    hit = [x for x in c.reasons if x.code == "engine_unsupported"]
+    assert hit and "did you mean 'triton'?" in hit[0].detail and (hit[0].fix or "").startswith("runner: triton")
+    assert ("not given (engine_version)" in hit[0].detail) is (version is None)
