@@ -337,6 +337,51 @@ def deployment_from_dict(values: dict[str, Any], file: str = "<flags>") -> Deplo
     return validate(Deployment, data, file)
 
 
+def _not_a_release(engine: str, version: str) -> str | None:
+    """Why ``version`` is no release of ``engine`` (backends/engines/releases.yaml, every PyPI release), or None: a listed
+    release, one newer than every listed release (judged as newer than the facts), or a pre-release, dev build or local
+    label of any version (a build, not a release)."""
+    from packaging.version import InvalidVersion, Version
+
+    from .engine_tables import releases
+
+    dated = releases().engines.get(engine)  # type: ignore[call-overload]
+    if not dated:
+        return None
+    try:
+        want = Version(version)
+    except InvalidVersion:
+        return None  # the field's validator says so
+    if want.is_prerelease or want.is_devrelease or want.local is not None:
+        return None
+    listed = {Version(v): v for v in dated}
+    if want in listed or want > max(listed):
+        return None
+    near = sorted(listed, key=lambda v: (abs(v.release[0] - want.release[0]) if v.release else 0,
+                                         abs((v.release[1] if len(v.release) > 1 else 0) - (want.release[1] if len(want.release) > 1 else 0)),
+                                         abs((v.release[2] if len(v.release) > 2 else 0) - (want.release[2] if len(want.release) > 2 else 0))))[:3]
+    return (f"{engine} {version} is not a release of {engine} (backends/engines/releases.yaml lists every PyPI release up to "
+            f"{listed[max(listed)]}; nearest: {', '.join(listed[v] for v in sorted(near))}): give the version the "
+            "deployment runs")
+
+
+def _newer_than_releases(engine: str, version: str) -> str | None:
+    """The newest release releases.yaml lists for ``engine`` when ``version`` is a final release above it, else None."""
+    from packaging.version import InvalidVersion, Version
+
+    from .engine_tables import releases
+
+    dated = releases().engines.get(engine)  # type: ignore[call-overload]
+    try:
+        want = Version(version)
+    except InvalidVersion:
+        return None
+    if not dated or want.is_prerelease or want.is_devrelease or want.local is not None:
+        return None
+    newest = max(dated, key=Version)
+    return newest if want > Version(newest) else None
+
+
 def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: str | None = None,
                detected_gpu: str | None = None, a2a_backends: Mapping[str, Any] | None = None,
                engine_versions: Mapping[str, str | None] | None = None) -> Understood:
@@ -359,6 +404,17 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     def bad(field: str, msg: str) -> None:
         line = dep._lines.get(field, dep._line)
         issues.append(Issue(dep._file, line, field, msg))
+
+    # The engine's version: a final release the release table lists, or newer than every release it lists (a new user's
+    # trial, 2026-12-04: sglang 0.11.0, vllm 0.16.5 were accepted and judged); pre-releases, dev builds and local
+    # labels (+cu128) are builds of their release and pass.
+    if dep.engine_version is not None and dep.engine in ("sglang", "vllm", "trtllm"):
+        gone = _not_a_release(str(dep.engine), dep.engine_version)
+        if gone:
+            bad("engine_version", gone)
+        elif (newest := _newer_than_releases(str(dep.engine), dep.engine_version)) is not None:
+            notes.append(f"{dep.engine} {dep.engine_version} is newer than every release backends/engines/releases.yaml "
+                         f"lists (up to {newest}, read from PyPI 2026-12-04): a later release, or a mistyped version")
 
     # Architecture.
     arch: str | None = None

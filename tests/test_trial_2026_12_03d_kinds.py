@@ -58,14 +58,18 @@ def test_emit_for_the_plans_own_engine_does_not_advise_planning_for_it():
 def test_a_runner_without_a_file_is_refused_for_this_install_with_a_close_match():
     """Planned for this install (engine moe_select), a runner no capability file describes has no adapter here: refused
     at planning with the close match (a fourth trial: 'torch_nativ' was planned, then failed at resolve citing a file
-    that does not exist); for a serving engine it stays unverified (a plugin or an engine of its own may bring it)."""
+    that does not exist); for a serving engine whose runner option is closed it is refused too (read at the newest
+    checked release when no version is given: a sixth trial), and a declared release newer than the tables read leaves
+    it unverified (that release may take the name)."""
     dep = {"arch": "cpu", "quant": "bf16", "model": SMALL, "runner": "torch_nativ"}
     here = moe_select.explain({**dep, "engine": "moe_select"})
     assert here.plan is None
     reason = next(r for c in here.candidates if c.backend == "torch_nativ" for r in c.reasons)
     assert reason.code == "no_adapter" and "did you mean 'torch_native'?" in reason.detail and reason.fix == "runner: torch_native"
     served = moe_select.explain({**dep, "engine": "vllm"})
-    assert served.plan is not None and served.plan.evidence == "unverified"
+    assert served.plan is None
+    newer = moe_select.explain({**dep, "engine": "vllm", "engine_version": "0.40.0"})
+    assert newer.plan is not None and newer.plan.evidence == "unverified"
 
 
 def test_a_single_measured_range_reads_as_every_forward(tmp_path):

@@ -72,10 +72,15 @@ def test_a_runner_name_no_closed_engine_option_takes_is_refused_under_that_engin
     for engine, version in (("vllm", "0.20.0"), ("trtllm", "1.2.0")):
         r = moe_select.explain({**base, "engine": engine, "engine_version": version, "runner": "tritn"})
         assert r.plan is None, engine
-    # no version declared (or one newer than the tables read): a newer release may take the name, so it stays
-    # unverified, and the unknown says that the read releases refuse it
+    # no version declared: read at the newest checked, as every version-scoped fact (a sixth trial: exit 0 for a typo
+    # only without a version), and the refusal says so; a declared release newer than the tables read may take the
+    # name: unverified, and the unknown says that the read releases refuse it
     undeclared = {k: v for k, v in base.items() if k != "engine_version"}
     r = moe_select.explain({**undeclared, "runner": "tritn"})
+    assert r.plan is None
+    reason = next(x for c in r.candidates if c.backend == "tritn" for x in c.reasons if x.code == "engine_unsupported")
+    assert "not given (engine_version)" in reason.detail and reason.fix == "runner: triton"
+    r = moe_select.explain({**base, "engine_version": "0.9.0", "runner": "tritn"})
     assert r.plan is not None and r.plan.evidence == "unverified"
     assert any("takes no such value" in x.detail and "did you mean 'triton'" in x.detail for x in r.plan.unknowns)
 

@@ -59,3 +59,26 @@ def test_a_misspelled_runner_is_refused_with_or_without_a_version(version):
     hit = [x for x in c.reasons if x.code == "engine_unsupported"]
     assert hit and "did you mean 'triton'?" in hit[0].detail and (hit[0].fix or "").startswith("runner: triton")
     assert ("not given (engine_version)" in hit[0].detail) is (version is None)
+
+
+@pytest.mark.parametrize("engine, version", [("vllm", "0.16.5"), ("sglang", "0.5.0"), ("trtllm", "1.0.7")])
+def test_an_engine_version_that_is_no_release_is_an_input_error(engine, version):
+    """releases.yaml lists every PyPI release (read 2026-12-04): a final version below the newest that is not among them
+    is a typed error naming the field and the nearest releases."""
+    from moe_select.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        moe_select.explain({"gpu": "H100", "model_config": QWEN3, "engine": engine, "engine_version": version})
+    text = str(err.value)
+    assert "engine_version" in text and f"{engine} {version} is not a release" in text and "nearest" in text
+
+
+@pytest.mark.parametrize("version", ["0.5.5.post1", "0.5.6.dev0", "0.5.19+cu128", "0.5.13rc1"])
+def test_releases_and_builds_of_them_pass(version):
+    r = moe_select.explain({"gpu": "H100", "model_config": QWEN3, "engine": "sglang", "engine_version": version})
+    assert r.plan is not None
+
+
+def test_a_version_newer_than_every_release_is_noted():
+    r = moe_select.explain({"gpu": "H100", "model_config": QWEN3, "engine": "sglang", "engine_version": "0.11.0"})
+    assert any("newer than every release" in n and "0.5.23" in n for n in r.deployment.notes)
