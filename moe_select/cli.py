@@ -17,10 +17,46 @@ DEPLOYMENT_FLAGS = ("gpu", "arch", "quant", "model_config", "engine", "phase", "
                     "tp", "ep", "dp", "a2a", "a2a_mode", "a2a_capacity", "runner", "nvcc", "cuda", "engine_version")
 
 
+def _given_once(action: type[argparse.Action]) -> type[argparse.Action]:
+    """``action`` refusing a second occurrence of its option on one command line (``--tp 8 --tp 4``, ``--cuda-graph
+    --no-cuda-graph``): an error naming both, exit 2, as a duplicate key of a deployment file is an error; never the last
+    one silently (a new user's trial, 2026-12-04)."""
+
+    class Once(action):  # type: ignore[valid-type,misc]
+        def __call__(self, parser, namespace, values, option_string=None):
+            seen = getattr(namespace, "_given_once", None)
+            if seen is None:
+                seen = {}
+                namespace._given_once = seen
+            if self.dest in seen:
+                raise argparse.ArgumentError(self, f"given twice ({seen[self.dest]} and {option_string}): give it once")
+            seen[self.dest] = option_string
+            super().__call__(parser, namespace, values, option_string)
+
+    Once.__name__ = f"Once{action.__name__}"
+    return Once
+
+
 def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
     from .vocab import ENGINES, INSTALL_ENGINE, PHASES_OF
 
     g = p.add_argument_group("deployment (a file, flags, or both: flags override the file's keys)")
+    add = g.add_argument
+
+    def once(*names: str, **kw: Any) -> Any:
+        """``add_argument`` with a single-occurrence action (store, BooleanOptionalAction, store_true)."""
+        action = kw.pop("action", None)
+        if action is None:
+            kw["action"] = _given_once(argparse._StoreAction)
+        elif action is argparse.BooleanOptionalAction:
+            kw["action"] = _given_once(argparse.BooleanOptionalAction)
+        elif action == "store_true":
+            kw["action"] = _given_once(argparse._StoreTrueAction)
+        else:
+            kw["action"] = action
+        return add(*names, **kw)
+
+    g.add_argument = once  # type: ignore[method-assign]
     g.add_argument("--deployment", "-d", metavar="FILE", type=_given("a deployment file"), help="deployment file (YAML or JSON)")
     g.add_argument("--gpu", help="GPU product name: H200, B300, RTX PRO 6000, T4, MI300X, ... (unknown: give --arch)")
     g.add_argument("--arch", help="architecture: sm<major><minor> (sm75, sm90, sm121, sm130, ...), gfx<target> (gfx90a, "
@@ -132,11 +168,16 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None, *
     from .launch_cli import cli_launch
 
     launch = cli_launch(args)  # --from-command: the engine's launch line is the base, flags override it
+    used = getattr(args, "_given_once", None) or {}  # dest -> the option string given (--no-cuda-graph for false)
+
+    def flag_of(k: str) -> str:
+        return str(used.get(k) or f"--{k.replace('_', '-')}")
+
     if launch is not None:
         data, file, base = launch.marked(), "<launch line>", Path.cwd()
         for k in flags:
             if k in data:
-                data.key_sources[k] = f"command line (--{k.replace('_', '-')}), over {data.key_sources[k]}"
+                data.key_sources[k] = f"command line ({flag_of(k)}), over {data.key_sources[k]}"
     elif args.deployment:
         file = str(args.deployment)
         data = load_file(args.deployment, kind="deployment file")  # read once; the file's keys keep their lines
@@ -158,7 +199,7 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None, *
     for k, v in flags.items():
         data[k] = v
         if not str(data.key_sources.get(k, "")).startswith("command line"):
-            data.key_sources[k] = f"command line (--{k.replace('_', '-')})"
+            data.key_sources[k] = f"command line ({flag_of(k)})"
     if getattr(args, "activation_precision", None):  # one key of quant_config: the file's other keys are kept
         qc = data.get("quant_config")
         if qc is not None and not isinstance(qc, dict):

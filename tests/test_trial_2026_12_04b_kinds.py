@@ -82,3 +82,22 @@ def test_releases_and_builds_of_them_pass(version):
 def test_a_version_newer_than_every_release_is_noted():
     r = moe_select.explain({"gpu": "H100", "model_config": QWEN3, "engine": "sglang", "engine_version": "0.11.0"})
     assert any("newer than every release" in n and "0.5.23" in n for n in r.deployment.notes)
+
+
+@pytest.mark.parametrize("twice", [["--gpu", "H200", "--gpu", "B200"], ["--tp", "8", "--tp", "4"],
+                                   ["--cuda-graph", "--no-cuda-graph"], ["--strict", "--strict"]])
+def test_a_flag_given_twice_is_an_error(twice):
+    """As a duplicate key of a deployment file: exit 2 naming both, never the last one silently."""
+    args = ["--gpu", "H200"] if twice[0] != "--gpu" else []
+    out = subprocess.run([sys.executable, "-m", "moe_select", "explain", *args, "--quant", "bf16", "--model",
+                          "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32", *twice],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "given twice" in out.stderr, out.stderr[-300:]
+
+
+def test_repeatable_flags_stay_repeatable_and_false_says_its_flag():
+    out = subprocess.run([sys.executable, "-m", "moe_select", "explain", "--gpu", "H200", "--quant", "bf16", "--model",
+                          "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32", "--package", "torch=2.9",
+                          "--package", "triton=3.4", "--no-cuda-graph"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-300:]
+    assert "command line (--no-cuda-graph)" in out.stdout
