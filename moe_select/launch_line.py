@@ -450,6 +450,27 @@ def _image_repo_tag(image: str) -> tuple[str, str]:
     return repo, tag
 
 
+#: The engines' own release images, by the image reference's last path component (and, for TensorRT-LLM's generic
+#: ``release``, a path part that names the engine): their tags name the engine's release (``lmsysorg/sglang:v0.4.6``,
+#: ``vllm/vllm-openai:v0.11.0``, ``nvcr.io/nvidia/tensorrt-llm/release:1.0.0rc4``), with a CUDA suffix at times.
+RELEASE_IMAGES = {"sglang": ("sglang", None), "vllm": ("vllm-openai", None), "trtllm": ("release", "tensorrt-llm")}
+_TAG_VERSION = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:(?:\.post|rc|a|b)\d+)*)(?:[-_+].*)?$")
+
+
+def image_version(engine: str, image: str | None) -> str | None:
+    """The engine release a ``docker run`` line's image tag names (``v0.4.6-cu124`` -> ``0.4.6``), for the engine's own
+    release images (:data:`RELEASE_IMAGES`); None for another image, no tag, or a tag that names no version (``latest``,
+    ``nightly``, a digest)."""
+    if not image or engine not in RELEASE_IMAGES:
+        return None
+    repo, tag = _image_repo_tag(image)
+    name, part = RELEASE_IMAGES[engine]
+    if repo != name or (part is not None and part not in image.split("@", 1)[0].split("/")):
+        return None
+    m = _TAG_VERSION.match(tag)
+    return m.group(1) if m and _ver(m.group(1)) is not None else None
+
+
 def _image_env(engine: str, image: str | None, line_env: Mapping[str, str], findings: list[Finding]) -> dict[str, str]:
     """The variables ``engine``'s container ``image`` (a ``docker run`` line's, as written) sets in its environment (the
     engine table's ``images``), with a note for each; the line's ``-e`` values win (the caller merges them over)."""
@@ -1303,6 +1324,15 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     if not words:
         raise InputError(Issue(where, 0, "", "no command in the launch line"))
     engine, launcher, args, model_style = _launcher(words, where)
+    tagged = image_version(engine, docker.get("image"))
+    if tagged is not None:
+        if engine_version is None:
+            engine_version = tagged
+            findings.append(Finding("note", f"{engine} {tagged}", f"the engine version, from the image tag of "
+                                    f"{docker.get('image')} (give --engine-version to judge another)", "docker run"))
+        elif _ver(engine_version) != _ver(tagged):
+            findings.append(Finding("note", f"{engine} {engine_version}", f"the engine version given, over {tagged} that "
+                                    f"the image tag of {docker.get('image')} names", "docker run"))
     image_env = _image_env(engine, docker.get("image"), line_env, findings)
     # a container sees its image's variables and those docker run -e passes, none of the host's others
     full_env, env_from = merge_env({**image_env, **line_env}, None if docker else env)
@@ -1326,7 +1356,9 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     _read_env(launch, where)
     _map(launch, where)
     if engine_version is not None:  # the selector judges the engine's facts at it too (issue 20)
-        _set(launch, "engine_version", engine_version, f"--engine-version {engine_version}")
+        _set(launch, "engine_version", engine_version,
+             f"the image tag of {docker.get('image')}" if tagged is not None and engine_version == tagged
+             else f"--engine-version {engine_version}")
     if model_config is not None:
         _set(launch, "model_config", model_config, f"given instead of the line's model ({launch.model_written or 'none'})")
     else:

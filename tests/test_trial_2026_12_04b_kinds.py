@@ -101,3 +101,31 @@ def test_repeatable_flags_stay_repeatable_and_false_says_its_flag():
                           "--package", "triton=3.4", "--no-cuda-graph"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-300:]
     assert "command line (--no-cuda-graph)" in out.stdout
+
+
+@pytest.mark.parametrize("engine, image, version", [
+    ("sglang", "lmsysorg/sglang:v0.4.6.post1-cu124", "0.4.6.post1"), ("sglang", "lmsysorg/sglang:v0.5.3rc0-cu126", "0.5.3rc0"),
+    ("vllm", "vllm/vllm-openai:v0.11.0", "0.11.0"), ("vllm", "docker.io/vllm/vllm-openai:v0.10.1.1", "0.10.1.1"),
+    ("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:1.0.0rc4", "1.0.0rc4"),
+    ("sglang", "lmsysorg/sglang:latest", None), ("vllm", "vllm/vllm-openai:nightly", None),
+    ("vllm", "myorg/vllm-custom:v0.11.0", None), ("trtllm", "nvcr.io/nvidia/other/release:1.0.0", None),
+    ("sglang", "lmsysorg/sglang@sha256:abcd", None)])
+def test_the_engine_release_an_image_tag_names(engine, image, version):
+    from moe_select.launch_line import image_version
+
+    assert image_version(engine, image) == version
+
+
+def test_a_docker_line_is_judged_at_its_image_tag_unless_a_version_is_given():
+    from moe_select.launch_line import from_command
+
+    line = ("docker run --gpus all lmsysorg/sglang:v0.4.6.post1-cu124 python3 -m sglang.launch_server --model-path M "
+            "--tp 8 --enable-deepep-moe --deepep-mode low_latency")
+    cfg = str(ROOT / "examples" / "model_configs" / "deepseek-ai__DeepSeek-V3")
+    launch = from_command(line, model_config=cfg)
+    assert launch.engine_version == "0.4.6.post1" and launch.deployment["engine_version"] == "0.4.6.post1"
+    assert "image tag" in launch.provenance["engine_version"]
+    assert not [f for f in launch.findings if f.kind in ("removed", "engine_error")], [f.render() for f in launch.findings]
+    given = from_command(line, model_config=cfg, engine_version="0.5.19")
+    assert given.engine_version == "0.5.19"
+    assert any("over 0.4.6.post1" in f.message for f in given.findings)
