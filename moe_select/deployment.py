@@ -337,6 +337,24 @@ def deployment_from_dict(values: dict[str, Any], file: str = "<flags>") -> Deplo
     return validate(Deployment, data, file)
 
 
+def _undeclared_names(arch: str, model: ModelShape) -> list[str]:
+    """A note for each of the deployment's arch, activation and routing that no vocabulary declares, with a did-you-mean
+    (as quant, a2a and runner have): a well-formed unknown name is judged, not refused, and a fact that takes any value
+    still holds for it (a new user's trial, 2026-12-04: 'sillu', 'renormalise' and sm91 passed without a word)."""
+    from .vocab import ACTIVATIONS, ROUTINGS, declared_archs
+
+    out = []
+    for what, value, known in (("arch", arch, declared_archs()), ("activation", model.activation, ACTIVATIONS),
+                               ("routing", model.routing, ROUTINGS)):
+        if value is None or value in known or (what == "arch" and value in ("auto", "cpu")):
+            continue
+        close = difflib.get_close_matches(str(value), list(known), n=1, cutoff=0.6)
+        out.append(f"{what} {value} is declared in no vocabulary (backends/vocabulary.yaml)"
+                   + (f" (did you mean {close[0]!r}?)" if close else "")
+                   + f": no fact names it; a fact that takes any {what} still holds")
+    return out
+
+
 def _not_a_release(engine: str, version: str) -> str | None:
     """Why ``version`` is no release of ``engine`` (backends/engines/releases.yaml, every PyPI release), or None: a listed
     release, one newer than every listed release (judged as newer than the facts), or a pre-release, dev build or local
@@ -702,6 +720,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     if issues:
         raise InputError(issues)
     assert arch is not None and quant is not None and model is not None
+    notes.extend(_undeclared_names(arch, model))
     moe_tp = dep.tp // dep.ep if dep.tp % dep.ep == 0 else None
     return Understood(
         gpu=gpu, arch=arch, quant=quant, model=model, model_config_path=cfg_path, input_files=input_files,

@@ -129,3 +129,14 @@ def test_a_docker_line_is_judged_at_its_image_tag_unless_a_version_is_given():
     given = from_command(line, model_config=cfg, engine_version="0.5.19")
     assert given.engine_version == "0.5.19"
     assert any("over 0.4.6.post1" in f.message for f in given.findings)
+
+
+def test_undeclared_arch_activation_routing_are_noted_with_a_did_you_mean():
+    r = moe_select.explain({"arch": "sm91", "quant": "bf16", "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64,
+                            "moe_intermediate_size": 32, "activation": "sillu", "routing": "renormalise"}})
+    notes = " | ".join(r.deployment.notes)
+    for what, value, meant in (("arch", "sm91", "sm90"), ("activation", "sillu", "silu"), ("routing", "renormalise", "renormalize")):
+        assert f"{what} {value} is declared in no vocabulary" in notes and f"did you mean '{meant}'?" in notes, notes
+    plain = moe_select.explain({"arch": "sm90", "quant": "bf16", "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64,
+                                "moe_intermediate_size": 32}})
+    assert not any("declared in no vocabulary" in n for n in plain.deployment.notes)
