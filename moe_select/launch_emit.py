@@ -413,12 +413,22 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             _precision_flag("vllm", str(d.quant_params["activation_precision"]), version, comments, runner=plan.runner,
                             quant=plan.quant)
         dp = d.dp or 1
-        if d.tp % dp:
-            raise EmitError(f"vLLM's MoE group is tp x dp: dp {dp} does not divide the plan's tp {d.tp}")
-        if d.ep not in (1, d.tp):
-            raise EmitError(f"vLLM's --enable-expert-parallel is a switch (EP = tp x dp x pcp = {d.tp}): it cannot give ep {d.ep}; "
-                            f"plan with ep 1 or ep {d.tp}")
-        argv = ["vllm", "serve", mdl, _flag("vllm", "tp", version, comments), str(d.tp // dp)]
+        if dp > 1 and d.ep == d.tp * dp:
+            # the deployment's tp is vLLM's tensor-parallel size beside dp (ep = tp x dp): the other reading the facts
+            # accept (backends/common.yaml, ep one_of [tp, tp_dp]; a new user's trial found explain and --emit disagree)
+            vllm_tp = d.tp
+            comments.append(f"tp {d.tp} read as vLLM's tensor-parallel size beside data-parallel size {dp}: the MoE group "
+                            f"and EP are tp x dp = {d.ep}")
+        else:
+            if d.tp % dp:
+                raise EmitError(f"vLLM's MoE group is tp x dp: dp {dp} does not divide the plan's tp {d.tp} (and ep {d.ep} is "
+                                f"not tp x dp = {d.tp * dp}, the other reading)")
+            if d.ep not in (1, d.tp):
+                raise EmitError(f"vLLM's --enable-expert-parallel is a switch (EP = tp x dp x pcp = {d.tp}): it cannot give ep {d.ep}; "
+                                f"plan with ep 1 or ep {d.tp}" + (f", or ep {d.tp * dp} with tp as vLLM's tensor-parallel size"
+                                                                  if dp > 1 else ""))
+            vllm_tp = d.tp // dp
+        argv = ["vllm", "serve", mdl, _flag("vllm", "tp", version, comments), str(vllm_tp)]
         if dp > 1:
             argv += [_flag("vllm", "dp", version, comments), str(dp)]
         if d.ep > 1:

@@ -140,3 +140,16 @@ def test_undeclared_arch_activation_routing_are_noted_with_a_did_you_mean():
     plain = moe_select.explain({"arch": "sm90", "quant": "bf16", "model": {"num_experts": 8, "top_k": 2, "hidden_size": 64,
                                 "moe_intermediate_size": 32}})
     assert not any("declared in no vocabulary" in n for n in plain.deployment.notes)
+
+
+def test_emit_vllm_takes_tp_as_vllms_own_beside_dp_when_ep_is_tp_times_dp():
+    """explain accepts vLLM tp 2, dp 2, ep 4 (ep = tp x dp: backends/common.yaml one_of [tp, tp_dp]); --emit now writes it
+    (--tensor-parallel-size 2 --data-parallel-size 2 --enable-expert-parallel) instead of refusing, with a comment."""
+    out = subprocess.run([sys.executable, "-m", "moe_select", "plan", "--gpu", "H100", "--model-config", QWEN3, "--tp", "2",
+                          "--ep", "4", "--dp", "2", "--engine", "vllm", "--emit", "vllm"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-400:]
+    assert "--tensor-parallel-size 2" in out.stdout and "--data-parallel-size 2" in out.stdout
+    assert "--enable-expert-parallel" in out.stdout and "read as vLLM's tensor-parallel size" in out.stdout
+    whole = subprocess.run([sys.executable, "-m", "moe_select", "plan", "--gpu", "H100", "--model-config", QWEN3, "--tp", "4",
+                            "--ep", "4", "--dp", "2", "--engine", "vllm", "--emit", "vllm"], capture_output=True, text=True)
+    assert whole.returncode == 0 and "--tensor-parallel-size 2" in whole.stdout, whole.stderr[-400:]

@@ -121,7 +121,10 @@ def test_mooncake_not_refused_as_unshipped_under_sglang():
 def test_flashinfer_megamoe_refused_on_both_sides_of_0_32(vllm, why):
     """Up to 0.31.0 no value runs FlashInfer's moe_ep; from 0.32.0 'passthrough' does, bound only to vLLM's
     flashinfer_moe_ep_* MoE backends (any other raises): deep_gemm refused on both sides, each for its own reason."""
-    r = _explain(gpu="B200", a2a="flashinfer_megamoe", runner="deep_gemm", engine_version=vllm)
+    # block FP8: deep_gemm's own format under vLLM (an unquantized layer is refused by deep_gemm.yaml itself: vLLM's
+    # unquantized oracle has no deep_gemm), so the all-to-all is the one refusal
+    r = _explain(gpu="B200", a2a="flashinfer_megamoe", runner="deep_gemm", engine_version=vllm, quant="fp8_block",
+                 quant_config={"block": [128, 128]})
     assert r.plan is None
     detail = only_refusal(r, "deep_gemm", "a2a_unsupported", "a2a/flashinfer_megamoe.yaml")
     assert why in detail, detail
