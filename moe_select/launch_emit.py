@@ -485,7 +485,14 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if launch.config and engine == "trtllm" and yaml_doc is not None:
             yaml_doc = {**{k: v for k, v in launch.config.items()}, **yaml_doc,
                         "moe_config": {**(launch.config.get("moe_config") or {}), **yaml_doc["moe_config"]}}
-        env = {k: v for k, v in launch.env.items() if launch.env_from.get(k) == "launch line"}
+        # the line's own assignments, and the values docker run -e passes into the container (-e NAME=value, or -e NAME
+        # with the value the line or the host gave: a new user's trial found an exported, passed value dropped); the
+        # image's own variables are the image's
+        env = {k: v for k, v in launch.env.items()
+               if launch.env_from.get(k) == "launch line" or str(launch.env_from.get(k, "")).startswith("docker run -e")}
+        if launch.container is not None:
+            comments.append("the line's docker run wrapper (image, --gpus, mounts, ports) is not written: run this command "
+                            "in that container, or put it back in front")
     else:
         env = {}
     env.update(dispatch_env)

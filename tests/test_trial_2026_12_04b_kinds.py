@@ -153,3 +153,14 @@ def test_emit_vllm_takes_tp_as_vllms_own_beside_dp_when_ep_is_tp_times_dp():
     whole = subprocess.run([sys.executable, "-m", "moe_select", "plan", "--gpu", "H100", "--model-config", QWEN3, "--tp", "4",
                             "--ep", "4", "--dp", "2", "--engine", "vllm", "--emit", "vllm"], capture_output=True, text=True)
     assert whole.returncode == 0 and "--tensor-parallel-size 2" in whole.stdout, whole.stderr[-400:]
+
+
+def test_emit_keeps_the_values_docker_run_passes_and_says_the_wrapper_is_not_written(tmp_path):
+    line = tmp_path / "l.sh"
+    line.write_text("export VLLM_USE_DEEP_GEMM=0\ndocker run --gpus all -e VLLM_USE_DEEP_GEMM -e HF_TOKEN=xxx "
+                    "vllm/vllm-openai:latest --model Qwen/Qwen3-30B-A3B --tensor-parallel-size 4 --enable-expert-parallel\n")
+    out = subprocess.run([sys.executable, "-m", "moe_select", "plan", "--gpu", "H100", "--from-command", f"@{line}",
+                          "--model-config", QWEN3, "--emit", "vllm"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-400:]
+    assert "VLLM_USE_DEEP_GEMM=0" in out.stdout and "HF_TOKEN=xxx" in out.stdout
+    assert "docker run wrapper" in out.stdout
