@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializationInfo, ValidationInfo, field_serializer, field_validator
 
@@ -337,6 +337,18 @@ def deployment_from_dict(values: dict[str, Any], file: str = "<flags>") -> Deplo
     return validate(Deployment, data, file)
 
 
+def _near_formats(name: str, formats: Sequence[str]) -> list[str]:
+    """The format a mistyped or engine-style quant name most likely means: AWQ and GPTQ checkpoints are weight-only
+    (``int4_awq`` -> ``int4_w4a16``, ``gptq_int8`` -> ``int8_w8a16``: spelling alone pointed AWQ at int4_w4a8), else
+    the closest name."""
+    low = name.lower()
+    if "awq" in low or "gptq" in low:
+        want = "int8_w8a16" if "8" in low and "4" not in low else "int4_w4a16"
+        if want in formats:
+            return [want]
+    return difflib.get_close_matches(name, list(formats), n=1)
+
+
 def _undeclared_names(arch: str, model: ModelShape) -> list[str]:
     """A note for each of the deployment's arch, activation and routing that no vocabulary declares, with a did-you-mean
     (as quant, a2a and runner have): a well-formed unknown name is judged, not refused, and a fact that takes any value
@@ -534,6 +546,12 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                     makers = online_engines(wanted, engines, versions, arch, scale)
                 else:
                     bad("quant", text)
+            elif unquantized and wanted is None and (near := _near_formats(str(dep.quant), format_names())):
+                # a name of no format, close to one: a typo far more likely than a new format made online (a new user's
+                # trial, 2026-12-04: --quant bf61 on a bf16 checkpoint planned as online quantization, exit 0)
+                bad("quant", f"quant {dep.quant} is no format of this moe-select (backends/formats.yaml; did you mean "
+                    f"{near[0]!r}?) and not the checkpoint's {quant}: give the checkpoint's format (or auto), or a format "
+                    "an engine makes at load")
             elif unquantized and (wanted is None or wanted.online or not wanted.quantized):
                 notes.append(f"quant {dep.quant} given for an unquantized ({quant}) checkpoint: online quantization"
                              + ("" if wanted is not None else " to a format without a row in backends/formats.yaml (no "
@@ -607,13 +625,13 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         fmt = lookup(quant)
         if fmt is None:  # a well-formed name of no format this moe-select knows: judged, its parameters unknown
             family = [n for n in names() if n.startswith(quant + "_")]     # 'fp8': fp8_tensor, fp8_channel, ...
-            close = difflib.get_close_matches(quant, names(), n=1)
+            close = _near_formats(quant, names())
             hint = ""
             if family:
                 hint = f" (did you mean one of {', '.join(family)}? the checkpoint's scales decide which; --model-config reads them)"
             elif close:
-                near = lookup(close[0])
-                hint = f" (did you mean {near.name!r}: {near.summary}?)" if near is not None else ""
+                row = lookup(close[0])
+                hint = f" (did you mean {row.name!r}: {row.summary}?)" if row is not None else ""
             notes.append(f"quant {quant} is not a format of this moe-select (no row in backends/formats.yaml)" + hint
                          + ": no fact runs it and its parameters are unknown; run and verify refuse it (no scales, no tolerance)")
         if quant_params.get("weight_only") and fmt is not None and fmt.activation in (None, "bf16", "fp16"):

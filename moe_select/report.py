@@ -55,9 +55,9 @@ class Report(BaseModel):
             return f"moe-select: using {p.runner} ({how}){ev} for {d}; other eligible: {alts}"
         kinds = self.refused_layer_kinds()
         if kinds:
-            codes = sorted({r.code for sub in self.layers if sub.deployment.layer_kind in kinds for r in sub.reasons})
+            codes = _by_reach([r for sub in self.layers if sub.deployment.layer_kind in kinds for r in sub.reasons])
             return f"moe-select: refused {d}: no runner for the {', '.join(kinds)} layers ({', '.join(codes)})"
-        codes = sorted({r.code for r in self.reasons})
+        codes = _by_reach(self.reasons)
         who = self.deployment.runner if self.deployment.runner != "auto" else "every candidate"
         return f"moe-select: refused {d}: {who} rejected ({', '.join(codes)})"
 
@@ -244,3 +244,12 @@ def _how(chosen_by: Any, sep: str) -> str:
     if chosen_by.how == "measured":
         return f"measurement ({f'rule {chosen_by.rule} at ' if chosen_by.rule else ''}{chosen_by.source})"
     return "asked for explicitly" if sep == " at " else f"asked for explicitly ({chosen_by.source})"
+
+
+def _by_reach(reasons: list) -> list[str]:
+    """The reason codes of ``reasons``, those that refuse the most candidates first (ties by name): the common cause
+    leads a refusal's one line (a new user's trial, 2026-12-04: shape_unaligned, every candidate's, came last)."""
+    reach: dict[str, set] = {}
+    for r in reasons:
+        reach.setdefault(r.code, set()).add(getattr(r, "backend", None))
+    return sorted(reach, key=lambda c: (-len(reach[c]), c))

@@ -164,3 +164,31 @@ def test_emit_keeps_the_values_docker_run_passes_and_says_the_wrapper_is_not_wri
     assert out.returncode == 0, out.stderr[-400:]
     assert "VLLM_USE_DEEP_GEMM=0" in out.stdout and "HF_TOKEN=xxx" in out.stdout
     assert "docker run wrapper" in out.stdout
+
+
+@pytest.mark.parametrize("quant, meant", [("bf61", "bf16"), ("int4_awq", "int4_w4a16")])
+def test_a_quant_typo_on_an_unquantized_checkpoint_is_an_input_error(quant, meant):
+    from moe_select.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        moe_select.explain({"gpu": "H100", "model_config": QWEN3, "quant": quant})
+    assert f"did you mean '{meant}'?" in str(err.value) and "quant" in str(err.value)
+
+
+def test_a_new_format_name_far_from_every_format_is_still_judged():
+    r = moe_select.explain({"gpu": "H100", "model_config": QWEN3, "quant": "newfmt_xyz"})
+    assert r.plan is not None and r.plan.evidence == "unverified"
+
+
+def test_refusal_line_leads_with_the_code_that_refuses_most_candidates():
+    r = moe_select.explain({"gpu": "H100", "model_config": str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8"),
+                            "tp": 8})
+    assert r.plan is None
+    line = r.summary()
+    assert line.split("rejected (", 1)[1].startswith("shape_unaligned"), line
+
+
+def test_triton_on_the_cpu_is_an_arch_refusal():
+    r = moe_select.explain({"arch": "cpu", "model_config": QWEN3, "engine": "moe_select", "runner": "triton"})
+    assert any(x.code == "arch_unsupported" and x.source.startswith("backends/triton.yaml:")
+               for c in r.candidates if c.backend == "triton" for x in c.reasons)
