@@ -236,6 +236,8 @@ def test_vllm_takes_deepep_v2_from_0_24(vllm, shipped):
 def test_vllm_has_no_flashinfer_megamoe_all_to_all():
     """No vLLM release's All2AllBackend Literal (0.13.0 .. 0.34.0) names FlashInfer MegaMoE: behind it every runner is
     refused under vLLM (deep_gemm was planned, unverified)."""
-    r = _explain(a2a="flashinfer_megamoe", quant="bf16", engine_version="0.29.0")
+    # block FP8: deep_gemm's own format under vLLM (its bf16 is refused by deep_gemm.yaml itself: vLLM's unquantized
+    # oracle has no deep_gemm), so the all-to-all is the one refusal
+    r = _explain(a2a="flashinfer_megamoe", quant="fp8_block", quant_config={"block": [128, 128]}, engine_version="0.29.0")
     assert r.plan is None
     assert "flashinfer" in only_refusal(r, "deep_gemm", "a2a_unsupported", "a2a/flashinfer_megamoe.yaml").lower()
