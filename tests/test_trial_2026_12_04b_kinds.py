@@ -192,3 +192,15 @@ def test_triton_on_the_cpu_is_an_arch_refusal():
     r = moe_select.explain({"arch": "cpu", "model_config": QWEN3, "engine": "moe_select", "runner": "triton"})
     assert any(x.code == "arch_unsupported" and x.source.startswith("backends/triton.yaml:")
                for c in r.candidates if c.backend == "triton" for x in c.reasons)
+
+
+def test_an_sgl_variable_is_read_as_its_sglang_name():
+    """SGLang's environ renames SGL_ variables to SGLANG_ at import (0.5.4 on); 0.4.10 .. 0.5.3 read
+    SGL_ENABLE_JIT_DEEPGEMM by that name: not a typo of SGLANG_ENABLE_JIT_DEEPGEMM."""
+    from moe_select.launch_line import from_command
+
+    launch = from_command("SGL_ENABLE_JIT_DEEPGEMM=0 python3 -m sglang.launch_server --model-path M --tp 8",
+                          engine_version="0.4.10", model_config=str(ROOT / "examples" / "model_configs" / "deepseek-ai__DeepSeek-V3"))
+    assert not [f for f in launch.findings if f.kind == "unknown"], [f.render() for f in launch.findings]
+    assert any(f.kind == "note" and "read as SGLANG_ENABLE_JIT_DEEPGEMM" in f.message for f in launch.findings)
+    assert "env:SGLANG_ENABLE_JIT_DEEPGEMM" in launch.values
