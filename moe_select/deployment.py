@@ -580,11 +580,21 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     kinds = list(info.layer_kinds) if info is not None and model is not None else []
     main_layers = list(kinds[0]["layers"]) if kinds else []
     extra: list[dict[str, Any]] = [dict(kind) for kind in kinds[1:]]
+    # TensorRT-LLM's MoE backend is one model-wide setting (moe_config.backend: get_moe_cls reads the model's one config
+    # for every MoE layer, the MTP layers' included): a runner named for the deployment is every layer kind's there (a
+    # new user's trial, 2026-12-04: the MTP layer was planned as auto -> trtllm_cutlass beside moe_config.backend TRTLLM)
+    model_wide = dep.engine == "trtllm" and dep.runner not in (None, "auto")
     for kind in extra:
-        kind["runner"] = (dep.layer_runners or {}).get(kind["kind"], "auto")
+        if kind["kind"] in (dep.layer_runners or {}):
+            kind["runner"], how = dep.layer_runners[kind["kind"]], f"{dep.layer_runners[kind['kind']]} from layer_runners"  # type: ignore[index]
+        elif model_wide:
+            kind["runner"], how = dep.runner, (f"{dep.runner}, the deployment's: TensorRT-LLM's moe_config.backend is "
+                                               "model-wide (NVIDIA/TensorRT-LLM@01f8de52fefe:tensorrt_llm/_torch/modules/"
+                                               "fused_moe/create_moe.py:get_moe_cls)")
+        else:
+            kind["runner"], how = "auto", "auto"
         prov[f"layers.{kind['kind']}"] = (f"{cfg_path} ({kind['why']}; layers {_ranges(kind['layers'])}, {kind['quant']}; runner "
-                                          + (f"{kind['runner']} from layer_runners" if kind["kind"] in (dep.layer_runners or {})
-                                             else "auto") + ")")
+                                          + how + ")")
     for name in dep.layer_runners or {}:
         if name not in [kind["kind"] for kind in extra]:
             bad("layer_runners", f"layer kind {name[:40]!r} is not in this checkpoint (its kinds besides main: "

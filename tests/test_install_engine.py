@@ -140,7 +140,7 @@ def test_require_adapter_with_a_serving_engine_refuses_what_this_install_cannot_
     assert moe_select.explain(dep).plan.evidence == "unverified"
     refused = moe_select.explain({**dep, "require_adapter": True})
     assert refused.plan is None and [r.code for r in refused.reasons] == ["no_adapter"]
-    assert "this install (engine moe_select) does not run it: quant_unsupported" in refused.reasons[0].detail
+    assert "this install (engine moe_select) does not run it: arch_unsupported" in refused.reasons[0].detail
     assert refused.reasons[0].source == f"backends/triton.yaml:{line_of('backends/triton.yaml', '  - archs: [cpu]')}"
 
 
@@ -198,7 +198,7 @@ def test_resolve_builds_a_serving_engines_plan_only_where_this_install_runs_it()
         moe_select.resolve(sglang)
     assert exc.value.codes == ["no_adapter"], str(exc.value)
     reason = next(r for r in exc.value.reasons if r.code == "no_adapter")
-    assert "this install (engine moe_select) does not run it: quant_unsupported" in reason.detail
+    assert "this install (engine moe_select) does not run it: arch_unsupported" in reason.detail
     assert reason.source == f"backends/triton.yaml:{line_of('backends/triton.yaml', '  - archs: [cpu]')}"
     vllm = moe_select.plan({"arch": "auto", "model": SMALL, "quant": "bf16", "engine": "vllm"})
     assert (vllm.runner, vllm.evidence) == ("torch_native", "unverified")

@@ -204,3 +204,21 @@ def test_an_sgl_variable_is_read_as_its_sglang_name():
     assert not [f for f in launch.findings if f.kind == "unknown"], [f.render() for f in launch.findings]
     assert any(f.kind == "note" and "read as SGLANG_ENABLE_JIT_DEEPGEMM" in f.message for f in launch.findings)
     assert any(r.entry.name == "SGLANG_ENABLE_JIT_DEEPGEMM" for r in launch.values.values())
+
+
+def test_trtllm_moe_config_backend_is_every_layer_kinds(tmp_path):
+    """TensorRT-LLM's moe_config.backend is model-wide (get_moe_cls reads the one model config for every MoE layer): the
+    MTP layer takes the launch line's backend, not auto."""
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("moe_config:\n  backend: TRTLLM\n")
+    from moe_select.launch_line import from_command
+
+    launch = from_command(f"trtllm-serve nvidia/DeepSeek-V3.1-NVFP4 --tp_size 8 --extra_llm_api_options {extra}",
+                          model_config=str(ROOT / "examples" / "model_configs" / "nvidia__DeepSeek-V3.1-NVFP4"))
+    r = launch.explain(deployment={"gpu": "B200"})
+    assert r.plan is not None and r.plan.runner == "trtllm_gen"
+    mtp = [sub for sub in r.layers if sub.deployment.layer_kind == "mtp"]
+    assert mtp and mtp[0].plan is not None and mtp[0].plan.runner == "trtllm_gen", [s.summary() for s in mtp]
+    sglang = moe_select.explain({"gpu": "B200", "engine": "sglang", "runner": "flashinfer_trtllm",
+                                 "model_config": str(ROOT / "examples" / "model_configs" / "nvidia__DeepSeek-V3.1-NVFP4")})
+    assert all(sub.deployment.runner == "auto" for sub in sglang.layers if sub.deployment.layer_kind == "mtp")
