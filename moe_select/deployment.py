@@ -349,6 +349,16 @@ def _near_formats(name: str, formats: Sequence[str]) -> list[str]:
     return difflib.get_close_matches(name, list(formats), n=1)
 
 
+def _mistyped_format(name: str, formats: Sequence[str]) -> list[str]:
+    """The format ``name`` is a slip of: its letters transposed (``bf61``), or an AWQ/GPTQ spelling of a weight-only one
+    (:func:`_near_formats`); [] for a well-formed name of a format this moe-select has no row for (``int4_w4a4``: judged,
+    refused where it would run)."""
+    low = name.lower()
+    if "awq" in low or "gptq" in low:
+        return _near_formats(name, formats)
+    return [f for f in formats if f != low and sorted(f) == sorted(low)][:1]
+
+
 def _undeclared_names(arch: str, model: ModelShape) -> list[str]:
     """A note for each of the deployment's arch, activation and routing that no vocabulary declares, with a did-you-mean
     (as quant, a2a and runner have): a well-formed unknown name is judged, not refused, and a fact that takes any value
@@ -373,7 +383,7 @@ def _not_a_release(engine: str, version: str) -> str | None:
     label of any version (a build, not a release)."""
     from packaging.version import InvalidVersion, Version
 
-    from .engine_tables import releases
+    from .releases import releases
 
     dated = releases().engines.get(engine)  # type: ignore[call-overload]
     if not dated:
@@ -399,7 +409,7 @@ def _newer_than_releases(engine: str, version: str) -> str | None:
     """The newest release releases.yaml lists for ``engine`` when ``version`` is a final release above it, else None."""
     from packaging.version import InvalidVersion, Version
 
-    from .engine_tables import releases
+    from .releases import releases
 
     dated = releases().engines.get(engine)  # type: ignore[call-overload]
     try:
@@ -546,7 +556,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                     makers = online_engines(wanted, engines, versions, arch, scale)
                 else:
                     bad("quant", text)
-            elif unquantized and wanted is None and (near := _near_formats(str(dep.quant), format_names())):
+            elif unquantized and wanted is None and (near := _mistyped_format(str(dep.quant), format_names())):
                 # a name of no format, close to one: a typo far more likely than a new format made online (a new user's
                 # trial, 2026-12-04: --quant bf61 on a bf16 checkpoint planned as online quantization, exit 0)
                 bad("quant", f"quant {dep.quant} is no format of this moe-select (backends/formats.yaml; did you mean "
@@ -582,7 +592,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     extra: list[dict[str, Any]] = [dict(kind) for kind in kinds[1:]]
     # TensorRT-LLM's MoE backend is one model-wide setting (moe_config.backend: get_moe_cls reads the model's one config
     # for every MoE layer, the MTP layers' included): a runner named for the deployment is every layer kind's there (a
-    # new user's trial, 2026-12-04: the MTP layer was planned as auto -> trtllm_cutlass beside moe_config.backend TRTLLM)
+    # new user's trial, 2026-12-04: the MTP layer was planned as auto, beside a backend the line named)
     model_wide = dep.engine == "trtllm" and dep.runner not in (None, "auto")
     for kind in extra:
         if kind["kind"] in (dep.layer_runners or {}):

@@ -19,9 +19,7 @@ unknown key, a meaning outside :data:`Meaning`, a source that is no citation, a 
 from __future__ import annotations
 
 import functools
-import importlib
 import re
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -29,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 from .conditions import When
 from .errors import InputError, Issue
 from .located import Located
+from .releases import Releases, _load, _pep440_version, engines_dir, release_date, releases  # noqa: F401 (re-exported)
 
 SCHEMA_VERSION = 1
 ENGINES = ("sglang", "vllm", "trtllm")
@@ -69,17 +68,6 @@ Takes = Literal["switch", "bool_optional", "bool", "value", "int", "file", "json
 CITATION = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@([0-9a-f]{7,40}|v\d+(\.\d+)*(\.post\d+|rc\d+)?):[^\s:;]+(:[A-Za-z0-9_.]+)?|#\d+)"
                       r"|this project: )")
 _KEYED = re.compile(r"^([a-z_]+):([A-Za-z0-9_.]+)\Z")
-
-
-def _pep440_version(v: str) -> str:
-    """``v`` itself when it is a PEP 440 version; raises ValueError otherwise (a table's release field)."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        Version(v)
-    except InvalidVersion:
-        raise ValueError(f"{v!r} is not a PEP 440 version") from None
-    return v
 
 
 _FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -618,21 +606,6 @@ class NamesTable(Located):
         return None
 
 
-def engines_dir() -> Path:
-    """``backends/engines`` of the installed package."""
-    return Path(importlib.import_module("moe_select.backends.engines").__file__ or ".").parent
-
-
-def _load(path: Path, model: type[Located]) -> Located:
-    from .yamlio import MarkedDict, load_file, validate
-
-    shown = f"backends/engines/{path.name}"
-    data = load_file(path, shown, kind="engine table")
-    if not isinstance(data, MarkedDict):
-        raise InputError(Issue(shown, getattr(data, "line", 0), "", "an engine table holds a mapping"))
-    return validate(model, data, shown)
-
-
 @functools.lru_cache(maxsize=None)
 def table(engine: str) -> EngineTable:
     """The validated table of ``engine`` (``sglang``, ``vllm``, ``trtllm``), read once per process.
@@ -644,53 +617,6 @@ def table(engine: str) -> EngineTable:
     if t.engine != engine:
         raise InputError(Issue(f"backends/engines/{engine}.yaml", t._line, "engine", f"says {t.engine}, not {engine}"))
     return t
-
-
-class Releases(Located):
-    """``backends/engines/releases.yaml``: each engine's release dates (PEP 440 version -> ``YYYY-MM-DD``, the day its
-    first file reached PyPI)."""
-
-    schema_version: Literal[1]
-    source: str = Field(min_length=1)
-    engines: dict[Literal["sglang", "vllm", "trtllm"], dict[str, str]]
-
-    @field_validator("engines")
-    @classmethod
-    def _dated(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-        for dates in v.values():
-            for version, day in dates.items():
-                _pep440_version(version)
-                if not re.match(r"^\d{4}-\d{2}-\d{2}$", day):
-                    raise ValueError(f"{version}: {day!r} is not a YYYY-MM-DD date")
-        return v
-
-
-@functools.lru_cache(maxsize=None)
-def releases() -> Releases:
-    """The validated ``releases.yaml``."""
-    t = _load(engines_dir() / "releases.yaml", Releases)
-    assert isinstance(t, Releases)
-    return t
-
-
-@functools.lru_cache(maxsize=None)
-def release_date(engine: str, version: str | None) -> str | None:
-    """The date ``engine`` ``version`` was released (``releases.yaml``): its own, or for a version the table lacks the
-    newest listed release below it (a lower bound); None for no version, an invalid one, one older than every listed
-    release, or an engine without dates."""
-    from packaging.version import InvalidVersion, Version
-
-    if version is None:
-        return None
-    try:
-        want = Version(version)
-    except InvalidVersion:
-        return None
-    dated = releases().engines.get(engine, {})  # type: ignore[call-overload]
-    if version in dated:
-        return dated[version]
-    below = [(Version(v), d) for v, d in dated.items() if Version(v) <= want]
-    return max(below)[1] if below else None
 
 
 @functools.lru_cache(maxsize=None)

@@ -881,14 +881,12 @@ def _read_env(launch: Launch, where: str) -> None:
         written = f"{name}={value}"
         if e is None and launch.engine == "sglang" and name.startswith("SGL_") and "SGLANG_" + name[4:] in known:
             # SGLang's environ renames every SGL_ variable to its SGLANG_ name at import (_convert_SGL_to_SGLANG, from the
-            # 0.5.4 wheel; read 2026-12-04), and earlier releases read some under the old name (SGL_ENABLE_JIT_DEEPGEMM in
-            # the 0.4.10 .. 0.5.3 configurer): the old name is the same variable, not a typo (a new user's trial)
+            # 0.5.4 wheel; read 2026-12-04), and earlier releases read some under the old name (a new user's trial: one
+            # was reported as a typo of its SGLANG_ name): the old name is the same variable
             e = known["SGLANG_" + name[4:]]
             launch.findings.append(Finding("note", name, f"read as {e.name}: SGLang renames SGL_ variables to SGLANG_ ones "
                                            "at import (from 0.5.4), and earlier releases read some under the old name",
-                                           "sgl-project/sglang@v0.5.4:python/sglang/srt/environ.py:_convert_SGL_to_SGLANG; "
-                                           "sgl-project/sglang@v0.5.3:python/sglang/srt/layers/quantization/deep_gemm_wrapper/"
-                                           "configurer.py:_compute_enable_deep_gemm (SGL_ENABLE_JIT_DEEPGEMM)"))
+                                           "sgl-project/sglang@v0.5.4:python/sglang/srt/environ.py:_convert_SGL_to_SGLANG"))
         if e is not None:
             found, live = _changes(e, written, launch.engine_version, launch.engine)
             launch.findings += found

@@ -176,7 +176,7 @@ def test_kimi_k3_deepep_v2_unstated_architecture_is_unverified():
 
 
 @pytest.mark.parametrize("kw", [{"architecture": "DeepseekV3ForCausalLM"}, {"a2a": "deepep"},
-                                {"engine": "vllm", "runner": "auto"}])
+                                {"engine": "vllm", "runner": "auto", "engine_version": "0.33.0"}])
 def test_kimi_k3_deepep_v2_refusal_scope(kw):
     """Another architecture with deepep_v2, Kimi K3 with DeepEP V1 (which _ep_a2a counts), and vLLM's deepep_v2 are not
     refused by this fact."""
