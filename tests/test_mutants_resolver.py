@@ -329,7 +329,7 @@ def test_measurements_warning_names_resolves_caller(monkeypatch):
 
 def test_fall_back_refused_by_the_rules_names_their_codes(measured, tmp_path):
     """Without the table the rules refuse: the catalog given has torch_native (disabled by a site rule) and triton
-    (bf16 not on the CPU) only, so the codes are disabled_by_rule and quant_unsupported, sorted, once each. Kills
+    (not on the CPU: arch_unsupported) only, so the codes are arch_unsupported and disabled_by_rule, sorted, once each. Kills
     resolver.x__fall_back__mutmut_32 to _35 (the codes None, ``join(None)``, ``"XX, XX"``, ``sorted(None)``) and
     _36 to _49 (each field of the refusal: None, left out or its text changed); and _30 (the bundled catalog would
     choose torch_native, no refusal)."""
@@ -342,7 +342,7 @@ def test_fall_back_refused_by_the_rules_names_their_codes(measured, tmp_path):
     assert out == (None, [Reason(
         code="plan_mismatch",
         detail=_what(measured.measurements_fingerprint[:12]) + "; without them the rules refuse this deployment "
-        "(disabled_by_rule, quant_unsupported)",
+        "(arch_unsupported, disabled_by_rule)",
         source="plan (measurements.machine)", fix="measure on this machine (moe-select tune) and plan again")])
 
 
