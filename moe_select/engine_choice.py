@@ -31,8 +31,8 @@ from pydantic import Field, field_validator, model_validator
 from .conditions import When
 from .contracts import DispatchFormat
 from .engine_tables import CITATION, ENGINES, engines_dir, names, table
-from .errors import InputError, Issue
 from .located import Located
+from .releases import _load
 from .vocab import Quant
 
 #: The deployment fields an engine hook reads (``asked``) or writes (``sets``).
@@ -173,16 +173,7 @@ class Resolution(Located):
 @functools.lru_cache(maxsize=None)
 def resolution() -> Resolution:
     """The validated ``resolution.yaml`` (read once per process). Raises :class:`InputError` (file:line)."""
-    from .yamlio import MarkedDict, load_file, validate
-
-    path = engines_dir() / "resolution.yaml"
-    shown = "backends/engines/resolution.yaml"
-    data = load_file(path, shown, kind="engine table")
-    if not isinstance(data, MarkedDict):
-        raise InputError(Issue(shown, getattr(data, "line", 0), "", "resolution.yaml holds a mapping"))
-    r = validate(Resolution, data, shown)
-    assert isinstance(r, Resolution)
-    return r
+    return _load(engines_dir() / "resolution.yaml", Resolution)
 
 
 # ---------------------------------------------------------------------------------------------- prediction

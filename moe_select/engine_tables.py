@@ -613,7 +613,6 @@ def table(engine: str) -> EngineTable:
     if engine not in ENGINES:
         raise KeyError(engine)
     t = _load(engines_dir() / f"{engine}.yaml", EngineTable)
-    assert isinstance(t, EngineTable)
     if t.engine != engine:
         raise InputError(Issue(f"backends/engines/{engine}.yaml", t._line, "engine", f"says {t.engine}, not {engine}"))
     return t
@@ -622,9 +621,7 @@ def table(engine: str) -> EngineTable:
 @functools.lru_cache(maxsize=None)
 def names() -> NamesTable:
     """The validated ``names.yaml``."""
-    t = _load(engines_dir() / "names.yaml", NamesTable)
-    assert isinstance(t, NamesTable)
-    return t
+    return _load(engines_dir() / "names.yaml", NamesTable)
 
 
 #: The README's generated names block lies between these lines (``moe-select matrix --write`` replaces it, ``--check``

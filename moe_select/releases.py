@@ -8,7 +8,7 @@ import functools
 import importlib
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field, field_validator
 
@@ -32,14 +32,21 @@ def engines_dir() -> Path:
     return Path(importlib.import_module("moe_select.backends.engines").__file__ or ".").parent
 
 
-def _load(path: Path, model: type[Located]) -> Located:
+T = TypeVar("T", bound=Located)
+
+
+def _load(path: Path, model: type[T]) -> T:
+    """The engine table at ``path`` validated as ``model``. Raises :class:`InputError` (file:line) for one that is not
+    a mapping or does not validate."""
     from .yamlio import MarkedDict, load_file, validate
 
     shown = f"backends/engines/{path.name}"
     data = load_file(path, shown, kind="engine table")
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(shown, getattr(data, "line", 0), "", "an engine table holds a mapping"))
-    return validate(model, data, shown)
+    t = validate(model, data, shown)
+    assert isinstance(t, model)
+    return t
 
 
 class Releases(Located):
@@ -64,9 +71,7 @@ class Releases(Located):
 @functools.lru_cache(maxsize=None)
 def releases() -> Releases:
     """The validated ``releases.yaml``."""
-    t = _load(engines_dir() / "releases.yaml", Releases)
-    assert isinstance(t, Releases)
-    return t
+    return _load(engines_dir() / "releases.yaml", Releases)
 
 
 @functools.lru_cache(maxsize=None)
