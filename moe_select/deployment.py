@@ -377,36 +377,11 @@ def _undeclared_names(arch: str, model: ModelShape) -> list[str]:
     return out
 
 
-def _not_a_release(engine: str, version: str) -> str | None:
-    """Why ``version`` is no release of ``engine`` (backends/engines/releases.yaml, every PyPI release), or None: a listed
-    release, one newer than every listed release (judged as newer than the facts), or a pre-release, dev build or local
-    label of any version (a build, not a release)."""
-    from packaging.version import InvalidVersion, Version
-
-    from .releases import releases
-
-    dated = releases().engines.get(engine)  # type: ignore[call-overload]
-    if not dated:
-        return None
-    try:
-        want = Version(version)
-    except InvalidVersion:
-        return None  # the field's validator says so
-    if want.is_prerelease or want.is_devrelease or want.local is not None:
-        return None
-    listed = {Version(v): v for v in dated}
-    if want in listed or want > max(listed):
-        return None
-    near = sorted(listed, key=lambda v: (abs(v.release[0] - want.release[0]) if v.release else 0,
-                                         abs((v.release[1] if len(v.release) > 1 else 0) - (want.release[1] if len(want.release) > 1 else 0)),
-                                         abs((v.release[2] if len(v.release) > 2 else 0) - (want.release[2] if len(want.release) > 2 else 0))))[:3]
-    return (f"{engine} {version} is not a release of {engine} (backends/engines/releases.yaml lists every PyPI release up to "
-            f"{listed[max(listed)]}; nearest: {', '.join(listed[v] for v in sorted(near))}): give the version the "
-            "deployment runs")
-
-
-def _newer_than_releases(engine: str, version: str) -> str | None:
-    """The newest release releases.yaml lists for ``engine`` when ``version`` is a final release above it, else None."""
+def _release_check(engine: str, version: str) -> tuple[str | None, str | None]:
+    """``(why version is no release of engine, None)`` for a final version below the newest release
+    backends/engines/releases.yaml lists (every PyPI release) that is not one of them; ``(None, the newest listed)`` for
+    one newer than every listed release; ``(None, None)`` for a listed release, a pre-release, dev build or local label
+    (a build of its release), an invalid version (the field's validator says so) or an engine without dates."""
     from packaging.version import InvalidVersion, Version
 
     from .releases import releases
@@ -415,11 +390,23 @@ def _newer_than_releases(engine: str, version: str) -> str | None:
     try:
         want = Version(version)
     except InvalidVersion:
-        return None
+        return None, None
     if not dated or want.is_prerelease or want.is_devrelease or want.local is not None:
-        return None
-    newest = max(dated, key=Version)
-    return newest if want > Version(newest) else None
+        return None, None
+    listed = {Version(v): v for v in dated}
+    newest = max(listed)
+    if want > newest:
+        return None, listed[newest]
+    if want in listed:
+        return None, None
+
+    def gap(v: Version) -> tuple[int, ...]:
+        a, b = (list(v.release) + [0, 0, 0])[:3], (list(want.release) + [0, 0, 0])[:3]
+        return tuple(abs(p - q) for p, q in zip(a, b, strict=True))
+
+    near = sorted(sorted(listed, key=gap)[:3])
+    return (f"{engine} {version} is not a release of {engine} (backends/engines/releases.yaml lists every PyPI release up "
+            f"to {listed[newest]}; nearest: {', '.join(listed[v] for v in near)}): give the version the deployment runs"), None
 
 
 def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: str | None = None,
@@ -449,10 +436,10 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     # trial, 2026-12-04: sglang 0.11.0, vllm 0.16.5 were accepted and judged); pre-releases, dev builds and local
     # labels (+cu128) are builds of their release and pass.
     if dep.engine_version is not None and dep.engine in ("sglang", "vllm", "trtllm"):
-        gone = _not_a_release(str(dep.engine), dep.engine_version)
+        gone, newest = _release_check(str(dep.engine), dep.engine_version)
         if gone:
             bad("engine_version", gone)
-        elif (newest := _newer_than_releases(str(dep.engine), dep.engine_version)) is not None:
+        elif newest is not None:
             notes.append(f"{dep.engine} {dep.engine_version} is newer than every release backends/engines/releases.yaml "
                          f"lists (up to {newest}, read from PyPI 2026-12-04): a later release, or a mistyped version")
 
