@@ -10,6 +10,8 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
 - ``sort``, ``group_quant`` (fp8_block: the hidden states' per-token-group quantization), ``combine``
   (the top-k sum);
 - ``gemm1``/``gemm2``: the runner's GEMMs as they run (unmasked main loop where ``K % BLOCK_K == 0``);
+- ``gemm2+combine``: the second GEMM and the top-k sum as the runner launches them without ``SUM_TOPK``;
+  ``gemm2.sum_topk``: the same with the sum in the second GEMM's epilogue (``SUM_TOPK``, zero fills included);
 - ``*.masked``: the same with the K-masked main loop (``EVEN_K`` off, the kernel before 2026-11-30 late);
 - ``*.tma``: the same tiles with ``TMA`` (the weight tiles loaded through a TMA tensor descriptor);
 - ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
@@ -48,7 +50,7 @@ UNFUSED = ({"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
            {"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4})
 
 
-def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) -> dict:
+def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer, only: frozenset = frozenset()) -> dict:
     """Time one (layer, format, token count) on ``dev`` (module doc): returns ``{"layer", "format", "tokens",
     "config", "steps": {label: {"us", "tflops"} or {"error"}}}``; microseconds per call, TFLOP/s from the
     layer's flops (``2 * T * K * N * K_dim`` per GEMM)."""
@@ -68,6 +70,8 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) ->
     rows: dict[str, dict] = {}
 
     def run(label: str, launches: list, flops: float = 0.0) -> None:
+        if only and label not in only:
+            return
         try:
             us = timer(launches)
         except Exception as exc:  # a variant that does not compile or launch: recorded, not fatal
@@ -85,6 +89,20 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) ->
     run("gemm2", [lambda p=p: p.gemm2(cfg["gemm2"]) for p in passes], flops2)
     run("gemm2.masked", [lambda p=p: p.gemm2({**cfg["gemm2"], "EVEN_K": False}) for p in passes], flops2)
     run("combine", [p.combine for p in passes])
+    # the second GEMM and the top-k sum: two launches, or one with the sum in the epilogue (SUM_TOPK; with the
+    # zero fills of the output and the counters it needs)
+    run("gemm2+combine", [lambda p=p: (p.gemm2(cfg["gemm2"]), p.combine()) for p in passes], flops2)
+    run("gemm2.sum_topk", [lambda p=p: (p.gemm2({**cfg["gemm2"], "SUM_TOPK": True}), p.combine()) for p in passes],
+        flops2)
+    if "gemm2.sum_topk" in rows and "us" in rows["gemm2.sum_topk"]:   # the same bits as the separate sum, 5 times
+        same = []
+        for p in passes:
+            p.gemm2(cfg["gemm2"])
+            want = p.combine().clone()
+            for _ in range(5):
+                p.gemm2({**cfg["gemm2"], "SUM_TOPK": True})
+                same.append(bool(torch.equal(p.combine(), want)))
+        rows["gemm2.sum_topk"]["equal"] = f"{sum(same)}/{len(same)}"
     if fmt in K.TMA_FORMATS:   # the same tiles with the weight tiles through a TMA descriptor
         run("gemm1.tma", [lambda p=p: p.gemm1({**cfg["gemm1"], "TMA": True}) for p in passes], flops1)
         run("gemm2.tma", [lambda p=p: p.gemm2({**cfg["gemm2"], "TMA": True}) for p in passes], flops2)
@@ -101,7 +119,7 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) ->
     run("gemm2.sorted", [lambda p=p: g2_sorted(p) for p in passes], flops2)
 
     # the first GEMM unfused: one accumulator over 2*I rows, bf16 out, BLOCK_M 128
-    if bench.spec.gated and tokens * k >= 128 * 4:
+    if bench.spec.gated and tokens * k >= 128 * 4 and (not only or any(x.startswith("gemm1.unfused") for x in only)):
         ups = [ForwardPass(bench.core, bench.weights, x, ids, tw, 128) for x, ids, tw in sets]
         for p in ups:
             p.h_out = torch.empty(p.act.shape[0], n13, dtype=torch.bfloat16, device=dev)
@@ -137,7 +155,7 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer) ->
     # a routing with exactly T*K/E slots per expert: the same GEMMs without partial tiles
     e = bench.core.spec.num_local_experts
     padded = {"slots": s, "random": int(passes[0].align.num_rows)}
-    if s % e == 0 and k <= e:
+    if s % e == 0 and k <= e and (not only or any(x.endswith(".balanced") for x in only)):
         bal = []
         for j, (x, ids, tw) in enumerate(sets):
             perm = torch.randperm(e, generator=torch.Generator().manual_seed(100 + j))
@@ -159,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="JSON output file")
     p.add_argument("--points", nargs="+", default=list(DEFAULT_POINTS), help="LAYER:FORMAT:TOKENS")
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting new points after this long")
+    p.add_argument("--only", default="", help="comma-separated step labels to time (default: all)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU")
@@ -172,11 +191,12 @@ def main(argv: list[str] | None = None) -> int:
             out.setdefault("skipped", []).append(spec)
             continue
         name, fmt, tokens = spec.split(":")
-        r = profile_point(name, fmt, int(tokens), dev, timer)
+        r = profile_point(name, fmt, int(tokens), dev, timer, frozenset(filter(None, args.only.split(","))))
         out["points"].append(r)
         print(f"\n{name} {fmt} {tokens} tokens  BLOCK_M {r['config']['BLOCK_M']}  padded rows {r['rows']}")
         for label, v in r["steps"].items():
-            print(f"  {label:22s} " + (f"{v['us']:10.1f} us  {v['tflops'] or '':>7}" if "us" in v else v["error"]))
+            print(f"  {label:22s} " + (f"{v['us']:10.1f} us  {v['tflops'] or '':>7}  {v.get('equal', '')}"
+                                       if "us" in v else v["error"]))
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
