@@ -599,7 +599,6 @@ class ForwardPass:
         self.align = K.moe_align(self.ids, s.num_local_experts, s.expert_offset, block_m,
                                  amax=self.act_scale if self.a_mode in (1, 2) else None)
         self.y = torch.empty(t * k, s.hidden_size, dtype=act_dtype, device=dev)
-        self.out: torch.Tensor | None = None
 
     def sort(self) -> None:
         s = self.core.spec
@@ -664,28 +663,17 @@ class ForwardPass:
                            swiglu_limit=s.swiglu_limit or 7.0, warmup=warmup)
 
     def gemm2(self, config: dict, warmup: bool = False):
-        """The second GEMM into ``y [T * top_k, H]``; config ``SUM_TOPK``: with the top-k sum in its epilogue
-        (:func:`~.triton_moe_kernels.moe_gemm`'s ``sum_out``) into the layer's output, which :meth:`combine`
-        then returns (zeros first: tokens with no slot of this rank's experts, or only ids -1, get no row)."""
         s, w = self.core.spec, self.w
         config = self._fit(config, self.groups[1])
         a = self._prequant(self.act, self.act_scale, config, self.align.num_rows, warmup)
-        self.out = None
-        if config.get("SUM_TOPK"):
-            self.out = torch.zeros(self.ids.shape[0], s.hidden_size, dtype=self.out_dtype, device=self.x.device)
         return K.moe_gemm(a, w.w2, self.y, self.align, top_k=s.top_k, n_out=s.hidden_size, gather=False,
                           by_slot=True, activation=None, gated=False, weight=None if self.core.on_input else self.tw,
                           a_amax=self.act_scale, a_scale_mode=self.a_mode, c_amax_mode=0, w_mode=self.core.w_mode,
                           b_scale=w.s2, b_zero=w.z2, zero_default=self.zero_default, group_k=self.groups[1],
                           group_n=self.groups[2], bias=w.b2, bias_before_weight=True, b_gscale=w.gs2,
-                          fp4_asm=w.fp4_shuffled, sum_out=self.out, topk_ids=self.ids, expert_offset=s.expert_offset,
-                          num_local=s.num_local_experts, config=config, warmup=warmup)
+                          fp4_asm=w.fp4_shuffled, config=config, warmup=warmup)
 
     def combine(self) -> torch.Tensor:
-        """The layer's output ``[T, H]`` in the input dtype: the top-k sum of ``y`` (:func:`~.triton_moe_kernels.topk_sum`),
-        or the output the second GEMM summed into (config ``SUM_TOPK``)."""
-        if self.out is not None:
-            return self.out
         s = self.core.spec
         out = torch.empty(self.ids.shape[0], s.hidden_size, dtype=self.out_dtype, device=self.x.device)
         return K.topk_sum(self.y, self.ids, out, s.num_local_experts, s.expert_offset)

@@ -715,8 +715,8 @@ def _gemv_a1(a1_ptrs, kb, a1_ok, offs_k, K, EVEN_K: tl.constexpr, BLOCK_K: tl.co
 
 def _moe_gemm_kernel(
         a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr,
-        sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr, out_ptr, cnt_ptr, ids_ptr,
-        num_slots, top_k, N, K, n_up, stride_om, expert_offset, num_local,
+        sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr,
+        num_slots, top_k, N, K, n_up,
         stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e,
         stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk, stride_wsm,
         group_k, group_n, swiglu_limit,
@@ -726,8 +726,8 @@ def _moe_gemm_kernel(
         EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
         SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
         GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
-        B_DESC: tl.constexpr, SB_TILE: tl.constexpr, SUM_TOPK: tl.constexpr, BLOCK_M: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+        B_DESC: tl.constexpr, SB_TILE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
     Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
@@ -766,14 +766,7 @@ def _moe_gemm_kernel(
     are read modulo ``N``, their results never stored). Output columns are indexed without a clamp so
     that the epilogue's stores are vector stores: with a clamped (``where``) index Triton cannot prove
     them contiguous and stores element by element, which cost about ten times the GEMM's own time at
-    8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md).
-    SUM_TOPK (C_BY_SLOT, the second GEMM): the top-k sum fused into the epilogue. After the tile's rows are stored,
-    each row counts itself in ``cnt[token * cdiv(N, BLOCK_N) + pid_n]`` (a CTA barrier, then an acquire-release
-    atomic per row); a row that arrives last among its token's slots of this rank's experts (``ids [T, top_k]``,
-    global ids, ``expert_offset``, ``num_local``) sums the token's ``top_k`` stored rows of C in slot order in
-    float32 (the same order whichever tile is last, so the same bits as :func:`topk_sum`), stores
-    ``out[token, n]`` in ``out``'s dtype and sets its counter back to 0 (``cnt``: zeros before the launch, zeros
-    after it)."""
+    8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md)."""
     pid = tl.program_id(0)
     if SPLIT_MODE == 1:
         pid_k = pid % SPLIT_K
@@ -1123,27 +1116,6 @@ def _moe_gemm_kernel(
                      tl.math.div_rn(g_amax, tl.full([BLOCK_M, NG], 448.0, tl.float32)),
                      mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
         tl.store(c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
-        if SUM_TOPK:                         # the top-k sum: the token's last-arriving row sums its slots in order
-            token = slot // top_k
-            n_loc = tl.zeros([BLOCK_M], dtype=tl.int32)
-            for j in range(0, top_k):
-                e = tl.load(ids_ptr + token * top_k + j, mask=row_ok, other=-1).to(tl.int32) - expert_offset
-                n_loc += ((e >= 0) & (e < num_local)).to(tl.int32)
-            tl.debug_barrier()               # every thread's stores of this tile before the rows' releases
-            cnt_ptrs = cnt_ptr + token.to(tl.int64) * num_pid_n + pid_n
-            old = tl.atomic_add(cnt_ptrs, tl.full([BLOCK_M], 1, tl.int32), mask=row_ok, sem="acq_rel", scope="gpu")
-            last = row_ok & (old == n_loc - 1)
-            if tl.sum(last.to(tl.int32)) > 0:    # (the reduction is a CTA barrier: the acquires before the loads)
-                tot = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-                for j in range(0, top_k):
-                    s_j = token * top_k + j
-                    e = tl.load(ids_ptr + s_j, mask=last, other=-1).to(tl.int32) - expert_offset
-                    ok = last & (e >= 0) & (e < num_local)
-                    tot += tl.load(c_ptr + s_j.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :],
-                                   mask=ok[:, None] & n_ok[None, :], other=0.0, cache_modifier=".cg").to(tl.float32)
-                tl.store(out_ptr + token.to(tl.int64)[:, None] * stride_om + offs_cn[None, :],
-                         tot.to(out_ptr.dtype.element_ty), mask=last[:, None] & n_ok[None, :])
-                tl.store(cnt_ptrs, tl.zeros([BLOCK_M], dtype=tl.int32), mask=last)
 
 
 moe_gemm_kernel = _kernel(do_not_specialize=["num_slots"])(_moe_gemm_kernel)
@@ -1155,9 +1127,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
              c_amax: torch.Tensor | None = None, c_amax_mode: int = 0, b_scale: torch.Tensor | None = None,
              b_zero: torch.Tensor | None = None, zero_default: int = 0, group_k: int = 0, group_n: int = 1,
              swiglu_limit: float = 7.0, bias: torch.Tensor | None = None, bias_before_weight: bool = False,
-             b_gscale: torch.Tensor | None = None, fp4_asm: bool | None = None, sum_out: torch.Tensor | None = None,
-             topk_ids: torch.Tensor | None = None, expert_offset: int = 0, num_local: int = 0, config: dict,
-             warmup: bool = False):
+             b_gscale: torch.Tensor | None = None, fp4_asm: bool | None = None, config: dict, warmup: bool = False):
     """Launch one grouped GEMM over the sorted rows of ``align`` (module doc, steps 2 and 3).
 
     ``a [rows_a, Ka]`` contiguous (16-bit; fp8 formats: any float dtype, quantized in the kernel, or, for
@@ -1191,12 +1161,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     (weight modes :data:`TMA_W_MODES`: 16-bit and FP8): the weight tiles are loaded through a TMA tensor descriptor
     built here over ``b`` viewed ``[E * N_b, K]`` (``triton.tools.tensor_descriptor.TensorDescriptor``; a CUDA-graph
     capture keeps it, since it holds the weights' address); raises ValueError for another weight mode, GEMV, or
-    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule). ``sum_out [T, n_out]``
-    (contiguous rows; with ``by_slot`` and ``topk_ids [T, top_k]`` contiguous global ids, this rank's experts
-    ``expert_offset .. expert_offset + num_local``): the top-k sum fused into the epilogue (the kernel's SUM_TOPK),
-    ``sum_out[t] = sum_k c[t * top_k + k]`` over the slots of this rank's experts in float32, the same bits as
-    :func:`topk_sum`; rows of tokens with no slot here are not written (zero them first under expert parallelism).
-    Raises ValueError for ``sum_out`` without ``by_slot`` or ``topk_ids``."""
+    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule)."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
@@ -1245,10 +1210,6 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     if prefetch and not (gemv and bm == 1):
         raise ValueError(f"PREFETCH (the next K tile's loads before this one's FMAs) is an option of the GEMV mode at "
                          f"BLOCK_M 1, not of {'GEMV at BLOCK_M ' + str(bm) if gemv else 'the MMA tiles'}")
-    if sum_out is not None and (not by_slot or topk_ids is None or topk_ids.shape[1] != top_k
-                                or sum_out.shape[0] != topk_ids.shape[0] or sum_out.stride(1) != 1):
-        raise ValueError("sum_out (the top-k sum in the epilogue) needs C rows by slot (by_slot), topk_ids [T, top_k] "
-                         "and sum_out [T, n_out] with contiguous rows")
     grid = (align.max_blocks * triton.cdiv(n_out, bn),)
     scale = b_scale if b_scale is not None else b
     strides: tuple[int, ...]
@@ -1265,21 +1226,13 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     if split_k > 1 or gluon:  # float32 partial sums per split, sorted row and column (gate then up columns)
         ws = torch.empty(split_k, align.rows, 2 * n_out if gated else n_out, dtype=torch.float32, device=dev)
     b_arg = TensorDescriptor.from_tensor(b.view(-1, b.shape[2]), [bn, bk]) if tma else b
-    rbn = max(bn, min(GEMV_REDUCE_BLOCK_N, _pow2(n_out)))      # the reduction launch's tile: wide rows, vector stores
-    cnt = None
-    if sum_out is not None:  # one arrival counter per token and column tile of the launch that runs the epilogue
-        epi_bn = bn if split_k == 1 and not gluon else rbn
-        cnt = torch.zeros(sum_out.shape[0] * triton.cdiv(n_out, epi_bn), dtype=torch.int32, device=dev)
     args = (
         a, b_arg, c, a_amax if a_amax is not None else dummy, scale,
         b_zero if b_zero is not None else scale, b_gscale if b_gscale is not None else dummy,
         c_amax if c_amax is not None else dummy,
         weight if weight is not None else dummy, bias if bias is not None else dummy,
         align.sorted_slots, align.block_expert, align.num_rows, ws if ws is not None else dummy,
-        sum_out if sum_out is not None else dummy, cnt if cnt is not None else dummy,
-        topk_ids if topk_ids is not None else dummy,
-        align.num_slots, top_k, n_out, k, n_out if gated else 0, sum_out.stride(0) if sum_out is not None else 0,
-        expert_offset, num_local,
+        align.num_slots, top_k, n_out, k, n_out if gated else 0,
         a.stride(0), b.stride(0), b.stride(1), b.stride(2), c.stride(0), bias.stride(0) if bias is not None else 0,
         *strides,
         a_amax.stride(0) if a_amax is not None and a_scale_mode == 3 else 0,
@@ -1295,7 +1248,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
         SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
         SB_TILE=w_mode == 3 and bm >= SB_TILE_MIN_BLOCK_M and group_n % bn == 0 and (not gated or n_out % group_n == 0),
-        SUM_TOPK=sum_out is not None, BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
+        BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if gluon:                # the Gluon GEMV writes the sums, the reduction below runs the epilogue
         from . import triton_moe_gluon
         assert ws is not None
@@ -1307,6 +1260,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     else:
         moe_gemm_kernel.launch((grid[0] * split_k,), dev, *args, **consts, SPLIT_MODE=1, SPLIT_K=split_k,
                                BLOCK_N=bn, num_warps=config["num_warps"], num_stages=config["num_stages"])
+    rbn = max(bn, min(GEMV_REDUCE_BLOCK_N, _pow2(n_out)))      # the reduction: wide rows, vector stores
     return moe_gemm_kernel.launch((align.max_blocks * triton.cdiv(n_out, rbn),), dev, *args, **consts, SPLIT_MODE=2,
                                   SPLIT_K=split_k, BLOCK_N=rbn, num_warps=4, num_stages=1)
 
@@ -2079,7 +2033,7 @@ def gluon_rows_per_thread(block_n: int, num_warps: int) -> int | None:
 
 #: The boolean options a GEMM config of a tile file may set (:func:`_check_gemm_cfg`); the tuner keys and writes its
 #: candidates by these (benchmarks/tune_triton_moe.py cfg_key, _strip), so an option added here is timed and kept there.
-GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "SUM_TOPK")
+GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON")
 
 
 def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
@@ -2149,8 +2103,7 @@ def load_config_file(path: str) -> dict[int, dict]:
     the top-k sum fused (``backends/triton_moe.py`` ``direct_forward``); its GEMMs may set ``"PREFETCH": true`` and a
     ``BLOCK_N`` from 4 (:func:`fp4_direct_gemm`). A GEMV config of a ``BLOCK_M`` 1 bucket (not DIRECT, no ``SPLIT_K`` or
     ``PREFETCH``) may set ``"GLUON": true``: its sums come from the Gluon kernel of ``backends/triton_moe_gluon.py``
-    (``BLOCK_N`` = ``num_warps`` x 1, 2 or 4 rows per thread) and the reduction launch runs the epilogue. A sorted
-    bucket's ``gemm2`` may set ``"SUM_TOPK": true`` (the top-k sum in its epilogue, :func:`moe_gemm`'s ``sum_out``). Raises
+    (``BLOCK_N`` = ``num_warps`` x 1, 2 or 4 rows per thread) and the reduction launch runs the epilogue. Raises
     ValueError naming the file and
     the field on a malformed file."""
     try:
@@ -2201,9 +2154,6 @@ def load_config_file(path: str) -> dict[int, dict]:
                 out[int(tok)]["DIRECT"] = True
         if not out[int(tok)].get("DIRECT") and any(out[int(tok)][g].get("SPLIT_SLOTS") for g in ("gemm1", "gemm2")):
             raise ValueError(f"{where}: SPLIT_SLOTS is a second-GEMM option of DIRECT buckets")
-        if out[int(tok)]["gemm1"].get("SUM_TOPK") or (out[int(tok)].get("DIRECT") and out[int(tok)]["gemm2"].get("SUM_TOPK")):
-            raise ValueError(f"{where}: SUM_TOPK (the top-k sum in the epilogue) is a second-GEMM option of sorted "
-                             f"buckets (DIRECT buckets sum in their second GEMM already)")
         if out[int(tok)]["gemm2"].get("SPLIT") or (out[int(tok)]["gemm1"].get("SPLIT") and fmt != "fp8_block"):
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: SPLIT is a first-GEMM option of fp8_block files only (this file: {said})")

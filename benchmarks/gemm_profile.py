@@ -10,8 +10,6 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
 - ``sort``, ``group_quant`` (fp8_block: the hidden states' per-token-group quantization), ``combine``
   (the top-k sum);
 - ``gemm1``/``gemm2``: the runner's GEMMs as they run (unmasked main loop where ``K % BLOCK_K == 0``);
-- ``gemm2+combine``: the second GEMM and the top-k sum as the runner launches them without ``SUM_TOPK``;
-  ``gemm2.sum_topk``: the same with the sum in the second GEMM's epilogue (``SUM_TOPK``, zero fills included);
 - ``*.masked``: the same with the K-masked main loop (``EVEN_K`` off, the kernel before 2026-11-30 late);
 - ``*.tma``: the same tiles with ``TMA`` (the weight tiles loaded through a TMA tensor descriptor);
 - ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
@@ -26,6 +24,7 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
   128 +- 11 rows per expert: about half the experts take a second, nearly empty 128-row tile). ``rows`` records the
   padded rows in use of both routings (``num_rows`` of the sort) against the slots.
 
+``--only`` times just the steps named (the others are not set up where they need their own passes).
 Prints a table and writes every number as JSON. Needs a CUDA GPU; not run in CI.
 """
 from __future__ import annotations
@@ -89,20 +88,6 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer, on
     run("gemm2", [lambda p=p: p.gemm2(cfg["gemm2"]) for p in passes], flops2)
     run("gemm2.masked", [lambda p=p: p.gemm2({**cfg["gemm2"], "EVEN_K": False}) for p in passes], flops2)
     run("combine", [p.combine for p in passes])
-    # the second GEMM and the top-k sum: two launches, or one with the sum in the epilogue (SUM_TOPK; with the
-    # zero fills of the output and the counters it needs)
-    run("gemm2+combine", [lambda p=p: (p.gemm2(cfg["gemm2"]), p.combine()) for p in passes], flops2)
-    run("gemm2.sum_topk", [lambda p=p: (p.gemm2({**cfg["gemm2"], "SUM_TOPK": True}), p.combine()) for p in passes],
-        flops2)
-    if "gemm2.sum_topk" in rows and "us" in rows["gemm2.sum_topk"]:   # the same bits as the separate sum, 5 times
-        same = []
-        for p in passes:
-            p.gemm2(cfg["gemm2"])
-            want = p.combine().clone()
-            for _ in range(5):
-                p.gemm2({**cfg["gemm2"], "SUM_TOPK": True})
-                same.append(bool(torch.equal(p.combine(), want)))
-        rows["gemm2.sum_topk"]["equal"] = f"{sum(same)}/{len(same)}"
     if fmt in K.TMA_FORMATS:   # the same tiles with the weight tiles through a TMA descriptor
         run("gemm1.tma", [lambda p=p: p.gemm1({**cfg["gemm1"], "TMA": True}) for p in passes], flops1)
         run("gemm2.tma", [lambda p=p: p.gemm2({**cfg["gemm2"], "TMA": True}) for p in passes], flops2)
@@ -195,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         out["points"].append(r)
         print(f"\n{name} {fmt} {tokens} tokens  BLOCK_M {r['config']['BLOCK_M']}  padded rows {r['rows']}")
         for label, v in r["steps"].items():
-            print(f"  {label:22s} " + (f"{v['us']:10.1f} us  {v['tflops'] or '':>7}  {v.get('equal', '')}"
-                                       if "us" in v else v["error"]))
+            print(f"  {label:22s} " + (f"{v['us']:10.1f} us  {v['tflops'] or '':>7}" if "us" in v else v["error"]))
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

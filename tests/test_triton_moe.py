@@ -45,7 +45,6 @@ fp16 5.5e-4, int4 6.3e-3, int8 5.9e-3, FP8 6.6e-2 at most):
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import json
@@ -996,105 +995,6 @@ def test_tma_is_refused_where_it_cannot_load_the_weights():
                    by_slot=True, w_mode=0, config={**good, "BLOCK_N": 32, "BLOCK_K": 32, "TMA": True})
 
 
-@pytest.mark.parametrize("quant, tokens, block_m, ep, extra", [
-    ("bf16", 40, 16, 1, {}), ("bf16", 300, 64, 1, {}), ("fp8_channel", 40, 16, 1, {"PREQUANT": True}),
-    ("fp8_block", 300, 64, 1, {}), ("int4_w4a16", 13, 16, 1, {}), ("bf16", 40, 16, 2, {}),
-    ("fp8_channel", 40, 32, 2, {})])
-@interp
-def test_sum_topk_is_the_topk_sum_bit_for_bit(quant, tokens, block_m, ep, extra):
-    """``SUM_TOPK`` (the top-k sum in the second GEMM's epilogue: each token's last-arriving row sums its slots in
-    slot order) gives the layer's output bit for bit as the separate ``topk_sum`` launch, which it replaces, with
-    output columns past H (H = 80, BLOCK_N 32), a slot of -1, and under expert parallelism (rank 1 of 2) tokens
-    with one local slot and tokens with none (zeros); within the tolerance of the float64 reference."""
-    K = _K()
-    seed = fresh_seed()
-    spec = spec_of(quant, e=8, k=3, h=96 if quant.startswith("int") else 80, i=64 if quant.startswith("int") else 48,
-                   ep=ep, rank=ep - 1)                        # int: the group (32) divides K
-    layer = Layer(dataclasses.replace(spec, ep=1, ep_rank=0), seed)
-    if ep > 1:                      # this rank's slice of the experts (expert_offset ..), as the EP test builds it
-        sl = slice(spec.expert_offset, spec.expert_offset + spec.num_local_experts)
-        part = Layer.__new__(Layer)
-        part.block = layer.block
-        part.args = tuple(a[sl] for a in layer.args)
-        part.kwargs = {k: (v[sl] if v is not None else None) for k, v in layer.kwargs.items()}
-        part.d13, part.d2 = layer.d13[sl], layer.d2[sl]
-        layer = part
-    core, pw = core_for(spec, layer)
-    x, ids, w = routing(spec, tokens, seed)
-    if ep > 1:
-        ids[1] = torch.tensor([0, 1, 2], dtype=ids.dtype)        # no slot on this rank
-        ids[2] = torch.tensor([5, 0, -1], dtype=ids.dtype)       # one slot on this rank
-    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
-    base = {"BLOCK_M": block_m, "gemm1": {**g, **extra}, "gemm2": {**g, **extra}}
-    launched: list[str] = []
-    launch = K._Kernel.launch
-
-    def record(self, grid, device, *a, **kw):
-        launched.append(self.__name__)
-        return launch(self, grid, device, *a, **kw)
-
-    outs = {}
-    for on in (False, True):
-        core.config_for = lambda t, on=on: {**base, "gemm2": {**base["gemm2"], "SUM_TOPK": True} if on else base["gemm2"]}
-        launched.clear()
-        K._Kernel.launch = record
-        try:
-            outs[on] = core.forward(x, ids, w, pw)
-        finally:
-            K._Kernel.launch = launch
-        assert launched.count("_topk_sum_kernel") == (0 if on else 1), launched
-        assert launched.count("_moe_gemm_kernel") == 2, launched
-    assert torch.equal(outs[True], outs[False]), f"SUM_TOPK changed the output (seed {seed})"
-    if ep > 1:
-        assert (outs[True][1] == 0).all() and (outs[True][2] != 0).any(), f"EP rows (seed {seed})"
-    check(spec, layer, x, ids, w, outs[True], f"SUM_TOPK {quant} ep {ep}", seed)
-
-
-def test_sum_topk_is_a_second_gemm_option_of_sorted_buckets(tmp_path):
-    """Config files accept ``SUM_TOPK`` (a boolean) in a sorted bucket's ``gemm2`` only, of any format; the default
-    tiles never set it (it is chosen by measurement: benchmarks/tune_triton_moe.py)."""
-    K = _K()
-    good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
-    for fmt, g1, g2, ok in (("bf16", good, {**good, "SUM_TOPK": True}, True),
-                            ("fp8_block", good, {**good, "SUM_TOPK": True}, True),
-                            ("bf16", {**good, "SUM_TOPK": True}, good, False),
-                            ("bf16", good, {**good, "SUM_TOPK": 1}, False)):
-        f = tmp_path / f"{fmt}-{ok}-{len(tmp_path.name)}-{id(g1)}.json"
-        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
-            "BLOCK_M": 128, "gemm1": g1, "gemm2": g2}}}))
-        if ok:
-            got = K.load_config_file(str(f))[8192]
-            assert got["gemm2"]["SUM_TOPK"] is True and "SUM_TOPK" not in got["gemm1"]
-        else:
-            with pytest.raises(ValueError, match="SUM_TOPK"):
-                K.load_config_file(str(f))
-    gv = {"BLOCK_N": 32, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4, "num_stages": 2, "GEMV": True}
-    f = tmp_path / "direct.json"
-    f.write_text(json.dumps({"format_version": 1, "key": {"format": "mxfp4"}, "configs": {"1": {
-        "BLOCK_M": 1, "DIRECT": True, "gemm1": gv, "gemm2": {**gv, "SUM_TOPK": True}}}}))
-    with pytest.raises(ValueError, match="SUM_TOPK"):
-        K.load_config_file(str(f))
-    for fmt in ("bf16", "fp8_channel", "fp8_block"):
-        for t in (1, 256, 8192):
-            d = K.default_config(128, 1536, 2048, fmt, t, 8, (128, 128) if fmt == "fp8_block" else None)
-            assert "SUM_TOPK" not in d["gemm1"] and "SUM_TOPK" not in d["gemm2"]
-
-
-@interp
-def test_sum_topk_is_refused_without_slots_to_sum():
-    """``moe_gemm`` refuses ``sum_out`` for C rows not by slot, or without ``topk_ids``, before any launch."""
-    K = _K()
-    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
-    ids = torch.zeros(4, 1, dtype=torch.int32)
-    align = K.moe_align(ids, 2, 0, 16)
-    a = torch.zeros(4, 32, dtype=torch.bfloat16)
-    b = torch.zeros(2, 32, 32, dtype=torch.bfloat16)
-    for by_slot, topk in ((False, ids), (True, None)):
-        with pytest.raises(ValueError, match="sum_out"):
-            K.moe_gemm(a, b, torch.empty(64, 32, dtype=torch.bfloat16), align, top_k=1, n_out=32, gather=True,
-                       by_slot=by_slot, w_mode=0, sum_out=torch.empty(4, 32, dtype=torch.bfloat16), topk_ids=topk,
-                       config=g)
-
 @pytest.mark.parametrize("per_row", [True, False])
 @interp
 def test_row_quant_is_the_hand_quantization(per_row):
@@ -1574,15 +1474,15 @@ def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
             assert d["tma_loads"] == 0, d                # pointer loads unless a config asks for TMA
 
 
-def _sm90_forward(monkeypatch, quant: str, tokens: int, configure) -> tuple[list[dict], dict]:
-    """One forward of the Qwen3-30B-A3B layer shape (128 experts, top-8, H 2048, I 768, silu; bf16 / fp8 weights)
-    on the meta device at ``tokens``, each launch compiled for sm90 (:func:`_sm90_compile`) instead of run, with the
-    tile config ``configure(default config)``. Returns (the compiled launches, the default config); skips where
-    triton's ptxas does not run."""
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
+def test_tma_tiles_compile_for_sm90(monkeypatch, quant):
+    """With ``TMA`` in both GEMM configs (BLOCK_M 128 / 64, the tiles --tma tunes), every GEMM compiled for sm90
+    here loads its weight tiles with TMA copies (per K step one per weight tile it reads: gate and up, or one), keeps its
+    shared memory within an sm90 CTA and spills nothing, at the Qwen3-30B-A3B layer shape, 8192 tokens."""
     if not _ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
     K = _K()
-    done: list[dict] = []
+    done = []
     monkeypatch.setattr(K._Kernel, "launch", lambda self, grid, device, *a, warmup=False, **kw:
                         done.append(_sm90_compile(self, a, kw)))
     e, k, h, i = 128, 8, 2048, 768
@@ -1596,33 +1496,10 @@ def _sm90_forward(monkeypatch, quant: str, tokens: int, configure) -> tuple[list
                         "w2_scale": torch.empty(e, h // 128, i // 128, device=meta)}}.get(quant, {})
     core = _tm().TritonMoeCore(spec, meta)
     pw = core.prepare_weights(w13, w2, **kw)
-    base = core.config_for(tokens)
-    core.config_for = lambda t: configure(base)
-    x = torch.empty(tokens, h, dtype=torch.bfloat16, device=meta)
-    core.forward(x, torch.empty(tokens, k, dtype=torch.int32, device=meta), torch.empty(tokens, k, device=meta), pw)
-    return done, base
-
-
-@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
-def test_sum_topk_compiles_for_sm90(monkeypatch, quant):
-    """With ``SUM_TOPK`` in the second GEMM's default config (2048 tokens, the Qwen3-30B-A3B layer shape), the
-    forward compiled for sm90 launches no ``topk_sum``, and its second GEMM keeps its shared memory within an sm90
-    CTA, uses tensor cores, spills at most as the default tiles may (16 bytes) and stores only with vector stores
-    (the fused sum's rows included)."""
-    done, _ = _sm90_forward(monkeypatch, quant, 2048,
-                            lambda c: {**c, "gemm2": {**c["gemm2"], "SUM_TOPK": True}})
-    names = [d["kernel"] for d in done]
-    assert "_topk_sum_kernel" not in names and names.count("_moe_gemm_kernel") == 2, names
-    d = [d for d in done if d["kernel"] == "_moe_gemm_kernel"][1]
-    assert d["shared"] <= SMEM_SM90 and d["spill"] <= 16 and d["mma"] > 0 and d["scalar_stores"] == 0, d
-
-
-@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
-def test_tma_tiles_compile_for_sm90(monkeypatch, quant):
-    """With ``TMA`` in both GEMM configs (BLOCK_M 128 / 64, the tiles --tma tunes), every GEMM compiled for sm90
-    here loads its weight tiles with TMA copies (per K step one per weight tile it reads: gate and up, or one), keeps its
-    shared memory within an sm90 CTA and spills nothing, at the Qwen3-30B-A3B layer shape, 8192 tokens."""
-    done, base = _sm90_forward(monkeypatch, quant, 8192, lambda c: _with_flag(c, "TMA", True))
+    base = core.config_for(8192)
+    core.config_for = lambda t: _with_flag(base, "TMA", True)
+    x = torch.empty(8192, h, dtype=torch.bfloat16, device=meta)
+    core.forward(x, torch.empty(8192, k, dtype=torch.int32, device=meta), torch.empty(8192, k, device=meta), pw)
     gemms = [d for d in done if d["kernel"] == "_moe_gemm_kernel"]
     assert len(gemms) == 2, [d["kernel"] for d in done]
     split = bool(base["gemm1"].get("SPLIT"))
