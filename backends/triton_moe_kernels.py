@@ -715,19 +715,16 @@ def _gemv_a1(a1_ptrs, kb, a1_ok, offs_k, K, EVEN_K: tl.constexpr, BLOCK_K: tl.co
 
 def _moe_gemm_kernel(
         a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr, weight_ptr, bias_ptr,
-        sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr,
-        num_slots, top_k, N, K, n_up,
-        stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e,
-        stride_se, stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk, stride_wsm,
-        group_k, group_n, swiglu_limit,
-        A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr,
-        MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr,
-        HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr,
-        EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
-        SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr,
-        GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
-        B_DESC: tl.constexpr, SB_TILE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-        GROUP_M: tl.constexpr):
+        sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr, num_slots, top_k, N, K, n_up, stride_am, stride_be,
+        stride_bn, stride_bk, stride_cm, stride_bias_e, stride_se, stride_sn, stride_sk, stride_asm, stride_csm,
+        stride_wsk, stride_wsm, group_k, group_n, swiglu_limit, A_GATHER: tl.constexpr, C_BY_SLOT: tl.constexpr,
+        GATED: tl.constexpr, ACT: tl.constexpr, MUL_WEIGHT: tl.constexpr, W_MODE: tl.constexpr, A_SCALE: tl.constexpr,
+        C_AMAX: tl.constexpr, HAS_ZERO: tl.constexpr, ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr,
+        GROUP_TILE: tl.constexpr, EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr,
+        SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr, SWAP_AB: tl.constexpr, GEMV: tl.constexpr,
+        PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr, SPLIT_K: tl.constexpr, A_FP8: tl.constexpr,
+        B_DESC: tl.constexpr, SB_TILE: tl.constexpr, MIN_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """One ``[BLOCK_M, BLOCK_N]`` output tile of the grouped GEMM ``C = act(A @ B[e].T)``.
 
     Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
@@ -766,8 +763,13 @@ def _moe_gemm_kernel(
     are read modulo ``N``, their results never stored). Output columns are indexed without a clamp so
     that the epilogue's stores are vector stores: with a clamped (``where``) index Triton cannot prove
     them contiguous and stores element by element, which cost about ten times the GEMM's own time at
-    8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md)."""
+    8192 tokens on an H200 (benchmarks/gemm_profile.py, benchmarks/README.md).
+    MIN_M (0: off; else a power of two from 16 below BLOCK_M): a block whose rows from ``MIN_M`` on are all padding
+    (sorted slot ``>= num_slots``: each expert's rows come first in its blocks) runs as a ``[MIN_M, BLOCK_N]`` tile,
+    the same sums of its real rows with ``MIN_M / BLOCK_M`` of the MMA work (the weight tiles are read the same);
+    :func:`_moe_tile` is the tile, compiled once per height."""
     pid = tl.program_id(0)
+    pid_k = 0
     if SPLIT_MODE == 1:
         pid_k = pid % SPLIT_K
         pid = pid // SPLIT_K
@@ -782,7 +784,41 @@ def _moe_gemm_kernel(
     pid_m = first_m + (pid % in_group) % size_m
     pid_n = (pid % in_group) // size_m
 
-    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    # the tile's height: BLOCK_M, or MIN_M where the block's rows from MIN_M on are padding (docstring); one
+    # unrolled step per height, the step of the other height skipped
+    NUM_H: tl.constexpr = 2 if MIN_M > 0 else 1
+    small = tl.full([], 0, tl.int1)
+    if MIN_M > 0:
+        small = tl.load(sorted_ptr + pid_m * BLOCK_M + MIN_M) >= num_slots
+    for h in tl.static_range(NUM_H):
+        if small == (h < NUM_H - 1):
+            _moe_tile(pid_m, pid_n, pid_k, a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr,
+                      c_amax_ptr, weight_ptr, bias_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr, num_slots,
+                      top_k, N, K, n_up, stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e, stride_se,
+                      stride_sn, stride_sk, stride_asm, stride_csm, stride_wsk, stride_wsm, group_k, group_n,
+                      swiglu_limit, A_GATHER, C_BY_SLOT, GATED, ACT, MUL_WEIGHT, W_MODE, A_SCALE, C_AMAX, HAS_ZERO,
+                      ZERO_DEFAULT, Q_GROUP, GROUP_TILE, EVEN_K, HAS_BIAS, BIAS_BEFORE_WEIGHT, SCALE_GROUP, FP4_ASM,
+                      SWAP_AB, GEMV, PREFETCH, SPLIT_MODE, SPLIT_K, A_FP8, B_DESC, SB_TILE, MIN_M, BLOCK_M, BLOCK_N,
+                      BLOCK_K, GROUP_M, TILE_M=MIN_M if h < NUM_H - 1 else BLOCK_M)
+
+
+@triton.jit
+def _moe_tile(
+        pid_m, pid_n, pid_k, a_ptr, b_ptr, c_ptr, a_amax_ptr, b_scale_ptr, b_zero_ptr, b_gscale_ptr, c_amax_ptr,
+        weight_ptr, bias_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, ws_ptr, num_slots, top_k, N, K, n_up,
+        stride_am, stride_be, stride_bn, stride_bk, stride_cm, stride_bias_e, stride_se, stride_sn, stride_sk,
+        stride_asm, stride_csm, stride_wsk, stride_wsm, group_k, group_n, swiglu_limit, A_GATHER: tl.constexpr,
+        C_BY_SLOT: tl.constexpr, GATED: tl.constexpr, ACT: tl.constexpr, MUL_WEIGHT: tl.constexpr,
+        W_MODE: tl.constexpr, A_SCALE: tl.constexpr, C_AMAX: tl.constexpr, HAS_ZERO: tl.constexpr,
+        ZERO_DEFAULT: tl.constexpr, Q_GROUP: tl.constexpr, GROUP_TILE: tl.constexpr, EVEN_K: tl.constexpr,
+        HAS_BIAS: tl.constexpr, BIAS_BEFORE_WEIGHT: tl.constexpr, SCALE_GROUP: tl.constexpr, FP4_ASM: tl.constexpr,
+        SWAP_AB: tl.constexpr, GEMV: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_MODE: tl.constexpr,
+        SPLIT_K: tl.constexpr, A_FP8: tl.constexpr, B_DESC: tl.constexpr, SB_TILE: tl.constexpr, MIN_M: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+        TILE_M: tl.constexpr):
+    """One ``[TILE_M, BLOCK_N]`` output tile of :func:`_moe_gemm_kernel` (its docstring): the first ``TILE_M``
+    sorted rows of block ``pid_m`` (blocks of ``BLOCK_M`` rows), column tile ``pid_n``, K split ``pid_k``."""
+    offs_r = pid_m * BLOCK_M + tl.arange(0, TILE_M)
     slot = tl.load(sorted_ptr + offs_r)
     row_ok = slot < num_slots
     slot = tl.where(row_ok, slot, 0)
@@ -814,13 +850,13 @@ def _moe_gemm_kernel(
         a_amax = tl.load(a_amax_ptr + a_row, mask=row_ok, other=1.0)
         a_amax = tl.maximum(a_amax, 1e-12)
     elif A_SCALE == 2:
-        a_amax = tl.maximum(tl.load(a_amax_ptr) + tl.zeros([BLOCK_M], dtype=tl.float32), 1e-12)
+        a_amax = tl.maximum(tl.load(a_amax_ptr) + tl.zeros([TILE_M], dtype=tl.float32), 1e-12)
     if A_SCALE == 1 or A_SCALE == 2:
-        a_mult = tl.math.div_rn(tl.full([BLOCK_M], 448.0, tl.float32), a_amax)
+        a_mult = tl.math.div_rn(tl.full([TILE_M], 448.0, tl.float32), a_amax)
 
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc = tl.zeros([TILE_M, BLOCK_N], dtype=tl.float32)
     if GATED:
-        acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_u = tl.zeros([TILE_M, BLOCK_N], dtype=tl.float32)
     if W_MODE == 6 or W_MODE == 7:
         # Packed e2m1 (mxfp4 / nvfp4): [BLOCK_N, BLOCK_K / 2] bytes and [BLOCK_N, BLOCK_K / SCALE_GROUP] scales per
         # K tile, decoded to bf16 in registers (_fp4_tile), one dot per tile (module doc).
@@ -835,9 +871,9 @@ def _moe_gemm_kernel(
             qu_ptrs = q_ptrs
             qsu_ptrs = qs_ptrs
         if SWAP_AB:
-            acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+            acc = tl.zeros([BLOCK_N, TILE_M], dtype=tl.float32)
             if GATED:
-                acc_u = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+                acc_u = tl.zeros([BLOCK_N, TILE_M], dtype=tl.float32)
         if SPLIT_MODE == 2:                  # split-K reduction: the partials in a fixed order, then the epilogue
             ws_ptrs = ws_ptr + offs_r.to(tl.int64)[:, None] * stride_wsm + offs_cn[None, :]
             ws_mask = row_ok[:, None] & n_ok[None, :]
@@ -859,13 +895,13 @@ def _moe_gemm_kernel(
             if GATED:
                 qu_ptrs += kb0 * (BLOCK_K // 2) * stride_bk
                 qsu_ptrs += kb0 * (BLOCK_K // SCALE_GROUP) * stride_sk
-            if BLOCK_M == 1:                 # one row (1 token): products summed over K tiles, reduced once at the end
+            if TILE_M == 1:                 # one row (1 token): products summed over K tiles, reduced once at the end
                 acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
                 if GATED:
                     acc2u = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
                 a1_ptrs = a_ptr + tl.sum(a_row) * stride_am + offs_k
                 a1_ok = (offs_k < BLOCK_K) & (tl.sum(row_ok.to(tl.int32)) > 0)
-            if PREFETCH:                     # BLOCK_M 1: tile kb + 1's loads issued before tile kb's FMAs
+            if PREFETCH:                     # TILE_M 1: tile kb + 1's loads issued before tile kb's FMAs
                 kf = tl.minimum(kb0, num_kt - 1)      # (a split with no K tile: loads in range, no iteration)
                 qo = (BLOCK_K // 2) * stride_bk
                 so = (BLOCK_K // SCALE_GROUP) * stride_sk
@@ -896,23 +932,23 @@ def _moe_gemm_kernel(
                     w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
                     if GATED:
                         wu = _fp4_tile(qu, qsu, W_MODE, SCALE_GROUP, FP4_ASM).to(tl.float32)
-                    if BLOCK_M == 1:
+                    if TILE_M == 1:
                         a1 = _gemv_a1(a1_ptrs, kb, a1_ok, offs_k, K, EVEN_K, BLOCK_K)
                         acc2 += w * a1[None, :]
                         if GATED:
                             acc2u += wu * a1[None, :]
                     elif GATED:
                         acc, acc_u = _gemv_rows(acc, acc_u, w, wu, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
-                                                True, EVEN_K, BLOCK_M, BLOCK_K)
+                                                True, EVEN_K, TILE_M, BLOCK_K)
                     else:
                         acc, _ = _gemv_rows(acc, acc, w, w, a_ptr, a_row, row_ok, kb * BLOCK_K, K, stride_am,
-                                            False, EVEN_K, BLOCK_M, BLOCK_K)
+                                            False, EVEN_K, TILE_M, BLOCK_K)
                     q_ptrs += (BLOCK_K // 2) * stride_bk
                     qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
                     if GATED:
                         qu_ptrs += (BLOCK_K // 2) * stride_bk
                         qsu_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
-            if BLOCK_M == 1:
+            if TILE_M == 1:
                 acc = tl.reshape(tl.sum(acc2, 1), (1, BLOCK_N))
                 if GATED:
                     acc_u = tl.reshape(tl.sum(acc2u, 1), (1, BLOCK_N))
@@ -1106,14 +1142,14 @@ def _moe_gemm_kernel(
             c_row = offs_r.to(tl.int64)
         if C_AMAX == 3:
             NG: tl.constexpr = BLOCK_N // Q_GROUP
-            g_abs = tl.reshape(tl.where(c_mask, tl.abs(acc), 0.0), (BLOCK_M, NG, Q_GROUP))
+            g_abs = tl.reshape(tl.where(c_mask, tl.abs(acc), 0.0), (TILE_M, NG, Q_GROUP))
             g_amax = tl.maximum(tl.max(g_abs, 2), 1e-12)
-            g_mult = tl.math.div_rn(tl.full([BLOCK_M, NG], 448.0, tl.float32), g_amax)
-            q = tl.reshape(acc, (BLOCK_M, NG, Q_GROUP)) * g_mult[:, :, None]
-            acc = tl.reshape(tl.clamp(q, -448.0, 448.0), (BLOCK_M, BLOCK_N))
+            g_mult = tl.math.div_rn(tl.full([TILE_M, NG], 448.0, tl.float32), g_amax)
+            q = tl.reshape(acc, (TILE_M, NG, Q_GROUP)) * g_mult[:, :, None]
+            acc = tl.reshape(tl.clamp(q, -448.0, 448.0), (TILE_M, BLOCK_N))
             g_idx = pid_n * NG + tl.arange(0, NG)
             tl.store(c_amax_ptr + c_row[:, None] * stride_csm + g_idx[None, :],
-                     tl.math.div_rn(g_amax, tl.full([BLOCK_M, NG], 448.0, tl.float32)),
+                     tl.math.div_rn(g_amax, tl.full([TILE_M, NG], 448.0, tl.float32)),
                      mask=row_ok[:, None] & (g_idx * Q_GROUP < N)[None, :])
         tl.store(c_ptr + c_row[:, None] * stride_cm + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
@@ -1161,7 +1197,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     (weight modes :data:`TMA_W_MODES`: 16-bit and FP8): the weight tiles are loaded through a TMA tensor descriptor
     built here over ``b`` viewed ``[E * N_b, K]`` (``triton.tools.tensor_descriptor.TensorDescriptor``; a CUDA-graph
     capture keeps it, since it holds the weights' address); raises ValueError for another weight mode, GEMV, or
-    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule)."""
+    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule). Config ``MIN_M``
+    (optional, 0 off): blocks whose rows from ``MIN_M`` on are padding run as ``[MIN_M, BLOCK_N]`` tiles (the kernel's
+    MIN_M); raises ValueError unless it is a power of two from 16 below ``BLOCK_M``, of the MMA tiles (not GEMV)."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
@@ -1210,6 +1248,9 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     if prefetch and not (gemv and bm == 1):
         raise ValueError(f"PREFETCH (the next K tile's loads before this one's FMAs) is an option of the GEMV mode at "
                          f"BLOCK_M 1, not of {'GEMV at BLOCK_M ' + str(bm) if gemv else 'the MMA tiles'}")
+    min_m = int(config.get("MIN_M", 0))
+    if min_m and (gemv or min_m < 16 or min_m >= bm or min_m & (min_m - 1)):
+        raise ValueError(f"MIN_M {min_m}: a power of two from 16 below BLOCK_M ({bm}), of the MMA tiles (not GEMV)")
     grid = (align.max_blocks * triton.cdiv(n_out, bn),)
     scale = b_scale if b_scale is not None else b
     strides: tuple[int, ...]
@@ -1248,7 +1289,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
         SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
         SB_TILE=w_mode == 3 and bm >= SB_TILE_MIN_BLOCK_M and group_n % bn == 0 and (not gated or n_out % group_n == 0),
-        BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
+        MIN_M=min_m, BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if gluon:                # the Gluon GEMV writes the sums, the reduction below runs the epilogue
         from . import triton_moe_gluon
         assert ws is not None
@@ -2040,10 +2081,16 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     """One GEMM config of a tile file, checked (:func:`load_config_file`); ``direct``: of a DIRECT bucket, whose
     GEMMs may also set ``PREFETCH`` and a ``BLOCK_N`` from 4. Returns it without ``us`` and false flags."""
     keys = ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT_K", *GEMM_CONFIG_FLAGS} \
+    if not isinstance(c, dict) or set(c) - set(keys) - {"us", "SPLIT_K", "MIN_M", *GEMM_CONFIG_FLAGS} \
             or any(k not in c for k in keys):
         raise ValueError(f"{where}: a GEMM config has exactly the keys {', '.join(keys)} (and optionally us, SPLIT_K, "
-                         f"{', '.join(GEMM_CONFIG_FLAGS)}), got {c!r}")
+                         f"MIN_M, {', '.join(GEMM_CONFIG_FLAGS)}), got {c!r}")
+    if "MIN_M" in c:
+        v = c["MIN_M"]
+        if not isinstance(v, int) or isinstance(v, bool) or (v and (v < 16 or v & (v - 1))):
+            raise ValueError(f"{where}: MIN_M must be 0 or a power of two >= 16, got {v!r}")
+        if v and (direct or c.get("GEMV")):
+            raise ValueError(f"{where}: MIN_M is an option of the MMA tiles, not of GEMV or DIRECT buckets")
     if "SPLIT_K" in c:
         v = c["SPLIT_K"]
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
@@ -2072,7 +2119,8 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     if c.get("GEMV") and (c.get("SWAP_AB") or c.get("SPLIT")):
         raise ValueError(f"{where}: GEMV excludes SWAP_AB and SPLIT (it has no MMA tile)")
     return ({k: c[k] for k in keys} | {f: True for f in GEMM_CONFIG_FLAGS if c.get(f)}
-            | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {}))
+            | ({"SPLIT_K": c["SPLIT_K"]} if c.get("GEMV") and c.get("SPLIT_K", 1) > 1 else {})
+            | ({"MIN_M": c["MIN_M"]} if c.get("MIN_M") else {}))
 
 
 @functools.lru_cache(maxsize=None)
@@ -2103,7 +2151,8 @@ def load_config_file(path: str) -> dict[int, dict]:
     the top-k sum fused (``backends/triton_moe.py`` ``direct_forward``); its GEMMs may set ``"PREFETCH": true`` and a
     ``BLOCK_N`` from 4 (:func:`fp4_direct_gemm`). A GEMV config of a ``BLOCK_M`` 1 bucket (not DIRECT, no ``SPLIT_K`` or
     ``PREFETCH``) may set ``"GLUON": true``: its sums come from the Gluon kernel of ``backends/triton_moe_gluon.py``
-    (``BLOCK_N`` = ``num_warps`` x 1, 2 or 4 rows per thread) and the reduction launch runs the epilogue. Raises
+    (``BLOCK_N`` = ``num_warps`` x 1, 2 or 4 rows per thread) and the reduction launch runs the epilogue. Any GEMM
+    config of the MMA tiles may set ``"MIN_M": <a power of two from 16 below BLOCK_M>`` (:func:`moe_gemm`). Raises
     ValueError naming the file and
     the field on a malformed file."""
     try:
@@ -2172,6 +2221,9 @@ def load_config_file(path: str) -> dict[int, dict]:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: GEMV is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
         bm = out[int(tok)]["BLOCK_M"]
+        for g in ("gemm1", "gemm2"):
+            if out[int(tok)][g].get("MIN_M", 0) >= bm:
+                raise ValueError(f"{where}.{g}: MIN_M {out[int(tok)][g]['MIN_M']} must be below BLOCK_M {bm}")
         if bm < 16 and not all(gemv):
             raise ValueError(f"{where}: BLOCK_M {bm} is below the MMA tile's 16 rows: both GEMMs must set GEMV")
         if any(gemv) and bm > GEMV_MAX_BLOCK_M:

@@ -10,6 +10,9 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
 - ``sort``, ``group_quant`` (fp8_block: the hidden states' per-token-group quantization), ``combine``
   (the top-k sum);
 - ``gemm1``/``gemm2``: the runner's GEMMs as they run (unmasked main loop where ``K % BLOCK_K == 0``);
+- ``gemm{1,2}.min_m{16,32,64}``: the runner's tiles with ``MIN_M`` (blocks whose rows from ``m`` on are padding run as
+  ``m``-row tiles), for ``m`` below the bucket's ``BLOCK_M``; ``max_abs_diff``: the largest difference from the
+  full tiles' output (the first GEMM's rows in use, the layer's output after the second);
 - ``*.masked``: the same with the K-masked main loop (``EVEN_K`` off, the kernel before 2026-11-30 late);
 - ``*.tma``: the same tiles with ``TMA`` (the weight tiles loaded through a TMA tensor descriptor);
 - ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
@@ -88,6 +91,26 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer, on
     run("gemm2", [lambda p=p: p.gemm2(cfg["gemm2"]) for p in passes], flops2)
     run("gemm2.masked", [lambda p=p: p.gemm2({**cfg["gemm2"], "EVEN_K": False}) for p in passes], flops2)
     run("combine", [p.combine for p in passes])
+    # MIN_M: the blocks whose rows from m on are padding as m-row tiles; the outputs against the full tiles'
+    for m in (16, 32, 64):
+        if m >= bm or (only and f"gemm1.min_m{m}" not in only and f"gemm2.min_m{m}" not in only):
+            continue
+        c1, c2 = {**cfg["gemm1"], "MIN_M": m}, {**cfg["gemm2"], "MIN_M": m}
+        run(f"gemm1.min_m{m}", [lambda p=p, c=c1: p.gemm1(c) for p in passes], flops1)
+        run(f"gemm2.min_m{m}", [lambda p=p, c=c2: p.gemm2(c) for p in passes], flops2)
+        p = passes[0]
+        p.gemm1(cfg["gemm1"])
+        p.gemm2(cfg["gemm2"])
+        want1, want2 = p.act.float().clone(), p.combine().float().clone()
+        p.gemm1(c1)
+        got1 = p.act.float().clone()
+        p.gemm2(c2)
+        got2 = p.combine().float()
+        used = int(p.align.num_rows)
+        for label, got, want in ((f"gemm1.min_m{m}", got1[:used], want1[:used]), (f"gemm2.min_m{m}", got2, want2)):
+            if label in rows and "us" in rows[label]:
+                ok = torch.isfinite(want)
+                rows[label]["max_abs_diff"] = float((got - want)[ok].abs().max()) if ok.any() else 0.0
     if fmt in K.TMA_FORMATS:   # the same tiles with the weight tiles through a TMA descriptor
         run("gemm1.tma", [lambda p=p: p.gemm1({**cfg["gemm1"], "TMA": True}) for p in passes], flops1)
         run("gemm2.tma", [lambda p=p: p.gemm2({**cfg["gemm2"], "TMA": True}) for p in passes], flops2)
@@ -180,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         out["points"].append(r)
         print(f"\n{name} {fmt} {tokens} tokens  BLOCK_M {r['config']['BLOCK_M']}  padded rows {r['rows']}")
         for label, v in r["steps"].items():
-            print(f"  {label:22s} " + (f"{v['us']:10.1f} us  {v['tflops'] or '':>7}" if "us" in v else v["error"]))
+            print(f"  {label:22s} " + (f"{v['us']:10.1f} us  {v['tflops'] or '':>7}  {v.get('max_abs_diff', '')}"
+                                       if "us" in v else v["error"]))
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

@@ -995,6 +995,85 @@ def test_tma_is_refused_where_it_cannot_load_the_weights():
                    by_slot=True, w_mode=0, config={**good, "BLOCK_N": 32, "BLOCK_K": 32, "TMA": True})
 
 
+@pytest.mark.parametrize("quant, tokens, block_m, min_m, extra", [
+    ("bf16", 40, 32, 16, {}), ("bf16", 300, 64, 16, {}), ("bf16", 300, 128, 32, {}),
+    ("fp8_channel", 300, 64, 32, {"PREQUANT": True}), ("fp8_channel", 40, 32, 16, {}),
+    ("fp8_block", 300, 64, 16, {}), ("fp8_block", 300, 64, 32, {"SPLIT": True}), ("int4_w4a16", 300, 64, 16, {})])
+@interp
+def test_min_m_tiles_are_the_full_tiles(quant, tokens, block_m, min_m, extra):
+    """``MIN_M`` (a block whose rows from MIN_M on are padding runs as a MIN_M-row tile) gives the layer's output as
+    the full ``BLOCK_M`` tiles do, with blocks of both kinds in one launch (300 tokens x top-3 over 8 experts: about
+    112 rows per expert, so full blocks and a nearly empty last block per expert), a slot of -1 and an expert with no
+    rows; within the tolerance of the float64 reference."""
+    seed = fresh_seed()
+    spec = spec_of(quant, e=8, k=3, h=96 if quant.startswith("int") else 80, i=64 if quant.startswith("int") else 48)
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer)
+    x, ids, w = routing(spec, tokens, seed, pool=[0, 1, 2, 3, 4, 5, 6])   # expert 7: no rows
+    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    base = {"BLOCK_M": block_m, "gemm1": {**g, **extra}, "gemm2": {**g, **{k: v for k, v in extra.items() if k != "SPLIT"}}}
+    outs = {}
+    real_empty = torch.empty
+
+    def nan_empty(*a, **kw):        # every new float buffer NaN: a row the tiles leave unwritten shows in the output
+        t = real_empty(*a, **kw)
+        if t.is_floating_point() and t.element_size() > 1:
+            t.fill_(float("nan"))
+        return t
+
+    for m in (0, min_m):
+        core.config_for = lambda t, m=m: {**base, "gemm1": {**base["gemm1"], "MIN_M": m},
+                                          "gemm2": {**base["gemm2"], "MIN_M": m}}
+        torch.empty = nan_empty
+        try:
+            outs[m] = core.forward(x, ids, w, pw)
+        finally:
+            torch.empty = real_empty
+    diff = (outs[min_m].float() - outs[0].float()).abs().max().item()
+    scale = outs[0].float().abs().max().item()
+    assert diff <= 2.0 ** -7 * scale, f"MIN_M {min_m} moved the output by {diff:.3g} of {scale:.3g} (seed {seed})"
+    check(spec, layer, x, ids, w, outs[min_m], f"MIN_M {quant}", seed, h16=bool(extra.get("SPLIT")))
+
+
+def test_min_m_is_checked_in_config_files(tmp_path):
+    """Config files accept ``MIN_M`` (0, or a power of two from 16 below the bucket's BLOCK_M) in the GEMM configs of
+    the MMA tiles; the default tiles never set it (it is chosen by measurement)."""
+    K = _K()
+    good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    for n, (fmt, bm, g2, ok) in enumerate((("bf16", 128, {**good, "MIN_M": 32}, True),
+                                           ("fp8_block", 64, {**good, "MIN_M": 16}, True),
+                                           ("bf16", 128, {**good, "MIN_M": 0}, True),
+                                           ("bf16", 64, {**good, "MIN_M": 64}, False),
+                                           ("bf16", 128, {**good, "MIN_M": 24}, False),
+                                           ("bf16", 128, {**good, "MIN_M": 8}, False),
+                                           ("bf16", 128, {**good, "MIN_M": True}, False))):
+        f = tmp_path / f"{n}.json"
+        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
+            "BLOCK_M": bm, "gemm1": good, "gemm2": g2}}}))
+        if ok:
+            got = K.load_config_file(str(f))[8192]
+            assert got["gemm2"].get("MIN_M", 0) == g2["MIN_M"] and "MIN_M" not in got["gemm1"]
+        else:
+            with pytest.raises(ValueError, match="MIN_M"):
+                K.load_config_file(str(f))
+    for fmt in ("bf16", "fp8_channel", "fp8_block"):
+        for t in (1, 256, 8192):
+            d = K.default_config(128, 1536, 2048, fmt, t, 8, (128, 128) if fmt == "fp8_block" else None)
+            assert "MIN_M" not in d["gemm1"] and "MIN_M" not in d["gemm2"]
+
+
+@interp
+def test_min_m_is_refused_outside_the_mma_tiles():
+    """``moe_gemm`` refuses a ``MIN_M`` that is not a power of two from 16 below BLOCK_M, before any launch."""
+    K = _K()
+    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    align = K.moe_align(torch.zeros(4, 1, dtype=torch.int32), 2, 0, 32)
+    a, b = torch.zeros(4, 32, dtype=torch.bfloat16), torch.zeros(2, 32, 32, dtype=torch.bfloat16)
+    for m in (32, 8, 24):
+        with pytest.raises(ValueError, match="MIN_M"):
+            K.moe_gemm(a, b, torch.empty(64, 32, dtype=torch.bfloat16), align, top_k=1, n_out=32, gather=True,
+                       by_slot=True, w_mode=0, config={**g, "MIN_M": m})
+
 @pytest.mark.parametrize("per_row", [True, False])
 @interp
 def test_row_quant_is_the_hand_quantization(per_row):
@@ -1474,15 +1553,15 @@ def test_default_configs_compile_for_sm90(monkeypatch, quant, act, tokens):
             assert d["tma_loads"] == 0, d                # pointer loads unless a config asks for TMA
 
 
-@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
-def test_tma_tiles_compile_for_sm90(monkeypatch, quant):
-    """With ``TMA`` in both GEMM configs (BLOCK_M 128 / 64, the tiles --tma tunes), every GEMM compiled for sm90
-    here loads its weight tiles with TMA copies (per K step one per weight tile it reads: gate and up, or one), keeps its
-    shared memory within an sm90 CTA and spills nothing, at the Qwen3-30B-A3B layer shape, 8192 tokens."""
+def _sm90_forward(monkeypatch, quant: str, tokens: int, configure) -> tuple[list[dict], dict]:
+    """One forward of the Qwen3-30B-A3B layer shape (128 experts, top-8, H 2048, I 768, silu; bf16 / fp8 weights)
+    on the meta device at ``tokens``, each launch compiled for sm90 (:func:`_sm90_compile`) instead of run, with the
+    tile config ``configure(default config)``. Returns (the compiled launches, the default config); skips where
+    triton's ptxas does not run."""
     if not _ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
     K = _K()
-    done = []
+    done: list[dict] = []
     monkeypatch.setattr(K._Kernel, "launch", lambda self, grid, device, *a, warmup=False, **kw:
                         done.append(_sm90_compile(self, a, kw)))
     e, k, h, i = 128, 8, 2048, 768
@@ -1496,10 +1575,37 @@ def test_tma_tiles_compile_for_sm90(monkeypatch, quant):
                         "w2_scale": torch.empty(e, h // 128, i // 128, device=meta)}}.get(quant, {})
     core = _tm().TritonMoeCore(spec, meta)
     pw = core.prepare_weights(w13, w2, **kw)
-    base = core.config_for(8192)
-    core.config_for = lambda t: _with_flag(base, "TMA", True)
-    x = torch.empty(8192, h, dtype=torch.bfloat16, device=meta)
-    core.forward(x, torch.empty(8192, k, dtype=torch.int32, device=meta), torch.empty(8192, k, device=meta), pw)
+    base = core.config_for(tokens)
+    core.config_for = lambda t: configure(base)
+    x = torch.empty(tokens, h, dtype=torch.bfloat16, device=meta)
+    core.forward(x, torch.empty(tokens, k, dtype=torch.int32, device=meta), torch.empty(tokens, k, device=meta), pw)
+    return done, base
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
+def test_min_m_tiles_compile_for_sm90(monkeypatch, quant):
+    """With ``MIN_M`` (half the bucket's BLOCK_M) in both GEMM configs of the 2048-token default tiles, every GEMM
+    compiled for sm90 holds both tile heights (twice the MMA instructions of the tile without it), keeps its shared
+    memory within an sm90 CTA, spills at most as the default tiles may, and stores with vector stores only."""
+    plain, base = _sm90_forward(monkeypatch, quant, 2048, lambda c: c)
+    half = base["BLOCK_M"] // 2
+    done, _ = _sm90_forward(monkeypatch, quant, 2048, lambda c: {
+        **c, "gemm1": {**c["gemm1"], "MIN_M": half}, "gemm2": {**c["gemm2"], "MIN_M": half}})
+    gemms = [d for d in done if d["kernel"] == "_moe_gemm_kernel"]
+    before = [d for d in plain if d["kernel"] == "_moe_gemm_kernel"]
+    assert len(gemms) == 2 == len(before), [d["kernel"] for d in done]
+    allowed = 64 if quant == "fp8_block" else 16
+    for d, b in zip(gemms, before):
+        assert d["mma"] > b["mma"] > 0, (d, b)
+        assert d["shared"] <= SMEM_SM90 and d["spill"] <= allowed and d["scalar_stores"] == 0, d
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
+def test_tma_tiles_compile_for_sm90(monkeypatch, quant):
+    """With ``TMA`` in both GEMM configs (BLOCK_M 128 / 64, the tiles --tma tunes), every GEMM compiled for sm90
+    here loads its weight tiles with TMA copies (per K step one per weight tile it reads: gate and up, or one), keeps its
+    shared memory within an sm90 CTA and spills nothing, at the Qwen3-30B-A3B layer shape, 8192 tokens."""
+    done, base = _sm90_forward(monkeypatch, quant, 8192, lambda c: _with_flag(c, "TMA", True))
     gemms = [d for d in done if d["kernel"] == "_moe_gemm_kernel"]
     assert len(gemms) == 2, [d["kernel"] for d in done]
     split = bool(base["gemm1"].get("SPLIT"))
