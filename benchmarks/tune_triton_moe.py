@@ -356,9 +356,9 @@ GLUON_SHAPES = ((2, 4), (1, 8), (4, 2), (2, 2), (1, 4), (4, 4))
 
 def cfg_key(c: dict) -> tuple:
     """A GEMM candidate's identity (timings and compile jobs are shared by equal keys): its sizes, ``SPLIT_K`` and
-    every boolean option the tile files take (``triton_moe_kernels.GEMM_CONFIG_FLAGS``)."""
+    ``MIN_M`` and every boolean option the tile files take (``triton_moe_kernels.GEMM_CONFIG_FLAGS``)."""
     return (c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], c["num_warps"], c["num_stages"], c.get("SPLIT_K", 1),
-            *(bool(c.get(f)) for f in _K().GEMM_CONFIG_FLAGS))
+            c.get("MIN_M", 0), *(bool(c.get(f)) for f in _K().GEMM_CONFIG_FLAGS))
 
 
 # --- layers and inputs --------------------------------------------------------------------------------
@@ -809,7 +809,7 @@ def tune_direct(bench: Bench, t: int, sets: list, sorted_cfg: dict, timer: Timer
 
 
 def _strip(c: dict, us: bool = True) -> dict:
-    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT_K",
+    return {k: c[k] for k in ("BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "SPLIT_K", "MIN_M",
                               *_K().GEMM_CONFIG_FLAGS, *(("us",) if us else ()))
             if k in c}
 

@@ -1365,6 +1365,8 @@ def test_tuner_keys_and_writes_every_option_the_tile_files_take():
         assert tune.cfg_key(on) != tune.cfg_key(base), flag
         assert tune._strip({**on, "us": 1.0})[flag] is True, flag
     assert K._check_gemm_cfg({**base, "TMA": True, "us": 1.0}, "f.json") == {**base, "TMA": True}
+    short = {**base, "MIN_M": 32}                 # the integer option MIN_M: keyed and kept the same way
+    assert tune.cfg_key(short) != tune.cfg_key(base) and tune._strip({**short, "us": 1.0})["MIN_M"] == 32
 
 # --- in-process tests (no kernels run) ---------------------------------------------------------------
 
