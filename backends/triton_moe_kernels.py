@@ -1199,7 +1199,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     capture keeps it, since it holds the weights' address); raises ValueError for another weight mode, GEMV, or
     weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule). Config ``MIN_M``
     (optional, 0 off): blocks whose rows from ``MIN_M`` on are padding run as ``[MIN_M, BLOCK_N]`` tiles (the kernel's
-    MIN_M); raises ValueError unless it is a power of two from 16 below ``BLOCK_M``, of the MMA tiles (not GEMV)."""
+    MIN_M); raises ValueError unless it is a power of two from 16 below ``BLOCK_M``, of the MMA tiles (not GEMV), and
+    for FP8 weights at least :data:`FP8_MIN_M`."""
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
@@ -1251,6 +1252,8 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     min_m = int(config.get("MIN_M", 0))
     if min_m and (gemv or min_m < 16 or min_m >= bm or min_m & (min_m - 1)):
         raise ValueError(f"MIN_M {min_m}: a power of two from 16 below BLOCK_M ({bm}), of the MMA tiles (not GEMV)")
+    if min_m and min_m < FP8_MIN_M and w_mode in (1, 2, 3):
+        raise ValueError(f"MIN_M {min_m}: FP8 tiles need MIN_M >= {FP8_MIN_M} ({FP8_MIN_M_WHY})")
     grid = (align.max_blocks * triton.cdiv(n_out, bn),)
     scale = b_scale if b_scale is not None else b
     strides: tuple[int, ...]
@@ -2072,6 +2075,12 @@ def gluon_rows_per_thread(block_n: int, num_warps: int) -> int | None:
     return block_n // num_warps
 
 
+#: The least ``MIN_M`` of FP8 weights (fp8_tensor, fp8_channel, fp8_block): below 64 rows the FP8 tile is not a
+#: warpgroup MMA, and its sums differ in the last bits from the full tile's (benchmarks/README.md, MIN_M section).
+FP8_MIN_M = 64
+FP8_MIN_M_WHY = ("a shorter FP8 tile sums in other last bits than the full tile, and the sort's order within an "
+                 "expert varies run to run, so a row's result would too")
+
 #: The boolean options a GEMM config of a tile file may set (:func:`_check_gemm_cfg`); the tuner keys and writes its
 #: candidates by these (benchmarks/tune_triton_moe.py cfg_key, _strip), so an option added here is timed and kept there.
 GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON")
@@ -2222,8 +2231,11 @@ def load_config_file(path: str) -> dict[int, dict]:
             raise ValueError(f"{where}: GEMV is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
         bm = out[int(tok)]["BLOCK_M"]
         for g in ("gemm1", "gemm2"):
-            if out[int(tok)][g].get("MIN_M", 0) >= bm:
-                raise ValueError(f"{where}.{g}: MIN_M {out[int(tok)][g]['MIN_M']} must be below BLOCK_M {bm}")
+            mm = out[int(tok)][g].get("MIN_M", 0)
+            if mm >= bm:
+                raise ValueError(f"{where}.{g}: MIN_M {mm} must be below BLOCK_M {bm}")
+            if mm and mm < FP8_MIN_M and (fmt or "").startswith("fp8"):
+                raise ValueError(f"{where}.{g}: MIN_M {mm}: FP8 tiles need MIN_M >= {FP8_MIN_M} ({FP8_MIN_M_WHY})")
         if bm < 16 and not all(gemv):
             raise ValueError(f"{where}: BLOCK_M {bm} is below the MMA tile's 16 rows: both GEMMs must set GEMV")
         if any(gemv) and bm > GEMV_MAX_BLOCK_M:

@@ -997,8 +997,8 @@ def test_tma_is_refused_where_it_cannot_load_the_weights():
 
 @pytest.mark.parametrize("quant, tokens, block_m, min_m, extra", [
     ("bf16", 40, 32, 16, {}), ("bf16", 300, 64, 16, {}), ("bf16", 300, 128, 32, {}),
-    ("fp8_channel", 300, 64, 32, {"PREQUANT": True}), ("fp8_channel", 40, 32, 16, {}),
-    ("fp8_block", 300, 64, 16, {}), ("fp8_block", 300, 64, 32, {"SPLIT": True}), ("int4_w4a16", 300, 64, 16, {})])
+    ("fp8_channel", 300, 128, 64, {"PREQUANT": True}), ("fp8_tensor", 300, 128, 64, {}),
+    ("fp8_block", 300, 128, 64, {}), ("fp8_block", 300, 128, 64, {"SPLIT": True}), ("int4_w4a16", 300, 64, 16, {})])
 @interp
 def test_min_m_tiles_are_the_full_tiles(quant, tokens, block_m, min_m, extra):
     """``MIN_M`` (a block whose rows from MIN_M on are padding runs as a MIN_M-row tile) gives the layer's output as
@@ -1036,12 +1036,14 @@ def test_min_m_tiles_are_the_full_tiles(quant, tokens, block_m, min_m, extra):
 
 
 def test_min_m_is_checked_in_config_files(tmp_path):
-    """Config files accept ``MIN_M`` (0, or a power of two from 16 below the bucket's BLOCK_M) in the GEMM configs of
-    the MMA tiles; the default tiles never set it (it is chosen by measurement)."""
+    """Config files accept ``MIN_M`` (0, or a power of two from 16 below the bucket's BLOCK_M; at least 64 in FP8
+    files) in the GEMM configs of the MMA tiles; the default tiles never set it (it is chosen by measurement)."""
     K = _K()
     good = {"BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
     for n, (fmt, bm, g2, ok) in enumerate((("bf16", 128, {**good, "MIN_M": 32}, True),
-                                           ("fp8_block", 64, {**good, "MIN_M": 16}, True),
+                                           ("fp8_block", 128, {**good, "MIN_M": 64}, True),
+                                           ("fp8_channel", 128, {**good, "MIN_M": 32}, False),
+                                           ("int8_w8a16", 64, {**good, "MIN_M": 16}, True),
                                            ("bf16", 128, {**good, "MIN_M": 0}, True),
                                            ("bf16", 64, {**good, "MIN_M": 64}, False),
                                            ("bf16", 128, {**good, "MIN_M": 24}, False),
@@ -1064,7 +1066,8 @@ def test_min_m_is_checked_in_config_files(tmp_path):
 
 @interp
 def test_min_m_is_refused_outside_the_mma_tiles():
-    """``moe_gemm`` refuses a ``MIN_M`` that is not a power of two from 16 below BLOCK_M, before any launch."""
+    """``moe_gemm`` refuses a ``MIN_M`` that is not a power of two from 16 below BLOCK_M, or below 64 with FP8
+    weights (a shorter FP8 tile sums in other last bits), before any launch."""
     K = _K()
     g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
     align = K.moe_align(torch.zeros(4, 1, dtype=torch.int32), 2, 0, 32)
@@ -1073,6 +1076,11 @@ def test_min_m_is_refused_outside_the_mma_tiles():
         with pytest.raises(ValueError, match="MIN_M"):
             K.moe_gemm(a, b, torch.empty(64, 32, dtype=torch.bfloat16), align, top_k=1, n_out=32, gather=True,
                        by_slot=True, w_mode=0, config={**g, "MIN_M": m})
+    align = K.moe_align(torch.zeros(4, 1, dtype=torch.int32), 2, 0, 128)
+    with pytest.raises(ValueError, match="FP8 tiles need MIN_M >= 64"):
+        K.moe_gemm(a, b.to(torch.float8_e4m3fn), torch.empty(256, 32, dtype=torch.bfloat16), align, top_k=1, n_out=32,
+                   gather=True, by_slot=True, w_mode=1, a_amax=torch.ones(1), a_scale_mode=2, b_scale=torch.ones(2),
+                   config={**g, "MIN_M": 32})
 
 @pytest.mark.parametrize("per_row", [True, False])
 @interp
@@ -1586,20 +1594,18 @@ def _sm90_forward(monkeypatch, quant: str, tokens: int, configure) -> tuple[list
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
 def test_min_m_tiles_compile_for_sm90(monkeypatch, quant):
-    """With ``MIN_M`` (half the bucket's BLOCK_M) in both GEMM configs of the 2048-token default tiles, every GEMM
-    compiled for sm90 holds both tile heights (twice the MMA instructions of the tile without it), keeps its shared
-    memory within an sm90 CTA, spills at most as the default tiles may, and stores with vector stores only."""
-    plain, base = _sm90_forward(monkeypatch, quant, 2048, lambda c: c)
-    half = base["BLOCK_M"] // 2
+    """With ``MIN_M`` 64 in both GEMM configs of the 2048-token default tiles at BLOCK_M 128, every GEMM
+    compiled for sm90 holds both tile heights (more MMA instructions than the tile without it), keeps its shared
+    memory within an sm90 CTA, spills at most 16 bytes more than without it, and stores with vector stores only."""
+    plain, base = _sm90_forward(monkeypatch, quant, 2048, lambda c: {**c, "BLOCK_M": 128})
     done, _ = _sm90_forward(monkeypatch, quant, 2048, lambda c: {
-        **c, "gemm1": {**c["gemm1"], "MIN_M": half}, "gemm2": {**c["gemm2"], "MIN_M": half}})
+        **c, "BLOCK_M": 128, "gemm1": {**c["gemm1"], "MIN_M": 64}, "gemm2": {**c["gemm2"], "MIN_M": 64}})
     gemms = [d for d in done if d["kernel"] == "_moe_gemm_kernel"]
     before = [d for d in plain if d["kernel"] == "_moe_gemm_kernel"]
     assert len(gemms) == 2 == len(before), [d["kernel"] for d in done]
-    allowed = 64 if quant == "fp8_block" else 16
     for d, b in zip(gemms, before):
         assert d["mma"] > b["mma"] > 0, (d, b)
-        assert d["shared"] <= SMEM_SM90 and d["spill"] <= allowed and d["scalar_stores"] == 0, d
+        assert d["shared"] <= SMEM_SM90 and d["spill"] <= b["spill"] + 16 and d["scalar_stores"] == 0, (d, b)
 
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_channel", "fp8_block"])
@@ -1878,6 +1884,30 @@ def test_gpu_prequant_equals_the_in_loop_quantization(quant, tokens):
     check(spec, layer, x, ids, w, outs[True], f"PREQUANT, {tokens} tokens", seed,
           act_quant="token" if quant == "fp8_channel" else "tensor")
     assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
+
+
+@pytest.mark.parametrize("quant, tokens, min_m", [("bf16", 2048, 16), ("bf16", 2048, 32), ("bf16", 2048, 64),
+                                                   ("fp8_channel", 2048, 64), ("fp8_block", 2048, 64),
+                                                   ("fp8_tensor", 2048, 64), ("bf16", 300, 16)])
+@gpu_test
+def test_gpu_min_m_equals_the_full_tiles(quant, tokens, min_m):
+    """``MIN_M`` on the GPU (both GEMMs, BLOCK_M 128 with the default tiles otherwise; 2048 tokens over 64 experts:
+    about 256 rows per expert, so full blocks and a short last block per expert): the layer's output bit for bit as
+    the full tiles (the sort's order within an expert varies run to run, so a row's sums must not depend on the tile
+    height it lands in), within tolerance of float64, and CUDA-graph replay equal to eager."""
+    spec, layer, seed = gpu_layer(quant, k=8, e=64, h=1024, i=512)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    base = {**core.config_for(tokens), "BLOCK_M": 128}
+    x, ids, w = routing(spec, tokens, seed, "cuda")
+    outs = {}
+    for m in (0, min_m):
+        core.config_for = lambda t, m=m: {**base, "gemm1": {**base["gemm1"], "MIN_M": m},
+                                          "gemm2": {**base["gemm2"], "MIN_M": m}}
+        outs[m] = core.forward(x, ids, w, pw)
+    assert torch.equal(outs[min_m], outs[0]), f"MIN_M {min_m} changed the output (seed {seed})"
+    check(spec, layer, x, ids, w, outs[min_m], f"MIN_M {min_m}, {tokens} tokens", seed,
+          h16=bool(base["gemm1"].get("SPLIT")))
+    assert torch.equal(_replayed(core, pw, x, ids, w), outs[min_m]), f"graph replay differs from eager (seed {seed})"
 
 
 @pytest.mark.parametrize("quant, tokens", [("bf16", 2048), ("fp8_channel", 2048), ("fp8_block", 2048), ("bf16", 64)])
