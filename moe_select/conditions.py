@@ -138,6 +138,15 @@ class When(Located):
     quant_block_n: IntCond | None = None
     quant_block_k: IntCond | None = None
     quant_group_size: IntCond | None = None
+    #: A weight-only int checkpoint with one scale per output channel over all of K (``group_size`` -1: AutoAWQ /
+    #: AutoGPTQ's -1, compressed-tensors' ``strategy: channel``, inline ``quant_config.group_size: -1``); false for a
+    #: grouped one (a group size given, or the format's default group); absent for formats without groups.
+    quant_per_channel: bool | None = None
+    #: A per-channel compressed-tensors checkpoint whose config leaves ``weights.group_size`` unset (null: what
+    #: llm-compressor writes for ``strategy: channel``), which an engine may read as None where it expects -1; false where
+    #: the config writes -1 or a group; a deployment that gives only ``quant_config.group_size: -1`` does not say which, so
+    #: a fact that holds for one only leaves it undecided.
+    quant_group_size_unset: bool | None = None
     architecture: list[str] | None = None
     #: The checkpoint's serialization of a weight-only int format (``quant_params.layout``: ``awq``, ``gptq``,
     #: ``compressed-tensors``, from the checkpoint's ``quant_method`` or ``quant_config.layout``); a deployment that does
@@ -407,13 +416,15 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              moe_intermediate_size: int, engine: str | None = None, phases: Sequence[str] = ("prefill", "decode"),
              dp: int | None = None, num_shared_experts: int = 0, fused_shared_experts: int = 0, max_tokens_per_rank: int | None = None,
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
-             group_size: int | None = None, shared_intermediate_size: int | None = None,
-             dense_intermediate_size: int | None = None, architecture: str | None = None,
+             group_size: int | None = None, per_channel: bool | None = None, group_size_unset: bool | None = None,
+             shared_intermediate_size: int | None = None, dense_intermediate_size: int | None = None, architecture: str | None = None,
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None,
              max_tokens_given: bool = True) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
-    the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``architecture``: the
+    the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``per_channel``: a weight-only
+    int format with one scale per output channel (None: a format without groups); ``group_size_unset``: a per-channel
+    checkpoint's config leaves its group size null (None: not known); ``architecture``: the
     checkpoint's model class (None: not given); ``checkpoint_layout``: a weight-only int checkpoint's serialization
     (awq, gptq, compressed-tensors; None: not given); ``weight_only``: the checkpoint has no activation scales;
     ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None;
@@ -444,6 +455,8 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "tp_dp": tp * dp if dp else None,
         "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
         "quant_group_size": group_size,
+        "quant_per_channel": per_channel,
+        "quant_group_size_unset": group_size_unset,
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
         "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
         "architecture": architecture,

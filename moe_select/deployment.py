@@ -45,7 +45,7 @@ RUN_TIME_QUANT_KEYS = ("activation_scale", "activation_precision")
 class QuantConfig(Located):
     """Parameters of the weight format, for deployments that give a ``model`` shape instead of a
     checkpoint (a checkpoint's config states them): ``block`` ``[bn, bk]`` of block-scaled FP8,
-    ``group_size`` of the weight-only int formats, ``weight_only``: a checkpoint of a format with low-precision
+    ``group_size`` of the weight-only int formats (-1: one scale per output channel), ``weight_only``: a checkpoint of a format with low-precision
     activations (nvfp4) that carries no activation scales (ModelOpt ``W4A16_NVFP4``, compressed-tensors
     NVFP4A16: :mod:`moe_select.model_config`, "Weight-only NVFP4"); only runners that keep 16-bit activations
     run it. ``activation_scale`` (nvfp4 only): ``per_tensor`` (the default: the checkpoint's static FP32 input
@@ -64,11 +64,20 @@ class QuantConfig(Located):
     (``when: {checkpoint_layout: [...]}``), and a deployment that does not state it leaves such a fact undecided."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
-    group_size: int | None = Field(default=None, gt=0, le=1 << 16)
+    group_size: int | None = Field(default=None, ge=-1, le=1 << 16)
     layout: Literal["awq", "gptq", "compressed-tensors"] | None = None
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
     activation_precision: Precision | None = None
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size(cls, v: int | None) -> int | None:
+        if v == 0:
+            raise ValueError("group_size is elements along K sharing one scale (a positive count), or -1: one scale "
+                             "per output channel over all of K (AutoAWQ / AutoGPTQ's -1, compressed-tensors' strategy "
+                             "channel)")
+        return v
 
     @field_validator("block")
     @classmethod
@@ -641,6 +650,11 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 hint = f" (did you mean {row.name!r}: {row.summary}?)" if row is not None else ""
             notes.append(f"quant {quant} is not a format of this moe-select (no row in backends/formats.yaml)" + hint
                          + ": no fact runs it and its parameters are unknown; run and verify refuse it (no scales, no tolerance)")
+        if (quant_params.get("group_size") == -1 and fmt is not None and fmt.parameters.group_size is None
+                and dep.quant_config is not None and dep.quant_config.group_size == -1):
+            issues.append(Issue(dep._file, dep.quant_config._lines.get("group_size", dep._lines.get("quant_config", dep._line)),
+                                "quant_config.group_size", "group_size -1 (one scale per output channel) is a parameter of the "
+                                f"weight-only int formats (int4_w4a16, int8_w8a16, ...); {quant} has no groups along K"))
         if quant_params.get("weight_only") and fmt is not None and fmt.activation in (None, "bf16", "fp16"):
             bad("quant_config", f"weight_only applies to a format whose checkpoints carry activation scales (its "
                 f"activation precision is not 16-bit, e.g. nvfp4); {quant} fixes "

@@ -416,6 +416,17 @@ def group_size(quant: str, params: dict[str, object] | None = None) -> int | Non
     return block if isinstance(block, int) else None
 
 
+def per_channel(quant: str, params: dict[str, object] | None = None) -> bool | None:
+    """Whether a weight-only int format's checkpoint has one scale per output channel (``group_size`` -1, as
+    AutoAWQ/AutoGPTQ write it and compressed-tensors' ``strategy: channel`` is read): True; False for a grouped one (a
+    group size given, or the format's default); None for a format without a group size and for a name that is no
+    format (:func:`lookup`)."""
+    f = lookup(quant)
+    if f is None or f.parameters.group_size is None:
+        return None
+    return (params or {}).get("group_size") == -1
+
+
 def online_verdict(fmt: Format, engine: str, version: str | None, arch: str | None,
                    activation_scale: str | None) -> tuple[str, list[OnlineWay]]:
     """What the ``online`` column of ``fmt`` says of serving engine ``engine`` at ``version`` (None: not known) on

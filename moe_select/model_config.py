@@ -314,6 +314,8 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: s
             params["group_size"] = _int(w, "group_size", 1, MAX_WIDTH, gpre + "weights.")
         elif strategy == "channel" and typ == "int" and not a:
             params["group_size"] = -1
+            # null (llm-compressor's channel strategy) or -1: engines that read None where they expect -1 tell them apart
+            params["group_size_unset"] = w.get("group_size") is None
             notes.append(f"{w.file}:{w.key_lines.get('strategy', w.line)} ({gpre}weights.strategy channel): per output "
                          "channel, one scale per output row over all of K (group_size -1): no group constraint")
         bs = w.get("block_structure")

@@ -37,7 +37,7 @@ from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fix
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
-from .formats import block_shape, group_size, lookup
+from .formats import block_shape, group_size, lookup, per_channel
 from .plans import (PLAN_SCHEMA_VERSION, Candidate, ChosenBy, PackageNeed, Plan, Reason, Unknown, canonical_files, fingerprint, writer,
                     ranges_text,
                     strongest, weakest)
@@ -53,7 +53,7 @@ MAX_ISSUES = 20
 #: Inputs a deployment may leave out; facts that read them are then reported as not checked (``architecture``: the
 #: checkpoint's model class, from model_config or model.architecture; a support row that holds only for some
 #: architectures leaves its cell unverified when the deployment does not say which).
-UNGIVEN = ("dp", "architecture", "vendor_library", "checkpoint_layout")
+UNGIVEN = ("dp", "architecture", "vendor_library", "checkpoint_layout", "quant_group_size_unset")
 
 #: The source of a ``not_preferred`` reason where no prefer rule matches the deployment: no rule file to name.
 NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
@@ -64,6 +64,8 @@ STATE_HOW = {
     "architecture": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that names it",
     "vendor_library": "state vendor_library: true or false (the engine's switch for the GPU vendor's kernel library; "
                       "a launch line's environment states it)",
+    "quant_group_size_unset": "give model_config: the checkpoint whose config says whether its per-channel weights' "
+                              "group_size is null (llm-compressor's strategy channel) or -1",
     "checkpoint_layout": "state quant_config.layout (awq, gptq or compressed-tensors: the checkpoint's quant_method), or "
                          "give model_config: a checkpoint whose config says it",
 }
@@ -97,6 +99,22 @@ def _unstated_values(key: str, fact: Conditional | Unavailable) -> list[Any]:
         near = [v + d for v in bounds if isinstance(v, int) for d in (-1, 1) if v + d >= 1]
         named += [v for v in (*range(1, 65), *near) if v not in named]
     return named
+
+
+def _group_size_unset(u: Understood) -> bool | None:
+    """The ``quant_group_size_unset`` fact: what a checkpoint's config says (``quant_params.group_size_unset``, read by
+    moe_select/model_config.py for compressed-tensors); unknown (None) for a per-channel deployment that says only
+    ``group_size: -1`` inline with the compressed-tensors layout (or none); False otherwise (a grouped checkpoint, AWQ /
+    GPTQ, which always write their group size); absent (None) for a format without groups."""
+    pc = per_channel(u.quant, u.quant_params)
+    if pc is None:
+        return None
+    said = u.quant_params.get("group_size_unset")
+    if isinstance(said, bool):
+        return said
+    if pc and u.quant_params.get("layout") in (None, "compressed-tensors"):
+        return None
+    return False
 
 
 def unstated_refusal(fact: Conditional | Unavailable, ctx: _Ctx, reads: Iterable[str],
@@ -201,7 +219,8 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     engine=engine, phases=u.phases, dp=u.dp, num_shared_experts=m.num_shared_experts,
                     fused_shared_experts=u.fused_shared_experts, max_tokens_per_rank=u.max_tokens_per_rank,
                     n_group=m.n_group, topk_group=m.topk_group, block=block_shape(u.quant, u.quant_params),
-                    group_size=group_size(u.quant, u.quant_params),
+                    group_size=group_size(u.quant, u.quant_params), per_channel=per_channel(u.quant, u.quant_params),
+                    group_size_unset=_group_size_unset(u),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
                     checkpoint_layout=u.quant_params.get("layout"),

@@ -68,14 +68,16 @@ def test_marlin_layer_check_scopes_the_0_24_rows():
     assert _int8("0.27.1", group=64, model=model).plan is None
 
 
-def test_per_channel_int8_is_not_refused(tmp_path):
+def test_per_channel_int8_is_not_refused_by_the_grouped_rows(tmp_path):
+    """The grouped int8 rows (group_size == -1 asserted) do not refuse a per-channel checkpoint; its config here writes
+    group_size -1 (a null one is refused in 0.27.0 .. 0.29.0 by other rows: tests/test_per_channel_wna16.py)."""
     cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
            "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "hidden_act": "silu",
            "norm_topk_prob": True, "num_hidden_layers": 4, "intermediate_size": 6144,
            "quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
                                    "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None,
                                                                  "weights": {"num_bits": 8, "type": "int", "symmetric": True,
-                                                                             "strategy": "channel", "group_size": None}}},
+                                                                             "strategy": "channel", "group_size": -1}}},
                                    "ignore": ["lm_head"]}}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     r = moe_select.explain({"arch": "sm86", "engine": "vllm", "engine_version": "0.27.1", "model_config": str(tmp_path),
