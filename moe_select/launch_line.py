@@ -122,6 +122,8 @@ class Launch:
     kept: list[list[str]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     config_file: str | None = None
+    #: The config file's line of each top-level key (errors and readings name ``file:line``).
+    config_lines: dict[str, int] = field(default_factory=dict)
     deployment: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, str] = field(default_factory=dict)
     #: A ``docker run`` line's container: ``{"gpus": its --gpus value or None, "env": its -e variables}``; None else.
@@ -639,9 +641,10 @@ def _convert(entry: FlagEntry, raw: str, written: str, where: str) -> Any:
     return raw
 
 
-def _config_file(path: str, flag: str, where: str, base: Path | None) -> tuple[dict[str, Any], str]:
-    """A YAML config file of the launch (``--config``, ``--extra_llm_api_options``): a mapping. Raises
-    :class:`InputError` naming the flag for a missing file or one that is not a mapping."""
+def _config_file(path: str, flag: str, where: str, base: Path | None) -> tuple[dict[str, Any], str, dict[str, int]]:
+    """A YAML config file of the launch (``--config``, ``--extra_llm_api_options``): (its mapping, its path, the line
+    of each top-level key). Raises :class:`InputError` naming the flag for a missing file or one that is not a
+    mapping."""
     from .yamlio import MarkedDict, load_file
 
     p = Path(path)
@@ -653,7 +656,7 @@ def _config_file(path: str, flag: str, where: str, base: Path | None) -> tuple[d
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), flag, f"{flag} {path}: the file holds a "
                                f"{type(data).__name__ if data is not None else 'nothing'}, not a mapping of settings"))
-    return _plain(data), str(p)
+    return _plain(data), str(p), {str(k): int(data.key_lines.get(k, data.line)) for k in data}
 
 
 def _plain(x: Any) -> Any:
@@ -697,8 +700,8 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             path = val if eq else (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None)
             if path is None:
                 raise InputError(Issue(where, 0, name, f"{name} without its value (give the YAML file)"))
-            cfg, full = _config_file(path, name, where, base)
-            launch.config, launch.config_file = cfg, full
+            cfg, full, lines = _config_file(path, name, where, base)
+            launch.config, launch.config_file, launch.config_lines = cfg, full, lines
             launch.values[entry.means] = Read(entry, full, f"{name} {path}")
             drop = {i} if eq else {i, i + 1}
             rest = [a for j, a in enumerate(args) if j not in drop]
@@ -845,8 +848,10 @@ def _read_trtllm_yaml(launch: Launch) -> None:
     """The ``--extra_llm_api_options`` keys as TensorRT-LLM reads them: they overwrite the options."""
     t = table("trtllm")
     keys = {n: e for e in t.config_keys for n in e.names}
+    name = Path(launch.config_file or "config").name
     for key, value in launch.config.items():
         e = keys.get(key)
+        line = launch.config_lines.get(key, 0)
         written = f"{key}: {json.dumps(value)}"[:80]
         if e is None:
             launch.findings.append(Finding("unknown", key, f"not a key of the TensorRT-LLM table{_did_you_mean(key, keys)} "
@@ -858,13 +863,13 @@ def _read_trtllm_yaml(launch: Launch) -> None:
             launch.findings.append(Finding("not_moe", key, ""))
             continue
         if e.takes == "int" and not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
-            raise InputError(Issue(launch.config_file or LINE, 0, key, f"{key} takes an integer, got {value!r}"))
+            raise InputError(Issue(launch.config_file or LINE, line, key, f"{key} takes an integer, got {value!r}"))
         if e.takes == "bool" and not isinstance(value, bool):
-            raise InputError(Issue(launch.config_file or LINE, 0, key, f"{key} takes true or false, got {value!r}"))
+            raise InputError(Issue(launch.config_file or LINE, line, key, f"{key} takes true or false, got {value!r}"))
         if live:
             if e.means in launch.values:
                 launch.findings.append(Finding("note", written, f"overwrites {launch.values[e.means].written} (the YAML wins over the options)"))
-            launch.values[e.means] = Read(e, value, f"{Path(launch.config_file or 'config').name}: {key}")
+            launch.values[e.means] = Read(e, value, f"{name}:{line}: {key}" if line else f"{name}: {key}")
             launch.findings.append(Finding("understood", written, e.note or e.means, _cite("trtllm", e)))
 
 
@@ -979,9 +984,13 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
     takes = names().accepted(engine, of)
     if c.closed and c.norm(theirs) not in takes:
         article, what, flag = ("a", "runner", "--runner") if of == "runner" else ("an", "all-to-all", "--a2a")
-        close = next((m for m in (_did_you_mean(v, takes) for v in (c.norm(theirs), theirs.lower(), theirs.upper())) if m), "")
+        # retired names are known (the engine names them in its refusal) but no longer taken: not offered
+        live = [n for n in takes if of != "runner" or names().retired_name(engine, n) is None]
+        gone = [n for n in takes if n not in live]
+        close = next((m for m in (_did_you_mean(v, live) for v in (c.norm(theirs), theirs.lower(), theirs.upper())) if m), "")
         raise InputError(Issue(where, 0, written, f"{theirs!r} is not {article} {what} value {engine} takes: it refuses it "
-                               f"at startup{close}; it takes {', '.join(takes)} [{c.source}]"
+                               f"at startup{close}; it takes {', '.join(live)}"
+                               + (f" (no longer: {', '.join(gone)})" if gone else "") + f" [{c.source}]"
                                + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
                                f"leave the option out of the line and name the {what} with {flag}"))
     first = c.first_release(theirs, version)

@@ -387,6 +387,34 @@ def test_trtllm_moe_tp_times_ep_must_be_tp_project_written(tmp_path):
     assert launch.deployment["ep"] == 4
 
 
+
+def test_trtllm_yaml_values_name_their_file_and_line(tmp_path):
+    """A TensorRT-LLM ``--extra_llm_api_options`` value of the wrong type is an error naming the YAML file and the key's
+    line; a value read names them too (the provenance an operator follows back)."""
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text("# options\nmoe_expert_parallel_size: two\n")
+    with pytest.raises(InputError) as err:
+        from_command(f"trtllm-serve M --tp_size 8 --extra_llm_api_options {cfg}", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert f"{cfg}:2" in str(err.value) and "moe_expert_parallel_size" in str(err.value), str(err.value)
+    cfg.write_text("# options\n\nmoe_expert_parallel_size: 4\n")
+    launch = from_command(f"trtllm-serve M --tp_size 8 --extra_llm_api_options {cfg}", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert launch.deployment["ep"] == 4
+    assert any("extra.yaml:3: moe_expert_parallel_size" in r.written for r in launch.values.values()), \
+        [r.written for r in launch.values.values()]
+
+
+def test_a_refused_runner_value_lists_what_the_engine_takes_now(tmp_path):
+    """The values offered for a runner name the engine refuses are those it takes; a retired one (TensorRT-LLM's
+    WIDEEP, NVIDIA/TensorRT-LLM#17408) is named apart, not offered, and the YAML key's line is named."""
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text("moe_config:\n  backend: FOO\n")
+    with pytest.raises(InputError) as err:
+        from_command(f"trtllm-serve M --tp_size 8 --extra_llm_api_options {cfg}", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    msg = str(err.value)
+    takes = msg.split("it takes ", 1)[1].split(" [", 1)[0]
+    assert "CUTLASS" in takes and "(no longer: WIDEEP)" in takes and "WIDEEP," not in takes, msg
+    assert "extra.yaml:1: moe_config.backend" in msg, msg
+
 # ------------------------------------------------------------------------------------ wrappers, env, models
 def test_docker_run_and_cuda_visible_devices(hf_cache):
     # Project-written line (not a field case), modelled on the README's docker line (test_sglang_readme_docker_line).
