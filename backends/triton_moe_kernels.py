@@ -2121,6 +2121,10 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
         v = c[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{where}: {k} must be a positive integer, got {v!r}")
+    if c["num_warps"] & (c["num_warps"] - 1):
+        raise ValueError(f"{where}: num_warps must be a power of two (Triton's), got {c['num_warps']}")
+    if "us" in c and (not isinstance(c["us"], (int, float)) or isinstance(c["us"], bool)):
+        raise ValueError(f"{where}: us (microseconds measured, informative) must be a number, got {c['us']!r}")
     for k in ("BLOCK_N", "BLOCK_K"):
         least = 16 if k != "BLOCK_N" else 4 if direct else 1 if c.get("GLUON") is True else 16
         if c[k] < least or c[k] & (c[k] - 1):
@@ -2170,6 +2174,12 @@ def load_config_file(path: str) -> dict[int, dict]:
         raise ValueError(f"{path}: cannot read a tile configuration file: {exc}") from None
     if not isinstance(data, dict) or data.get("format_version") != CONFIG_FORMAT_VERSION:
         raise ValueError(f"{path}: format_version must be {CONFIG_FORMAT_VERSION}")
+    extra = set(data) - {"format_version", "key", "tuned", "configs"}
+    if extra:
+        raise ValueError(f"{path}: unknown top-level key(s) {', '.join(sorted(map(str, extra)))}; a tile file has "
+                         f"format_version, key, tuned and configs")
+    if "key" in data and not isinstance(data["key"], dict):
+        raise ValueError(f"{path}: key must be an object (E, N, K, format, block_shape, device), got {data['key']!r}")
     configs = data.get("configs")
     if not isinstance(configs, dict) or not configs:
         raise ValueError(f"{path}: configs must be a non-empty object of token count -> config")
@@ -2257,6 +2267,9 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
         path = Path(config_dir or CONFIG_DIR) / config_file_name(num_local, n13, hidden, fmt, device_name, block_shape)
         if path.is_file():
             table = load_config_file(str(path))
+            _check_file_key(path, {"E": num_local, "N": n13, "K": hidden, "format": fmt,
+                                   "block_shape": list(block_shape) if fmt == "fp8_block" and block_shape else None,
+                                   "device": device_name})
             if fmt != "fp8_block" and any(c["gemm1"].get("SPLIT") for c in table.values()):
                 raise ValueError(f"{path}: SPLIT is a first-GEMM option of fp8_block layers; this file is looked up "
                                  f"for a {fmt} layer")
@@ -2268,6 +2281,26 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
             return cfg, path.name
     return default_config(num_local, n13, hidden, fmt, token_bucket(tokens), top_k, block_shape, gated,
                           smem_limit), "default"
+
+
+def _check_file_key(path: Path, want: dict) -> None:
+    """A tile file's ``key`` against the layer it is looked up for by its name (``want``: E, N, K, format,
+    block_shape, device): the file is chosen by its name, and its options are checked against ``key.format``, so a key
+    that says another layer is an error naming the file and the field (ValueError). A key without a field says
+    nothing about it."""
+    try:
+        key = json.loads(path.read_text()).get("key") or {}
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return                                   # load_config_file has refused it already
+    for field, v in want.items():
+        if field not in key:
+            continue
+        got = key[field]
+        same = (str(got).replace(" ", "_") == str(v).replace(" ", "_")) if field == "device" else got == v
+        if not same:
+            raise ValueError(f"{path}: key.{field} is {got!r}, but the file's name looks it up for a layer with "
+                             f"{field} {v!r} (E={want['E']}, N={want['N']}, K={want['K']}, format {want['format']}): "
+                             f"rename the file or fix its key")
 
 
 def warm_token_counts(table: dict[int, dict], top_k: int, single_cta_max_slots: int | None = None,

@@ -50,6 +50,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import select
 import subprocess
 import sys
@@ -1441,6 +1442,38 @@ def test_config_files_are_checked_and_looked_up(tmp_path):
         with pytest.raises(ValueError, match=msg):
             K.load_config_file(str(p))
 
+
+def test_a_tile_files_key_must_say_the_layer_its_name_looks_it_up_for(tmp_path):
+    """A tile file is chosen by its name; a ``key`` that says another layer (format, E, block shape, device) is an error
+    naming the file and the field, where the file's options (checked against ``key.format``) would otherwise reach a
+    layer of another format (a new user's trial: an mxfp4 key's DIRECT bucket on a bf16 layer failed with a bare
+    AssertionError at the first forward). So are an unknown top-level key, a num_warps that is no power of two and a
+    ``us`` that is no number."""
+    if not HAS_TRITON:
+        pytest.skip("triton not installed")
+    K = _K()
+    g = {"BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    name = K.config_file_name(4, 64, 64, "bf16", "cpu")
+    key = {"E": 4, "N": 64, "K": 64, "format": "bf16", "block_shape": None, "device": "cpu"}
+    body = {"format_version": 1, "key": key, "tuned": {}, "configs": {"16": {"BLOCK_M": 16, "gemm1": g, "gemm2": g}}}
+
+    def lookup(b):
+        (tmp_path / name).write_text(json.dumps(b))
+        K.load_config_file.cache_clear()
+        return K.get_config(4, 64, 64, "bf16", 16, 2, device_name="cpu", config_dir=tmp_path)
+
+    assert lookup(body)[1] == name
+    for field, value in (("format", "mxfp4"), ("E", 8), ("device", "NVIDIA H200"), ("block_shape", [128, 128])):
+        with pytest.raises(ValueError, match=rf"{re.escape(name)}: key\.{field} is"):
+            lookup({**body, "key": {**key, field: value}})
+    for bad, msg in (({**body, "extra": 1}, "unknown top-level key"),
+                     ({**body, "configs": {"16": {"BLOCK_M": 16, "gemm1": {**g, "num_warps": 3}, "gemm2": g}}},
+                      "num_warps must be a power of two"),
+                     ({**body, "configs": {"16": {"BLOCK_M": 16, "gemm1": {**g, "us": "fast"}, "gemm2": g}}},
+                      "us .* must be a number"),
+                     ({**body, "key": "bf16"}, "key must be an object")):
+        with pytest.raises(ValueError, match=msg):
+            lookup(bad)
 
 def test_warm_token_counts_cover_every_token_count():
     """One forward at each warm-up count compiles every (configuration, sort path) any count 1..20000 uses."""
