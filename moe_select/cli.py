@@ -802,6 +802,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     given = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(argv)
+    args.given_argv = given          # the words as typed (messages about a stray word name the word before it)
     short = argv is None and args.command not in ("run", "tune")
     if short:
         # A planning command is a short process that makes no garbage worth collecting: no collections

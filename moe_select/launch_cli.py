@@ -40,8 +40,18 @@ def cli_launch(args: argparse.Namespace) -> Any:
     extra = list(getattr(args, "launch_argv", None) or [])
     if spec is None:
         if extra:
-            raise InputError(f"unexpected words {' '.join(extra)[:60]!r}: give --from-command -- <the engine's launch line>",
-                             file="<command line>", field="from_command")
+            given = list(getattr(args, "given_argv", None) or [])
+            at = given.index(extra[0]) if extra[0] in given else -1
+            before = given[at - 1] if at > 0 else ""
+            if before.startswith("--") and extra[0].lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"):
+                # a value after a switch (--vendor-library false): the switch takes none (a new user's trial)
+                name = before[2:].split("=")[0]
+                raise InputError(f"unexpected word {extra[0]!r} after {before}: it is a switch and takes no value; write "
+                                 f"--{name} or --no-{name}", file="<command line>", field=name.replace("-", "_"))
+            raise InputError(f"unexpected words {' '.join(extra)[:60]!r}"
+                             + (f" (after {before})" if before else "")
+                             + ": give --from-command -- <the engine's launch line> to read an engine's launch, or fix the "
+                             "word", file="<command line>", field="from_command")
         return None
     if getattr(args, "deployment", None):
         raise InputError("give --deployment or --from-command, not both", file="<command line>", field="from_command")

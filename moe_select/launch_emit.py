@@ -75,6 +75,11 @@ class Emitted:
         return "\n".join(lines + [cmd]) + "\n"
 
 
+def prov_default(provenance: dict, key: str) -> bool:
+    """Whether ``key`` of a plan's deployment took a default (its provenance starts with ``default``)."""
+    return str(provenance.get(key, "default")).startswith("default")
+
+
 def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> str:
     """The canonical spelling of the flag of ``means``, checked at ``version``."""
     from .engine_tables import release_date
@@ -347,6 +352,17 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     dispatch_env: dict[str, str] = {}
     comments: list[str] = [f"the plan: runner {plan.runner}, a2a {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
                            + f", tp {d.tp}, ep {d.ep}" + (f", dp {d.dp}" if d.dp else "") + f", phase {d.phase}"]
+    if plan.evidence != "supported":
+        # a reader of the script alone must see that it rests on no fact (a new user's trial: the warning went to stderr only)
+        comments.append(f"UNVERIFIED: no fact says this runs ({plan.evidence}); what is not checked:")
+        comments += [f"  - {u.detail}" + (f" (settle: {u.settle})" if u.settle else "") for u in plan.unknowns]
+    # CUDA graphs off in the plan: written only where the deployment asked it; a default the facts gave (a2a mode, cpu,
+    # prefill) is the engine's own behaviour there, and writing the switch would turn off more than the MoE layer's
+    # capture (a new user's trial: vLLM got --enforce-eager from SGLang's DeepEP normal-mode fact)
+    graph_off = not plan.cuda_graph and not prov_default(d.provenance, "cuda_graph")
+    if not plan.cuda_graph and not graph_off:
+        comments.append(f"CUDA graphs off in the plan by default ({d.provenance.get('cuda_graph')}): no switch written, the "
+                        f"engine decides its own capture")
     known, theirs = names().runner_for(engine, plan.runner, plan.quant)
     if theirs is None:
         general = names().runner_for(engine, plan.runner)[1]
@@ -398,7 +414,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             words, dispatch_env = _dispatch_words(plan, "sglang", version, comments)
             dispatch_env = {**a2a_env, **dispatch_env}
             argv += words
-        if not plan.cuda_graph:
+        if graph_off:
             argv.append(_flag("sglang", "cuda_graph_off", version, comments))
         if d.phase in ("prefill", "decode"):
             argv += [_flag("sglang", "disagg_mode", version, comments), d.phase]
@@ -447,7 +463,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += words
         elif plan.a2a != "none":
             raise EmitError(f"vLLM runs an all-to-all ({plan.a2a}) only with expert parallelism: the plan has ep 1")
-        if not plan.cuda_graph:
+        if graph_off:
             argv.append(_flag("vllm", "cuda_graph_off", version, comments))
         if d.phase in ("prefill", "decode"):
             role = {"prefill": "kv_producer", "decode": "kv_consumer"}[d.phase]
@@ -470,7 +486,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                     "moe_config": {"backend": theirs}}
         if d.dp:
             yaml_doc["enable_attention_dp"] = True
-        if not plan.cuda_graph:
+        if graph_off:
             yaml_doc["cuda_graph_config"] = None
         elif not prov.get("max_tokens_per_rank", "default").startswith("default") and d.phase == "decode":
             yaml_doc["cuda_graph_config"] = {"max_batch_size": d.max_tokens_per_rank}
@@ -479,6 +495,14 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if d.phase in ("prefill", "decode"):
             argv += ["--server_role", {"prefill": "CONTEXT", "decode": "GENERATION"}[d.phase]]
     if launch is not None:
+        q = launch.values.get("quant")
+        qflag = q.written.split()[0] if q is not None and q.written else ""
+        if q is not None and qflag.startswith("-") and qflag not in argv and not d.quant_params.get("online"):
+            # the checkpoint's quantization method as the line names it (AWQ: awq, awq_marlin or moe_wna16 pick different
+            # MoE methods): kept, as the user's other flags are (a new user's trial found it dropped)
+            argv += [qflag, str(q.value)]
+            comments.append(f"{qflag} {q.value} kept as the line gave it (the plan reads the format, {plan.quant}, from the "
+                            f"checkpoint)")
         for words in launch.kept:
             argv += words
         argv += _passed_through(launch, argv)

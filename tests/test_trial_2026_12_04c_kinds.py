@@ -1,0 +1,75 @@
+"""A seventh new user's trial (helper, 2026-12-04; 12 defects reported), fixed as kinds (the tile-file key check is in
+tests/test_triton_moe.py, TensorRT-LLM YAML lines and retired runner names in tests/test_launch_line.py):
+
+1. ``--emit`` dropped the line's ``--quantization`` (for AWQ it picks the MoE method: awq, awq_marlin, moe_wna16).
+2. ``--emit vllm`` wrote ``--enforce-eager`` for a CUDA-graph default that SGLang's DeepEP normal-mode fact gave: a
+   default is the engine's own behaviour there, so no switch is written (a comment says why); one the deployment or
+   the line asked for still is.
+3. An unverified plan's script said nothing of it (the warning went to stderr only).
+4. ``--vendor-library false`` was answered with an error about --from-command.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import moe_select
+from moe_select.launch_emit import emit
+from moe_select.launch_line import from_command
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "examples" / "model_configs"
+
+
+def _emit_from(line: str, engine: str, gpu: str = "H200"):
+    launch = from_command(line)
+    report = launch.explain(deployment={"gpu": gpu})
+    assert report.plan is not None, report.summary()
+    return emit(report.plan, engine, launch=launch), report.plan
+
+
+@pytest.mark.parametrize("line, engine, flag", [
+    (f"vllm serve {CONFIGS}/Qwen__Qwen3-30B-A3B-AWQ --quantization moe_wna16 --max-model-len 32768", "vllm", "--quantization"),
+    (f"python3 -m sglang.launch_server --model-path {CONFIGS}/Qwen__Qwen3-30B-A3B-AWQ --quantization awq_marlin --tp 1",
+     "sglang", "--quantization")])
+def test_emit_keeps_the_quantization_method_as_written(line, engine, flag):
+    out, _ = _emit_from(line, engine)
+    value = line.split(flag + " ", 1)[1].split()[0]
+    i = out.argv.index(flag)
+    assert out.argv[i + 1] == value, out.argv
+    assert any(f"{flag} {value} kept" in c for c in out.comments), out.comments
+
+
+def test_a_defaulted_cuda_graph_off_writes_no_switch_an_asked_one_does():
+    line = (f"vllm serve {CONFIGS}/deepseek-ai__DeepSeek-V3 --tensor-parallel-size 1 --data-parallel-size 8 "
+            f"--enable-expert-parallel --all2all-backend deepep_high_throughput")
+    out, plan = _emit_from(line, "vllm")
+    assert not plan.cuda_graph and "--enforce-eager" not in out.argv, out.argv
+    assert any("no switch written" in c for c in out.comments), out.comments
+    out, plan = _emit_from(line + " --enforce-eager", "vllm")
+    assert not plan.cuda_graph and "--enforce-eager" in out.argv, out.argv
+    r = moe_select.explain({"gpu": "H200", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"),
+                            "tp": 2, "cuda_graph": False})
+    assert "--disable-cuda-graph" in emit(r.plan, "sglang").argv
+
+
+def test_an_unverified_plan_says_so_in_its_script():
+    r = moe_select.explain({"gpu": "B200", "engine": "sglang", "model_config": str(CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4"),
+                            "tp": 8, "ep": 8, "a2a": "deepep"})
+    assert r.plan is not None and r.plan.evidence == "unverified", r.summary()
+    script = emit(r.plan, "sglang").script()
+    assert "# UNVERIFIED: no fact says this runs" in script
+    assert all(f"#   - {u.detail}" in script for u in r.plan.unknowns), script
+    ok = moe_select.explain({"gpu": "H200", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "tp": 2})
+    assert ok.plan.evidence == "supported" and "UNVERIFIED" not in emit(ok.plan, "sglang").script()
+
+
+def test_a_value_after_a_switch_is_named_with_the_switch():
+    r = subprocess.run([sys.executable, "-m", "moe_select", "explain", "--gpu", "MI300X", "--model-config",
+                        str(CONFIGS / "deepseek-ai__DeepSeek-R1"), "--engine", "vllm", "--tp", "8", "--vendor-library",
+                        "false"], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "--no-vendor-library" in r.stderr and "from-command" not in r.stderr, r.stderr
