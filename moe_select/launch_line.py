@@ -986,11 +986,11 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
         article, what, flag = ("a", "runner", "--runner") if of == "runner" else ("an", "all-to-all", "--a2a")
         # retired names are known (the engine names them in its refusal) but no longer taken: not offered
         live = [n for n in takes if of != "runner" or names().retired_name(engine, n) is None]
-        gone = [n for n in takes if n not in live]
+        retired = [n for n in takes if n not in live]
         close = next((m for m in (_did_you_mean(v, live) for v in (c.norm(theirs), theirs.lower(), theirs.upper())) if m), "")
         raise InputError(Issue(where, 0, written, f"{theirs!r} is not {article} {what} value {engine} takes: it refuses it "
                                f"at startup{close}; it takes {', '.join(live)}"
-                               + (f" (no longer: {', '.join(gone)})" if gone else "") + f" [{c.source}]"
+                               + (f" (no longer: {', '.join(retired)})" if retired else "") + f" [{c.source}]"
                                + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
                                f"leave the option out of the line and name the {what} with {flag}"))
     first = c.first_release(theirs, version)
