@@ -449,6 +449,10 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         # is not checked, as the a2a capacity's)
         "low_latency_tokens_per_rank": max_tokens_per_rank if tuple(a2a_modes) == ("low_latency",) and max_tokens_given
         else None,
+        # quantities the deployment would state through an input it left at this project's default: a fact reading them
+        # is not decided (moe_select/selector.py, _unstated)
+        "unstated_defaults": ("low_latency_tokens_per_rank",) if tuple(a2a_modes) == ("low_latency",) and not max_tokens_given
+        else (),
         "n_group": n_group, "topk_group": topk_group,
         # the routed experts of one group of a grouped (deepseek_v3) router; absent without n_group
         "experts_per_group": Fraction(num_experts, n_group) if n_group else None,

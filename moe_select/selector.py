@@ -66,6 +66,8 @@ STATE_HOW = {
                       "a launch line's environment states it)",
     "quant_group_size_unset": "give model_config: the checkpoint whose config says whether its per-channel weights' "
                               "group_size is null (llm-compressor's strategy channel) or -1",
+    "low_latency_tokens_per_rank": "state max_tokens_per_rank: the most tokens a rank's forward sends in the "
+                                   "low-latency mode (the chunked-prefill size, or the decode CUDA-graph batch)",
     "checkpoint_layout": "state quant_config.layout (awq, gptq or compressed-tensors: the checkpoint's quant_method), or "
                          "give model_config: a checkpoint whose config says it",
 }
@@ -117,6 +119,14 @@ def _group_size_unset(u: Understood) -> bool | None:
     return False
 
 
+def _unstated(facts: Mapping[str, Any], key: str) -> bool:
+    """Whether the deployment leaves input ``key`` unstated: one of :data:`UNGIVEN` not given, or a quantity it would
+    derive from an input left at this project's default (``facts['unstated_defaults']``: the tokens per rank of a
+    low-latency-only all-to-all, whose default is not the engine's chunked-prefill size; a new user's trial found the
+    fact unchecked there and the deployment supported)."""
+    return (key in UNGIVEN and facts.get(key) is None) or key in (facts.get("unstated_defaults") or ())
+
+
 def unstated_refusal(fact: Conditional | Unavailable, ctx: _Ctx, reads: Iterable[str],
                      refuses: Any) -> tuple[list[str], tuple[Any, ...]] | None:
     """Whether a refusal ``fact`` might apply: ``(the unstated inputs, values of them)`` when ``fact`` reads (``reads``:
@@ -125,7 +135,7 @@ def unstated_refusal(fact: Conditional | Unavailable, ctx: _Ctx, reads: Iterable
     None. Such a candidate is not supported: the caller records an unknown naming the inputs (issue 21)."""
     from itertools import product
 
-    keys = [k for k in dict.fromkeys(reads) if k in UNGIVEN and ctx.facts.get(k) is None]
+    keys = [k for k in dict.fromkeys(reads) if _unstated(ctx.facts, k)]
     if not keys or not _requires(fact.requires, ctx)[0]:
         return None
     for combo in product(*(_unstated_values(k, fact) for k in keys)):
@@ -391,7 +401,7 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
     deployment) where it is violated too."""
     out = []
     for c in cons:
-        unknown = [q for q in _quantities_read(c) if q in UNGIVEN and ctx.facts.get(q) is None]
+        unknown = [q for q in _quantities_read(c) if _unstated(ctx.facts, q)]
         if unknown:  # a fact about an input the deployment left out: say so, do not guess
             # refused at some value of the input: not supported (issue 21); refused at none: a note that it was not read
             hit = unstated_refusal(c, ctx, _quantities_read(c),

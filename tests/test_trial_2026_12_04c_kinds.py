@@ -73,3 +73,20 @@ def test_a_value_after_a_switch_is_named_with_the_switch():
                         "false"], capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert "--no-vendor-library" in r.stderr and "from-command" not in r.stderr, r.stderr
+
+
+def test_low_latency_only_tokens_left_at_the_default_are_not_decided():
+    """DeepEP low-latency as the only mode, max_tokens_per_rank left at this project's default: the fact that caps the
+    tokens a rank sends in that mode is not decided (unverified, the unknown naming max_tokens_per_rank), where it was
+    silently unchecked (supported) though the same number typed is refused; strict refuses."""
+    dep = {"gpu": "H200", "model_config": str(CONFIGS / "deepseek-ai__DeepSeek-V3"), "engine": "sglang", "tp": 16, "ep": 16,
+           "a2a": "deepep", "a2a_mode": "low_latency"}
+    r = moe_select.explain(dep)
+    assert r.plan is not None and r.plan.evidence == "unverified", r.summary()
+    assert any("low_latency_tokens_per_rank" in u.detail and "max_tokens_per_rank" in u.settle for u in r.plan.unknowns)
+    assert moe_select.explain({**dep, "strict": True}).plan is None
+    assert moe_select.explain({**dep, "max_tokens_per_rank": 8192}).plan is None
+    ok = moe_select.explain({**dep, "max_tokens_per_rank": 128})
+    assert ok.plan is not None and ok.plan.evidence == "supported", ok.summary()
+    normal = moe_select.explain({**dep, "a2a_mode": "normal"})
+    assert normal.plan is not None and normal.plan.evidence == "supported", normal.summary()
