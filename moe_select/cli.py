@@ -450,7 +450,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Lint rule files (and capability files): schema, unknown names, duplicate ids, dead rules."""
     from .lint import check
 
-    findings, catalog = check(args.paths)
+    findings, catalog = check(args.paths, backends_dirs=args.backends)
     for f in findings:
         print(f)
     n_rules = len(catalog.rules)
@@ -613,7 +613,11 @@ def _plan_args(pl: argparse.ArgumentParser) -> None:
 
 
 def _check_args(c: argparse.ArgumentParser) -> None:
-    c.add_argument("paths", nargs="*", type=_given("a rules file or folder"), help="operator rule files or directories; capability files are validated alone")
+    c.add_argument("paths", nargs="*", type=_given("a rules file or folder"),
+                   help="operator rule files or directories; a directory of capability files is linted whole as an "
+                        "operator capability folder (as --backends); a capability file alone is validated alone")
+    c.add_argument("--backends", action="append", default=[], metavar="DIR", type=_given("a capability folder"),
+                   help="an operator capability folder (runner files, a2a/*.yaml), linted with the bundled files")
     c.set_defaults(fn=cmd_check)
 
 

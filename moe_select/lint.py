@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .catalog import Catalog, load_catalog
@@ -464,7 +464,7 @@ def _given_names(catalog: Catalog, capability: list[Any], vocabularies: list[tup
     return issues
 
 
-def _load(rule_paths: list[Path], use_env: bool) -> Catalog:
+def _load(rule_paths: list[Path], use_env: bool, backends_dirs: Sequence[Path] = ()) -> Catalog:
     """The catalog ``check`` lints: ``load_catalog(rule_paths, use_env=use_env)``, read from the on-disk catalog
     cache (:func:`~moe_select.catalog.cached_load_catalog`: the same catalog, validated by an earlier process
     from exactly these files) when ``use_env`` and the cache is on. An empty ``$MOE_SELECT_CACHE_DIR`` is not
@@ -476,19 +476,27 @@ def _load(rule_paths: list[Path], use_env: bool) -> Catalog:
         cached = use_env and cache_dir() is not None
     except InputError:
         cached = False
-    return cached_load_catalog(rule_paths) if cached else load_catalog(rule_paths, use_env=use_env)
+    return (cached_load_catalog(rule_paths, backends_dirs) if cached
+            else load_catalog(rule_paths, use_env=use_env, backends_dirs=backends_dirs))
 
 
-def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[list[Finding], Catalog]:
+def check(paths: Iterable[str | Path] = (), *, use_env: bool = True,
+          backends_dirs: Iterable[str | Path] = ()) -> tuple[list[Finding], Catalog]:
     """Validate ``paths`` (files, or directories of ``*.yaml``/``*.yml``/``*.json``) with the bundled files,
-    then lint. Rule files join the catalog (as ``--rules`` would); capability files are validated on
-    their own, and the arch, family, activation and routing names they use must be declared (by the
+    then lint. Rule files join the catalog (as ``--rules`` would); a directory of capability files other than the
+    bundled one, and each of ``backends_dirs``, joins it as an operator capability folder (as ``--backends`` would:
+    linted whole, every fact's source included); a capability file given alone is validated on
+    its own, and the arch, family, activation and routing names they use must be declared (by the
     catalog's vocabulary or a ``vocabulary.yaml`` given with them). ``$MOE_SELECT_RULES`` is included when
     ``use_env``, as ``explain`` does. Raises :class:`InputError` for files that do not load and for names no
     vocabulary declares (file:line, did-you-mean)."""
     from .catalog import RULE_GLOBS
 
+    from .catalog import bundled_dirs
+
     rule_paths: list[Path] = []
+    cap_dirs: list[Path] = [Path(d) for d in backends_dirs]
+    bundled = bundled_dirs()[0].resolve()
     capability: list[Any] = []
     vocabularies: list[tuple[Path, Any]] = []
     issues: list[Issue] = []
@@ -518,10 +526,13 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True) -> tuple[li
                 vocabularies.append((f, obj))
             elif kind == "capability":
                 capability.append(obj)
+                folder = p.resolve()
+                if p.is_dir() and folder != bundled and bundled not in folder.parents and p not in cap_dirs:
+                    cap_dirs.append(p)     # an operator's capability folder: linted whole, as --backends reads it
         issues += duplicate_rule_ids(rules_here)
     if issues:
         raise InputError(issues)
-    catalog = _load(rule_paths, use_env)
+    catalog = _load(rule_paths, use_env, cap_dirs)
     issues = _given_names(catalog, capability, vocabularies)
     if issues:
         raise InputError(issues)

@@ -90,3 +90,17 @@ def test_low_latency_only_tokens_left_at_the_default_are_not_decided():
     assert ok.plan is not None and ok.plan.evidence == "supported", ok.summary()
     normal = moe_select.explain({**dep, "a2a_mode": "normal"})
     assert normal.plan is not None and normal.plan.evidence == "supported", normal.summary()
+
+
+def test_check_lints_an_operator_capability_folder_whole(tmp_path):
+    """``moe-select check DIR`` on a folder of runner files (or ``--backends DIR``) lints it with the bundled files, as
+    ``explain --backends`` reads it: a fact without a checkable source is an error (exit 1), where the folder was
+    skipped (0 errors, the runner not counted)."""
+    src = (ROOT / "backends" / "humming.yaml").read_text()
+    (tmp_path / "lintrunner.yaml").write_text(
+        src.replace("runner: humming", "runner: lintrunner").replace('source: "vllm-project', 'source: "trust me vllm-project', 1))
+    for argv in ([str(tmp_path)], ["--backends", str(tmp_path)]):
+        r = subprocess.run([sys.executable, "-m", "moe_select", "check", *argv], capture_output=True, text=True)
+        assert r.returncode == 1, r.stdout[-2000:] + r.stderr
+        assert "lintrunner.yaml:" in r.stdout and "trust me" in r.stdout, r.stdout[-2000:]
+        assert "and 32 runner" in r.stdout, r.stdout.splitlines()[-1]
