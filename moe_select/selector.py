@@ -290,7 +290,8 @@ def _requires(req: dict[str, str] | None, ctx: _Ctx) -> tuple[bool, list[str], s
             assumed.append(f"{name} {spec} decided assuming {version}, the newest version checked (not declared)")
         if not satisfies(version, spec):  # type: ignore[arg-type]
             ok = False
-            differs.append(f"{name} is {version}")
+            differs.append(f"{name} is {version}" if found not in (None, "unknown")
+                           else f"{name} assumed {version}, the newest version checked (not declared)")
     return ok, assumed, "; ".join(differs)
 
 
@@ -316,8 +317,27 @@ def _why_not(fact: Conditional, ctx: _Ctx) -> tuple[str, str | None]:
     if fact.requires:
         parts.append(", ".join(f"{k} {v}" for k, v in fact.requires.items()) + (f" ({differs})" if differs else ""))
         if when_ok and not ok:
-            fix = " and ".join(f"pip install '{k}{v}'" for k, v in fact.requires.items())
+            fix = " and ".join(f"pip install '{k}{v}'" + _beyond_checked(k, v, ctx) for k, v in fact.requires.items())
     return "; ".join(parts), fix
+
+
+def _beyond_checked(name: str, spec: str, ctx: _Ctx) -> str:
+    """A note for a ``pip install`` fix whose versions lie beyond the newest release the facts were checked at (a new
+    user's trial: a fix past ``checked_up_to``, where the facts are unverified, read as a plain remedy)."""
+    known = ctx.catalog.packages_table.get(name)
+    checked = known.checked_up_to if known else None
+    if checked is None or satisfies(checked, spec):
+        return ""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        beyond = any(sp.operator in (">", ">=") and Version(sp.version) >= Version(checked) for sp in SpecifierSet(spec))
+    except (InvalidSpecifier, InvalidVersion):
+        return ""
+    if not beyond:
+        return ""
+    return f" (newer than {checked}, the newest {name} the facts were checked at: not verified there)"
 
 
 def _refusing(facts: Sequence[Any], value: str, ctx: _Ctx, assumed: list[str]) -> Any:

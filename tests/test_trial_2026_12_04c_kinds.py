@@ -104,3 +104,14 @@ def test_check_lints_an_operator_capability_folder_whole(tmp_path):
         assert r.returncode == 1, r.stdout[-2000:] + r.stderr
         assert "lintrunner.yaml:" in r.stdout and "trust me" in r.stdout, r.stdout[-2000:]
         assert "and 32 runner" in r.stdout, r.stdout.splitlines()[-1]
+
+
+def test_a_version_fix_beyond_the_checked_release_says_so():
+    """A package version that is assumed (not declared) is said to be assumed, not 'is'; a ``pip install`` fix whose
+    versions all lie beyond the newest release the facts were checked at says that no fact was checked there."""
+    r = moe_select.explain({"gpu": "H200", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "engine": "vllm", "tp": 8,
+                            "ep": 4})
+    c = next(c for c in r.candidates if c.backend == "trtllm_triton")
+    gate = [x for x in c.reasons if x.code == "activation_unsupported"]
+    assert gate and "tensorrt-llm assumed" in gate[0].detail and "tensorrt-llm is " not in gate[0].detail, gate
+    assert "the newest tensorrt-llm the facts were checked at" in (gate[0].fix or ""), gate[0].fix
