@@ -582,11 +582,16 @@ def _render_distributed(r: dict[str, Any]) -> str:
     lines = [f"{r['nproc']} processes (gloo), tp {r['tp']}, ep {r['ep']}, a2a {r['a2a']}, token layout {r['token_layout']}, "
              f"{r['tokens']} tokens, {r['dtype']}",
              "rank  ep_rank  tp_rank  experts      intermediate  tokens      resolve_s  build_s  forward_ms"]
+
+    def half_open(v: Any) -> str:     # [start, end) shards, as the JSON's [start, end] pairs mean them
+        return f"[{v[0]}, {v[1]})" if isinstance(v, (list, tuple)) and len(v) == 2 else str(v)
+
     for k in r.get("ranks", []):
         if k is None:
             continue
-        lines.append(f"{k['rank']:>4}  {k['ep_rank']:>7}  {k['tp_rank']:>7}  {str(k['experts']):<11}  {str(k['intermediate']):<12}  "
-                     f"{str(k['token_range']):<10}  {k['resolve_s']:>9.2f}  {k['build_s']:>7.2f}  {k['forward_s'] * 1e3:>10.1f}")
+        lines.append(f"{k['rank']:>4}  {k['ep_rank']:>7}  {k['tp_rank']:>7}  {half_open(k['experts']):<11}  "
+                     f"{half_open(k['intermediate']):<12}  {half_open(k['token_range']):<10}  {k['resolve_s']:>9.2f}  "
+                     f"{k['build_s']:>7.2f}  {k['forward_s'] * 1e3:>10.1f}")
     lines.append(f"max relative error vs float64 reference: {r['max_rel_error']:.2e} (tolerance {r['tolerance']:.3g}): "
                  f"{'OK' if r.get('ok') else 'TOO LARGE'}; wall {r['wall_s']:.1f} s")
     return "\n".join(lines)

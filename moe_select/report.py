@@ -47,7 +47,7 @@ class Report(BaseModel):
         if self.plan is not None:
             p = self.plan
             how = _how(p.chosen_by, " at ")
-            if p.ranges:
+            if len(p.ranges) > 1:
                 how += "; by token range: " + ", ".join(f"<= {r.max_tokens} {r.runner}" if r.max_tokens is not None
                                                         else f"above {r.runner}" for r in p.ranges)
             alts = ", ".join(p.alternatives) or "none"

@@ -115,3 +115,15 @@ def test_a_version_fix_beyond_the_checked_release_says_so():
     gate = [x for x in c.reasons if x.code == "activation_unsupported"]
     assert gate and "tensorrt-llm assumed" in gate[0].detail and "tensorrt-llm is " not in gate[0].detail, gate
     assert "the newest tensorrt-llm the facts were checked at" in (gate[0].fix or ""), gate[0].fix
+
+
+def test_run_nproc_prints_half_open_shards():
+    """``run --nproc``'s table writes each rank's experts, intermediate rows and tokens as the half-open ranges they are."""
+    from moe_select.cli import _render_distributed
+
+    rank = {"rank": 0, "ep_rank": 0, "tp_rank": 0, "experts": [0, 20], "intermediate": [0, 768], "token_range": [0, 8],
+            "resolve_s": 0.1, "build_s": 0.2, "forward_s": 0.003}
+    text = _render_distributed({"nproc": 2, "tp": 2, "ep": 2, "a2a": "torch", "token_layout": "replicated", "tokens": 16,
+                                "dtype": "bfloat16", "ranks": [rank], "max_rel_error": 1e-3, "tolerance": 0.01, "ok": True,
+                                "wall_s": 1.0})
+    assert "[0, 20)" in text and "[0, 768)" in text and "[0, 8)" in text and "[0, 20]" not in text, text
