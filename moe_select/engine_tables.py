@@ -267,6 +267,17 @@ class ImageEnv(Located):
     source: str = Field(pattern=CITATION.pattern)
 
 
+class QuantMismatch(Located):
+    """Quantization method names (``--quantization``) the engine refuses at startup for a checkpoint of one kind: it
+    compares the method named with the checkpoint's own ``quant_method`` ('does not match') unless an override maps one
+    to the other, and the overrides of a family read only their own ``quant_method``. ``checkpoint``: ``awq`` or
+    ``gptq`` (a weight-only int checkpoint's layout), or ``fp8`` (an FP8 checkpoint of any serialization)."""
+
+    checkpoint: Literal["awq", "gptq", "fp8"]
+    refuses: list[str] = Field(min_length=1)
+    source: str = Field(pattern=CITATION.pattern)
+
+
 class EngineTable(Located):
     """One engine's launch vocabulary (see the module docstring)."""
 
@@ -281,6 +292,8 @@ class EngineTable(Located):
     config_keys: list[FlagEntry] = []
     #: What the engine's own container images set in the environment (:class:`ImageEnv`).
     images: list[ImageEnv] = []
+    #: Method names the engine refuses for a kind of checkpoint (:class:`QuantMismatch`).
+    quant_mismatch: list[QuantMismatch] = []
 
     @field_validator("sources")
     @classmethod

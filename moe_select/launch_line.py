@@ -1595,6 +1595,19 @@ def _online_quant(launch: Launch) -> None:
         ckpt = read_model_config(str(launch.deployment["model_config"]), engine=e).quant
     row = lookup(ckpt) if ckpt is not None else None
     if row is None or row.quantized:
+        kind = None
+        if ckpt is not None and "model_config" in launch.deployment:
+            from .model_config import read_model_config as _read
+
+            layout = _read(str(launch.deployment["model_config"]), engine=e).quant_params.get("layout")
+            kind = layout if layout in ("awq", "gptq") else "fp8" if ckpt.startswith("fp8") else None
+        clash = next((m for m in table(e).quant_mismatch if m.checkpoint == kind and value.lower() in m.refuses), None)
+        if clash is not None:  # the engine compares the method named with the checkpoint's and raises at startup
+            launch.findings.append(Finding("engine_error", r.written, f"{value} is not this checkpoint's method ({kind} "
+                                           f"checkpoint: {ckpt}): {e} raises at startup ('Quantization method specified in "
+                                           f"the model config ... does not match'); leave the flag out (the checkpoint "
+                                           f"names its method) or name one of its own", clash.source))
+            return
         launch.findings.append(Finding("note", r.written, f"the format is read from the checkpoint ({ckpt or 'not read'}: "
                                        "moe-select's quant: auto); give --quant for online quantization of an unquantized checkpoint"))
         return

@@ -127,3 +127,24 @@ def test_run_nproc_prints_half_open_shards():
                                 "dtype": "bfloat16", "ranks": [rank], "max_rel_error": 1e-3, "tolerance": 0.01, "ok": True,
                                 "wall_s": 1.0})
     assert "[0, 20)" in text and "[0, 768)" in text and "[0, 8)" in text and "[0, 20]" not in text, text
+
+
+@pytest.mark.parametrize("line, bad", [
+    (f"vllm serve {CONFIGS}/Qwen__Qwen3-30B-A3B-FP8 --quantization awq", True),
+    (f"python -m sglang.launch_server --model-path {CONFIGS}/Qwen__Qwen3-30B-A3B-FP8 --quantization awq", True),
+    (f"vllm serve {CONFIGS}/Qwen__Qwen3-30B-A3B-AWQ --quantization gptq", True),
+    (f"vllm serve {CONFIGS}/Qwen__Qwen3-30B-A3B-AWQ --quantization awq_marlin", False),
+    (f"vllm serve {CONFIGS}/Qwen__Qwen3-30B-A3B-AWQ --quantization moe_wna16", False),
+    (f"vllm serve {CONFIGS}/Qwen__Qwen3-30B-A3B-FP8 --quantization fp8", False)])
+def test_a_quantization_method_of_another_family_is_an_engine_error(line, bad):
+    """A --quantization naming another family's method than the checkpoint's (an FP8 checkpoint with awq, an AWQ one
+    with gptq) is refused by the engine at startup ('does not match'): an engine error (exit 1), and --emit leaves the
+    flag out; a method of the checkpoint's own family (awq_marlin, moe_wna16 on AWQ; fp8 on FP8) is not."""
+    launch = from_command(line)
+    errs = [f for f in launch.findings if f.kind == "engine_error" and f.token.startswith("--quantization")]
+    assert bool(errs) == bad, [(f.kind, f.token, f.message) for f in launch.findings]
+    if bad:
+        assert "does not match" in errs[0].message and "_verify_quantization" in errs[0].source
+        report = launch.explain(deployment={"gpu": "H200"})
+        out = emit(report.plan, launch.engine, launch=launch)
+        assert "--quantization" not in out.argv, out.argv
