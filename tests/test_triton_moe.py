@@ -951,6 +951,18 @@ def test_tma_weights_are_the_pointer_loads_bit_for_bit(quant, tokens, block_m, e
     check(spec, layer, x, ids, w, outs[True], f"TMA {quant}", seed, h16=bool(extra.get("SPLIT")))
 
 
+def _file_with_gemm2(K, path, fmt: str, block_m: int, gemm1: dict, gemm2: dict, ok: bool, option: str):
+    """Write a one-bucket (8192 tokens) tile file of format ``fmt`` with these GEMM configs and load it: the bucket
+    where ``ok``, else the ValueError naming ``option`` is asserted (None returned)."""
+    path.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
+        "BLOCK_M": block_m, "gemm1": gemm1, "gemm2": gemm2}}}))
+    if ok:
+        return K.load_config_file(str(path))[8192]
+    with pytest.raises(ValueError, match=option):
+        K.load_config_file(str(path))
+    return None
+
+
 def _defaults_never_set(K, option: str) -> None:
     """The default tiles (Qwen3-30B-A3B's shape, bf16 / fp8_channel / fp8_block, 1 / 256 / 8192 tokens) never set
     ``option``: a measured option is chosen by measurement, in the tile files."""
@@ -969,15 +981,9 @@ def test_tma_is_an_option_of_16_bit_and_fp8_weights(tmp_path):
                         ("fp8_channel", {**good, "TMA": True, "PREQUANT": True}, True),
                         ("nvfp4", {**good, "TMA": True}, False), ("int4_w4a16", {**good, "TMA": True}, False),
                         ("bf16", {**good, "TMA": "yes"}, False)):
-        f = tmp_path / f"{fmt}-{ok}-{g2['TMA']!r}.json"
-        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
-            "BLOCK_M": 128, "gemm1": good, "gemm2": g2}}}))
+        got = _file_with_gemm2(K, tmp_path / f"{fmt}-{ok}-{g2['TMA']!r}.json", fmt, 128, good, g2, ok, "TMA")
         if ok:
-            got = K.load_config_file(str(f))[8192]
             assert got["gemm2"]["TMA"] is True and "TMA" not in got["gemm1"]
-        else:
-            with pytest.raises(ValueError, match="TMA"):
-                K.load_config_file(str(f))
     _defaults_never_set(K, "TMA")
 
 
@@ -1056,15 +1062,9 @@ def test_min_m_is_checked_in_config_files(tmp_path):
                                            ("bf16", 128, {**good, "MIN_M": 24}, False),
                                            ("bf16", 128, {**good, "MIN_M": 8}, False),
                                            ("bf16", 128, {**good, "MIN_M": True}, False))):
-        f = tmp_path / f"{n}.json"
-        f.write_text(json.dumps({"format_version": 1, "key": {"format": fmt}, "configs": {"8192": {
-            "BLOCK_M": bm, "gemm1": good, "gemm2": g2}}}))
+        got = _file_with_gemm2(K, tmp_path / f"{n}.json", fmt, bm, good, g2, ok, "MIN_M")
         if ok:
-            got = K.load_config_file(str(f))[8192]
             assert got["gemm2"].get("MIN_M", 0) == g2["MIN_M"] and "MIN_M" not in got["gemm1"]
-        else:
-            with pytest.raises(ValueError, match="MIN_M"):
-                K.load_config_file(str(f))
     _defaults_never_set(K, "MIN_M")
 
 
