@@ -53,3 +53,16 @@ def test_an_unstated_layout_is_undecided_and_rocm_awq_is_not_the_cuda_kernels():
     rocm = moe_select.explain({"gpu": "MI300X", "engine": "vllm", "engine_version": "0.12.0", "quant": "int4_w4a16",
                                "model": QWEN3, "tp": 4, "quant_config": {"group_size": 128, "layout": "awq"}})
     assert not _group_reasons(rocm), [(x.detail, x.source) for x in _group_reasons(rocm)]
+
+
+@pytest.mark.parametrize("version, tp, ep, refused", [("0.5.1", 2, 1, False), ("0.5.2", 2, 1, True), ("0.5.23", 4, 1, True),
+                                                       ("0.5.23", 2, 2, False)])
+def test_sglang_gptq_moe_with_split_experts(version, tp, ep, refused):
+    """SGLang's GPTQ Marlin MoE method sizes w2's scale table with its act-order branches swapped from 0.5.2
+    (sgl-project/sglang#13252: 'exceeds dimension size' at TP 2 on Qwen3-30B-A3B-GPTQ-Int4; #36822): refused wherever
+    the experts' intermediate is split between ranks (moe_tp > 1), with whole experts per rank (ep = tp) not."""
+    r = moe_select.explain({"gpu": "H100", "engine": "sglang", "engine_version": version, "quant": "int4_w4a16",
+                            "quant_config": {"group_size": 128, "layout": "gptq"}, "model": QWEN3, "tp": tp, "ep": ep})
+    hit = [x for c in r.candidates for x in c.reasons
+           if x.code == "parallelism_unsupported" and x.source.startswith("backends/common.yaml:") and "moe_tp" in x.detail]
+    assert (r.plan is None) == refused and bool(hit) == refused, r.summary()
