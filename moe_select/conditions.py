@@ -148,6 +148,10 @@ class When(Located):
     #: a fact that holds for one only leaves it undecided.
     quant_group_size_unset: bool | None = None
     architecture: list[str] | None = None
+    #: The kind of MoE layer planned (``main``; ``mtp`` for the MTP / NextN layers a speculative-decoding draft runs;
+    #: ``unquantized`` for a checkpoint's 16-bit MoE layers beside quantized ones): an engine may run a draft's layers
+    #: under other rules than the target's.
+    layer_kind: list[str] | None = None
     #: The checkpoint's serialization of a weight-only int format (``quant_params.layout``: ``awq``, ``gptq``,
     #: ``compressed-tensors``, from the checkpoint's ``quant_method`` or ``quant_config.layout``); a deployment that does
     #: not say it matches no such condition, and the selector reports a fact that holds only there as not decided.
@@ -418,6 +422,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, per_channel: bool | None = None, group_size_unset: bool | None = None,
              shared_intermediate_size: int | None = None, dense_intermediate_size: int | None = None, architecture: str | None = None,
+             layer_kind: str = "main",
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None,
              max_tokens_given: bool = True) -> dict[str, Any]:
@@ -464,6 +469,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
         "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
         "architecture": architecture,
+        "layer_kind": layer_kind,
         "checkpoint_layout": checkpoint_layout,
         "weight_only": weight_only,
         "activation_scale": activation_scale,

@@ -386,6 +386,16 @@ def _undeclared_names(arch: str, model: ModelShape) -> list[str]:
     return out
 
 
+def _in_versions(version: str, spec: str) -> bool:
+    """Whether engine ``version`` satisfies PEP 440 ``spec`` (False for a version that does not parse)."""
+    from .versions import satisfies
+
+    try:
+        return satisfies(version, spec)
+    except ValueError:
+        return False
+
+
 def _release_check(engine: str, version: str) -> tuple[str | None, str | None]:
     """``(why version is no release of engine, None)`` for a final version below the newest release
     backends/engines/releases.yaml lists (every PyPI release) that is not one of them; ``(None, the newest listed)`` for
@@ -589,14 +599,32 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     # TensorRT-LLM's MoE backend is one model-wide setting (moe_config.backend: get_moe_cls reads the model's one config
     # for every MoE layer, the MTP layers' included): a runner named for the deployment is every layer kind's there (a
     # new user's trial, 2026-12-04: the MTP layer was planned as auto, beside a backend the line named)
-    model_wide = dep.engine == "trtllm" and dep.runner not in (None, "auto")
+    # vLLM's --moe-backend (kernel_config.moe_backend) is the speculative draft's too: the draft's VllmConfig is the
+    # target's unless speculative_config.moe_backend replaces it (v1/spec_decode/llm_base_proposer.py:
+    # _create_draft_vllm_config, read in the 0.25.0 wheel; field round 34, vllm-project/vllm#51960), and 0.29.x's Model
+    # Runner V2 (the default for every model there) loads the draft with the target's config, ignoring that override
+    # until 0.30.0 (vllm-project/vllm#54788; the 0.28.0, 0.29.0 and 0.30.0 wheels).
+    model_wide = dep.engine in ("trtllm", "vllm") and dep.runner not in (None, "auto")
+    vllm_version = (engine_versions or {}).get("vllm") if engine_versions is not None else dep.engine_version
+    draft_override_ignored = (dep.engine == "vllm" and model_wide and vllm_version is not None
+                              and _in_versions(str(vllm_version), ">=0.29.0,<0.30.0"))
+    wide_how = {"trtllm": "TensorRT-LLM's moe_config.backend is model-wide (NVIDIA/TensorRT-LLM@01f8de52fefe:"
+                          "tensorrt_llm/_torch/modules/fused_moe/create_moe.py:get_moe_cls)",
+                "vllm": "vLLM's --moe-backend is the draft's too unless the speculative config names its own "
+                        "(vllm-project/vllm@v0.25.0:vllm/v1/spec_decode/llm_base_proposer.py:_create_draft_vllm_config)"}
     for kind in extra:
-        if kind["kind"] in (dep.layer_runners or {}):
-            kind["runner"], how = dep.layer_runners[kind["kind"]], f"{dep.layer_runners[kind['kind']]} from layer_runners"  # type: ignore[index]
+        asked = (dep.layer_runners or {}).get(kind["kind"])
+        if asked is not None and draft_override_ignored and kind["kind"] == "mtp" and asked != dep.runner:
+            kind["runner"], how = dep.runner, (f"{dep.runner}, the deployment's: layer_runners asks {asked}, but vLLM "
+                                               f"{vllm_version}'s Model Runner V2 loads the draft with the target's config "
+                                               "and ignores the draft's moe_backend (vllm-project/vllm#54788; fixed in 0.30.0)")
+            notes.append(f"layer_runners.mtp {asked}: vLLM {vllm_version} runs the MTP layers on the target's "
+                         f"--moe-backend ({dep.runner}) whatever the speculative config names (Model Runner V2, "
+                         "vllm-project/vllm#54788, fixed in 0.30.0): planned so")
+        elif asked is not None:
+            kind["runner"], how = asked, f"{asked} from layer_runners"
         elif model_wide:
-            kind["runner"], how = dep.runner, (f"{dep.runner}, the deployment's: TensorRT-LLM's moe_config.backend is "
-                                               "model-wide (NVIDIA/TensorRT-LLM@01f8de52fefe:tensorrt_llm/_torch/modules/"
-                                               "fused_moe/create_moe.py:get_moe_cls)")
+            kind["runner"], how = dep.runner, f"{dep.runner}, the deployment's: {wide_how[str(dep.engine)]}"
         else:
             kind["runner"], how = "auto", "auto"
         prov[f"layers.{kind['kind']}"] = (f"{cfg_path} ({kind['why']}; layers {_ranges(kind['layers'])}, {kind['quant']}; runner "

@@ -233,6 +233,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     group_size_unset=_group_size_unset(u),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
+                    layer_kind=u.layer_kind,
                     checkpoint_layout=u.quant_params.get("layout"),
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
                     activation_precision=u.quant_params.get("activation_precision"),
