@@ -390,12 +390,14 @@ class TrtllmAuto(Located):
 
 
 class Retired(Located):
-    """An engine's backend name that can no longer be selected (the engine raises for it at startup)."""
+    """An engine's backend name that can no longer be selected (the engine raises for it at startup); ``since``: the
+    first release known to refuse it (PEP 440; a declared older release takes it), None: every release read."""
 
     engine: Literal["sglang", "vllm", "trtllm"]
     name: str
     why: str = Field(min_length=1)
     source: str = Field(pattern=CITATION.pattern)
+    since: str | None = None
 
 
 class OlderName(Located):
@@ -578,10 +580,15 @@ class NamesTable(Located):
                 raise ValueError(f"{self.trtllm_auto.where()}: fallback {self.trtllm_auto.fallback} is no row's trtllm name")
         return self
 
-    def retired_name(self, engine: str, theirs: str) -> Retired | None:
-        """The retired-name row of ``engine``'s ``theirs`` (case-insensitive for TensorRT-LLM), or None."""
+    def retired_name(self, engine: str, theirs: str, version: str | None = None) -> Retired | None:
+        """The retired-name row of ``engine``'s ``theirs`` (case-insensitive for TensorRT-LLM), or None; at a declared
+        ``version`` older than the row's ``since``, None (that release still takes the name)."""
+        from .versions import newer
+
         for r in self.retired:
             if r.engine == engine and (r.name == theirs or (engine == "trtllm" and r.name.upper() == theirs.upper())):
+                if version is not None and r.since is not None and newer(r.since, version):
+                    return None
                 return r
         return None
 

@@ -1160,7 +1160,7 @@ def _map(launch: Launch, where: str) -> None:
     elif e == "trtllm" and isinstance(v.get("moe_config") and v["moe_config"].value, dict) and v["moe_config"].value.get("backend"):
         runner_theirs = (str(v["moe_config"].value["backend"]), f"{v['moe_config'].written}.backend")
     if runner_theirs is not None:
-        gone = names().retired_name(e, runner_theirs[0])
+        gone = names().retired_name(e, runner_theirs[0], launch.engine_version)
         if gone is not None:  # the engine raises for it at startup (issue 20: TensorRT-LLM's WIDEEP)
             launch.findings.append(Finding("engine_error", runner_theirs[1], f"{runner_theirs[0]}: {gone.why}; {e} raises for it "
                                            "at startup (planned as runner: auto)", gone.source))

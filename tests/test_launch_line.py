@@ -956,3 +956,29 @@ def test_trtllm_cuda_graph_config_takes_a_mapping_or_null(tmp_path, value, engin
         assert "cuda_graph" not in launch.deployment
     else:
         assert launch.deployment["cuda_graph"] is (value != "null")
+
+
+@pytest.mark.parametrize("value, version, refused", [
+    ("MARLIN", "1.3.0rc15", True), ("MARLIN", "1.3.0rc22", False), ("TRITON", "1.0.0", True), ("TRITON", "1.1.0", False),
+    ("MEGAMOE_CUTEDSL", "1.3.0rc23", True), ("MEGAMOE_CUTEDSL", "1.3.0rc24", False), ("AUTO", "1.2.0", True)])
+def test_trtllm_backend_values_by_release(value, version, refused, tmp_path):
+    """TensorRT-LLM's moe_config.backend takes a name from the release its MoeConfig Literal first has it (names.yaml's
+    since, read in the release docs): a declared older release refuses it at startup."""
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text(f"moe_config:\n  backend: {value}\n")
+    line = f"trtllm-serve M --tp_size 8 --extra_llm_api_options {cfg}"
+    if refused:
+        with pytest.raises(InputError, match=f"'{value}' first shipped in trtllm"):
+            from_command(line, model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), engine_version=version)
+    else:
+        from_command(line, model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), engine_version=version)
+
+
+@pytest.mark.parametrize("version, retired", [("1.2.0", False), ("1.3.0rc27", True), (None, True)])
+def test_trtllm_wideep_is_retired_from_the_release_that_drops_it(version, retired, tmp_path):
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text("moe_config:\n  backend: WIDEEP\n")
+    launch = from_command(f"trtllm-serve M --tp_size 8 --ep_size 8 --extra_llm_api_options {cfg}",
+                          model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), engine_version=version)
+    errs = [f for f in launch.findings if f.kind == "engine_error" and "WIDEEP" in f.message]
+    assert bool(errs) == retired, [(f.kind, f.message) for f in launch.findings]
