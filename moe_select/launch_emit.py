@@ -358,7 +358,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         comments += [f"  - {u.detail}" + (f" (settle: {u.settle})" if u.settle else "") for u in plan.unknowns]
     # CUDA graphs off in the plan: written only where the deployment asked it; a default the facts gave (a2a mode, cpu,
     # prefill) is the engine's own behaviour there, and writing the switch would turn off more than the MoE layer's
-    # capture (a new user's trial: vLLM got --enforce-eager from SGLang's DeepEP normal-mode fact)
+    # capture (a new user's trial: vLLM got --enforce-eager from another engine's all-to-all mode fact)
     graph_off = not plan.cuda_graph and not prov_default(d.provenance, "cuda_graph")
     if not plan.cuda_graph and not graph_off:
         comments.append(f"CUDA graphs off in the plan by default ({d.provenance.get('cuda_graph')}): no switch written, the "

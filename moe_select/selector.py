@@ -329,12 +329,14 @@ def _beyond_checked(name: str, spec: str, ctx: _Ctx) -> str:
     checked = known.checked_up_to if known else None
     if checked is None or satisfies(checked, spec):
         return ""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    import re
 
+    # a lower bound at or past the checked release (clauses parsed here: a plan from the cached catalog imports no
+    # packaging.specifiers)
+    lows = [m.group(2) for c in spec.split(",") if (m := re.match(r"^\s*(>=|>)\s*([^\s,]+)\s*$", c))]
     try:
-        beyond = any(sp.operator in (">", ">=") and Version(sp.version) >= Version(checked) for sp in SpecifierSet(spec))
-    except (InvalidSpecifier, InvalidVersion):
+        beyond = any(at_least(low, checked) for low in lows)
+    except ValueError:
         return ""
     if not beyond:
         return ""

@@ -862,11 +862,13 @@ def test_split_is_an_fp8_block_first_gemm_option(tmp_path):
         else:
             with pytest.raises(ValueError, match="SPLIT"):
                 K.load_config_file(str(f))
-    # a file looked up for a bf16 layer whose own key claims fp8_block: refused by the lookup, naming the file
+    # a file looked up for a bf16 layer whose own key claims fp8_block: refused by the lookup, naming the file (its key
+    # says another layer than its name: the key check speaks first)
     bad = tmp_path / K.config_file_name(128, 1536, 2048, "bf16", "Fake GPU")
     bad.write_text(json.dumps({"format_version": 1, "key": {"format": "fp8_block"}, "configs": {"8192": {
         "BLOCK_M": 128, "gemm1": {**good, "SPLIT": True}, "gemm2": good}}}))
-    with pytest.raises(ValueError, match=r"SPLIT is a first-GEMM option of fp8_block layers; this file is looked up for a bf16"):
+    with pytest.raises(ValueError, match=r"key\.format is 'fp8_block', but the file's name looks it up for a layer with "
+                                         r"format 'bf16'"):
         K.get_config(128, 1536, 2048, "bf16", 8192, 8, device_name="Fake GPU", config_dir=tmp_path)
     nokey = tmp_path / "nokey.json"
     nokey.write_text(json.dumps({"format_version": 1, "configs": {"8192": {"BLOCK_M": 64, "gemm1": {**good, "SPLIT": True},
