@@ -3,7 +3,8 @@
 - ``sglang.yaml``, ``vllm.yaml``, ``trtllm.yaml`` (:class:`EngineTable`): how each engine is launched
   (``launchers``), how it parses its command line (``parser``), its flags (:class:`FlagEntry`), the
   environment variables that change its MoE choice (:class:`EnvEntry`) and, for TensorRT-LLM, the keys of its
-  ``--extra_llm_api_options`` YAML (``config_keys``). Every entry says what it *means* for the MoE choice
+  ``--extra_llm_api_options`` YAML (``config_keys``), and the quantization method names it refuses for a kind of
+  checkpoint (``quant_mismatch``: :class:`QuantMismatch`). Every entry says what it *means* for the MoE choice
   (:data:`Meaning`: a closed list that :mod:`moe_select.launch_line` maps onto a deployment), the engine
   version or ref it was checked at, its source (the engine's argument definition at a commit, or the PR
   that added, renamed or removed it), and, where it changed, ``since`` / ``deprecated`` / ``removed`` /
