@@ -28,7 +28,9 @@ def test_awq_group_128_marlin_refused_when_a_rank_splits_a_group():
     # vllm-project/vllm#17604: AWQ Qwen3-30B-A3B (group 128) fails at TP 4 (768 / 4 = 192 rows per rank)
     # and works at TP 2. Marlin's MoE check (sgl-project/sglang@006d09616c51 marlin_utils.py
     # check_moe_marlin_supports_layer, the same in vLLM) needs intermediate_size_per_partition % max(64, group).
-    dep = {"gpu": "H100", "quant": "int4_w4a16", "model": QWEN3_30B, "ep": 1, "a2a": "none"}
+    # (the AWQ layout stated: unstated, SGLang's GPTQ layout, which fails at moe_tp > 1, leaves SGLang undecided)
+    dep = {"gpu": "H100", "quant": "int4_w4a16", "model": QWEN3_30B, "ep": 1, "a2a": "none",
+           "quant_config": {"group_size": 128, "layout": "awq"}}
     tp4 = explain(**dep, tp=4)
     marlin = cand(tp4, "marlin")
     assert not marlin.eligible
