@@ -229,6 +229,8 @@ class TritonMoeCore:
         if path.is_file():
             try:
                 table = dict(K.load_config_file(str(path)))
+                K.check_file_key(path, s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, self.device_name,
+                                 self.block_shape)
             except ValueError as exc:
                 raise RunnerInputError(str(exc)) from None
             swap = sorted(t for t, c in table.items() if c["gemm1"].get("SWAP_AB") or c["gemm2"].get("SWAP_AB"))

@@ -2180,6 +2180,7 @@ def load_config_file(path: str) -> dict[int, dict]:
                          f"format_version, key, tuned and configs")
     if "key" in data and not isinstance(data["key"], dict):
         raise ValueError(f"{path}: key must be an object (E, N, K, format, block_shape, device), got {data['key']!r}")
+    _FILE_KEYS[path] = dict(data.get("key") or {})
     configs = data.get("configs")
     if not isinstance(configs, dict) or not configs:
         raise ValueError(f"{path}: configs must be a non-empty object of token count -> config")
@@ -2267,9 +2268,7 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
         path = Path(config_dir or CONFIG_DIR) / config_file_name(num_local, n13, hidden, fmt, device_name, block_shape)
         if path.is_file():
             table = load_config_file(str(path))
-            _check_file_key(path, {"E": num_local, "N": n13, "K": hidden, "format": fmt,
-                                   "block_shape": list(block_shape) if fmt == "fp8_block" and block_shape else None,
-                                   "device": device_name})
+            check_file_key(path, num_local, n13, hidden, fmt, device_name, block_shape)
             if fmt != "fp8_block" and any(c["gemm1"].get("SPLIT") for c in table.values()):
                 raise ValueError(f"{path}: SPLIT is a first-GEMM option of fp8_block layers; this file is looked up "
                                  f"for a {fmt} layer")
@@ -2283,15 +2282,19 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
                           smem_limit), "default"
 
 
-def _check_file_key(path: Path, want: dict) -> None:
-    """A tile file's ``key`` against the layer it is looked up for by its name (``want``: E, N, K, format,
-    block_shape, device): the file is chosen by its name, and its options are checked against ``key.format``, so a key
-    that says another layer is an error naming the file and the field (ValueError). A key without a field says
-    nothing about it."""
-    try:
-        key = json.loads(path.read_text()).get("key") or {}
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return                                   # load_config_file has refused it already
+#: Each tile file's ``key`` as :func:`load_config_file` read it (path -> key), for :func:`check_file_key`.
+_FILE_KEYS: dict[str, dict] = {}
+
+
+def check_file_key(path: str | os.PathLike, num_local: int, n13: int, hidden: int, fmt: str, device_name: str,
+                   block_shape: tuple[int, int] | None = None) -> None:
+    """A tile file's ``key`` against the layer it is looked up for by its name (the arguments of
+    :func:`config_file_name`: E, N, K, format, device, block shape), after :func:`load_config_file` read it: the file
+    is chosen by its name, and its options are checked against ``key.format``, so a key that says another layer is an
+    error naming the file and the field (ValueError). A key without a field says nothing about it."""
+    want = {"E": num_local, "N": n13, "K": hidden, "format": fmt,
+            "block_shape": list(block_shape) if fmt == "fp8_block" and block_shape else None, "device": device_name}
+    key = _FILE_KEYS.get(str(path), {})
     for field, v in want.items():
         if field not in key:
             continue

@@ -1480,6 +1480,28 @@ def test_a_tile_files_key_must_say_the_layer_its_name_looks_it_up_for(tmp_path):
         with pytest.raises(ValueError, match=msg):
             lookup(bad)
 
+@interp
+def test_the_runner_checks_a_tile_files_key_where_it_loads_the_file():
+    """TritonMoeCore loads its tile file itself (``_load_configs``), not through ``get_config``: a key that says another
+    layer is the same error there, as a RunnerInputError naming the file and the field, before any weight."""
+    K = _K()
+    g = {"BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    name = K.config_file_name(4, 64, 64, "bf16", "cpu")
+    key = {"E": 4, "N": 64, "K": 64, "format": "bf16", "block_shape": None, "device": "cpu"}
+    body = {"format_version": 1, "key": key, "tuned": {}, "configs": {"16": {"BLOCK_M": 16, "gemm1": g, "gemm2": g}}}
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=64, intermediate_size=32, activation="silu", quant="bf16")
+    with tempfile.TemporaryDirectory() as d:
+        def core(b):
+            (Path(d) / name).write_text(json.dumps(b))
+            K.load_config_file.cache_clear()
+            return _tm().TritonMoeCore(spec, "cpu", config_dir=d)
+
+        assert spec.w13_rows == 64 and core(body).config_source == name
+        for field, value in (("format", "mxfp4"), ("E", 8), ("device", "NVIDIA H200"), ("block_shape", [128, 128])):
+            with pytest.raises(RunnerInputError, match=rf"{re.escape(name)}: key\.{field} is"):
+                core({**body, "key": {**key, field: value}})
+
+
 def test_warm_token_counts_cover_every_token_count():
     """One forward at each warm-up count compiles every (configuration, sort path) any count 1..20000 uses."""
     if not HAS_TRITON:
