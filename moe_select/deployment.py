@@ -605,7 +605,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     # Runner V2 (the default for every model there) loads the draft with the target's config, ignoring that override
     # until 0.30.0 (vllm-project/vllm#54788; the 0.28.0, 0.29.0 and 0.30.0 wheels).
     model_wide = dep.engine in ("trtllm", "vllm") and dep.runner not in (None, "auto")
-    vllm_version = (engine_versions or {}).get("vllm") if engine_versions is not None else dep.engine_version
+    vllm_version = engine_versions.get("vllm") if engine_versions is not None else dep.engine_version
     draft_override_ignored = (dep.engine == "vllm" and model_wide and vllm_version is not None
                               and _in_versions(str(vllm_version), ">=0.29.0,<0.30.0"))
     wide_how = {"trtllm": "TensorRT-LLM's moe_config.backend is model-wide (NVIDIA/TensorRT-LLM@01f8de52fefe:"

@@ -497,8 +497,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     if launch is not None:
         q = launch.values.get("quant")
         qflag = q.written.split()[0] if q is not None and q.written else ""
-        refused = any(f.kind == "engine_error" and q is not None and f.token == q.written for f in launch.findings)
-        if q is not None and qflag.startswith("-") and qflag not in argv and not d.quant_params.get("online") and not refused:
+        if (q is not None and qflag.startswith("-") and qflag not in argv and not d.quant_params.get("online")
+                and not any(f.kind == "engine_error" and f.token == q.written for f in launch.findings)):
             # the checkpoint's quantization method as the line names it (AWQ: awq, awq_marlin or moe_wna16 pick different
             # MoE methods): kept, as the user's other flags are (a new user's trial found it dropped)
             argv += [qflag, str(q.value)]

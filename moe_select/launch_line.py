@@ -1588,19 +1588,15 @@ def _online_quant(launch: Launch) -> None:
     from .formats import lookup
     from .formats import table as formats
 
-    ckpt = None
+    ckpt, layout = None, None
     if "model_config" in launch.deployment:
         from .model_config import read_model_config
 
-        ckpt = read_model_config(str(launch.deployment["model_config"]), engine=e).quant
+        info = read_model_config(str(launch.deployment["model_config"]), engine=e)
+        ckpt, layout = info.quant, info.quant_params.get("layout")
     row = lookup(ckpt) if ckpt is not None else None
     if row is None or row.quantized:
-        kind = None
-        if ckpt is not None and "model_config" in launch.deployment:
-            from .model_config import read_model_config as _read
-
-            layout = _read(str(launch.deployment["model_config"]), engine=e).quant_params.get("layout")
-            kind = layout if layout in ("awq", "gptq") else "fp8" if ckpt.startswith("fp8") else None
+        kind = layout if layout in ("awq", "gptq") else "fp8" if ckpt is not None and ckpt.startswith("fp8") else None
         clash = next((m for m in table(e).quant_mismatch if m.checkpoint == kind and value.lower() in m.refuses), None)
         if clash is not None:  # the engine compares the method named with the checkpoint's and raises at startup
             launch.findings.append(Finding("engine_error", r.written, f"{value} is not this checkpoint's method ({kind} "
