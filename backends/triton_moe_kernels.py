@@ -2268,10 +2268,7 @@ def get_config(num_local: int, n13: int, hidden: int, fmt: str, tokens: int, top
         path = Path(config_dir or CONFIG_DIR) / config_file_name(num_local, n13, hidden, fmt, device_name, block_shape)
         if path.is_file():
             table = load_config_file(str(path))
-            check_file_key(path, num_local, n13, hidden, fmt, device_name, block_shape)
-            if fmt != "fp8_block" and any(c["gemm1"].get("SPLIT") for c in table.values()):
-                raise ValueError(f"{path}: SPLIT is a first-GEMM option of fp8_block layers; this file is looked up "
-                                 f"for a {fmt} layer")
+            check_file_key(path, num_local, n13, hidden, fmt, device_name, block_shape)   # SPLIT: load_config_file
             cfg = table[token_bucket(tokens, tuple(sorted(table)))]
             if fmt == "fp8_block" and block_shape:
                 bk = block_shape[1]

@@ -1500,6 +1500,14 @@ def test_the_runner_checks_a_tile_files_key_where_it_loads_the_file():
         for field, value in (("format", "mxfp4"), ("E", 8), ("device", "NVIDIA H200"), ("block_shape", [128, 128])):
             with pytest.raises(RunnerInputError, match=rf"{re.escape(name)}: key\.{field} is"):
                 core({**body, "key": {**key, field: value}})
+        # SPLIT (fp8_block's split first GEMM) in a file this bf16 layer reads: refused here, before any weight, not
+        # at the first forward (_gemm1_split): by load_config_file when the key says no fp8_block format, by the key
+        # check when it says fp8_block
+        split = {**body, "configs": {"16": {"BLOCK_M": 16, "gemm1": {**g, "SPLIT": True}, "gemm2": g}}}
+        with pytest.raises(RunnerInputError, match=r"SPLIT is a first-GEMM option of fp8_block files only"):
+            core(split)
+        with pytest.raises(RunnerInputError, match=rf"{re.escape(name)}: key\.format is 'fp8_block'"):
+            core({**split, "key": {**key, "format": "fp8_block", "block_shape": [128, 128]}})
 
 
 def test_warm_token_counts_cover_every_token_count():
