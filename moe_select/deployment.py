@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializationInfo, ValidationInfo, field_serializer, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializationInfo, ValidationInfo, field_serializer, field_validator, model_validator
 
 from .errors import InputError, Issue
 from .formats import Precision
@@ -39,7 +39,7 @@ DEFAULT_TOKENS = {"decode": 256, "prefill": 8192, "both": 8192}
 
 #: quant_config keys that say what the engine does at run time, not what the checkpoint holds: given beside a
 #: checkpoint, they add to its parameters and never contradict them.
-RUN_TIME_QUANT_KEYS = ("activation_scale", "activation_precision")
+RUN_TIME_QUANT_KEYS = ("activation_scale", "activation_precision", "activation_precision_runners")
 
 
 class QuantConfig(Located):
@@ -58,7 +58,10 @@ class QuantConfig(Located):
     the GPU, the precision of its support row that needs no request. Given: only support rows of that precision
     hold, including those that run only on request (``when: {activation_precision: [...]}``, e.g. an engine's
     MXFP4 x FP8 on sm90 on request: backends/*.yaml cite the flag); the engine's
-    choice, so a checkpoint never contradicts it. ``layout`` (weight-only int formats): the checkpoint's
+    choice, so a checkpoint never contradicts it. ``activation_precision_runners``: the runners the engine asks that
+    precision of, where its flag is read by some runners only (SGLang's ``--flashinfer-mxfp4-moe-precision``: by
+    flashinfer_mxfp4, backends/engines/sglang.yaml); any other runner runs its own default precision, which the plan
+    says in a note (not given: every runner is asked). ``layout`` (weight-only int formats): the checkpoint's
     serialization, ``awq``, ``gptq`` or ``compressed-tensors`` (a checkpoint's config states it: its
     ``quant_method``); the engines pick different MoE methods for each, so a fact may hold for one only
     (``when: {checkpoint_layout: [...]}``), and a deployment that does not state it leaves such a fact undecided."""
@@ -69,6 +72,22 @@ class QuantConfig(Located):
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
     activation_precision: Precision | None = None
+    activation_precision_runners: list[str] | None = Field(default=None, min_length=1)
+
+    @field_validator("activation_precision_runners")
+    @classmethod
+    def _precision_runners(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+                raise ValueError(f"{name[:40]!r} is not a runner name (lower case, digits, _)")
+        return v
+
+    @model_validator(mode="after")
+    def _runners_need_a_precision(self) -> "QuantConfig":
+        if self.activation_precision_runners is not None and self.activation_precision is None:
+            raise ValueError("activation_precision_runners names the runners asked for activation_precision: "
+                             "give activation_precision too")
+        return self
 
     @field_validator("group_size")
     @classmethod

@@ -232,6 +232,19 @@ def _vendor_switch(plan: Any, engine: str, comments: list[str]) -> dict[str, str
     return {var: "1" if on else "0"}
 
 
+def _asked_of_runner(plan: Any, d: Any, comments: list[str]) -> str | None:
+    """The activation precision the deployment ``d`` asks of the plan's runner (``quant_config.activation_precision``),
+    or None; where ``activation_precision_runners`` names other runners, None and a comment saying it is not written
+    (the engine reads that request for those runners only)."""
+    asked = d.quant_params.get("activation_precision")
+    scope = d.quant_params.get("activation_precision_runners")
+    if asked and scope and plan.runner not in scope:
+        comments.append(f"activation_precision {asked} is asked of {' and '.join(scope)} only; the plan's runner "
+                        f"{plan.runner} runs its own ({plan.activation_precision}): no precision flag written")
+        return None
+    return str(asked) if asked else None
+
+
 def _precision_flag(engine: str, precision: str, version: str | None, comments: list[str], *, runner: str,
                     quant: str) -> list[str]:
     """``[flag, value]`` asking ``engine`` for activation ``precision`` (``quant_config.activation_precision``): the
@@ -401,9 +414,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
         argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted)
         argv += _online_words(plan, "sglang", version, comments)
-        if d.quant_params.get("activation_precision"):
-            argv += _precision_flag("sglang", str(d.quant_params["activation_precision"]), version, comments,
-                                    runner=plan.runner, quant=plan.quant)
+        if asked := _asked_of_runner(plan, d, comments):
+            argv += _precision_flag("sglang", asked, version, comments, runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
             if a2a_row is None or a2a_row.sglang is None:
                 raise EmitError(f"SGLang has no --moe-a2a-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else ""))
@@ -425,9 +437,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                 chunk = d.max_tokens_per_rank * (d.dp if d.dp and plan.a2a != "none" else 1)
                 argv += [_flag("sglang", "chunked_prefill", version, comments), str(chunk)]
     elif engine == "vllm":
-        if d.quant_params.get("activation_precision"):
-            _precision_flag("vllm", str(d.quant_params["activation_precision"]), version, comments, runner=plan.runner,
-                            quant=plan.quant)
+        if asked := _asked_of_runner(plan, d, comments):
+            _precision_flag("vllm", asked, version, comments, runner=plan.runner, quant=plan.quant)
         dp = d.dp or 1
         if dp > 1 and d.ep == d.tp * dp:
             # the deployment's tp is vLLM's tensor-parallel size beside dp (ep = tp x dp): the other reading the facts
@@ -476,9 +487,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             else:
                 argv += [_flag("vllm", "max_batched_tokens", version, comments), str(d.max_tokens_per_rank)]
     else:
-        if d.quant_params.get("activation_precision"):
-            _precision_flag("trtllm", str(d.quant_params["activation_precision"]), version, comments, runner=plan.runner,
-                            quant=plan.quant)
+        if asked := _asked_of_runner(plan, d, comments):
+            _precision_flag("trtllm", asked, version, comments, runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
             raise EmitError(f"TensorRT-LLM picks its all-to-all itself: a plan with a2a {plan.a2a} cannot be written as its launch")
         argv = ["trtllm-serve", mdl, _flag("trtllm", "extra_options", version, comments), TRTLLM_YAML]

@@ -1476,8 +1476,11 @@ def _activation_precision(launch: Launch) -> None:
             continue
         qc = dict(launch.deployment.get("quant_config") or {})
         qc["activation_precision"] = names[value]
+        readers = [n for n in r.entry.runners or [] if n != "auto"]
+        if readers:  # read by those runners only: a runner the engine or the plan picks otherwise runs its default
+            qc["activation_precision_runners"] = readers
         _set(launch, "quant_config", qc, f"{r.written} (activation_precision {names[value]}"
-             + (f"; {how}" if how else "") + ")")
+             + (f", asked of {' and '.join(readers)} only" if readers else "") + (f"; {how}" if how else "") + ")")
 
 
 def _precision_scope(launch: Launch, entry: Any) -> str | None:

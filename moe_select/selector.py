@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import os
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar, cast
 
@@ -586,7 +586,7 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
             # a row scoped to checkpoint architectures names the one it refused (the format alone did not decide)
             of = f" from a {ctx.facts['architecture']} checkpoint" if s.when is not None and s.when.architecture else ""
             if s.when is not None and s.when.activation_precision:  # a row that refuses an asked activation precision
-                of += f" with {u.quant_params.get('activation_precision')} activations"
+                of += f" with {asked_precision(u, name)} activations"
             return [Reason(code=s.code, detail=f"{name} does not run {u.quant}{of} on {_arch_label(u)}{_under(s)}"
                            + (f": {s.why}" if s.why else ""), source=s.where(), backend=name, fix=s.fix)]
     for s in cap.support:  # a negative row that reads an input the deployment leaves unstated may refuse it (issue 21)
@@ -623,7 +623,7 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
                        f"checkpoint is weight-only (no activation scales: weight_only)",
                 settle=f"a support row of {name} running {u.quant} with bf16 activations here"))
             return []
-    asked = u.quant_params.get("activation_precision")
+    asked = asked_precision(u, name)
     if asked is not None:
         # quant_config.activation_precision: only rows of that precision run it; a row of another precision that holds
         # here is the runner's answer for the format, not for this request
@@ -672,6 +672,23 @@ def _support_reasons(cap: RunnerCapability, ctx: _Ctx, assumed: list[str]) -> li
 _SIXTEEN_BIT = ("bf16", "fp16")
 
 
+def asked_precision(u: Understood, runner: str) -> str | None:
+    """The activation precision the deployment asks of ``runner`` (``quant_config.activation_precision``), or None
+    (the runner's default): None also where ``activation_precision_runners`` names other runners (an engine flag
+    only those read, e.g. SGLang's ``--flashinfer-mxfp4-moe-precision``: backends/engines/sglang.yaml)."""
+    asked = u.quant_params.get("activation_precision")
+    scope = u.quant_params.get("activation_precision_runners")
+    return None if asked is None or (scope is not None and runner not in scope) else str(asked)
+
+
+def _runner_ctx(ctx: _Ctx, runner: str) -> _Ctx:
+    """``ctx`` as ``runner``'s facts see it: without the asked activation precision where the request is not read by
+    ``runner`` (:func:`asked_precision`); the lists it collects are shared with ``ctx``."""
+    if ctx.facts.get("activation_precision") is None or asked_precision(ctx.u, runner) is not None:
+        return ctx
+    return replace(ctx, facts={**ctx.facts, "activation_precision": None})
+
+
 def _row_precision(s: Support, u: Understood) -> str | None:
     """The activation precision support row ``s`` runs ``u.quant`` with (its ``activation_precision``, else the
     format's; None: the format fixes none)."""
@@ -683,7 +700,7 @@ def _support_row(cap: RunnerCapability, ctx: _Ctx) -> Support | None:
     """The first supported row of ``cap`` that holds here (for a weight-only checkpoint, one with 16-bit
     activations first)."""
     u = ctx.u
-    asked = u.quant_params.get("activation_precision")
+    asked = asked_precision(u, cap.runner)
     rows = [s for s in cap.support if s.supported and _arch_in(u.arch, s.archs) and u.quant in s.formats
             and _holds(s, ctx, []) and (asked is None or _row_precision(s, u) == asked)]
     if u.quant_params.get("weight_only"):
@@ -694,6 +711,7 @@ def _support_row(cap: RunnerCapability, ctx: _Ctx) -> Support | None:
 def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], assumed: list[str]) -> list[Reason]:
     """Every reason ``cap`` cannot serve the deployment of ``ctx`` under its engine (not counting rules
     and a2a-level reasons)."""
+    ctx = _runner_ctx(ctx, cap.runner)
     u, name, out = ctx.u, cap.runner, []
     engine = ctx.facts.get("engine")
     if cap.engines is not None and engine in cap.engines.values:
@@ -1713,14 +1731,19 @@ def _version_notes(env: Environment, catalog: Catalog) -> list[str]:
 def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Environment, catalog: Catalog,
                ranked: list[Candidate], needs: list[PackageNeed], ctx: _Ctx) -> Plan:
     cap = catalog.runners.get(chosen.backend)  # None: a runner no capability file describes (unverified)
-    support = _support_row(cap, ctx) if cap is not None else None
+    support = _support_row(cap, _runner_ctx(ctx, cap.runner)) if cap is not None else None
     fmt = lookup(u.quant)
     act = (support.activation_precision.get(u.quant) if support else None) or (fmt.activation if fmt else None) or _default_precision(u.arch)
-    if u.quant_params.get("activation_precision"):  # asked of the engine: the plan says it, verified by a row or not
-        act = str(u.quant_params["activation_precision"])
+    asked = asked_precision(u, chosen.backend)
+    if asked:  # asked of the engine: the plan says it, verified by a row or not
+        act = asked
     elif u.quant_params.get("weight_only") and act not in _SIXTEEN_BIT:
         act = _default_precision(u.arch)  # no activation scales: the checkpoint keeps 16-bit activations
     notes = list(u.notes) + list(chosen.notes)
+    if u.quant_params.get("activation_precision") and not asked:
+        notes.append(f"activation_precision {u.quant_params['activation_precision']} is asked of "
+                     f"{' and '.join(u.quant_params.get('activation_precision_runners') or [])} only "
+                     f"(activation_precision_runners); {chosen.backend} runs its own: {act} activations")
     if chosen_by.how in ("rule", "measured") and chosen_by.rule is not None:
         rule = next(r for r in catalog.rules if r.id == chosen_by.rule)
         if rule.note:

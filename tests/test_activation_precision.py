@@ -208,7 +208,8 @@ def test_the_read_launch_plans_and_emits_the_flag_back():
     assert argv[i + 1] == "fp8"
     # written back and read again: the same request
     again = from_command(" ".join(argv), {})
-    assert again.deployment["quant_config"] == {"activation_precision": "fp8_token"}
+    assert again.deployment["quant_config"] == {"activation_precision": "fp8_token",
+                                             "activation_precision_runners": ["flashinfer_mxfp4"]}
 
 
 def test_an_engine_without_a_flag_for_the_precision_cannot_emit_it():
