@@ -148,6 +148,10 @@ class When(Located):
     #: a fact that holds for one only leaves it undecided.
     quant_group_size_unset: bool | None = None
     architecture: list[str] | None = None
+    #: Checkpoint model classes the fact does NOT hold for (an engine's allow-list of architectures, refusing every
+    #: other, such as an all-to-all's registry of validated models); like ``architecture``, a deployment that does not say its
+    #: architecture matches no such condition, and a refusal under it leaves the candidate unverified.
+    architecture_not: list[str] | None = None
     #: The kind of MoE layer planned (``main``; ``mtp`` for the MTP / NextN layers a speculative-decoding draft runs;
     #: ``unquantized`` for a checkpoint's 16-bit MoE layers beside quantized ones): an engine may run a draft's layers
     #: under other rules than the target's.
@@ -183,7 +187,7 @@ class When(Located):
             raise ValueError(f"write a list ([{v}]) or a range ({{min: {v}, max: {v}}}), not a bare value")
         return v
 
-    @field_validator("architecture")
+    @field_validator("architecture", "architecture_not")
     @classmethod
     def _classes(cls, v: list[str] | None) -> list[str] | None:
         import re
@@ -221,6 +225,9 @@ class When(Located):
                     return False
             elif isinstance(cond, bool):
                 if cond != value:
+                    return False
+            elif key == "architecture_not":
+                if value in cond:
                     return False
             elif key in SET_KEYS:
                 if not set(cond) & set(value):
@@ -265,6 +272,8 @@ class When(Located):
                 parts.append(f"{key} " + ", ".join(b for b in bits if b))
             elif isinstance(cond, bool):
                 parts.append(f"{key} = {str(cond).lower()}")
+            elif key == "architecture_not":
+                parts.append(f"architecture not in [{', '.join(cond)}]")
             else:
                 parts.append(f"{key} in [{', '.join(map(str, cond))}]")
         return ", ".join(parts) or "always"
@@ -469,6 +478,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "shared_intermediate_per_tp": Fraction(shared_intermediate_size, tp) if shared_intermediate_size else None,
         "dense_intermediate_per_tp": Fraction(dense_intermediate_size, tp) if dense_intermediate_size else None,
         "architecture": architecture,
+        "architecture_not": architecture,     # the same input, read by the allow-list condition (When.architecture_not)
         "layer_kind": layer_kind,
         "checkpoint_layout": checkpoint_layout,
         "weight_only": weight_only,

@@ -59,9 +59,9 @@ class QuantConfig(Located):
     hold, including those that run only on request (``when: {activation_precision: [...]}``, e.g. an engine's
     MXFP4 x FP8 on sm90 on request: backends/*.yaml cite the flag); the engine's
     choice, so a checkpoint never contradicts it. ``activation_precision_runners``: the runners the engine asks that
-    precision of, where its flag is read by some runners only (SGLang's ``--flashinfer-mxfp4-moe-precision``: by
-    flashinfer_mxfp4, backends/engines/sglang.yaml); any other runner runs its own default precision, which the plan
-    says in a note (not given: every runner is asked). ``layout`` (weight-only int formats): the checkpoint's
+    precision of, where its flag is read by some runners only (an activation-precision entry's ``runners`` in
+    backends/engines/); any other runner runs its own default precision, which the plan says in a note (not given:
+    every runner is asked). ``layout`` (weight-only int formats): the checkpoint's
     serialization, ``awq``, ``gptq`` or ``compressed-tensors`` (a checkpoint's config states it: its
     ``quant_method``); the engines pick different MoE methods for each, so a fact may hold for one only
     (``when: {checkpoint_layout: [...]}``), and a deployment that does not state it leaves such a fact undecided."""

@@ -53,7 +53,7 @@ MAX_ISSUES = 20
 #: Inputs a deployment may leave out; facts that read them are then reported as not checked (``architecture``: the
 #: checkpoint's model class, from model_config or model.architecture; a support row that holds only for some
 #: architectures leaves its cell unverified when the deployment does not say which).
-UNGIVEN = ("dp", "architecture", "vendor_library", "checkpoint_layout", "quant_group_size_unset")
+UNGIVEN = ("dp", "architecture", "architecture_not", "vendor_library", "checkpoint_layout", "quant_group_size_unset")
 
 #: The source of a ``not_preferred`` reason where no prefer rule matches the deployment: no rule file to name.
 NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
@@ -62,6 +62,8 @@ NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
 STATE_HOW = {
     "dp": "state dp (the attention data-parallel size; a launch line's --dp / --data-parallel-size)",
     "architecture": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that names it",
+    "architecture_not": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that "
+                        "names it",
     "vendor_library": "state vendor_library: true or false (the engine's switch for the GPU vendor's kernel library; "
                       "a launch line's environment states it)",
     "quant_group_size_unset": "give model_config: the checkpoint whose config says whether its per-channel weights' "
@@ -96,6 +98,8 @@ def _unstated_values(key: str, fact: Conditional | Unavailable) -> list[Any]:
         named = [v for v in (cond.min, cond.max) if v is not None]
     elif isinstance(cond, bool):
         named = [cond]
+    if key == "architecture_not":   # an allow-list refuses any class it does not name: one such stands for them all
+        named = ["(a class it does not name)"]
     if key in QUANTITIES:
         bounds = [getattr(fact, "min", None), getattr(fact, "max", None)] if getattr(fact, "field", None) == key else []
         near = [v + d for v in bounds if isinstance(v, int) for d in (-1, 1) if v + d >= 1]
@@ -675,7 +679,7 @@ _SIXTEEN_BIT = ("bf16", "fp16")
 def asked_precision(u: Understood, runner: str) -> str | None:
     """The activation precision the deployment asks of ``runner`` (``quant_config.activation_precision``), or None
     (the runner's default): None also where ``activation_precision_runners`` names other runners (an engine flag
-    only those read, e.g. SGLang's ``--flashinfer-mxfp4-moe-precision``: backends/engines/sglang.yaml)."""
+    only those read: an activation-precision entry's ``runners`` in backends/engines/)."""
     asked = u.quant_params.get("activation_precision")
     scope = u.quant_params.get("activation_precision_runners")
     return None if asked is None or (scope is not None and runner not in scope) else str(asked)

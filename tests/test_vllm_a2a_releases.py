@@ -67,9 +67,10 @@ def test_mori_low_latency_bound_does_not_touch_sglang():
 
 
 # ------------------------------------------------------------------ NIXL-EP and FlashInfer one-sided: from 0.18.0
-@pytest.mark.parametrize(("vllm", "shipped"), [("0.13.0", False), ("0.17.0", False), ("0.18.0", True), ("0.34.0", True)])
+@pytest.mark.parametrize(("vllm", "shipped"), [("0.13.0", False), ("0.17.0", False), ("0.24.0", True), ("0.34.0", True)])
 def test_nixl_ep_from_0_18(vllm, shipped):
-    """nixl_ep is first in 0.18.0's Literal: triton behind NIXL-EP on H200 refused at 0.17.0, planned at 0.18.0."""
+    """nixl_ep is first in 0.18.0's Literal: triton behind NIXL-EP on H200 refused at 0.17.0 as not shipped, planned at
+    0.24.0 (0.18.0 .. 0.23.x ship it but fail without elastic EP: tests/test_field_round_35_kinds.py)."""
     r = _explain(gpu="H200", a2a="nixl", runner="triton", engine_version=vllm)
     _shipped_or_refused(r, shipped, "triton", "a2a/nixl.yaml", "nixl_ep from 0.18.0")
 
