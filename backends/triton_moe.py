@@ -251,6 +251,27 @@ class TritonMoeCore:
                 for t in gluon:
                     table[t] = {**table[t], **{g: tl_gemv[g] for g in ("gemm1", "gemm2") if table[t][g].get("GLUON")}}
                 name = f"{name} (tokens {gluon}: GLUON buckets run the tl GEMV of gemv_config: {why})"
+            wgmma = sorted(t for t, c in table.items() if c["gemm2"].get("WGMMA"))
+            for t in wgmma:  # against this layer's shapes, before any weight
+                try:
+                    K.wgmma_check(table[t]["gemm2"], block_m=table[t]["BLOCK_M"], fmt=s.quant, n_out=s.hidden_size,
+                                  k=s.intermediate_size)
+                except ValueError as exc:
+                    raise RunnerInputError(f"{path}: tokens {t}: gemm2: {exc}") from None
+            why = None
+            if wgmma and (self.device.type != "cuda" or K.interpreting()):
+                why = "Gluon has no interpreter: the CPU cannot run it"
+            elif wgmma and torch.cuda.get_device_capability(self.device) != (9, 0):
+                why = f"wgmma is sm90's; this GPU is compute capability {torch.cuda.get_device_capability(self.device)}"
+            elif wgmma:      # imported now, so a Triton without Gluon is known before any weight is loaded
+                try:
+                    from . import triton_moe_wgmma  # noqa: F401
+                except ImportError as exc:
+                    why = f"this Triton ({getattr(K.triton, '__version__', '?')}) has no Gluon ({exc})"
+            if why:          # those second GEMMs run the tl tiles of the same BLOCK_N / BLOCK_K / warps / stages
+                for t in wgmma:
+                    table[t] = {**table[t], "gemm2": {k: v for k, v in table[t]["gemm2"].items() if k != "WGMMA"}}
+                name = f"{name} (tokens {wgmma}: WGMMA second GEMMs run the tl tiles: {why})"
             if self.block_shape:
                 bk = self.block_shape[1]
                 table = {t: {**c, "gemm1": {**c["gemm1"], "BLOCK_K": bk, "BLOCK_N": max(bk, c["gemm1"]["BLOCK_N"])},

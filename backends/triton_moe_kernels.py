@@ -1201,6 +1201,15 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     (optional, 0 off): blocks whose rows from ``MIN_M`` on are padding run as ``[MIN_M, BLOCK_N]`` tiles (the kernel's
     MIN_M); raises ValueError unless it is a power of two from 16 below ``BLOCK_M``, of the MMA tiles (not GEMV), and
     for FP8 weights at least :data:`FP8_MIN_M`."""
+    if config.get("WGMMA"):      # the second GEMM through the Gluon wgmma kernel (sm90)
+        if gather or activation is not None or gated or c_amax_mode or b_zero is not None or b_gscale is not None \
+                or (bias is not None and not bias_before_weight):
+            raise ValueError("WGMMA is the second GEMM's option: no gather, activation, gate, output amax, zero points, "
+                             "global scale, or bias after the routing weight")
+        from . import triton_moe_wgmma
+        return triton_moe_wgmma.moe_gemm_wgmma(a, b, c, align, n_out=n_out, by_slot=by_slot, w_mode=w_mode,
+                                               a_amax=a_amax, a_scale_mode=a_scale_mode, b_scale=b_scale, bias=bias,
+                                               weight=weight, config=config, warmup=warmup)
     dev = a.device
     k = a.shape[1]
     bm, bn, bk = align.block_m, config["BLOCK_N"], config["BLOCK_K"]
@@ -2083,7 +2092,41 @@ FP8_MIN_M_WHY = ("a shorter FP8 tile sums in other last bits than the full tile,
 
 #: The boolean options a GEMM config of a tile file may set (:func:`_check_gemm_cfg`); the tuner keys and writes its
 #: candidates by these (benchmarks/tune_triton_moe.py cfg_key, _strip), so an option added here is timed and kept there.
-GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON")
+GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "WGMMA")
+
+#: Formats whose second GEMM may run the Gluon wgmma kernel (config ``WGMMA``: backends/triton_moe_wgmma.py, sm90)
+WGMMA_FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel")
+#: Options of the ``tl`` tiles a ``WGMMA`` GEMM config cannot carry (the Gluon kernel has none of them)
+WGMMA_EXCLUDES = ("SPLIT", "SWAP_AB", "GEMV", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "MIN_M", "SPLIT_K")
+
+
+def wgmma_check(config: dict, *, block_m: int, fmt: str, n_out: int | None = None, k: int | None = None) -> None:
+    """A second-GEMM config with ``WGMMA`` (the Gluon wgmma kernel, backends/triton_moe_wgmma.py) against the format
+    and, where given, the layer's output width ``n_out`` and ``k`` (the intermediate size): ValueError naming what is
+    off. A format of :data:`WGMMA_FORMATS` (in a tile file, FP8 with ``PREQUANT``: the kernel reads e4m3 A); none of
+    :data:`WGMMA_EXCLUDES`; ``BLOCK_M`` (the sort's) 64 with ``num_warps`` 4, or 128 with 4 or 8; ``BLOCK_K`` elements of
+    128 bytes (the TMA swizzle: 64 16-bit, 128 FP8); ``BLOCK_N`` 64, 128 or 256, dividing ``n_out`` (a weight tile never
+    spans two experts); ``k`` a multiple of ``BLOCK_K``; ``num_stages`` 2 to 6."""
+    if fmt not in WGMMA_FORMATS:
+        raise ValueError(f"WGMMA runs the second GEMM of {', '.join(WGMMA_FORMATS)} layers, not {fmt}")
+    fp8 = fmt.startswith("fp8")
+    bad = [o for o in WGMMA_EXCLUDES if config.get(o)]
+    if bad:
+        raise ValueError(f"WGMMA (the Gluon wgmma kernel) has no {', '.join(bad)} (options of the tl tiles)")
+    bn, bk, nw, st = config["BLOCK_N"], config["BLOCK_K"], config["num_warps"], config["num_stages"]
+    if (block_m, nw) not in ((64, 4), (128, 4), (128, 8)):
+        raise ValueError(f"WGMMA: BLOCK_M 64 with num_warps 4, or BLOCK_M 128 with num_warps 4 or 8; got BLOCK_M "
+                         f"{block_m}, num_warps {nw}")
+    itemsize = 1 if fp8 else 2
+    if bk * itemsize != 128:
+        raise ValueError(f"WGMMA: BLOCK_K must be {128 // itemsize} for {fmt} (128-byte TMA rows), got {bk}")
+    if bn not in (64, 128, 256) or (n_out is not None and n_out % bn):
+        raise ValueError("WGMMA: BLOCK_N must be 64, 128 or 256" + (f" and divide the output width {n_out}"
+                                                                        if n_out is not None else "") + f", got {bn}")
+    if k is not None and k % bk:
+        raise ValueError(f"WGMMA: the intermediate size {k} must be a multiple of BLOCK_K {bk}")
+    if not 2 <= st <= 6:
+        raise ValueError(f"WGMMA: num_stages must be 2 to 6, got {st}")
 
 
 def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
@@ -2241,6 +2284,18 @@ def load_config_file(path: str) -> dict[int, dict]:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: GEMV is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
         bm = out[int(tok)]["BLOCK_M"]
+        if out[int(tok)]["gemm1"].get("WGMMA"):
+            raise ValueError(f"{where}.gemm1: WGMMA is a second-GEMM option (its A is the first GEMM's sorted rows)")
+        if out[int(tok)]["gemm2"].get("WGMMA"):
+            if out[int(tok)].get("DIRECT"):
+                raise ValueError(f"{where}.gemm2: WGMMA is an option of the sorted MMA tiles, not of DIRECT buckets")
+            try:
+                wgmma_check(out[int(tok)]["gemm2"], block_m=bm, fmt=fmt or "(no key.format)")
+            except ValueError as exc:
+                raise ValueError(f"{where}.gemm2: {exc}") from None
+            if (fmt or "").startswith("fp8") and not out[int(tok)]["gemm2"].get("PREQUANT"):
+                raise ValueError(f"{where}.gemm2: WGMMA reads FP8 A as e4m3 in memory: an FP8 layer's WGMMA config "
+                                 f"needs PREQUANT (the runner's row quantization before the GEMM)")
         for g in ("gemm1", "gemm2"):
             mm = out[int(tok)][g].get("MIN_M", 0)
             if mm >= bm:

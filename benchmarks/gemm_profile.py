@@ -15,6 +15,9 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
   full tiles' output (the first GEMM's rows in use, the layer's output after the second);
 - ``*.masked``: the same with the K-masked main loop (``EVEN_K`` off, the kernel before 2026-11-30 late);
 - ``*.tma``: the same tiles with ``TMA`` (the weight tiles loaded through a TMA tensor descriptor);
+- ``gemm2.wgmma.n{BLOCK_N}_s{stages}_w{warps}`` (sm90, bf16 / fp16 / fp8_tensor / fp8_channel): the second GEMM through
+  the Gluon wgmma kernel (``WGMMA``, backends/triton_moe_wgmma.py); ``max_abs_diff``: the layer's output against the
+  runner's tiles' (``max_abs_ref`` its largest value);
 - ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
   rows, bf16 out, no activation (the layout of a split GEMM + activation kernel), ``BLOCK_M`` 128;
 - ``gemm2.sorted``: the second GEMM writing sorted rows without the routing weight (the epilogue's
@@ -47,6 +50,9 @@ import tune_triton_moe as T  # noqa: E402
 DEFAULT_POINTS = ("Qwen3-30B-A3B:bf16:8192", "Qwen3-30B-A3B:fp8_channel:8192", "Qwen3-30B-A3B:fp8_block:8192",
                   "Qwen3-30B-A3B:bf16:2048", "Qwen3-30B-A3B:fp8_block:1", "Qwen3-30B-A3B:bf16:1",
                   "Mixtral-8x7B:fp8_block:8192", "DeepSeek-V3:fp8_block:8192")
+#: (BLOCK_N, num_stages, num_warps) of the ``gemm2.wgmma.*`` variants (the Gluon wgmma second GEMM; 4 warps only at
+#: BLOCK_M 64)
+WGMMA_VARIANTS = ((256, 4, 8), (256, 3, 8), (128, 4, 8), (128, 4, 4))
 UNFUSED = ({"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
            {"BLOCK_N": 256, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
            {"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4})
@@ -111,6 +117,25 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer, on
             if label in rows and "us" in rows[label]:
                 ok = torch.isfinite(want)
                 rows[label]["max_abs_diff"] = float((got - want)[ok].abs().max()) if ok.any() else 0.0
+    if fmt in K.WGMMA_FORMATS and torch.cuda.get_device_capability(dev) == (9, 0):
+        # the second GEMM through the Gluon wgmma kernel (backends/triton_moe_wgmma.py); the layer's output against
+        # the runner's tiles'
+        p = passes[0]
+        p.gemm2(cfg["gemm2"])
+        want = p.combine().float().clone()
+        for bn, st, nw in WGMMA_VARIANTS:
+            if bm == 64 and nw != 4:
+                continue
+            c2 = {"BLOCK_N": bn, "BLOCK_K": 128 if fmt.startswith("fp8") else 64, "GROUP_M": 1, "num_warps": nw,
+                  "num_stages": st, "WGMMA": True, **({"PREQUANT": True} if fmt.startswith("fp8") else {})}
+            label = f"gemm2.wgmma.n{bn}_s{st}_w{nw}"
+            run(label, [lambda p=p, c=c2: p.gemm2(c) for p in passes], flops2)
+            if label in rows and "us" in rows[label]:
+                p.gemm2(c2)
+                got = p.combine().float()
+                ok = torch.isfinite(want)
+                rows[label]["max_abs_diff"] = float((got - want)[ok].abs().max()) if ok.any() else 0.0
+                rows[label]["max_abs_ref"] = float(want[ok].abs().max()) if ok.any() else 0.0
     if fmt in K.TMA_FORMATS:   # the same tiles with the weight tiles through a TMA descriptor
         run("gemm1.tma", [lambda p=p: p.gemm1({**cfg["gemm1"], "TMA": True}) for p in passes], flops1)
         run("gemm2.tma", [lambda p=p: p.gemm2({**cfg["gemm2"], "TMA": True}) for p in passes], flops2)

@@ -78,6 +78,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# the accumulator layout and the ring's load step are the runner's (its WGMMA second GEMM)
+from moe_select.backends.triton_moe_wgmma import _acc_layout, _issue_load  # noqa: E402
+
 BLOCK_M = 128
 #: (name, BLOCK_N, STAGES, WS, EPI_SPLIT, num_warps): what --gpu times and the CPU test compiles. EPI_SPLIT: the
 #: epilogue's shared buffer holds ``BLOCK_N / EPI_SPLIT`` columns (BLOCK_N 256 at 4 stages: 4 x 48 KB of ring + 32 KB)
@@ -116,13 +119,6 @@ def shapes(model: str) -> list[tuple[str, int, int]]:
 # --- the kernel -------------------------------------------------------------------------------------------------
 
 
-@gluon.constexpr_function
-def _acc_layout(bits, block_n, num_warps):
-    """The wgmma accumulator layout of a ``[128, block_n]`` tile over ``num_warps`` warps (all along M: 16 rows per
-    warp, a warpgroup per 64 rows), instruction ``m16 x block_n x (256 / bits)``."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_n, 256 // bits])
-
-
 @gluon.jit
 def _my_tiles(num_rows_ptr, n_tiles, BM: gl.constexpr):
     """(program, programs, this program's tile count): tiles ``pid, pid + nprog, ...`` of ``valid blocks x n_tiles``."""
@@ -130,22 +126,6 @@ def _my_tiles(num_rows_ptr, n_tiles, BM: gl.constexpr):
     nprog = gl.num_programs(0)
     total = (gl.load(num_rows_ptr) // BM) * n_tiles
     return pid, nprog, gl.maximum(total - pid + nprog - 1, 0) // nprog
-
-
-@gluon.jit
-def _issue_load(j, pid, nprog, n_tiles, k_tiles, N, a_desc, b_desc, a_bufs, b_bufs, bar, block_expert_ptr, pred):
-    """Step ``j`` of this program's (tile, K step) stream: the A tile ``[BM, BK]`` at ``(block * BM, k)`` and the B tile
-    ``[BN, BK]`` at ``(e * N + n0, k)`` into the stage of ``bar`` (``pred`` False: nothing)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[0]
-    t = pid + (j // k_tiles) * nprog
-    kt = j % k_tiles
-    blk = t // n_tiles
-    e = gl.maximum(gl.load(block_expert_ptr + blk, mask=pred, other=0), 0)
-    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(a_desc, [blk * BM, kt * BK], bar, a_bufs, pred)
-    tma.async_copy_global_to_shared(b_desc, [e * N + (t % n_tiles) * BN, kt * BK], bar, b_bufs, pred)
 
 
 @gluon.jit

@@ -1510,6 +1510,41 @@ def test_the_runner_checks_a_tile_files_key_where_it_loads_the_file():
             core({**split, "key": {**key, "format": "fp8_block", "block_shape": [128, 128]}})
 
 
+_G2_BF16_128 = {"BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4, "num_stages": 3, "WGMMA": True}
+
+
+@interp
+def test_the_core_checks_wgmma_buckets_and_runs_them_on_the_tl_tiles_where_gluon_cannot_run():
+    """(tests/test_triton_wgmma.py holds the other WGMMA tests; this one runs in this file's interpreter worker.)
+    The core checks a WGMMA bucket against the layer (BLOCK_N dividing the hidden size, the intermediate size a
+    multiple of BLOCK_K) at construction, before any weight: RunnerInputError naming the file and bucket; where Gluon
+    cannot run (here: the interpreter) the bucket's second GEMM runs the tl tiles of its other keys, and the config
+    source says so; the layer's output is then the tl tiles' against float64."""
+    K, tm = _K(), _tm()
+    spec = LayerSpec(num_experts=4, top_k=2, hidden_size=128, intermediate_size=64, activation="silu", quant="bf16")
+    name = K.config_file_name(4, 128, 128, "bf16", "cpu")
+    key = {"E": 4, "N": 128, "K": 128, "format": "bf16", "block_shape": None, "device": "cpu"}
+    g1 = {"BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    with tempfile.TemporaryDirectory() as d:
+        def core(g2: dict):
+            body = {"format_version": 1, "key": key, "configs": {"16": {"BLOCK_M": 64, "gemm1": g1, "gemm2": g2}}}
+            (Path(d) / name).write_text(json.dumps(body))
+            K.load_config_file.cache_clear()
+            return tm.TritonMoeCore(spec, "cpu", config_dir=d)
+
+        c = core(_G2_BF16_128)
+        assert "WGMMA second GEMMs run the tl tiles" in c.config_source and "interpreter" in c.config_source
+        cfg = c.config_for(16)
+        assert "WGMMA" not in cfg["gemm2"] and cfg["gemm2"]["BLOCK_N"] == 128
+        with pytest.raises(RunnerInputError, match=rf"{name}: tokens 16: gemm2: WGMMA: BLOCK_N must be .* divide the "
+                                                   r"output width 128, got 256"):
+            core({**_G2_BF16_128, "BLOCK_N": 256})
+        layer = Layer(spec, fresh_seed())
+        pw = c.prepare_weights(*layer.args, **layer.kwargs)
+        x, ids, w = routing(spec, 16, 7)
+        check(spec, layer, x, ids, w, c.forward(x, ids, w, pw), "WGMMA bucket on the tl tiles")
+
+
 def test_warm_token_counts_cover_every_token_count():
     """One forward at each warm-up count compiles every (configuration, sort path) any count 1..20000 uses."""
     if not HAS_TRITON:
