@@ -162,15 +162,11 @@ def test_gpu_wgmma_second_gemm(quant, act, tokens, ep, on_input):
     _wgmma()
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("WGMMA is sm90's")
-    spec, layer, seed = base.gpu_layer(quant, act, k=8, e=64, h=1024, i=512, ep=ep, rank=ep - 1)
+    spec, layer, seed = base.gpu_layer(quant, act, k=1 if on_input else 8, e=64, h=1024, i=512, ep=ep, rank=ep - 1)
     core, pw = base.core_for(spec, layer, "cuda", warmup=False, apply_router_weight_on_input=on_input)
-    if on_input:
-        spec = core.spec
     base_cfg = {**core.config_for(2048), "BLOCK_M": 128}
     tl2 = {k: v for k, v in _g2(quant).items() if k != "WGMMA"}
-    x, ids, w = base.routing(spec, tokens, seed, "cuda")
-    if on_input:
-        ids, w = ids[:, :1].contiguous(), w[:, :1].contiguous()
+    x, ids, w = base.routing(spec, tokens, seed, "cuda", minus_one=not on_input)
     outs = {}
     for on in (False, True):
         core.config_for = lambda t, on=on: {**base_cfg, "gemm2": _g2(quant) if on else tl2}
