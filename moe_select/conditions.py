@@ -2,7 +2,7 @@
 
 A deployment is seen by conditions as flat *facts* (:func:`facts_of`): categorical values (arch, quant,
 a2a, the a2a modes used, activation, routing, engine, phases, cuda_graph) and the quantities below.
-``moe_tp = tp / ep`` is the MoE tensor-parallel size; each rank keeps ``experts_per_rank = (num_experts +
+``moe_tp = tp / ep`` is the MoE tensor-parallel size (1 where ep is a multiple of tp above it: :func:`moe_tp_of`); each rank keeps ``experts_per_rank = (num_experts +
 fused_shared_experts) / ep`` experts and ``intermediate_per_rank = moe_intermediate_size / moe_tp``
 rows of each (SGLang's and vLLM's FusedMoE weight loaders). Quantities are exact fractions, so an uneven
 split is visible instead of being rounded away. ``low_latency_tokens_per_rank`` is ``max_tokens_per_rank``
@@ -375,6 +375,12 @@ class Constraint(Conditional):
             raise ValueError(f"multiple_of must be a positive integer or a quantity, got {self.multiple_of}")
         if self.when is not None and self.when.unsatisfiable():
             raise ValueError(f"when can never match: {self.when.unsatisfiable()}")
+        if self.min is not None and isinstance(self.max, int) and self.min > self.max:
+            # refuses every deployment it applies to (an eighth new user's trial: silently accepted, as a rule's or a
+            # package range's empty bounds are not)
+            raise ValueError(f"min {self.min} > max {self.max}: the constraint admits no value of {self.field}")
+        if self.one_of is not None and not self.one_of:
+            raise ValueError("one_of is empty: the constraint admits no value")
         return self
 
     def applies(self, facts: Mapping[str, Any]) -> bool:
@@ -446,7 +452,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
     ``online``: the engine quantizes an unquantized checkpoint at load; ``vendor_library``: the engine's vendor-library switch
     (None: not given); ``max_tokens_given``: ``max_tokens_per_rank`` is the deployment's (False: this project's default,
     so ``low_latency_tokens_per_rank`` is absent)."""
-    moe_tp = Fraction(tp, ep) if ep else Fraction(0)
+    moe_tp = moe_tp_of(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
         "arch": arch, "quant": quant, "a2a": a2a, "a2a_mode": tuple(a2a_modes) or None, "activation": activation,
@@ -489,6 +495,16 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
     }
 
 
+def moe_tp_of(tp: int, ep: int) -> Fraction:
+    """The MoE tensor-parallel size: ``tp / ep`` (a fraction where ep does not divide tp: facts refuse that), or 1 where
+    ep is a multiple of tp above it: vLLM's expert parallelism over tp x dp ranks (a deployment that writes tp as
+    vLLM's tensor-parallel size beside dp, ep = tp x dp), whose experts are never tensor-split
+    (vllm-project/vllm@002d6073aa03:vllm/model_executor/layers/fused_moe/config.py:FusedMoEParallelConfig.make: tp
+    size 1 with EP on). An eighth new user's trial found tp 2 with ep 4 read as each expert split over half a rank,
+    doubling ``intermediate_per_rank``, where the same launch line (tp 4 as the whole group) gave the real one."""
+    return Fraction(1) if ep > tp and ep % tp == 0 else Fraction(tp, ep)
+
+
 #: The quantities :func:`with_parallelism` recomputes (every other fact stays as it is).
 PARALLEL_QUANTITIES = ("tp", "ep", "moe_tp", "experts_per_rank", "intermediate_per_rank", "shared_intermediate_per_tp",
                        "dense_intermediate_per_tp", "tp_dp")
@@ -497,7 +513,7 @@ PARALLEL_QUANTITIES = ("tp", "ep", "moe_tp", "experts_per_rank", "intermediate_p
 def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, Any]:
     """``facts`` with tp and ep replaced and the quantities derived from them recomputed."""
     f = dict(facts)
-    moe_tp = Fraction(tp, ep)
+    moe_tp = moe_tp_of(tp, ep)
     slots = f["num_experts"] + f.get("fused_shared_experts", 0)
     f.update({"tp": tp, "ep": ep, "moe_tp": moe_tp, "experts_per_rank": Fraction(slots, ep),
               "intermediate_per_rank": Fraction(f["moe_intermediate_size"]) / moe_tp})

@@ -470,6 +470,14 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         line = dep._lines.get(field, dep._line)
         issues.append(Issue(dep._file, line, field, msg))
 
+    # SGLang's attention data parallelism splits the TP group: tp_size % dp_size == 0 is asserted at startup, as the
+    # launch-line reader refuses it (an eighth new user's trial: a deployment file with tp 4, dp 3 planned and
+    # --emit wrote its launch). Not a capability fact: an unstated dp (no dp attention) would leave every SGLang plan
+    # unverified at the dps it refuses.
+    if dep.engine == "sglang" and dep.dp and dep.tp % dep.dp:
+        bad("dp", f"tp {dep.tp} with dp {dep.dp} ({here('dp')}): SGLang asserts tp_size % dp_size == 0 at startup "
+            f"({dep.tp} % {dep.dp} = {dep.tp % dep.dp}) [sgl-project/sglang@008b79d2358b:python/sglang/srt/arg_groups/"
+            "parallel_hook.py:handle_data_parallelism]; give a dp that divides tp")
     # The engine's version: a final release the release table lists, or newer than every release it lists (a new user's
     # trial, 2026-12-04: sglang 0.11.0, vllm 0.16.5 were accepted and judged); pre-releases, dev builds and local
     # labels (+cu128) are builds of their release and pass.

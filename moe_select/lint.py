@@ -34,7 +34,7 @@ from .catalog import Catalog, load_catalog
 from .conditions import IntRange, When
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile, duplicate_rule_ids
-from .vocab import ENGINES, QUANTS, arch_in, declared_archs
+from .vocab import ENGINES, INSTALL_ENGINE, QUANTS, arch_in, declared_archs
 from .yamlio import MarkedDict, load_file, shorten, validate
 
 
@@ -106,7 +106,17 @@ def _runnable(catalog: Catalog, name: str, rule: Rule) -> bool:
                 ok = ok or _accepts_a2a(cap, a, formats)
         if not ok:
             return False
-    return any(q in cap.formats_on(a) for a, q in _domain(rule))
+    engines: list[str | None] = list(rule.when.engine) if rule.when.engine else [None, *ENGINES, INSTALL_ENGINE]
+    formats = {f for r in cap.support if r.supported for f in r.formats}
+
+    def open_gap(a: str, q: str) -> bool:
+        # the selector's gaps for a cell no support row names (selector._support_reasons): an arch no row names
+        # ("archs"), a format none names ("formats"), else the cell ("support"); each unverified, so eligible, where
+        # the runner's list of that kind is open under some engine the rule can match
+        kinds = [k for k, missing in (("archs", not cap.has_arch(a)), ("formats", q not in formats)) if missing]
+        return all(any(cap.decision(k, e) is None for e in engines) for k in kinds or ["support"])
+
+    return any(q in cap.formats_on(a) or open_gap(a, q) for a, q in _domain(rule))
 
 
 def _only_arch_quant(rule: Rule) -> bool:
@@ -177,38 +187,38 @@ def _comment_findings(catalog: Catalog) -> list[Finding]:
     return out
 
 
+def _fact_objects(cap: Any) -> list[Any]:
+    """The objects of one runner or all-to-all capability file that carry a ``source`` (the file's and its facts')."""
+    if isinstance(cap, RunnerCapability):
+        return [cap, cap.adapter, cap.weight_layout, cap.jit, *cap.support, *cap.activations, *cap.routing,
+                *cap.dispatch, *cap.a2a, *cap.cuda_graph, *cap.constraints, *cap.packages, *cap.toolchain, *cap.notes]
+    if isinstance(cap, A2ACapability):
+        return [cap, cap.archs, cap.cuda_graph, *cap.modes.values(), *cap.unavailable, *cap.constraints, *cap.packages]
+    return []
+
+
+def _sources_of(objs: Iterable[Any]) -> list[tuple[str, str]]:
+    return [(obj.where(), obj.source) for obj in objs if obj is not None and isinstance(getattr(obj, "source", None), str)]
+
+
 def iter_sources(catalog: Catalog) -> list[tuple[str, str]]:
     """``(file:line, source)`` of every fact of every capability file (and the file-level sources)."""
-    out: list[tuple[str, str]] = []
-
-    def add(obj: object) -> None:
-        src = getattr(obj, "source", None)
-        if isinstance(src, str):
-            out.append((obj.where(), src))  # type: ignore[attr-defined]
-
-    objs: list[Any] = []
-    for cap in catalog.runners.values():
-        objs += [cap, cap.adapter, cap.weight_layout, cap.jit, *cap.support, *cap.activations, *cap.routing,
-                 *cap.dispatch, *cap.a2a, *cap.cuda_graph, *cap.constraints, *cap.packages, *cap.toolchain, *cap.notes]
-    for acap in catalog.a2a.values():
-        objs += [acap, acap.archs, acap.cuda_graph, *acap.modes.values(), *acap.unavailable, *acap.constraints, *acap.packages]
+    objs: list[Any] = [o for cap in [*catalog.runners.values(), *catalog.a2a.values()] for o in _fact_objects(cap)]
     objs += [catalog.common, *catalog.common.constraints, *catalog.packages_table.values(),
              *(p.markers for p in catalog.packages_table.values())]
-    for obj in objs:
-        if obj is not None:
-            add(obj)
-    return out
+    return _sources_of(objs)
 
 
-def _source_findings(catalog: Catalog) -> list[Finding]:
+def _source_findings(catalog: Catalog, alone: Iterable[Any] = ()) -> list[Finding]:
     """Facts whose source is not in a checkable form (capability.SOURCE_PATTERN): a repository file at a
-    version, a PR or issue, a report, or this project's own code and measurements."""
+    version, a PR or issue, a report, or this project's own code and measurements; those of the catalog's files
+    and of ``alone`` (capability files checked on their own, not joined to the catalog)."""
     import re
 
     from .capability import SOURCE_PATTERN
 
     pattern = re.compile(SOURCE_PATTERN)
-    sources = iter_sources(catalog)
+    sources = iter_sources(catalog) + _sources_of(o for cap in alone for o in _fact_objects(cap))
     out = [Finding(where, f"fact without a checkable source: {src[:100]!r} (write owner/repo@version:path[:symbol], "
                    "owner/repo#N, (reported) owner/repo#N, or 'this project: <path>')")
            for where, src in sources if not pattern.match(src)]
@@ -538,6 +548,9 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True,
         raise InputError(issues)
     findings = lint_catalog(catalog)
     seen = {(f.where, f.message) for f in findings}  # a bundled file given again is reported once
-    findings += [f for f in [*evidence_findings(capability), *negative_fact_findings(capability, _engine_packages(catalog))]
+    # a capability file given alone is not in the catalog: its facts' sources are linted here, as a folder's are
+    alone = [c for c in capability if c not in [*catalog.runners.values(), *catalog.a2a.values()]]
+    findings += [f for f in [*evidence_findings(capability), *negative_fact_findings(capability, _engine_packages(catalog)),
+                             *(_source_findings(catalog, alone) if alone else [])]
                  if (f.where, f.message) not in seen]
     return findings, catalog

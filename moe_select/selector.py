@@ -718,9 +718,18 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     ctx = _runner_ctx(ctx, cap.runner)
     u, name, out = ctx.u, cap.runner, []
     engine = ctx.facts.get("engine")
+    # an engine the runner's own engines fact does not name: where its list is open, the engine's closed runner option
+    # (names.yaml) still decides
+    unnamed = _unnamed_for_engine(name, engine) if cap.engines is not None and engine not in cap.engines.values else None
+    if unnamed is not None:
+        out.append(unnamed)
     if cap.engines is not None and engine in cap.engines.values:
         ctx.engine_used.append(cap.engines.where())
-    if cap.engines is not None and engine not in cap.engines.values:
+    # this install (engine moe_select) runs what has an adapter here: a runner without one is refused by no_adapter
+    # (adapter_reasons), not by an engines list whose exhaustive decision cites another engine's code (an eighth new
+    # user's trial: TensorRT-LLM's get_moe_cls was cited for moe_select)
+    if cap.engines is not None and engine not in cap.engines.values and unnamed is None \
+            and not (engine == INSTALL_ENGINE and cap.module is None):
         gap = _gap(ctx, cap, "engines", "engine_unsupported", f"{name} is not shipped by {engine} (shipped by "
                    f"{', '.join(cap.engines.values)})", f"a fact that {engine} ships {name}", cap.engines.where(), name)
         out += [r.model_copy(update={"fix": f"engine: {' or '.join(cap.engines.values)}, or another runner"}) for r in gap]
@@ -979,6 +988,27 @@ def _not_an_engine_name(name: str, engine: str, mean: str, close: str | None) ->
                   detail=f"no capability file describes runner {name}{mean}, and {engine}'s runner option takes no such "
                          f"value: it refuses it at startup ({ch.source})",
                   fix=f"runner: {close}" if close else f"a runner {engine} takes (moe-select explain lists them)")
+
+
+def _unnamed_for_engine(name: str, engine: str | None) -> Reason | None:
+    """A runner with a capability file but no row of backends/engines/names.yaml (an operator's new runner), under a
+    serving engine its own ``engines`` fact does not name, whose runner option is closed and takes no such value:
+    ``engine_unsupported`` citing the choices row (the engine refuses ``name`` at startup). None for a runner
+    names.yaml maps (its ``engines`` facts decide), an open option, or this install's engine. An eighth new user's
+    trial: an operator runner was refused under TensorRT-LLM without a file and planned unverified with one."""
+    from .engine_tables import names
+
+    table = names()
+    if engine is None or engine == INSTALL_ENGINE or any(r.ours == name for r in table.runners):
+        return None
+    ch = table.choices_of(engine, "runner")
+    if ch is None or not ch.closed or ch.norm(name) in table.accepted(engine, "runner"):
+        return None
+    return Reason(code="engine_unsupported", backend=name, source=ch.where(),
+                  detail=f"no row of backends/engines/names.yaml gives {name} a name in {engine}, and {engine}'s runner "
+                         f"option takes no such value: it refuses it at startup ({ch.source})",
+                  fix=f"a names.yaml row mapping {name} to the value {engine} takes (a release that ships it), or "
+                      f"another engine")
 
 
 # ------------------------------------------------------------------------------------------ explain

@@ -263,6 +263,9 @@ def _operator_runner(folder: Path) -> Path:
     bdir, _ = bundled_dirs()
     (folder / "a2a").mkdir(parents=True)
     text = (bdir / "torch_native.yaml").read_text().replace("runner: torch_native", "runner: site_runner")
+    # said shipped by vLLM too (an operator's fact): so it plans under engine any (vLLM's own runner option, closed,
+    # does not name it; a runner whose file does not name an engine is refused there: selector._unnamed_for_engine)
+    text = text.replace("engines:\n  values: [moe_select]", "engines:\n  values: [moe_select, vllm]", 1)
     text = re.sub(r"^module: .*\n", "", text, flags=re.M)
     text = re.sub(r"^registers: .*\n", "", text, flags=re.M)
     text = re.sub(r"^adapter:\n(?:  .*\n)+", "", text, flags=re.M)  # what this install's module implements: none here
