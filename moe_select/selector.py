@@ -971,6 +971,18 @@ def _read_at(engine: str, version: str | None, newer: bool) -> bool:
         return False
 
 
+def _closed_runner_option(name: str, engine: str) -> Any:
+    """``engine``'s runner-option choices row (backends/engines/names.yaml) where it is closed and takes no value
+    ``name`` (as the row normalizes it), else None."""
+    from .engine_tables import names
+
+    table = names()
+    ch = table.choices_of(engine, "runner")
+    if ch is None or not ch.closed or ch.norm(name) in table.accepted(engine, "runner"):
+        return None
+    return ch
+
+
 def _not_an_engine_name(name: str, engine: str, mean: str, close: str | None) -> Reason | None:
     """A runner no capability file describes, under an engine whose runner option is closed (backends/engines/names.yaml
     ``choices``: SGLang's argparse choices, vLLM's MoEBackend Literal, TensorRT-LLM's MoeConfig Literal) that takes no
@@ -978,11 +990,8 @@ def _not_an_engine_name(name: str, engine: str, mean: str, close: str | None) ->
     is open or takes the name (a backend of the engine's that no capability file describes yet: unverified). The caller
     asks only for a declared engine version the facts were checked at (a newer or undeclared release may take a value
     the table has not read)."""
-    from .engine_tables import names
-
-    table = names()
-    ch = table.choices_of(engine, "runner")
-    if ch is None or not ch.closed or ch.norm(name) in table.accepted(engine, "runner"):
+    ch = _closed_runner_option(name, engine)
+    if ch is None:
         return None
     return Reason(code="engine_unsupported", backend=name, source=ch.where(),
                   detail=f"no capability file describes runner {name}{mean}, and {engine}'s runner option takes no such "
@@ -998,11 +1007,10 @@ def _unnamed_for_engine(name: str, engine: str | None) -> Reason | None:
     trial: an operator runner was refused under TensorRT-LLM without a file and planned unverified with one."""
     from .engine_tables import names
 
-    table = names()
-    if engine is None or engine == INSTALL_ENGINE or any(r.ours == name for r in table.runners):
+    if engine is None or engine == INSTALL_ENGINE or any(r.ours == name for r in names().runners):
         return None
-    ch = table.choices_of(engine, "runner")
-    if ch is None or not ch.closed or ch.norm(name) in table.accepted(engine, "runner"):
+    ch = _closed_runner_option(name, engine)
+    if ch is None:
         return None
     return Reason(code="engine_unsupported", backend=name, source=ch.where(),
                   detail=f"no row of backends/engines/names.yaml gives {name} a name in {engine}, and {engine}'s runner "
