@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -469,6 +470,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     each file that drifts and each count that differs)."""
     from .catalog import load_catalog
     from .matrix import build, drift, names_drift, readme_drift, render_json, render_markdown, write
+
+    ignored = [v for v in ("MOE_SELECT_BACKENDS", "MOE_SELECT_RULES") if os.environ.get(v)]
+    if ignored:  # the matrix documents the bundled facts (an eighth new user's trial: the variables went unsaid)
+        print(f"moe-select matrix: note: {' and '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not read: the "
+              "matrix describes the bundled capability files and rules (explain and check read operator folders)",
+              file=sys.stderr)
 
     if args.write and args.check:
         raise InputError("--write and --check exclude each other: --check compares the committed files, --write replaces them",

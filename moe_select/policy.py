@@ -17,9 +17,9 @@ is at most N, that runner is the plan's.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Iterable, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .conditions import When
 from .located import Located
@@ -52,6 +52,16 @@ class Rule(Located):
     reason: str | None = None
     note: str | None = None
     small_forwards: SmallForwards | None = None
+
+    @field_validator("prefer", "disable", mode="before")
+    @classmethod
+    def _a_list(cls, v: Any, info: ValidationInfo) -> Any:
+        """A bare runner name where a list goes (``prefer: triton``): one message saying to write a list (an eighth new
+        user's trial got "'triton' is not one of measured")."""
+        if isinstance(v, str) and not (info.field_name == "prefer" and v == MEASURED):
+            also = " or measured" if info.field_name == "prefer" else ""
+            raise ValueError(f"{info.field_name} takes a list of runner names{also}: write [{v}], not the string {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _one_action(self) -> "Rule":

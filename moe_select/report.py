@@ -151,7 +151,7 @@ class Report(BaseModel):
             out.append(f"  engines: {', '.join(p.engines)}" + (" (engine: any)" if p.engine == "any" else ""))
             if p.weight_layout:
                 out.append(f"  weights: w13 {p.weight_layout['w13']}; w2 {p.weight_layout['w2']}")
-            out += [f"  note: {n}" for n in p.notes]
+            out += [f"  note: {n}" for n in p.notes if n not in u.notes]  # the deployment's notes are printed above
             if p.jit:
                 out.append(f"  jit: {p.jit}")
             out += [f"  assumed: {a}" for a in p.assumptions]

@@ -161,3 +161,26 @@ def test_an_operator_runner_is_refused_under_an_engine_that_cannot_name_it(tmp_p
     ok = moe_select.explain({**dep, "engine": "sglang"}, backends_dirs=[ops])
     assert ok.plan is not None and ok.plan.runner == "my_moe", ok.summary()
     shutil.rmtree(ops)
+
+
+def test_smaller_messages(tmp_path, monkeypatch, capsys):
+    """A deployment's note is printed once (not again among the plan's); matrix says it does not read the operator
+    variables; a rule's bare runner name where a list goes says to write a list."""
+    from moe_select.cli import main
+
+    cfg = json.loads((CONFIGS / "Qwen__Qwen3-30B-A3B" / "config.json").read_text())
+    cfg["hidden_act"] = "foo_act"
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    text = moe_select.explain({"gpu": "H200", "model_config": str(tmp_path / "m")}).render_text()
+    assert text.count("activation foo_act is declared in no vocabulary") == 1, text
+    monkeypatch.setenv("MOE_SELECT_RULES", str(tmp_path))
+    main(["matrix", "--json"])
+    assert "MOE_SELECT_RULES is not read" in capsys.readouterr().err
+    monkeypatch.delenv("MOE_SELECT_RULES")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.yaml").write_text("schema_version: 1\nrules:\n  - id: x\n    when: {arch: [sm90]}\n    prefer: triton\n")
+    with pytest.raises(InputError, match=r"r.yaml:5: rules\[0\].prefer: prefer takes a list of runner names or measured: "
+                                         r"write \[triton\]"):
+        check([rules], use_env=False)
