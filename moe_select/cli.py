@@ -834,6 +834,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("invalid input:", file=sys.stderr)
         for issue in exc.issues:
             print(f"  {issue}", file=sys.stderr)
+        if getattr(args, "json", False):  # a JSON reader gets the issues too, not an empty stdout (eighth trial)
+            print(json.dumps({"status": "invalid_input", "issues": [
+                {"file": i.file, "line": i.line, "field": i.field, "message": i.message} for i in exc.issues]}, indent=2))
         return 2
     except ResolveError as exc:
         print(str(exc), file=sys.stderr)

@@ -184,3 +184,16 @@ def test_smaller_messages(tmp_path, monkeypatch, capsys):
     with pytest.raises(InputError, match=r"r.yaml:5: rules\[0\].prefer: prefer takes a list of runner names or measured: "
                                          r"write \[triton\]"):
         check([rules], use_env=False)
+
+
+def test_invalid_input_with_json_prints_the_issues_as_json(tmp_path, capsys):
+    """Exit 2 with --json: stdout holds the issues (file, line, field, message), not nothing."""
+    from moe_select.cli import main
+
+    f = tmp_path / "dp3.yaml"
+    f.write_text(f"gpu: H100\nengine: sglang\nmodel_config: {CONFIGS / 'mistralai__Mixtral-8x7B-v0.1'}\ntp: 4\nep: 4\ndp: 3\n")
+    assert main(["explain", "--json", "-d", str(f)]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "invalid_input"
+    [issue] = out["issues"]
+    assert issue["file"] == str(f) and issue["line"] == 6 and issue["field"] == "dp" and "tp_size % dp_size" in issue["message"]
