@@ -194,8 +194,9 @@ def test_vllm_ep_is_exactly_the_moe_group_when_dp_is_given():
     # ep equal to tp holds at every dp: no unknown
     r = explain(gpu="H200", quant="bf16", engine="vllm", tp=8, ep=8, model=model)
     assert r.status == "ok" and not [x for c in r.candidates for x in c.unknowns if VLLM_EP in x.detail]
-    # SGLang's rule is its own (ep divides tp)
-    r = explain(gpu="H200", quant="bf16", engine="sglang", tp=1, dp=8, ep=4, model=model)
+    # SGLang's rule is its own (ep divides tp; its dp divides tp too, an input error otherwise): ep 4 is neither tp nor
+    # tp x dp, which vLLM's rule would refuse
+    r = explain(gpu="H200", quant="bf16", engine="sglang", tp=8, dp=8, ep=4, model=model)
     assert not [x for x in r.reasons if VLLM_EP in x.detail]
 
 
