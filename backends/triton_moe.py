@@ -120,6 +120,18 @@ def _shape(t: torch.Tensor) -> list[int]:
     return list(t.shape)
 
 
+def _no_gluon(module: str) -> str | None:
+    """Import this package's Gluon ``module`` (``triton_moe_gluon``, ``triton_moe_wgmma``) now, at the core's
+    construction, so a Triton without Gluon is known before any weight is loaded: None when it imports, else why not."""
+    import importlib
+
+    try:
+        importlib.import_module(f".{module}", __package__)
+    except ImportError as exc:
+        return f"this Triton ({getattr(K.triton, '__version__', '?')}) has no Gluon ({exc})"
+    return None
+
+
 class TritonMoeCore:
     """Expert compute core of the ``triton`` runner for one rank (see :class:`~moe_select.layer.LayerSpec`).
 
@@ -241,11 +253,8 @@ class TritonMoeCore:
             why = None
             if gluon and not self.fp4_asm:
                 why = "the portable decode (fp4_decode='portable' or the interpreter) cannot run the Gluon GEMV"
-            elif gluon:      # imported now, so a Triton without Gluon is known before any weight is loaded
-                try:
-                    from . import triton_moe_gluon  # noqa: F401
-                except ImportError as exc:
-                    why = f"this Triton ({getattr(K.triton, '__version__', '?')}) has no Gluon ({exc})"
+            elif gluon:
+                why = _no_gluon("triton_moe_gluon")
             if why:          # those GEMMs run the tl GEMV's own tiles (gemv_config), and the source says so
                 tl_gemv = K.gemv_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, 1, s.top_k, s.gated)
                 for t in gluon:
@@ -263,11 +272,8 @@ class TritonMoeCore:
                 why = "Gluon has no interpreter: the CPU cannot run it"
             elif wgmma and torch.cuda.get_device_capability(self.device) != (9, 0):
                 why = f"wgmma is sm90's; this GPU is compute capability {torch.cuda.get_device_capability(self.device)}"
-            elif wgmma:      # imported now, so a Triton without Gluon is known before any weight is loaded
-                try:
-                    from . import triton_moe_wgmma  # noqa: F401
-                except ImportError as exc:
-                    why = f"this Triton ({getattr(K.triton, '__version__', '?')}) has no Gluon ({exc})"
+            elif wgmma:
+                why = _no_gluon("triton_moe_wgmma")
             if why:          # those second GEMMs run the tl tiles of the same BLOCK_N / BLOCK_K / warps / stages
                 for t in wgmma:
                     table[t] = {**table[t], "gemm2": {k: v for k, v in table[t]["gemm2"].items() if k != "WGMMA"}}

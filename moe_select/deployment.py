@@ -23,7 +23,7 @@ from .formats import Precision
 from .located import Located
 from .model_config import read_model_config
 from .shape import ModelShape
-from .vocab import (INSTALL_ENGINE, PHASES_OF, A2AMode, ArchInput, ArchName, Engine, Phase, QuantName, close_products, gpu_arch,
+from .vocab import (INSTALL_ENGINE, NAME_PATTERN, PHASES_OF, A2AMode, ArchInput, ArchName, Engine, Phase, QuantName, close_products, gpu_arch,
                     normalize_arch)
 from .yamlio import MarkedDict, load_file, shorten, validate
 
@@ -78,7 +78,7 @@ class QuantConfig(Located):
     @classmethod
     def _precision_runners(cls, v: list[str] | None) -> list[str] | None:
         for name in v or []:
-            if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+            if not re.match(NAME_PATTERN, name):
                 raise ValueError(f"{name[:40]!r} is not a runner name (lower case, digits, _)")
         return v
 

@@ -235,14 +235,15 @@ def _vendor_switch(plan: Any, engine: str, comments: list[str]) -> dict[str, str
 def _asked_of_runner(plan: Any, d: Any, comments: list[str]) -> str | None:
     """The activation precision the deployment ``d`` asks of the plan's runner (``quant_config.activation_precision``),
     or None; where ``activation_precision_runners`` names other runners, None and a comment saying it is not written
-    (the engine reads that request for those runners only)."""
-    asked = d.quant_params.get("activation_precision")
-    scope = d.quant_params.get("activation_precision_runners")
-    if asked and scope and plan.runner not in scope:
-        comments.append(f"activation_precision {asked} is asked of {' and '.join(scope)} only; the plan's runner "
+    (the engine reads that request for those runners only: :func:`moe_select.selector.asked_precision`)."""
+    from .selector import asked_precision
+
+    asked = asked_precision(d, plan.runner)
+    if asked is None and d.quant_params.get("activation_precision"):
+        comments.append(f"activation_precision {d.quant_params['activation_precision']} is asked of "
+                        f"{' and '.join(d.quant_params['activation_precision_runners'])} only; the plan's runner "
                         f"{plan.runner} runs its own ({plan.activation_precision}): no precision flag written")
-        return None
-    return str(asked) if asked else None
+    return asked
 
 
 def _precision_flag(engine: str, precision: str, version: str | None, comments: list[str], *, runner: str,

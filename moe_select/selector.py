@@ -62,8 +62,6 @@ NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
 STATE_HOW = {
     "dp": "state dp (the attention data-parallel size; a launch line's --dp / --data-parallel-size)",
     "architecture": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that names it",
-    "architecture_not": "state model.architecture (config.json architectures[0]), or give model_config: a checkpoint that "
-                        "names it",
     "vendor_library": "state vendor_library: true or false (the engine's switch for the GPU vendor's kernel library; "
                       "a launch line's environment states it)",
     "quant_group_size_unset": "give model_config: the checkpoint whose config says whether its per-channel weights' "
@@ -73,6 +71,8 @@ STATE_HOW = {
     "checkpoint_layout": "state quant_config.layout (awq, gptq or compressed-tensors: the checkpoint's quant_method), or "
                          "give model_config: a checkpoint whose config says it",
 }
+
+STATE_HOW["architecture_not"] = STATE_HOW["architecture"]   # the same input, read by the allow-list condition
 
 #: Quantities among the :data:`UNGIVEN` inputs and what is derived from them (a fact stating ``dp`` states ``tp_dp``).
 _DERIVED = {"dp": lambda f: {"tp_dp": f["tp"] * f["dp"]}}
