@@ -276,7 +276,8 @@ class TritonMoeCore:
                 why = _no_gluon("triton_moe_wgmma")
             if why:          # those second GEMMs run the tl tiles of the same BLOCK_N / BLOCK_K / warps / stages
                 for t in wgmma:
-                    table[t] = {**table[t], "gemm2": {k: v for k, v in table[t]["gemm2"].items() if k != "WGMMA"}}
+                    table[t] = {**table[t], "gemm2": {k: v for k, v in table[t]["gemm2"].items()
+                                                    if k not in ("WGMMA", "PINGPONG")}}
                 name = f"{name} (tokens {wgmma}: WGMMA second GEMMs run the tl tiles: {why})"
             if self.block_shape:
                 bk = self.block_shape[1]

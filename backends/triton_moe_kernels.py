@@ -2092,7 +2092,8 @@ FP8_MIN_M_WHY = ("a shorter FP8 tile sums in other last bits than the full tile,
 
 #: The boolean options a GEMM config of a tile file may set (:func:`_check_gemm_cfg`); the tuner keys and writes its
 #: candidates by these (benchmarks/tune_triton_moe.py cfg_key, _strip), so an option added here is timed and kept there.
-GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "WGMMA")
+GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "WGMMA",
+                     "PINGPONG")
 
 #: Formats whose second GEMM may run the Gluon wgmma kernel (config ``WGMMA``: backends/triton_moe_wgmma.py, sm90)
 WGMMA_FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel")
@@ -2106,7 +2107,11 @@ def wgmma_check(config: dict, *, block_m: int, fmt: str, n_out: int | None = Non
     off. A format of :data:`WGMMA_FORMATS` (in a tile file, FP8 with ``PREQUANT``: the kernel reads e4m3 A); none of
     :data:`WGMMA_EXCLUDES`; ``BLOCK_M`` (the sort's) 64 with ``num_warps`` 4, or 128 with 4 or 8; ``BLOCK_K`` elements of
     128 bytes (the TMA swizzle: 64 16-bit, 128 FP8); ``BLOCK_N`` 64, 128 or 256, dividing ``n_out`` (a weight tile never
-    spans two experts); ``k`` a multiple of ``BLOCK_K``; ``num_stages`` 2 to 6."""
+    spans two experts); ``k`` a multiple of ``BLOCK_K``; ``num_stages`` 2 to 6. ``PINGPONG`` (the warp-specialized
+    ping-pong form: two consumer warpgroups on alternate tiles): ``num_warps`` 4 (per consumer) and ``BLOCK_M *
+    BLOCK_N`` at most 16384 (a consumer's float32 accumulator in 128 registers per thread)."""
+    if config.get("PINGPONG") and not config.get("WGMMA"):
+        raise ValueError("PINGPONG is a form of the WGMMA kernel: set WGMMA with it")
     if fmt not in WGMMA_FORMATS:
         raise ValueError(f"WGMMA runs the second GEMM of {', '.join(WGMMA_FORMATS)} layers, not {fmt}")
     fp8 = fmt.startswith("fp8")
@@ -2127,6 +2132,9 @@ def wgmma_check(config: dict, *, block_m: int, fmt: str, n_out: int | None = Non
         raise ValueError(f"WGMMA: the intermediate size {k} must be a multiple of BLOCK_K {bk}")
     if not 2 <= st <= 6:
         raise ValueError(f"WGMMA: num_stages must be 2 to 6, got {st}")
+    if config.get("PINGPONG") and (nw != 4 or block_m * bn > 16384):
+        raise ValueError(f"WGMMA PINGPONG: num_warps 4 (each of the two consumers) and BLOCK_M * BLOCK_N <= 16384 (the "
+                         f"accumulator in 128 registers per thread); got num_warps {nw}, BLOCK_M {block_m}, BLOCK_N {bn}")
 
 
 def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
@@ -2158,6 +2166,8 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
     if c.get("GLUON") and gluon_rows_per_thread(c["BLOCK_N"], c["num_warps"]) is None:
         raise ValueError(f"{where}: GLUON needs BLOCK_N = num_warps x 1, 2 or 4 rows per thread (num_warps 1, 2, 4 "
                          f"or 8), got BLOCK_N {c['BLOCK_N']}, num_warps {c['num_warps']}")
+    if c.get("PINGPONG") and not c.get("WGMMA"):
+        raise ValueError(f"{where}: PINGPONG is a form of the WGMMA kernel: set WGMMA with it")
     if c.get("PREFETCH") and not (direct or c.get("GEMV")):
         raise ValueError(f"{where}: PREFETCH is an option of the GEMV mode (at BLOCK_M 1) and of DIRECT buckets' GEMMs")
     for k in keys:

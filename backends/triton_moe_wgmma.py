@@ -24,6 +24,13 @@ with one MMA in flight (``warpgroup_mma_wait(1)`` retires the previous one, whos
 adjacent; the (tile, K step) stream of a program is one loop, so loads run ahead across tiles. The epilogue converts
 the accumulator to a row-major blocked layout (16-byte stores) and scatters rows to their slots.
 
+``PINGPONG`` (:func:`_moe_gemm_pingpong`): the same tiles, ring and epilogue, warp-specialized into a 1-warp TMA
+producer and two 4-warp consumers that take alternate tiles and run their main loops in turn, so one consumer's
+epilogue overlaps the other's MMAs (CUTLASS's sm90 ping-pong schedule). The second GEMM's K is short (6-12 steps of
+``BLOCK_K``), so its epilogue is a large part of each tile, which the one-partition kernel runs between main loops.
+Compiled for sm90 and checked on the CPU; its GPU tests and timings are written (tests/test_triton_wgmma.py,
+``benchmarks/gemm_profile.py`` ``gemm2.wgmma.pp_*``) but have not run yet.
+
 A GPU with wgmma only (sm90: H100 / H200); Gluon has no CPU interpreter, so this module is checked on the CPU by
 compiling it for sm90 and on a GPU against float64 (tests/test_triton_wgmma.py). Importing it imports
 ``triton.experimental.gluon`` (Triton 3.5 and later); the runner imports it at the core's construction when its tile
@@ -44,6 +51,10 @@ from . import triton_moe_kernels as K
 #: the weight modes it runs (:data:`~.triton_moe_kernels.W_MODES`: 16-bit, fp8 per expert, fp8 per output row)
 W_MODES = (0, 1, 2)
 _GL_DTYPE = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float8_e4m3fn: gl.float8e4nv}
+#: ``PINGPONG``'s registers per thread (``setmaxnreg``, multiples of 8): each 4-warp consumer, the 1-warp producer
+#: (2 x 128 x 232 + 32 x 40 = 60672 of the SM's 65536)
+PP_CONSUMER_REGS = 232
+PP_LOADER_REGS = 40
 
 
 @gluon.constexpr_function
@@ -158,6 +169,103 @@ def _moe_gemm_wgmma(a_desc, b_desc, c_ptr, sorted_ptr, block_expert_ptr, num_row
         mbarrier.invalidate(bars.index(i))
 
 
+@gluon.jit
+def _pp_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, block_expert_ptr, num_rows_ptr, N, n_tiles, k_tiles,
+               STAGES: gl.constexpr):
+    """``PINGPONG``'s 1-warp TMA producer: every (tile, K step) of the program's stream in order, each ring stage
+    once its "empty" barrier says the MMA that read it is retired (a fresh barrier passes the first round)."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    tiles = (gl.load(num_rows_ptr) // BM) * n_tiles
+    total = (gl.maximum(tiles - pid + nprog - 1, 0) // nprog) * k_tiles
+    for j in range(total):
+        st = j % STAGES
+        mbarrier.wait(empty.index(st), ((j // STAGES) & 1) ^ 1)
+        _issue_load(j, pid, nprog, n_tiles, k_tiles, N, a_desc, b_desc, a_bufs.index(st), b_bufs.index(st),
+                    ready.index(st), block_expert_ptr, True)
+
+
+@gluon.jit
+def _pp_consumer(a_bufs, b_bufs, ready, empty, order, c_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, a_amax_ptr,
+                 b_scale_ptr, bias_ptr, weight_ptr, num_slots, n_tiles, k_tiles, stride_cm, stride_sbe, stride_bias_e,
+                 ROLE: gl.constexpr, STAGES: gl.constexpr, C_BY_SLOT: gl.constexpr, W_MODE: gl.constexpr,
+                 A_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, MUL_WEIGHT: gl.constexpr, NUM_WARPS: gl.constexpr):
+    """One of ``PINGPONG``'s two consumer warpgroups: the program's tiles ``ROLE, ROLE + 2, ...`` (its main loop over
+    the ring's stages in stream order, then the epilogue, which runs while the other consumer's main loop runs).
+
+    The main loops take turns (``order``: consumer ``c`` arrives on ``order[1 - c]`` when its tile's MMAs are done and
+    waits on ``order[c]`` before its next tile's): without the turn a consumer would wait on a stage's "ready"
+    barrier for a step a whole ring ahead of the phase the barrier is in, and an mbarrier's parity wait cannot tell
+    that phase from the one before it (it would pass on a stage not yet loaded)."""
+    BM: gl.constexpr = a_bufs.type.shape[1]
+    BN: gl.constexpr = b_bufs.type.shape[1]
+    ACC: gl.constexpr = _acc_layout(a_bufs.type.element_ty.primitive_bitwidth, BN, NUM_WARPS)
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    tiles = (gl.load(num_rows_ptr) // BM) * n_tiles
+    my = gl.maximum(tiles - pid + nprog - 1, 0) // nprog
+    for i in range(ROLE, my, 2):
+        base = i * k_tiles
+        r = i // 2                            # this consumer's r-th tile; the other's previous one is tile i - 1
+        if i > 0:
+            mbarrier.wait(order.index(ROLE), (r - 1 + ROLE) & 1)
+        acc = gl.zeros([BM, BN], gl.float32, layout=ACC)
+        for kt in range(k_tiles):
+            j = base + kt
+            st = j % STAGES
+            mbarrier.wait(ready.index(st), (j // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(st), b_bufs.index(st).permute((1, 0)), acc, use_acc=kt > 0,
+                                is_async=True)
+            acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a_bufs.index(st), b_bufs.index(st)))
+            gl.thread_barrier()               # every warp retired step j - 1 before one thread releases its stage
+            mbarrier.arrive(empty.index((j + STAGES - 1) % STAGES), pred=kt > 0)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        gl.thread_barrier()
+        mbarrier.arrive(empty.index((base + k_tiles - 1) % STAGES))
+        mbarrier.arrive(order.index(1 - ROLE))    # the other consumer's next main loop may start
+        _epilogue(acc, pid + i * nprog, c_ptr, sorted_ptr, block_expert_ptr, a_amax_ptr, b_scale_ptr, bias_ptr,
+                  weight_ptr, num_slots, n_tiles, stride_cm, stride_sbe, stride_bias_e, C_BY_SLOT, W_MODE, A_SCALE,
+                  HAS_BIAS, MUL_WEIGHT, NUM_WARPS)
+
+
+@gluon.jit(do_not_specialize=["num_slots", "N", "n_tiles", "k_tiles"])
+def _moe_gemm_pingpong(a_desc, b_desc, c_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, a_amax_ptr, b_scale_ptr,
+                       bias_ptr, weight_ptr, num_slots, N, n_tiles, k_tiles, stride_cm, stride_sbe, stride_bias_e,
+                       STAGES: gl.constexpr, C_BY_SLOT: gl.constexpr, W_MODE: gl.constexpr, A_SCALE: gl.constexpr,
+                       HAS_BIAS: gl.constexpr, MUL_WEIGHT: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                       LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
+    """``PINGPONG``: the persistent program of :func:`_moe_gemm_wgmma`'s tiles and epilogue, warp-specialized into a
+    1-warp TMA producer and two ``num_warps``-warp consumers taking alternate tiles (the ping-pong schedule of
+    CUTLASS's sm90 kernels): one consumer's epilogue (scales, bias, weight, the scatter by slot) overlaps the other's
+    MMAs, which the one-partition kernel serializes, and the second GEMM's short K (6-12 steps) makes the epilogue a
+    large part of each tile."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    order = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(order.index(i), count=1)
+    gl.warp_specialize([
+        (_pp_consumer, (a_bufs, b_bufs, ready, empty, order, c_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, a_amax_ptr,
+                        b_scale_ptr, bias_ptr, weight_ptr, num_slots, n_tiles, k_tiles, stride_cm, stride_sbe,
+                        stride_bias_e, 0, STAGES, C_BY_SLOT, W_MODE, A_SCALE, HAS_BIAS, MUL_WEIGHT, num_warps)),
+        (_pp_consumer, (a_bufs, b_bufs, ready, empty, order, c_ptr, sorted_ptr, block_expert_ptr, num_rows_ptr, a_amax_ptr,
+                        b_scale_ptr, bias_ptr, weight_ptr, num_slots, n_tiles, k_tiles, stride_cm, stride_sbe,
+                        stride_bias_e, 1, STAGES, C_BY_SLOT, W_MODE, A_SCALE, HAS_BIAS, MUL_WEIGHT, num_warps)),
+        (_pp_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, block_expert_ptr, num_rows_ptr, N, n_tiles,
+                      k_tiles, STAGES)),
+    ], [num_warps, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
@@ -183,7 +291,15 @@ def launch_args(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: K.Alig
             bias.stride(0) if bias is not None else 0)
     consts = dict(STAGES=config["num_stages"], C_BY_SLOT=by_slot, W_MODE=w_mode, A_SCALE=a_scale_mode,
                   HAS_BIAS=bias is not None, MUL_WEIGHT=weight is not None, num_warps=config["num_warps"])
+    if config.get("PINGPONG"):
+        consts.update(CONSUMER_REGS=PP_CONSUMER_REGS, LOADER_REGS=PP_LOADER_REGS)
     return args, consts
+
+
+def kernel(config: dict):
+    """The Gluon kernel a ``WGMMA`` config launches: :func:`_moe_gemm_pingpong` with ``PINGPONG``, else
+    :func:`_moe_gemm_wgmma`."""
+    return _moe_gemm_pingpong if config.get("PINGPONG") else _moe_gemm_wgmma
 
 
 def moe_gemm_wgmma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: K.Alignment, *, n_out: int, by_slot: bool,
@@ -227,8 +343,9 @@ def moe_gemm_wgmma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: K.A
     args, consts = launch_args(a, b, c, align, n_out=n_out, by_slot=by_slot, w_mode=w_mode, a_amax=a_amax,
                                a_scale_mode=a_scale_mode if fp8 else 0, b_scale=b_scale if fp8 else None, bias=bias,
                                weight=weight, config=config, programs=programs)
+    fn = kernel(config)
     if warmup:
-        _moe_gemm_wgmma.warmup(*args, grid=(programs,), **consts)
+        fn.warmup(*args, grid=(programs,), **consts)
     else:
-        _moe_gemm_wgmma[(programs,)](*args, **consts)
+        fn[(programs,)](*args, **consts)
     return c

@@ -17,7 +17,8 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
 - ``*.tma``: the same tiles with ``TMA`` (the weight tiles loaded through a TMA tensor descriptor);
 - ``gemm2.wgmma.n{BLOCK_N}_s{stages}_w{warps}`` (sm90, bf16 / fp16 / fp8_tensor / fp8_channel): the second GEMM through
   the Gluon wgmma kernel (``WGMMA``, backends/triton_moe_wgmma.py); ``max_abs_diff``: the layer's output against the
-  runner's tiles' (``max_abs_ref`` its largest value);
+  runner's tiles' (``max_abs_ref`` its largest value); ``gemm2.wgmma.pp_n{BLOCK_N}_s{stages}``: its ``PINGPONG`` form
+  (two 4-warp consumer warpgroups on alternate tiles, a 1-warp TMA producer);
 - ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
   rows, bf16 out, no activation (the layout of a split GEMM + activation kernel), ``BLOCK_M`` 128;
 - ``gemm2.sorted``: the second GEMM writing sorted rows without the routing weight (the epilogue's
@@ -53,6 +54,9 @@ DEFAULT_POINTS = ("Qwen3-30B-A3B:bf16:8192", "Qwen3-30B-A3B:fp8_channel:8192", "
 #: (BLOCK_N, num_stages, num_warps) of the ``gemm2.wgmma.*`` variants (the Gluon wgmma second GEMM; 4 warps only at
 #: BLOCK_M 64)
 WGMMA_VARIANTS = ((256, 4, 8), (256, 3, 8), (128, 4, 8), (128, 4, 4))
+#: (BLOCK_N, num_stages) of the ``gemm2.wgmma.pp_*`` variants (``PINGPONG``: two 4-warp consumers on alternate tiles
+#: and a 1-warp TMA producer; ``BLOCK_M * BLOCK_N`` at most 16384, so ``BLOCK_N`` 256 only at ``BLOCK_M`` 64)
+PINGPONG_VARIANTS = ((128, 4), (128, 5), (128, 6), (64, 6), (256, 4), (256, 5))
 UNFUSED = ({"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
            {"BLOCK_N": 256, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
            {"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4})
@@ -123,12 +127,13 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer, on
         p = passes[0]
         p.gemm2(cfg["gemm2"])
         want = p.combine().float().clone()
-        for bn, st, nw in WGMMA_VARIANTS:
-            if bm == 64 and nw != 4:
-                continue
+        forms = [(bn, st, nw, False) for bn, st, nw in WGMMA_VARIANTS if bm == 128 or nw == 4] \
+            + [(bn, st, 4, True) for bn, st in PINGPONG_VARIANTS if bm * bn <= 16384]
+        for bn, st, nw, pp in forms:
             c2 = {"BLOCK_N": bn, "BLOCK_K": 128 if fmt.startswith("fp8") else 64, "GROUP_M": 1, "num_warps": nw,
-                  "num_stages": st, "WGMMA": True, **({"PREQUANT": True} if fmt.startswith("fp8") else {})}
-            label = f"gemm2.wgmma.n{bn}_s{st}_w{nw}"
+                  "num_stages": st, "WGMMA": True, **({"PREQUANT": True} if fmt.startswith("fp8") else {}),
+                  **({"PINGPONG": True} if pp else {})}
+            label = f"gemm2.wgmma.pp_n{bn}_s{st}" if pp else f"gemm2.wgmma.n{bn}_s{st}_w{nw}"
             run(label, [lambda p=p, c=c2: p.gemm2(c) for p in passes], flops2)
             if label in rows and "us" in rows[label]:
                 p.gemm2(c2)

@@ -1536,6 +1536,10 @@ def test_the_core_checks_wgmma_buckets_and_runs_them_on_the_tl_tiles_where_gluon
         assert "WGMMA second GEMMs run the tl tiles" in c.config_source and "interpreter" in c.config_source
         cfg = c.config_for(16)
         assert "WGMMA" not in cfg["gemm2"] and cfg["gemm2"]["BLOCK_N"] == 128
+        # the ping-pong form falls back the same way (no PINGPONG left on the tl tiles' config)
+        pp = core({**_G2_BF16_128, "PINGPONG": True})
+        assert "WGMMA second GEMMs run the tl tiles" in pp.config_source
+        assert not {"WGMMA", "PINGPONG"} & set(pp.config_for(16)["gemm2"])
         with pytest.raises(RunnerInputError, match=rf"{name}: tokens 16: gemm2: WGMMA: BLOCK_N must be .* divide the "
                                                    r"output width 128, got 256"):
             core({**_G2_BF16_128, "BLOCK_N": 256})

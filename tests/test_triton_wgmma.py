@@ -66,16 +66,16 @@ def _compile(fmt: str, n: int, k: int, cfg: dict, *, e: int = 128, bias: bool = 
                              b_scale=(torch.empty(e, n, **f32) if w_mode == 2 else torch.empty(e, **f32)) if w_mode else None,
                              bias=torch.empty(e, n, **f32) if bias else None, weight=torch.empty(s, **f32), config=cfg,
                              programs=132)
-    r = compile_sm90(W._moe_gemm_wgmma, args, kw)
+    r = compile_sm90(W.kernel(cfg), args, kw)
     ptx = r["ptx"]
     return {"regs": r["regs"], "spill": r["spill"], "wgmma": ptx.count("wgmma.mma_async"),
             "tma_load": ptx.count("cp.async.bulk.tensor"), "st_v4": ptx.count("st.global.v4"),
-            "shared": _metadata(W._moe_gemm_wgmma, args, kw).shared}
+            "setmaxnreg": ptx.count("setmaxnreg"), "shared": _metadata(W.kernel(cfg), args, kw).shared}
 
 
 @pytest.mark.parametrize("fmt, n, k, cfgs", [
-    ("bf16", 2048, 768, [(256, 4, 8), (256, 3, 8), (128, 4, 4)]),            # Qwen3-30B-A3B's second GEMM
-    ("fp8_channel", 2048, 768, [(256, 4, 8), (128, 4, 8)]),
+    ("bf16", 2048, 768, [(256, 4, 8), (256, 3, 8), (128, 4, 4), (128, 6, 4, "pp")]),  # Qwen3-30B-A3B's second GEMM
+    ("fp8_channel", 2048, 768, [(256, 4, 8), (128, 4, 8), (128, 5, 4, "pp")]),
     ("fp8_tensor", 7168, 2048, [(256, 4, 8)]),                                # DeepSeek-V3's
     ("fp16", 4096, 1536, [(128, 4, 8)])])                                     # Qwen3-235B-A22B's
 def test_wgmma_compiles_for_sm90_to_a_tma_wgmma_loop_without_spills(fmt, n, k, cfgs):
@@ -83,11 +83,13 @@ def test_wgmma_compiles_for_sm90_to_a_tma_wgmma_loop_without_spills(fmt, n, k, c
     weight tiles by TMA, 16-byte scatter stores of the rows, no spill, shared memory within an sm90 CTA's."""
     if not base._ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
-    for bn, st, nw in cfgs:
-        r = _compile(fmt, n, k, _g2(fmt, bn, st, nw))
-        what = (fmt, n, k, bn, st, nw, r)
+    for bn, st, nw, *pp in cfgs:
+        r = _compile(fmt, n, k, _g2(fmt, bn, st, nw, **({"PINGPONG": True} if pp else {})))
+        what = (fmt, n, k, bn, st, nw, pp, r)
         assert r["spill"] == 0 and r["regs"] <= 255, what
         assert r["wgmma"] > 0 and r["tma_load"] >= 2 and r["st_v4"] > 0, what
+        # PINGPONG: the three partitions set their register counts (the producer down, the consumers up)
+        assert (r["setmaxnreg"] > 0) == bool(pp), what
         ring = st * (128 + bn) * 128                      # BLOCK_K elements of 128 bytes, A and weight tiles
         assert ring <= r["shared"] <= SMEM_SM90, what
 
@@ -110,6 +112,8 @@ def test_wgmma_in_tile_files(tmp_path):
     assert load({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16")})[2048]["gemm2"]["WGMMA"] is True
     assert load({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("fp8_channel")}, "fp8_channel", "c.json")[2048]["gemm2"]["WGMMA"]
     assert load({"BLOCK_M": 64, "gemm1": g1, "gemm2": _g2("fp16", 128, 3, 4)}, "fp16", "h.json")[2048]["gemm2"]["WGMMA"]
+    pp = load({"BLOCK_M": 64, "gemm1": g1, "gemm2": _g2("bf16", 256, 5, 4, PINGPONG=True)}, "bf16", "p.json")[2048]
+    assert pp["gemm2"]["PINGPONG"] is True and pp["gemm2"]["WGMMA"] is True
     bad = [({"BLOCK_M": 128, "gemm1": {**g1, "WGMMA": True}, "gemm2": _g2("bf16")}, "bf16", r"gemm1: WGMMA is a second-GEMM"),
            ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16")}, "fp8_block", r"gemm2: WGMMA runs the second GEMM of"),
            ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16")}, "mxfp4", r"gemm2: WGMMA runs the second GEMM of"),
@@ -121,7 +125,13 @@ def test_wgmma_in_tile_files(tmp_path):
            ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16", 512)}, "bf16", r"gemm2: WGMMA: BLOCK_N must be 64, 128 or 256"),
            ({"BLOCK_M": 64, "gemm1": g1, "gemm2": _g2("bf16")}, "bf16", r"gemm2: WGMMA: BLOCK_M 64 with num_warps 4"),
            ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16", stages=1)}, "bf16", r"gemm2: WGMMA: num_stages must be 2 to 6"),
-           ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16", WGMMA=1)}, "bf16", r"gemm2: WGMMA must be true or false")]
+           ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16", WGMMA=1)}, "bf16", r"gemm2: WGMMA must be true or false"),
+           ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16", 128, 4, 8, PINGPONG=True)}, "bf16",
+            r"gemm2: WGMMA PINGPONG: num_warps 4 .* got num_warps 8"),
+           ({"BLOCK_M": 128, "gemm1": g1, "gemm2": _g2("bf16", 256, 3, 4, PINGPONG=True)}, "bf16",
+            r"gemm2: WGMMA PINGPONG: .*BLOCK_M \* BLOCK_N <= 16384.*BLOCK_N 256"),
+           ({"BLOCK_M": 128, "gemm1": g1, "gemm2": {**_g2("bf16", 128, 4, 4), "WGMMA": False, "PINGPONG": True}}, "bf16",
+            r"gemm2: PINGPONG is a form of the WGMMA kernel")]
     for n, (bucket, fmt, msg) in enumerate(bad):
         with pytest.raises(ValueError, match=msg) as info:
             load(bucket, fmt, f"bad{n}.json")
@@ -149,12 +159,14 @@ def test_moe_gemm_refuses_wgmma_off_sm90_and_outside_the_second_gemm():
 
 # --- GPU ----------------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("form", [{}, {"BLOCK_N": 128, "num_warps": 4, "num_stages": 5, "PINGPONG": True}],
+                         ids=["one_partition", "pingpong"])
 @pytest.mark.parametrize("quant, act, tokens, ep, on_input", [
     ("bf16", "silu", 2048, 1, False), ("fp8_channel", "silu", 2048, 1, False), ("fp8_tensor", "silu", 300, 1, False),
     ("bf16", "swiglu_oai", 2048, 1, False), ("fp8_channel", "silu", 2048, 2, False), ("bf16", "silu", 64, 1, True),
     ("fp16", "silu", 1024, 1, False)])
 @base.gpu_test
-def test_gpu_wgmma_second_gemm(quant, act, tokens, ep, on_input):
+def test_gpu_wgmma_second_gemm(quant, act, tokens, ep, on_input, form):
     """The layer with its second GEMM through WGMMA (BLOCK_M 128, BLOCK_N 256, 4 stages; the first GEMM on fixed
     64 x 64 tiles): within tolerance of float64, within 1e-2 of the output's largest value of the tl tiles (the
     same products summed in another order), expert biases (swiglu_oai) and an EP rank's blocks of no local expert
@@ -170,9 +182,9 @@ def test_gpu_wgmma_second_gemm(quant, act, tokens, ep, on_input):
     x, ids, w = base.routing(spec, tokens, seed, "cuda", minus_one=not on_input)
     outs = {}
     for on in (False, True):
-        core.config_for = lambda t, on=on: {**base_cfg, "gemm2": _g2(quant) if on else tl2}
+        core.config_for = lambda t, on=on: {**base_cfg, "gemm2": {**_g2(quant), **form} if on else tl2}
         outs[on] = core.forward(x, ids, w, pw)
-    base.check(spec, layer, x, ids, w, outs[True], f"WGMMA, {quant} {act} ep {ep}, {tokens} tokens", seed,
+    base.check(spec, layer, x, ids, w, outs[True], f"WGMMA {form}, {quant} {act} ep {ep}, {tokens} tokens", seed,
                on_input=on_input)
     scale = outs[False].float().abs().max().item()
     diff = (outs[True].float() - outs[False].float()).abs().max().item()
