@@ -543,8 +543,42 @@ def _engine_source(engine: str, readings: dict[str, _Reading]) -> str | None:
     return None
 
 
-def _dtype_quant(cfg: MarkedDict, text: MarkedDict, prov: dict[str, str]) -> str:
-    """No quantization source: bf16 or fp16 from ``torch_dtype`` (absent: bf16), else InputError."""
+#: Where each engine casts a float32 checkpoint under its default ``--dtype auto`` (the experts then run in 16 bits)
+FLOAT32_CAST_SOURCES = {
+    "vllm": "vllm/config/model.py:_resolve_auto_dtype at v0.24.0 (float32 -> the platform's first supported dtype: "
+            "bfloat16 on CUDA GPUs of compute capability 8.0 and later, float16 before)",
+    "sglang": "python/sglang/srt/configs/model_config.py:_get_and_verify_dtype at v0.5.23 (float32 -> float16, "
+              "bfloat16 for Gemma models)",
+}
+
+
+def _float32_cast(cfg: MarkedDict, src: MarkedDict, engine: str, prov: dict[str, str], notes: list[str]) -> str:
+    """A float32 checkpoint (``torch_dtype`` float32, no quantization source): the 16-bit format ``engine`` casts it
+    to at load under ``--dtype auto`` (:data:`FLOAT32_CAST_SOURCES`; ``any``: SGLang's, with vLLM's in the note).
+    Raises InputError for TensorRT-LLM, whose cast is not in these facts."""
+    where = _at(src, "torch_dtype")
+    if engine == "trtllm":
+        raise _issue(src, "torch_dtype", "torch_dtype float32 with no quantization_config: TensorRT-LLM's cast of a "
+                     "float32 checkpoint is not in moe-select's facts (vLLM and SGLang cast it to 16 bits at load); "
+                     "plan the 16-bit checkpoint the engine is given (torch_dtype bfloat16 or float16)")
+    gemma = (_str(cfg, "model_type") or "").startswith("gemma")
+    casts = {"vllm": "bf16", "sglang": "bf16" if gemma else "fp16"}
+    planned = engine if engine in casts else "sglang"
+    quant = casts[planned]
+    prov["quant"] = f"{where} (float32, cast to {quant} at load)"
+    said = "; ".join(f"{e} casts it to {casts[e]} ({FLOAT32_CAST_SOURCES[e]})" for e in casts
+                     if engine not in casts or e == engine)
+    who = "" if engine in casts else " (engine any plans SGLang's)"
+    notes.append(f"{where}: a float32 checkpoint; the experts run in the 16-bit dtype the engine casts to under "
+                 f"--dtype auto, planned as {quant}{who}: {said}. An explicit --dtype changes it: plan that "
+                 "checkpoint's 16-bit form instead")
+    return quant
+
+
+def _dtype_quant(cfg: MarkedDict, text: MarkedDict, prov: dict[str, str], engine: str = "any",
+                 notes: list[str] | None = None) -> str:
+    """No quantization source: bf16 or fp16 from ``torch_dtype`` (absent: bf16; float32: the engine's cast,
+    :func:`_float32_cast`, with a note), else InputError."""
     dtype = _str(text, "torch_dtype", "text_config." if text is not cfg else "") or _str(cfg, "torch_dtype")
     src = text if "torch_dtype" in text else cfg
     if dtype in ("bfloat16", "float16"):
@@ -553,8 +587,10 @@ def _dtype_quant(cfg: MarkedDict, text: MarkedDict, prov: dict[str, str]) -> str
     if dtype is None:
         prov["quant"] = f"{cfg.file} (no quantization_config and no torch_dtype: unquantized, taken as bf16)"
         return "bf16"
+    if dtype in ("float32", "float"):
+        return _float32_cast(cfg, src, engine, prov, notes if notes is not None else [])
     raise _issue(src, "torch_dtype", f"torch_dtype {shorten(dtype)} with no quantization_config: expert weights in "
-                 f"{shorten(dtype)} are not a supported format (bf16, fp16)")
+                 f"{shorten(dtype)} are not a supported format (bf16, fp16; float32 as the engine casts it)")
 
 
 def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, engine: str, prov: dict[str, str], params: dict[str, Any],
@@ -570,7 +606,11 @@ def _quant_of(cfg: MarkedDict, text: MarkedDict, hfq: Any, engine: str, prov: di
     if chosen_name is None and readings:  # TensorRT-LLM reads none of them (compression_config): the weights' format
         chosen_name = _engine_source("sglang", readings)
     if chosen_name is None:
-        return _dtype_quant(cfg, text, prov), None
+        empty = [k for k in ("quantization_config", "compression_config") if isinstance(cfg.get(k), dict) and not cfg[k]]
+        for k in empty:    # {} counts as absent: said, not silent
+            notes.append(f"{cfg.file}:{cfg.key_lines.get(k, cfg.line)} ({k} {{}}): an empty mapping, read as no "
+                         "quantization (the format comes from torch_dtype)")
+        return _dtype_quant(cfg, text, prov, engine, notes), None
     chosen = readings[chosen_name]
     if chosen.error is not None:
         raise chosen.error

@@ -1,0 +1,78 @@
+"""The eighth new user's trial, items its session left (tests/test_trial_2026_12_04d_kinds.py has the others), fixed as
+kinds in the twenty-second session.
+
+- A float32 checkpoint (``torch_dtype: float32``, no quantization) was invalid input; vLLM and SGLang serve it by
+  casting at load under ``--dtype auto`` (vLLM ``vllm/config/model.py:_resolve_auto_dtype`` at v0.24.0: the platform's
+  first supported dtype, bf16 on sm80+; SGLang ``srt/configs/model_config.py:_get_and_verify_dtype`` at v0.5.23:
+  float16, bfloat16 for Gemma). Now read as that engine's cast with a note; TensorRT-LLM (its cast not in the facts)
+  stays an input error that says so.
+- ``quantization_config: {}`` was read as no quantization without a word: now a note says so.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from moe_select.errors import InputError
+from moe_select.model_config import read_model_config
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN = ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B" / "config.json"
+
+
+def _config(tmp_path: Path, **over) -> Path:
+    c = json.loads(QWEN.read_text())
+    for k, v in over.items():
+        if v is None:
+            c.pop(k, None)
+        else:
+            c[k] = v
+    d = tmp_path / "ckpt"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(c, indent=2))
+    return d
+
+
+@pytest.mark.parametrize("engine, model_type, want", [
+    ("vllm", "qwen3_moe", "bf16"), ("sglang", "qwen3_moe", "fp16"), ("sglang", "gemma3", "bf16"),
+    ("any", "qwen3_moe", "fp16")])
+def test_a_float32_checkpoint_is_read_as_the_engines_cast_with_a_note(tmp_path, engine, model_type, want):
+    info = read_model_config(_config(tmp_path, torch_dtype="float32", model_type=model_type), engine=engine)
+    assert info.quant == want, (engine, model_type, info.quant)
+    assert "float32, cast to " + want in info.provenance["quant"] and "(torch_dtype)" in info.provenance["quant"]
+    note = next(n for n in info.notes if "a float32 checkpoint" in n)
+    assert f"planned as {want}" in note and "--dtype" in note
+    if engine in ("vllm", "any"):
+        assert "_resolve_auto_dtype at v0.24.0" in note
+    if engine in ("sglang", "any"):
+        assert "_get_and_verify_dtype at v0.5.23" in note
+    if engine == "any":
+        assert "engine any plans SGLang's" in note
+    if engine == "vllm":
+        assert "sglang" not in note
+
+
+def test_a_float32_checkpoint_under_trtllm_is_an_input_error_naming_the_line(tmp_path):
+    path = _config(tmp_path, torch_dtype="float32")
+    with pytest.raises(InputError) as info:
+        read_model_config(path, engine="trtllm")
+    msg = str(info.value)
+    line = next(i for i, s in enumerate((path / "config.json").read_text().splitlines(), 1) if '"torch_dtype"' in s)
+    assert f"config.json:{line}" in msg and "TensorRT-LLM's cast" in msg and "torch_dtype" in msg
+
+
+def test_other_dtypes_stay_refused(tmp_path):
+    with pytest.raises(InputError, match=r"torch_dtype 'float64' with no quantization_config: .* not a supported format"):
+        read_model_config(_config(tmp_path, torch_dtype="float64"), engine="vllm")
+
+
+def test_an_empty_quantization_config_is_said(tmp_path):
+    path = _config(tmp_path, quantization_config={})
+    info = read_model_config(path, engine="vllm")
+    assert info.quant == "bf16"
+    line = next(i for i, s in enumerate((path / "config.json").read_text().splitlines(), 1) if "quantization_config" in s)
+    assert any(f"config.json:{line} (quantization_config {{}}): an empty mapping" in n for n in info.notes), info.notes
+    # a bf16 checkpoint with no such key has no such note
+    assert not any("empty mapping" in n for n in read_model_config(_config(tmp_path, quantization_config=None)).notes)
