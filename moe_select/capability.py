@@ -583,12 +583,37 @@ class A2ACapability(Located):
         return tuple(dict.fromkeys(out))
 
 
+class MethodRunners(Conditional):
+    """An engine's quantization method that builds only some runners (``backends/common.yaml`` ``methods``): where
+    ``when`` (with an ``engine``) and ``requires`` hold, the engine loads the checkpoint through one MoE method, and
+    that method constructs ``runners`` only (our names, backends/engines/names.yaml); every other runner is refused
+    there with ``code`` and ``why`` (the method, by its upstream name). A fact of the engine's loader, not of any one
+    runner, so it lives beside the constraints every runner obeys (a field-round-36 kind: vLLM's compressed-tensors
+    MXFP4 method, which never builds FlashInfer's experts). A ``when`` on an input the deployment leaves unstated
+    (``checkpoint_layout``) leaves the other runners unverified, not refused."""
+
+    runners: list[str] = Field(min_length=1)
+    code: Literal["quant_unsupported"] = "quant_unsupported"
+    why: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _engine_scoped(self) -> "MethodRunners":
+        if self.when is None or self.when.engine is None:
+            raise ValueError("a method fact names the engine whose loader it describes (when.engine)")
+        if self.when.unsatisfiable():
+            raise ValueError(f"when can never match: {self.when.unsatisfiable()}")
+        return self
+
+
 class CommonFacts(Located):
-    """Constraints every runner obeys (``backends/common.yaml``)."""
+    """Constraints every runner obeys, and the engines' quantization methods that build only some runners
+    (``backends/common.yaml``)."""
 
     schema_version: Literal[2, 3]
     source: str = Field(min_length=1)
     constraints: list[Constraint] = Field(min_length=1)
+    methods: list[MethodRunners] = Field(default_factory=list)
 
 
 class PackageMarkers(Located):

@@ -57,19 +57,24 @@ def fmt_num(x: Fraction | int) -> str:
 
 
 class IntRange(Located):
-    """A numeric condition: ``min`` <= value <= ``max``, value a multiple of ``multiple_of``."""
+    """A numeric condition: ``min`` <= value <= ``max``, value a multiple of ``multiple_of`` and not a multiple of
+    ``not_multiple_of`` (a kernel whose tile choice depends on another dimension's alignment: field round 36's Marlin
+    MXFP4 facts)."""
 
     min: int | None = None
     max: int | None = None
     multiple_of: int | None = Field(default=None, gt=0)
+    not_multiple_of: int | None = Field(default=None, gt=1)
 
     def contains(self, value: Fraction | int) -> bool:
-        """True when ``value`` is within the range and a multiple of ``multiple_of``."""
+        """True when ``value`` is within the range, a multiple of ``multiple_of`` and not of ``not_multiple_of``."""
         if not isinstance(value, (int, Fraction)):
             value = Fraction(value)
         if self.min is not None and value < self.min:
             return False
         if self.max is not None and value > self.max:
+            return False
+        if self.not_multiple_of is not None and value % self.not_multiple_of == 0:
             return False
         return self.multiple_of is None or value % self.multiple_of == 0
 
@@ -79,6 +84,8 @@ class IntRange(Located):
         lo = max(self.min or 1, 1) if positive else self.min
         if lo is not None and self.max is not None and lo > self.max:
             return True
+        if self.multiple_of and self.not_multiple_of and self.multiple_of % self.not_multiple_of == 0:
+            return True  # every multiple of the one is a multiple of the other
         if self.multiple_of and self.max is not None:
             lo = lo if lo is not None else self.max - self.multiple_of  # some multiple <= max exists
             first = -(-lo // self.multiple_of) * self.multiple_of  # smallest multiple >= lo
@@ -156,10 +163,11 @@ class When(Located):
     #: ``unquantized`` for a checkpoint's 16-bit MoE layers beside quantized ones): an engine may run a draft's layers
     #: under other rules than the target's.
     layer_kind: list[str] | None = None
-    #: The checkpoint's serialization of a weight-only int format (``quant_params.layout``: ``awq``, ``gptq``,
-    #: ``compressed-tensors``, from the checkpoint's ``quant_method`` or ``quant_config.layout``); a deployment that does
-    #: not say it matches no such condition, and the selector reports a fact that holds only there as not decided.
-    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors"]] | None = None
+    #: The checkpoint's serialization of a weight-only int or MXFP4 format (``quant_params.layout``: ``awq``, ``gptq``,
+    #: ``compressed-tensors``, ``mxfp4`` (MXFP4's own quant_method), from the checkpoint's ``quant_method``, the
+    #: deployment's ``quant_config.layout`` or the format's default); a deployment that does not say it matches no such
+    #: condition, and the selector reports a fact that holds only there as not decided.
+    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors", "mxfp4"]] | None = None
     #: The checkpoint carries no activation scales (``quant_params.weight_only``: ModelOpt W4A16_NVFP4,
     #: compressed-tensors NVFP4A16; moe_select/model_config.py, "Weight-only NVFP4").
     weight_only: bool | None = None
@@ -268,7 +276,8 @@ class When(Located):
             cond = getattr(self, key)
             if isinstance(cond, IntRange):
                 bits = [f">= {cond.min}" if cond.min is not None else "", f"<= {cond.max}" if cond.max is not None else "",
-                        f"multiple of {cond.multiple_of}" if cond.multiple_of else ""]
+                        f"multiple of {cond.multiple_of}" if cond.multiple_of else "",
+                        f"not a multiple of {cond.not_multiple_of}" if cond.not_multiple_of else ""]
                 parts.append(f"{key} " + ", ".join(b for b in bits if b))
             elif isinstance(cond, bool):
                 parts.append(f"{key} = {str(cond).lower()}")

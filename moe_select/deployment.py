@@ -61,14 +61,16 @@ class QuantConfig(Located):
     choice, so a checkpoint never contradicts it. ``activation_precision_runners``: the runners the engine asks that
     precision of, where its flag is read by some runners only (an activation-precision entry's ``runners`` in
     backends/engines/); any other runner runs its own default precision, which the plan says in a note (not given:
-    every runner is asked). ``layout`` (weight-only int formats): the checkpoint's
-    serialization, ``awq``, ``gptq`` or ``compressed-tensors`` (a checkpoint's config states it: its
-    ``quant_method``); the engines pick different MoE methods for each, so a fact may hold for one only
-    (``when: {checkpoint_layout: [...]}``), and a deployment that does not state it leaves such a fact undecided."""
+    every runner is asked). ``layout`` (weight-only int formats, and
+    MXFP4): the checkpoint's serialization, ``awq``, ``gptq``, ``compressed-tensors`` or ``mxfp4`` (a
+    checkpoint's config states it: its ``quant_method``; ``mxfp4``: MXFP4's own ``quant_method: mxfp4``, gpt-oss's);
+    the engines pick different MoE methods for each, so a fact may hold for one only (``when: {checkpoint_layout:
+    [...]}``), and a deployment that does not state it leaves such a fact undecided, except where the format names a
+    default (backends/formats.yaml ``params.layout``: MXFP4's own serialization), which the plan shows."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, ge=-1, le=1 << 16)
-    layout: Literal["awq", "gptq", "compressed-tensors"] | None = None
+    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4"] | None = None
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
     activation_precision: Precision | None = None

@@ -118,10 +118,14 @@ class Scale(Located):
 class FormatParams(Located):
     """A format's parameters and their defaults (a checkpoint's ``quantization_config`` or a deployment's
     ``quant_config`` gives its own): ``block`` (``[bn, bk]`` for two-dimensional blocks, or elements
-    along K sharing one scale) and ``group_size`` (elements along K sharing one scale, weight-only int)."""
+    along K sharing one scale), ``group_size`` (elements along K sharing one scale, weight-only int) and ``layout``
+    (the checkpoint serialization a deployment that states none is planned for, where one is far the most common
+    and the engines build other runners for the others: MXFP4's own ``quant_method: mxfp4``, not compressed-tensors;
+    the plan shows it as a default)."""
 
     block: list[int] | int | None = None
     group_size: int | None = Field(default=None, ge=1)
+    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4"] | None = None
 
     @field_validator("block")
     @classmethod

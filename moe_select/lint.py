@@ -65,6 +65,8 @@ def _covers(a: When, b: When) -> bool:
             elif isinstance(ca, IntRange) and isinstance(cb, IntRange):
                 if ca.multiple_of and (not cb.multiple_of or cb.multiple_of % ca.multiple_of):
                     return False
+                if ca.not_multiple_of and (not cb.not_multiple_of or ca.not_multiple_of % cb.not_multiple_of):
+                    return False  # b excludes the multiples of a divisor of a's: then it excludes a's too
                 if ca.min is not None and (cb.min is None or cb.min < ca.min):
                     return False
                 if ca.max is not None and (cb.max is None or cb.max > ca.max):

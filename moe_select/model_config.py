@@ -325,7 +325,14 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: s
             params["layout"], params["bits"] = "compressed-tensors", bits
             if isinstance(w.get("symmetric"), bool):
                 params["symmetric"] = w["symmetric"]
-        if fmt == "nvfp4-pack-quantized" or (bits == 4 and typ == "float"):
+        if fmt == "mxfp4-pack-quantized" or (fmt != "nvfp4-pack-quantized" and bits == 4 and typ == "float"
+                                             and strategy == "group" and w.get("group_size") == 32):
+            # MXFP4 (e2m1, an e8m0 scale per 32): vLLM's _is_mxfp4 (4-bit float weights, group strategy, group 32,
+            # symmetric) picks CompressedTensorsW4A4Mxfp4MoEMethod, not the NVFP4 method (field round 36). The layout
+            # is stated: that method builds fewer runners than the native mxfp4 one (backends/common.yaml methods)
+            formats.add("mxfp4")
+            params["layout"] = "compressed-tensors"
+        elif fmt == "nvfp4-pack-quantized" or (bits == 4 and typ == "float"):
             formats.add("nvfp4")
             # No input_activations: weight-only NVFP4 (llm-compressor's NVFP4A16; module doc, "Weight-only NVFP4")
             weight_only.add(not a)
@@ -449,6 +456,7 @@ def _read_quant_mapping(q: MarkedDict, pre: str, r: _Reading, model: MarkedDict 
         params["block"] = [int(block[0]), int(block[1])]
         return "fp8_block"
     if method == "mxfp4":
+        params["layout"] = "mxfp4"   # MXFP4's own serialization (gpt-oss), not compressed-tensors (backends/common.yaml)
         return "mxfp4"
     if method == "compressed-tensors":
         return _quant_from_compressed_tensors(q, params, pre, r.notes)

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar,
 from pydantic import BaseModel
 
 from . import capacity as a2a_capacity
-from .capability import A2ACapability, Fact, PackageNeedFact, RunnerCapability, Support, Unavailable
+from .capability import A2ACapability, Fact, MethodRunners, PackageNeedFact, RunnerCapability, Support, Unavailable
 from .catalog import Catalog, default_catalog
 from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fixes_for_engines
 from .deployment import Deployment, Understood, load_deployment, understand
@@ -68,7 +68,7 @@ STATE_HOW = {
                               "group_size is null (llm-compressor's strategy channel) or -1",
     "low_latency_tokens_per_rank": "state max_tokens_per_rank: the most tokens a rank's forward sends in the "
                                    "low-latency mode (the chunked-prefill size, or the decode CUDA-graph batch)",
-    "checkpoint_layout": "state quant_config.layout (awq, gptq or compressed-tensors: the checkpoint's quant_method), or "
+    "checkpoint_layout": "state quant_config.layout (awq, gptq, compressed-tensors or mxfp4: the checkpoint's quant_method), or "
                          "give model_config: a checkpoint whose config says it",
 }
 
@@ -458,6 +458,31 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
     return out
 
 
+def _method_reasons(methods: Iterable[MethodRunners], ctx: _Ctx, name: str, assumed: list[str]) -> list[Reason]:
+    """A reason for runner ``name`` per engine method of ``backends/common.yaml`` (:class:`MethodRunners`) that holds
+    here and does not build it. Where the method's ``when`` reads an input the deployment leaves unstated
+    (``checkpoint_layout``: an inline MXFP4 deployment that does not say compressed-tensors) and would hold at some
+    value of it, the plan says what it assumed (the format's native serialization, the common one) instead of
+    refusing or marking every other runner unverified: a gate on an unstated layout would block the working
+    deployments of the common layout in strict mode."""
+    out = []
+    for m in methods:
+        if name in m.runners:
+            continue
+        assert m.when is not None
+        what = f"{name} is not built by {m.why}, which builds {', '.join(m.runners)}"
+        hit = unstated_refusal(m, ctx, m.when.keys(), m.when.matches)
+        if hit is not None:
+            keys, values = hit
+            assumed.append(f"{', '.join(keys)} not given: taken as not {', '.join(map(str, values))}; if it is, {what} "
+                           f"[{m.where()}] ({'; '.join(_state_how(k) for k in keys)})")
+            continue
+        if _holds(m, ctx, assumed):
+            out.append(Reason(code=m.code, detail=f"{what} (when {m.describe_conditions()})", source=m.where(),
+                              backend=name, fix=f"runner: {' or '.join(m.runners)}"))
+    return out
+
+
 def _package_reasons(pkgs: Iterable[PackageNeedFact], ctx: _Ctx, owner: str, backend: str | None,
                      needs: list[PackageNeed]) -> list[Reason]:
     out = []
@@ -794,6 +819,7 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     out += _dispatch_reasons(cap, ctx, assumed)
     shipped = [e for e in ctx.engine_facts if cap.engines is None or e in cap.engines.values] or None
     out += _constraint_reasons(cap.constraints, ctx, name, name, assumed, shipped)
+    out += _method_reasons(ctx.catalog.common.methods, ctx, name, assumed)
     out += _package_reasons(cap.packages, ctx, name, name, needs)
     prebuilt = cap.jit is not None and ctx.env.prebuilt.get(cap.jit.package) is True
     for t in cap.toolchain:
