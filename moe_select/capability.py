@@ -588,9 +588,10 @@ class MethodRunners(Conditional):
     ``when`` (with an ``engine``) and ``requires`` hold, the engine loads the checkpoint through one MoE method, and
     that method constructs ``runners`` only (our names, backends/engines/names.yaml); every other runner is refused
     there with ``code`` and ``why`` (the method, by its upstream name). A fact of the engine's loader, not of any one
-    runner, so it lives beside the constraints every runner obeys (a field-round-36 kind: vLLM's compressed-tensors
-    MXFP4 method, which never builds FlashInfer's experts). A ``when`` on an input the deployment leaves unstated
-    (``checkpoint_layout``) leaves the other runners unverified, not refused."""
+    runner, so it lives beside the constraints every runner obeys (a field-round-36 kind: one engine's MXFP4 method for
+    compressed-tensors checkpoints, which builds two runners of the many its native MXFP4 method builds). A ``when``
+    on an input the deployment leaves unstated (``checkpoint_layout``) refuses nothing: the plan says what it
+    assumed (the selector's ``_method_reasons``)."""
 
     runners: list[str] = Field(min_length=1)
     code: Literal["quant_unsupported"] = "quant_unsupported"

@@ -58,8 +58,8 @@ def fmt_num(x: Fraction | int) -> str:
 
 class IntRange(Located):
     """A numeric condition: ``min`` <= value <= ``max``, value a multiple of ``multiple_of`` and not a multiple of
-    ``not_multiple_of`` (a kernel whose tile choice depends on another dimension's alignment: field round 36's Marlin
-    MXFP4 facts)."""
+    ``not_multiple_of`` (a kernel whose tile choice depends on another dimension's alignment: a field-round-36 kind, in
+    a runner file of backends/)."""
 
     min: int | None = None
     max: int | None = None
