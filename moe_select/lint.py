@@ -427,7 +427,41 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
     out += negative_fact_findings(catalog.runners.values(), _engine_packages(catalog))
     out += _override_findings(catalog)
     out += _comment_findings(catalog)
+    out += module_findings(catalog.runners.values())
     out += uncovered_findings(catalog)
+    return out
+
+
+def _same_file(a: Any, b: Any) -> bool:
+    """Whether capability models ``a`` and ``b`` were read from one file (a folder given to ``check`` is in the
+    catalog and given too: its findings are reported once)."""
+    try:
+        return b is not None and Path(a._file).resolve() == Path(b._file).resolve()
+    except (OSError, TypeError, AttributeError):
+        return False
+
+
+def module_findings(caps: Iterable[Any]) -> list[Finding]:
+    """A warning per runner whose adapter ``module`` is not found on this machine (``importlib.util.find_spec``: its
+    parent packages are imported, the module itself is not), or whose parent package fails to import: ``resolve``
+    would refuse that runner (an eighth new user's trial: a file naming a module that does not exist passed ``check``).
+    A warning, not an error: a plugin's module may be installed on the serving machine only."""
+    import importlib.util
+
+    out = []
+    for cap in caps:
+        module = getattr(cap, "module", None)
+        if not module:
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None
+            why = "it is not found on this machine"
+        except (ImportError, ValueError) as exc:     # a parent package missing or failing to import
+            found, why = False, f"finding it failed: {type(exc).__name__}: {str(exc)[:200]}"
+        if not found:
+            out.append(Finding(cap.where("module"), f"runner {cap.runner}: adapter module {module!r}: {why}; resolve "
+                               "refuses this runner here (install the package that provides it, or fix module:)",
+                               "warning"))
     return out
 
 
@@ -553,6 +587,8 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True,
     # a capability file given alone is not in the catalog: its facts' sources are linted here, as a folder's are
     alone = [c for c in capability if c not in [*catalog.runners.values(), *catalog.a2a.values()]]
     findings += [f for f in [*evidence_findings(capability), *negative_fact_findings(capability, _engine_packages(catalog)),
-                             *(_source_findings(catalog, alone) if alone else [])]
+                             *(_source_findings(catalog, alone) if alone else []),
+                             *module_findings(c for c in alone if isinstance(c, RunnerCapability)
+                                              and not _same_file(c, catalog.runners.get(c.runner)))]
                  if (f.where, f.message) not in seen]
     return findings, catalog

@@ -96,8 +96,12 @@ class VocabRef:
 
 def _arch_spec(v: str) -> str:
     if not _SPEC_RE.match(v):
-        raise ValueError(f"{shorten(v)} is not an arch, family or range (write e.g. sm90, gfx942, cpu, a family such as "
-                         "sm10x or gfx9, or a range such as sm80+)")
+        # a letter O for a zero, capitals, spaces: say the spelling meant (an eighth new user's trial)
+        fixed = v.strip().lower().replace(" ", "").replace("_", "")
+        fixed = fixed[:2] + fixed[2:].replace("o", "0") if fixed.startswith(("sm", "gfx")) else fixed
+        hint = f" (did you mean {fixed!r}?)" if fixed != v and _SPEC_RE.match(fixed) else ""
+        raise ValueError(f"{shorten(v)} is not an arch, family or range{hint} (write e.g. sm90, gfx942, cpu, a family "
+                         "such as sm10x or gfx9, or a range such as sm80+)")
     return v
 
 

@@ -204,8 +204,10 @@ class VocabularyIndex:
         if base is not None and base != spec:
             return f"{spec!r}: write the base architecture {base!r} (a compile-target suffix names no other GPU)"
         if base is not None:
-            return (f"architecture {spec!r} is not declared in a vocabulary: declare it (backends/vocabulary.yaml, or a "
-                    f"plugin's or --backends folder's vocabulary.yaml)" + (f", or use the range {spec}+" if spec.startswith("sm") else ""))
+            return (f"architecture {spec!r} is not declared in a vocabulary"
+                    + (_did_you_mean(spec, self.archs) or _did_you_mean(spec, self.families))
+                    + ": declare it (backends/vocabulary.yaml, or a plugin's or --backends folder's vocabulary.yaml)"
+                    + (f", or use the range {spec}+" if spec.startswith("sm") else ""))
         return f"unknown arch or family {spec!r}" + _did_you_mean(spec, [*self.archs, *self.families])
 
     def name_problem(self, kind: str, name: str) -> str | None:

@@ -676,6 +676,10 @@ def validation_issues(exc: ValidationError, data: Any, file: str, model: type[Ba
             got = literal[0].get("input")
             close = difflib.get_close_matches(got, choices, n=1, cutoff=0.6) if isinstance(got, str) and len(got) <= 200 else []
             msg = f"{shorten(got)} is not one of {', '.join(choices)}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            if isinstance(got, str) and got.strip().lstrip("-").isdigit() \
+                    and any(str(e.get("type", "")).startswith("int") for e in errs):
+                # a number in quotes where the field takes an integer or a name (an eighth new user's trial)
+                msg = f"{shorten(got)} is a string: write the integer {got.strip()} without quotes, or one of {', '.join(choices)}"
         elif err.get("type") == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1])
             unknown = loc[-1]

@@ -76,3 +76,61 @@ def test_an_empty_quantization_config_is_said(tmp_path):
     assert any(f"config.json:{line} (quantization_config {{}}): an empty mapping" in n for n in info.notes), info.notes
     # a bf16 checkpoint with no such key has no such note
     assert not any("empty mapping" in n for n in read_model_config(_config(tmp_path, quantization_config=None)).notes)
+
+
+# --- facts an operator edits: did-you-mean, quoted numbers, a module that is not there ----------------------------
+
+BACKENDS = ROOT / "backends"
+
+
+def _edited(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    text = (BACKENDS / name).read_text()
+    assert old in text, (name, old)
+    p = tmp_path / name
+    p.write_text(text.replace(old, new, 1))
+    return p
+
+
+def _check_issues(path: Path) -> str:
+    from moe_select.lint import check
+
+    with pytest.raises(InputError) as info:
+        check([path])
+    return str(info.value)
+
+
+def test_an_arch_typo_in_a_support_row_gets_a_did_you_mean(tmp_path):
+    msg = _check_issues(_edited(tmp_path, "triton.yaml", "archs: [sm90]", "archs: [sm9O]"))
+    assert "'sm9O' is not an arch, family or range (did you mean 'sm90'?)" in msg and "triton.yaml:" in msg
+    msg = _check_issues(_edited(tmp_path, "triton.yaml", "archs: [sm90]", "archs: [sm91]"))
+    assert "architecture 'sm91' is not declared in a vocabulary (did you mean 'sm90'?)" in msg
+    msg = _check_issues(_edited(tmp_path, "triton.yaml", "archs: [sm90]", "archs: [zz]"))
+    assert "did you mean" not in msg
+
+
+def test_a_quoted_number_where_an_integer_or_a_quantity_goes_says_so(tmp_path):
+    path = _edited(tmp_path, "marlin.yaml", "multiple_of: 128\n    when: {quant: [int4_w4a16, int8_w8a16]}",
+                   "multiple_of: \"2\"\n    when: {quant: [int4_w4a16, int8_w8a16]}")
+    msg = _check_issues(path)
+    assert "constraints[0].multiple_of: '2' is a string: write the integer 2 without quotes" in msg
+    assert "marlin.yaml:" in msg
+
+
+def test_a_runner_file_whose_module_is_not_there_is_a_check_warning_once(tmp_path):
+    from moe_select.lint import check
+
+    path = _edited(tmp_path, "torch_native.yaml", "module: moe_select.backends.torch_native",
+                   "module: moe_select.backends.no_such_module")
+    findings, _ = check([path])
+    hits = [f for f in findings if "no_such_module" in f.message]
+    assert len(hits) == 1 and hits[0].severity == "warning" and "not found on this machine" in hits[0].message
+    assert hits[0].where.endswith("torch_native.yaml:13") or "torch_native.yaml:" in hits[0].where
+    # an operator folder naming it: linted with the catalog, reported once
+    op = tmp_path / "op"
+    op.mkdir()
+    (op / "my_native.yaml").write_text(path.read_text().replace("runner: torch_native", "runner: my_native", 1))
+    findings, _ = check([op])
+    assert len([f for f in findings if "no_such_module" in f.message]) == 1
+    # the bundled files: every module is found
+    findings, _ = check([])
+    assert not [f for f in findings if "adapter module" in f.message]
