@@ -588,15 +588,19 @@ class MethodRunners(Conditional):
     ``when`` (with an ``engine``) and ``requires`` hold, the engine loads the checkpoint through one MoE method, and
     that method constructs ``runners`` only (our names, backends/engines/names.yaml); every other runner is refused
     there with ``code`` and ``why`` (the method, by its upstream name). A fact of the engine's loader, not of any one
-    runner, so it lives beside the constraints every runner obeys (a field-round-36 kind: one engine's MXFP4 method for
-    compressed-tensors checkpoints, which builds two runners of the many its native MXFP4 method builds). A ``when``
+    runner, so it lives beside the constraints every runner obeys. Empty ``runners``: the method cannot load the
+    layer with any runner (an engine that builds an MTP draft's bf16 experts with the main layers' FP4 method: field
+    round 37). First stated for field round 36: one engine's MXFP4 method for compressed-tensors checkpoints, which
+    builds two runners of the many its native MXFP4 method builds. A ``when``
     on an input the deployment leaves unstated (``checkpoint_layout``) refuses nothing: the plan says what it
     assumed (the selector's ``_method_reasons``)."""
 
-    runners: list[str] = Field(min_length=1)
+    runners: list[str]
     code: Literal["quant_unsupported"] = "quant_unsupported"
     why: str = Field(min_length=1)
     source: str = Field(min_length=1)
+    #: What to change where ``runners`` is empty (the method loads the layer with no runner: e.g. a release that fixes it)
+    fix: str | None = None
 
     @model_validator(mode="after")
     def _engine_scoped(self) -> "MethodRunners":

@@ -163,6 +163,9 @@ class When(Located):
     #: ``unquantized`` for a checkpoint's 16-bit MoE layers beside quantized ones): an engine may run a draft's layers
     #: under other rules than the target's.
     layer_kind: list[str] | None = None
+    #: The format of the checkpoint's main MoE layers (for the main kind, ``quant``): an engine may build another
+    #: layer kind (an MTP draft's) with the main layers' quantization method whatever the config excludes.
+    main_quant: list[Quant] | None = None
     #: The checkpoint's serialization of a weight-only int or MXFP4 format (``quant_params.layout``: ``awq``, ``gptq``,
     #: ``compressed-tensors``, ``mxfp4`` (MXFP4's own quant_method), from the checkpoint's ``quant_method``, the
     #: deployment's ``quant_config.layout`` or the format's default); a deployment that does not say it matches no such
@@ -446,7 +449,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              n_group: int | None = None, topk_group: int | None = None, block: tuple[int, int] | None = None,
              group_size: int | None = None, per_channel: bool | None = None, group_size_unset: bool | None = None,
              shared_intermediate_size: int | None = None, dense_intermediate_size: int | None = None, architecture: str | None = None,
-             layer_kind: str = "main",
+             layer_kind: str = "main", main_quant: str | None = None,
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None,
              max_tokens_given: bool = True) -> dict[str, Any]:
@@ -454,7 +457,8 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``per_channel``: a weight-only
     int format with one scale per output channel (None: a format without groups); ``group_size_unset``: a per-channel
     checkpoint's config leaves its group size null (None: not known); ``architecture``: the
-    checkpoint's model class (None: not given); ``checkpoint_layout``: a weight-only int checkpoint's serialization
+    checkpoint's model class (None: not given); ``main_quant``: the format of the checkpoint's main MoE layers, for a
+    layer kind planned on its own (None: this is the main kind, ``quant``); ``checkpoint_layout``: a weight-only int checkpoint's serialization
     (awq, gptq, compressed-tensors; None: not given); ``weight_only``: the checkpoint has no activation scales;
     ``activation_scale``: ``per_tensor`` or ``per_token`` for an NVFP4 deployment that quantizes activations, else None;
     ``activation_precision``: the activation precision the deployment asks for (None: the runner's default);
@@ -495,6 +499,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "architecture": architecture,
         "architecture_not": architecture,     # the same input, read by the allow-list condition (When.architecture_not)
         "layer_kind": layer_kind,
+        "main_quant": main_quant or quant,
         "checkpoint_layout": checkpoint_layout,
         "weight_only": weight_only,
         "activation_scale": activation_scale,

@@ -277,6 +277,8 @@ class Understood(BaseModel):
     layers: list[int] = []
     #: Which kind of MoE layer this is (``main``, or a kind of ``layer_kinds`` when planned on its own).
     layer_kind: str = "main"
+    #: For a layer kind planned on its own: the format of the checkpoint's main MoE layers (None for the main kind).
+    main_quant: str | None = None
     #: The precision the all-to-all sends this layer kind's activations in: ``auto`` (the engine chooses from the
     #: layer's weights) or a precision name (issue 21). ``layer_kinds`` entries carry their own.
     dispatch_precision: str = "auto"

@@ -237,7 +237,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     group_size_unset=_group_size_unset(u),
                     shared_intermediate_size=m.shared_expert_intermediate_size,
                     dense_intermediate_size=m.dense_intermediate_size, architecture=m.architecture,
-                    layer_kind=u.layer_kind,
+                    layer_kind=u.layer_kind, main_quant=u.main_quant,
                     checkpoint_layout=u.quant_params.get("layout"),
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
                     activation_precision=u.quant_params.get("activation_precision"),
@@ -470,7 +470,8 @@ def _method_reasons(methods: Iterable[MethodRunners], ctx: _Ctx, name: str, assu
         if name in m.runners:
             continue
         assert m.when is not None
-        what = f"{name} is not built by {m.why}, which builds {', '.join(m.runners)}"
+        what = (f"{name} is not built by {m.why}, which builds {', '.join(m.runners)}" if m.runners
+                else f"{name} cannot load this layer: {m.why}")
         hit = unstated_refusal(m, ctx, m.when.keys(), m.when.matches)
         if hit is not None:
             keys, values = hit
@@ -479,7 +480,7 @@ def _method_reasons(methods: Iterable[MethodRunners], ctx: _Ctx, name: str, assu
             continue
         if _holds(m, ctx, assumed):
             out.append(Reason(code=m.code, detail=f"{what} (when {m.describe_conditions()})", source=m.where(),
-                              backend=name, fix=f"runner: {' or '.join(m.runners)}"))
+                              backend=name, fix=f"runner: {' or '.join(m.runners)}" if m.runners else m.fix))
     return out
 
 
@@ -1719,7 +1720,8 @@ def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog:
     prov["dispatch_precision"] = f"{prov.get('dispatch_precision', 'default')} ({kind['kind']}: {kind.get('dispatch_precision', 'auto')})"
     uk = u.model_copy(update={"quant": kind["quant"], "quant_params": dict(kind["quant_params"]), "runner": kind["runner"],
                               "dispatch_precision": kind.get("dispatch_precision", "auto"),
-                              "layer_kinds": [], "layers": list(kind["layers"]), "layer_kind": kind["kind"], "provenance": prov})
+                              "layer_kinds": [], "layers": list(kind["layers"]), "layer_kind": kind["kind"],
+                              "main_quant": u.quant, "provenance": prov})
     return select(uk, env, catalog, measurements)
 
 
