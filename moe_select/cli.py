@@ -113,10 +113,19 @@ def _add_deployment_flags(p: argparse.ArgumentParser) -> None:
 
 def _model_flag(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for part in filter(None, (s.strip() for s in text.split(","))):
+    parts = [s.strip() for s in text.split(",")]
+    if parts and not parts[-1]:      # one trailing comma is harmless
+        parts.pop()
+    for part in parts:
+        if not part:   # an empty item (a,,b): refused as the README says, never skipped (a ninth new user's trial)
+            raise InputError(f"--model: an empty item in {text!r} (two commas in a row, or a leading comma)",
+                             file="<flags>", field="model")
         if "=" not in part:
             raise InputError(f"--model: {part!r} is not KEY=VALUE", file="<flags>", field="model")
         k, v = (s.strip() for s in part.split("=", 1))
+        if not k or not v:
+            raise InputError(f"--model: {part!r} has an empty {'key' if not k else 'value'}", file="<flags>",
+                             field=f"model.{k}" if k else "model")
         if k in out:  # as duplicate keys in a deployment file: refused, never the last one silently
             raise InputError(f"--model: {k} is given twice", file="<flags>", field=f"model.{k}")
         try:
@@ -696,13 +705,15 @@ def _tune_args(t: argparse.ArgumentParser) -> None:
 def _matrix_args(mx: argparse.ArgumentParser) -> None:
     mx.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     mx.add_argument("--write", action="store_true", help="write docs/matrix.md, docs/matrix.json and README.md's counts under --root")
-    mx.add_argument("--check", action="store_true", help="exit 1 when the committed files or README.md's counts differ from the facts")
+    mx.add_argument("--check", action="store_true", help="exit 1 when the committed files or README.md's counts differ from the "
+                    "facts (silent, exit 0, when they agree)")
     mx.add_argument("--root", default=".", type=_given("the repository root"), help="the repository root (default: the current folder)")
     mx.set_defaults(fn=cmd_matrix)
 
 
 def _schemas_args(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--write", action="store_true")
+    s.add_argument("--write", action="store_true", help="rewrite the schema files from the models (without it: check them, "
+                   "silent with exit 0 when they agree, exit 1 naming each file that differs)")
     s.add_argument("--dir", default=None, type=_given("a schemas folder"), help="schemas directory (default: the installed one)")
     s.set_defaults(fn=cmd_schemas)
 
@@ -715,7 +726,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "run": ("build one MoE layer of a real model config on this machine and run it", _run_args),
     "tune": ("time every candidate runner on this machine per token count; --check a measurement file", _tune_args),
     "matrix": ("the capability matrix: print, --write or --check it", _matrix_args),
-    "schemas": ("check (default) or --write the JSON Schemas", _schemas_args),
+    "schemas": ("check (default; silent when up to date) or --write the JSON Schemas", _schemas_args),
 }
 
 

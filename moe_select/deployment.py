@@ -714,6 +714,30 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             issues.append(Issue(dep._file, dep.quant_config._lines.get("group_size", dep._lines.get("quant_config", dep._line)),
                                 "quant_config.group_size", "group_size -1 (one scale per output channel) is a parameter of the "
                                 f"weight-only int formats (int4_w4a16, int8_w8a16, ...); {quant} has no groups along K"))
+        if fmt is not None and not fmt.quantized and dep.quant_config is not None:
+            # a scale parameter of a 16-bit format does nothing: said, not kept silently (a ninth new user's trial)
+            for k in ("block", "group_size", "layout", "weight_only"):
+                if getattr(dep.quant_config, k, None) not in (None, False):
+                    issues.append(Issue(dep._file, dep.quant_config._lines.get(k, dep._lines.get("quant_config", dep._line)),
+                                        f"quant_config.{k}", f"{k} is a parameter of quantized formats (their scales and "
+                                        f"serialization); {quant} has none: leave it out, or give the quantized quant"))
+        g = quant_params.get("group_size")
+        if isinstance(g, int) and not isinstance(g, bool) and g > 0 and model is not None and fmt is not None \
+                and fmt.parameters.group_size is not None:
+            # a scale group spans whole rows of K: a group that divides neither width is no checkpoint (a ninth new
+            # user's trial: AWQ group 100 on hidden 2048 was planned)
+            uneven = [f"{k} {v}" for k, v in (("hidden_size", model.hidden_size),
+                                              ("moe_intermediate_size", model.moe_intermediate_size)) if v % g]
+            if uneven:
+                where_g = (dep.quant_config.where("group_size") if dep.quant_config is not None
+                           and dep.quant_config.group_size is not None else prov.get("quant_params", "the checkpoint"))
+                line = (dep.quant_config._lines.get("group_size", dep._line) if dep.quant_config is not None
+                        and dep.quant_config.group_size is not None else dep._lines.get("model_config", dep._line))
+                issues.append(Issue(dep._file, line, "quant_config.group_size" if dep.quant_config is not None
+                                    and dep.quant_config.group_size is not None else "model_config",
+                                    f"group_size {g} ({where_g}) does not divide {' or '.join(uneven)}: the {quant} weights "
+                                    "take whole scale groups along K (hidden size for the gate/up GEMM, the intermediate "
+                                    "size for the down GEMM), so no such checkpoint exists"))
         if quant_params.get("weight_only") and fmt is not None and fmt.activation in (None, "bf16", "fp16"):
             bad("quant_config", f"weight_only applies to a format whose checkpoints carry activation scales (its "
                 f"activation precision is not 16-bit, e.g. nvfp4); {quant} fixes "

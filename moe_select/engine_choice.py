@@ -120,8 +120,11 @@ class EnvRule(_Gated):
     remove: list[str] = Field(min_length=1)
 
 
-class Oracle(_Cited):
-    """One per-format kernel oracle of an engine (vLLM's ``select_*_moe_backend``)."""
+class Oracle(_Gated):
+    """One per-format kernel oracle of an engine (vLLM's ``select_*_moe_backend``). ``requires``: the engine releases
+    whose oracle the lists were read in; at another release (declared or detected) nothing is predicted (a ninth new
+    user's trial: today's priority list was applied to vLLM 0.11.0, which chose its FP8 kernel by environment switches,
+    and ``--emit`` refused a plan the engine would have run)."""
 
     engine: Literal["vllm"]
     name: str
@@ -314,6 +317,13 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
     o = next((x for x in resolution().oracles if x.engine == engine and u.quant in x.formats), None)
     if o is None:
         return None
+    if o.requires and requires_met is not None:
+        met, why = requires_met(o.requires)
+        if not met:
+            read_at = ", ".join(f"{k} {v}" for k, v in o.requires.items())
+            return EngineChoice(engine, None, None, f"the {o.name} oracle's priority list was read at {read_at} ({why}): "
+                                "this release orders its kernels otherwise, or picks them without an oracle, and no fact "
+                                "states how", o.where())
     lst = next((x for x in o.lists if x.when is None or x.when.matches(facts)), o.lists[-1])
     order = list(lst.order)
     by_name = {e.name: e for e in order}
@@ -518,8 +528,32 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
                                f"({report.plan.chosen_by.rule or 'asked'}); no measurement here compares them")
             if plan_runner is not None and engine in (report.plan.engines or [engine]):
                 choice.follow = _follow(engine, plan_runner, u.quant)
+        untold = _no_runner_option(engine, requires_met) if plan_runner is not None and choice.runner != plan_runner else None
+        if untold is not None:
+            # a release without the runner option picks its own kernel: the plan names what moe-select judges
+            # runnable, not what the engine will be told to run (a ninth new user's trial: vLLM 0.11.0, AWQ)
+            choice.how += f"; {untold}: it cannot be told to run the plan's {plan_runner}"
+            choice.follow = None
         out.append(choice)
     return out
+
+
+def _no_runner_option(engine: str, requires_met: RequiresCheck | None) -> str | None:
+    """Why ``engine`` at the deployment's version has no runner option (its flag came in a later release), or None
+    (it has one, the version is not known, or the table dates the flag by a PR only)."""
+    from packaging.version import InvalidVersion, Version
+
+    if requires_met is None or engine not in ("vllm", "sglang"):
+        return None
+    flag = next((e for e in table(engine).flags if e.means == "runner" and not e.removed), None)
+    if flag is None or flag.since is None or not flag.since.version:
+        return None
+    try:
+        Version(flag.since.version)
+    except InvalidVersion:
+        return None
+    met, why = requires_met({engine: f">={flag.since.version}"})
+    return None if met else f"{flag.name} came in {flag.since.text()} ({why})"
 
 
 __all__ = ["Hook", "Oracle", "Resolution", "resolution", "Override", "EngineChoice", "RequiresCheck", "predict"]

@@ -69,13 +69,14 @@ def cli_launch(args: argparse.Namespace) -> Any:
         line, where = read_source(spec)
         base = Path(where).resolve().parent if where not in (LINE, "<stdin>") else Path.cwd()
     env: dict[str, str] = {}
+    shell: dict[str, str] = {}
     this_machine = getattr(args, "arch", None) in (None, "auto") and getattr(args, "gpu", None) is None
     if getattr(args, "shell_env", False) or this_machine:
-        env.update(os.environ)
+        shell.update(os.environ)
     if getattr(args, "env_file", None):
         env.update(read_env_file(args.env_file))
     launch = from_command(line, env, engine_version=getattr(args, "engine_version", None), base_dir=base,
-                          model_config=getattr(args, "model_config", None), where=where)
+                          model_config=getattr(args, "model_config", None), where=where, shell=shell)
     args.launch = launch
     return launch
 

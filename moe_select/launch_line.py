@@ -1318,11 +1318,13 @@ def _tokens(launch: Launch, phase: str) -> None:
 
 # ------------------------------------------------------------------------------------------ entry point
 def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None, *, engine_version: str | None = None,
-                 base_dir: str | Path | None = None, model_config: str | None = None, where: str = LINE) -> Launch:
+                 base_dir: str | Path | None = None, model_config: str | None = None, where: str = LINE,
+                 shell: Mapping[str, str] | None = None) -> Launch:
     """Read a launch line (a string, or argv words) into a :class:`Launch` (see the module docstring).
 
-    ``env``: the environment besides the line's own assignments (an ``--env`` file's and, when the caller
-    reads it, the shell's: :func:`merge_env`); the line's assignments win. ``engine_version``: the engine's
+    ``env``: the environment besides the line's own assignments (an ``--env`` file's), and ``shell`` the shell's when
+    the caller reads it (:func:`merge_env`: the line's assignments win, then ``env``, then ``shell``; each value says
+    which it came from). ``engine_version``: the engine's
     version (PEP 440) that flags are judged at (None: the tables' newest). ``base_dir``: what relative config
     and model paths resolve against. ``model_config``: a model config folder given instead of the line's model
     (no lookup). Raises :class:`InputError` (module docstring)."""
@@ -1337,7 +1339,8 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         if not words:
             raise InputError(Issue(where, 0, "", "no command in the launch line"))
     docker: dict[str, Any] = {}
-    words = _strip_wrappers(words, line_env, findings, where, docker, outer=env)
+    outer = {**(shell or {}), **(env or {})}
+    words = _strip_wrappers(words, line_env, findings, where, docker, outer=outer)
     if not words:
         raise InputError(Issue(where, 0, "", "no command in the launch line"))
     engine, launcher, args, model_style = _launcher(words, where)
@@ -1352,7 +1355,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
                                     f"the image tag of {docker.get('image')} names", "docker run"))
     image_env = _image_env(engine, docker.get("image"), line_env, findings)
     # a container sees its image's variables and those docker run -e passes, none of the host's others
-    full_env, env_from = merge_env({**image_env, **line_env}, None if docker else env)
+    full_env, env_from = merge_env({**image_env, **line_env}, None if docker else env, None if docker else shell)
     for k in image_env:
         if k not in line_env:
             env_from[k] = f"image {docker.get('image')}"

@@ -751,6 +751,15 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
         out.append(unnamed)
     if cap.engines is not None and engine in cap.engines.values:
         ctx.engine_used.append(cap.engines.where())
+        # the runner's own file says the engine ships it, but the engine's closed runner option (as read) takes no such
+        # name: the two facts disagree, so not supported (a ninth new user's trial: planned, then --emit refused it)
+        clash = _unnamed_for_engine(name, engine)
+        if clash is not None:
+            ctx.unknowns.append(Unknown(code="engine_unsupported", backend=name, source=clash.source,
+                                        detail=f"{cap.engines.where()} says {engine} ships {name}; {clash.detail}: a stock "
+                                               f"{engine} refuses it and --emit cannot write it",
+                                        settle=f"a names.yaml row mapping {name} to the value your {engine} build takes "
+                                               "(backends/engines/names.yaml)"))
     # this install (engine moe_select) runs what has an adapter here: a runner without one is refused by no_adapter
     # (adapter_reasons), not by an engines list whose exhaustive decision cites another engine's code (an eighth new
     # user's trial: TensorRT-LLM's get_moe_cls was cited for moe_select)

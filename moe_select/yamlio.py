@@ -224,9 +224,9 @@ def _shorten_text(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-# YAML 1.2 core schema (what JSON means too): null, true/false, decimal integers, floats with an optional
-# exponent, .inf/.nan. YAML 1.1's yes/on, 0x8, 0o10, 1_000, 1:30, 2001-12-14 (a date) and `=` stay
-# strings, and the models refuse them where a boolean or number is due. A leading zero (010: octal 8 in
+# YAML 1.2's JSON schema (what JSON means too), with .inf/.nan: null, true/false, decimal integers, floats with an
+# optional exponent. YAML 1.1's yes/on, 1_000, 1:30, 2001-12-14 (a date) and `=`, and the core schema's 0x8 and
+# 0o10, stay strings, and the models refuse them where a boolean or number is due. A leading zero (010: octal 8 in
 # YAML 1.1, decimal 10 in 1.2) is refused rather than guessed.
 _TAG = "tag:yaml.org,2002:"
 _INT_RE = re.compile(r"^[-+]?[0-9]+$")
@@ -511,7 +511,7 @@ _EngineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _
 def load_text(text: str, file: str, *, engine_yaml: bool = False) -> Any:
     """Parse YAML (or JSON) ``text``; ``file`` is the name used in marks and errors.
 
-    Scalars follow the YAML 1.2 core schema (see README): ``yes``/``on``/``0x8``/dates stay strings, an
+    Scalars follow YAML 1.2's JSON schema (see README): ``yes``/``on``/``0x8``/``0o10``/dates stay strings, an
     integer with a leading zero (``08``, ``010``) is refused. The document is bounded while it is
     composed (:data:`MAX_NODES` after alias expansion, :data:`MAX_ALIASES`, :data:`MAX_DEPTH`,
     :data:`MAX_KEYS`, :data:`MAX_SCALAR_CHARS`, :data:`MAX_INT_DIGITS`), so a ten-line alias bomb is

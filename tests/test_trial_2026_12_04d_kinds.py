@@ -157,9 +157,14 @@ def test_an_operator_runner_is_refused_under_an_engine_that_cannot_name_it(tmp_p
         assert r.plan is None, r.summary()
         [why] = [x for c in r.candidates if c.backend == "my_moe" for x in c.reasons if x.code == "engine_unsupported"]
         assert "names.yaml" in why.source and f"{engine}'s runner option takes no such value" in why.detail
-    # the engine its own file names: the operator's fact stands
+    # the engine its own file names: the operator's fact stands against the engine's closed option as an unverified
+    # plan (the ninth trial: it was supported, and --emit then refused it): strict refuses it, the unknown says how
     ok = moe_select.explain({**dep, "engine": "sglang"}, backends_dirs=[ops])
-    assert ok.plan is not None and ok.plan.runner == "my_moe", ok.summary()
+    assert ok.plan is not None and ok.plan.runner == "my_moe" and ok.evidence == "unverified", ok.summary()
+    [u] = [x for c in ok.candidates if c.backend == "my_moe" for x in c.unknowns if x.code == "engine_unsupported"]
+    assert "says sglang ships my_moe" in u.detail and "--emit cannot write it" in u.detail and "names.yaml" in u.settle
+    strict = moe_select.explain({**dep, "engine": "sglang", "strict": True}, backends_dirs=[ops])
+    assert strict.plan is None, strict.summary()
     shutil.rmtree(ops)
 
 

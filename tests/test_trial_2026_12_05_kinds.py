@@ -1,0 +1,127 @@
+"""The ninth new user's trial (2026-12-05), fixed as kinds.
+
+- (1a) vLLM's kernel oracles were replayed at any release: today's FP8 list (FlashInfer CUTLASS first on sm90 with EP)
+  was applied to vLLM 0.11.0, which has no oracle. Each oracle of backends/engines/resolution.yaml now says the releases
+  whose code matches its list (``requires``, read in the 0.15.1, 0.18.0, 0.24.0 wheels): elsewhere, not predicted.
+- (1b) a release without the engine's runner option (vLLM before 0.17.0: no --moe-backend) cannot be told to run the
+  plan's runner: the engine-choice line says so.
+- (1d) a Qwen3-MoE / DeepSeek config without moe_intermediate_size took intermediate_size (the dense MLP's) as the
+  experts' width: an input error naming the key.
+- (1e) an operator runner whose own file says SGLang ships it, under SGLang's closed runner option that takes no such
+  name, was supported: now unverified (tests/test_trial_2026_12_04d_kinds.py).
+- (1f) a scale group that divides neither the hidden nor the intermediate size (AWQ group 100 on hidden 2048) was
+  planned: an input error.
+- (3b) a quantized format's parameter (group_size, block, layout, weight_only) on a 16-bit format was kept silently.
+- (3c) ``--model a=1,,b=2`` skipped the empty item; ``b=`` took an empty value.
+- (3d) a shell variable read with ``--shell-env`` was labelled as the ``--env`` file's.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import moe_select
+from moe_select.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "examples" / "model_configs"
+
+
+def _vllm_choice(r):
+    return next(c for c in r.engine_choices if c.engine == "vllm")
+
+
+@pytest.mark.parametrize("version, predicted", [("0.11.0", False), ("0.15.1", False), ("0.18.0", True), ("0.24.0", True)])
+def test_the_fp8_oracle_is_replayed_only_at_the_releases_it_was_read_in(version, predicted):
+    r = moe_select.explain({"gpu": "H200", "engine": "vllm", "engine_version": version,
+                            "model_config": str(CONFIGS / "deepseek-ai__DeepSeek-R1"), "tp": 8, "ep": 8})
+    c = _vllm_choice(r)
+    assert (c.runner is not None) == predicted, c.render()
+    if not predicted:
+        assert "the Fp8 oracle's priority list was read at vllm >=0.18.0" in c.how and f"vllm is {version}" in c.how
+        assert not c.differs
+
+
+def test_the_nvfp4_oracle_holds_from_0_15_1():
+    for version, predicted in (("0.14.1", False), ("0.15.1", True)):
+        r = moe_select.explain({"gpu": "B200", "engine": "vllm", "engine_version": version,
+                                "model_config": str(CONFIGS / "nvidia__Qwen3-30B-A3B-NVFP4"), "tp": 1})
+        assert (_vllm_choice(r).runner is not None) == predicted, (version, _vllm_choice(r).render())
+
+
+@pytest.mark.parametrize("version, untold", [("0.11.0", True), ("0.17.0", False)])
+def test_a_release_without_the_runner_option_is_said(version, untold):
+    r = moe_select.explain({"gpu": "A100", "engine": "vllm", "engine_version": version,
+                            "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ"), "tp": 2})
+    c = _vllm_choice(r)
+    said = f"it cannot be told to run the plan's {r.plan.runner}"
+    assert (said in c.how) == untold, c.how
+    if untold:
+        assert "--moe-backend came in" in c.how and c.follow is None
+
+
+def _config(tmp_path: Path, name: str, **edit) -> Path:
+    c = json.loads((CONFIGS / name / "config.json").read_text())
+    for k, v in edit.items():
+        if v is None:
+            c.pop(k, None)
+        elif k == "quantization_config":
+            c[k] = {**c[k], **v}
+        else:
+            c[k] = v
+    d = tmp_path / f"c{len(list(tmp_path.iterdir()))}"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(c, indent=1))
+    return d
+
+
+def test_a_missing_moe_intermediate_size_is_not_taken_from_the_dense_width(tmp_path):
+    for name in ("Qwen__Qwen3-30B-A3B", "deepseek-ai__DeepSeek-V3"):
+        with pytest.raises(InputError, match=r"moe_intermediate_size: no moe_intermediate_size: a (qwen3_moe|deepseek_v3) "
+                                             r"config gives the experts' width there"):
+            moe_select.explain({"gpu": "H100", "model_config": str(_config(tmp_path, name, moe_intermediate_size=None))})
+    # Mixtral's experts are intermediate_size wide: read as before
+    r = moe_select.explain({"gpu": "H100", "model_config": str(CONFIGS / "mistralai__Mixtral-8x7B-v0.1"), "tp": 2})
+    assert r.deployment.model.moe_intermediate_size == 14336
+
+
+def test_a_scale_group_that_divides_no_width_is_no_checkpoint(tmp_path):
+    path = _config(tmp_path, "Qwen__Qwen3-30B-A3B-AWQ", quantization_config={"group_size": 100})
+    with pytest.raises(InputError, match=r"group_size 100 .* does not divide hidden_size 2048 or moe_intermediate_size "
+                                         r"768: .* no such checkpoint exists"):
+        moe_select.explain({"gpu": "A100", "model_config": str(path), "tp": 1})
+    dep = {"gpu": "A100", "quant": "int4_w4a16", "quant_config": {"layout": "awq", "group_size": 64},
+           "model": {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768}}
+    assert moe_select.explain(dep).deployment.quant_params["group_size"] == 64
+    with pytest.raises(InputError, match=r"quant_config.group_size: group_size 96 .* does not divide hidden_size 2048"):
+        moe_select.explain({**dep, "quant_config": {"layout": "awq", "group_size": 96}})
+
+
+@pytest.mark.parametrize("key, value", [("group_size", 128), ("block", [128, 128]), ("layout", "awq"), ("weight_only", True)])
+def test_a_quantized_formats_parameter_on_a_16_bit_format_is_refused(key, value):
+    with pytest.raises(InputError, match=rf"quant_config.{key}: {key} is a parameter of quantized formats .* bf16 has none"):
+        moe_select.explain({"gpu": "H100", "quant": "bf16", "quant_config": {key: value},
+                            "model": {"num_experts": 8, "top_k": 2, "hidden_size": 1024, "moe_intermediate_size": 512}})
+
+
+def test_model_flag_items(capsys):
+    from moe_select.cli import main
+
+    shape = "num_experts=128,top_k=8,hidden_size=2048,moe_intermediate_size=768"
+    assert main(["explain", "--gpu", "H100", "--model", shape.replace(",top_k", ",,top_k")]) == 2
+    assert "an empty item" in capsys.readouterr().err
+    assert main(["explain", "--gpu", "H100", "--model", shape.replace("top_k=8", "top_k=")]) == 2
+    assert "'top_k=' has an empty value" in capsys.readouterr().err
+    assert main(["explain", "--gpu", "H100", "--quant", "bf16", "--model", shape + ","]) in (0, 1)  # a trailing comma: harmless
+
+
+def test_a_shell_variable_is_labelled_as_the_shells(monkeypatch, capsys):
+    from moe_select.cli import main
+
+    monkeypatch.setenv("SGLANG_USE_AITER", "1")
+    line = f"python -m sglang.launch_server --model-path {CONFIGS / 'Qwen__Qwen3-30B-A3B-FP8'} --tp 8"
+    main(["explain", "--from-command", line, "--gpu", "MI300X", "--shell-env"])
+    out = capsys.readouterr().out
+    assert "SGLANG_USE_AITER=1 (set by the shell)" in out and "--env file" not in out
