@@ -370,7 +370,11 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                 raise InputError(Issue(where, 0, "", f"docker run {out[i] if i < len(out) else ''}: the image's default command "
                                        "is not in the line; give the command after the image (e.g. python3 -m sglang.launch_server ...)"))
             findings.append(Finding("note", f"docker run ... {out[i]}", "the container's command is read; docker's options are not (its -e variables are)"))
-            if out[i + 1].startswith("-") and _image_repo_tag(out[i])[0] in VLLM_IMAGES:
+            cmd = out[i + 1].rsplit("/", 1)[-1]
+            is_command = cmd == "vllm" or bool(re.match(r"^(python(3(\.\d+)?)?|bash|sh|env)$", cmd))
+            if (out[i + 1].startswith("-") or not is_command) and _image_repo_tag(out[i])[0] in VLLM_IMAGES:
+                # (a ninth new user's trial: the model path right after the image, as vllm serve's positional
+                # argument, was refused as an unknown launcher)
                 # The vLLM images' entrypoint serves: the words after the image are its arguments.
                 findings.append(Finding("note", f"docker run ... {out[i]} {out[i + 1]}",
                                         "the image's entrypoint is vLLM's server (vllm serve; python3 -m "

@@ -125,3 +125,18 @@ def test_a_shell_variable_is_labelled_as_the_shells(monkeypatch, capsys):
     main(["explain", "--from-command", line, "--gpu", "MI300X", "--shell-env"])
     out = capsys.readouterr().out
     assert "SGLANG_USE_AITER=1 (set by the shell)" in out and "--env file" not in out
+
+
+def test_a_vllm_image_with_the_model_right_after_it_is_read_as_vllm_serve():
+    """(3a) ``docker run ... vllm/vllm-openai:TAG MODEL --flags``: the image's entrypoint is vllm serve, whose model is
+    positional; was refused as an unknown launcher."""
+    from moe_select.launch_line import from_command
+
+    model = str(CONFIGS / "deepseek-ai__DeepSeek-R1")
+    launch = from_command(f"docker run --gpus all -e VLLM_USE_DEEP_GEMM=0 vllm/vllm-openai:v0.11.0 {model} "
+                          "--tensor-parallel-size 8 --enable-expert-parallel")
+    assert launch.engine == "vllm" and launch.deployment["tp"] == 8 and launch.deployment["model_config"] == model
+    assert any("entrypoint is vLLM's server" in f.message for f in launch.findings)
+    # an explicit command after the image is still the command
+    explicit = from_command(f"docker run --gpus all vllm/vllm-openai:v0.11.0 vllm serve {model} --tensor-parallel-size 8")
+    assert explicit.engine == "vllm" and explicit.deployment["tp"] == 8
