@@ -617,7 +617,8 @@ class CommonFacts(Located):
 
     schema_version: Literal[2, 3]
     source: str = Field(min_length=1)
-    constraints: list[Constraint] = Field(min_length=1)
+    #: (an operator folder's common.yaml may hold methods only: added to the bundled file's)
+    constraints: list[Constraint] = Field(default_factory=list)
     methods: list[MethodRunners] = Field(default_factory=list)
 
 

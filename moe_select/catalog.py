@@ -225,19 +225,49 @@ class _Loader:
         return self.get(lambda: validate(model, _read(path, display, self.files), display))  # type: ignore[arg-type]
 
 
+def _replaces(ld: _Loader, display: str, field: str, kind: str, name: str, old: Any, line: int, operator: bool) -> bool:
+    """Whether an operator's file ``display`` of ``kind`` ``name`` replaces the bundled file ``old`` (recorded in the
+    file's origin, shown by ``explain``); else the issue why not: a plugin adds files and replaces none, and two
+    operator folders may not both replace one file."""
+    bundled = old.where().startswith("backends/")
+    if operator and bundled:
+        ld.origins[display] = f"{ld.origins.get(display, '')} (replaces {old.where()})".strip()
+        return True
+    why = ("a plugin adds runners, it does not replace them" if not operator else
+           "two operator folders give this file: keep one")
+    ld.issues.append(Issue(display, line, field, f"{kind} {name!r} is already defined by {old.where()}: {why}"
+                           if kind == "runner" else f"{kind} {name!r} is already defined by {old.where()}"
+                           + ("" if not operator else f": {why}")))
+    return False
+
+
 def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, runners: dict[str, RunnerCapability],
-                    a2a: dict[str, A2ACapability], failed: set[str]) -> None:
+                    a2a: dict[str, A2ACapability], failed: set[str], operator: bool = False,
+                    bundled_dir: Path | None = None) -> None:
     """Load the runner files and ``a2a/*.yaml`` of one capability folder into ``runners``/``a2a``. A plugin's or
-    operator's folder (``origin`` given) holding ``formats.yaml`` is an issue: format rows are bundled only."""
+    operator's folder (``origin`` given) holding ``formats.yaml`` or ``packages.yaml`` is an issue: format rows and
+    the package table are bundled only. An operator's folder (``operator``: ``--backends``, ``$MOE_SELECT_BACKENDS``)
+    may replace a bundled runner or a2a file by a file of the same name (an operator's correction of a bundled fact,
+    said in the file's origin; a ninth new user's trial found no way to version-bound a bundled fact); its
+    ``common.yaml`` is read by :func:`load_catalog` (added to the bundled one). A file that is a byte-for-byte copy of
+    the bundled one (``bundled_dir``: a copy of the whole bundled folder, then one file edited) is the bundled one."""
     for path in sorted(folder.glob("*.yaml")):
-        if path.name == "formats.yaml" and origin:
-            ld.issues.append(Issue(f"{prefix}{path.name}", 0, "", "format rows are bundled only (backends/formats.yaml): a "
-                                   "plugin or --backends folder cannot add or change a format yet; remove this file"))
+        if operator and bundled_dir is not None and path.name in SPECIAL_FILES \
+                and _same_as_bundled(path, bundled_dir / path.name):
+            continue       # a copy of the bundled file (a copied folder): the bundled one stands
+        if path.name in ("formats.yaml", "packages.yaml") and origin:
+            what = ("format rows are bundled only (backends/formats.yaml): a plugin or --backends folder cannot add or change "
+                    "a format yet" if path.name == "formats.yaml" else "the package table is bundled only "
+                    "(backends/packages.yaml): a plugin or --backends folder cannot add or change a package row yet")
+            ld.issues.append(Issue(f"{prefix}{path.name}", 0, "", f"{what}; remove this file"))
         if path.name in SPECIAL_FILES:
             continue
         display = f"{prefix}{path.name}"
         if origin:
             ld.origins[display] = origin
+        if operator and bundled_dir is not None and _same_as_bundled(path, bundled_dir / path.name):
+            ld.origins.pop(display, None)    # a copy of the bundled file: the bundled one stands
+            continue
         cap = ld.model(RunnerCapability, path, display)
         if cap is None:
             failed.add(path.stem)
@@ -245,13 +275,14 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         if cap.runner != path.stem:
             ld.issues.append(Issue(display, cap._lines.get("runner", 0), "runner",
                                    f"runner {shorten(cap.runner)} must match the file name {shorten(path.stem)}"))
-        if cap.runner in runners:
-            ld.issues.append(Issue(display, cap._line, "runner", f"runner {cap.runner!r} is already defined by "
-                                   f"{runners[cap.runner].where()}: a plugin adds runners, it does not replace them"))
+        if cap.runner in runners and not _replaces(ld, display, "runner", "runner", cap.runner, runners[cap.runner],
+                                                   cap._line, operator):
             continue
         runners[cap.runner] = cap
     for path in sorted((folder / "a2a").glob("*.yaml")):
         display = f"{prefix}a2a/{path.name}"
+        if operator and bundled_dir is not None and _same_as_bundled(path, bundled_dir / "a2a" / path.name):
+            continue
         if origin:
             ld.origins[display] = origin
         acap = ld.model(A2ACapability, path, display)
@@ -260,8 +291,7 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         if acap.a2a != path.stem:
             ld.issues.append(Issue(display, acap._lines.get("a2a", 0), "a2a",
                                    f"a2a {shorten(acap.a2a)} must match the file name {shorten(path.stem)}"))
-        if acap.a2a in a2a:
-            ld.issues.append(Issue(display, acap._line, "a2a", f"a2a {acap.a2a!r} is already defined by {a2a[acap.a2a].where()}"))
+        if acap.a2a in a2a and not _replaces(ld, display, "a2a", "a2a", acap.a2a, a2a[acap.a2a], acap._line, operator):
             continue
         a2a[acap.a2a] = acap
 
@@ -306,8 +336,19 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                                    "this is a file" if folder.exists() else "capability folder not found"))
             continue
         backend_sources.append(str(folder))
-        _capability_dir(ld, folder, f"{folder}/", f"operator capability folder {folder}", runners, a2a, failed)
-        _vocabulary_file(ld, folder, f"{folder}/", f"operator capability folder {folder}", vocab_files)
+        _capability_dir(ld, folder, f"{folder}/", f"operator capability folder {folder}", runners, a2a, failed, operator=True,
+                        bundled_dir=bdir)
+        _vocabulary_file(ld, folder, f"{folder}/", f"operator capability folder {folder}", vocab_files, bdir)
+        if (folder / "common.yaml").is_file() and common is not None \
+                and not _same_as_bundled(folder / "common.yaml", bdir / "common.yaml"):
+            # an operator's constraints every runner obeys and engine methods: added to the bundled ones (each keeps its
+            # file:line); was silently not read
+            display = f"{folder}/common.yaml"
+            ld.origins[display] = f"operator capability folder {folder} (added to backends/common.yaml)"
+            extra = ld.model(CommonFacts, folder / "common.yaml", display)
+            if extra is not None:
+                common = common.model_copy(update={"constraints": [*common.constraints, *extra.constraints],
+                                                   "methods": [*common.methods, *extra.methods]})
 
     rules: list[Rule] = []
     rule_files: list[str] = []
@@ -423,10 +464,21 @@ def _formats_table(ld: _Loader, bdir: Path) -> dict[str, Format]:
     return rows
 
 
-def _vocabulary_file(ld: _Loader, folder: Path, prefix: str, origin: str, files: list[Vocabulary]) -> None:
-    """Load ``vocabulary.yaml`` of a plugin's or operator's capability folder into ``files`` when it has one."""
+def _same_as_bundled(path: Path, bundled: Path) -> bool:
+    """Whether an operator folder's ``path`` holds the same bytes as the bundled file ``bundled`` (a copy of the bundled
+    folder: read once, from the bundled file)."""
+    try:
+        return bundled.is_file() and path.read_bytes() == bundled.read_bytes()
+    except OSError:
+        return False
+
+
+def _vocabulary_file(ld: _Loader, folder: Path, prefix: str, origin: str, files: list[Vocabulary],
+                     bundled: Path | None = None) -> None:
+    """Load ``vocabulary.yaml`` of a plugin's or operator's capability folder into ``files`` when it has one (an
+    operator's copy of the bundled file, ``bundled``, is the bundled one: not read twice)."""
     path = folder / VOCABULARY_FILE
-    if not path.is_file():
+    if not path.is_file() or (bundled is not None and _same_as_bundled(path, bundled / VOCABULARY_FILE)):
         return
     display = f"{prefix}{VOCABULARY_FILE}"
     ld.origins[display] = origin

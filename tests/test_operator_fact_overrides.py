@@ -1,0 +1,95 @@
+"""An operator's correction of a bundled fact (the ninth new user's trial: copying backends/ into a --backends folder
+failed for every file, "a plugin adds runners, it does not replace them", so a bundled fact could not be corrected or
+version-bounded without editing the installed package).
+
+An operator capability folder (``--backends``, ``$MOE_SELECT_BACKENDS``) may now replace a bundled runner or a2a file by
+a file of the same name: the operator's file is read whole, the bundled one not, and ``explain`` (the file's origin) and
+``check`` (a note) say so. A byte-for-byte copy of a bundled file (a copied folder) is the bundled file. Its
+``common.yaml`` is added to the bundled one (was silently not read); ``packages.yaml`` is refused, as ``formats.yaml``
+is. A plugin still only adds; two operator folders may not both replace one file."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import moe_select
+from moe_select.catalog import load_catalog
+from moe_select.errors import InputError
+from moe_select.lint import check
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ROOT / "backends"
+GEMMA4 = {"num_experts": 128, "top_k": 8, "hidden_size": 2816, "moe_intermediate_size": 704, "activation": "gelu",
+          "routing": "renormalize"}
+DEP = {"gpu": "RTX 3090", "engine": "vllm", "engine_version": "0.26.0", "model": GEMMA4, "quant": "fp8_tensor", "tp": 2}
+BOUND = 'requires: {vllm: "<0.25.0"}\n    code: shape_unaligned\n    why: "vLLM before 0.25.0 repacks FP8'
+
+
+def _fp8_marlin_refused(r) -> bool:
+    return any(x.code == "shape_unaligned" and "FP8 MoE weights for Marlin" in x.detail
+               for c in r.candidates if c.backend == "marlin" for x in c.reasons)
+
+
+def _edited_marlin(folder: Path) -> Path:
+    text = (BACKENDS / "marlin.yaml").read_text()
+    assert BOUND in text
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "marlin.yaml").write_text(text.replace(BOUND, BOUND.replace("<0.25.0", "<0.27.0"), 1))
+    return folder
+
+
+def test_an_operator_file_replaces_the_bundled_one_and_says_so(tmp_path):
+    assert not _fp8_marlin_refused(moe_select.explain(DEP))          # bundled: padded from 0.25.0
+    ops = _edited_marlin(tmp_path / "ops")
+    r = moe_select.explain(DEP, backends_dirs=[ops])
+    assert _fp8_marlin_refused(r), r.summary()                        # the operator's bound: < 0.27.0
+    origin = r.origins[f"{ops.absolute()}/marlin.yaml"]
+    assert "replaces backends/marlin.yaml:" in origin
+    findings, _ = check([ops])
+    assert any(f.severity == "note" and "replaces the bundled backends/marlin.yaml" in f.message for f in findings)
+
+
+def test_a_copied_bundled_folder_with_one_file_edited(tmp_path):
+    ops = tmp_path / "copy"
+    shutil.copytree(BACKENDS, ops, ignore=shutil.ignore_patterns("*.py", "__pycache__", "triton_configs"))
+    _edited_marlin(ops)
+    cat = load_catalog(backends_dirs=[ops], use_env=False)
+    bundled = load_catalog(use_env=False)
+    replaced = [d for d, o in cat.origins.items() if "replaces" in o]
+    assert replaced == [f"{ops.absolute()}/marlin.yaml"], replaced    # the copies are the bundled files
+    assert len(cat.common.constraints) == len(bundled.common.constraints)   # common.yaml's copy: not added twice
+    assert len(cat.common.methods) == len(bundled.common.methods)
+    findings, _ = check([ops])
+    assert not [f for f in findings if f.severity == "error"]
+
+
+def test_an_operator_common_yaml_is_added(tmp_path):
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    (ops / "common.yaml").write_text(
+        "schema_version: 3\nsource: \"this operator\"\nmethods:\n"
+        "  - runners: [triton]\n    when: {engine: [vllm], quant: [fp8_tensor]}\n"
+        "    why: \"our vLLM build's FP8 method (a local patch)\"\n    source: \"(reported) example/fork#1\"\n")
+    r = moe_select.explain({**DEP, "gpu": "H100", "engine_version": "0.24.0", "tp": 1}, backends_dirs=[ops])
+    hits = [x for c in r.candidates if c.backend == "flashinfer_cutlass" for x in c.reasons
+            if "our vLLM build's FP8 method" in x.detail]
+    assert hits and str(ops.absolute()) in hits[0].source, r.summary()
+    assert "added to backends/common.yaml" in r.origins[f"{ops.absolute()}/common.yaml"]
+
+
+def test_an_operator_packages_yaml_is_refused(tmp_path):
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    shutil.copy(BACKENDS / "packages.yaml", ops / "packages.yaml")
+    (ops / "packages.yaml").write_text((ops / "packages.yaml").read_text() + "\n")     # not a copy: edited
+    with pytest.raises(InputError, match="the package table is bundled only"):
+        load_catalog(backends_dirs=[ops], use_env=False)
+
+
+def test_two_operator_folders_may_not_both_replace_one_file(tmp_path):
+    a, b = _edited_marlin(tmp_path / "a"), _edited_marlin(tmp_path / "b")
+    with pytest.raises(InputError, match=r"runner 'marlin' is already defined by .*/a/marlin\.yaml:\d+: two operator "
+                                         r"folders give this file: keep one"):
+        load_catalog(backends_dirs=[a, b], use_env=False)
