@@ -624,6 +624,22 @@ def _lookup(t: EngineTable, name: str) -> tuple[FlagEntry | None, bool, str | No
     return None, False, None
 
 
+def _other_engines_flag(name: str, engine: str) -> str:
+    """Where ``name`` is another engine's flag whose meaning ``engine`` has a flag for: `` (sglang's flag for tp; vllm
+    writes --tensor-parallel-size or -tp)``; else ''. (A ninth new user's trial: ``--tp-size`` under vLLM was told
+    "did you mean --block-size or --dtype?")."""
+    for other in ENGINES:
+        if other == engine:
+            continue
+        hit = next((e for e in table(other).flags if name in e.names and e.means not in ("not_moe", "moe_read")), None)
+        if hit is None:
+            continue
+        mine = next((e for e in table(engine).flags if e.means == hit.means and not e.removed), None)
+        if mine is not None:
+            return f" ({other}'s flag for {hit.means}; {engine} writes {' or '.join(mine.names)})"
+    return ""
+
+
 def _did_you_mean(name: str, options: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(options), n=2, cutoff=0.6)
     return f" (did you mean {' or '.join(close)}?)" if close else ""
@@ -783,7 +799,8 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
                                                f"write {dashed}", "sgl-project/sglang#12818"))
             else:
                 launch.findings.append(Finding("unknown", name, f"not in the {engine} table (checked at {t.checked_at})"
-                                               f"{_did_you_mean(name, _all_names(t))}; kept as written, not read"))
+                                               f"{_other_engines_flag(name, engine) or _did_you_mean(name, _all_names(t))}; "
+                                               "kept as written, not read"))
             step = 1 if eq or i + 1 >= len(args) or args[i + 1].startswith("-") else 2
             launch.kept.append(args[i:i + step])
             i += step

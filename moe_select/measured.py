@@ -327,7 +327,12 @@ class MeasuredReport(BaseModel):
                 lo = (r.max_tokens or 0) + 1
             out.append("  ranges: " + "; ".join(parts))
         for v in self.verdicts:
-            gap = f"; runner-up {v.runner_up} {v.gap_pct:+.1f} %" if v.runner_up is not None and v.gap_pct is not None else ""
+            gap = ""
+            if v.runner_up is not None and v.gap_pct is not None:
+                # a tie broken toward the slower median leaves a runner-up that is faster by median: said in words,
+                # not as a negative gap (a ninth new user's trial)
+                gap = (f"; runner-up {v.runner_up} {v.gap_pct:+.1f} %" if v.gap_pct >= 0 else
+                       f"; runner-up {v.runner_up}, {-v.gap_pct:.1f} % faster by median but within the intervals")
             tie = f" (tie: {', '.join(v.tied)}; {v.winner} by {v.tie_break})" if len(v.tied) > 1 else ""
             out.append(f"  {v.tokens:>6} tokens -> {v.winner}{tie}{gap}")
             out += [f"           {t.render()}" for t in v.times]

@@ -745,8 +745,9 @@ def render_points(m: Measurements) -> str:
                          f"{p.p10_us:>8.1f}-{p.p90_us:<9.1f}  {p.samples:>5}  {p.stopped}")
         if ranked:
             tied = [p.runner for p in ranked[1:] if overlap(ranked[0], p)]
-            verdicts.append(f"{t:>7}  fastest {ranked[0].runner}" + (f"; tied with {', '.join(tied)} (95 % intervals overlap)"
-                                                                    if tied else ""))
+            verdicts.append(f"{t:>7}  fastest {ranked[0].runner}" + (f"; tied with {', '.join(tied)} (95 % intervals overlap: "
+                                                                    "a plan from this file breaks the tie by the rules' "
+                                                                    "order, explain names the winner)" if tied else ""))
     return "\n".join(lines + ["per token count:"] + verdicts)
 
 

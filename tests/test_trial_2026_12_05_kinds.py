@@ -140,3 +140,29 @@ def test_a_vllm_image_with_the_model_right_after_it_is_read_as_vllm_serve():
     # an explicit command after the image is still the command
     explicit = from_command(f"docker run --gpus all vllm/vllm-openai:v0.11.0 vllm serve {model} --tensor-parallel-size 8")
     assert explicit.engine == "vllm" and explicit.deployment["tp"] == 8
+
+
+def test_another_engines_flag_names_this_engines_spelling():
+    """(5b) ``--tp-size`` (SGLang's) under vLLM: the did-you-mean named --block-size or --dtype."""
+    from moe_select.launch_line import from_command
+
+    launch = from_command(f"vllm serve {CONFIGS / 'Qwen__Qwen3-30B-A3B'} --tp-size 2")
+    [f] = [f for f in launch.findings if f.token == "--tp-size"]
+    assert "sglang's flag for tp; vllm writes --tensor-parallel-size or -tp" in f.message
+
+
+def test_a_tie_broken_toward_the_slower_median_is_said_in_words():
+    """(4d) explain printed 'runner-up torch_grouped_mm -63.1 %' for a tie the rules' order broke toward the slower
+    median; tune's summary now says a plan breaks ties by the rules' order."""
+    from moe_select.measured import MeasuredReport, TokenVerdict
+
+    def line(gap: float) -> str:
+        m = MeasuredReport(applied=True, why="x", verdicts=[TokenVerdict(tokens=1, winner="torch_native", times=[],
+                                                                         tied=["torch_native", "torch_grouped_mm"],
+                                                                         tie_break="rule order", runner_up="torch_grouped_mm",
+                                                                         gap_pct=gap)])
+        return next(x for x in m.render() if "tokens ->" in x)
+
+    assert "runner-up torch_grouped_mm, 63.1 % faster by median but within the intervals" in line(-63.1)
+    assert "runner-up torch_grouped_mm +12.0 %" in line(12.0)
+    assert "-63.1" not in line(-63.1)
