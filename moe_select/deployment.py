@@ -145,6 +145,11 @@ class Deployment(Located):
     #: Runner per additional MoE layer kind (``mtp``, ``unquantized``): ``runner`` applies to the main
     #: layers; other kinds are planned with ``auto`` unless named here.
     layer_runners: dict[str, str] | None = None
+    #: Whether a speculative draft runs the checkpoint's own MTP (NextN) layers: ``false`` leaves a checkpoint's
+    #: ``mtp`` layer kind out of the plan (the engine builds no draft, so no fact about those layers applies); not
+    #: given: planned as a draft would run them, with a note. A launch line states it: true with the engine's
+    #: speculative-decoding flag (any method: a draft of another model is not told apart), false without.
+    speculative: bool | None = None
     #: The precision an all-to-all sends each MoE layer kind's activations in (issue 21): ``auto`` (the default: the
     #: engine chooses per layer from the layer's weights, as SGLang and vLLM do), a precision name of
     #: :data:`moe_select.formats.PRECISIONS` (every MoE layer kind), or a mapping ``{main: nvfp4, mtp: bf16}`` (kinds as
@@ -627,6 +632,17 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     kinds = list(info.layer_kinds) if info is not None and model is not None else []
     main_layers = list(kinds[0]["layers"]) if kinds else []
     extra: list[dict[str, Any]] = [dict(kind) for kind in kinds[1:]]
+    mtp_kinds = [k for k in extra if k["kind"] == "mtp"]
+    if mtp_kinds and dep.speculative is False:
+        # no draft runs: the engine builds no MTP layer, so none is planned (its refusals would block a deployment that
+        # runs fine: a field round 37 fact refuses SGLang < 0.4.8's NextN layers of an NVFP4 checkpoint)
+        extra = [k for k in extra if k["kind"] != "mtp"]
+        notes.append(f"speculative false ({dep.source_of('speculative') or dep.where('speculative')}): the checkpoint's MTP "
+                     f"layers ({', '.join(_ranges(k['layers']) for k in mtp_kinds)}) are not built by the engine: not planned")
+    elif mtp_kinds and dep.speculative is None:
+        notes.append(f"the checkpoint's MTP layers ({', '.join(_ranges(k['layers']) for k in mtp_kinds)}) are planned as a "
+                     "speculative draft would run them; speculative: false (no draft, or a draft of another model) leaves "
+                     "them out")
     # TensorRT-LLM's MoE backend is one model-wide setting (moe_config.backend: get_moe_cls reads the model's one config
     # for every MoE layer, the MTP layers' included): a runner named for the deployment is every layer kind's there (a
     # new user's trial, 2026-12-04: the MTP layer was planned as auto, beside a backend the line named)

@@ -1236,6 +1236,10 @@ def _map(launch: Launch, where: str) -> None:
             _set(launch, "phase", role, _w(launch, "server_role"))
     # --- tokens one rank passes to the MoE layer
     _tokens(launch, phase or "both")
+    # --- a speculative draft: a line states whether the engine builds one (the checkpoint's MTP layers planned or not)
+    spec = [m for m in ("spec_algo", "spec_config") if m in v]
+    _set(launch, "speculative", bool(spec), f"{_w(launch, *spec)} (a speculative draft: the checkpoint's MTP layers, if "
+         "any, are planned)" if spec else "no speculative-decoding flag (no draft: the checkpoint's MTP layers are not built)")
     # --- nodes
     nn = _num(launch, "nnodes")
     if nn is not None and nn > 1:

@@ -307,7 +307,8 @@ def test_an_auto_plan_writes_no_dispatch_flag():
 def test_a_mori_line_forcing_fp4_on_every_layer_is_refused_for_the_bf16_mtp_layer(mxfp4_mtp):
     """SGLANG_MORI_DISPATCH_DTYPE sets every MoE layer kind: read as the scalar, the BF16 MTP layer gets FP4 activations
     (sgl-project/sglang#20453), refused citing backends/a2a/mori.yaml."""
-    launch = _read(f"SGLANG_MORI_DISPATCH_DTYPE=fp4 {SGL} {mxfp4_mtp} --tp 8 --moe-a2a-backend mori", "0.5.23")
+    launch = _read(f"SGLANG_MORI_DISPATCH_DTYPE=fp4 {SGL} {mxfp4_mtp} --tp 8 --moe-a2a-backend mori "
+                   "--speculative-algorithm EAGLE", "0.5.23")   # the draft runs the MTP layer
     assert launch.deployment["dispatch_precision"] == "mxfp4"
     r = moe_select.explain(dict(launch.deployment, gpu="MI355X"))
     assert r.plan is None and r.refused_layer_kinds() == ["mtp"]

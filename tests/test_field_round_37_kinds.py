@@ -64,3 +64,31 @@ def test_a_method_with_no_runners_needs_its_engine_too():
     assert m.runners == []
     with pytest.raises(ValidationError, match="names the engine"):
         MethodRunners.model_validate({"runners": [], "when": {"layer_kind": ["mtp"]}, "why": "x", "source": "y"})
+
+
+def test_no_draft_builds_no_mtp_layer():
+    """``speculative: false``: the engine builds no MTP layer, so none is planned and a refusal of those layers does not
+    block the deployment (the round's fact refuses SGLang 0.4.7's NextN layers of an NVFP4 checkpoint only where a
+    draft runs); not given: planned, with a note that says so."""
+    dep = {"gpu": "B200", "engine": "sglang", "engine_version": "0.4.7.post1", "model_config": NVFP4, "tp": 8}
+    off = moe_select.explain({**dep, "speculative": False})
+    assert off.plan is not None and _mtp(off) is None, off.summary()
+    assert any("MTP layers (61) are not built by the engine: not planned" in n for n in off.deployment.notes)
+    unsaid = moe_select.explain(dep)
+    assert unsaid.plan is None and _mtp(unsaid) is not None
+    assert any("planned as a speculative draft would run them; speculative: false" in n for n in unsaid.deployment.notes)
+
+
+@pytest.mark.parametrize("line, speculative", [
+    ("python -m sglang.launch_server --model-path {m} --tp 8", False),
+    ("python -m sglang.launch_server --model-path {m} --tp 8 --speculative-algorithm NEXTN --speculative-num-steps 2 "
+     "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3", True),
+    ("vllm serve {m} -tp 8", False),
+    ("vllm serve {m} -tp 8 --speculative-config '{{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 1}}'", True)])
+def test_a_launch_line_states_whether_a_draft_runs(line, speculative):
+    from moe_select.launch_line import from_command
+
+    launch = from_command(line.format(m=NVFP4))
+    assert launch.deployment["speculative"] is speculative
+    r = launch.explain(deployment={"gpu": "B200"})
+    assert (_mtp(r) is not None) == speculative, r.summary()

@@ -81,7 +81,8 @@ def test_sglang_readme_deepseek_single_node(hf_cache):
     # it for "one node of 8 x H200"). Ran: sgl-project/sglang#2735 launched this very line on H200 (GSM8K 0.951).
     launch = from_command("python3 -m sglang.launch_server --model deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code", hf_cache)
     assert not launch.found("engine_error") and not launch.found("unknown")
-    assert launch.deployment == {"engine": "sglang", "tp": 8, "model_config": launch.deployment["model_config"]}
+    assert launch.deployment == {"engine": "sglang", "tp": 8, "model_config": launch.deployment["model_config"],
+                                 "speculative": False}
     report = launch.explain(deployment={"gpu": "H200"})
     assert report.plan is not None
     assert report.deployment.provenance["tp"] == "launch line: --tp 8"

@@ -210,7 +210,7 @@ def test_trtllm_moe_config_backend_is_every_layer_kinds(tmp_path):
     """TensorRT-LLM's moe_config.backend is model-wide (get_moe_cls reads the one model config for every MoE layer): the
     MTP layer takes the launch line's backend, not auto."""
     extra = tmp_path / "extra.yaml"
-    extra.write_text("moe_config:\n  backend: TRTLLM\n")
+    extra.write_text("moe_config:\n  backend: TRTLLM\nspeculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n")
     from moe_select.launch_line import from_command
 
     launch = from_command(f"trtllm-serve nvidia/DeepSeek-V3.1-NVFP4 --tp_size 8 --extra_llm_api_options {extra}",
