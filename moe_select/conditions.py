@@ -40,7 +40,7 @@ Quantity = Literal[
     "experts_per_rank", "intermediate_per_rank", "num_shared_experts", "fused_shared_experts",
     "max_tokens_per_rank", "low_latency_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
     "shared_intermediate_per_tp", "dense_intermediate_per_tp", "a2a_tokens_per_rank", "a2a_capacity", "experts_per_group",
-    "tp_dp",
+    "tp_dp", "num_attention_heads",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 #: Quantities that are 0 for many deployments (no shared experts, or shared-expert fusion off); every other is
@@ -452,7 +452,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              layer_kind: str = "main", main_quant: str | None = None,
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None,
-             max_tokens_given: bool = True) -> dict[str, Any]:
+             max_tokens_given: bool = True, num_attention_heads: int | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``per_channel``: a weight-only
     int format with one scale per output channel (None: a format without groups); ``group_size_unset``: a per-channel
@@ -490,6 +490,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         # the routed experts of one group of a grouped (deepseek_v3) router; absent without n_group
         "experts_per_group": Fraction(num_experts, n_group) if n_group else None,
         "tp_dp": tp * dp if dp else None,
+        "num_attention_heads": num_attention_heads,
         "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
         "quant_group_size": group_size,
         "quant_per_channel": per_channel,

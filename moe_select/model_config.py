@@ -896,7 +896,11 @@ def _pos_int(v: Any) -> bool:
 
 
 def _widths(text: MarkedDict, tp: str, shape: dict[str, Any], prov: dict[str, str]) -> None:
-    """The shared experts' and the dense MLP layers' intermediate sizes (split over tp even with EP)."""
+    """The shared experts' and the dense MLP layers' intermediate sizes (split over tp even with EP), and the attention
+    heads (split over tp: an engine refuses a tp that does not divide them)."""
+    if _present(text, "num_attention_heads"):
+        shape["num_attention_heads"] = _int(text, "num_attention_heads", 1, MAX_WIDTH, tp)
+        prov["num_attention_heads"] = _at(text, "num_attention_heads")
     if _present(text, "shared_expert_intermediate_size"):
         v = _int(text, "shared_expert_intermediate_size", 0, MAX_WIDTH, tp)
         if v:

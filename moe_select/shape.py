@@ -38,6 +38,10 @@ class ModelShape(Located):
     shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
     dense_intermediate_size: int | None = Field(default=None, gt=0)
     architecture: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    #: The attention heads (config.json ``num_attention_heads``): an engine splits them over its tensor-parallel ranks,
+    #: so a tp that does not divide them is refused at startup (a fact of ``backends/common.yaml``; tp fixes avoid it).
+    #: None (an inline ``model`` without it): not checked.
+    num_attention_heads: int | None = Field(default=None, gt=0)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain mapping, unset optional ones (None) left out: how a plan writes

@@ -136,8 +136,10 @@ def test_activation_precision_from_the_flag_is_refused_at_the_files_quant_config
     checkpoint) sit on the line of the file's quant_config, 4."""
     f = _file(tmp_path, "arch: sm90\nquant: bf16\n" + SHAPE_LINE + "quant_config:\n  group_size: 32\n")
     assert cli.main(["explain", "--deployment", str(f), "--activation-precision", "fp8_token"]) == 2
-    assert capsys.readouterr().err == (
-        f"invalid input:\n  {f}:4: quant_config.activation_precision: activation_precision (command line "
+    assert capsys.readouterr().err == (   # (group_size on bf16 is refused too, on its own line: the ninth trial)
+        f"invalid input:\n  {f}:5: quant_config.group_size: group_size is a parameter of quantized formats (their "
+        "scales and serialization); bf16 has none: leave it out, or give the quantized quant\n"
+        f"  {f}:4: quant_config.activation_precision: activation_precision (command line "
         "(--activation-precision)) is the precision of a quantized format's activations (W4A16 vs W4A8); bf16 has "
         "unquantized weights\n")
     f = _file(tmp_path, "arch: sm100\nquant: nvfp4\n" + SHAPE_LINE + "quant_config:\n  weight_only: true\n")

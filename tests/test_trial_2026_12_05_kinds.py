@@ -166,3 +166,21 @@ def test_a_tie_broken_toward_the_slower_median_is_said_in_words():
     assert "runner-up torch_grouped_mm, 63.1 % faster by median but within the intervals" in line(-63.1)
     assert "runner-up torch_grouped_mm +12.0 %" in line(12.0)
     assert "-63.1" not in line(-63.1)
+
+
+def test_vllm_refuses_a_tp_that_does_not_divide_the_attention_heads_and_the_fixes_avoid_it():
+    """(1c) The tp fixes named 3 and 6 for Qwen3-30B-A3B (32 attention heads), which vLLM refuses at startup
+    (ModelConfig.verify_with_parallel_config). The checkpoint's num_attention_heads is read; under vLLM a tp that does
+    not divide it is refused (backends/common.yaml), and the tp fixes leave such sizes out."""
+    awq = str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ")
+    r = moe_select.explain({"gpu": "A100", "engine": "vllm", "model_config": awq, "tp": 4})
+    assert r.deployment.model.num_attention_heads == 32
+    fixes = [x.fix for c in r.candidates if c.backend == "marlin" for x in c.reasons if x.fix and "tp in" in x.fix]
+    assert fixes and all("3" not in f.split("tp in", 1)[1] for f in fixes), fixes
+    bad = moe_select.explain({"gpu": "H100", "engine": "vllm", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "tp": 3})
+    assert bad.plan is None
+    assert any(x.code == "parallelism_unsupported" and "num_attention_heads = 32 is not a multiple of tp (3)" in x.detail
+               and "common.yaml" in x.source for x in bad.reasons), bad.summary()
+    # SGLang's check was not read: no refusal there; an inline model without the heads: not checked
+    assert not any("num_attention_heads" in x.detail for x in moe_select.explain(
+        {"gpu": "H100", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "tp": 3}).reasons)
