@@ -384,6 +384,19 @@ def _strip_wrappers(words: list[str], env: dict[str, str], findings: list[Findin
                 out = ["vllm", "serve"] + out[i + 1:]
             else:
                 out = out[i + 1:]
+        elif w.rsplit("/", 1)[-1] in ("mpirun", "mpiexec", "srun", "trtllm-llmapi-launch"):
+            # a multi-node launcher (a ninth new user's trial: `mpirun ... trtllm-serve` was refused): its options are
+            # not read; the engine's command starts at the first word a launcher of the tables begins with
+            base = w.rsplit("/", 1)[-1]
+            starts = {la.argv[0].rsplit("/", 1)[-1] for e in ENGINES for la in table(e).launchers}
+            j = next((k for k in range(1, len(out)) if out[k].rsplit("/", 1)[-1] in starts | {"trtllm-llmapi-launch"}
+                      or re.match(r"^python(3(\.\d+)?)?$", out[k].rsplit("/", 1)[-1])), None)
+            if j is None:
+                raise InputError(Issue(where, 0, "", f"{base}: no engine command follows it (moe-select reads "
+                                       f"{base} ... trtllm-serve / vllm serve / python -m ...)"))
+            findings.append(Finding("note", " ".join(out[:j])[:60], f"{base}'s own options are not read: the engine's "
+                                    "command after it is"))
+            out = out[j:]
         elif w == "torchrun" or w.endswith("/torchrun"):
             i = 1
             while i < len(out) and out[i].startswith("-") and out[i] != "-m":

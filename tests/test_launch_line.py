@@ -366,15 +366,21 @@ def test_trtllm_serve_genai_perf_guide(tmp_path):
     assert "pytorch_backend_config" in kinds(launch, "unknown")
 
 
-def test_trtllm_mpirun_wrapper_refused():
+def test_trtllm_mpirun_wrapper_is_stripped(tmp_path):
     # NVIDIA/dgx-spark-playbooks@532624b3644e:nvidia/trt-llm/README.md ("Run on two Sparks", step 10: the command inside
     # `docker exec ... bash -c '...'`, verbatim; the playbook expects server startup logs and a ready message): mpirun and
-    # trtllm-llmapi-launch are launchers moe-select does not strip; refused naming the first.
-    with pytest.raises(InputError, match="unknown engine launcher 'mpirun -x HF_TOKEN'"):
-        from_command("mpirun -x HF_TOKEN trtllm-llmapi-launch trtllm-serve $MODEL \\\n      --tp_size 2 \\\n"
-                     "      --backend pytorch \\\n      --max_num_tokens 32768 \\\n      --max_batch_size 4 \\\n"
-                     "      --extra_llm_api_options /tmp/extra-llm-api-config.yml \\\n      --port 8355",
-                     {"MODEL": "nvidia/Qwen3-235B-A22B-FP4"})
+    # trtllm-llmapi-launch were launchers moe-select did not strip (refused); since the ninth new user's trial their
+    # options are skipped with a note and trtllm-serve's line is read (here up to the options file it needs).
+    extra = tmp_path / "extra-llm-api-config.yml"     # the playbook's /tmp/extra-llm-api-config.yml, here
+    extra.write_text("moe_config:\n  backend: CUTLASS\n")
+    launch = from_command("mpirun -x HF_TOKEN trtllm-llmapi-launch trtllm-serve $MODEL \\\n      --tp_size 2 \\\n"
+                          "      --backend pytorch \\\n      --max_num_tokens 32768 \\\n      --max_batch_size 4 \\\n"
+                          f"      --extra_llm_api_options {extra} \\\n      --port 8355",
+                          {"MODEL": "nvidia/Qwen3-235B-A22B-FP4"},
+                          model_config=str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-235B-A22B"))
+    assert launch.engine == "trtllm" and launch.deployment["tp"] == 2
+    assert [f.token for f in launch.findings if "own options are not read" in f.message] == [
+        "mpirun -x HF_TOKEN", "trtllm-llmapi-launch"]
 
 
 def test_trtllm_moe_tp_times_ep_must_be_tp_project_written(tmp_path):

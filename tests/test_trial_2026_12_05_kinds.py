@@ -184,3 +184,22 @@ def test_vllm_refuses_a_tp_that_does_not_divide_the_attention_heads_and_the_fixe
     # SGLang's check was not read: no refusal there; an inline model without the heads: not checked
     assert not any("num_attention_heads" in x.detail for x in moe_select.explain(
         {"gpu": "H100", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "tp": 3}).reasons)
+
+
+@pytest.mark.parametrize("wrapper, engine", [
+    ("mpirun -n 16 --allow-run-as-root --oversubscribe trtllm-llmapi-launch", "trtllm"),
+    ("srun --nodes 2 --ntasks-per-node 8", "sglang"),
+    ("mpiexec -np 8", "vllm")])
+def test_multi_node_launchers_are_stripped(wrapper, engine):
+    """(5c) ``mpirun ... trtllm-serve`` (multi-node TensorRT-LLM) and ``srun`` were refused outright: their options are
+    now skipped (a note says so) and the engine's command after them is read."""
+    from moe_select.launch_line import from_command
+
+    model = CONFIGS / "Qwen__Qwen3-30B-A3B"
+    cmd = {"trtllm": f"trtllm-serve {model} --tp_size 8", "sglang": f"python3 -m sglang.launch_server --model-path {model} --tp 8",
+           "vllm": f"vllm serve {model} -tp 8"}[engine]
+    launch = from_command(f"{wrapper} {cmd}")
+    assert launch.engine == engine and launch.deployment["tp"] == 8
+    assert any("own options are not read" in f.message for f in launch.findings)
+    with pytest.raises(InputError, match="no engine command follows it"):
+        from_command("mpirun -n 8 ./my_script.sh")
