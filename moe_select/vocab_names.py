@@ -24,7 +24,7 @@ _ARCH_RE = re.compile(ARCH_PATTERN)
 _SPEC_RE = re.compile(ARCH_SPEC_PATTERN)
 _NAME_RE = re.compile(NAME_PATTERN)
 #: What a deployment may write: any case, ``sm_90``, ``sm90a``/``sm100f`` (compile-target suffixes).
-_INPUT_RE = re.compile(r"^(?:(cpu)|sm_?([1-9][0-9]{1,2})[af]?|(gfx[0-9][0-9a-f]{2,3}))\Z")
+_INPUT_RE = re.compile(r"^(?:(cpu)|sm_?([1-9][0-9]{1,2})[af]?|(gfx[0-9][0-9a-f]{2,3})(?::[a-z0-9_-]+[+-])*)\Z")
 _RANGE_RE = re.compile(r"^sm([1-9][0-9]{1,2})\+\Z")
 
 
@@ -32,7 +32,8 @@ def normalize_arch(text: str) -> str:
     """The base architecture name of ``text``: lower-cased and stripped; nvcc's ``sm_90`` -> ``sm90``;
     ``sm90a`` -> ``sm90`` and ``sm100f`` -> ``sm100`` (a CUDA compile target's ``a``/``f`` suffix names the
     target's feature set, not another GPU: the GPU is the base arch); ``gfx90a`` is kept (``a`` is a hex
-    digit of the LLVM target there). Raises ``ValueError`` naming the accepted forms for anything else
+    digit of the LLVM target there); ``gfx942:sramecc+:xnack-`` -> ``gfx942`` (the target features rocminfo and
+    torch's gcnArchName append name no other GPU). Raises ``ValueError`` naming the accepted forms for anything else
     (``sm9``, ``gfx9``, ``h100``, a family or a range)."""
     if not isinstance(text, str):
         raise ValueError(f"an arch is a string, not {type(text).__name__}")

@@ -203,3 +203,15 @@ def test_multi_node_launchers_are_stripped(wrapper, engine):
     assert any("own options are not read" in f.message for f in launch.findings)
     with pytest.raises(InputError, match="no engine command follows it"):
         from_command("mpirun -n 8 ./my_script.sh")
+
+
+def test_a_rocm_target_with_feature_flags_is_its_base_arch():
+    """(5d) ``--arch gfx942:sramecc+:xnack-`` (what rocminfo and torch's gcnArchName report) was refused, while nvcc's
+    sm_90a was read."""
+    from moe_select.vocab_names import normalize_arch
+
+    assert normalize_arch("gfx942:sramecc+:xnack-") == "gfx942" and normalize_arch("gfx90a:xnack+") == "gfx90a"
+    with pytest.raises(ValueError, match="is not an architecture name"):
+        normalize_arch("gfx942:sramecc")      # a feature without its + / - is no target feature
+    r = moe_select.explain({"arch": "gfx942:sramecc+:xnack-", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B")})
+    assert r.deployment.arch == "gfx942"
