@@ -170,7 +170,7 @@ class When(Located):
     #: ``compressed-tensors``, ``mxfp4`` (MXFP4's own quant_method), from the checkpoint's ``quant_method``, the
     #: deployment's ``quant_config.layout`` or the format's default); a deployment that does not say it matches no such
     #: condition, and the selector reports a fact that holds only there as not decided.
-    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors", "mxfp4"]] | None = None
+    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark"]] | None = None
     #: The checkpoint carries no activation scales (``quant_params.weight_only``: ModelOpt W4A16_NVFP4,
     #: compressed-tensors NVFP4A16; moe_select/model_config.py, "Weight-only NVFP4").
     weight_only: bool | None = None

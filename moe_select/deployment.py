@@ -70,7 +70,7 @@ class QuantConfig(Located):
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, ge=-1, le=1 << 16)
-    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4"] | None = None
+    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark"] | None = None
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
     activation_precision: Precision | None = None

@@ -134,3 +134,35 @@ def test_a_runner_file_whose_module_is_not_there_is_a_check_warning_once(tmp_pat
     # the bundled files: every module is found
     findings, _ = check([])
     assert not [f for f in findings if "adapter module" in f.message]
+
+
+# --- AMD Quark checkpoints (quant_method: quark) ------------------------------------------------------------------
+
+def _quark(tmp_path: Path, weight: dict, inputs: dict | None, **extra) -> Path:
+    return _config(tmp_path, quantization_config={"quant_method": "quark", "export": {"pack_method": "reorder"},
+                                                  "global_quant_config": {"weight": weight, **({"input_tensors": inputs}
+                                                                                               if inputs else {})},
+                                                  **extra})
+
+
+MXFP4_W = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0", "is_dynamic": False}
+
+
+@pytest.mark.parametrize("inputs, said", [(dict(MXFP4_W, is_dynamic=True), "MXFP4 activations (W4A4)"),
+                                          (None, "16-bit activations (W4A16)")])
+def test_a_quark_mxfp4_checkpoint_is_read_as_mxfp4_with_its_layout(tmp_path, inputs, said):
+    info = read_model_config(_quark(tmp_path, MXFP4_W, inputs, layer_quant_config={"model.layers.0.*": {}}), engine="vllm")
+    assert info.quant == "mxfp4" and info.quant_params["layout"] == "quark"
+    assert any(said in n and "QuarkOCP_MX_MoEMethod" in n for n in info.notes), info.notes
+    assert any("1 per-layer entries not read" in n for n in info.notes)
+
+
+def test_a_quark_fp8_checkpoint_and_the_formats_it_does_not_read(tmp_path):
+    fp8 = {"dtype": "fp8_e4m3", "qscheme": "per_channel", "is_dynamic": False}
+    info = read_model_config(_quark(tmp_path, fp8, {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}), engine="vllm")
+    assert info.quant == "fp8_channel" and info.quant_params["layout"] == "quark"
+    with pytest.raises(InputError, match=r"global_quant_config.weight.dtype: Quark weight dtype 'int4' qscheme "
+                                         r"'per_group' group_size 128 .* is not a supported format"):
+        read_model_config(_quark(tmp_path, {"dtype": "int4", "qscheme": "per_group", "group_size": 128}, None))
+    with pytest.raises(InputError, match="weight given as a list"):
+        read_model_config(_quark(tmp_path, [fp8, {"dtype": "int4"}], None))
