@@ -14,7 +14,8 @@ capacity under the engine: the deployment's value, else the engine's default) an
 tokens one rank passes through that buffer in one forward, over the phases whose needs are given) are added by the
 selector from the a2a file's ``capacity`` facts (:mod:`moe_select.capacity`, issue 23); absent where none applies.
 ``experts_per_group`` is ``num_experts / n_group``, the routed experts one group of a grouped (``deepseek_v3``) router
-scores together (a routing kernel that gives each group one warp caps it); absent without ``n_group``. ``tp_dp`` is
+scores together (a routing kernel that gives each group one warp caps it); absent without ``n_group``. ``attn_tp`` is the
+ranks an attention layer's heads are split over (SGLang: ``tp / dp``; others: ``tp``). ``tp_dp`` is
 ``tp x dp``: vLLM's MoE group when a deployment writes ``tp`` as vLLM's tensor-parallel size beside ``dp`` (a launch
 line writes the whole group as ``tp``); absent without ``dp``.
 
@@ -40,7 +41,7 @@ Quantity = Literal[
     "experts_per_rank", "intermediate_per_rank", "num_shared_experts", "fused_shared_experts",
     "max_tokens_per_rank", "low_latency_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
     "shared_intermediate_per_tp", "dense_intermediate_per_tp", "a2a_tokens_per_rank", "a2a_capacity", "experts_per_group",
-    "tp_dp", "num_attention_heads",
+    "tp_dp", "num_attention_heads", "attn_tp",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 #: Quantities that are 0 for many deployments (no shared experts, or shared-expert fusion off); every other is
@@ -491,6 +492,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "experts_per_group": Fraction(num_experts, n_group) if n_group else None,
         "tp_dp": tp * dp if dp else None,
         "num_attention_heads": num_attention_heads,
+        "attn_tp": _attn_tp(engine, tp, dp),
         "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
         "quant_group_size": group_size,
         "quant_per_channel": per_channel,
@@ -525,9 +527,17 @@ PARALLEL_QUANTITIES = ("tp", "ep", "moe_tp", "experts_per_rank", "intermediate_p
                        "dense_intermediate_per_tp", "tp_dp")
 
 
+def _attn_tp(engine: str | None, tp: int, dp: int | None) -> Fraction:
+    """The ranks one attention layer's heads are split over: SGLang's ``tp / dp`` (its dp is attention data
+    parallelism inside the tp group: parallel_state.py, attn_tp_size = tp_size // attn_cp_size // attn_dp_size; dp not
+    given: 1, its default), vLLM's (and any other engine's) ``tp`` (its dp replicates the whole tp group)."""
+    return Fraction(tp, dp) if engine == "sglang" and dp else Fraction(tp)
+
+
 def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, Any]:
     """``facts`` with tp and ep replaced and the quantities derived from them recomputed."""
     f = dict(facts)
+    f["attn_tp"] = _attn_tp(f.get("engine"), tp, f.get("dp"))
     moe_tp = moe_tp_of(tp, ep)
     slots = f["num_experts"] + f.get("fused_shared_experts", 0)
     f.update({"tp": tp, "ep": ep, "moe_tp": moe_tp, "experts_per_rank": Fraction(slots, ep),

@@ -18,7 +18,8 @@ def test_explain_text_says_why(capsys):
     assert rc == 1
     assert "Every runner is refused because:" in out and "intermediate_per_rank = 96" in out
     # ep 4 at tp 8 is no vLLM configuration (vLLM spans EP over TP x DP): labeled with the engines that take it
-    assert "Fix: set ep: 8 (tp 8), or tp in {1, 2} (ep 1); sglang, trtllm also: set ep: 4 (tp 8), or tp in {3, 6} (ep 1)." in out
+    assert ("Fix: set ep: 8 (tp 8), or tp in {1, 2} (ep 1); sglang also: set ep: 4 (tp 8); trtllm also: set ep: 4 (tp 8), "
+            "or tp in {3, 6} (ep 1).") in out
     assert "config.json:9 (num_experts)" in out and "moe-select: refused" in out
 
 

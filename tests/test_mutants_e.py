@@ -157,7 +157,7 @@ def test_facts_of_a_deployment_by_hand():
         "low_latency_tokens_per_rank": 128, "n_group": 8, "topk_group": 4, "experts_per_group": Fraction(32),
         "tp_dp": 16, "quant_block_n": 128, "quant_block_k": 128, "quant_group_size": None, "quant_per_channel": None,
         "quant_group_size_unset": None, "unstated_defaults": (), "layer_kind": "main", "main_quant": "fp8_block",
-        "num_attention_heads": None,
+        "num_attention_heads": None, "attn_tp": Fraction(4),
         "shared_intermediate_per_tp": None, "dense_intermediate_per_tp": None, "architecture": None, "architecture_not": None, "checkpoint_layout": None,
         "weight_only": False, "activation_scale": None, "activation_precision": None, "online": False, "vendor_library": None}
     assert When.model_validate({"hidden_size": [7168]}).matches(_deepseek_like())

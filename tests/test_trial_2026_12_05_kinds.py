@@ -179,11 +179,17 @@ def test_vllm_refuses_a_tp_that_does_not_divide_the_attention_heads_and_the_fixe
     assert fixes and all("3" not in f.split("tp in", 1)[1] for f in fixes), fixes
     bad = moe_select.explain({"gpu": "H100", "engine": "vllm", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "tp": 3})
     assert bad.plan is None
-    assert any(x.code == "parallelism_unsupported" and "num_attention_heads = 32 is not a multiple of tp (3)" in x.detail
+    assert any(x.code == "parallelism_unsupported" and "num_attention_heads = 32 is not a multiple of attn_tp (3)" in x.detail
                and "common.yaml" in x.source for x in bad.reasons), bad.summary()
-    # SGLang's check was not read: no refusal there; an inline model without the heads: not checked
-    assert not any("num_attention_heads" in x.detail for x in moe_select.explain(
-        {"gpu": "H100", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"), "tp": 3}).reasons)
+    # SGLang: the heads split over tp / dp (its dp is attention DP): tp 3 refused, tp 8 with dp 8 (one rank) not
+    sg = {"gpu": "H100", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B")}
+    assert any("num_attention_heads = 32 is not a multiple of attn_tp (3)" in x.detail
+               for x in moe_select.explain({**sg, "tp": 3}).reasons)
+    assert not any("num_attention_heads" in x.detail for x in moe_select.explain({**sg, "tp": 8, "ep": 8, "dp": 8}).reasons)
+    # an inline model without the heads: not checked
+    inline = moe_select.explain({"gpu": "H100", "engine": "vllm", "quant": "bf16", "tp": 3, "model": {
+        "num_experts": 8, "top_k": 2, "hidden_size": 3072, "moe_intermediate_size": 3072}})
+    assert not any("num_attention_heads" in x.detail for x in inline.reasons)
 
 
 @pytest.mark.parametrize("wrapper, engine", [
