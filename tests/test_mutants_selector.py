@@ -171,7 +171,9 @@ def test_an_unnamed_routing_cites_the_first_routing_fact(selmut):
     "any"`` is a substring test)."""
     r = _selmut(selmut, {**SMALL, "routing": "an"}, packages={"triton": "3.3.0"})
     assert r.plan is not None
-    assert [(x.code, x.detail, x.source) for x in r.plan.unknowns] == [
+    # (selmut's file says sglang ships it, which SGLang's closed runner option denies: that unknown is the ninth
+    # trial's, not this test's)
+    assert [(x.code, x.detail, x.source) for x in r.plan.unknowns if x.code != "engine_unsupported"] == [
         ("routing_unsupported", "selmut routes inside the kernel with renormalize, softmax_topk; the model routes with an",
          _line(selmut / "selmut.yaml", "  - values: [renormalize, softmax_topk]"))]
 
