@@ -170,6 +170,25 @@ def _moe_gemm_wgmma(a_desc, b_desc, c_ptr, sorted_ptr, block_expert_ptr, num_row
 
 
 @gluon.jit
+def ws_ring(a_desc, b_desc, STAGES: gl.constexpr):
+    """A warp-specialized kernel's shared ring: ``STAGES`` A tiles ``[BLOCK_M, BLOCK_K]`` and weight tiles ``[BLOCK_N,
+    BLOCK_K]`` in the descriptors' NVMMA layouts, and a "ready" (TMA transaction) and an "empty" (stage released)
+    mbarrier per stage, count 1, initialized. Returns ``(a_bufs, b_bufs, ready, empty)``."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    return a_bufs, b_bufs, ready, empty
+
+
+@gluon.jit
 def _pp_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, block_expert_ptr, num_rows_ptr, N, n_tiles, k_tiles,
                STAGES: gl.constexpr):
     """``PINGPONG``'s 1-warp TMA producer: every (tile, K step) of the program's stream in order, each ring stage
@@ -240,18 +259,8 @@ def _moe_gemm_pingpong(a_desc, b_desc, c_ptr, sorted_ptr, block_expert_ptr, num_
     CUTLASS's sm90 kernels): one consumer's epilogue (scales, bias, weight, the scatter by slot) overlaps the other's
     MMAs, which the one-partition kernel serializes, and the second GEMM's short K (6-12 steps) makes the epilogue a
     large part of each tile."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[0]
-    dtype: gl.constexpr = a_desc.dtype
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    a_bufs, b_bufs, ready, empty = ws_ring(a_desc, b_desc, STAGES)
     order = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(order.index(i), count=1)
     gl.warp_specialize([

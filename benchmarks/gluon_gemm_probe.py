@@ -79,7 +79,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # the accumulator layout and the ring's load step are the runner's (its WGMMA second GEMM)
+# the WS form's 1-warp TMA producer is the backend's PINGPONG producer (the same stream of loads)
 from moe_select.backends.triton_moe_wgmma import _acc_layout, _issue_load  # noqa: E402
+from moe_select.backends.triton_moe_wgmma import _pp_loader as _ws_loader, ws_ring  # noqa: E402
 
 BLOCK_M = 128
 #: (name, BLOCK_N, STAGES, WS, EPI_SPLIT, num_warps): what --gpu times and the CPU test compiles. EPI_SPLIT: the
@@ -210,20 +212,6 @@ def _grouped_gemm(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, block_expert
 
 
 @gluon.jit
-def _ws_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, block_expert_ptr, num_rows_ptr, N, n_tiles, k_tiles,
-               STAGES: gl.constexpr):
-    """The 1-warp TMA producer: every step of the program's stream, each stage once its "empty" barrier says the
-    MMA that read it is retired (a fresh barrier passes the first round: parity 1)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    pid, nprog, my = _my_tiles(num_rows_ptr, n_tiles, BM)
-    for j in range(my * k_tiles):
-        st = j % STAGES
-        mbarrier.wait(empty.index(st), ((j // STAGES) & 1) ^ 1)
-        _issue_load(j, pid, nprog, n_tiles, k_tiles, N, a_desc, b_desc, a_bufs.index(st), b_bufs.index(st),
-                    ready.index(st), block_expert_ptr, True)
-
-
-@gluon.jit
 def _ws_mma(a_bufs, b_bufs, ready, empty, c_desc, c_smem, a_scale_ptr, b_scale_ptr, block_expert_ptr, num_rows_ptr,
             N, n_tiles, k_tiles, STAGES: gl.constexpr, SCALED: gl.constexpr, EPI_SPLIT: gl.constexpr,
             NUM_WARPS: gl.constexpr):
@@ -255,16 +243,8 @@ def _grouped_gemm_ws(a_desc, b_desc, c_desc, a_scale_ptr, b_scale_ptr, block_exp
                      LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
     """The warp-specialized persistent kernel (module doc, ``WS`` True)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0]
-    dtype: gl.constexpr = a_desc.dtype
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
+    a_bufs, b_bufs, ready, empty = ws_ring(a_desc, b_desc, STAGES)
     c_smem = gl.allocate_shared_memory(gl.bfloat16, [BM, BN // EPI_SPLIT], c_desc.layout)
     gl.warp_specialize([
         (_ws_mma, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, a_scale_ptr, b_scale_ptr, block_expert_ptr,
