@@ -205,10 +205,14 @@ def test_sglang_aiter_gate_refuses_192_per_rank(version):
 
 
 def test_sglang_aiter_gate_bounds():
-    """Before 0.5.14 (no gate: the kernel takes 192), with a 128-multiple width (TP 6: 128 per rank; TP 1: 768) and
-    under vLLM, the gate is silent and aiter is planned."""
+    """Before 0.5.14 (no gate: the kernel takes 192), with a 128-multiple width per rank (Qwen3-30B-A3B's shape inline
+    with 512-wide experts at TP 4: 128; TP 1: 768) and under vLLM, the gate is silent and aiter is planned. (TP 6 of
+    the checkpoint was the 128-wide case until the ninth trial: its 32 attention heads do not split over 6 ranks, which
+    SGLang refuses.)"""
     old = _explain(**QWEN_TP4_AMD, engine_version="0.5.13", runner="aiter")
     assert old.plan is not None and not _aiter128(old)
-    for dep in (dict(QWEN_TP4_AMD, tp=6), dict(QWEN_TP4_AMD, tp=1, gpu="MI300X"), dict(QWEN_TP4_AMD, engine="vllm")):
+    shape = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 512}
+    inline = {k: v for k, v in QWEN_TP4_AMD.items() if k != "model_config"} | {"model": shape, "quant": "bf16"}
+    for dep in (inline, dict(QWEN_TP4_AMD, tp=1, gpu="MI300X"), dict(QWEN_TP4_AMD, engine="vllm")):
         r = _explain(**dep, runner="aiter")
         assert r.plan is not None and r.plan.runner == "aiter" and not _aiter128(r), dep
