@@ -538,21 +538,33 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
     return out
 
 
+def _runner_option_since(engine: str) -> tuple[Any, str] | None:
+    """``(flag, ">=version")`` of ``engine``'s runner option where the table dates it by a release (vLLM, SGLang), else
+    None."""
+    import re
+
+    if engine not in ("vllm", "sglang"):
+        return None
+    flag = next((e for e in table(engine).flags if e.means == "runner" and not e.removed), None)
+    if flag is None or flag.since is None or not flag.since.version or not re.match(r"^\d+(\.\d+)*$", flag.since.version):
+        return None
+    return flag, f">={flag.since.version}"
+
+
+def runner_option_specifiers() -> list[tuple[str, str]]:
+    """(engine, specifier) of :func:`_no_runner_option`'s checks: the catalog caches their verdicts (no ``packaging``
+    import when planning from a cached catalog)."""
+    return [(e, hit[1]) for e in ("vllm", "sglang") if (hit := _runner_option_since(e)) is not None]
+
+
 def _no_runner_option(engine: str, requires_met: RequiresCheck | None) -> str | None:
     """Why ``engine`` at the deployment's version has no runner option (its flag came in a later release), or None
     (it has one, the version is not known, or the table dates the flag by a PR only)."""
-    from packaging.version import InvalidVersion, Version
-
-    if requires_met is None or engine not in ("vllm", "sglang"):
+    hit = _runner_option_since(engine) if requires_met is not None else None
+    if hit is None or requires_met is None:
         return None
-    flag = next((e for e in table(engine).flags if e.means == "runner" and not e.removed), None)
-    if flag is None or flag.since is None or not flag.since.version:
-        return None
-    try:
-        Version(flag.since.version)
-    except InvalidVersion:
-        return None
-    met, why = requires_met({engine: f">={flag.since.version}"})
+    flag, spec = hit
+    met, why = requires_met({engine: spec})
     return None if met else f"{flag.name} came in {flag.since.text()} ({why})"
 
 

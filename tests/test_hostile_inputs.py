@@ -480,7 +480,8 @@ def test_hostile_input(case: Case, tmp_path: Path):
     assert case.exit == 0 or err.startswith("invalid input:\n  "), err[:3000]
     regex = pattern.replace("{d}", re.escape(str(tmp_path)))
     assert re.search(regex, err), f"no match for {regex!r} in:\n{err[:3000]}"
-    assert all(len(line) < 600 for line in err.splitlines()), max(err.splitlines(), key=len)[:600]
+    # bounded echoes: no line over 600 characters besides the temporary folder's path, whose length is the machine's
+    assert all(len(line.replace(str(tmp_path), "")) < 600 for line in err.splitlines()), max(err.splitlines(), key=len)[:600]
 
 
 def test_billion_laughs_is_refused_without_expanding_it():

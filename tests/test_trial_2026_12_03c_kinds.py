@@ -167,16 +167,23 @@ def test_emit_for_a_release_without_the_runner_option_leaves_it_out_when_the_eng
     still refused, as is a plan the engine would not pick itself."""
     from moe_select.cli import main
 
-    fp8 = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8")
-    base = ["plan", "--gpu", "H200", "--engine", "vllm", "--engine-version", "0.16.0", "--model-config", fp8, "--emit", "vllm"]
+    # (NVFP4 on B200: vLLM's NvFp4 oracle is replayed from 0.15.1, the release it was read in; the FP8 oracle of the
+    # earlier form of this test is read from 0.18.0 only, the ninth trial)
+    nvfp4 = str(ROOT / "examples" / "model_configs" / "nvidia__Qwen3-30B-A3B-NVFP4")
+    base = ["plan", "--gpu", "B200", "--engine", "vllm", "--engine-version", "0.16.0", "--model-config", nvfp4, "--emit", "vllm"]
     assert main(base) == 0
     out = capsys.readouterr().out
     assert "--moe-backend" not in "".join(line for line in out.splitlines() if not line.startswith("#"))
-    assert "no runner option written: --moe-backend was added in" in out and "vllm picks triton itself" in out
-    assert main([*base, "--runner", "deep_gemm"]) == 1
+    assert "no runner option written: --moe-backend was added in" in out and "vllm picks flashinfer_trtllm itself" in out
+    assert main([*base, "--runner", "flashinfer_cutlass"]) == 1
     assert "vllm 0.16.0 does not have it" in capsys.readouterr().err
     assert main([*base[:-2], "--engine-version", "0.17.0", "--emit", "vllm"]) == 0
-    assert "--moe-backend triton" in capsys.readouterr().out
+    assert "--moe-backend flashinfer_trtllm" in capsys.readouterr().out
+    # a release the engine's oracle was not read in: not predicted, so the option the plan needs is missing: refused
+    fp8 = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8")
+    assert main(["plan", "--gpu", "H200", "--engine", "vllm", "--engine-version", "0.16.0", "--model-config", fp8,
+                 "--emit", "vllm"]) == 1
+    assert "vllm 0.16.0 does not have it" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ vLLM --moe-backend values by release
