@@ -62,8 +62,9 @@ class QuantConfig(Located):
     precision of, where its flag is read by some runners only (an activation-precision entry's ``runners`` in
     backends/engines/); any other runner runs its own default precision, which the plan says in a note (not given:
     every runner is asked). ``layout`` (weight-only int formats, and
-    MXFP4): the checkpoint's serialization, ``awq``, ``gptq``, ``compressed-tensors`` or ``mxfp4`` (a
-    checkpoint's config states it: its ``quant_method``; ``mxfp4``: MXFP4's own ``quant_method: mxfp4``, gpt-oss's);
+    MXFP4): the checkpoint's serialization, ``awq``, ``gptq``, ``compressed-tensors``, ``mxfp4`` or ``quark`` (a
+    checkpoint's config states it: its ``quant_method``; ``mxfp4``: MXFP4's own ``quant_method: mxfp4``, gpt-oss's;
+    ``quark``: AMD Quark's);
     the engines pick different MoE methods for each, so a fact may hold for one only (``when: {checkpoint_layout:
     [...]}``), and a deployment that does not state it leaves such a fact undecided, except where the format names a
     default (backends/formats.yaml ``params.layout``: MXFP4's own serialization), which the plan shows."""
