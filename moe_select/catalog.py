@@ -89,6 +89,8 @@ class Catalog:
     rule_paths: dict[str, Path] = field(default_factory=dict)
     #: Display name -> origin of capability and rule files that are not bundled.
     origins: dict[str, str] = field(default_factory=dict)
+    #: Display name of an operator's runner or a2a file -> the bundled file (file:line) it replaces.
+    replaced_files: dict[str, str] = field(default_factory=dict)
     #: Runner -> adapter module from installed plugins (entry-point group ``moe_select.adapters``).
     plugins: dict[str, str] = field(default_factory=dict)
     #: ``(version, specifier) -> satisfied``, computed when the catalog was validated, for every specifier its
@@ -213,6 +215,7 @@ class _Loader:
         self.files: dict[str, str] = {}
         self.issues: list[Issue] = []
         self.origins: dict[str, str] = {}
+        self.replaced: dict[str, str] = {}
 
     def get(self, fn: Callable[..., T], *args: object) -> T | None:
         try:
@@ -225,19 +228,17 @@ class _Loader:
         return self.get(lambda: validate(model, _read(path, display, self.files), display))  # type: ignore[arg-type]
 
 
-def _replaces(ld: _Loader, display: str, field: str, kind: str, name: str, old: Any, line: int, operator: bool) -> bool:
-    """Whether an operator's file ``display`` of ``kind`` ``name`` replaces the bundled file ``old`` (recorded in the
-    file's origin, shown by ``explain``); else the issue why not: a plugin adds files and replaces none, and two
-    operator folders may not both replace one file."""
-    bundled = old.where().startswith("backends/")
-    if operator and bundled:
+def _replaces(ld: _Loader, display: str, kind: str, name: str, old: Any, line: int, operator: bool) -> bool:
+    """Whether an operator's file ``display`` of ``kind`` (``runner`` or ``a2a``, also the issue's field) ``name``
+    replaces the bundled file ``old`` (recorded in ``ld.replaced`` and the file's origin, shown by ``explain``); else
+    the issue why not: a plugin adds files and replaces none, and two operator folders may not both replace one file."""
+    if operator and old.where().startswith("backends/"):
         ld.origins[display] = f"{ld.origins.get(display, '')} (replaces {old.where()})".strip()
+        ld.replaced[display] = old.where()
         return True
-    why = ("a plugin adds runners, it does not replace them" if not operator else
-           "two operator folders give this file: keep one")
-    ld.issues.append(Issue(display, line, field, f"{kind} {name!r} is already defined by {old.where()}: {why}"
-                           if kind == "runner" else f"{kind} {name!r} is already defined by {old.where()}"
-                           + ("" if not operator else f": {why}")))
+    why = (": two operator folders give this file: keep one" if operator
+           else ": a plugin adds runners, it does not replace them" if kind == "runner" else "")
+    ld.issues.append(Issue(display, line, kind, f"{kind} {name!r} is already defined by {old.where()}{why}"))
     return False
 
 
@@ -252,8 +253,7 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
     ``common.yaml`` is read by :func:`load_catalog` (added to the bundled one). A file that is a byte-for-byte copy of
     the bundled one (``bundled_dir``: a copy of the whole bundled folder, then one file edited) is the bundled one."""
     for path in sorted(folder.glob("*.yaml")):
-        if operator and bundled_dir is not None and path.name in SPECIAL_FILES \
-                and _same_as_bundled(path, bundled_dir / path.name):
+        if operator and bundled_dir is not None and same_as_bundled(path, bundled_dir / path.name):
             continue       # a copy of the bundled file (a copied folder): the bundled one stands
         if path.name in ("formats.yaml", "packages.yaml") and origin:
             what = ("format rows are bundled only (backends/formats.yaml): a plugin or --backends folder cannot add or change "
@@ -265,9 +265,6 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         display = f"{prefix}{path.name}"
         if origin:
             ld.origins[display] = origin
-        if operator and bundled_dir is not None and _same_as_bundled(path, bundled_dir / path.name):
-            ld.origins.pop(display, None)    # a copy of the bundled file: the bundled one stands
-            continue
         cap = ld.model(RunnerCapability, path, display)
         if cap is None:
             failed.add(path.stem)
@@ -275,13 +272,13 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         if cap.runner != path.stem:
             ld.issues.append(Issue(display, cap._lines.get("runner", 0), "runner",
                                    f"runner {shorten(cap.runner)} must match the file name {shorten(path.stem)}"))
-        if cap.runner in runners and not _replaces(ld, display, "runner", "runner", cap.runner, runners[cap.runner],
-                                                   cap._line, operator):
+        if cap.runner in runners and not _replaces(ld, display, "runner", cap.runner, runners[cap.runner], cap._line,
+                                                   operator):
             continue
         runners[cap.runner] = cap
     for path in sorted((folder / "a2a").glob("*.yaml")):
         display = f"{prefix}a2a/{path.name}"
-        if operator and bundled_dir is not None and _same_as_bundled(path, bundled_dir / "a2a" / path.name):
+        if operator and bundled_dir is not None and same_as_bundled(path, bundled_dir / "a2a" / path.name):
             continue
         if origin:
             ld.origins[display] = origin
@@ -291,7 +288,7 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         if acap.a2a != path.stem:
             ld.issues.append(Issue(display, acap._lines.get("a2a", 0), "a2a",
                                    f"a2a {shorten(acap.a2a)} must match the file name {shorten(path.stem)}"))
-        if acap.a2a in a2a and not _replaces(ld, display, "a2a", "a2a", acap.a2a, a2a[acap.a2a], acap._line, operator):
+        if acap.a2a in a2a and not _replaces(ld, display, "a2a", acap.a2a, a2a[acap.a2a], acap._line, operator):
             continue
         a2a[acap.a2a] = acap
 
@@ -340,7 +337,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                         bundled_dir=bdir)
         _vocabulary_file(ld, folder, f"{folder}/", f"operator capability folder {folder}", vocab_files, bdir)
         if (folder / "common.yaml").is_file() and common is not None \
-                and not _same_as_bundled(folder / "common.yaml", bdir / "common.yaml"):
+                and not same_as_bundled(folder / "common.yaml", bdir / "common.yaml"):
             # an operator's constraints every runner obeys and engine methods: added to the bundled ones (each keeps its
             # file:line); was silently not read
             display = f"{folder}/common.yaml"
@@ -433,7 +430,8 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     return Catalog(runners=runners, a2a=a2a, common=common, rules=rules, packages_table=known, files=ld.files,
                    rule_files=rule_files, overridden=overridden, rule_sources=rule_sources,
                    backend_sources=backend_sources, bundled_rules=bundled, replaced=replaced, rule_paths=rule_paths,
-                   origins=ld.origins, plugins=plugin_adapters() if plugins else {}, vocabulary=vocabulary,
+                   origins=ld.origins, replaced_files=ld.replaced, plugins=plugin_adapters() if plugins else {},
+                   vocabulary=vocabulary,
                    formats=formats_rows,
                    version_verdicts={(assumed[name], spec): satisfies(assumed[name], spec)
                                      for name, spec in [*_specifiers([runners, a2a, common, rules]), *_oracle_specifiers()]
@@ -466,7 +464,7 @@ def _formats_table(ld: _Loader, bdir: Path) -> dict[str, Format]:
     return rows
 
 
-def _same_as_bundled(path: Path, bundled: Path) -> bool:
+def same_as_bundled(path: Path, bundled: Path) -> bool:
     """Whether an operator folder's ``path`` holds the same bytes as the bundled file ``bundled`` (a copy of the bundled
     folder: read once, from the bundled file)."""
     try:
@@ -480,7 +478,7 @@ def _vocabulary_file(ld: _Loader, folder: Path, prefix: str, origin: str, files:
     """Load ``vocabulary.yaml`` of a plugin's or operator's capability folder into ``files`` when it has one (an
     operator's copy of the bundled file, ``bundled``, is the bundled one: not read twice)."""
     path = folder / VOCABULARY_FILE
-    if not path.is_file() or (bundled is not None and _same_as_bundled(path, bundled / VOCABULARY_FILE)):
+    if not path.is_file() or (bundled is not None and same_as_bundled(path, bundled / VOCABULARY_FILE)):
         return
     display = f"{prefix}{VOCABULARY_FILE}"
     ld.origins[display] = origin

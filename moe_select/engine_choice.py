@@ -560,8 +560,7 @@ def runner_option_specifiers() -> list[tuple[str, str]]:
 def _no_runner_option(engine: str, requires_met: RequiresCheck | None) -> str | None:
     """Why ``engine`` at the deployment's version has no runner option (its flag came in a later release), or None
     (it has one, the version is not known, or the table dates the flag by a PR only)."""
-    hit = _runner_option_since(engine) if requires_met is not None else None
-    if hit is None or requires_met is None:
+    if requires_met is None or (hit := _runner_option_since(engine)) is None:
         return None
     flag, spec = hit
     met, why = requires_met({engine: spec})

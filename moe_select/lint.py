@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
-from .catalog import Catalog, load_catalog
+from .catalog import Catalog, load_catalog, same_as_bundled
 from .conditions import IntRange, When
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile, duplicate_rule_ids
@@ -429,11 +429,9 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
     out += _comment_findings(catalog)
     out += module_findings(catalog.runners.values())
     out += uncovered_findings(catalog)
-    for display, origin in sorted(catalog.origins.items()):   # an operator's correction of a bundled file: said
-        m = re.search(r"\(replaces (\S+)\)", origin)
-        if m:
-            out.append(Finding(display, f"replaces the bundled {m.group(1)}: that file's facts are not read (this file's "
-                               "are, whole)", "note"))
+    for display, bundled in sorted(catalog.replaced_files.items()):   # an operator's correction of a bundled file: said
+        out.append(Finding(display, f"replaces the bundled {bundled}: that file's facts are not read (this file's are, "
+                           "whole)", "note"))
     return out
 
 
@@ -506,14 +504,8 @@ def _given_names(catalog: Catalog, capability: list[Any], vocabularies: list[tup
     from .vocabulary import Vocabulary, bundled_path, index_of, merge, name_issues
 
     bundled = bundled_path().resolve()
-
-    def copy(path: Path) -> bool:   # the bundled file, or a byte-for-byte copy of it (a copied bundled folder)
-        try:
-            return path.resolve() == bundled or path.read_bytes() == bundled.read_bytes()
-        except OSError:
-            return False
-
-    extra = [v for path, v in vocabularies if not copy(path)]
+    # the bundled file, or a byte-for-byte copy of it (a copied bundled folder), is not read twice
+    extra = [v for path, v in vocabularies if path.resolve() != bundled and not same_as_bundled(path, bundled)]
     base = catalog.vocabulary or Vocabulary.model_construct(schema_version=3)
     merged, issues = merge([base, *extra]) if extra else (base, [])
     idx = index_of(merged)

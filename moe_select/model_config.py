@@ -77,13 +77,13 @@ _TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 _RENORMALIZING = {"mixtral", "granitemoe", "gpt_oss", "granitemoeshared"}
 _W4A16_NVFP4_NOTE = ("{where} W4A16_NVFP4: weight-only NVFP4 (NVFP4 weights and scales, no activation scales); runners "
                       "that quantize activations to FP4 cannot run it (weight_only)")
-#: DeepSeek-V4's model classes (SGLang's ``is_deepseek_v4``, sgl-project/sglang@001adf564fd3,
-#: python/sglang/srt/configs/model_config.py): an FP8 checkpoint of one of them keeps FP4 routed experts (module doc).
 #: Model types whose configs give the experts' width as ``moe_intermediate_size`` (transformers' Qwen2MoeConfig,
 #: Qwen3MoeConfig, Qwen3NextConfig, Qwen3VLMoeTextConfig, DeepseekV2Config, DeepseekV3Config, Glm4MoeConfig): their
 #: ``intermediate_size`` is the dense MLP's, never the experts' fallback.
 MOE_WIDTH_MODEL_TYPES = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_vl_moe_text", "qwen3_vl_moe", "deepseek_v2",
                                    "deepseek_v3", "glm4_moe"})
+#: DeepSeek-V4's model classes (SGLang's ``is_deepseek_v4``, sgl-project/sglang@001adf564fd3,
+#: python/sglang/srt/configs/model_config.py): an FP8 checkpoint of one of them keeps FP4 routed experts (module doc).
 DSV4_ARCHITECTURES = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN")
 
 
@@ -530,10 +530,10 @@ def _quant_from_quark(q: MarkedDict, pre: str, r: _Reading) -> str:
     idtype = _str(i, "dtype", gpre + "input_tensors.") if i is not None else None
     r.params["layout"] = "quark"
     where = f"{w.file}:{w.key_lines.get('dtype', w.line)} ({gpre}weight.dtype)"
-    if layer := q.get("layer_quant_config"):
-        if isinstance(layer, MarkedDict) and layer:
-            r.notes.append(f"{q.file}:{q.key_lines.get('layer_quant_config', q.line)} ({pre}layer_quant_config): "
-                           f"{len(layer)} per-layer entries not read: the global config's format is planned for the experts")
+    layer = q.get("layer_quant_config")
+    if isinstance(layer, MarkedDict) and layer:
+        r.notes.append(f"{q.file}:{q.key_lines.get('layer_quant_config', q.line)} ({pre}layer_quant_config): "
+                       f"{len(layer)} per-layer entries not read: the global config's format is planned for the experts")
     if dtype == "fp4" and scheme == "per_group" and w.get("group_size") == 32:
         acts = {None: "16-bit activations (W4A16)", "fp4": "MXFP4 activations (W4A4)",
                 "fp8_e4m3": "FP8 activations (W4A8)"}.get(idtype, f"{idtype} activations")
@@ -800,11 +800,11 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
         raise _issue(text, "hidden_size", "no hidden_size: cannot tell the layer's width", tp)
     take("hidden_size", "hidden_size", _int(text, "hidden_size", 1, MAX_WIDTH, tp))
     ikey = "moe_intermediate_size" if _present(text, "moe_intermediate_size") else "intermediate_size"
-    mtype = _str(text, "model_type", tp) or model_type
-    if ikey == "intermediate_size" and mtype in MOE_WIDTH_MODEL_TYPES:
+    mt = _str(text, "model_type", tp) or model_type
+    if ikey == "intermediate_size" and mt in MOE_WIDTH_MODEL_TYPES:
         # these configs give the experts' width as moe_intermediate_size and intermediate_size is the dense MLP's (a
         # ninth new user's trial: a Qwen3-MoE config without the key was planned at 6144 for 768)
-        raise _issue(text, "moe_intermediate_size", f"no moe_intermediate_size: a {mtype} config gives the experts' width "
+        raise _issue(text, "moe_intermediate_size", f"no moe_intermediate_size: a {mt} config gives the experts' width "
                      f"there (the engines read config.moe_intermediate_size; transformers' config class fills a default "
                      f"when it is absent), and its intermediate_size is the dense MLP's, not the experts': add "
                      f"moe_intermediate_size, or give the shape inline", tp)
@@ -812,7 +812,6 @@ def read_model_config(path: str | Path, display: str | None = None, engine: str 
         raise _issue(text, None, "no moe_intermediate_size or intermediate_size: cannot tell the experts' width", tp)
     take("moe_intermediate_size", ikey, _int(text, ikey, 1, MAX_WIDTH, tp))
 
-    mt = _str(text, "model_type", tp) or model_type
     if model_type == "gpt_oss" or mt == "gpt_oss":
         shape["activation"], prov["activation"] = "swiglu_oai", f"{name} (model_type gpt_oss: clamped SwiGLU, alpha 1.702)"
         if _present(text, "swiglu_limit"):
