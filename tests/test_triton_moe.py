@@ -30,7 +30,7 @@ fp16 5.5e-4, int4 6.3e-3, int8 5.9e-3, FP8 6.6e-2 at most):
   the output), two checks:
   * against the reference: measured at most 7.5e-2 (median 3.9e-2);
   * against :func:`emulate_fp8`, the same quantization emulated in float64 (``TOL_EMULATION``; the split
-    first GEMM, which rounds h to bf16, with the roundings float32 leaves open, :func:`closest_h16_emulation`). The kernels
+    first GEMM, which rounds h to bf16, with the roundings float32 leaves open, :func:`closest_emulation`). The kernels
     divide with ``div_rn`` (IEEE), so the emulation's e4m3 values are the kernels' and the output is
     bit-equal (236 of 240 draws) except where float32 accumulation order moves a value across a rounding
     boundary: at most 3.2e-3 measured. ``TOL_EMULATION`` is one bf16 step of the largest output, 2^-7
@@ -356,12 +356,10 @@ def check(spec, layer, x, ids, w, out, what="", seed=None, on_input=False, act_q
     assert err <= TOL[spec.quant], f"{spec.quant} {spec.activation} {what}: rel_error {err:.3g} > {TOL[spec.quant]} (seed {seed})"
     if spec.quant.startswith("fp8"):
         emu_tol = TOL_EMULATION if out.device.type == "cpu" else TOL_EMULATION_GPU
-        if h16:
-            emu, n_amb = closest_h16_emulation(spec, layer, x, ids, w, out, emu_tol, on_input=on_input,
-                                               act_quant=act_quant)
-            what = f"{what}; {n_amb} bf16 roundings of h open to float32 order"
-        else:
-            emu = emulate_fp8(spec, layer, x, ids, w, on_input=on_input, act_quant=act_quant)
+        emu, n_amb = closest_emulation(spec, layer, x, ids, w, out, emu_tol, on_input=on_input, act_quant=act_quant,
+                                       h16=h16)
+        if n_amb is not None:
+            what = f"{what}; {n_amb} roundings open to float32 order"
         e2 = rel_error(out, emu)
         print(f"{spec.quant} {spec.activation} {what}: rel_error {err:.3g} (reference), {e2:.3g} (emulation)")
         assert e2 <= emu_tol, (f"{spec.quant} {spec.activation} {what}: rel_error {e2:.3g} against the emulated "
@@ -394,10 +392,16 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token", h1
     float64 on the dequantized weights, the per-slot rows rounded to the activation dtype. ``h16``: the first
     GEMM's output rounded to bf16 before the activation (fp8_block's split first GEMM).
 
-    With ``h16`` the kernel's float32 sum can land on the other side of a bf16 rounding midpoint than the
-    float64 one: an element whose float64 value lies within ``h16_accum_bound`` of a midpoint has two
-    possible bf16 values. ``ambiguous`` (a list) receives ``(token, slot position, column)`` of each such
-    element; ``flip`` (a set of ``(slot position, column)``) rounds those elements to the other neighbour."""
+    Two roundings are open to the kernels' float32 order of evaluation, each element with two possible values:
+    with ``h16``, the bf16 rounding of h (an element whose float64 value lies within ``h16_accum_bound`` of a
+    bf16 midpoint; key ``("h", slot position, column of h)``); and the e4m3 rounding of the quantized activation
+    (key ``("a", slot position, column)``), where the activation's float32 value can lie on either side of an
+    e4m3 midpoint: the kernels' h differs from the float64 one by ``h16_accum_bound`` (none with ``h16``: both
+    read the same bf16 h), and their float32 activation function from the correctly rounded one by
+    ``ACT_EVAL_BOUND`` (case: seed 999216934, fp8_block with SPLIT, an activation of 3.4197 scaled by 448 / amax
+    to 336.00003, the midpoint of e4m3's 320 and 352; the interpreter's float32 SiLU gave 320). The group's amax
+    is taken as the float64 one's. ``ambiguous`` (a list) receives ``(token, key)`` for each open element;
+    ``flip`` (a set of keys) takes the other value for those elements."""
     from moe_select.ops import gated_act
 
     dev = x.device                                          # float64 on the layer's device (a GPU for real shapes)
@@ -425,7 +429,8 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token", h1
         by_expert.setdefault(e, []).append(n)
     rows = {e: (torch.tensor([slots[n][0] for n in ns], device=dev), torch.tensor([slots[n][1] for n in ns], device=dev),
                 torch.tensor(ns, device=dev)) for e, ns in by_expert.items()}
-    a32 = None
+    a32 = bounds = None
+    open_ = ambiguous is not None or bool(flip)
     for e, (ti, kk, pos) in rows.items():
         d13 = layer.d13[e].detach().to(dev).double()      # one dequantization per expert (LazyExperts)
         h = xq[ti] @ d13.T
@@ -433,36 +438,62 @@ def emulate_fp8(spec, layer, x, ids, w, *, on_input=False, act_quant="token", h1
             h = h * w[ti, kk][:, None]
         if getattr(layer, "b13", None) is not None:
             h = h + layer.b13[e].to(dev).double()
+        if open_:                                           # sum |a_k w_k| (+ |bias|): h's float32 error bound
+            mag = xq[ti].abs() @ d13.abs().T
+            if on_input:
+                mag = mag * w[ti, kk][:, None].abs()
+            if getattr(layer, "b13", None) is not None:
+                mag = mag + layer.b13[e].to(dev).double().abs()
         if h16:                                             # fp8_block's split first GEMM stores h in bf16
             h64, h = h, h.float().to(torch.bfloat16)
-            if ambiguous is not None or flip:
-                mag = xq[ti].abs() @ d13.abs().T
-                if on_input:
-                    mag = mag * w[ti, kk][:, None].abs()
-                if getattr(layer, "b13", None) is not None:
-                    mag = mag + layer.b13[e].to(dev).double().abs()
+            if open_:
                 other = torch.where(h.double() > h64, torch.nextafter(h, torch.full_like(h, -float("inf"))),
                                     torch.nextafter(h, torch.full_like(h, float("inf"))))
                 near = (h64 - (h.double() + other.double()) / 2).abs() <= h16_accum_bound(spec.hidden_size) * mag
                 for r, c in near.nonzero().tolist():
-                    n = int(pos[r])
+                    key = ("h", int(pos[r]), c)
                     if ambiguous is not None:
-                        ambiguous.append((int(ti[r]), n, c))
-                    if (n, c) in flip:
+                        ambiguous.append((int(ti[r]), key))
+                    if key in flip:
                         h[r, c] = other[r, c]
             h = h.double()
         act = gated_act(h, spec.activation, spec.swiglu_limit).float()  # float32, as the epilogue
         if a32 is None:
             a32 = torch.empty(len(slots), act.shape[1], dtype=torch.float32, device=dev)
+            bounds = (a32.clone(), a32.clone()) if open_ else None
         a32[pos] = act
+        if bounds is not None:                              # the activation's float32 values the kernels can reach
+            dh = torch.zeros_like(h) if h16 else h16_accum_bound(spec.hidden_size) * mag
+            half = dh.shape[1] // 2
+            signs = [(-1.0, -1.0), (-1.0, 1.0), (1.0, -1.0), (1.0, 1.0)] if act.shape[1] != h.shape[1] else [(-1.0, -1.0), (1.0, 1.0)]
+            corners = torch.stack([gated_act(h + dh * torch.cat([torch.full_like(dh[:, :half], sg),
+                                                                  torch.full_like(dh[:, half:], su)], 1),
+                                             spec.activation, spec.swiglu_limit) for sg, su in signs])
+            lo, hi = corners.amin(0), corners.amax(0)
+            bounds[0][pos] = (lo - ACT_EVAL_BOUND * lo.abs()).float()
+            bounds[1][pos] = (hi + ACT_EVAL_BOUND * hi.abs()).float()
     assert a32 is not None
     if block:
         bk = layer.block[1]
         gi = [slice(g, g + bk) for g in range(0, spec.intermediate_size, bk)]
-        aq = torch.cat([_quant_rows(a32[:, g], a32[:, g].abs().amax(1, keepdim=True)) for g in gi], 1)
+        gmax = [a32[:, g].abs().amax(1, keepdim=True) for g in gi]
+
+        def quant(a):
+            return torch.cat([_quant_rows(a[:, g], m) for g, m in zip(gi, gmax)], 1)
     else:
         amax = a32.abs().amax(1, keepdim=True) if act_quant == "token" else a32.abs().amax()
-        aq = _quant_rows(a32.to(act_dt).float(), amax)
+
+        def quant(a):
+            return _quant_rows(a.to(act_dt).float(), amax)
+    aq = quant(a32)
+    if bounds is not None:                                  # e4m3 values that differ across the reachable range
+        q_lo, q_hi = quant(bounds[0]), quant(bounds[1])
+        for r, c in (q_lo != q_hi).nonzero().tolist():
+            key = ("a", r, c)
+            if ambiguous is not None:
+                ambiguous.append((slots[r][0], key))
+            if key in flip:
+                aq[r, c] = q_hi[r, c] if aq[r, c] == q_lo[r, c] else q_lo[r, c]
     for e, (ti, kk, pos) in rows.items():
         y = aq[pos] @ layer.d2[e].detach().to(dev).double().T
         if getattr(layer, "b2", None) is not None:
@@ -481,29 +512,37 @@ def h16_accum_bound(k: int) -> float:
     return 4.0 * k ** 0.5 * 2.0 ** -24
 
 
-def closest_h16_emulation(spec, layer, x, ids, w, out, tol, **kw):
-    """The emulation with ``h16``; where ``out`` is farther than ``tol`` from it, each token whose row is
-    farther takes, one at a time and kept where its row gets nearer to ``out``'s, the other bf16 rounding of
-    the elements the float32 sum leaves open (``emulate_fp8``'s ``ambiguous``; at most 64 emulations).
-    Returns ``(emulation, number of ambiguous elements)``: a wrong kernel gains only the choice of bf16
-    neighbour on elements within float32 accumulation error of a bf16 midpoint, in the tokens it misses."""
-    amb: list = []
-    emu = emulate_fp8(spec, layer, x, ids, w, h16=True, ambiguous=amb, **kw)
+#: Bound on the kernels' float32 activation function (SiLU, GELU, ...: exp, a division, products) against the
+#: correctly rounded float64 one, relative: 16 float32 units in the last place. Only where it moves a value
+#: across an e4m3 midpoint does it matter (:func:`emulate_fp8`'s open roundings).
+ACT_EVAL_BOUND = 16 * 2.0 ** -24
+
+
+def closest_emulation(spec, layer, x, ids, w, out, tol, *, h16=False, **kw):
+    """The emulation (``h16`` as :func:`emulate_fp8`'s); where ``out`` is farther than ``tol`` from it, each token
+    whose row is farther takes, one at a time and kept where its row gets nearer to ``out``'s, the other value of
+    the roundings the kernels' float32 order leaves open (``emulate_fp8``'s ``ambiguous``: bf16 roundings of h,
+    e4m3 roundings of the activation; at most 64 emulations). Returns ``(emulation, number of open roundings)``,
+    the number None where the plain emulation was within ``tol``: a wrong kernel gains only the choice of
+    neighbour on elements within float32 error of a rounding midpoint, in the tokens it misses."""
+    emu = emulate_fp8(spec, layer, x, ids, w, h16=h16, **kw)
     if rel_error(out, emu) <= tol:
-        return emu, len(amb)
+        return emu, None
+    amb: list = []
+    emu = emulate_fp8(spec, layer, x, ids, w, h16=h16, ambiguous=amb, **kw)
     o = out.detach().to("cpu", torch.float64)
     limit = tol * max(emu.abs().max().item(), 1e-30)
     best = emu.clone()
     budget = 64
-    for t in sorted({t for t, _, _ in amb}):
+    for t in sorted({t for t, _ in amb}):
         flips: frozenset = frozenset()
-        for tt, n, c in amb:
+        for tt, key in amb:
             if tt != t or budget == 0 or (o[t] - best[t]).abs().max() <= limit:
                 continue
             budget -= 1
-            cand = emulate_fp8(spec, layer, x, ids, w, h16=True, flip=flips | {(n, c)}, **kw)
+            cand = emulate_fp8(spec, layer, x, ids, w, h16=h16, flip=flips | {key}, **kw)
             if (o[t] - cand[t]).abs().max() < (o[t] - best[t]).abs().max():
-                best[t], flips = cand[t], flips | {(n, c)}
+                best[t], flips = cand[t], flips | {key}
     return best, len(amb)
 
 
@@ -828,7 +867,7 @@ def test_fp8_block_one_weight_scale_per_k_step(split):
 
 
 def test_h16_emulation_takes_only_the_roundings_float32_leaves_open():
-    """closest_h16_emulation: an output that differs from the float64 emulation only in the bf16 rounding of
+    """closest_emulation: an output that differs from the float64 emulation only in the bf16 rounding of
     elements within float32 error of a midpoint matches exactly; a wrong activation scale of 1 % does not
     (pure torch, no kernel: the emulation alone, on the layer of seed 338464608, where the interpreter's
     float32 sum rounded one such element up: 2.0546873674 -> 2.0625, the float64 value rounds down)."""
@@ -838,14 +877,40 @@ def test_h16_emulation_takes_only_the_roundings_float32_leaves_open():
     x, ids, w = routing(spec, 40, seed)
     amb: list = []
     plain = emulate_fp8(spec, layer, x, ids, w, h16=True, ambiguous=amb)
-    assert amb and all(0 <= t < 40 for t, _, _ in amb), amb
-    flipped = (emulate_fp8(spec, layer, x, ids, w, h16=True, flip=frozenset({(n, c)})) for _, n, c in amb)
+    assert amb and all(0 <= t < 40 for t, _ in amb), amb
+    opened = [key for _, key in amb if key[0] == "h"]
+    flipped = (emulate_fp8(spec, layer, x, ids, w, h16=True, flip=frozenset({key})) for key in opened)
     kernel_like = next((f.to(x.dtype) for f in flipped if rel_error(f.to(x.dtype), plain) > TOL_EMULATION), None)
-    assert kernel_like is not None, "no open rounding moves the output: the case this resolves is gone"
-    emu, n_amb = closest_h16_emulation(spec, layer, x, ids, w, kernel_like, TOL_EMULATION)
+    assert kernel_like is not None, "no open rounding of h moves the output: the case this resolves is gone"
+    emu, n_amb = closest_emulation(spec, layer, x, ids, w, kernel_like, TOL_EMULATION, h16=True)
     assert n_amb == len(amb) and rel_error(kernel_like, emu) <= TOL_EMULATION
     wrong = (kernel_like.double() * 1.01).to(x.dtype)          # a 1 % scale error: no choice of roundings hides it
-    emu, _ = closest_h16_emulation(spec, layer, x, ids, w, wrong, TOL_EMULATION)
+    emu, _ = closest_emulation(spec, layer, x, ids, w, wrong, TOL_EMULATION, h16=True)
+    assert rel_error(wrong, emu) > TOL_EMULATION
+
+
+def test_emulation_takes_the_e4m3_roundings_float32_leaves_open():
+    """closest_emulation: the e4m3 rounding of an activation whose float32 value lies within the kernels' float32
+    error of an e4m3 midpoint is open (pure torch, no kernel: the layer of seed 999216934, fp8_block with SPLIT at
+    300 tokens, where the interpreter's float32 SiLU gave token 51's slot 1 column 29 an activation that scaled to
+    just under 336, the midpoint of e4m3's 320 and 352, and the float64 one just over: the output moved by 1.6e-2
+    of its largest value, twice TOL_EMULATION). That rounding is open, and an output that takes it matches; one
+    that also has a 1 % scale error does not; the open e4m3 roundings are few (fewer than 1 in 1000 elements)."""
+    seed = 999216934
+    spec = spec_of("fp8_block", e=4, k=2, h=80, i=48)
+    layer = Layer(spec, seed)
+    x, ids, w = routing(spec, 300, seed)
+    amb: list = []
+    plain = emulate_fp8(spec, layer, x, ids, w, h16=True, ambiguous=amb)
+    act_keys = [key for _, key in amb if key[0] == "a"]
+    assert (51, ("a", 51 * 2 + 1, 29)) in amb, act_keys
+    assert len(act_keys) < 300 * 2 * 48 / 1000, len(act_keys)
+    kernel_like = emulate_fp8(spec, layer, x, ids, w, h16=True, flip=frozenset({("a", 103, 29)})).to(x.dtype)
+    assert rel_error(kernel_like, plain) > TOL_EMULATION     # the case: one e4m3 step moves the output past the bound
+    emu, n_amb = closest_emulation(spec, layer, x, ids, w, kernel_like, TOL_EMULATION, h16=True)
+    assert n_amb == len(amb) and rel_error(kernel_like, emu) <= TOL_EMULATION
+    wrong = (kernel_like.double() * 1.01).to(x.dtype)
+    emu, _ = closest_emulation(spec, layer, x, ids, w, wrong, TOL_EMULATION, h16=True)
     assert rel_error(wrong, emu) > TOL_EMULATION
 
 
