@@ -267,11 +267,13 @@ def _add_measurements_flag(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Why this plan, why not the others. ``--json``: the machine-readable report."""
+    """Why this plan, why not the others. ``--json``: the machine-readable report; ``--brief``: its one-line summary."""
     report = _explain(args)
     launch = getattr(args, "launch", None)
     if args.json:
         print(json.dumps({**report.to_dict(), **({"launch": launch.to_dict()} if launch is not None else {})}, indent=2))
+    elif getattr(args, "brief", False):
+        print(report.summary())
     else:
         if launch is not None:
             print(launch.render_text() + "\n")
@@ -618,7 +620,11 @@ def _explain_args(e: argparse.ArgumentParser) -> None:
 
     _add_deployment_flags(e)
     add_cli_flags(e)
-    e.add_argument("--json", action="store_true", help="print the report as JSON")
+    out = e.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the report as JSON")
+    out.add_argument("--brief", action="store_true",
+                     help="print only the one-line summary (the runner and the rule that chose it, or the refusal's "
+                          "reason codes); the exit code as without it")
     _add_measurements_flag(e)
     e.set_defaults(fn=cmd_explain)
 

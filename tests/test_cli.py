@@ -36,6 +36,22 @@ def test_explain_ok_names_rule_and_alternatives(capsys):
     assert rc == 0 and "Plan: deep_gemm  chosen by rule hopper-fp8-block-ep-a2a" in out and "sgl-deep-gemm assumed installed" in out
 
 
+def test_explain_brief_is_the_summary_line_alone(capsys):
+    """``explain --brief``: one line, the plan's runner and rule (or the refusal and its codes), the exit code as the
+    full report's; refused together with --json."""
+    cfg = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
+    rc = main(["explain", "--brief", "--gpu", "H100", "--model-config", cfg, "--tp", "8", "--ep", "8"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.count("\n") == 1
+    assert out.startswith("moe-select: using triton (rule hopper-fp8-block at rules/10-nvidia.yaml:") and "other eligible: " in out
+    rc = main(["explain", "--brief", "--gpu", "H100", "--model-config", cfg, "--tp", "8"])
+    out = capsys.readouterr().out
+    assert rc == 1 and out.count("\n") == 1 and out.startswith("moe-select: refused ") and "Fix:" not in out
+    with pytest.raises(SystemExit):
+        main(["explain", "--brief", "--json", "--gpu", "H100", "--model-config", cfg])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
 def test_explain_json_shape(capsys):
     rc = main(["explain", "--gpu", "B200", "--quant", "nvfp4", "--model",
                "num_experts=256,top_k=8,hidden_size=7168,moe_intermediate_size=2048,routing=deepseek_v3", "--tp", "8", "--json"])
