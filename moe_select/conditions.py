@@ -168,10 +168,10 @@ class When(Located):
     #: layer kind (an MTP draft's) with the main layers' quantization method whatever the config excludes.
     main_quant: list[Quant] | None = None
     #: The checkpoint's serialization of a weight-only int or MXFP4 format (``quant_params.layout``: ``awq``, ``gptq``,
-    #: ``compressed-tensors``, ``mxfp4`` (MXFP4's own quant_method), from the checkpoint's ``quant_method``, the
+    #: ``compressed-tensors``, ``mxfp4`` (MXFP4's own quant_method), ``quark``, ``fp8`` (block FP8's ``quant_method: fp8``), from the checkpoint's ``quant_method``, the
     #: deployment's ``quant_config.layout`` or the format's default); a deployment that does not say it matches no such
     #: condition, and the selector reports a fact that holds only there as not decided.
-    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark"]] | None = None
+    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark", "fp8"]] | None = None
     #: The checkpoint carries no activation scales (``quant_params.weight_only``: ModelOpt W4A16_NVFP4,
     #: compressed-tensors NVFP4A16; moe_select/model_config.py, "Weight-only NVFP4").
     weight_only: bool | None = None

@@ -62,16 +62,16 @@ class QuantConfig(Located):
     precision of, where its flag is read by some runners only (an activation-precision entry's ``runners`` in
     backends/engines/); any other runner runs its own default precision, which the plan says in a note (not given:
     every runner is asked). ``layout`` (weight-only int formats, and
-    MXFP4): the checkpoint's serialization, ``awq``, ``gptq``, ``compressed-tensors``, ``mxfp4`` or ``quark`` (a
-    checkpoint's config states it: its ``quant_method``; ``mxfp4``: MXFP4's own ``quant_method: mxfp4``, gpt-oss's;
-    ``quark``: AMD Quark's);
+    MXFP4, block FP8): the checkpoint's serialization, ``awq``, ``gptq``, ``compressed-tensors``, ``mxfp4``, ``quark``
+    or ``fp8`` (a checkpoint's config states it: its ``quant_method``; ``mxfp4``: MXFP4's own ``quant_method: mxfp4``,
+    gpt-oss's; ``quark``: AMD Quark's; ``fp8``: ``quant_method: fp8``, the engines' Fp8Config, DeepSeek's and Qwen's);
     the engines pick different MoE methods for each, so a fact may hold for one only (``when: {checkpoint_layout:
     [...]}``), and a deployment that does not state it leaves such a fact undecided, except where the format names a
     default (backends/formats.yaml ``params.layout``: MXFP4's own serialization), which the plan shows."""
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, ge=-1, le=1 << 16)
-    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark"] | None = None
+    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark", "fp8"] | None = None
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
     activation_precision: Precision | None = None

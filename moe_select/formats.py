@@ -125,7 +125,7 @@ class FormatParams(Located):
 
     block: list[int] | int | None = None
     group_size: int | None = Field(default=None, ge=1)
-    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark"] | None = None
+    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark", "fp8"] | None = None
 
     @field_validator("block")
     @classmethod

@@ -328,6 +328,10 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: s
             params["block"] = [int(b) for b in bs]
         if typ == "int":
             params["layout"], params["bits"] = "compressed-tensors", bits
+        elif typ == "float" and bits == 8:
+            # FP8: vLLM's compressed-tensors FP8 MoE method keeps the block check its Fp8Config method relaxes from
+            # 0.29.0 (backends/common.yaml, block-scaled FP8), so the serialization is stated
+            params["layout"] = "compressed-tensors"
             if isinstance(w.get("symmetric"), bool):
                 params["symmetric"] = w["symmetric"]
         if fmt == "mxfp4-pack-quantized" or (fmt != "nvfp4-pack-quantized" and bits == 4 and typ == "float"
@@ -459,6 +463,7 @@ def _read_quant_mapping(q: MarkedDict, pre: str, r: _Reading, model: MarkedDict 
             raise _issue(q, "weight_block_size", f"weight_block_size must be a list of two positive integers, got "
                          f"{_what(block) if not isinstance(block, list) else shorten(block)}", pre)
         params["block"] = [int(block[0]), int(block[1])]
+        params["layout"] = "fp8"   # Fp8Config's serialization (backends/common.yaml: vLLM refines its blocks from 0.29.0)
         return "fp8_block"
     if method == "mxfp4":
         params["layout"] = "mxfp4"   # MXFP4's own serialization (gpt-oss), not compressed-tensors (backends/common.yaml)

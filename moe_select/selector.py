@@ -68,7 +68,7 @@ STATE_HOW = {
                               "group_size is null (llm-compressor's strategy channel) or -1",
     "low_latency_tokens_per_rank": "state max_tokens_per_rank: the most tokens a rank's forward sends in the "
                                    "low-latency mode (the chunked-prefill size, or the decode CUDA-graph batch)",
-    "checkpoint_layout": "state quant_config.layout (awq, gptq, compressed-tensors or mxfp4: the checkpoint's quant_method), or "
+    "checkpoint_layout": "state quant_config.layout (awq, gptq, compressed-tensors, mxfp4, quark or fp8: the checkpoint's quant_method), or "
                          "give model_config: a checkpoint whose config says it",
 }
 

@@ -13,13 +13,15 @@ from conftest import CONFIGS
 
 
 def test_explain_text_says_why(capsys):
-    rc = main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8"])
+    # vLLM 0.28.0 declared: from 0.29.0 vLLM refines the split block scales and runs the Triton experts (common.yaml)
+    rc = main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8",
+               "--package", "vllm=0.28.0"])
     out = capsys.readouterr().out
     assert rc == 1
-    assert "Every runner is refused because:" in out and "intermediate_per_rank = 96" in out
-    # ep 4 at tp 8 is no vLLM configuration (vLLM spans EP over TP x DP): labeled with the engines that take it
-    assert ("Fix: set ep: 8 (tp 8), or tp in {1, 2} (ep 1); sglang also: set ep: 4 (tp 8); trtllm also: set ep: 4 (tp 8), "
-            "or tp in {3, 6} (ep 1).") in out
+    assert "intermediate_per_rank = 96" in out
+    # the engines' own fixes, each labeled: ep 4 at tp 8 is no vLLM configuration (vLLM spans EP over TP x DP)
+    assert "(sglang only) [backends/common.yaml:" in out and "Fix: ep in {4, 8} (tp 8), or tp in {1, 2} (ep 1); trtllm also: tp in {3, 6} (ep 1)." in out
+    assert "(vllm only) [backends/common.yaml:" in out and "Fix: set ep: 8 (tp 8), or tp in {1, 2} (ep 1)." in out
     assert "config.json:9 (num_experts)" in out and "moe-select: refused" in out
 
 
@@ -44,7 +46,7 @@ def test_explain_brief_is_the_summary_line_alone(capsys):
     out = capsys.readouterr().out
     assert rc == 0 and out.count("\n") == 1
     assert out.startswith("moe-select: using triton (rule hopper-fp8-block at rules/10-nvidia.yaml:") and "other eligible: " in out
-    rc = main(["explain", "--brief", "--gpu", "H100", "--model-config", cfg, "--tp", "8"])
+    rc = main(["explain", "--brief", "--gpu", "H100", "--model-config", cfg, "--tp", "8", "--engine", "sglang"])
     out = capsys.readouterr().out
     assert rc == 1 and out.count("\n") == 1 and out.startswith("moe-select: refused ") and "Fix:" not in out
     with pytest.raises(SystemExit):
@@ -261,11 +263,11 @@ def test_the_readme_explain_excerpt_is_what_explain_prints(capsys):
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = readme.split("$ moe-select explain --gpu H100 --model-config examples/model_configs/Qwen__Qwen3-30B-A3B-FP8 --tp 8\n", 1)[1]
+    block = readme.split("$ moe-select explain --gpu H100 --model-config examples/model_configs/Qwen__Qwen3-30B-A3B-FP8 --tp 8 --engine sglang\n", 1)[1]
     block = block.split("```", 1)[0]
     quoted = re.findall(r"\[(backends/[\w./-]+:\d+)\]", block)
     assert quoted, block
-    main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8"])
+    main(["explain", "--gpu", "H100", "--model-config", str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "--tp", "8", "--engine", "sglang"])
     out = capsys.readouterr().out
     printed = re.findall(r"\[(backends/[\w./-]+:\d+)\]", out)
     for where in quoted:

@@ -33,7 +33,7 @@ EXPECTED = {
 # name: (quant_params, [(layer kind, number of layers, its format)]); layer counts from each config's
 # num_hidden_layers and its dense/MoE layer keys (DeepSeek: first_k_dense_replace 3 of 61, plus 1 MTP layer)
 PARAMS_AND_KINDS = {
-    "deepseek-ai__DeepSeek-V3": ({"block": [128, 128]}, [("main", 59, "fp8_block")]),
+    "deepseek-ai__DeepSeek-V3": ({"block": [128, 128], "layout": "fp8"}, [("main", 59, "fp8_block")]),
     "Qwen__Qwen3-30B-A3B-AWQ": ({"group_size": 128, "bits": 4, "layout": "awq", "zero_point": True}, [("main", 48, "int4_w4a16")]),
     # NVIDIA's DeepSeek-V3.1 NVFP4 checkpoint excludes `model.layers.61*` (its MTP layer) from quantization
     "nvidia__DeepSeek-V3.1-NVFP4": ({"block": 16}, [("main", 58, "nvfp4"), ("mtp", 1, "bf16")]),

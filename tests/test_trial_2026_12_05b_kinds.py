@@ -1,0 +1,73 @@
+"""The tenth new user's trial (2026-12-05), fixed as kinds.
+
+- (1b) vLLM from 0.29.0 refines the block scales of an Fp8Config (``quant_method: fp8``) checkpoint whose per-rank
+  intermediate splits a 128x128 block, to gcd(block_n, block_k, per-rank intermediate, hidden) >= 32, and only
+  TritonExperts takes the refined block (refine_fp8_moe_block_shape; read in the 0.28.0-0.34.0 wheels); from 0.31.0 a
+  runner asked by name runs on shards padded to whole blocks under pure TP with 128-aligned global widths
+  (pad_tp_shard_to_weight_blocks). The compressed-tensors and Quark FP8 methods refine nothing. moe-select refused
+  every runner (SGLang's and old vLLM's rule for every engine and release).
+"""
+from __future__ import annotations
+
+import pytest
+
+import moe_select
+from moe_select.model_config import read_model_config
+from report_helpers import cand, refusals
+
+from conftest import CONFIGS
+
+FP8 = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")        # 768 wide: 96 rows per rank at TP 8 (gcd 32), 192 at TP 4
+QWEN3_30B = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768, "activation": "silu",
+             "routing": "renormalize"}
+
+
+def _vllm(version: str, **dep):
+    return moe_select.explain({"gpu": "H100", "engine": "vllm", "engine_version": version, **dep})
+
+
+def test_the_fp8_config_reader_states_the_serialization():
+    assert read_model_config(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8").quant_params["layout"] == "fp8"
+
+
+@pytest.mark.parametrize("tp", [4, 8])
+def test_vllm_0_28_refuses_a_split_block_and_0_29_runs_triton_only(tp):
+    old = _vllm("0.28.0", model_config=FP8, tp=tp)
+    assert old.status == "rejected" and "shape_unaligned" in refusals(old, "triton")
+    new = _vllm("0.29.0", model_config=FP8, tp=tp)
+    assert new.status == "ok" and new.plan.runner == "triton" and new.evidence == "supported"
+    for other in ("deep_gemm", "flashinfer_cutlass", "cutlass"):
+        why = [r for r in cand(new, other).reasons if r.code == "quant_unsupported" and "common.yaml" in r.source]
+        assert why and "refine_fp8_moe_block_shape" in why[0].detail, (other, refusals(new, other))
+    # the fix names the runner that takes the refined block
+    assert any(r.fix == "runner: triton" for r in cand(new, "deep_gemm").reasons)
+
+
+def test_vllm_refines_only_to_blocks_of_32_or_more():
+    # 1536 / 16 = 96 rows per rank at TP 16 -> gcd 32, runs; a width of 1520 at TP 8 -> 190 rows, gcd 2: refused
+    ok = _vllm("0.29.0", model={**QWEN3_30B, "moe_intermediate_size": 1536}, quant="fp8_block", tp=16)
+    assert ok.status == "ok" and ok.plan.runner == "triton"
+    bad = _vllm("0.29.0", model={**QWEN3_30B, "moe_intermediate_size": 1520}, quant="fp8_block", tp=8)
+    assert bad.status == "rejected" and "shape_unaligned" in refusals(bad, "triton")
+
+
+def test_compressed_tensors_and_quark_fp8_keep_whole_blocks_per_rank():
+    for layout in ("compressed-tensors", "quark"):
+        r = _vllm("0.29.0", model=QWEN3_30B, quant="fp8_block", quant_config={"block": [128, 128], "layout": layout}, tp=8)
+        assert r.status == "rejected" and "shape_unaligned" in refusals(r, "triton"), layout
+    # an inline block-FP8 deployment is planned as quant_method fp8 (the format's default layout), and says so
+    r = _vllm("0.29.0", model=QWEN3_30B, quant="fp8_block", tp=8)
+    assert r.status == "ok" and r.plan.runner == "triton"
+
+
+def test_vllm_0_31_pads_the_shard_for_a_runner_asked_by_name_under_pure_tp_only():
+    pure = _vllm("0.31.0", model_config=FP8, tp=8, runner="deep_gemm")
+    assert pure.status == "ok" and pure.plan.runner == "deep_gemm"          # padded to whole blocks (unverified: newer)
+    ep = _vllm("0.31.0", model=QWEN3_30B, quant="fp8_block", tp=8, ep=8)
+    # EP 8: whole experts per rank (768, a multiple of 128): nothing to refine, every FP8 runner stays
+    assert "quant_unsupported" not in refusals(ep, "deep_gemm")
+
+
+def test_sglang_still_refuses_the_split_block():
+    r = moe_select.explain({"gpu": "H100", "engine": "sglang", "model_config": FP8, "tp": 8})
+    assert r.status == "rejected" and "shape_unaligned" in refusals(r, "triton")
