@@ -601,6 +601,10 @@ class MethodRunners(Conditional):
     source: str = Field(min_length=1)
     #: What to change where ``runners`` is empty (the method loads the layer with no runner: e.g. a release that fixes it)
     fix: str | None = None
+    #: ``auto``: the method asserts the engine's runner option is left at its default and builds its runner itself
+    #: (SGLang's AWQ MoE scheme): a launch that names a runner fails at load, so a plan of one of ``runners`` is written
+    #: with no runner option (the plan's ``runner_option_auto``); ``named`` (default): the option may name the runner.
+    option: Literal["named", "auto"] = "named"
 
     @model_validator(mode="after")
     def _engine_scoped(self) -> "MethodRunners":

@@ -281,16 +281,24 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print()
         print(report.summary())
     _warn_unverified(report)
-    if _fails_at_startup(launch):
+    if _fails_at_startup(launch, report):
         return 1
     return 0 if report.plan else 1
 
 
-def _fails_at_startup(launch: Any) -> bool:
+def _fails_at_startup(launch: Any, report: Any = None) -> bool:
     """True, with one line on stderr, when the launch line as written is refused by the engine at startup (its
-    ``engine_error`` findings): the report still plans the deployment it describes, and ``plan --emit`` writes the line
-    without them; ``explain`` and ``plan`` exit 1."""
+    ``engine_error`` findings, or a runner option it names where the engine's quantization method asserts auto: the
+    plan's ``runner_option_auto``): the report still plans the deployment it describes, and ``plan --emit`` writes the
+    line without them; ``explain`` and ``plan`` exit 1."""
     errors = [f for f in (launch.findings if launch is not None else []) if f.kind == "engine_error"]
+    plan = getattr(report, "plan", None)
+    if launch is not None and plan is not None and launch.engine in plan.runner_option_auto \
+            and str(plan.deployment.provenance.get("runner", "")).startswith("launch line"):
+        print(f"moe-select: the launch line names the runner ({plan.deployment.provenance['runner']}), and {launch.engine} "
+              f"asserts its runner option is auto here: {plan.runner_option_auto[launch.engine]}; leave the option out "
+              "(plan --emit writes the line without it)", file=sys.stderr)
+        return True
     if errors:
         print(f"moe-select: the launch line fails at startup as written ({len(errors)} engine error(s): "
               f"{'; '.join(f.token for f in errors)[:200]}); the plan is for the deployment it describes "
@@ -327,7 +335,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     # the emitted line leaves the engine errors out (its comments say so): only the plan JSON of a failing line exits 1
-    return 1 if _fails_at_startup(getattr(args, "launch", None)) and not getattr(args, "emit", None) else 0
+    return 1 if _fails_at_startup(getattr(args, "launch", None), report) and not getattr(args, "emit", None) else 0
 
 
 #: Most symbolic links followed from ``-o``'s path (Linux's MAXSYMLINKS).

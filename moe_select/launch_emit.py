@@ -196,10 +196,15 @@ def _release_name(name: str, before: list, version: str | None, comments: list[s
 
 
 def _runner_words(engine: str, theirs: str, version: str | None, comments: list[str], runner: str,
-                  predicted: str | None) -> list[str]:
+                  predicted: str | None, auto_only: str | None = None) -> list[str]:
     """The runner option and value for ``engine`` at ``version``; where that release has neither (an
     :class:`EmitError` of :func:`_flag` / :func:`_released`) but the engine picks the plan's ``runner`` itself
-    (``predicted``), none, with a comment; else the error."""
+    (``predicted``), none, with a comment; else the error. ``auto_only``: why the engine's quantization method wants
+    the option left at auto (the plan's ``runner_option_auto``): none written, with a comment."""
+    if auto_only is not None:
+        comments.append(f"no runner option written: {engine} builds {runner} itself here and fails at load where the "
+                        f"launch names a runner ({auto_only})")
+        return []
     try:
         return [_flag(engine, "runner", version, comments), _released(engine, "runner", theirs, version, comments)]
     except EmitError as exc:
@@ -413,7 +418,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
         if d.dp:
             argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
-        argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted)
+        argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("sglang"))
         argv += _online_words(plan, "sglang", version, comments)
         if asked := _asked_of_runner(plan, d, comments):
             argv += _precision_flag("sglang", asked, version, comments, runner=plan.runner, quant=plan.quant)

@@ -277,6 +277,10 @@ class Plan(BaseModel):
     jit: str | None = None
     notes: list[str] = []
     assumptions: list[str] = []
+    #: Engine -> why its quantization method wants the runner option left at auto for this plan (a ``methods`` fact
+    #: of backends/common.yaml with ``option: auto``, its file:line): the engine builds the plan's runner itself and
+    #: fails at load where the launch names one, so ``plan --emit`` writes no runner option for that engine.
+    runner_option_auto: dict[str, str] = {}
     #: One plan per additional MoE layer kind (``mtp``, ``unquantized``), each a full plan of its own.
     layers: list["Plan"] = []
     files: dict[str, str]

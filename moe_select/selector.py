@@ -1840,6 +1840,9 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
             notes.append(said)
     if u.engine == "any":
         notes.append(f"holds for engines: {', '.join(chosen.engines)}")
+    option_auto = _option_auto(chosen, ctx)
+    for e, why in option_auto.items():
+        notes.append(f"{e}: leave its runner option at auto: {why}")
     a2a_cap = catalog.a2a.get(u.a2a)
     files = dict(sorted(catalog.files.items()))
     sources = list(catalog.rule_sources) + list(catalog.backend_sources)
@@ -1856,10 +1859,25 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
         cuda_graph=u.cuda_graph, engine=u.engine, engines=list(chosen.engines), chosen_by=chosen_by,
         alternatives=[c.backend for c in ranked if c.eligible and c.backend != chosen.backend],
         rejected=[c for c in ranked if not c.eligible], deployment=u, environment=env, packages=needs, jit=jit,
-        notes=notes, assumptions=list(chosen.assumptions), files=files, rule_sources=list(catalog.rule_sources),
+        notes=notes, assumptions=list(chosen.assumptions), runner_option_auto=option_auto, files=files,
+        rule_sources=list(catalog.rule_sources),
         backend_sources=list(catalog.backend_sources), written_by=writer(files),
         fingerprint=fingerprint(u, env, canonical_files(files, sources), chosen.backend),
     )
+
+
+def _option_auto(chosen: Candidate, ctx: _Ctx) -> dict[str, str]:
+    """Engine -> why (with the fact's file:line) where an engine method that builds the chosen runner (a ``methods``
+    fact with ``option: auto``) holds for that engine's facts: the launch must leave the runner option at auto."""
+    out: dict[str, str] = {}
+    for m in ctx.catalog.common.methods:
+        if m.option != "auto" or chosen.backend not in m.runners:
+            continue
+        for e in chosen.engines:
+            facts = ctx.engine_facts.get(e, ctx.facts)
+            if m.when is not None and m.when.matches(facts) and _requires(m.requires, replace(ctx, facts=facts))[0]:
+                out.setdefault(e, f"{m.why} [{m.where()}]")
+    return out
 
 
 def _default_precision(arch: str) -> str:

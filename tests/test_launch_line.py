@@ -934,10 +934,16 @@ def test_a_runner_value_older_than_its_first_release_is_refused_and_not_written(
                         engine_version="0.5.11").deployment["runner"] == "aiter"
     assert from_command("python -m sglang.launch_server --model-path M --moe-runner-backend marlin", model_config=q,
                         ).deployment["runner"] == "marlin"                 # no version declared: the newest
-    plan = _plan("sglang", gpu="H100", tp=1, runner="marlin", model="Qwen__Qwen3-30B-A3B-AWQ")
+    # a GPTQ layer (SGLang's AWQ MoE scheme asserts the option is auto: no option written there, test_trial_2026_12_05b)
+    from moe_select import explain
+    plan = explain({"gpu": "H100", "engine": "sglang", "quant": "int4_w4a16", "runner": "marlin",
+                    "quant_config": {"group_size": 128, "layout": "gptq"},
+                    "model": {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
+                              "activation": "silu", "routing": "renormalize"}}).plan
+    assert plan is not None and plan.runner_option_auto == {}
     with pytest.raises(EmitError, match=r"marlin first shipped in sglang 0\.5\.12: sglang 0\.5\.11 does not take it"):
-        emit(plan, "sglang", engine_version="0.5.11")
-    assert "--moe-runner-backend marlin" in " ".join(emit(plan, "sglang", engine_version="0.5.12").argv)
+        emit(plan, "sglang", engine_version="0.5.11", model="M")
+    assert "--moe-runner-backend marlin" in " ".join(emit(plan, "sglang", engine_version="0.5.12", model="M").argv)
     # aiter has an earlier way (names.yaml choices earlier): before 0.5.11 SGLang runs AITER as auto under
     # SGLANG_USE_AITER, so the plan is written so there, with the switch (the deployment does not state it)
     plan = _plan("sglang", gpu="MI300X", tp=1, runner="aiter")

@@ -6,12 +6,17 @@
   runner asked by name runs on shards padded to whole blocks under pure TP with 128-aligned global widths
   (pad_tp_shard_to_weight_blocks). The compressed-tensors and Quark FP8 methods refine nothing. moe-select refused
   every runner (SGLang's and old vLLM's rule for every engine and release).
+- (1a) AWQ checkpoints: `triton` was planned and written as the runner flag. vLLM from 0.27.0 gives AWQ MoE layers Marlin
+  takes its WNA16 method, whose oracle refuses TRITON for the AutoAWQ layout; SGLang's AWQ MoE scheme (read from 0.5.11)
+  asserts the runner option is auto and builds Marlin, so a launch naming any runner fails at load: the plan says
+  ``runner_option_auto`` and ``plan --emit`` writes no runner option; a launch line that names one exits 1.
 """
 from __future__ import annotations
 
 import pytest
 
 import moe_select
+from moe_select.cli import main
 from moe_select.model_config import read_model_config
 from report_helpers import cand, refusals
 
@@ -71,3 +76,33 @@ def test_vllm_0_31_pads_the_shard_for_a_runner_asked_by_name_under_pure_tp_only(
 def test_sglang_still_refuses_the_split_block():
     r = moe_select.explain({"gpu": "H100", "engine": "sglang", "model_config": FP8, "tp": 8})
     assert r.status == "rejected" and "shape_unaligned" in refusals(r, "triton")
+
+
+AWQ = str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ")          # 4 bits, group 128, zero points; 768 wide
+
+
+def test_vllm_awq_moe_layers_marlin_takes_never_run_triton():
+    r = _vllm("0.29.0", model_config=AWQ)
+    assert r.status == "ok" and r.plan.runner == "marlin"
+    why = [x for x in cand(r, "triton").reasons if x.code == "quant_unsupported" and "common.yaml" in x.source]
+    assert why and "AutoAWQ" in why[0].detail and why[0].fix == "runner: marlin or humming or flashinfer_trtllm"
+    # a layer Marlin cannot take (a per-rank intermediate that splits a group of 128: 768 / 8 = 96) falls back to
+    # MoeWNA16 (Triton): the fact does not hold there
+    tp8 = _vllm("0.29.0", model_config=AWQ, tp=8)
+    assert not [x for x in cand(tp8, "triton").reasons if "AutoAWQ" in x.detail]
+    # releases before the oracle refused the layout are not stated
+    assert not [x for x in cand(_vllm("0.24.0", model_config=AWQ), "triton").reasons if "AutoAWQ" in x.detail]
+
+
+def test_sglang_awq_plans_marlin_and_leaves_the_runner_option_at_auto(capsys):
+    r = moe_select.explain({"gpu": "H100", "engine": "sglang", "model_config": AWQ})
+    assert r.status == "ok" and r.plan.runner == "marlin" and "AWQMoEScheme" in r.plan.runner_option_auto["sglang"]
+    assert "quant_unsupported" in refusals(r, "triton")
+    assert main(["plan", "--gpu", "H100", "--model-config", AWQ, "--engine", "sglang", "--emit", "sglang"]) == 0
+    out = capsys.readouterr().out
+    assert "--moe-runner-backend" not in out and "no runner option written: sglang builds marlin itself" in out
+    line = f"python3 -m sglang.launch_server --model-path {AWQ} --moe-runner-backend marlin"
+    assert main(["explain", "--brief", "--gpu", "H100", "--from-command", line]) == 1
+    assert "asserts its runner option is auto here" in capsys.readouterr().err
+    # vLLM names the runner: no such note there
+    assert _vllm("0.29.0", model_config=AWQ).plan.runner_option_auto == {}
