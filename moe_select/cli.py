@@ -296,8 +296,9 @@ def _fails_at_startup(launch: Any, report: Any = None) -> bool:
     if launch is not None and plan is not None and launch.engine in plan.runner_option_auto \
             and str(plan.deployment.provenance.get("runner", "")).startswith("launch line"):
         print(f"moe-select: the launch line names the runner ({plan.deployment.provenance['runner']}), and {launch.engine} "
-              f"asserts its runner option is auto here: {plan.runner_option_auto[launch.engine]}; leave the option out "
-              "(plan --emit writes the line without it)", file=sys.stderr)
+              f"wants its runner option at auto here (a named runner fails at load or is ignored): "
+              f"{plan.runner_option_auto[launch.engine]}; leave the option out (plan --emit writes the line without it)",
+              file=sys.stderr)
         return True
     if errors:
         print(f"moe-select: the launch line fails at startup as written ({len(errors)} engine error(s): "

@@ -202,8 +202,8 @@ def _runner_words(engine: str, theirs: str, version: str | None, comments: list[
     (``predicted``), none, with a comment; else the error. ``auto_only``: why the engine's quantization method wants
     the option left at auto (the plan's ``runner_option_auto``): none written, with a comment."""
     if auto_only is not None:
-        comments.append(f"no runner option written: {engine} builds {runner} itself here and fails at load where the "
-                        f"launch names a runner ({auto_only})")
+        comments.append(f"no runner option written: {engine} builds {runner} itself here, the option left at auto (a "
+                        f"named runner fails at load or is ignored: {auto_only})")
         return []
     try:
         return [_flag(engine, "runner", version, comments), _released(engine, "runner", theirs, version, comments)]

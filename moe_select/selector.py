@@ -750,6 +750,9 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     unnamed = _unnamed_for_engine(name, engine) if cap.engines is not None and engine not in cap.engines.values else None
     if unnamed is not None:
         out.append(unnamed)
+    unreleased = _unreleased_name(name, engine, ctx)
+    if unreleased is not None:
+        out.append(unreleased)
     if cap.engines is not None and engine in cap.engines.values:
         ctx.engine_used.append(cap.engines.where())
         # the runner's own file says the engine ships it, but the engine's closed runner option (as read) takes no such
@@ -1034,6 +1037,36 @@ def _not_an_engine_name(name: str, engine: str, mean: str, close: str | None) ->
                   detail=f"no capability file describes runner {name}{mean}, and {engine}'s runner option takes no such "
                          f"value: it refuses it at startup ({ch.source})",
                   fix=f"runner: {close}" if close else f"a runner {engine} takes (moe-select explain lists them)")
+
+
+def _unreleased_name(name: str, engine: str | None, ctx: _Ctx) -> Reason | None:
+    """``engine_unsupported`` where the engine's release (declared, or detected) is older than the first release whose
+    runner option takes the engine's name for ``name`` (backends/engines/names.yaml ``choices`` ``since``, read in the
+    engines' releases) and that option has no earlier value reaching it: the engine refuses the value at startup, so
+    the runner cannot be asked of that release (a new user's tenth trial: SGLang 0.5.6 with experimental_sgl_marlin
+    was supported in strict mode while ``--emit`` refused it). None where no release is declared or detected (the
+    newest is assumed, as ``--emit`` does)."""
+    from .engine_tables import names
+
+    if engine is None or engine == INSTALL_ENGINE:
+        return None
+    known, theirs = names().runner_for(engine, name, ctx.u.quant)
+    c = names().choices_of(engine, "runner")
+    if not known or theirs is None or c is None or theirs in c.earlier:
+        return None
+    pkg = ctx.catalog.engine_package(engine)
+    state, version = ctx.env.package(pkg.name, pkg.module) if pkg is not None else (None, None)
+    if state != "present" or version in (None, "unknown"):
+        return None   # no release declared or detected: the newest is assumed, whose option takes every value read
+    first = c.first_release(theirs, version)
+    if first is None:
+        return None
+    if any(m.option == "auto" and name in m.runners and _holds(m, ctx, []) for m in ctx.catalog.common.methods):
+        return None   # the engine's method builds the runner itself, the option left at auto: its values do not matter
+    return Reason(code="engine_unsupported", backend=name, source=c.where(),
+                  detail=f"{name} ({engine}'s {theirs}) first shipped in {engine} {first}: {engine} {version} does not "
+                         f"take it and refuses the value at startup ({c.since_source or c.source})",
+                  fix=f"{engine} >= {first}, or another runner")
 
 
 def _unnamed_for_engine(name: str, engine: str | None) -> Reason | None:

@@ -182,7 +182,7 @@ def test_a_new_format_name_far_from_every_format_is_still_judged():
 
 def test_refusal_line_leads_with_the_code_that_refuses_most_candidates():
     r = moe_select.explain({"gpu": "H100", "model_config": str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8"),
-                            "tp": 8})
+                            "tp": 8, "engine": "sglang"})     # vLLM from 0.29.0 runs it (test_trial_2026_12_05b_kinds.py)
     assert r.plan is None
     line = r.summary()
     assert line.split("rejected (", 1)[1].startswith("shape_unaligned"), line

@@ -103,6 +103,25 @@ def test_sglang_awq_plans_marlin_and_leaves_the_runner_option_at_auto(capsys):
     assert "--moe-runner-backend" not in out and "no runner option written: sglang builds marlin itself" in out
     line = f"python3 -m sglang.launch_server --model-path {AWQ} --moe-runner-backend marlin"
     assert main(["explain", "--brief", "--gpu", "H100", "--from-command", line]) == 1
-    assert "asserts its runner option is auto here" in capsys.readouterr().err
+    assert "wants its runner option at auto here" in capsys.readouterr().err
     # vLLM names the runner: no such note there
     assert _vllm("0.29.0", model_config=AWQ).plan.runner_option_auto == {}
+
+
+def test_a_runner_name_newer_than_the_declared_release_is_refused_in_selection():
+    """(1c) names.yaml's first releases of the runner option's values are read by the selector too: an explicit runner
+    the declared release does not take is refused (engine_unsupported, with the release), strict mode included, and
+    auto leaves such runners out; a runner the engine's method builds with the option at auto is exempt."""
+    base = {"gpu": "H100", "engine": "sglang", "engine_version": "0.5.6", "model_config": FP8, "tp": 8, "ep": 8}
+    strict = moe_select.explain({**base, "runner": "hpc_ops", "strict": True})
+    assert strict.status == "rejected" and "engine_unsupported" in refusals(strict, "hpc_ops")
+    # a value 0.5.6's option takes (deep_gemm) is not refused for its release
+    assert not [x for x in cand(moe_select.explain(base), "deep_gemm").reasons if "first shipped" in x.detail]
+    for runner, first in (("hpc_ops", "0.5.17"), ("humming", "0.5.16")):
+        why = [x for x in cand(moe_select.explain(base), runner).reasons if x.code == "engine_unsupported"]
+        assert why and f"first shipped in sglang {first}: sglang 0.5.6" in why[0].detail, (runner, why)
+    assert not [x for x in cand(moe_select.explain({**base, "engine_version": "0.5.19"}), "humming").reasons
+                if "first shipped" in x.detail]
+    # SGLang 0.5.6 builds Marlin for AWQ itself (the option unread): planned, no option written
+    awq = moe_select.explain({"gpu": "H100", "engine": "sglang", "engine_version": "0.5.6", "model_config": AWQ})
+    assert awq.plan.runner == "marlin" and "sglang" in awq.plan.runner_option_auto
