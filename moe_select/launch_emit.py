@@ -378,7 +378,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     # CUDA graphs off in the plan: written only where the deployment asked it; a default the facts gave (a2a mode, cpu,
     # prefill) is the engine's own behaviour there, and writing the switch would turn off more than the MoE layer's
     # capture (a new user's trial: vLLM got --enforce-eager from another engine's all-to-all mode fact)
-    graph_off = not plan.cuda_graph and not prov_default(d.provenance, "cuda_graph")
+    graph_off = not plan.cuda_graph and not prov_default(d.provenance, "cuda_graph") \
+        and not (launch is not None and launch.graph_off_kept)   # the line's own -O0 / cudagraph_mode NONE, kept
     if not plan.cuda_graph and not graph_off:
         comments.append(f"CUDA graphs off in the plan by default ({d.provenance.get('cuda_graph')}): no switch written, the "
                         f"engine decides its own capture")

@@ -128,6 +128,12 @@ class Launch:
     provenance: dict[str, str] = field(default_factory=dict)
     #: A ``docker run`` line's container: ``{"gpus": its --gpus value or None, "env": its -e variables}``; None else.
     container: dict[str, Any] | None = None
+    #: vLLM's optimization level as written (``-O0``, ``--optimization-level 0``): level 0 turns CUDA graphs off where
+    #: the compilation config does not set ``cudagraph_mode`` (read as the deployment's ``cuda_graph``).
+    opt_level: tuple[str, str] | None = None
+    #: CUDA graphs turned off by a flag kept as written (vLLM's -O0, a compilation config's cudagraph_mode NONE): an
+    #: emitted launch keeps that flag and adds no switch of its own.
+    graph_off_kept: bool = False
 
     def detection_refusal(self, shell: Mapping[str, str]) -> str | None:
         """Why ``arch: auto`` cannot detect the GPUs this line's engine sees from here (None: it can): a container
@@ -771,10 +777,16 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             continue
         name, eq, inline = w.partition("=")
         # vLLM: -O3 / -O 3 is the optimization level; dotted JSON arguments merge into the JSON flag.
-        if engine == "vllm" and re.match(r"^-O(=?\d|$)", name) and not name.startswith("--"):
-            level = name[2:].lstrip("=") or inline or (args[i + 1] if i + 1 < len(args) else "")
-            step = 2 if name == "-O" and not eq else 1
-            launch.findings.append(Finding("not_moe", w if step == 1 else f"{w} {level}", "the optimization level"))
+        if engine == "vllm" and ((re.match(r"^-O(=?\d|$)", name) and not name.startswith("--"))
+                                 or name == "--optimization-level"):
+            long = name == "--optimization-level"
+            level = (inline if long else name[2:].lstrip("=") or inline) or (args[i + 1] if i + 1 < len(args) else "")
+            step = 2 if (name == "-O" or long) and not eq else 1
+            written = w if step == 1 else f"{w} {level}"
+            launch.opt_level = (level, written)
+            launch.findings.append(Finding("not_moe", written, "the optimization level" + (
+                " (0: no CUDA graphs where the compilation config sets no cudagraph_mode: read as cuda_graph false)"
+                if level == "0" else "")))
             launch.kept.append(args[i:i + step])
             i += step
             continue
@@ -1219,6 +1231,13 @@ def _map(launch: Launch, where: str) -> None:
     cc = v.get("compilation_config")
     if cc is not None and isinstance(cc.value, dict) and str(cc.value.get("cudagraph_mode", "")).upper() == "NONE":
         _set(launch, "cuda_graph", False, f"{cc.written} (cudagraph_mode NONE)")
+        launch.graph_off_kept = True
+    # vLLM -O0: its optimization level 0 defaults cudagraph_mode to NONE (0.14.1 on: OPTIMIZATION_LEVEL_00; 0.11.0: any
+    # compilation level but PIECEWISE), where the compilation config sets none (a new user's tenth trial)
+    if e == "vllm" and launch.opt_level is not None and launch.opt_level[0] == "0" and "cuda_graph" not in launch.deployment \
+            and not (cc is not None and isinstance(cc.value, dict) and "cudagraph_mode" in cc.value):
+        _set(launch, "cuda_graph", False, f"{launch.opt_level[1]} (vLLM's optimization level 0: cudagraph_mode NONE)")
+        launch.graph_off_kept = True
     cg = v.get("cuda_graph_config")
     if cg is not None:
         if cg.value is None:

@@ -125,3 +125,20 @@ def test_a_runner_name_newer_than_the_declared_release_is_refused_in_selection()
     # SGLang 0.5.6 builds Marlin for AWQ itself (the option unread): planned, no option written
     awq = moe_select.explain({"gpu": "H100", "engine": "sglang", "engine_version": "0.5.6", "model_config": AWQ})
     assert awq.plan.runner == "marlin" and "sglang" in awq.plan.runner_option_auto
+
+
+@pytest.mark.parametrize("flag", ["-O0", "-O 0", "-O=0", "--optimization-level 0", "--optimization-level=0"])
+def test_vllm_optimization_level_0_turns_cuda_graphs_off(flag, capsys):
+    """(2a) vLLM's optimization level 0 defaults cudagraph_mode to NONE (0.14.1 on: OPTIMIZATION_LEVEL_00; 0.11.0: any
+    compilation level but PIECEWISE) where the compilation config sets none; -O3 and an explicit cudagraph_mode keep
+    them. The emitted line keeps the flag and adds no switch."""
+    from moe_select.launch_line import from_command
+
+    qwen = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+    line = from_command(f"vllm serve {qwen} -tp 4 {flag}")
+    assert line.deployment["cuda_graph"] is False and "optimization level 0" in line.provenance["cuda_graph"]
+    assert "cuda_graph" not in from_command(f"vllm serve {qwen} -tp 4 -O3").deployment
+    assert "cuda_graph" not in from_command(f"vllm serve {qwen} -tp 4 {flag} -cc.cudagraph_mode=FULL").deployment
+    assert main(["plan", "--gpu", "H100", "--from-command", f"vllm serve {qwen} -tp 4 {flag}", "--emit", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "--enforce-eager" not in out and flag.split()[0].split("=")[0] in out
