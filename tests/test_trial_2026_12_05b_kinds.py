@@ -142,3 +142,14 @@ def test_vllm_optimization_level_0_turns_cuda_graphs_off(flag, capsys):
     assert main(["plan", "--gpu", "H100", "--from-command", f"vllm serve {qwen} -tp 4 {flag}", "--emit", "vllm"]) == 0
     out = capsys.readouterr().out
     assert "--enforce-eager" not in out and flag.split()[0].split("=")[0] in out
+
+
+def test_vllm_weight_only_int_methods_take_four_runner_names():
+    """(3b) vLLM from 0.27.0 builds weight-only int MoE layers through select_wna16_moe_backend, whose map takes
+    triton, marlin, humming and flashinfer_trtllm (and emulation) only: the other runners are refused there, on that
+    evidence (they were listed eligible, unverified)."""
+    r = _vllm("0.29.0", model_config=AWQ)
+    for other in ("cutlass", "deep_gemm", "triton_kernel"):
+        why = [x for x in cand(r, other).reasons if x.code == "quant_unsupported" and "map_wna16_backend" in x.detail]
+        assert why, (other, refusals(r, other))
+    assert r.plan.alternatives == ["humming"]
