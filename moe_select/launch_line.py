@@ -1433,9 +1433,11 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     _read_env(launch, where)
     _map(launch, where)
     if engine_version is not None:  # the selector judges the engine's facts at it too (issue 20)
-        _set(launch, "engine_version", engine_version,
-             f"the image tag of {docker.get('image')}" if tagged is not None and engine_version == tagged
-             else f"--engine-version {engine_version}")
+        if tagged is not None and engine_version == tagged:
+            _set(launch, "engine_version", engine_version, f"the image tag of {docker.get('image')}")
+        else:   # moe-select's own flag, not the line's (a new user's tenth trial: labelled "launch line")
+            launch.deployment["engine_version"] = engine_version
+            launch.provenance["engine_version"] = f"command line (--engine-version {engine_version})"
     if model_config is not None:
         _set(launch, "model_config", model_config, f"given instead of the line's model ({launch.model_written or 'none'})")
     else:

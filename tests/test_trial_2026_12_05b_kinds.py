@@ -153,3 +153,14 @@ def test_vllm_weight_only_int_methods_take_four_runner_names():
         why = [x for x in cand(r, other).reasons if x.code == "quant_unsupported" and "map_wna16_backend" in x.detail]
         assert why, (other, refusals(r, other))
     assert r.plan.alternatives == ["humming"]
+
+
+def test_engine_version_flag_is_labelled_as_moe_selects_own():
+    """(3d) --engine-version is moe-select's flag, not the launch line's; an image tag's version stays the line's."""
+    from moe_select.launch_line import from_command
+
+    qwen = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+    line = from_command(f"python -m sglang.launch_server --model-path {qwen}", engine_version="0.5.19")
+    assert line.provenance["engine_version"] == "command line (--engine-version 0.5.19)"
+    tagged = from_command(f"docker run --gpus all lmsysorg/sglang:v0.5.19 python3 -m sglang.launch_server --model-path {qwen}")
+    assert tagged.provenance["engine_version"].startswith("launch line: the image tag of lmsysorg/sglang:v0.5.19")
