@@ -61,7 +61,7 @@ def test_nvfp4_per_token_of_an_fp8_checkpoint_is_online_nvfp4(tmp_path):
     assert u.quant == "nvfp4"
     assert u.notes == ["quant nvfp4 with activation_scale per_token given for a fp8_block checkpoint: online NVFP4 with "
                        "per-token activation scales (SGLang --quantization nvfp4_online, sgl-project/sglang PR #28354)",
-                       "the checkpoint's fp8_block parameters (block [128, 128]) describe its weights before online "
+                       "the checkpoint's fp8_block parameters (block [128, 128], layout fp8) describe its weights before online "
                        "quantization: the served nvfp4 layer takes nvfp4's own"]
     assert u.quant_params["online"] is True and u.quant_params["activation_scale"] == "per_token"
 
