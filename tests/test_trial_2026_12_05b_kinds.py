@@ -85,7 +85,7 @@ def test_vllm_awq_moe_layers_marlin_takes_never_run_triton():
     r = _vllm("0.29.0", model_config=AWQ)
     assert r.status == "ok" and r.plan.runner == "marlin"
     why = [x for x in cand(r, "triton").reasons if x.code == "quant_unsupported" and "common.yaml" in x.source]
-    assert why and "AutoAWQ" in why[0].detail and why[0].fix == "runner: marlin or humming or flashinfer_trtllm"
+    assert why and "AutoAWQ" in why[0].detail and why[0].fix == "runner: marlin or humming"
     # a layer Marlin cannot take (a per-rank intermediate that splits a group of 128: 768 / 8 = 96) falls back to
     # MoeWNA16 (Triton): the fact does not hold there
     tp8 = _vllm("0.29.0", model_config=AWQ, tp=8)
@@ -164,3 +164,28 @@ def test_engine_version_flag_is_labelled_as_moe_selects_own():
     assert line.provenance["engine_version"] == "command line (--engine-version 0.5.19)"
     tagged = from_command(f"docker run --gpus all lmsysorg/sglang:v0.5.19 python3 -m sglang.launch_server --model-path {qwen}")
     assert tagged.provenance["engine_version"].startswith("launch line: the image tag of lmsysorg/sglang:v0.5.19")
+
+
+
+def test_review_of_the_day_kinds():
+    """A reviewer's check of this session's facts (2026-12-05): AutoAWQ never builds flashinfer_trtllm (it declares an
+    expert bias); from vLLM 0.31.0 a shard is padded only under MoE tp > 1 with 128-aligned global widths, so at tp 1 a
+    per-rank intermediate that refines below 32 fails, and an unaligned hidden size leaves refined blocks to Triton; the
+    batched experts of DeepEP low-latency take no refined block; Blackwell plans AWQ on Marlin."""
+    awq_b200 = _vllm("0.29.0", model_config=AWQ, gpu="B200")
+    assert awq_b200.plan.runner == "marlin" and "flashinfer_trtllm" not in awq_b200.plan.alternatives
+    assert [x for x in cand(awq_b200, "flashinfer_trtllm").reasons if "may_have_bias" in x.detail]
+    sg = moe_select.explain({"gpu": "B200", "engine": "sglang", "model_config": AWQ})
+    assert sg.plan.runner == "marlin"
+    odd = {**QWEN3_30B, "moe_intermediate_size": 1296}                       # gcd(128, 1296) = 16
+    r = _vllm("0.31.0", model=odd, quant="fp8_block", tp=1)
+    assert r.status == "rejected" and "shape_unaligned" in refusals(r, "triton")
+    wide = {**QWEN3_30B, "hidden_size": 2880}                              # hidden not 128-aligned: no padding
+    r = _vllm("0.31.0", model=wide, quant="fp8_block", tp=8)
+    assert r.plan is not None and r.plan.runner == "triton" and "quant_unsupported" in refusals(r, "deep_gemm")
+    refine = {**QWEN3_30B, "moe_intermediate_size": 1376}                   # 43 x 32: refined to 32-wide blocks
+    normal = _vllm("0.29.0", model=refine, quant="fp8_block", tp=8, ep=8, a2a="deepep", a2a_mode="normal")
+    ll = _vllm("0.29.0", model=refine, quant="fp8_block", tp=8, ep=8, a2a="deepep", a2a_mode="low_latency", phase="decode",
+               max_tokens_per_rank=128)
+    assert "BatchedTritonExperts" not in " ".join(x.detail for x in cand(normal, "triton").reasons)
+    assert [x for x in cand(ll, "triton").reasons if "batched experts" in x.detail], refusals(ll, "triton")
