@@ -752,7 +752,17 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
         out.append(unnamed)
     unreleased = _unreleased_name(name, engine, ctx)
     if unreleased is not None:
-        out.append(unreleased)
+        # a launch line that names the runner by the release's option is refused by the engine's parser; otherwise the
+        # engine may still reach the runner itself (a quantization method that builds it with the option unset or
+        # absent: an old release's weight-only int path), which the table of names cannot tell: unverified, strict decides
+        if u.runner == name and str(u.provenance.get("runner", "")).startswith("launch line"):
+            out.append(unreleased)
+        else:
+            ctx.unknowns.append(Unknown(code="engine_unsupported", backend=name, source=unreleased.source,
+                                        detail=f"{unreleased.detail}: it runs only where {engine} picks it itself",
+                                        settle=f"a fact that {engine} "
+                                               f"builds {name} without naming it (a methods fact with option auto), or "
+                                               f"{unreleased.fix}"))
     if cap.engines is not None and engine in cap.engines.values:
         ctx.engine_used.append(cap.engines.where())
         # the runner's own file says the engine ships it, but the engine's closed runner option (as read) takes no such
@@ -1043,9 +1053,11 @@ def _unreleased_name(name: str, engine: str | None, ctx: _Ctx) -> Reason | None:
     """``engine_unsupported`` where the engine's release (declared, or detected) is older than the first release whose
     runner option takes the engine's name for ``name`` (backends/engines/names.yaml ``choices`` ``since``, read in the
     engines' releases) and that option has no earlier value reaching it: the engine refuses the value at startup, so
-    the runner cannot be asked of that release (a new user's tenth trial: SGLang 0.5.6 with experimental_sgl_marlin
+    the runner cannot be asked of that release (a new user's tenth trial: a runner first shipped in a later release
     was supported in strict mode while ``--emit`` refused it). None where no release is declared or detected (the
-    newest is assumed, as ``--emit`` does)."""
+    newest is assumed, as ``--emit`` does). The caller refuses with it only a runner a launch line names by the option
+    (the engine's parser refuses the value); elsewhere it makes the candidate unverified (the engine may reach the
+    runner itself, unnamed)."""
     from .engine_tables import names
 
     if engine is None or engine == INSTALL_ENGINE:

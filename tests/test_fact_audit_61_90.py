@@ -1,4 +1,4 @@
-"""The facts the upstream audit of entries 61-90 (benchmarks/results/fact_audit_61-90.yaml) found partly true, as
+"""The facts the upstream audit of entries 61-90 (benchmarks/results/fact_audit_round2_2026-12-05/audit_61-90.yaml) found partly true, as
 corrected: each assertion fails on the fact as it was."""
 from __future__ import annotations
 

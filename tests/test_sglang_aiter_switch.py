@@ -185,7 +185,10 @@ def test_hook_requires_is_a_specifier_and_citations_take_release_tags():
 
 
 def test_emit_still_refuses_a_value_with_no_earlier_way():
-    plan = moe_select.explain({"gpu": "H100", "engine": "sglang", "runner": "marlin",
-                               "model_config": str(CFG / "Qwen__Qwen3-30B-A3B-AWQ")}).plan
+    # a GPTQ layer (SGLang's AWQ scheme wants the option at auto, so an AWQ plan writes none: test_trial_2026_12_05b)
+    plan = moe_select.explain({"gpu": "H100", "engine": "sglang", "runner": "marlin", "quant": "int4_w4a16",
+                               "quant_config": {"group_size": 128, "layout": "gptq"},
+                               "model": {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
+                                         "activation": "silu", "routing": "renormalize"}}).plan
     with pytest.raises(EmitError, match="marlin first shipped in sglang 0.5.12"):
-        emit(plan, "sglang", engine_version="0.5.11")
+        emit(plan, "sglang", engine_version="0.5.11", model="M")
