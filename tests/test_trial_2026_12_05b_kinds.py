@@ -193,3 +193,19 @@ def test_review_of_the_day_kinds():
                max_tokens_per_rank=128)
     assert "BatchedTritonExperts" not in " ".join(x.detail for x in cand(normal, "triton").reasons)
     assert [x for x in cand(ll, "triton").reasons if "batched experts" in x.detail], refusals(ll, "triton")
+
+
+def test_a_replaced_bundled_file_is_counted_once(tmp_path):
+    """(3e) an operator's copy of a bundled runner file replaces it: the report lists the files in force, once."""
+    import shutil
+
+    from conftest import ROOT
+
+    shutil.copy(ROOT / "backends" / "triton.yaml", tmp_path / "triton.yaml")
+    with open(tmp_path / "triton.yaml", "a") as f:
+        f.write("# an operator's copy\n")
+    dep = {"gpu": "H100", "quant": "bf16", "model": QWEN3_30B}
+    bundled = moe_select.explain(dep)
+    mine = moe_select.explain(dep, backends_dirs=[tmp_path])
+    assert len(mine.capability_files) == len(bundled.capability_files)
+    assert "backends/triton.yaml" in bundled.capability_files and "backends/triton.yaml" not in mine.capability_files
