@@ -328,12 +328,12 @@ def _quant_from_compressed_tensors(q: MarkedDict, params: dict[str, Any], pre: s
             params["block"] = [int(b) for b in bs]
         if typ == "int":
             params["layout"], params["bits"] = "compressed-tensors", bits
+            if isinstance(w.get("symmetric"), bool):
+                params["symmetric"] = w["symmetric"]
         elif typ == "float" and bits == 8:
             # FP8: vLLM's compressed-tensors FP8 MoE method keeps the block check its Fp8Config method relaxes from
             # 0.29.0 (backends/common.yaml, block-scaled FP8), so the serialization is stated
             params["layout"] = "compressed-tensors"
-            if isinstance(w.get("symmetric"), bool):
-                params["symmetric"] = w["symmetric"]
         if fmt == "mxfp4-pack-quantized" or (fmt != "nvfp4-pack-quantized" and bits == 4 and typ == "float"
                                              and strategy == "group" and w.get("group_size") == 32):
             # MXFP4 (e2m1, an e8m0 scale per 32): vLLM's _is_mxfp4 (4-bit float weights, group strategy, group 32,

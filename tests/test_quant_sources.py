@@ -218,6 +218,24 @@ def test_row4_every_weight_only_reader_keeps_per_channel(tmp_path, quant, want):
     assert (info.quant, info.quant_params.get("group_size")) == want
 
 
+def test_compressed_tensors_reads_int_symmetry_and_states_fp8_serialization(tmp_path):
+    """An int group's ``symmetric`` is kept (its zero points), for int groups only; an FP8 group states its
+    serialization (``layout: compressed-tensors``: vLLM's compressed-tensors FP8 method keeps whole scale blocks where
+    its Fp8Config method refines them)."""
+    cfg = lambda w: {"quant_method": "compressed-tensors", "format": "pack-quantized",    # noqa: E731
+                     "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}}}
+    for sub in ("a", "f"):
+        (tmp_path / sub).mkdir()
+    asym = read_model_config(_with_quant(tmp_path / "a", cfg({"num_bits": 4, "type": "int", "strategy": "group",
+                                                              "group_size": 128, "symmetric": False})))
+    assert asym.quant_params["symmetric"] is False and asym.quant_params["layout"] == "compressed-tensors"
+    fp8 = read_model_config(_with_quant(tmp_path / "f", {**cfg({"num_bits": 8, "type": "float", "strategy": "block",
+                                                               "block_structure": [128, 128], "symmetric": True}),
+                                                          "format": "float-quantized"}))
+    assert fp8.quant == "fp8_block" and fp8.quant_params["layout"] == "compressed-tensors"
+    assert "symmetric" not in fp8.quant_params
+
+
 def test_row4_cli_explain_plans_per_channel_at_tp_8(capsys):
     rc, out, err = explain(capsys, "--gpu", "H100", "--model-config", str(PER_CHANNEL), "--tp", "8")
     assert rc == 0, out + err
