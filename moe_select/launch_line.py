@@ -1229,13 +1229,14 @@ def _map(launch: Launch, where: str) -> None:
     if v.get("cuda_graph_off") is not None and v["cuda_graph_off"].value:
         _set(launch, "cuda_graph", False, _w(launch, "cuda_graph_off"))
     cc = v.get("compilation_config")
-    if cc is not None and isinstance(cc.value, dict) and str(cc.value.get("cudagraph_mode", "")).upper() == "NONE":
+    cc_value = cc.value if cc is not None and isinstance(cc.value, dict) else {}
+    if cc is not None and str(cc_value.get("cudagraph_mode", "")).upper() == "NONE":
         _set(launch, "cuda_graph", False, f"{cc.written} (cudagraph_mode NONE)")
         launch.graph_off_kept = True
     # vLLM -O0: its optimization level 0 defaults cudagraph_mode to NONE (0.14.1 on: OPTIMIZATION_LEVEL_00; 0.11.0: any
     # compilation level but PIECEWISE), where the compilation config sets none (a new user's tenth trial)
     if e == "vllm" and launch.opt_level is not None and launch.opt_level[0] == "0" and "cuda_graph" not in launch.deployment \
-            and not (cc is not None and isinstance(cc.value, dict) and "cudagraph_mode" in cc.value):
+            and "cudagraph_mode" not in cc_value:
         _set(launch, "cuda_graph", False, f"{launch.opt_level[1]} (vLLM's optimization level 0: cudagraph_mode NONE)")
         launch.graph_off_kept = True
     cg = v.get("cuda_graph_config")

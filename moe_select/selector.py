@@ -1587,8 +1587,7 @@ def select(u: Understood, env: Environment, catalog: Catalog, measurements: Sequ
         plan = None  # a deployment is refused when any of its MoE layer kinds has no runner
     return Report(status="ok" if plan else "rejected", evidence=plan.evidence if plan else "refused", deployment=u,
                   environment=env, plan=plan, candidates=ranked,
-                  reasons=reasons, rule_files=catalog.rule_files, capability_files=sorted(k for k in catalog.files if k not in catalog.rule_files
-                                                          and k not in _replaced_bundled(catalog)),
+                  reasons=reasons, rule_files=catalog.rule_files, capability_files=_capability_files(catalog),
                   overridden_rules={rid: f"{where} replaced by {next(r.where() for r in catalog.rules if r.id == rid)}"
                                     for rid, where in catalog.overridden.items()},
                   origins=dict(catalog.origins), version_notes=_version_notes(env, catalog), layers=kind_reports,
@@ -1926,10 +1925,11 @@ def _option_auto(chosen: Candidate, ctx: _Ctx) -> dict[str, str]:
     return out
 
 
-def _replaced_bundled(catalog: Catalog) -> set[str]:
-    """Display names of bundled capability files an operator's file of the same runner or a2a replaces (read, not in
-    force: the report counts the files in force; a new user's tenth trial saw 47 for 46)."""
-    return {where.rsplit(":", 1)[0] for where in catalog.replaced_files.values()}
+def _capability_files(catalog: Catalog) -> list[str]:
+    """Display names of the capability files in force, sorted: every file read but the rule files and the bundled files
+    an operator's file of the same runner or a2a replaces (read, not in force; a new user's tenth trial saw 47 for 46)."""
+    replaced = {where.rsplit(":", 1)[0] for where in catalog.replaced_files.values()}
+    return sorted(k for k in catalog.files if k not in catalog.rule_files and k not in replaced)
 
 
 def _default_precision(arch: str) -> str:
