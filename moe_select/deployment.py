@@ -34,6 +34,12 @@ MAX_RANKS = 4096
 MAX_TOKENS = 1 << 20
 #: Defaults of max_tokens_per_rank per phase, shown in explain as defaults: a decode forward holds at
 #: most the CUDA-graph batch, a prefill forward at most one chunk of chunked prefill.
+#: ``quant_config.layout`` values that serialize one family of formats only (the others, compressed-tensors and quark,
+#: serialize any): AWQ and GPTQ integer weights, MXFP4's own quant_method, the engines' Fp8Config (quant_method fp8).
+LAYOUT_FORMATS = {"awq": lambda q: q.startswith("int"), "gptq": lambda q: q.startswith("int"),
+                  "mxfp4": lambda q: q == "mxfp4", "fp8": lambda q: q.startswith("fp8")}
+LAYOUT_WHAT = {"awq": "integer weights", "gptq": "integer weights", "mxfp4": "MXFP4 weights", "fp8": "FP8 weights"}
+
 DEFAULT_TOKENS = {"decode": 256, "prefill": 8192, "both": 8192}
 
 
@@ -738,6 +744,15 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                     issues.append(Issue(dep._file, dep.quant_config._lines.get(k, dep._lines.get("quant_config", dep._line)),
                                         f"quant_config.{k}", f"{k} is a parameter of quantized formats (their scales and "
                                         f"serialization); {quant} has none: leave it out, or give the quantized quant"))
+        qc = dep.quant_config
+        layout = qc.layout if qc is not None else None
+        if qc is not None and layout in LAYOUT_FORMATS and fmt is not None and fmt.quantized \
+                and not LAYOUT_FORMATS[layout](quant):
+            # a serialization of another format's weights: no such checkpoint (the session that added fp8 found an
+            # int4_w4a16 deployment with layout fp8 planned)
+            issues.append(Issue(dep._file, qc._lines.get("layout", dep._lines.get("quant_config", dep._line)),
+                                "quant_config.layout", f"layout {layout} serializes {LAYOUT_WHAT[layout]}; {quant} is not "
+                                "one: give the checkpoint's layout (compressed-tensors and quark serialize any format)"))
         g = quant_params.get("group_size")
         if isinstance(g, int) and not isinstance(g, bool) and g > 0 and model is not None and fmt is not None \
                 and fmt.parameters.group_size is not None:

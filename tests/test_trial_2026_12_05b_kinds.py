@@ -209,3 +209,19 @@ def test_a_replaced_bundled_file_is_counted_once(tmp_path):
     mine = moe_select.explain(dep, backends_dirs=[tmp_path])
     assert len(mine.capability_files) == len(bundled.capability_files)
     assert "backends/triton.yaml" in bundled.capability_files and "backends/triton.yaml" not in mine.capability_files
+
+
+@pytest.mark.parametrize("quant, layout, ok", [("int4_w4a16", "fp8", False), ("fp8_block", "awq", False),
+                                               ("nvfp4", "mxfp4", False), ("fp8_block", "fp8", True),
+                                               ("int4_w4a16", "gptq", True), ("fp8_block", "compressed-tensors", True)])
+def test_a_layout_of_another_formats_weights_is_invalid_input(quant, layout, ok):
+    """quant_config.layout names a serialization; awq/gptq (integer), mxfp4 and fp8 serialize one family of formats:
+    with another quant the deployment describes no checkpoint (an input error naming the field), not a plan."""
+    from moe_select.errors import InputError
+
+    dep = {"gpu": "H100", "quant": quant, "model": QWEN3_30B, "quant_config": {"layout": layout}}
+    if ok:
+        assert moe_select.explain(dep).deployment.quant_params["layout"] == layout
+    else:
+        with pytest.raises(InputError, match=rf"quant_config.layout.*layout {layout} serializes"):
+            moe_select.explain(dep)
