@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Annotated, Any, Literal, Mapping, Sequence
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializationInfo, ValidationInfo, field_serializer, field_validator, model_validator
 
@@ -146,12 +146,12 @@ class Deployment(Located):
     #: that depend on it are not checked, and the report says which).
     dp: int | None = Field(default=None, ge=1, le=MAX_RANKS)
     shared_expert_fusion: bool = False
-    a2a: str = Field(default="none", pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
+    a2a: str = Field(default="none", pattern=NAME_PATTERN, max_length=64)
     a2a_mode: A2AMode | None = Field(default=None, validation_alias=AliasChoices("a2a_mode", "deepep_mode"))
-    runner: str = Field(default="auto", min_length=1)
+    runner: str = Field(default="auto", pattern=NAME_PATTERN, max_length=64)
     #: Runner per additional MoE layer kind (``mtp``, ``unquantized``): ``runner`` applies to the main
     #: layers; other kinds are planned with ``auto`` unless named here.
-    layer_runners: dict[str, str] | None = None
+    layer_runners: dict[str, Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]] | None = None
     #: Whether a speculative draft runs the checkpoint's own MTP (NextN) layers: ``false`` leaves a checkpoint's
     #: ``mtp`` layer kind out of the plan (the engine builds no draft, so no fact about those layers applies); not
     #: given: planned as a draft would run them, with a note. A launch line states it: true with the engine's
@@ -182,6 +182,20 @@ class Deployment(Located):
     #: The CUDA runtime version of the machine planned for (never detected): ``toolchain`` facts of tool ``cuda`` read it.
     cuda: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
     prebuilt: dict[str, bool] | None = None
+
+    @field_validator("a2a", "runner", mode="before")
+    @classmethod
+    def _backend_name(cls, v: Any, info: ValidationInfo) -> Any:
+        # before the pattern: its message names no likely spelling
+        return _checked_name(v, "an all-to-all" if info.field_name == "a2a" else "a runner") if isinstance(v, str) else v
+
+    @field_validator("layer_runners", mode="before")
+    @classmethod
+    def _layer_runner_names(cls, v: Any) -> Any:
+        for name in v.values() if isinstance(v, dict) else ():
+            if isinstance(name, str):
+                _checked_name(name, "a runner")
+        return v
 
     @field_validator("packages")
     @classmethod
@@ -347,6 +361,18 @@ class Understood(BaseModel):
                 f"I={m.moe_intermediate_size} {m.activation} {m.routing} tp {self.tp} ep {self.ep} "
                 f"a2a {self.a2a}{mode} runner {self.runner}")
 
+
+
+def _checked_name(value: str, what: str) -> str:
+    """``value`` when it is written as the catalog writes runner and all-to-all names (lower case, digits, ``_``);
+    else ValueError naming the spelling it most likely means (``Triton`` -> ``triton``, ``flashinfer-cutlass`` ->
+    ``flashinfer_cutlass``): a name that differs from a known one only by case or ``-`` was planned as an unknown
+    runner with no facts (a new user's trial), never rewritten silently."""
+    if re.match(NAME_PATTERN, value):
+        return value
+    near = value.strip().lower().replace("-", "_")
+    hint = f"; did you mean {near!r}?" if re.match(NAME_PATTERN, near) else ""
+    raise ValueError(f"{shorten(value)} is not {what} name (lower case, digits, _{hint})")
 
 def _ranges(ids: list[int]) -> str:
     """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""

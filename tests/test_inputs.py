@@ -225,3 +225,18 @@ def test_flag_provenance(capsys, tmp_path):
 
     prov = json.loads(capsys.readouterr().out)["deployment"]["provenance"]
     assert prov["tp"] == f"{f}:4" and prov["ep"] == "command line (--ep)" and prov["arch"].startswith(f"{f}:1")
+
+
+@pytest.mark.parametrize(("key", "written", "meant"), [
+    ("runner", "Triton", "triton"), ("runner", "flashinfer-cutlass", "flashinfer_cutlass"), ("a2a", "DeepEP", "deepep"),
+    ("layer_runners", "{main: DEEP_GEMM}", "deep_gemm")])
+def test_backend_name_spelled_off_case_is_an_input_error(tmp_path, key, written, meant):
+    """A runner or all-to-all name that differs from the catalog's spelling only by case or ``-`` is an input error naming
+    the field and the spelling meant, under every engine (a new user's trial: ``runner: Triton`` under vLLM was planned
+    as an unknown runner with no facts, unverified, while SGLang refused it); never rewritten silently."""
+    for engine in ("vllm", "sglang", "any"):
+        f = dep_file(tmp_path, f"gpu: H200\nquant: bf16\n{SHAPE}engine: {engine}\nep: 2\n{key}: {written}\n")
+        err = error_of(moe_select.explain, f)
+        assert f"{key}:" in err and f"did you mean {meant!r}" in err and "lower case" in err, err
+    ok = dep_file(tmp_path, f"gpu: H200\nquant: bf16\n{SHAPE}engine: vllm\nrunner: triton\n")
+    assert moe_select.explain(ok).plan is not None
