@@ -362,12 +362,11 @@ class Understood(BaseModel):
                 f"a2a {self.a2a}{mode} runner {self.runner}")
 
 
-
 def _checked_name(value: str, what: str) -> str:
     """``value`` when it is written as the catalog writes runner and all-to-all names (lower case, digits, ``_``);
-    else ValueError naming the spelling it most likely means (``Triton`` -> ``triton``, ``flashinfer-cutlass`` ->
-    ``flashinfer_cutlass``): a name that differs from a known one only by case or ``-`` was planned as an unknown
-    runner with no facts (a new user's trial), never rewritten silently."""
+    else ValueError naming the spelling it most likely means (``Foo-Bar`` -> ``foo_bar``): a name that differs from a
+    known one only by case or ``-`` was planned as an unknown runner with no facts (a new user's trial), never
+    rewritten silently."""
     if re.match(NAME_PATTERN, value):
         return value
     near = value.strip().lower().replace("-", "_")
