@@ -444,6 +444,12 @@ class CapacityFact(Conditional):
     default: int = Field(ge=1)
     #: What the default means when it is not one number (e.g. "max(chunked_prefill_size, 4096)").
     default_note: str | None = None
+    #: Unset, the engine sizes the buffer to at least this phase's need (``prefill``: max(default, the prefill chunk per
+    #: rank), where the deployment gives that chunk); None: the default alone.
+    default_covers: Literal["prefill"] | None = None
+    #: The engine scatters a DP group's prefill chunk over its tp / dp ranks before the dispatch: the prefill need is
+    #: ceil(the chunk per rank / (tp / dp)) (dp: the attention-DP groups; none: the whole TP group).
+    prefill_scatter: bool = False
     max: int | None = Field(default=None, ge=1)
     modes: list[Literal["normal", "low_latency"]] | None = None
     phases: list[Literal["prefill", "decode"]] | None = None

@@ -13,7 +13,8 @@ quantities this module computes per engine:
 - ``a2a_tokens_per_rank``: the most tokens one rank passes through the buffer in one forward, over the phases whose
   forwards pass through it (the entry's ``phases``, and its ``modes`` against the mode each phase runs in) and whose
   need is given: prefill ``max_tokens_per_rank`` (the chunk per rank: SGLang divides ``--chunked-prefill-size`` by
-  dp under DP attention), decode ``decode_tokens_per_rank`` (the decode CUDA-graph batch x tokens per request).
+  dp under DP attention; divided again over tp / dp ranks where the entry's ``prefill_scatter`` says the engine
+  scatters it before the dispatch), decode ``decode_tokens_per_rank`` (the decode CUDA-graph batch x tokens per request).
   A need left at its default is not checked (the report says so): the default is this project's guess, not the
   engine's.
 
@@ -94,13 +95,24 @@ def capacity_for(u: Understood, a2a: A2ACapability | None, facts: Mapping[str, A
         return None
     for fact in a2a.capacity:
         if (fact.when is None or fact.when.matches(facts)) and requires_ok(fact):
+            given = phase_needs(u)
+            ranks = max(1, u.tp // max(1, u.dp or 1))
+            if fact.prefill_scatter and "prefill" in given and ranks > 1:
+                n = given["prefill"]
+                given["prefill"] = Need("prefill", -(-n.tokens // ranks), f"{n.how} / {ranks} ranks (the engine scatters the "
+                                        f"chunk over tp / dp = {u.tp} / {u.dp or 1} ranks before the dispatch)")
             if u.a2a_capacity is not None:
                 value, how = u.a2a_capacity, f"{fact.variable} = {u.a2a_capacity} ({u.provenance.get('a2a_capacity', 'given')})"
             else:
                 value = fact.default
                 how = (f"{fact.variable} not set: {facts.get('engine')}'s default {fact.default}"
                        + (f" ({fact.default_note})" if fact.default_note else "") + f" [{fact.where('default')}]")
-            given = phase_needs(u)
+                grown = given.get(fact.default_covers) if fact.default_covers else None
+                if grown is not None and grown.tokens > value:   # the engine sizes it to the chunk: max(chunk, default)
+                    value = grown.tokens
+                    how = (f"{fact.variable} not set: {facts.get('engine')} sizes it to the {grown.phase} chunk per rank, "
+                           f"{grown.tokens} ({grown.how}), over its default {fact.default}"
+                           + (f" ({fact.default_note})" if fact.default_note else "") + f" [{fact.where('default')}]")
             phases = bounded_phases(fact, a2a, u)
             return Capacity(fact=fact, a2a=a2a.a2a, engine=str(facts.get("engine")), capacity=value, capacity_how=how,
                             needs=[given[p] for p in phases if p in given], unknown=[p for p in phases if p not in given])

@@ -439,13 +439,14 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
 
 
 def _oracle_specifiers() -> list[tuple[str, str]]:
-    """(engine distribution, specifier) of the engine oracles' environment rules that name engine versions
-    (backends/engines/resolution.yaml ``requires``): the selector checks them too, so a cached catalog carries
+    """(engine distribution, specifier) of the engine oracles', their environment rules' and the hooks' engine
+    version gates (backends/engines/resolution.yaml ``requires``): the selector checks them too, so a cached catalog carries
     their verdicts at the assumed versions like the capability files' (no ``packaging`` import when planning)."""
     from .engine_choice import resolution, runner_option_specifiers
 
     return [*((k, v) for o in resolution().oracles for e in o.env for k, v in (e.requires or {}).items()),
             *((k, v) for o in resolution().oracles for k, v in (o.requires or {}).items()),
+            *((k, v) for h in resolution().hooks for k, v in (h.requires or {}).items()),
             *runner_option_specifiers()]
 
 

@@ -32,7 +32,7 @@ from typing import Any, Collection, Literal, Mapping, Sequence, Union
 
 from pydantic import AliasChoices, Field, ValidationInfo, field_validator, model_validator
 
-from .formats import Precision
+from .formats import CheckpointLayout, Precision
 from .located import Located
 from .vocab import Activation, Arch, Engine, Quant, Routing, arch_in
 
@@ -171,7 +171,7 @@ class When(Located):
     #: ``compressed-tensors``, ``mxfp4`` (MXFP4's own quant_method), ``quark``, ``fp8`` (block FP8's ``quant_method: fp8``), from the checkpoint's ``quant_method``, the
     #: deployment's ``quant_config.layout`` or the format's default); a deployment that does not say it matches no such
     #: condition, and the selector reports a fact that holds only there as not decided.
-    checkpoint_layout: list[Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark", "fp8"]] | None = None
+    checkpoint_layout: list[CheckpointLayout] | None = None
     #: The checkpoint carries no activation scales (``quant_params.weight_only``: ModelOpt W4A16_NVFP4,
     #: compressed-tensors NVFP4A16; moe_select/model_config.py, "Weight-only NVFP4").
     weight_only: bool | None = None

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Mapping, Sequence
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializationInfo, ValidationInfo, field_serializer, field_validator, model_validator
 
 from .errors import InputError, Issue
-from .formats import Precision
+from .formats import CheckpointLayout, Precision
 from .located import Located
 from .model_config import read_model_config
 from .shape import ModelShape
@@ -77,7 +77,7 @@ class QuantConfig(Located):
 
     block: list[int] | None = Field(default=None, min_length=2, max_length=2)
     group_size: int | None = Field(default=None, ge=-1, le=1 << 16)
-    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark", "fp8"] | None = None
+    layout: CheckpointLayout | None = None
     weight_only: bool | None = None
     activation_scale: Literal["per_tensor", "per_token"] | None = None
     activation_precision: Precision | None = None

@@ -73,8 +73,9 @@ class Hook(_Gated):
     """One step of an engine's argument pipeline: for a checkpoint of one of ``architectures`` (when given), where
     ``when`` holds (the deployment's facts) and every field of
     ``asked`` has one of its values (as the earlier hooks left it), the engine writes ``sets`` (``ep: tp``: the tp
-    size) and prints ``log`` (``{a2a}``, ``{ep}``, ``{tp}``, ``{architecture}`` filled in; ``{asked}``: the value the
-    hook replaces)."""
+    size; ``runner: auto``: the engine drops the runner asked and resolves the layer itself, as for ``auto``) and
+    prints ``log`` (``{a2a}``, ``{ep}``, ``{tp}``, ``{architecture}`` filled in; ``{asked}``: the value the hook
+    replaces)."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     engine: Literal["sglang", "vllm", "trtllm"]
@@ -124,7 +125,8 @@ class Oracle(_Gated):
     """One per-format kernel oracle of an engine (vLLM's ``select_*_moe_backend``). ``requires``: the engine releases
     whose oracle the lists were read in; at another release (declared or detected) nothing is predicted (a ninth new
     user's trial: today's priority list was applied to vLLM 0.11.0, which chose its FP8 kernel by environment switches,
-    and ``--emit`` refused a plan the engine would have run)."""
+    and ``--emit`` refused a plan the engine would have run). A format may have several oracles, one per range of
+    releases whose lists differ: the first whose ``requires`` the deployment's versions meet is replayed."""
 
     engine: Literal["vllm"]
     name: str
@@ -160,7 +162,8 @@ class Resolution(Located):
         ours = {r.ours for r in names().runners}
         for h in self.hooks:
             r = h.sets.get("runner")
-            if isinstance(r, str) and r not in ours:
+            # "auto": the engine drops the asked runner and resolves the layer itself (its oracle then runs)
+            if isinstance(r, str) and r not in ours and r != "auto":
                 raise ValueError(f"hook {h.id} sets runner {r!r}, which names.yaml does not know")
         for o in self.oracles:
             for lst in o.lists:
@@ -314,16 +317,20 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
     """The oracle of ``u.quant`` under ``engine`` replayed (None: no oracle for the format). An environment rule with
     ``requires`` applies only where ``requires_met`` says the versions meet it (None: not checked, applied, and the
     note says so)."""
-    o = next((x for x in resolution().oracles if x.engine == engine and u.quant in x.formats), None)
-    if o is None:
+    found = [x for x in resolution().oracles if x.engine == engine and u.quant in x.formats]
+    if not found:
         return None
-    if o.requires and requires_met is not None:
-        met, why = requires_met(o.requires)
-        if not met:
-            read_at = ", ".join(f"{k} {v}" for k, v in o.requires.items())
-            return EngineChoice(engine, None, None, f"the {o.name} oracle's priority list was read at {read_at} ({why}): "
-                                "this release orders its kernels otherwise, or picks them without an oracle, and no fact "
-                                "states how", o.where())
+    # one oracle per range of releases (``requires``): the first whose range the deployment's versions meet
+    o = found[0]
+    if requires_met is not None:
+        verdicts = [(x, requires_met(x.requires) if x.requires else (True, "")) for x in found]
+        hit = next((x for x, (met, _) in verdicts if met), None)
+        if hit is None:
+            read_at = " or ".join(", ".join(f"{k} {v}" for k, v in (x.requires or {}).items()) for x in found)
+            return EngineChoice(engine, None, None, f"the {o.name} oracle's priority list was read at {read_at} "
+                                f"({verdicts[0][1][1]}): this release orders its kernels otherwise, or picks them without "
+                                "an oracle, and no fact states how", o.where())
+        o = hit
     lst = next((x for x in o.lists if x.when is None or x.when.matches(facts)), o.lists[-1])
     order = list(lst.order)
     by_name = {e.name: e for e in order}

@@ -37,6 +37,8 @@ ENGINES = ("sglang", "vllm", "trtllm")
 Meaning = Literal[
     "model", "config_file", "extra_options",
     "tp", "dp", "ep", "ep_switch", "pp", "pcp", "dp_local", "moe_dp", "moe_tp", "dp_attention", "nnodes",
+    # attention data parallelism given as its size (one flag, not a switch beside dp): the deployment's dp
+    "attn_dp",
     "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb",
     "cuda_graph_off", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
     "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_config",
@@ -138,6 +140,9 @@ class _Entry(Located):
     #: engine raises for it instead (``unknown: ignored`` only).
     unknown: Literal["refused", "ignored"] = "refused"
     unknown_refused_since: Change | None = None
+    #: From ``removed``, the engine raises at startup when the variable (or flag) is given at all, instead of ignoring it
+    #: (vLLM's removed_environment_variables): the reader reports it as an engine error.
+    removed_raises: bool = False
     #: ``means: dispatch_precision`` only. ``layers``: the MoE layer kinds the value sets: ``all`` (every kind, draft/MTP
     #: layers included: read as the scalar ``dispatch_precision``) or ``main`` (the main layers; a layer of another kind
     #: keeps the engine's own choice: read as ``{main: X}``). ``a2a``: our all-to-all backends (backends/a2a/*.yaml) whose
@@ -295,6 +300,9 @@ class EngineTable(Located):
     images: list[ImageEnv] = []
     #: Method names the engine refuses for a kind of checkpoint (:class:`QuantMismatch`).
     quant_mismatch: list[QuantMismatch] = []
+    #: From this release (``version``; None: never) every ``bool_optional`` flag named ``--enable-X`` also parses as
+    #: ``--disable-X``, and ``--disable-X`` as ``--enable-X``, with the value inverted (the parser pairs them).
+    inverse_enable_disable: Change | None = None
 
     @field_validator("sources")
     @classmethod
@@ -427,7 +435,27 @@ class A2AName(Located):
     vllm_read: list[str] = []
     #: vLLM's spelling in releases before a version (renamed since), written for a declared version below it.
     vllm_before: list[OlderName] = []
+    #: The first vLLM release (PEP 440) whose option takes ``vllm`` for this row (None: every release that has the row's
+    #: backend): a declared older release reads that name by the other rows (their ``vllm_before``), or refuses it, and a
+    #: plan is not written with it there.
+    vllm_since: str | None = None
     source: str = Field(pattern=CITATION.pattern)
+
+    @field_validator("vllm_since")
+    @classmethod
+    def _since_version(cls, v: str | None) -> str | None:
+        return None if v is None else _pep440_version(v)
+
+    def vllm_at(self, version: str | None) -> str | None:
+        """``vllm`` where a declared ``version`` (None: the newest) takes it for this row, else None."""
+        from packaging.version import InvalidVersion, Version
+
+        if self.vllm is None or self.vllm_since is None or version is None:
+            return self.vllm
+        try:
+            return self.vllm if Version(version) >= Version(self.vllm_since) else None
+        except InvalidVersion:
+            return self.vllm
 
 
 class Choices(Located):

@@ -100,6 +100,11 @@ def _known_dtype(v: str) -> str:
 KnownDtype = Annotated[str, AfterValidator(_known_dtype)]
 
 
+#: A checkpoint's serialization of its experts' weights (``quant_params.layout``): the quantization method that wrote
+#: it (``quant_method`` / ModelOpt's ``hf_quant_config.json``), which decides the MoE method an engine builds.
+CheckpointLayout = Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark", "fp8", "modelopt"]
+
+
 class Scale(Located):
     """One scale tensor of a format: ``name`` (``prepare_weights`` takes ``w13_<name>`` and ``w2_<name>``),
     ``shape`` (its layout, in the symbols of ``w [E, N, K]``), ``dtype`` (torch's name), ``per`` (weight
@@ -125,7 +130,7 @@ class FormatParams(Located):
 
     block: list[int] | int | None = None
     group_size: int | None = Field(default=None, ge=1)
-    layout: Literal["awq", "gptq", "compressed-tensors", "mxfp4", "quark", "fp8"] | None = None
+    layout: CheckpointLayout | None = None
 
     @field_validator("block")
     @classmethod

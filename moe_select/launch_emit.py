@@ -80,13 +80,32 @@ def prov_default(provenance: dict, key: str) -> bool:
     return str(provenance.get(key, "default")).startswith("default")
 
 
+def _live_flag(engine: str, means: str, version: str | None) -> FlagEntry | None:
+    """The first flag entry of ``means`` that the declared ``version`` (None: the newest) has and still honours (added
+    by then, not removed or ignored by then: :func:`~moe_select.launch_line._changes`), or None."""
+    from .launch_line import _changes
+
+    for e in table(engine).flags:
+        if e.means == means and _changes(e, e.name, version, engine)[1]:
+            return e
+    return None
+
+
 def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> str:
-    """The canonical spelling of the flag of ``means``, checked at ``version``."""
+    """The canonical spelling of the flag of ``means``, checked at ``version``: the first entry that release has (a
+    flag renamed between releases is written as the declared one spells it), else the first not removed (an
+    :class:`EmitError` where it is newer than the release)."""
     from .engine_tables import release_date
     from .launch_line import _ver, has_change
 
     t = table(engine)
-    entry: FlagEntry | None = next((e for e in t.flags if e.means == means and e.removed is None), None)
+    entry: FlagEntry | None = _live_flag(engine, means, version) \
+        or next((e for e in t.flags if e.means == means and e.removed is None), None)
+    if entry is not None and version is None and entry.since is not None and entry.since.version is not None:
+        older = [e.name for e in t.flags if e.means == means and e is not entry]
+        if older:   # the newest releases' spelling: say what the older ones take (as _release_name does)
+            comments.append(f"{entry.name}: the spelling of {engine} {entry.since.version} on (older releases take "
+                            f"{' or '.join(older)}); declare --engine-version to have it written for yours")
     if entry is None:
         raise EmitError(f"{engine}'s table has no flag for {means}: moe-select cannot write this plan as a {engine} launch")
     if entry.since is not None and version is not None:
@@ -118,6 +137,8 @@ def _passed_through(launch: Any, argv: list[str]) -> list[str]:
         if r.entry.means not in PASS_THROUGH or not flag.startswith("-") or flag in argv or flag in out:
             continue
         if r.entry.takes == "switch":
+            out.append(flag)
+        elif r.entry.takes == "bool_optional":               # as the line gave it: --x, --no-x or its inverse spelling
             out.append(flag)
         elif isinstance(r.value, list):                     # nargs flags: one word per value, as the line gave them
             out += [flag, *(str(x) for x in r.value)]
@@ -411,6 +432,12 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         mode = plan.a2a_mode
         rows = [r for r in names().a2a if r.ours == plan.a2a]
         a2a_row = next((r for r in rows if r.mode == mode), None) or next((r for r in rows if r.mode is None), None)
+        if engine == "vllm" and a2a_row is not None and a2a_row.vllm is not None and a2a_row.vllm_at(version) is None:
+            # a name vLLM takes only from a later release (names.yaml vllm_since): not for this one
+            comments.append(f"vLLM's --all2all-backend {a2a_row.vllm} (a2a {plan.a2a}"
+                            + (f" {a2a_row.mode}" if a2a_row.mode else "") + f") comes in {a2a_row.vllm_since}: vllm {version} "
+                            "does not take it")
+            a2a_row = None
         if a2a_row is None and engine == "vllm" and len(plan.a2a_modes) == 1:
             a2a_row = next((r for r in rows if r.mode == plan.a2a_modes[0]), None)
     if engine == "sglang":
@@ -418,7 +445,18 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if d.ep > 1:
             argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
         if d.dp:
-            argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
+            # attention data parallelism: --attn-dp-size N where the declared release has it (0.5.22 on, the newest when
+            # none is declared; SGLang's own deprecation message asks for it, and the old pair is slated for removal),
+            # else --enable-dp-attention --dp-size N (0.5.22 and 0.5.23 still rewrite that pair to it, with a warning)
+            attn = _live_flag("sglang", "attn_dp", version)
+            if attn is not None:
+                argv += [_flag("sglang", "attn_dp", version, comments), str(d.dp)]
+                if version is None and attn.since is not None:
+                    comments.append(f"{attn.name}: the spelling of sglang {attn.since.version} on (older releases take "
+                                    f"{_flag('sglang', 'dp_attention', version, [])} {_flag('sglang', 'dp', version, [])} "
+                                    f"{d.dp}); declare --engine-version to have it written for yours")
+            else:
+                argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
         argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("sglang"))
         argv += _online_words(plan, "sglang", version, comments)
         if asked := _asked_of_runner(plan, d, comments):
@@ -426,7 +464,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if plan.a2a != "none":
             if a2a_row is None or a2a_row.sglang is None:
                 raise EmitError(f"SGLang has no --moe-a2a-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else ""))
-            words, a2a_env = _a2a_words("sglang", a2a_row.sglang, version, comments)
+            words, a2a_env = _a2a_words("sglang", _released("sglang", "a2a", a2a_row.sglang, version, comments), version, comments)
             argv += words
             if plan.a2a_mode and plan.a2a_mode != "auto" and a2a_row.sglang_mode:
                 argv += [_flag("sglang", "a2a_mode", version, comments), plan.a2a_mode]

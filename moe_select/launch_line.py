@@ -621,9 +621,11 @@ def _all_names(t: EngineTable) -> list[str]:
     return [n for e in t.flags for n in e.names]
 
 
-def _lookup(t: EngineTable, name: str) -> tuple[FlagEntry | None, bool, str | None]:
-    """``(entry, negated, how)`` for a flag name as the engine's parser finds it: exact (vLLM: ``_`` as ``-``),
-    ``--no-X`` of a bool_optional flag, or (argparse) a unique prefix of a long option (``how`` says so)."""
+def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[FlagEntry | None, bool, str | None]:
+    """``(entry, negated, how)`` for a flag name as the engine's parser finds it at ``version`` (None: the newest): exact
+    (vLLM: ``_`` as ``-``), ``--no-X`` of a bool_optional flag, ``--disable-X`` of a bool_optional ``--enable-X`` (and the
+    reverse) from the table's ``inverse_enable_disable`` release, or (argparse) a unique prefix of a long option (``how``
+    says so)."""
     key = name
     if t.parser == "vllm_argparse" and key.startswith("--"):
         key = key.replace("_", "-")
@@ -634,6 +636,14 @@ def _lookup(t: EngineTable, name: str) -> tuple[FlagEntry | None, bool, str | No
         for e in t.flags:
             if e.takes == "bool_optional" and "--" + key[5:] in e.names:
                 return e, True, None
+    inverse = t.inverse_enable_disable
+    if inverse is not None and has_change(inverse, version, t.engine) is not False:
+        for prefix, other in (("--disable-", "--enable-"), ("--enable-", "--disable-")):
+            if key.startswith(prefix):
+                e = next((e for e in t.flags if e.takes == "bool_optional" and other + key[len(prefix):] in e.names), None)
+                if e is not None:
+                    return e, True, (f"{other}{key[len(prefix):]} inverted: {t.engine}'s parser pairs --enable-X with --disable-X "
+                                     f"from {inverse.text()}")
     if t.parser != "click" and key.startswith("--"):
         hits = {e.name: e for e in t.flags for n in e.names if n.startswith("--") and n.startswith(key)}
         if len(hits) == 1:
@@ -816,7 +826,7 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             launch.values[entry.means] = Read(entry, dotted[entry.name], f"{entry.name}.{'.'.join(keys)}")
             i += step
             continue
-        entry, negated, how = _lookup(t, name)
+        entry, negated, how = _lookup(t, name, version)
         if entry is None:
             dashed = name.replace("_", "-")
             if engine == "sglang" and dashed != name and _lookup(t, dashed)[0] is not None:
@@ -940,6 +950,9 @@ def _read_env(launch: Launch, where: str) -> None:
                                            "sgl-project/sglang@v0.5.4:python/sglang/srt/environ.py:_convert_SGL_to_SGLANG"))
         if e is not None:
             found, live = _changes(e, written, launch.engine_version, launch.engine)
+            if e.removed_raises:   # the engine refuses to start with it set (its removed-variables table)
+                found = [Finding("engine_error", f.token, f.message + f" ({launch.engine} raises at startup when it is set)", f.source)
+                         if f.kind == "removed" else f for f in found]
             launch.findings += found
             if live:
                 launch.values[f"env:{name}"] = Read(e, value, written)
@@ -1052,13 +1065,28 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
     return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
 
 
-def _a2a_ours(engine: str, theirs: str, mode: str | None) -> tuple[str, str | None, str | None]:
-    """``(our a2a, our mode or None, note)`` for the engine's name (and SGLang's --deepep-mode)."""
+def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = None,
+              written: str = "", where: str = LINE) -> tuple[str, str | None, str | None]:
+    """``(our a2a, our mode or None, note)`` for the engine's name (and SGLang's --deepep-mode) at the declared ``version``
+    (None: the newest). vLLM: a row's name counts from its ``vllm_since``, an older spelling (``vllm_before``) below its
+    bound; a name that only rows of other releases give is refused (:class:`InputError`: that release's parser refuses
+    it at startup)."""
+    v = _ver(version)
     for row in names().a2a:
         if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
             return row.ours, row.mode if row.mode not in (None,) else mode, None
-        if engine == "vllm" and (row.vllm == theirs or theirs in row.vllm_read or theirs in [o.name for o in row.vllm_before]):
+        if engine == "vllm" and ((row.vllm == theirs and row.vllm_at(version) is not None) or theirs in row.vllm_read):
             return row.ours, row.mode, None
+    if engine == "vllm":
+        for row in names().a2a:
+            if any(o.name == theirs and (v is None or v < _ver(o.below)) for o in row.vllm_before):
+                return row.ours, row.mode, None
+        other = [f"{r.vllm} from {r.vllm_since}" for r in names().a2a if r.vllm == theirs and r.vllm_since] + \
+                [f"{o.name} before {o.below}" for r in names().a2a for o in r.vllm_before if o.name == theirs]
+        if other:
+            raise InputError(Issue(where, 0, written or theirs, f"{theirs!r}: vllm {version} (the declared version) takes no such "
+                                   f"--all2all-backend value ({'; '.join(other)}): it refuses it at startup "
+                                   "[backends/engines/names.yaml a2a]; declare the version that runs, or name its value"))
     low = re.sub(r"[^a-z0-9_]", "_", theirs.lower())
     return low, mode, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged)"
 
@@ -1121,7 +1149,21 @@ def _map(launch: Launch, where: str) -> None:
                                    "the MoE group into moe_dp groups (moe_tp = tp / ep / moe_dp); moe-select's deployment has "
                                    "no such dimension (moe_tp = tp / ep): this launch cannot be expressed"))
         _set(launch, "tp", tp, _w(launch, "tp") or "SGLang's default tp 1")
-        if "dp_attention" in v:
+        attn_dp = _num(launch, "attn_dp") or 1
+        if attn_dp > 1:
+            # 0.5.22 on: --attn-dp-size is the attention-DP width (--enable-dp-attention beside it adds nothing);
+            # handle_data_parallelism raises for replicas beside it and asserts tp % attn_dp == 0
+            src = "sgl-project/sglang@v0.5.23:python/sglang/srt/arg_groups/parallel_hook.py:handle_data_parallelism"
+            if (_num(launch, "dp") or 1) > 1:
+                raise InputError(Issue(where, 0, _w(launch, "dp"), f"{_w(launch, 'dp')} with {_w(launch, 'attn_dp')}: SGLang raises "
+                                       "at startup ('data-parallel replicas combined with attention data parallelism are not "
+                                       f"supported') [{src}]; give one of them"))
+            if tp % attn_dp:
+                raise InputError(Issue(where, 0, _w(launch, "attn_dp"), f"{_w(launch, 'tp') or 'tp 1'} {_w(launch, 'attn_dp')}: "
+                                       f"SGLang asserts tp_size % attn_dp_size == 0 at startup ({tp} % {attn_dp} = "
+                                       f"{tp % attn_dp}) [{src}]; give an attention-DP size that divides tp"))
+            _set(launch, "dp", attn_dp, _w(launch, "attn_dp"))
+        elif "dp_attention" in v:
             dp = _num(launch, "dp") or 1
             if tp % dp:   # SGLang asserts it (parallel_hook.handle_data_parallelism; ServerArgs before the arg groups)
                 raise InputError(Issue(where, 0, _w(launch, "dp"), f"{_w(launch, 'tp') or 'tp 1'} {_w(launch, 'dp')} with "
@@ -1130,8 +1172,9 @@ def _map(launch: Launch, where: str) -> None:
                                        "arg_groups/parallel_hook.py:handle_data_parallelism]; give a dp that divides tp"))
             _set(launch, "dp", dp, f"{_w(launch, 'dp_attention', 'dp')}")
         elif (_num(launch, "dp") or 1) > 1:
-            launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without --enable-dp-attention: each "
-                                           "replica is its own MoE group of tp ranks, planned once"))
+            launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without attention data parallelism "
+                                           "(--enable-dp-attention; from 0.5.22 --attn-dp-size): each replica is its own MoE "
+                                           "group of tp ranks, planned once"))
         a2a_theirs = v["a2a"].value if "a2a" in v else None
         if a2a_theirs is not None:
             a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where, launch.engine_version)
@@ -1166,7 +1209,8 @@ def _map(launch: Launch, where: str) -> None:
             _set(launch, "ep", group, f"{_w(launch, 'ep_switch')} (a switch: EP = tp x dp x pcp = {group})")
         if "a2a" in v:
             ours, mode, note = _a2a_ours("vllm", _chosen("vllm", "a2a", str(v["a2a"].value), _w(launch, "a2a"), where,
-                                                         launch.engine_version), None)
+                                                         launch.engine_version), None, launch.engine_version,
+                                         _w(launch, "a2a"), where)
             if "ep" not in launch.deployment and ours != "none":
                 launch.findings.append(Finding("note", _w(launch, "a2a"), "vLLM uses an all-to-all only with --enable-expert-parallel: not read"))
             else:

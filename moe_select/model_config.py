@@ -386,6 +386,7 @@ def _hf_quant_mapping(hfq: Any) -> MarkedDict:
 def _read_hf_quant(q: MarkedDict, r: _Reading) -> str:
     """ModelOpt's ``hf_quant_config.json`` ``quantization`` mapping ``q``: ``quant_algo`` (and ``group_size``)."""
     algo = _str(q, "quant_algo", "quantization.")
+    r.params["layout"] = "modelopt"
     table = {"NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4", "FP8": "fp8_tensor", "MXFP8": "mxfp8", "W4A16_AWQ": "int4_w4a16"}
     if algo == "W4A16_NVFP4":
         r.params["weight_only"] = True
@@ -496,6 +497,7 @@ def _read_quant_mapping(q: MarkedDict, pre: str, r: _Reading, model: MarkedDict 
         raise _issue(q, key, f"{method} with {bits} bits is not a supported format", pre)
     if method == "modelopt":
         algo = _str(q, "quant_algo", pre)
+        params["layout"] = "modelopt"   # ModelOpt's serialization: the engines' ModelOpt methods, not compressed-tensors'
         if algo == "NVFP4":
             return "nvfp4"
         if algo == "W4A16_NVFP4":

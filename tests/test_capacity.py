@@ -109,7 +109,8 @@ def test_issue_29942_launch_line_refused_before_loading_and_accepted_with_1024()
     line = ("SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK={cap} python3 -m sglang.launch_server --model-path m --tp 8 "
             "--dp 8 --enable-dp-attention --ep 8 --moe-a2a-backend deepep --moe-runner-backend deep_gemm "
             "--cuda-graph-max-bs 128 --speculative-algorithm EAGLE --speculative-num-draft-tokens 6")
-    launch = from_command(line.format(cap=512), model_config=DSV3)
+    # read at 0.5.19, the last release that takes --cuda-graph-max-bs (an alias of --cuda-graph-max-bs-decode, gone in 0.5.20)
+    launch = from_command(line.format(cap=512), model_config=DSV3, engine_version="0.5.19")
     assert launch.deployment["a2a_capacity"] == 512 and launch.deployment["decode_tokens_per_rank"] == 768
     r = launch.explain(deployment={"gpu": "B300"})
     assert r.plan is None
@@ -118,10 +119,10 @@ def test_issue_29942_launch_line_refused_before_loading_and_accepted_with_1024()
     assert "--cuda-graph-max-bs 128 x 6 tokens per request (--speculative-num-draft-tokens 6)" in reason.detail
     assert "only at CUDA-graph capture" in reason.detail
     assert reason.fix.startswith("set SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=768 (at most 1024)")
-    ok = from_command(line.format(cap=1024), model_config=DSV3).explain(deployment={"gpu": "B300"})
+    ok = from_command(line.format(cap=1024), model_config=DSV3, engine_version="0.5.19").explain(deployment={"gpu": "B300"})
     assert ok.plan is not None and ok.plan.runner == "deep_gemm"
     # 128 x 5 (the draft width of the same report) is 640: still above 512
-    five = from_command(line.format(cap=512).replace("draft-tokens 6", "draft-tokens 5"), model_config=DSV3)
+    five = from_command(line.format(cap=512).replace("draft-tokens 6", "draft-tokens 5"), model_config=DSV3, engine_version="0.5.19")
     assert five.deployment["decode_tokens_per_rank"] == 640
     assert _capacity_reasons(five.explain(deployment={"gpu": "B300"}))
 

@@ -172,12 +172,13 @@ OVERRIDES = {
                             "runner", "auto", "flashinfer_trtllm"),
     "sglang-mxfp8-runner-gfx95": (dict(gpu="MI355X", model=dict(NANO, activation="silu"), quant="mxfp8", engine="sglang"),
                                   "runner", "auto", "triton"),
+    # hooks split by release (tests/test_release_delta_prediction.py): the old release's
     "sglang-mxfp8-runner-override": (dict(gpu="MI300X", model=dict(NANO, activation="silu"), quant="mxfp8", engine="sglang",
-                                          runner="triton"), "runner", "triton", "flashinfer_trtllm"),
+                                          engine_version="0.5.19", runner="triton"), "runner", "triton", "flashinfer_trtllm"),
     "sglang-mxfp8-runner-override-gfx95": (dict(gpu="MI355X", model=dict(NANO, activation="silu"), quant="mxfp8",
-                                                engine="sglang", runner="marlin"), "runner", "marlin", "triton"),
-    "sglang-nvfp4-sm120-runner": (dict(gpu="RTX PRO 6000", model_config=str(CFG / "nvidia__Qwen3-30B-A3B-NVFP4"), engine="sglang"),
-                                  "runner", "auto", "flashinfer_cutlass"),
+                                                engine="sglang", engine_version="0.5.19", runner="marlin"), "runner", "marlin", "triton"),
+    "sglang-nvfp4-sm120-runner": (dict(gpu="RTX PRO 6000", model_config=str(CFG / "nvidia__Qwen3-30B-A3B-NVFP4"), engine="sglang",
+                                       engine_version="0.5.19"), "runner", "auto", "flashinfer_cutlass"),
     "sglang-runner-unfuses-shared-experts": (CASES[5][2], "shared_expert_fusion", True, False),
     "sglang-a2a-ep-spans-tp": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=4, a2a="deepep"), "ep", 4, 8),
     "sglang-a2a-unfuses-shared-experts": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=8, dp=8, a2a="deepep_v2",
@@ -205,7 +206,10 @@ OVERRIDES = {
 
 
 def test_every_hook_has_a_test_deployment():
-    assert {h.id for h in resolution().hooks} == set(OVERRIDES)
+    # the release-delta hooks' deployments are in tests/test_release_delta_prediction.py (test_each_new_hook_fires_...)
+    from test_release_delta_prediction import NEW_HOOK_DEPLOYMENTS
+
+    assert {h.id for h in resolution().hooks} == set(OVERRIDES) | set(NEW_HOOK_DEPLOYMENTS)
 
 
 @pytest.mark.parametrize("hook", sorted(OVERRIDES))

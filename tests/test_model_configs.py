@@ -36,7 +36,7 @@ PARAMS_AND_KINDS = {
     "deepseek-ai__DeepSeek-V3": ({"block": [128, 128], "layout": "fp8"}, [("main", 59, "fp8_block")]),
     "Qwen__Qwen3-30B-A3B-AWQ": ({"group_size": 128, "bits": 4, "layout": "awq", "zero_point": True}, [("main", 48, "int4_w4a16")]),
     # NVIDIA's DeepSeek-V3.1 NVFP4 checkpoint excludes `model.layers.61*` (its MTP layer) from quantization
-    "nvidia__DeepSeek-V3.1-NVFP4": ({"block": 16}, [("main", 58, "nvfp4"), ("mtp", 1, "bf16")]),
+    "nvidia__DeepSeek-V3.1-NVFP4": ({"block": 16, "layout": "modelopt"}, [("main", 58, "nvfp4"), ("mtp", 1, "bf16")]),
     "Qwen__Qwen1.5-MoE-A2.7B-Chat": ({}, [("main", 24, "bf16")]),
 }
 

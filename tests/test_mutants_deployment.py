@@ -253,11 +253,11 @@ def test_a_dispatch_precision_mapping_without_main_leaves_main_on_auto(tmp_path,
 # ------------------------------------------------------------------------------------------- quant_config
 def test_quant_config_given_is_the_provenance_of_the_parameters(tmp_path):
     """x_understand__mutmut_565 (the provenance stored under ``"QUANT_PARAMS"``: quant_params would read as nvfp4's
-    defaults): quant_config on line 4 of an nvfp4 deployment is where its parameters come from; block 16 is
-    nvfp4's default, group_size 32 the file's."""
+    defaults): quant_config on line 4 of an nvfp4 deployment is where its parameters come from; block 16 and layout
+    modelopt are nvfp4's defaults, group_size 32 the file's."""
     u = _understood(tmp_path, "arch: sm100\nquant: nvfp4\n" + SHAPE_LINE + "quant_config:\n  group_size: 32\n")
     assert u.provenance["quant_params"] == f"{tmp_path / 'd.yaml'}:4"
-    assert u.quant_params == {"block": 16, "group_size": 32}
+    assert u.quant_params == {"block": 16, "group_size": 32, "layout": "modelopt"}
 
 
 # ------------------------------------------------------------------------------------------- all-to-all modes

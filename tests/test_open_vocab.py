@@ -93,7 +93,7 @@ def test_arch_in_names_families_and_ranges(catalog):
 #: Each bundled family and the declared archs it holds (a family of majors also holds undeclared ones).
 FAMILIES = {
     "sm7x": {"sm70", "sm75"}, "sm8x": {"sm80", "sm86", "sm89"}, "sm9x": {"sm90"}, "sm10x": {"sm100", "sm103", "sm107"},
-    "sm11x": {"sm110"}, "sm12x": {"sm120", "sm121"}, "blackwell": {"sm100", "sm103", "sm107", "sm120", "sm121"},
+    "sm11x": {"sm110"}, "sm12x": {"sm120", "sm121"}, "blackwell": {"sm100", "sm103", "sm107", "sm110", "sm120", "sm121"},
     "gfx9": {"gfx90a", "gfx942", "gfx950"}, "mi3xx": {"gfx942", "gfx950"},
     "rocm": {"gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1151", "gfx1201"},
 }
@@ -104,8 +104,8 @@ def test_each_family_holds_its_members_and_cites_upstream_code(catalog, family):
     idx = vocab.active()
     fam = idx.families[family]
     assert {a for a in vocab.declared_archs() if vocab.arch_in(a, [family])} == FAMILIES[family]
-    # the function it mirrors, in upstream code at a commit: owner/repo@commit:path:symbol
-    assert re.match(r"^[\w.-]+/[\w.-]+@[0-9a-f]{12,40}:[\w/.]+\.py:[\w.]+$", fam.source), fam.source
+    # the function it mirrors, in upstream code at a commit or a release tag: owner/repo@commit:path:symbol
+    assert re.match(r"^[\w.-]+/[\w.-]+@([0-9a-f]{12,40}|v[\w.]+):[\w/.]+\.py:[\w.]+$", fam.source), fam.source
 
 
 def test_bundled_families_are_the_expected_ones(catalog):

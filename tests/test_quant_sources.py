@@ -77,7 +77,7 @@ def test_row2_sglang_and_vllm_read_quantization_config_before_hf_quant_config(en
 
 def test_row2_trtllm_reads_hf_quant_config_json_first():
     info = read_model_config(DISAGREE, engine="trtllm")
-    assert info.quant == "nvfp4" and info.quant_params == {"block": 16}
+    assert info.quant == "nvfp4" and info.quant_params == {"block": 16, "layout": "modelopt"}
     assert info.provenance["quant"] == f"{DISAGREE / 'hf_quant_config.json'}:{H_LINE} (quant_algo)"
     [note] = [n for n in info.notes if "disagree" in n]
     assert f"config.json:{Q_LINE}" in note and f"hf_quant_config.json:{H_LINE}" in note

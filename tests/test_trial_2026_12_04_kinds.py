@@ -166,7 +166,7 @@ def test_deepep_low_latency_limit_is_not_checked_on_the_default_token_budget():
     from moe_select.launch_line import from_command
 
     line = ("python3 -m sglang.launch_server --model-path examples/model_configs/deepseek-ai__DeepSeek-V3 --tp 8 "
-            "--moe-a2a-backend deepep --deepep-mode low_latency --enable-dp-attention --dp 8 --cuda-graph-max-bs 128")
+            "--moe-a2a-backend deepep --deepep-mode low_latency --enable-dp-attention --dp 8 --cuda-graph-max-bs-decode 128")
     assert from_command(line).explain(deployment={"gpu": "H200"}).plan is not None
     r = from_command(line + " --chunked-prefill-size 16384").explain(deployment={"gpu": "H200"})
     assert r.plan is None
@@ -327,15 +327,18 @@ def test_emitted_list_flags_are_words_and_read_back_the_same():
     from moe_select.launch_emit import emit
     from moe_select.launch_line import from_command
 
-    line = f"python -m sglang.launch_server --model-path {M30} --tp 2 --cuda-graph-bs 1 2 4 8 --moe-runner-backend triton"
-    launch = from_command(line, engine_version="0.5.20")
-    out = emit(launch.explain(deployment={"gpu": "H200"}).plan, "sglang", engine_version="0.5.20", launch=launch)
-    i = out.argv.index("--cuda-graph-bs")
-    assert out.argv[i + 1:i + 5] == ["1", "2", "4", "8"], out.argv
-    back = from_command(out.script(), engine_version="0.5.20")
-    assert back.deployment.get("decode_tokens_per_rank") == launch.deployment.get("decode_tokens_per_rank") == 8
-    with pytest.raises(InputError, match="capture sizes are integers"):
-        from_command(f"python -m sglang.launch_server --model-path {M30} --tp 2 --cuda-graph-bs 1 2 x")
+    # 0.5.19: the last release whose parser takes --cuda-graph-bs (a deprecated alias of --cuda-graph-bs-decode; gone
+    # in 0.5.20, backends/engines/sglang.yaml); the new spelling is a list flag too
+    for flag, version in (("--cuda-graph-bs", "0.5.19"), ("--cuda-graph-bs-decode", "0.5.20")):
+        line = f"python -m sglang.launch_server --model-path {M30} --tp 2 {flag} 1 2 4 8 --moe-runner-backend triton"
+        launch = from_command(line, engine_version=version)
+        out = emit(launch.explain(deployment={"gpu": "H200"}).plan, "sglang", engine_version=version, launch=launch)
+        i = out.argv.index(flag)
+        assert out.argv[i + 1:i + 5] == ["1", "2", "4", "8"], out.argv
+        back = from_command(out.script(), engine_version=version)
+        assert back.deployment.get("decode_tokens_per_rank") == launch.deployment.get("decode_tokens_per_rank") == 8
+        with pytest.raises(InputError, match="capture sizes are integers"):
+            from_command(f"python -m sglang.launch_server --model-path {M30} --tp 2 {flag} 1 2 x", engine_version=version)
 
 
 def test_a_retired_switch_wins_over_the_flag_beside_it():

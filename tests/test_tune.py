@@ -350,7 +350,7 @@ def test_capture_sizes_of_a_launch_line():
     from moe_select.launch_line import from_command
 
     cfg = str(Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")
-    sg = from_command("python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --cuda-graph-bs 1 2 4 8 24 "
+    sg = from_command("python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --cuda-graph-bs-decode 1 2 4 8 24 "
                       "--speculative-num-draft-tokens 4", {}, model_config=cfg)
     assert T.launch_capture_sizes(sg, sg.deployment["decode_tokens_per_rank"]) == [4, 8, 16, 32, 96]
     vl = from_command("vllm serve Qwen/Qwen3-30B-A3B --compilation-config '{\"cudagraph_capture_sizes\": [1, 2, 4, 16]}'", {},
