@@ -211,8 +211,15 @@ def test_triton_unfused_plans_gpt_oss_on_hopper():
 
 
 def test_triton_unfused_refuses_sm120_and_other_formats():
-    refused(explain(gpu="RTX 5090", engine="vllm", quant="mxfp4", model=GPT_OSS_20B, tp=1, runner="triton_unfused"),
+    # Written for vLLM 0.29.0 (the release then assumed): the device gate is (9, 0) <= cc < (11, 0) up to 0.31.0.
+    refused(explain(gpu="RTX 5090", engine="vllm", engine_version="0.29.0", quant="mxfp4", model=GPT_OSS_20B, tp=1,
+                    runner="triton_unfused"),
             "triton_unfused", "quant_unsupported", "backends/triton_unfused.yaml")
+    # From 0.32.0 the gate is cc < (13, 0) (vllm-0.32.0 experts/gpt_oss_triton_kernels_moe.py:
+    # _triton_kernel_moe_supports_current_device; UnfusedOAITritonExperts.apply pins block_m on SM12x): sm120 is planned.
+    p = planned(explain(gpu="RTX 5090", engine="vllm", engine_version="0.32.0", quant="mxfp4", model=GPT_OSS_20B, tp=1,
+                        cuda_graph=False, runner="triton_unfused"), "triton_unfused")
+    assert p.activation_precision == "bf16"
     refused(explain(gpu="H100", engine="vllm", quant="fp8_block", model=QWEN3_30B, tp=1, runner="triton_unfused"),
             "triton_unfused", "quant_unsupported", "backends/triton_unfused.yaml")
 
@@ -229,8 +236,25 @@ def test_deep_gemm_mega_moe_plans_mxfp4_on_b200():
 def test_deep_gemm_mega_moe_refuses_hopper_fp8_and_an_external_all_to_all():
     refused(explain(gpu="H100", engine="vllm", quant="mxfp4", model=QWEN3_30B, tp=1, dp=8, ep=8,
                     runner="deep_gemm_mega_moe"), "deep_gemm_mega_moe", "arch_unsupported", "backends/deep_gemm_mega_moe.yaml")
-    refused(explain(gpu="B200", engine="vllm", quant="fp8_block", model=QWEN3_30B, tp=1, dp=8, ep=8,
-                    runner="deep_gemm_mega_moe"), "deep_gemm_mega_moe", "quant_unsupported", "backends/deep_gemm_mega_moe.yaml")
+    # Written for vLLM 0.29.0 (the release then assumed): MXFP4 only, block FP8 refused for any model.
+    refused(explain(gpu="B200", engine="vllm", engine_version="0.29.0", quant="fp8_block", model=QWEN3_30B, tp=1, dp=8,
+                    ep=8, runner="deep_gemm_mega_moe"),
+            "deep_gemm_mega_moe", "quant_unsupported", "backends/deep_gemm_mega_moe.yaml")
+    # From 0.34.0 GLM-5-Next wires its block-FP8 checkpoint to the Mega MoE (requantized to MXFP8:
+    # vllm-0.34.0 vllm/models/glm5next/nvidia/mega_moe.py:Glm5NextMegaMoEExperts, MEGA_MOE_MXFP8): block FP8 is planned
+    # for that architecture, still refused for a model that wires MXFP4 (DeepSeek-V4), and undecided (no architecture).
+    glm = dict(QWEN3_30B, architecture="Glm5NextForCausalLM")
+    r = explain(gpu="B200", engine="vllm", engine_version="0.34.0", quant="fp8_block", model=glm, tp=1, dp=8, ep=8,
+                runner="deep_gemm_mega_moe")
+    assert r.status == "ok" and r.plan.runner == "deep_gemm_mega_moe"
+    assert "quant_unsupported" not in [u.code for u in r.plan.unknowns]
+    refused(explain(gpu="B200", engine="vllm", engine_version="0.34.0", quant="fp8_block",
+                    model=dict(QWEN3_30B, architecture="DeepseekV4ForCausalLM"), tp=1, dp=8, ep=8,
+                    runner="deep_gemm_mega_moe"),
+            "deep_gemm_mega_moe", "quant_unsupported", "backends/deep_gemm_mega_moe.yaml")
+    r = explain(gpu="B200", engine="vllm", engine_version="0.34.0", quant="fp8_block", model=QWEN3_30B, tp=1, dp=8, ep=8,
+                runner="deep_gemm_mega_moe")
+    assert r.evidence == "unverified" and "quant_unsupported" in [u.code for u in r.plan.unknowns]
     # _supports_parallel_config refuses DeepEP, MoRI, NIXL-EP and FlashInfer's NVLink all-to-alls.
     refused(explain(gpu="B200", engine="vllm", quant="mxfp4", model=QWEN3_30B, tp=1, dp=8, ep=8, a2a="deepep",
                     runner="deep_gemm_mega_moe"), "deep_gemm_mega_moe", "a2a_unsupported", "backends/deep_gemm_mega_moe.yaml")

@@ -168,8 +168,10 @@ def test_check_names_a_negative_fact_scoped_to_an_engine_that_does_not_ship_the_
 
 
 def test_check_warns_of_a_negative_fact_bounded_by_an_engine_version_without_that_engine(tmp_path):
-    """Line 9 is bounded by SGLang's version but names no engine: under vLLM, SGLang's package is read at its newest
-    checked release (0.5.19, inside the bound), so the fact refuses vLLM deployments too (explain does: below). A
+    """Line 9 is bounded by SGLang's version but names no engine: under vLLM, SGLang's package is read at its declared
+    version or else its newest checked release, so the fact refuses vLLM deployments too where that version is inside
+    the bound (explain does: below, with sglang 0.5.19, the newest checked release when this was written; from the
+    2026-12-05 release delta the undeclared default is 0.5.23, outside the bound, so the release is declared). A
     warning at line 9."""
     acts = """\
   - {values: [silu, silu_clamped], source: "this project: test"}
@@ -178,7 +180,7 @@ def test_check_warns_of_a_negative_fact_bounded_by_an_engine_version_without_tha
     found = _check(tmp_path, acts)
     assert [(f.where.rsplit(":", 1)[1], f.severity) for f in found] == [("9", "warning")], found
     assert "sglang" in found[0].message and "when: {engine: [sglang]}" in found[0].message, found[0].message
-    r = _explain(tmp_path, engine="vllm")
+    r = _explain(tmp_path, engine="vllm", packages={"sglang": "0.5.19"})
     assert r.plan is None and {x.code for x in cand(r, "toy_s7").reasons} == {"activation_unsupported"}
 
 

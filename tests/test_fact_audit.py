@@ -171,9 +171,15 @@ def test_entry_8_vllm_triton_kernels_gfx90a_is_no_longer_refused():
     report = moe_select.explain(dep)
     assert report.plan is not None and report.plan.runner == "triton_kernel"
     assert not any(r.code == "arch_unsupported" for r in _runner_reasons(report, "triton_kernel"))
-    # sm120 (cc 12.0) is still outside vLLM's CUDA window
-    sm120 = moe_select.explain(dict(dep, arch="sm120"))
+    # sm120 (cc 12.0) is still outside vLLM's CUDA window at 0.29.0 (the release assumed when this was written; the
+    # window is (9, 0) <= cc < (11, 0) up to 0.31.0)
+    sm120 = moe_select.explain(dict(dep, arch="sm120", engine_version="0.29.0"))
     assert sm120.plan is None
+    assert any(r.code == "arch_unsupported" for r in _runner_reasons(sm120, "triton_kernel"))
+    # From 0.32.0 the window is cc < (13, 0) (vllm-0.32.0 experts/gpt_oss_triton_kernels_moe.py:
+    # _triton_kernel_moe_supports_current_device): sm120 is planned.
+    sm120 = moe_select.explain(dict(dep, arch="sm120", engine_version="0.32.0"))
+    assert sm120.plan is not None and sm120.plan.runner == "triton_kernel"
 
 
 def test_entry_19_sglang_shared_expert_block_rules_only_without_fusion():

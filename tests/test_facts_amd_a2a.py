@@ -90,14 +90,34 @@ def test_aiter_mxfp4_swiglu_on_gfx950_both_engines(tmp_path, capsys):
 
 
 def test_aiter_triton_mxfp4_routes_renormalize_only_and_no_dp(tmp_path, capsys):
-    # aiter_mxfp4_w4a16_moe.py: routing Renormalize/RenormalizeNaive; _supports_parallel_config dp_size <= 1.
+    """aiter_mxfp4_w4a16_moe.py: routing Renormalize/RenormalizeNaive; _supports_parallel_config dp_size <= 1.
+
+    This pinned, at the release then assumed (vLLM 0.29.0), a deepseek_v3-routed gfx942 MXFP4 deployment as unverified
+    for vLLM (issue 18: aiter's routing list is open). The 2026-12-05 release delta (docs/release_delta_2026-12-05/
+    vllm_B.md F5, F6) found it wrong, and the wheels confirm:
+    - 0.29.0: no AITER MXFP4 class takes gfx942 (vllm-0.29.0 experts/aiter_mxfp4_w4a8_moe.py:
+      AiterW4A16ExpertsMonolithic._supports_current_device: on_gfx950() or on_gfx1250()): refused, arch_unsupported;
+    - 0.30.0 .. 0.31.0: the gfx942 Triton W4A16 class exists, but its routing check has no DeepSeekV3 (vllm-0.31.0
+      experts/aiter_mxfp4_w4a16_moe.py:AiterW4A16ExpertsMonolithic._supports_routing_method: Renormalize,
+      RenormalizeNaive, DeepseekV4): refused, routing_unsupported;
+    - 0.32.0 on: _supports_routing_method adds DeepSeekV3 (vllm-0.32.0, same function): the routing is supported, the
+      plan unverified only for the unstated dp (the dp <= 1 fact).
+    SGLang refuses MXFP4 on gfx942 (Mxfp4Config.from_config) at every release."""
     model = dict(GPT_OSS_120B, routing="deepseek_v3")
-    out = explain(tmp_path, capsys, gpu="MI300X", quant="mxfp4", model=model, tp=8)
-    # Issue 18: aiter's routing list is open (vLLM's routing checks were not read as exhaustive): unverified for vLLM;
-    # SGLang refuses MXFP4 on gfx942 (Mxfp4Config.from_config).
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="mxfp4", model=model, tp=8, packages={"vllm": "0.29.0"})
+    aiter = candidate(out, "aiter")
+    assert aiter["evidence_by_engine"] == {"sglang": "refused", "vllm": "refused"}
+    assert "arch_unsupported" in codes(aiter, "backends/aiter.yaml")
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="mxfp4", model=model, tp=8, packages={"vllm": "0.31.0"})
+    aiter = candidate(out, "aiter")
+    assert aiter["evidence_by_engine"] == {"sglang": "refused", "vllm": "refused"}
+    assert "routing_unsupported" in codes(aiter, "backends/aiter.yaml")
+    assert "arch_unsupported" not in codes(aiter)
+    out = explain(tmp_path, capsys, gpu="MI300X", quant="mxfp4", model=model, tp=8, packages={"vllm": "0.32.0"})
     aiter = candidate(out, "aiter")
     assert aiter["evidence_by_engine"] == {"sglang": "refused", "vllm": "unverified"}
-    assert "routing_unsupported" in {u["code"] for u in aiter["unknowns"]}
+    assert "routing_unsupported" not in codes(aiter) | {u["code"] for u in aiter["unknowns"]}
+    assert "parallelism_unsupported" in {u["code"] for u in aiter["unknowns"]}
     out = explain(tmp_path, capsys, gpu="MI300X", quant="mxfp4", model=GPT_OSS_120B, tp=8, dp=2)
     assert "parallelism_unsupported" in codes(candidate(out, "aiter"), "backends/aiter.yaml")
 

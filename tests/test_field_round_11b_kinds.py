@@ -44,8 +44,17 @@ def _why(r: Any) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("tp", "ep", "ok"), [(8, 1, True), (8, 8, False), (4, 4, False), (2, 2, False)])
 def test_vllm_aiter_mxfp4_gfx942_refuses_expert_parallelism(tp, ep, ok):
     """Qwen3-235B-shaped MXFP4 on MI325X (gfx942) under vLLM with aiter: TP only is planned; any EP > 1 is refused
-    (parallelism_unsupported, aiter.yaml), since the monolithic W4A16 experts ignore the expert map."""
-    r = _explain(gpu="MI325X", engine="vllm", quant="mxfp4", model=QWEN235, tp=tp, ep=ep, runner="aiter")
+    (parallelism_unsupported, aiter.yaml), since the monolithic W4A16 experts ignore the expert map.
+
+    Pinned to vLLM 0.31.0, the first release with the report's fix (vllm-project/vllm#57866: vllm-0.31.0
+    experts/aiter_mxfp4_w4a16_moe.py:AiterW4A16ExpertsMonolithic._supports_parallel_config, `not use_ep`). Not 0.29.0
+    (the release assumed when this was written): the 2026-12-05 release delta found that 0.29.0 has no gfx942 AITER
+    MXFP4 class at all (vllm-0.29.0 experts/aiter_mxfp4_w4a8_moe.py:AiterW4A16ExpertsMonolithic._supports_current_device:
+    gfx950 / gfx1250), so TP only is refused there too. From 0.33.0 the forward masks other ranks' experts (vllm-0.33.0
+    experts/aiter_mxfp4_w4a16_moe.py:aiter_triton_kernel_w4a16_moe_forward, gate_valid from expert_map) and EP is
+    planned (below)."""
+    r = _explain(gpu="MI325X", engine="vllm", engine_version="0.31.0", quant="mxfp4", model=QWEN235, tp=tp, ep=ep,
+                 runner="aiter")
     assert (r.plan is not None) is ok, _why(r)
     if ok:
         assert r.plan.runner == "aiter"
@@ -53,6 +62,9 @@ def test_vllm_aiter_mxfp4_gfx942_refuses_expert_parallelism(tp, ep, ok):
         assert _codes(r) == {"parallelism_unsupported"}, _why(r)
         assert _source_of(r) == {"backends/aiter.yaml"}
         assert any("expert map" in x.detail for x in r.reasons)
+    new = _explain(gpu="MI325X", engine="vllm", engine_version="0.33.0", quant="mxfp4", model=QWEN235, tp=tp, ep=ep,
+                   runner="aiter")
+    assert new.plan is not None and new.plan.runner == "aiter", _why(new)
 
 
 def test_vllm_aiter_mxfp4_ep_refusal_is_gfx942_only():

@@ -143,11 +143,14 @@ def test_sglang_cutlass_nvfp4_without_ep_planned_before_0_5_16(version, model, t
 def test_sglang_cutlass_nvfp4_refused_from_0_5_16_at_any_ep(version, ep):
     """From 0.5.16 SGLang has no CUTLASS FP4 MoE of its own (ModelOpt NVFP4 raises for moe_runner_backend=cutlass,
     compressed-tensors runs FlashInfer's CUTLASS MoE instead): refused at EP 1 and EP 4 alike by the negative support
-    row (quant_unsupported), and the before-0.5.16 EP fact does not apply there."""
+    row (quant_unsupported), and the before-0.5.16 EP fact does not apply there. From 0.5.19 the ModelOpt NVFP4 method
+    fact (backends/common.yaml methods: ModelOptNvFp4FusedMoEMethod.apply raises for a runner it does not build) refuses
+    it too, on the same raise."""
     r = _explain(**SGL, gpu="B200", engine_version=version, model=R1, tp=4, ep=ep)
     assert r.plan is None
-    codes = refusals(r, "cutlass")
-    assert codes == {"quant_unsupported": _fact_line(SGL_FROM_0_5_16, "- archs:")}, codes
+    assert set(refusals(r, "cutlass")) == {"quant_unsupported"}, refusals(r, "cutlass")
+    sources = {x.source for x in cand(r, "cutlass").reasons}
+    assert _fact_line(SGL_FROM_0_5_16, "- archs:") in sources, sources
 
 
 def test_sglang_cutlass_fp8_block_not_touched():
@@ -159,10 +162,18 @@ def test_sglang_cutlass_fp8_block_not_touched():
 
 
 def test_both_engines_refuse_nvfp4_cutlass_under_ep():
-    """With engine any, NVFP4 at EP 8 on a B200 with cutlass (engines at their checked versions: vLLM 0.29.0, SGLang
-    0.5.19): each engine's evidence is refused, vLLM's by the EP fact and SGLang's by the 0.5.16 row."""
-    r = _explain(engine="any", gpu="B200", quant="nvfp4", model=R1, tp=8, ep=8, a2a="none", runner="cutlass")
+    """With engine any, NVFP4 at EP 8 on a B200 with cutlass (engines at the versions checked when this was written,
+    declared: vLLM 0.29.0, SGLang 0.5.19): each engine's evidence is refused, vLLM's by the EP fact and SGLang's by the
+    0.5.16 row. From vLLM 0.32.0 CutlassExpertsFp4 takes an expert map (allgather/reducescatter EP: vllm-0.32.0
+    experts/cutlass_moe.py:CutlassExpertsFp4._supports_parallel_config, run_cutlass_moe_fp4 expert_map), so with no
+    all-to-all vLLM's evidence is supported there and the plan holds for vLLM only."""
+    r = _explain(engine="any", gpu="B200", quant="nvfp4", model=R1, tp=8, ep=8, a2a="none", runner="cutlass",
+                 packages={"vllm": "0.29.0", "sglang": "0.5.19"})
     assert r.plan is None
     c = cand(r, "cutlass")
     assert c.evidence_by_engine == {"sglang": "refused", "vllm": "refused"}, c.evidence_by_engine
     assert set(refusals(r, "cutlass")) == {"parallelism_unsupported", "quant_unsupported"}
+    r = _explain(engine="any", gpu="B200", quant="nvfp4", model=R1, tp=8, ep=8, a2a="none", runner="cutlass",
+                 packages={"vllm": "0.32.0", "sglang": "0.5.19"})
+    assert r.plan is not None and r.plan.runner == "cutlass"
+    assert cand(r, "cutlass").evidence_by_engine == {"sglang": "refused", "vllm": "supported"}

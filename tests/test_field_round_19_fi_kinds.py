@@ -14,6 +14,7 @@ each bound.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,12 +149,25 @@ def test_unclamped_silu_not_refused_at_0_5_19():
 
 
 def test_vllm_clamp_not_decided_by_the_sglang_rows():
-    """The rows are SGLang's: vLLM's block FP8 with the same clamp keeps silu_clamped as an unknown (no fact either
-    way here), not a refusal."""
+    """The rows are SGLang's: vLLM's block FP8 with the same clamp is decided by vLLM's own rows, not by them.
+
+    This pinned silu_clamped as an unknown under vLLM (no vLLM fact either way then). The 2026-12-05 release delta
+    (docs/release_delta_2026-12-05/vllm_A.md F8) read vLLM's own check: TrtLlmFp8ExpertsBase.is_supported_config
+    takes the clamp parameters for MXFP8 only in 0.29.0 ('... only for MXFP8 weights') and for MXFP8 and 128-block
+    FP8 from 0.30.0 (vllm-0.30.0 vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:
+    TrtLlmFp8ExpertsBase.is_supported_config, (kFp8Static128BlockSym, kFp8Dynamic128Sym) with SILU). So at vLLM 0.33.0
+    with FlashInfer 0.6.18 the clamp is supported (a vLLM row), and at 0.29.0 refused by a vLLM row."""
     r = _explain(**{**CL, "engine": "vllm"}, engine_version="0.33.0", quant="fp8_block", packages=_fi("0.6.18"),
                  runner=TRTLLM)
     assert "activation_unsupported" not in refusals(r, TRTLLM)
-    assert "activation_unsupported" in unknown_codes(r, TRTLLM)
+    assert "activation_unsupported" not in unknown_codes(r, TRTLLM)
+    _planned(r, TRTLLM)
+    r = _explain(**{**CL, "engine": "vllm"}, engine_version="0.29.0", quant="fp8_block", packages=_fi("0.6.18"),
+                 runner=TRTLLM)
+    where = refusals(r, TRTLLM)["activation_unsupported"]
+    path, line = where.rsplit(":", 1)
+    fact = (Path(__file__).resolve().parents[1] / path).read_text(encoding="utf-8").splitlines()[int(line) - 1:]
+    assert "engine: [vllm]" in "\n".join(fact[:4]), (where, fact[:4])
 
 
 # ----------------------------------------- kind 3: no-group DeepSeekV3 routing weights, FlashInfer 0.6.8rc1 .. 0.6.17

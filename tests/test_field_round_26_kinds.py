@@ -47,14 +47,21 @@ def test_vllm_fp8_off_supports_fp8_is_refused_for_the_fp8_gate(arch, quant):
     """The report's deployment: refused, and for the platform's FP8 gate (the support list's exhaustive source cites
     RocmPlatform.supports_fp8), not for the arch. (gfx90a was listed here too, from supports_fp8 at 001eda31e3d0; but
     TritonExperts' own gate is on_gfx9(), gfx90a included, from the 0.15.0 wheel, and supports_fp8 takes on_gfx9() from
-    0.20.0: tests/test_vllm_rocm_fp8_triton.py.)"""
+    0.20.0: tests/test_vllm_rocm_fp8_triton.py.)
+
+    Pinned to vLLM 0.29.0, the release assumed when this was written.
+    From 0.33.0 RocmPlatform.supports_fp8() is on_cdna() or on_rdna() (vllm-0.33.0 vllm/platforms/rocm.py:supports_fp8;
+    0.29.0 .. 0.32.0: on_cdna() or on_rdna4()), so TritonExperts._supports_quant_scheme takes the FP8 schemes on
+    gfx11xx and Triton is planned there (below)."""
     qc = {"quant_config": {"block": [128, 128]}} if quant == "fp8_block" else {}
-    r = _explain(arch=arch, quant=quant, **qc)
+    r = _explain(arch=arch, quant=quant, engine_version="0.29.0", **qc)
     assert r.plan is None
     detail = only_refusal(r, "triton", "quant_unsupported", "triton.yaml")
-    # the gate's row: from vLLM 0.33.0 supports_fp8() admits RDNA (fact audit 61-90), so at the assumed 0.29.0 the
-    # refusal names that version-gated row
+    # the gate's row: from vLLM 0.33.0 supports_fp8() admits RDNA (fact audit 61-90), so at 0.29.0 the refusal names
+    # that version-gated row
     assert "supports_fp8" in detail or "vllm >=0.33.0" in detail, detail
+    r = _explain(arch=arch, quant=quant, engine_version="0.33.0", **qc)
+    assert r.plan is not None and r.plan.runner == "triton", refusals(r, "triton")
 
 
 def test_mi3xx_still_prefers_aiter_and_cuda_is_not_rocm():

@@ -84,11 +84,25 @@ def test_the_ct_mxfp4_method_builds_marlin_only_in_0_18():
 
 
 def test_the_ct_mxfp4_method_builds_cutlass_or_marlin_in_0_24_and_is_not_stated_after():
+    """0.24.0: CUTLASS MXFP4 or Marlin. After it, only the releases still not read (0.25.0 .. 0.28.x) carry no method
+    fact. Release delta of 2026-12-05 (was: 0.30.0 had no fact, because 0.25 .. 0.33 were not read): the 0.29.0 ..
+    0.34.0 wheels were read, and CompressedTensorsW4A4Mxfp4MoEMethod.__init__ (vllm-0.30.0 and vllm-0.34.0:
+    vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a4_mxfp4.py)
+    builds what select_mxfp4_moe_backend picks for --moe-backend b12x (0.29.0 on) and deep_gemm (0.34.0 on), else
+    CutlassExpertsMxfp4 where supported, else MarlinExperts: never FlashInfer's CUTLASS experts."""
     r = _ct_mxfp4("0.24.0")
     assert _cited(r, "flashinfer_cutlass", "quant_unsupported", "backends/common.yaml")
     assert not _cited(r, "cutlass", "quant_unsupported", "backends/common.yaml")
-    later = _ct_mxfp4("0.30.0")   # 0.25 .. 0.33 not read: no method fact there
-    assert not any("common.yaml" in x.source for c in later.candidates for x in c.reasons), later.summary()
+    unread = _ct_mxfp4("0.27.0")   # 0.25 .. 0.28 not read: no method fact there
+    assert not any("common.yaml" in x.source for c in unread.candidates for x in c.reasons), unread.summary()
+    later = _ct_mxfp4("0.30.0")   # read in the release delta: marlin, cutlass, b12x
+    for other in ("flashinfer_cutlass", "deep_gemm"):
+        assert _cited(later, other, "quant_unsupported", "backends/common.yaml"), (other, later.summary())
+    for built in ("marlin", "cutlass", "b12x"):
+        assert not _cited(later, built, "quant_unsupported", "backends/common.yaml"), (built, later.summary())
+    newest = _ct_mxfp4("0.34.0")  # deep_gemm on request from 0.34.0
+    assert not _cited(newest, "deep_gemm", "quant_unsupported", "backends/common.yaml"), newest.summary()
+    assert _cited(newest, "flashinfer_cutlass", "quant_unsupported", "backends/common.yaml")
 
 
 def test_the_native_mxfp4_layout_is_the_default_and_not_touched():

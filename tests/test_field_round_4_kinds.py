@@ -124,8 +124,11 @@ def test_sglang_hpc_ops_with_deepep_is_refused():
 MINIMAX_SILU = {**MINIMAX_M2, "activation": "silu"}
 
 
-def _sglang_mxfp8(gpu: str, runner: str, engine: str = "sglang"):
-    return explain(gpu=gpu, engine=engine, quant="mxfp8", model=MINIMAX_SILU, tp=8, ep=1, a2a="none", runner=runner)
+def _sglang_mxfp8(gpu: str, runner: str, engine: str = "sglang", version: str | None = None, **extra):
+    if version is not None:
+        extra["engine_version"] = version
+    return explain(gpu=gpu, engine=engine, quant="mxfp8", model=MINIMAX_SILU, tp=8, ep=1, a2a="none", runner=runner,
+                   **extra)
 
 
 def _sglang_choice(report):
@@ -134,8 +137,11 @@ def _sglang_choice(report):
 
 def test_sglang_marlin_for_mxfp8_on_hopper_is_refused_and_the_override_is_shown():
     """Another runner and GPU than the round's triton on MI300X: marlin for MXFP8 on H100 is overridden to
-    flashinfer_trtllm by SGLang; moe-select refuses marlin (the allow-list) and says the engine rewrites it."""
-    report = _sglang_mxfp8("H100", "marlin")
+    flashinfer_trtllm by SGLang; moe-select refuses marlin (the allow-list) and says the engine rewrites it.
+    Pinned at SGLang 0.5.19 (the release assumed when this was written). From 0.5.20 the list names
+    flashinfer_megamoe too (sglang-0.5.20 sglang/srt/arg_groups/choices.py:MXFP8_MOE_RUNNER_BACKEND_CHOICES), so the
+    override is the hook of that release on, with the longer warning; marlin is still refused (0.5.23)."""
+    report = _sglang_mxfp8("H100", "marlin", version="0.5.19")
     assert report.plan is None
     assert refusals(report, "marlin")["quant_unsupported"].startswith("backends/marlin.yaml:")
     choice = _sglang_choice(report)
@@ -144,21 +150,39 @@ def test_sglang_marlin_for_mxfp8_on_hopper_is_refused_and_the_override_is_shown(
     assert (o.asked, o.becomes, o.explicit, o.hook) == ("marlin", "flashinfer_trtllm", True, "sglang-mxfp8-runner-override")
     assert o.log is not None and o.log.endswith("Overriding 'marlin'.")
     assert "silently overrides what was asked" in report.render_text()
+    newest = _sglang_mxfp8("H100", "marlin", version="0.5.23")
+    assert newest.plan is None
+    assert refusals(newest, "marlin")["quant_unsupported"].startswith("backends/marlin.yaml:")
+    (o,) = [o for o in _sglang_choice(newest).overrides if o.field == "runner"]
+    assert (o.asked, o.becomes, o.hook) == ("marlin", "flashinfer_trtllm", "sglang-mxfp8-runner-override-cuda")
+    assert "flashinfer_megamoe" in o.log and o.log.endswith("Overriding 'marlin'.")
 
 
 def test_sglang_mxfp8_on_gfx950_takes_triton_and_rewrites_aiter_to_it():
     """On gfx95 SGLang adds triton to the list and makes it the default: aiter is refused and rewritten to triton,
-    auto becomes triton, and triton is not refused by the allow-list there."""
-    aiter = _sglang_mxfp8("MI355X", "aiter")
+    auto becomes triton, and triton is not refused by the allow-list there.
+    Pinned at SGLang 0.5.19 (the release assumed when this was written). From 0.5.21
+    (sglang-0.5.21 .. 0.5.23 sglang/srt/arg_groups/overrides.py:_moe_runner_backend_quant_constraints) aiter joins the
+    list on gfx95 only under SGLANG_USE_AITER (vendor_library): rewritten to triton without it, kept with it; the
+    engine's choice for auto is still triton."""
+    aiter = _sglang_mxfp8("MI355X", "aiter", version="0.5.19")
     assert aiter.plan is None and "quant_unsupported" in refusals(aiter, "aiter")
     (o,) = [o for o in _sglang_choice(aiter).overrides if o.field == "runner"]
     assert (o.asked, o.becomes, o.hook) == ("aiter", "triton", "sglang-mxfp8-runner-override-gfx95")
-    auto = _sglang_mxfp8("MI355X", "auto")
+    auto = _sglang_mxfp8("MI355X", "auto", version="0.5.19")
     assert _sglang_choice(auto).runner == "triton"
     assert "quant_unsupported" not in refusals(auto, "triton")
-    gfx942 = _sglang_mxfp8("MI300X", "auto")
+    gfx942 = _sglang_mxfp8("MI300X", "auto", version="0.5.19")
     assert _sglang_choice(gfx942).runner == "flashinfer_trtllm"
     assert "quant_unsupported" in refusals(gfx942, "triton")
+    # 0.5.23: the engine's side only (the rewrite of the runner flag)
+    off = _sglang_mxfp8("MI355X", "aiter", version="0.5.23", vendor_library=False)
+    (o,) = [o for o in _sglang_choice(off).overrides if o.field == "runner"]
+    assert (o.asked, o.becomes, o.hook) == ("aiter", "triton", "sglang-mxfp8-runner-override-gfx95-no-aiter")
+    on = _sglang_mxfp8("MI355X", "aiter", version="0.5.23", vendor_library=True)
+    assert _sglang_choice(on).runner == "aiter"
+    assert not [o for o in _sglang_choice(on).overrides if o.field == "runner"]
+    assert _sglang_choice(_sglang_mxfp8("MI355X", "auto", version="0.5.23")).runner == "triton"
 
 
 def test_the_mxfp8_allow_list_is_sglangs_only():
@@ -187,8 +211,22 @@ def _unknown_codes(report, runner):
 
 def test_sglang_flashinfer_cutlass_applies_a_top1_weight_on_the_input_from_0_5_19():
     """Another GPU than the round's GB10 (SM121): RTX PRO 6000 (SM120), NVFP4 Llama-4-Scout, flashinfer_cutlass asked.
-    At 0.5.19 it is supported; at 0.5.17 (before PR #35504: the runner asserted) no fact covers it (unverified)."""
-    after = _scout_nvfp4("0.5.19")
+    Corrected by the release delta of 2026-12-05 (the test said: supported from 0.5.19, when PR #35504 was assumed in
+    it). The wheels say otherwise: the runner's pre-scale of a top-1 weight on the input is first in 0.5.21 (sglang-0.5.21
+    sglang/srt/layers/moe/moe_runner/flashinfer_cutlass.py:_prescale_router_weight_on_input; 0.5.19 and 0.5.20 assert
+    not apply_router_weight_on_input in fused_experts_none_to_flashinfer_cutlass), and for NVFP4 it is never reached:
+    ModelOptNvFp4FusedMoEMethod.apply asserts not apply_router_weight_on_input before the flashinfer_cutlass runner in
+    every wheel read (sglang-0.5.19 .. 0.5.23 sglang/srt/layers/quantization/modelopt_quant.py). So NVFP4 Scout is refused
+    at 0.5.19 and at 0.5.23; a BF16 Scout is refused at 0.5.19 and supported from 0.5.21. At 0.5.17 (not read) no fact
+    covers it (unverified)."""
+    for version in ("0.5.19", "0.5.23"):
+        nvfp4 = _scout_nvfp4(version)
+        assert nvfp4.plan is None, version
+        assert refusals(nvfp4, "flashinfer_cutlass")["routing_unsupported"].startswith("backends/flashinfer_cutlass.yaml:")
+    bf16 = {"gpu": "RTX PRO 6000", "engine": "sglang", "quant": "bf16", "model": LLAMA4_SCOUT, "tp": 2, "ep": 1,
+            "runner": "flashinfer_cutlass"}
+    assert "routing_unsupported" in refusals(explain(**bf16, engine_version="0.5.19"), "flashinfer_cutlass")
+    after = explain(**bf16, engine_version="0.5.21")
     assert after.plan is not None and after.plan.runner == "flashinfer_cutlass" and after.plan.evidence == "supported"
     before = _scout_nvfp4("0.5.17")
     assert before.plan is not None and before.plan.evidence == "unverified"
@@ -196,9 +234,14 @@ def test_sglang_flashinfer_cutlass_applies_a_top1_weight_on_the_input_from_0_5_1
 
 
 def test_the_weight_on_input_fact_is_top1_only():
-    """Top-2 with the weight on the input would need a differently scaled input per expert: not covered."""
-    report = _scout_nvfp4("0.5.19", top_k=2)
+    """Top-2 with the weight on the input would need a differently scaled input per expert: not covered.
+    Moved by the release delta of 2026-12-05 from NVFP4 at 0.5.19 (now refused outright, see above) to BF16 at 0.5.21,
+    where the top-1 fact holds (sglang-0.5.21 flashinfer_cutlass.py:_prescale_router_weight_on_input asserts top-k 1)."""
+    bf16 = {"gpu": "RTX PRO 6000", "engine": "sglang", "engine_version": "0.5.21", "quant": "bf16", "tp": 2, "ep": 1,
+            "runner": "flashinfer_cutlass"}
+    report = explain(**bf16, model={**LLAMA4_SCOUT, "top_k": 2})
     assert "routing_unsupported" in _unknown_codes(report, "flashinfer_cutlass")
+    assert not _unknown_codes(explain(**bf16, model=LLAMA4_SCOUT), "flashinfer_cutlass") & {"routing_unsupported"}
 
 
 def test_sglang_flashinfer_mxfp4_runs_mxfp4_payloads_only():

@@ -206,14 +206,24 @@ def _budget(a2a, tokens, **dep):
 
 
 def test_token_budgets_of_pplx_deepep_v2_and_flashinfer():
+    """Pinned at SGLang 0.5.19 (the release assumed when this was written). From 0.5.22 SGLang divides DeepEP V2's
+    prefill budget by the ranks a DP group's chunk is scattered over, tp // attn_dp (sglang-0.5.22 and 0.5.23
+    sglang/srt/arg_groups/moe_hook.py:required_deepep_v2_prefill_tokens_per_rank): at tp 8, dp 1 a prefill chunk of
+    8 x 128 tokens fits the default 128, one more does not."""
     pplx = dict(gpu="H200", quant="fp8_block", tp=8, ep=8, dp=8, runner="deep_gemm", model=DSV3, phase="prefill")
     v2 = dict(gpu="H200", quant="fp8_block", tp=8, ep=8, runner="deep_gemm", model=dict(DSV3, num_shared_experts=0),
               phase="prefill")
     fi = dict(gpu="B200", quant="nvfp4", tp=8, ep=8, dp=8, runner="flashinfer_cutlass", model=DSV3, phase="decode")
     for a2a, dep, capacity in (("pplx", pplx, 128), ("deepep_v2", v2, 128), ("flashinfer", fi, 4096)):
-        inside = _budget(a2a, capacity, **dep)
-        over = _budget(a2a, capacity + 1, **dep)
+        inside = _budget(a2a, capacity, engine_version="0.5.19", **dep)
+        over = _budget(a2a, capacity + 1, engine_version="0.5.19", **dep)
         assert not [r for r in inside.reasons if "a2a_tokens_per_rank" in r.detail], (a2a, inside.reasons)
         assert [r for r in over.reasons if "a2a_tokens_per_rank" in r.detail and
                 r.source.startswith(f"backends/a2a/{a2a}.yaml")], (a2a, over.reasons)
         assert over.status != "ok", a2a
+    inside = _budget("deepep_v2", 8 * 128, engine_version="0.5.23", **v2)
+    assert inside.status == "ok" and not [r for r in inside.reasons if "a2a_tokens_per_rank" in r.detail]
+    over = _budget("deepep_v2", 8 * 128 + 1, engine_version="0.5.23", **v2)
+    assert over.status != "ok"
+    assert [r for r in over.reasons if "a2a_tokens_per_rank = 129" in r.detail and
+            r.source.startswith("backends/a2a/deepep_v2.yaml")], over.reasons

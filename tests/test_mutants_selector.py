@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 import moe_select
 from moe_select import selector
@@ -146,14 +147,17 @@ def test_on_a_detected_machine_what_is_missing_is_missing_here(selmut):
     """x__package_reasons__mutmut_75 (``on this machine`` upper-cased) and x__untold_engines__mutmut_17 (an absent
     engine package said to be "not given (engine_version)"): on a detected H200 without sgl-deep-gemm and without
     SGLang, the need is "not installed (on this machine)", and the SGLang-scoped facts (selmut's engines) are read as
-    at sglang 0.5.19 (backends/packages.yaml's checked_up_to) because SGLang is not installed."""
+    at backends/packages.yaml's checked_up_to for sglang (0.5.19 when written, 0.5.23 since the release delta of
+    2026-12-05; read from the file here) because SGLang is not installed."""
     env = Environment(detected=True, arch="sm90", gpu="NVIDIA H200", packages={"triton": "3.3.0"})
     r = _selmut(selmut, environment=env)
     c = cand(r, "selmut")
     assert [(x.code, x.detail) for x in c.reasons] == [
         ("dependency_missing", "selmut needs sgl-deep-gemm (import deep_gemm); it is not installed (on this machine)")]
-    assert ("sglang's version not installed on this machine: the facts scoped to sglang are read as at sglang 0.5.19, the "
-            f"newest checked [{_row('backends/packages.yaml', '  - name: sglang')}]") in c.assumptions
+    newest = next(p["checked_up_to"] for p in yaml.safe_load((ROOT / "backends" / "packages.yaml").read_text())["packages"]
+                  if p["name"] == "sglang")
+    assert (f"sglang's version not installed on this machine: the facts scoped to sglang are read as at sglang {newest}, "
+            f"the newest checked [{_row('backends/packages.yaml', '  - name: sglang')}]") in c.assumptions
 
 
 def test_a_parallel_fix_is_searched_in_the_engines_that_ship_the_runner(selmut):

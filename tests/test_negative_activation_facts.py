@@ -40,16 +40,17 @@ OAI = {"num_experts": 128, "top_k": 4, "hidden_size": 4096, "moe_intermediate_si
        "swiglu_limit": 7.0, "routing": "renormalize"}
 
 
-def _row(file: str, values: str, quant: str, bound: str, negative: bool = True) -> int:
-    """The 1-based line of the ``- values: [values]`` entry of ``backends/<file>`` whose next lines name the SGLang
-    ``quant`` list and the version ``bound`` (and ``supported: false`` when ``negative``); exactly one must match."""
+def _row(file: str, values: str, quant: str, bound: str, negative: bool = True, engine: str = "sglang") -> int:
+    """The 1-based line of the ``- values: [values]`` entry of ``backends/<file>`` whose next lines name the ``engine``'s
+    (SGLang's unless told) ``quant`` list and the version ``bound`` (and ``supported: false`` when ``negative``);
+    exactly one must match."""
     lines = (BACKENDS / file).read_text(encoding="utf-8").splitlines()
     hits = []
     for i, line in enumerate(lines):
         if line.strip() != f"- values: [{values}]":
             continue
         body = "\n".join(lines[i + 1:i + 4])
-        if (f"engine: [sglang], quant: [{quant}]" in body and f'sglang: "{bound}"' in body
+        if (f"engine: [{engine}], quant: [{quant}]" in body and f'{engine}: "{bound}"' in body
                 and ("supported: false" in body) == negative):
             hits.append(i + 1)
     assert len(hits) == 1, (file, values, quant, bound, hits)
@@ -140,15 +141,32 @@ def test_plain_silu_untouched():
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_tensor", "int4_w4a16"])
 def test_vllm_clamp_not_refused_by_the_sglang_rows(quant):
-    """vLLM (0.29.0) with the same clamp keeps silu_clamped an unknown: the rows are SGLang's."""
+    """vLLM (0.29.0) with the same clamp is never refused by SGLang's rows. bf16 and MXINT4 keep silu_clamped an
+    unknown. Per-tensor FP8 is refused by vLLM's own row from 0.29.0 (corrected by the release-delta audit, 2026-12-05:
+    it was an unknown here): vllm-0.29.0 and vllm-0.34.0
+    vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:TrtLlmFp8ExpertsBase.is_supported_config refuse
+    swiglu_limit / alpha / beta for every weight/activation pair but MXFP8 (0.29.0) or MXFP8 and 128-block FP8 (from
+    0.30.0): per-tensor FP8 never. Before 0.29.0 (not re-read) it stays an unknown."""
     r = _explain(TRTLLM, quant, CLAMPED, engine="vllm", version="0.29.0")
-    assert "activation_unsupported" not in refusals(r, TRTLLM)
-    assert "activation_unsupported" in unknown_codes(r, TRTLLM)
+    if quant != "fp8_tensor":
+        assert "activation_unsupported" not in refusals(r, TRTLLM)
+        assert "activation_unsupported" in unknown_codes(r, TRTLLM)
+        return
+    line = _row("flashinfer_trtllm.yaml", "silu_clamped", "fp8_tensor", ">=0.29.0", engine="vllm")
+    for version in ("0.29.0", "0.34.0"):
+        r = _explain(TRTLLM, quant, CLAMPED, engine="vllm", version=version)
+        assert r.plan is None, r.plan
+        detail = only_refusal(r, TRTLLM, "activation_unsupported", "flashinfer_trtllm.yaml")
+        assert refusals(r, TRTLLM)["activation_unsupported"] == f"backends/flashinfer_trtllm.yaml:{line}"
+        assert "does not apply silu_clamped" in detail and "(with vllm >=0.29.0)" in detail, detail
+    old = _explain(TRTLLM, quant, CLAMPED, engine="vllm", version="0.28.0")
+    assert "activation_unsupported" not in refusals(old, TRTLLM)
+    assert "activation_unsupported" in unknown_codes(old, TRTLLM)
 
 
 def test_unstated_engine_judged_per_engine():
-    """No engine named: SGLang (read at its newest checked release, 0.5.19, inside the bound) refuses bf16's clamp,
-    vLLM does not."""
+    """No engine named: SGLang (read at its newest checked release, 0.5.23 since the 2026-12-05 release delta, inside
+    the bound) refuses bf16's clamp, vLLM does not."""
     c = cand(_explain(TRTLLM, "bf16", CLAMPED, engine=None), TRTLLM)
     assert c.evidence_by_engine["sglang"] == "refused", c.evidence_by_engine
     assert c.evidence_by_engine["vllm"] != "refused", c.evidence_by_engine
@@ -196,8 +214,43 @@ def test_routed_swiglu_oai_refused_for_sglang(quant, version, bound):
 @pytest.mark.parametrize(("runner", "quant"), [(TRTLLM, "bf16"), (TRTLLM, "fp8_block"), (TRTLLM, "mxfp8"),
                                                (TRTLLM, "nvfp4"), (ROUTED, "fp8_block"), (ROUTED, "mxfp8")])
 def test_vllm_swiglu_oai_still_supported(runner, quant):
-    """vLLM 0.29.0 keeps the positive rows (now scoped to it): planned with the activation decided."""
-    r = _explain(runner, quant, OAI, engine="vllm", version="0.29.0")
+    """vLLM keeps the positive rows (scoped to it) for the releases before 0.29.0, as first read
+    (vllm@0390b581472b): planned with the activation decided at 0.28.0. It was asserted at 0.29.0; the release-delta
+    audit (2026-12-05) found vLLM 0.29.0 .. 0.34.0's TRT-LLM experts refuse gpt-oss's interleaved SwiGLU for these
+    formats (corrected, test_vllm_swiglu_oai_refused_from_0_29_0)."""
+    r = _explain(runner, quant, OAI, engine="vllm", version="0.28.0")
+    assert planned(r, runner), [(x.code, x.detail) for x in r.reasons]
+    assert "activation_unsupported" not in unknown_codes(r, runner)
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.34.0"])
+@pytest.mark.parametrize(("runner", "quant"), [(TRTLLM, "bf16"), (TRTLLM, "fp8_block"), (TRTLLM, "mxfp8"),
+                                               (TRTLLM, "nvfp4"), (ROUTED, "fp8_block"), (ROUTED, "mxfp8")])
+def test_vllm_swiglu_oai_refused_from_0_29_0(runner, quant, version):
+    """From vLLM 0.29.0 gpt-oss hands FusedMoE activation "swigluoai" (MoEActivation.SWIGLUOAI, gate/up interleaved:
+    vllm/model_executor/models/gpt_oss.py), and the BF16, FP8 (block, MXFP8; the modular class behind the routed
+    runner shares the base) and NVFP4 TRT-LLM experts never list it: vllm-0.29.0 / vllm-0.34.0
+    vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:TrtLlmFp8ExpertsBase._supports_activation (SILU,
+    SWIGLUOAI_UNINTERLEAVE, RELU2_NO_MUL), trtllm_bf16_moe.py:TrtLlmBf16ExpertsBase._supports_activation (SILU,
+    RELU2_NO_MUL; SWIGLUSTEP in 0.34.0), trtllm_nvfp4_moe.py:TrtLlmNvFp4ExpertsBase._supports_activation (no
+    SWIGLUOAI). Refused by vLLM's negative row (the release-delta audit's correction of the positive row this test
+    once asserted at 0.29.0)."""
+    file = f"{runner}.yaml"
+    quants = {TRTLLM: "bf16, fp8_block, mxfp8, nvfp4", ROUTED: "fp8_block, mxfp8"}[runner]
+    line = _row(file, "swiglu_oai", quants, ">=0.29.0", engine="vllm")
+    r = _explain(runner, quant, OAI, engine="vllm", version=version)
+    assert r.plan is None, r.plan
+    detail = only_refusal(r, runner, "activation_unsupported", file)
+    assert refusals(r, runner)["activation_unsupported"] == f"backends/{file}:{line}"
+    assert "does not apply swiglu_oai" in detail and "(with vllm >=0.29.0)" in detail, detail
+
+
+@pytest.mark.parametrize("runner", [TRTLLM, ROUTED])
+@pytest.mark.parametrize("version", ["0.29.0", "0.34.0"])
+def test_vllm_swiglu_oai_mxfp4_supported_from_0_29_0(runner, version):
+    """MXFP4 keeps gpt-oss's SwiGLU from 0.29.0: vllm-0.29.0 / vllm-0.34.0
+    vllm/model_executor/layers/fused_moe/experts/trtllm_mxfp4_moe.py:_supports_activation names SWIGLUOAI."""
+    r = _explain(runner, "mxfp4", OAI, engine="vllm", version=version)
     assert planned(r, runner), [(x.code, x.detail) for x in r.reasons]
     assert "activation_unsupported" not in unknown_codes(r, runner)
 

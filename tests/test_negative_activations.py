@@ -75,13 +75,18 @@ def test_elsewhere_the_positive_facts_decide(tmp_path, dep, why):
 
 
 def test_an_unstated_engine_is_judged_per_engine(tmp_path):
-    """A deployment that names no engine is judged for each: the negative fact refuses under SGLang (read at its
-    newest checked release, below the bound) and leaves vLLM supported."""
+    """A deployment that names no engine is judged for each: the negative fact refuses under SGLang (read at 0.5.19,
+    below the bound: the release SGLang's facts were checked up to when this was written, pinned through packages)
+    and leaves vLLM supported. Unpinned, SGLang is read at its newest checked release (backends/packages.yaml
+    checked_up_to, 0.5.23 since the 2026-12-05 release delta), past the toy's <0.5.20 bound: supported there too."""
     _toy(tmp_path)
-    r = _explain(tmp_path, quant="bf16")
+    r = _explain(tmp_path, quant="bf16", packages={"sglang": "0.5.19"})
     c = next(c for c in r.candidates if c.backend == "toy_clamp")
     assert c.evidence_by_engine["sglang"] == "refused", c.evidence_by_engine
     assert c.evidence_by_engine["vllm"] == "supported", c.evidence_by_engine
+    newest = next(c for c in _explain(tmp_path, quant="bf16").candidates if c.backend == "toy_clamp")
+    assert newest.evidence_by_engine["sglang"] == "supported", newest.evidence_by_engine
+    assert newest.evidence_by_engine["vllm"] == "supported", newest.evidence_by_engine
 
 
 def test_the_matrix_marks_a_negative_activation_fact(tmp_path):

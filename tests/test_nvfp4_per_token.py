@@ -131,12 +131,17 @@ def test_online_nvfp4_from_an_fp8_block_checkpoint_takes_nvfp4s_block_not_the_ch
     """nvfp4_online on a block-FP8 checkpoint (Qwen3-30B-A3B-FP8: weight_block_size [128, 128]): the served layer is
     NVFP4 with its 16-element scale blocks (backends/formats.yaml); the checkpoint's [128, 128] describes the FP8
     weights before conversion. It was kept (the checkpoint's parameters won over the format's defaults), so the
-    understood NVFP4 layer said block [128, 128]; now a note says the checkpoint's parameters were not carried over."""
+    understood NVFP4 layer said block [128, 128]; now a note says the checkpoint's parameters were not carried over.
+    The served layer also takes nvfp4's default layout, modelopt (backends/formats.yaml, from 2026-12-05; the
+    checkpoint's fp8 layout is not carried over either): SGLang's online NVFP4 method is ModelOpt's
+    (sglang-0.5.19 .. 0.5.23 python/sglang/srt/layers/quantization/nvfp4_online.py:ModelOptNvFp4OnlineFusedMoEMethod,
+    a ModelOptNvFp4FusedMoEMethod; NvFp4OnlineConfig is a ModelOptQuantConfig)."""
     dep = dict(gpu="B200", engine="sglang", model_config=FP8, tp=4, quant="nvfp4",
                quant_config={"activation_scale": "per_token"})
     understood = moe_select.explain(dep).deployment
     assert understood.quant == "nvfp4"
-    assert understood.quant_params == {"block": 16, "activation_scale": "per_token", "online": True}
+    assert understood.quant_params == {"block": 16, "layout": "modelopt", "activation_scale": "per_token",
+                                       "online": True}
     assert ("the checkpoint's fp8_block parameters (block [128, 128], layout fp8) describe its weights before online quantization: "
             "the served nvfp4 layer takes nvfp4's own") in understood.notes
 

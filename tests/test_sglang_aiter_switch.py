@@ -129,7 +129,11 @@ def test_the_prediction_follows_the_switch_and_the_release():
 
 
 def test_emit_writes_the_switch_the_plan_needs():
-    aiter = _explain().plan
+    """Written for SGLang 0.5.19 (the release its facts were checked up to then, pinned since the 2026-12-05 release
+    delta raised checked_up_to to 0.5.23): with the switch unstated, triton on block FP8 is refused under it
+    (backends/triton.yaml, 0.5.11 .. 0.5.22) and aiter is planned. At 0.5.23 Fp8MoEMethod shuffles for AITER only when
+    the runner is aiter (runner_is_aiter), so triton is supported either way: planned, and written with no switch."""
+    aiter = _explain(engine_version="0.5.19").plan
     assert aiter.runner == "aiter"
     out = emit(aiter, "sglang", engine_version="0.5.23")
     assert out.env == {"SGLANG_USE_AITER": "1"} and "--moe-runner-backend aiter" in " ".join(out.argv)
@@ -145,10 +149,17 @@ def test_emit_writes_the_switch_the_plan_needs():
     # an NVIDIA plan states nothing about it
     cuda = moe_select.explain({"gpu": "H200", "engine": "sglang", "model_config": FP8}).plan
     assert "SGLANG_USE_AITER" not in emit(cuda, "sglang").env
+    # 0.5.23: triton runs right whatever the switch says, so the plan needs none
+    new = _explain(engine_version="0.5.23").plan
+    assert new.runner == "triton" and new.evidence == "supported"
+    out = emit(new, "sglang", engine_version="0.5.23")
+    assert "SGLANG_USE_AITER" not in out.env and "--moe-runner-backend triton" in " ".join(out.argv)
 
 
 def test_the_emitted_launch_reads_back_to_the_plan():
-    plan = _explain().plan
+    """The aiter plan of SGLang 0.5.19 (pinned: written when 0.5.19 was the newest checked release; unpinned, 0.5.23
+    plans triton: test_emit_writes_the_switch_the_plan_needs) emitted for 0.5.10 reads back to aiter, supported."""
+    plan = _explain(engine_version="0.5.19").plan
     out = emit(plan, "sglang", engine_version="0.5.10")
     again = from_command(" ".join([*(f"{k}={v}" for k, v in out.env.items()), *out.argv]), engine_version="0.5.10",
                          model_config=FP8)

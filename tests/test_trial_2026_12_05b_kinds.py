@@ -57,9 +57,21 @@ def test_vllm_refines_only_to_blocks_of_32_or_more():
 
 
 def test_compressed_tensors_and_quark_fp8_keep_whole_blocks_per_rank():
-    for layout in ("compressed-tensors", "quark"):
-        r = _vllm("0.29.0", model=QWEN3_30B, quant="fp8_block", quant_config={"block": [128, 128], "layout": layout}, tp=8)
-        assert r.status == "rejected" and "shape_unaligned" in refusals(r, "triton"), layout
+    """compressed-tensors block FP8 keeps whole blocks per rank from 0.29.0; Quark's from 0.30.0. Corrected by the
+    release-delta audit (2026-12-05; this asserted shape_unaligned for Quark at 0.29.0): vLLM 0.29.0's Quark FP8 MoE
+    method takes no block FP8 at all (vllm-0.29.0 vllm/model_executor/layers/quantization/quark/quark_moe.py:
+    QuarkW8A8Fp8MoEMethod.__init__ raises ValueError unless per-tensor or per-channel), so every runner is refused
+    with quant_unsupported there; block FP8 with validate_fp8_block_shape_moe is first in vllm-0.30.0
+    (quark_moe.py: QuarkW8A8Fp8MoEMethod weight_block_size)."""
+    for version, layout in (("0.29.0", "compressed-tensors"), ("0.34.0", "compressed-tensors"), ("0.30.0", "quark"),
+                            ("0.34.0", "quark")):
+        r = _vllm(version, model=QWEN3_30B, quant="fp8_block", quant_config={"block": [128, 128], "layout": layout},
+                  tp=8)
+        assert r.status == "rejected" and "shape_unaligned" in refusals(r, "triton"), (version, layout)
+    old = _vllm("0.29.0", model=QWEN3_30B, quant="fp8_block", quant_config={"block": [128, 128], "layout": "quark"}, tp=8)
+    assert old.status == "rejected" and set(refusals(old, "triton")) == {"quant_unsupported"}
+    why = [x for x in cand(old, "triton").reasons if x.code == "quant_unsupported"]
+    assert why and why[0].source.startswith("backends/common.yaml:") and "per-tensor and per-channel" in why[0].detail
     # an inline block-FP8 deployment is planned as quant_method fp8 (the format's default layout), and says so
     r = _vllm("0.29.0", model=QWEN3_30B, quant="fp8_block", tp=8)
     assert r.status == "ok" and r.plan.runner == "triton"

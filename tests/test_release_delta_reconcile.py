@@ -1,0 +1,43 @@
+"""Release delta, met while reconciling the tests written for the old assumed releases (2026-12-05): two SGLang
+answers the audit's rows left open, each read in the PyPI wheels' Python sources.
+
+- SGLang's ModelOpt NVFP4 MoE method runs Marlin and the FlashInfer runners only: ``ModelOptNvFp4FusedMoEMethod.apply``
+  raises NotImplementedError for another runner (0.5.19 and 0.5.23): Triton was planned for round 4's Llama-4 Scout
+  NVFP4 on GB10 once flashinfer_cutlass was (rightly) refused there.
+- SGLang's AITER MXFP8 MoE on gfx950 (from 0.5.21) computes SwiGLU-OAI with alpha 1.702 only
+  (``Fp8MoEMethod.maybe_get_hip_aiter_quant_info`` raises for any other gemm1_alpha): a SiLU layer was planned on aiter.
+"""
+from __future__ import annotations
+
+import pytest
+
+import moe_select
+from report_helpers import cand
+
+SCOUT = {"num_experts": 16, "top_k": 1, "hidden_size": 5120, "moe_intermediate_size": 8192, "activation": "silu",
+         "routing": "llama4", "num_shared_experts": 1}
+MINIMAX = {"num_experts": 256, "top_k": 8, "hidden_size": 3072, "moe_intermediate_size": 1536, "routing": "sigmoid_topk"}
+
+
+def _codes(report, runner):
+    return {r.code for r in cand(report, runner).reasons}
+
+
+@pytest.mark.parametrize("version", ["0.5.19", "0.5.23"])
+def test_sglang_modelopt_nvfp4_method_builds_no_triton(version):
+    dep = {"gpu": "GB10", "engine": "sglang", "engine_version": version, "quant": "nvfp4", "model": SCOUT, "tp": 2}
+    r = moe_select.explain(dep)
+    assert r.deployment.quant_params.get("layout") == "modelopt"          # nvfp4's default serialization
+    assert "quant_unsupported" in _codes(r, "triton"), [(x.code, x.detail) for x in cand(r, "triton").reasons]
+    assert r.plan is not None and r.plan.runner != "triton"
+    # a compressed-tensors NVFP4 checkpoint loads through another method: this row does not decide it
+    ct = moe_select.explain({**dep, "quant_config": {"layout": "compressed-tensors"}})
+    assert not any("ModelOptNvFp4FusedMoEMethod" in x.detail for x in cand(ct, "triton").reasons)
+
+
+@pytest.mark.parametrize(("activation", "refused"), [("silu", True), ("gelu", True), ("swiglu_oai", False)])
+def test_sglang_aiter_mxfp8_on_gfx950_takes_swiglu_oai_only(activation, refused):
+    dep = {"gpu": "MI355X", "engine": "sglang", "engine_version": "0.5.23", "quant": "mxfp8", "vendor_library": True,
+           "runner": "aiter", "model": {**MINIMAX, "activation": activation}}
+    r = moe_select.explain(dep)
+    assert ("activation_unsupported" in _codes(r, "aiter")) == refused, [(x.code, x.detail) for x in cand(r, "aiter").reasons]
