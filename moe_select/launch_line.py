@@ -640,9 +640,9 @@ def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[Flag
     if inverse is not None and has_change(inverse, version, t.engine) is not False:
         for prefix, other in (("--disable-", "--enable-"), ("--enable-", "--disable-")):
             if key.startswith(prefix):
-                e = next((e for e in t.flags if e.takes == "bool_optional" and other + key[len(prefix):] in e.names), None)
-                if e is not None:
-                    return e, True, (f"{other}{key[len(prefix):]} inverted: {t.engine}'s parser pairs --enable-X with --disable-X "
+                paired = next((f for f in t.flags if f.takes == "bool_optional" and other + key[len(prefix):] in f.names), None)
+                if paired is not None:
+                    return paired, True, (f"{other}{key[len(prefix):]} inverted: {t.engine}'s parser pairs --enable-X with --disable-X "
                                      f"from {inverse.text()}")
     if t.parser != "click" and key.startswith("--"):
         hits = {e.name: e for e in t.flags for n in e.names if n.startswith("--") and n.startswith(key)}
