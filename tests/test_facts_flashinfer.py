@@ -119,12 +119,15 @@ def test_cutlass_mxfp4_unaligned_sizes_run_padded_by_vllm():
     # flashinfer_cutlass_fused_moe_binding.cu runMoe: MXFP4 x MXFP8/FP8 needs hidden and inter % 128, but vLLM
     # (the one engine with these rows) rounds both up to 128 at load (oracle/mxfp4.py
     # mxfp4_round_up_hidden_size_and_intermediate_size; gpt-oss-120b at hidden 2880 ran: vllm-project/vllm#23696).
+    # MXFP8 activations asked: from vLLM 0.29.0 the MXFP4 oracle runs FlashInfer CUTLASS off sm90 only with them
+    # (backends/flashinfer_cutlass.yaml, _filter_by_activation)
     dep = {"gpu": "B200", "quant": "mxfp4", "engine": "vllm", "runner": "flashinfer_cutlass",
+           "quant_config": {"activation_precision": "mxfp8"},
            "model": {**QWEN, "hidden_size": 2880, "moe_intermediate_size": 2880}}
     report = moe_select.explain(dep)
     assert report.status == "ok" and report.plan.runner == "flashinfer_cutlass"
     assert any("vLLM zero-pads both up to 128" in n for n in report.plan.notes), report.plan.notes
-    assert eligible({**dep, "quant": "bf16"}, "flashinfer_cutlass")
+    assert eligible({**{k: v for k, v in dep.items() if k != "quant_config"}, "quant": "bf16"}, "flashinfer_cutlass")
 
 
 # --------------------------------------------------------------------------------- flashinfer_trtllm

@@ -41,3 +41,22 @@ def test_sglang_aiter_mxfp8_on_gfx950_takes_swiglu_oai_only(activation, refused)
            "runner": "aiter", "model": {**MINIMAX, "activation": activation}}
     r = moe_select.explain(dep)
     assert ("activation_unsupported" in _codes(r, "aiter")) == refused, [(x.code, x.detail) for x in cand(r, "aiter").reasons]
+
+
+GPT_OSS_20B = {"num_experts": 32, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
+               "activation": "swiglu_oai", "routing": "renormalize"}
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.34.0"])
+def test_vllm_flashinfer_cutlass_mxfp4_off_sm90_needs_mxfp8_activations(version):
+    """From vLLM 0.29.0 the MXFP4 oracle keeps only the BF16-activation variants unless an activation is asked
+    (oracle/mxfp4.py:_filter_by_activation), and FlashInferExperts takes MXFP4 with BF16 activations on 9.0 only
+    (_supports_quant_scheme): on an RTX 5090 vLLM runs Marlin, not FlashInfer CUTLASS (a reviewer's run)."""
+    dep = {"gpu": "RTX 5090", "engine": "vllm", "engine_version": version, "quant": "mxfp4", "model": GPT_OSS_20B}
+    r = moe_select.explain(dep)
+    fc = cand(r, "flashinfer_cutlass")
+    assert not fc.eligible and fc.reasons, [(x.code, x.detail) for x in fc.reasons]
+    [choice] = [e for e in r.engine_choices if e.engine == "vllm"]
+    assert choice.runner != "flashinfer_cutlass", choice
+    asked = moe_select.explain({**dep, "runner": "flashinfer_cutlass", "quant_config": {"activation_precision": "mxfp8"}})
+    assert not cand(asked, "flashinfer_cutlass").reasons, [(x.code, x.detail) for x in cand(asked, "flashinfer_cutlass").reasons]
