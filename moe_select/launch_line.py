@@ -1171,10 +1171,15 @@ def _map(launch: Launch, where: str) -> None:
                                        f"({tp} % {dp} = {tp % dp}) [sgl-project/sglang@008b79d2358b:python/sglang/srt/"
                                        "arg_groups/parallel_hook.py:handle_data_parallelism]; give a dp that divides tp"))
             _set(launch, "dp", dp, f"{_w(launch, 'dp_attention', 'dp')}")
-        elif (_num(launch, "dp") or 1) > 1:
-            launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without attention data parallelism "
-                                           "(--enable-dp-attention; from 0.5.22 --attn-dp-size): each replica is its own MoE "
-                                           "group of tp ranks, planned once"))
+        else:
+            # the line is the whole server: no attention-DP flag is SGLang's default, attn_dp_size 1 (a new user's trial:
+            # dp was left unstated, and a fact that needs dp == tp planned a line SGLang refuses)
+            if (_num(launch, "dp") or 1) > 1:
+                launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without attention data "
+                                               "parallelism (--enable-dp-attention; from 0.5.22 --attn-dp-size): each replica "
+                                               "is its own MoE group of tp ranks, planned once"))
+            _set(launch, "dp", 1, "SGLang's default: no attention data parallelism (--attn-dp-size / --enable-dp-attention "
+                                  "not in the line)")
         a2a_theirs = v["a2a"].value if "a2a" in v else None
         if a2a_theirs is not None:
             a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where, launch.engine_version)

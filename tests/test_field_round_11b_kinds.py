@@ -160,8 +160,10 @@ def _k3_v2(architecture: str | None, **kw: Any) -> Any:
     model = dict(K3_NVFP4, **({"architecture": architecture} if architecture else {}))
     # SGLang 0.5.21: 0.5.19 (assumed without engine_version) and 0.5.20 fail DeepEP V2's prefill into DeepGEMM
     # (sgl-project/sglang#38160, backends/a2a/deepep_v2.yaml), another fact than this kind's.
+    # The checkpoint's layout stated compressed-tensors: SGLang's ModelOpt NVFP4 method (nvfp4's default layout) builds
+    # no deep_gemm at all (backends/common.yaml methods, ModelOptNvFp4FusedMoEMethod.apply), another fact than this kind's.
     dep = dict(gpu="B300", engine="sglang", engine_version="0.5.21", quant="nvfp4", model=model, tp=4, ep=4,
-               a2a="deepep_v2", runner="deep_gemm")
+               a2a="deepep_v2", runner="deep_gemm", quant_config={"layout": "compressed-tensors"})
     return _explain(**{**dep, **kw})
 
 

@@ -81,8 +81,8 @@ def test_sglang_readme_deepseek_single_node(hf_cache):
     # it for "one node of 8 x H200"). Ran: sgl-project/sglang#2735 launched this very line on H200 (GSM8K 0.951).
     launch = from_command("python3 -m sglang.launch_server --model deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code", hf_cache)
     assert not launch.found("engine_error") and not launch.found("unknown")
-    assert launch.deployment == {"engine": "sglang", "tp": 8, "model_config": launch.deployment["model_config"],
-                                 "speculative": False}
+    assert launch.deployment == {"engine": "sglang", "tp": 8, "dp": 1, "model_config": launch.deployment["model_config"],
+                                 "speculative": False}    # dp 1: SGLang's default, no attention data parallelism
     report = launch.explain(deployment={"gpu": "H200"})
     assert report.plan is not None
     assert report.deployment.provenance["tp"] == "launch line: --tp 8"
@@ -893,7 +893,7 @@ def test_sglang_dp_attention_with_a_dp_that_does_not_divide_tp_is_refused():
     assert from_command("python -m sglang.launch_server --model-path M --tp 8 --dp 4 --enable-dp-attention",
                         model_config=q).deployment["dp"] == 4
     launch = from_command("python -m sglang.launch_server --model-path M --tp 8 --dp 3", model_config=q)   # replicas
-    assert "dp" not in launch.deployment
+    assert launch.deployment["dp"] == 1       # each replica is one tp group without attention data parallelism
 
 
 def test_vllm_eplb_config_is_read():

@@ -77,7 +77,7 @@ def test_sglang_attn_dp_size_read_from_0_5_22():
     new = from_command(ATTN, engine_version="0.5.22")
     assert new.deployment["dp"] == 8 and not _kinds(new, "engine_error")
     old = from_command(ATTN, engine_version="0.5.21")      # the 0.5.21 parser has no such flag
-    assert "dp" not in old.deployment and _kinds(old, "engine_error")
+    assert old.deployment["dp"] == 1 and _kinds(old, "engine_error")   # not read: SGLang's default, no attention DP
     # the alias; the deprecated pair reads the same at 0.5.22, with a deprecation finding
     assert from_command(ATTN.replace("--attn-dp-size", "--attention-data-parallel-size"), engine_version="0.5.23").deployment["dp"] == 8
     pair = from_command(ATTN.replace("--attn-dp-size 8", "--enable-dp-attention --dp-size 8"), engine_version="0.5.22")

@@ -57,8 +57,9 @@ def test_a_defaulted_cuda_graph_off_writes_no_switch_an_asked_one_does():
 
 
 def test_an_unverified_plan_says_so_in_its_script():
-    r = moe_select.explain({"gpu": "B200", "engine": "sglang", "model_config": str(CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4"),
-                            "tp": 8, "ep": 8, "a2a": "deepep"})
+    # SGLang 0.5.18: from 0.5.19 its ModelOpt NVFP4 method is read to build no runner DeepEP takes here (refused)
+    r = moe_select.explain({"gpu": "B200", "engine": "sglang", "engine_version": "0.5.18",
+                            "model_config": str(CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4"), "tp": 8, "ep": 8, "a2a": "deepep"})
     assert r.plan is not None and r.plan.evidence == "unverified", r.summary()
     script = emit(r.plan, "sglang").script()
     assert "# UNVERIFIED: no fact says this runs" in script
