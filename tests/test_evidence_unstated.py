@@ -27,8 +27,9 @@ KEYS = {
     "architecture": ({"gpu": "H200", "engine": "sglang", "quant": "mxfp4", "model": DSV4_FLASH, "tp": 8, "ep": 1,
                       "runner": "triton"}, "backends/triton.yaml:", "DeepseekV4ForCausalLM", "GptOssForCausalLM",
                      "quant_unsupported", "state model.architecture"),
+    # vendor_library stated (vLLM's AITER MXFP4 experts need VLLM_ROCM_USE_AITER): dp is the one input left unstated
     "dp": ({"gpu": "MI300X", "engine": "vllm", "quant": "mxfp4", "model": GPT_OSS_120B, "tp": 8, "ep": 1,
-            "runner": "aiter"}, "backends/aiter.yaml:", 2, 1, "parallelism_unsupported", "state dp"),
+            "runner": "aiter", "vendor_library": True}, "backends/aiter.yaml:", 2, 1, "parallelism_unsupported", "state dp"),
 }
 
 

@@ -79,13 +79,15 @@ def test_aiter_mxfp4_on_gfx942_is_vllm_only(tmp_path, capsys):
 
 
 def test_aiter_mxfp4_swiglu_on_gfx950_both_engines(tmp_path, capsys):
-    # AiterExperts accepts kMxfp4Static on gfx950 (rocm_aiter_moe.py); ActivationType.Swiglu since aiter v0.1.7.
-    out = explain(tmp_path, capsys, gpu="MI355X", quant="mxfp4", model=GPT_OSS_120B, tp=8, runner="aiter")
+    # AiterExperts accepts kMxfp4Static on gfx950 (rocm_aiter_moe.py); ActivationType.Swiglu since aiter v0.1.7. The AITER
+    # switch stated on (vLLM's AITER MXFP4 experts need VLLM_ROCM_USE_AITER; SGLang's SGLANG_USE_AITER).
+    out = explain(tmp_path, capsys, gpu="MI355X", quant="mxfp4", model=GPT_OSS_120B, tp=8, runner="aiter",
+                  vendor_library=True)
     assert out["status"] == "ok", out["reasons"]
     assert set(candidate(out, "aiter")["engines"]) == {"sglang", "vllm"}
     # An aiter older than v0.1.7 has no Swiglu activation.
     out = explain(tmp_path, capsys, gpu="MI355X", quant="mxfp4", model=GPT_OSS_120B, tp=8, runner="aiter",
-                  packages={"amd-aiter": "0.1.6"})
+                  vendor_library=True, packages={"amd-aiter": "0.1.6"})
     assert "activation_unsupported" in codes(candidate(out, "aiter"))
 
 
