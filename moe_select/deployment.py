@@ -32,14 +32,13 @@ from .yamlio import MarkedDict, load_file, shorten, validate
 MAX_RANKS = 4096
 #: Upper bound on max_tokens_per_rank (tokens one rank passes to the MoE layer in one forward).
 MAX_TOKENS = 1 << 20
-#: Defaults of max_tokens_per_rank per phase, shown in explain as defaults: a decode forward holds at
-#: most the CUDA-graph batch, a prefill forward at most one chunk of chunked prefill.
 #: ``quant_config.layout`` values that serialize one family of formats only (the others, compressed-tensors and quark,
 #: serialize any): AWQ and GPTQ integer weights, MXFP4's own quant_method, the engines' Fp8Config (quant_method fp8).
 LAYOUT_FORMATS = {"awq": lambda q: q.startswith("int"), "gptq": lambda q: q.startswith("int"),
                   "mxfp4": lambda q: q == "mxfp4", "fp8": lambda q: q.startswith("fp8")}
 LAYOUT_WHAT = {"awq": "integer weights", "gptq": "integer weights", "mxfp4": "MXFP4 weights", "fp8": "FP8 weights"}
-
+#: Defaults of max_tokens_per_rank per phase, shown in explain as defaults: a decode forward holds at
+#: most the CUDA-graph batch, a prefill forward at most one chunk of chunked prefill.
 DEFAULT_TOKENS = {"decode": 256, "prefill": 8192, "both": 8192}
 
 
@@ -87,8 +86,7 @@ class QuantConfig(Located):
     @classmethod
     def _precision_runners(cls, v: list[str] | None) -> list[str] | None:
         for name in v or []:
-            if not re.match(NAME_PATTERN, name):
-                raise ValueError(f"{name[:40]!r} is not a runner name (lower case, digits, _)")
+            _checked_name(name, "a runner")
         return v
 
     @model_validator(mode="after")
@@ -372,6 +370,7 @@ def _checked_name(value: str, what: str) -> str:
     near = value.strip().lower().replace("-", "_")
     hint = f"; did you mean {near!r}?" if re.match(NAME_PATTERN, near) else ""
     raise ValueError(f"{shorten(value)} is not {what} name (lower case, digits, _{hint})")
+
 
 def _ranges(ids: list[int]) -> str:
     """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
