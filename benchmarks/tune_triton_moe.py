@@ -628,11 +628,15 @@ def tune(args) -> dict:
     deadline = t_start + args.budget_s - args.reserve_s
     dry = args.dry_run
     dev = torch.device("cpu") if dry else torch.device("cuda", torch.cuda.current_device())
-    models = {"dry": DRY_MODEL} if dry else {m: MODELS[m] for m in args.models}
+    chosen = args.models if args.models is not None else list(DEFAULT_MODELS)
+    models = {"dry": DRY_MODEL} if dry else {m: MODELS[m] for m in chosen}
     formats = (DRY_FORMATS if args.formats == list(FORMATS) else tuple(args.formats)) if dry else tuple(args.formats)
     pairs = [(n, s, f) for n, s in models.items() for f in formats]
     if getattr(args, "fp4", False) and not dry:
-        pairs = [(n, MODELS[n], f) for n, f in FP4_PAIRS]
+        pairs = [(n, MODELS[n], f) for n, f in FP4_PAIRS if args.models is None or n in args.models]
+        if not pairs:
+            raise SystemExit(f"--fp4 --models {' '.join(args.models)}: none of these layers is in FP4_PAIRS "
+                             f"({', '.join(n for n, _ in FP4_PAIRS)})")
     tokens = DRY_TOKENS if dry else tuple(args.tokens)
     block = DRY_BLOCK if dry else BLOCK
     device_name = "cpu" if dry else torch.cuda.get_device_name(dev)
@@ -911,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget from the start (s)")
     p.add_argument("--reserve-s", type=float, default=15.0, help="stop measuring this long before the budget ends")
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="compile worker processes")
-    p.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), choices=list(MODELS))
+    p.add_argument("--models", nargs="+", default=None, choices=list(MODELS),
+                   help="layers to tune (default: DEFAULT_MODELS; with --fp4, the FP4_PAIRS of these layers)")
     p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(ALL_FORMATS))
     p.add_argument("--fp4", action="store_true", help="tune the issue-24 layers in their formats (FP4_PAIRS); "
                                                       "overrides --models and --formats")
