@@ -592,6 +592,7 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
 
     made_online = False  # the engine quantizes an unquantized checkpoint at load (quant_params.online)
     makers: list[str] | None = None  # the serving engines that make it, where the online column says (quant_params.online_engines)
+    online_from: str | None = None  # the quantized checkpoint's format converted at load (quant_params.online_from)
     if dep.quant not in (None, "auto"):
         if quant is not None and quant != dep.quant:
             from .formats import lookup as format_row
@@ -613,8 +614,11 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                              "online NVFP4 with per-token activation scales (SGLang --quantization nvfp4_online, "
                              "sgl-project/sglang PR #28354)")
                 made_online = True
-            elif unquantized and wanted is not None and wanted.quantized and wanted.online_ways:
-                # per engine and version: which engines make the format at load, with which flag (formats.yaml)
+            elif wanted is not None and wanted.quantized and (
+                    (unquantized and wanted.online_ways)
+                    or (ckpt is not None and ckpt.quantized and any(w.takes(quant) for w in wanted.online_ways))):
+                # per engine and version: which engines make the format at load, with which flag (formats.yaml); a
+                # quantized checkpoint (FP8 -> NVFP4) by the facts whose from names its format
                 from .formats import online_engines, online_judgement
                 from .vocab import ENGINES
 
@@ -622,11 +626,13 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 versions: dict[str, str | None] = dict(engine_versions) if engine_versions is not None else (
                     {str(dep.engine): dep.engine_version} if dep.engine_version else {})
                 scale = dep.quant_config.activation_scale if dep.quant_config is not None else None
-                ok, text = online_judgement(wanted, quant, engines, versions, arch, scale)
+                ok, text = online_judgement(wanted, quant, engines, versions, arch, scale, quantized=not unquantized)
                 if ok:
                     notes.append(text)
                     made_online = True
-                    makers = online_engines(wanted, engines, versions, arch, scale)
+                    makers = online_engines(wanted, engines, versions, arch, scale, None if unquantized else quant)
+                    if not unquantized:
+                        online_from = quant
                 else:
                     bad("quant", text)
             elif unquantized and wanted is None and (near := _mistyped_format(str(dep.quant), format_names())):
@@ -825,6 +831,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         if makers is not None:
             # engine: any plans for these engines only (the selector refuses the others, naming formats.yaml's facts)
             quant_params["online_engines"] = makers
+        if online_from is not None:
+            quant_params["online_from"] = online_from  # the selector and the emitter judge the facts that take it
         defaults = {k: v for k, v in (fmt.params if fmt is not None else {}).items() if k not in quant_params}
         if defaults and "quant_params" not in prov:
             prov["quant_params"] = f"default ({quant}'s usual parameters)"

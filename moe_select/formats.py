@@ -148,7 +148,7 @@ OnlineEngine = Literal["sglang", "vllm", "trtllm"]
 
 class OnlineWay(Located):
     """One fact of a format's ``online`` column: whether serving engine ``engine`` makes the format at load from a
-    16-bit (bf16/fp16) checkpoint, at the engine versions ``version`` (a PEP 440 specifier of the engine's own
+    16-bit (bf16/fp16) checkpoint (or from the quantized formats ``from`` names), at the engine versions ``version`` (a PEP 440 specifier of the engine's own
     package; empty: every version), with the flag ``how``. ``makes: false`` is a refusal on evidence (``why`` says
     what the engine does instead: a flag that does not quantize the experts, a check that raises).
     ``arch`` (arch names, families, ranges, as facts write them) and ``activation_scale`` (an NVFP4
@@ -158,6 +158,10 @@ class OnlineWay(Located):
     engine: OnlineEngine
     version: str = ""
     how: str = Field(min_length=1)
+    #: The checkpoint formats (names of this file's rows) the engine converts with ``how``; absent: a 16-bit
+    #: (unquantized) checkpoint only. SGLang's ``--quantization modelopt_fp4`` also converts an FP8 checkpoint's
+    #: experts to NVFP4 (sgl-project/sglang PR #33115), a fact of its own row with ``from: [fp8_tensor, ...]``.
+    from_formats: list[str] | None = Field(default=None, alias="from", min_length=1)
     makes: bool = True
     why: str | None = None
     arch: list[str] | None = None
@@ -182,6 +186,16 @@ class OnlineWay(Located):
             raise ValueError(f"{self.engine} {self.how}: makes: false needs why (what the engine does instead)")
         return self
 
+    def takes(self, checkpoint: str | None) -> bool:
+        """Whether this fact speaks of a checkpoint in format ``checkpoint`` (None: a 16-bit one): one of
+        :attr:`from_formats`, or, where the fact names none, a format whose row is not quantized (or has no row)."""
+        if self.from_formats is not None:
+            return checkpoint in self.from_formats
+        if checkpoint is None:
+            return True
+        row = lookup(checkpoint)
+        return row is None or not row.quantized
+
     def holds(self, version: str | None, arch: str | None, activation_scale: str | None) -> bool | None:
         """Whether this fact speaks for a deployment at the engine ``version`` (None: not known), on ``arch``
         and with ``activation_scale``: True / False, or None when only the unknown version decides."""
@@ -205,7 +219,8 @@ class OnlineWay(Located):
         """e.g. ``vllm >=0.25.0 --quantization fp8_per_block``, with the arch and activation scale it needs."""
         extra = ", ".join(x for x in ((f"arch {'/'.join(self.arch)}" if self.arch else ""),
                                       (f"activation_scale {self.activation_scale}" if self.activation_scale else "")) if x)
-        return " ".join(x for x in (self.engine, self.version, self.how) if x) + (f" ({extra})" if extra else "")
+        return (" ".join(x for x in (self.engine, self.version, self.how) if x) + (f" ({extra})" if extra else "")
+                + (f" from a {'/'.join(self.from_formats)} checkpoint" if self.from_formats else ""))
 
 
 class Format(Located):
@@ -245,7 +260,7 @@ class Format(Located):
     def online(self) -> bool:
         """True when some engine makes this format at load from a 16-bit checkpoint (a ``makes`` fact of the
         ``online`` column, or ``online: true``)."""
-        return self.ways is True or (isinstance(self.ways, list) and any(w.makes for w in self.ways))
+        return self.ways is True or (isinstance(self.ways, list) and any(w.makes and w.takes(None) for w in self.ways))
 
     @property
     def online_ways(self) -> list[OnlineWay]:
@@ -293,6 +308,12 @@ class FormatsFile(Located):
             if f.name in seen:
                 raise ValueError(f"format {f.name!r} has two rows: {seen[f.name].where()} and {f.where()}")
             seen[f.name] = f
+        for f in v:
+            for w in f.online_ways:
+                bad = [n for n in w.from_formats or () if n not in seen or n == f.name]
+                if bad:
+                    raise ValueError(f"{w.where()}: online fact {w.engine} {w.how!r} of {f.name}: from names "
+                                     f"{', '.join(bad)}, not another format of this file ({', '.join(seen)})")
         return v
 
 
@@ -437,13 +458,14 @@ def per_channel(quant: str, params: dict[str, object] | None = None) -> bool | N
 
 
 def online_verdict(fmt: Format, engine: str, version: str | None, arch: str | None,
-                   activation_scale: str | None) -> tuple[str, list[OnlineWay]]:
+                   activation_scale: str | None, checkpoint: str | None = None) -> tuple[str, list[OnlineWay]]:
     """What the ``online`` column of ``fmt`` says of serving engine ``engine`` at ``version`` (None: not known) on
     ``arch`` with ``activation_scale``: ``("makes", ways)`` when some fact that holds makes the format at load (the
     ways that do), ``("refuses", ways)`` when none makes it and a ``makes: false`` fact holds (a refusal on
     evidence), ``("version", ways)`` when only the unknown version decides (the ways whose version range it is),
-    ``("none", [])`` when no fact names this engine at all (or a bare ``online: true`` names none)."""
-    ways = [w for w in fmt.online_ways if w.engine == engine]
+    ``("none", [])`` when no fact names this engine at all (or a bare ``online: true`` names none). ``checkpoint``: the
+    format converted (None: a 16-bit checkpoint); only the facts that take it (:meth:`OnlineWay.takes`) speak."""
+    ways = [w for w in fmt.online_ways if w.engine == engine and w.takes(checkpoint)]
     held = [(w, w.holds(version, arch, activation_scale)) for w in ways]
     makes = [w for w, h in held if w.makes and h is True]
     if makes:
@@ -458,14 +480,15 @@ def online_verdict(fmt: Format, engine: str, version: str | None, arch: str | No
 
 
 def online_clause(fmt: Format, engine: str, version: str | None, arch: str | None,
-                  activation_scale: str | None) -> tuple[bool, str, str]:
+                  activation_scale: str | None, checkpoint: str | None = None) -> tuple[bool, str, str]:
     """What ``fmt``'s ``online`` column says of serving engine ``engine`` at ``version`` (None: not known):
-    ``(makes, words, where)``: whether the engine makes the format at load from a 16-bit checkpoint (a version not
+    ``(makes, words, where)``: whether the engine makes the format at load from a ``checkpoint`` checkpoint (None:
+    a 16-bit one; a version not
     known that decides counts as making it, and the words say so), the words (the flag, the version read at, the
     upstream sources; or the evidence it does not), and ``file:line`` of the facts read (of the column where no fact
     names the engine). :func:`online_judgement` and the selector's narrowing of ``engine: any`` read it."""
     at = f"{engine} {version}" if version else engine
-    verdict, ways = online_verdict(fmt, engine, version, arch, activation_scale)
+    verdict, ways = online_verdict(fmt, engine, version, arch, activation_scale, checkpoint)
     where = ", ".join(w.where() for w in ways) or fmt.where("online")
     if verdict == "makes":
         return True, (f"{at} makes it with {' or '.join(w.how for w in ways)} [{'; '.join(w.source for w in ways)}]"
@@ -475,20 +498,21 @@ def online_clause(fmt: Format, engine: str, version: str | None, arch: str | Non
                       f"[{'; '.join(w.source for w in ways)}]"), where
     if verdict == "refuses":
         return False, f"{at} does not: " + "; ".join(f"{w.how}: {w.why} [{w.source}]" for w in ways), where
-    others = [w.text() for w in fmt.online_ways if w.engine == engine and w.makes]
-    here = f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
+    others = [w.text() for w in fmt.online_ways if w.engine == engine and w.makes and w.takes(checkpoint)]
+    here = (f"from a {checkpoint} checkpoint, " if checkpoint is not None else "") + f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
     return False, (f"{at} ({here}): no fact says it makes it" + (f"; its facts: {', '.join(others)}" if others else "")), where
 
 
 def online_engines(fmt: Format, engines: Sequence[str], versions: Mapping[str, str | None], arch: str | None,
-                   activation_scale: str | None) -> list[str]:
-    """The engines of ``engines`` that make ``fmt`` at load from a 16-bit checkpoint at ``versions`` (engine ->
-    version, None: not known; one whose unknown version decides is counted), per :func:`online_clause`."""
-    return [e for e in engines if online_clause(fmt, e, versions.get(e), arch, activation_scale)[0]]
+                   activation_scale: str | None, checkpoint: str | None = None) -> list[str]:
+    """The engines of ``engines`` that make ``fmt`` at load from a ``checkpoint`` checkpoint (None: a 16-bit one) at
+    ``versions`` (engine -> version, None: not known; one whose unknown version decides is counted), per
+    :func:`online_clause`."""
+    return [e for e in engines if online_clause(fmt, e, versions.get(e), arch, activation_scale, checkpoint)[0]]
 
 
 def online_judgement(fmt: Format, checkpoint: str, engines: Sequence[str], versions: Mapping[str, str | None],
-                     arch: str | None, activation_scale: str | None) -> tuple[bool, str]:
+                     arch: str | None, activation_scale: str | None, quantized: bool = False) -> tuple[bool, str]:
     """Whether serving ``fmt`` from a 16-bit checkpoint (format ``checkpoint``) is planned for ``engines`` (the
     deployment's engine, or each serving engine for ``engine: any``) at ``versions`` (engine -> version, None: not
     known), and the words: ``(True, note)`` when some engine makes it at load (the note names each engine's flag, the
@@ -500,7 +524,7 @@ def online_judgement(fmt: Format, checkpoint: str, engines: Sequence[str], versi
         said.append(words)
         if makes:
             makers.append(e)
-    head = f"quant {fmt.name} for an unquantized ({checkpoint}) checkpoint: "
+    head = f"quant {fmt.name} for {'a' if quantized else 'an unquantized'} ({checkpoint}) checkpoint: "
     where = f"backends/{FILE_NAME}, {fmt.name}'s online column"
     if makers:
         return True, head + f"online quantization at load ({where}): " + "; ".join(said)

@@ -295,7 +295,8 @@ def _precision_flag(engine: str, precision: str, version: str | None, comments: 
 
 
 def _online_words(plan: Any, engine: str, version: str | None, comments: list[str]) -> list[str]:
-    """``[flag, value]`` making the plan's format at load from the 16-bit checkpoint (``quant_params.online``, issue 21):
+    """``[flag, value]`` making the plan's format at load from the 16-bit checkpoint, or the quantized one
+    ``quant_params.online_from`` names (``quant_params.online``, issue 21):
     the ``online`` fact of backends/formats.yaml that makes it for ``engine`` at ``version`` (None: not known, a comment
     says which releases the flag needs), preferring a flag no ``makes: false`` fact of the engine names (vLLM's
     fp8_per_tensor over fp8, which raises from 0.31.0). Nothing for a plan of the checkpoint's own format. Raises
@@ -312,17 +313,19 @@ def _online_words(plan: Any, engine: str, version: str | None, comments: list[st
     if fmt is None:
         raise EmitError(f"{plan.quant} is made at load, and backends/formats.yaml has no row for it: no fact says which {engine} "
                         f"flag makes it; moe-select cannot write this plan as a {engine} launch")
-    verdict, ways = online_verdict(fmt, engine, version, plan.arch, scale)
+    src = d.quant_params.get("online_from")  # a quantized checkpoint converted at load (FP8 -> NVFP4), else 16-bit
+    verdict, ways = online_verdict(fmt, engine, version, plan.arch, scale, src)
     flagged = [(w, fv[1]) for w in ways if (fv := online_flag(w.how, engine)) is not None]
     if verdict not in ("makes", "version") or not flagged:
-        _, words, where = online_clause(fmt, engine, version, plan.arch, scale)
-        raise EmitError(f"{plan.quant} is made at load from the 16-bit checkpoint, and {words} ({where})"
+        _, words, where = online_clause(fmt, engine, version, plan.arch, scale, src)
+        raise EmitError(f"{plan.quant} is made at load from the {src or '16-bit'} checkpoint, and {words} ({where})"
                         + ("" if verdict not in ("makes", "version") else f"; no fact names {engine}'s quantization flag")
                         + f": moe-select cannot write this plan as a {engine} launch")
-    refused = {fv[1] for w in fmt.online_ways if w.engine == engine and not w.makes and (fv := online_flag(w.how, engine)) is not None}
+    refused = {fv[1] for w in fmt.online_ways if w.engine == engine and not w.makes and w.takes(src)
+               and (fv := online_flag(w.how, engine)) is not None}
     pick, value = next((x for x in flagged if x[1] not in refused), flagged[0])
     flag = _flag(engine, "quant", version, comments)
-    comments.append(f"{plan.quant} made at load from the 16-bit checkpoint: {flag} {value}"
+    comments.append(f"{plan.quant} made at load from the {src or '16-bit'} checkpoint: {flag} {value}"
                     + (f" (its version not known: the flag needs {engine} {pick.version})" if verdict == "version" else "")
                     + (f"; {pick.note}" if pick.note else "") + f" (backends/formats.yaml:{pick.where().rsplit(':', 1)[-1]}; {pick.source})")
     return [flag, value]

@@ -1710,7 +1710,11 @@ def _online_quant(launch: Launch) -> None:
         info = read_model_config(str(launch.deployment["model_config"]), engine=e)
         ckpt, layout = info.quant, info.quant_params.get("layout")
     row = lookup(ckpt) if ckpt is not None else None
-    if row is None or row.quantized:
+    # the online facts of this engine naming this value that speak of this checkpoint (a 16-bit one, or a quantized
+    # format their from names: SGLang's modelopt_fp4 on an FP8 checkpoint)
+    named = [(f, w) for f in formats().values() for w in f.online_ways
+             if w.engine == e and w.takes(ckpt) and (fv := online_flag(w.how, e)) is not None and fv[1] == value]
+    if row is None or (row.quantized and not named):
         kind = layout if layout in ("awq", "gptq") else "fp8" if ckpt is not None and ckpt.startswith("fp8") else None
         clash = next((m for m in table(e).quant_mismatch if m.checkpoint == kind and value.lower() in m.refuses), None)
         if clash is not None:  # the engine compares the method named with the checkpoint's and raises at startup
@@ -1722,8 +1726,6 @@ def _online_quant(launch: Launch) -> None:
         launch.findings.append(Finding("note", r.written, f"the format is read from the checkpoint ({ckpt or 'not read'}: "
                                        "moe-select's quant: auto); give --quant for online quantization of an unquantized checkpoint"))
         return
-    named = [(f, w) for f in formats().values() for w in f.online_ways
-             if w.engine == e and (fv := online_flag(w.how, e)) is not None and fv[1] == value]
     made = list(dict.fromkeys(f.name for f, w in named if w.makes))
     fmts = made or list(dict.fromkeys(f.name for f, _ in named))
     if len(fmts) != 1:
@@ -1746,7 +1748,7 @@ def _online_quant(launch: Launch) -> None:
         return
     # this flag at the declared version (another flag making the format does not make this one work)
     held = [w for w in ways if w.holds(launch.engine_version, None, "per_token" if scales == {"per_token"} else None) is True]
-    held += [w for w in fmt.online_ways if w.engine == e and not w.makes and w not in ways and (fv := online_flag(w.how, e))
+    held += [w for w in fmt.online_ways if w.engine == e and not w.makes and w not in ways and w.takes(ckpt) and (fv := online_flag(w.how, e))
              is not None and fv[1] == value and w.holds(launch.engine_version, None, None) is True]
     if any(w.makes for w in held):
         return

@@ -1298,7 +1298,8 @@ def _engines(u: Understood) -> list[str]:
 
 def _online_refusal(u: Understood, engine: str, env: Environment, catalog: Catalog) -> Reason | None:
     """The reason serving engine ``engine`` cannot serve a deployment whose format it would have to make at load
-    from a 16-bit checkpoint and does not (issue 21): ``quant_params.online_engines`` (set by
+    from a 16-bit checkpoint (or the quantized one ``quant_params.online_from`` names) and does not (issue 21):
+    ``quant_params.online_engines`` (set by
     :func:`~moe_select.deployment.understand` from backends/formats.yaml's ``online`` column) lists the engines
     that do; the detail is that column's evidence for ``engine`` at its version. None where the engine is listed,
     where no list was recorded, and for this install (``moe_select``: it loads no checkpoint)."""
@@ -1312,8 +1313,9 @@ def _online_refusal(u: Understood, engine: str, env: Environment, catalog: Catal
     if fmt is None:
         words, where = "no online column to read", f"backends/{FILE_NAME}"
     else:
-        _, words, where = online_clause(fmt, engine, version, u.arch, activation_scale_of(u))
-    return Reason(code="quant_unsupported", detail=f"{u.quant} is made at load from the 16-bit checkpoint (online "
+        _, words, where = online_clause(fmt, engine, version, u.arch, activation_scale_of(u), u.quant_params.get("online_from"))
+    src = u.quant_params.get("online_from") or "16-bit"
+    return Reason(code="quant_unsupported", detail=f"{u.quant} is made at load from the {src} checkpoint (online "
                   f"quantization), and {words}", source=where,
                   fix=f"engine: {' or '.join(makers) or 'none'}, or a checkpoint in {u.quant}")
 
