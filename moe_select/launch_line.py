@@ -1032,11 +1032,14 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
     return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
 
 
-def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version: str | None = None) -> str:
+def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version: str | None = None,
+            findings: list[Finding] | None = None) -> str:
     """``theirs`` (the value of ``engine``'s runner or all-to-all option, ``of``, as ``written``) as the engine reads it
     (its :class:`~moe_select.engine_tables.Choices` row's normalization where that is vLLM's lower-casing). Raises
     :class:`InputError` (the option as written) when the row says the option's values are closed and this is none of
-    them: the engine refuses it at startup."""
+    them: the engine refuses it at startup. A value of a later release than ``version`` (the declared one), or one it
+    removed: an ``engine_error`` finding in ``findings`` (the line describes a deployment other releases run, so it is
+    planned, and explain exits 1; README "Launch lines"), an :class:`InputError` where no ``findings`` is given."""
     c = names().choices_of(engine, of)
     if c is None:
         return theirs
@@ -1052,16 +1055,15 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
                                + (f" (no longer: {', '.join(retired)})" if retired else "") + f" [{c.source}]"
                                + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
                                f"leave the option out of the line and name the {what} with {flag}"))
-    first = c.first_release(theirs, version)
-    if first is not None:
-        raise InputError(Issue(where, 0, written, f"{theirs!r} first shipped in {engine} {first}: {engine} {version} (the "
-                               f"declared version) refuses it at startup [{c.since_source or c.source}]; declare the "
-                               "version that runs, or leave the option out"))
-    gone = c.removed_in(theirs, version)
-    if gone is not None:
-        raise InputError(Issue(where, 0, written, f"{theirs!r} was removed in {engine} {gone}: {engine} {version} (the "
-                               f"declared version) refuses it at startup [{c.since_source or c.source}]; declare the "
-                               "version that runs, or name another value"))
+    first, gone = c.first_release(theirs, version), c.removed_in(theirs, version)
+    said = (f"{theirs!r} first shipped in {engine} {first}: {engine} {version} (the declared version) refuses it at "
+            "startup; declare the version that runs, or leave the option out") if first is not None else (
+            f"{theirs!r} was removed in {engine} {gone}: {engine} {version} (the declared version) refuses it at startup; "
+            "declare the version that runs, or name another value") if gone is not None else None
+    if said is not None:
+        if findings is None:
+            raise InputError(Issue(where, 0, written, f"{said} [{c.since_source or c.source}]"))
+        findings.append(Finding("engine_error", written, said, c.since_source or c.source))
     return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
 
 
@@ -1182,7 +1184,8 @@ def _map(launch: Launch, where: str) -> None:
                                   "not in the line)")
         a2a_theirs = v["a2a"].value if "a2a" in v else None
         if a2a_theirs is not None:
-            a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where, launch.engine_version)
+            a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where, launch.engine_version,
+                                 launch.findings)
             mode = v["a2a_mode"].value if "a2a_mode" in v else None
             ours, ours_mode, note = _a2a_ours("sglang", a2a_theirs, mode)
             _set(launch, "a2a", ours, _w(launch, "a2a"))
@@ -1214,7 +1217,7 @@ def _map(launch: Launch, where: str) -> None:
             _set(launch, "ep", group, f"{_w(launch, 'ep_switch')} (a switch: EP = tp x dp x pcp = {group})")
         if "a2a" in v:
             ours, mode, note = _a2a_ours("vllm", _chosen("vllm", "a2a", str(v["a2a"].value), _w(launch, "a2a"), where,
-                                                         launch.engine_version), None, launch.engine_version,
+                                                         launch.engine_version, launch.findings), None, launch.engine_version,
                                          _w(launch, "a2a"), where)
             if "ep" not in launch.deployment and ours != "none":
                 launch.findings.append(Finding("note", _w(launch, "a2a"), "vLLM uses an all-to-all only with --enable-expert-parallel: not read"))
@@ -1261,8 +1264,8 @@ def _map(launch: Launch, where: str) -> None:
                                            "at startup (planned as runner: auto)", gone.source))
             runner_theirs = None
     if runner_theirs is not None:
-        runner_theirs = (_chosen(e, "runner", runner_theirs[0], runner_theirs[1], where, launch.engine_version),
-                         runner_theirs[1])
+        runner_theirs = (_chosen(e, "runner", runner_theirs[0], runner_theirs[1], where, launch.engine_version,
+                                 launch.findings), runner_theirs[1])
         ours, note = _runner_ours(e, runner_theirs[0])
         if ours != "auto":
             _set(launch, "runner", ours, runner_theirs[1])

@@ -126,11 +126,12 @@ def test_a_runner_name_newer_than_the_declared_release_is_refused_in_selection()
     auto leaves such runners out; a runner the engine's method builds with the option at auto is exempt."""
     base = {"gpu": "H100", "engine": "sglang", "engine_version": "0.5.6", "model_config": FP8, "tp": 8, "ep": 8}
     # asked by moe-select (not by the release's option): the engine may still reach it unnamed, so unverified, which
-    # strict mode refuses; a launch line that names it by the option is refused by the engine's parser
+    # strict mode refuses; a launch line that names it by the option is refused by the engine's parser (an engine
+    # error: exit 1)
     strict = moe_select.explain({**base, "runner": "hpc_ops", "strict": True})
     assert strict.status == "rejected" and [u for u in cand(strict, "hpc_ops").unknowns if u.code == "engine_unsupported"]
     assert main(["explain", "--brief", "--gpu", "H100", "--engine-version", "0.5.6", "--from-command",
-                 f"python -m sglang.launch_server --model-path {FP8} --tp 8 --ep 8 --moe-runner-backend hpc_ops"]) == 2
+                 f"python -m sglang.launch_server --model-path {FP8} --tp 8 --ep 8 --moe-runner-backend hpc_ops"]) == 1
     # a value 0.5.6's option takes (deep_gemm) is not refused for its release
     assert not [x for x in cand(moe_select.explain(base), "deep_gemm").unknowns if "first shipped" in x.detail]
     for runner, first in (("hpc_ops", "0.5.17"), ("humming", "0.5.16")):
