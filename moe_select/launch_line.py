@@ -653,6 +653,25 @@ def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[Flag
     return None, False, None
 
 
+def _inverse_before(t: EngineTable, name: str, version: str | None) -> str | None:
+    """Why the declared release ``version`` refuses ``name`` where it is the ``--disable-X`` of a bool_optional
+    ``--enable-X`` (or the reverse) that the table's ``inverse_enable_disable`` release first pairs, and ``version``
+    is older (its parser then has no such option: 'unrecognized arguments' at startup); None otherwise."""
+    inverse = t.inverse_enable_disable
+    if inverse is None or has_change(inverse, version, t.engine) is not False:
+        return None
+    key = name.replace("_", "-") if t.parser == "vllm_argparse" else name
+    for prefix, other in (("--disable-", "--enable-"), ("--enable-", "--disable-")):
+        if key.startswith(prefix):
+            pair = next((f for f in t.flags if f.takes == "bool_optional" and other + key[len(prefix):] in f.names), None)
+            if pair is not None:
+                no = "--no-" + pair.name[2:]
+                return (f"{t.engine} {version} has no {name} ({UNRECOGNIZED.get(t.engine, 'unrecognized arguments')}): its "
+                        f"parser pairs {other}{key[len(prefix):]} with {prefix}{key[len(prefix):]} from {inverse.text()}; "
+                        f"write {no} (or leave out {pair.name})")
+    return None
+
+
 def _other_engines_flag(name: str, engine: str) -> str:
     """Where ``name`` is another engine's flag whose meaning ``engine`` has a flag for: `` (sglang's flag for tp; vllm
     writes --tensor-parallel-size or -tp)``; else ''. (A ninth new user's trial: ``--tp-size`` under vLLM was told
@@ -829,9 +848,15 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
         entry, negated, how = _lookup(t, name, version)
         if entry is None:
             dashed = name.replace("_", "-")
+            paired = _inverse_before(t, name, version)
             if engine == "sglang" and dashed != name and _lookup(t, dashed)[0] is not None:
                 launch.findings.append(Finding("engine_error", name, f"SGLang reads exact names ({UNRECOGNIZED[engine]}: {name}); "
                                                f"write {dashed}", "sgl-project/sglang#12818"))
+            elif paired is not None:
+                # the table knows the flag's pair and the release that first reads this spelling: the parser of the
+                # declared release refuses it (a new user's eleventh trial: --disable-expert-parallel at vLLM 0.32.0)
+                launch.findings.append(Finding("engine_error", name, paired, t.inverse_enable_disable.by
+                                               if t.inverse_enable_disable is not None else t.sources.get("args", "")))
             else:
                 launch.findings.append(Finding("unknown", name, f"not in the {engine} table (checked at {t.checked_at})"
                                                f"{_other_engines_flag(name, engine) or _did_you_mean(name, _all_names(t))}; "

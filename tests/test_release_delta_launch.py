@@ -189,7 +189,12 @@ def test_vllm_disable_expert_parallel_from_0_33_0():
     new = from_command(line, engine_version="0.33.0")
     assert "ep" not in new.deployment and not _kinds(new, "unknown")
     old = from_command(line, engine_version="0.32.0")
-    assert old.deployment["ep"] == 8 and "--disable-expert-parallel" in _kinds(old, "unknown")
+    # 0.32.0's parser has no --disable-expert-parallel: 'unrecognized arguments' at startup, an engine error on the
+    # table's inverse_enable_disable release (the eleventh trial found it kept as an unknown flag, exit 0)
+    assert old.deployment["ep"] == 8 and "--disable-expert-parallel" not in _kinds(old, "unknown")
+    err = [f for f in old.found("engine_error") if f.token == "--disable-expert-parallel"]
+    assert err and "0.33.0" in err[0].message and "--no-enable-expert-parallel" in err[0].message, old.findings
+    assert "EnableDisableAction" in err[0].source
     assert from_command(f"vllm serve {QWEN} -tp 8 --no-enable-expert-parallel", engine_version="0.29.0").deployment.get("ep") is None
 
 
