@@ -67,7 +67,9 @@ def cli_launch(args: argparse.Namespace) -> Any:
             raise InputError(f"--from-command {spec[:40]!r} and words after it: give one launch line", file="<command line>",
                              field="from_command")
         line, where = read_source(spec)
-        base = Path(where).resolve().parent if where not in (LINE, "<stdin>") else Path.cwd()
+        # relative paths of a line read from a file are the working directory's, as the shell that runs the file reads
+        # them (not the file's folder: a new user's eleventh trial)
+        base = Path.cwd()
     env: dict[str, str] = {}
     shell: dict[str, str] = {}
     this_machine = getattr(args, "arch", None) in (None, "auto") and getattr(args, "gpu", None) is None

@@ -995,3 +995,22 @@ def test_trtllm_wideep_is_retired_from_the_release_that_drops_it(version, retire
                           model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), engine_version=version)
     errs = [f for f in launch.findings if f.kind == "engine_error" and "WIDEEP" in f.message]
     assert bool(errs) == retired, [(f.kind, f.message) for f in launch.findings]
+
+
+def test_a_line_read_from_a_file_resolves_relative_paths_against_the_working_directory(tmp_path, monkeypatch, capsys):
+    """``@FILE``: the model path and config files of the line are the working directory's, as the shell that runs the file
+    reads them, not the file's folder (a new user's eleventh trial: a script kept in a scripts/ folder naming
+    ``models/...`` was read against scripts/)."""
+    import shutil
+
+    shutil.copytree(CONFIGS / "Qwen__Qwen3-30B-A3B", tmp_path / "models" / "q")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "models").mkdir()   # a decoy: the file's folder has no such model
+    f = tmp_path / "scripts" / "launch.sh"
+    f.write_text("vllm serve models/q -tp 2\n")
+    monkeypatch.chdir(tmp_path)
+    rc = main(["explain", "--gpu", "H200", "--json", "--from-command", f"@{f}"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["deployment"]["model_config_path"].startswith(str(tmp_path / "models" / "q"))
+    monkeypatch.chdir(tmp_path / "scripts")
+    assert main(["explain", "--gpu", "H200", "--from-command", f"@{f}"]) == 2   # scripts/models/q: no such folder
