@@ -94,3 +94,20 @@ def test_a_16_bit_checkpoint_still_reads_modelopt_fp4_through_its_own_row():
     assert launch.deployment["quant"] == "nvfp4"
     report = launch.explain(deployment={"gpu": "B200"})
     assert report.plan is not None and "online_from" not in report.deployment.quant_params
+
+
+# ------------------------------------------------------------------ vLLM MXFP4: map_mxfp4_backend is a closed dict
+@pytest.mark.parametrize("value, ours, planned", [
+    ("cutlass", "cutlass", False), ("hpc", "hpc_ops", False), ("flashinfer_cutedsl", "flashinfer_cutedsl", False),
+    ("triton", "triton_kernel", True), ("marlin", "marlin", True), ("flashinfer_cutlass", "flashinfer_cutlass", True)])
+def test_vllm_mxfp4_moe_backend_outside_its_map_is_refused(value, ours, planned):
+    """vLLM's MXFP4 MoE method raises ValueError for a --moe-backend its map_mxfp4_backend lacks (read 0.29.0 .. 0.34.0;
+    an eleventh-trial leftover planned cutlass and hpc as unverified): refused on the common.yaml methods row."""
+    launch = from_command(f"vllm serve {CONFIGS / 'openai__gpt-oss-20b'} --moe-backend {value}", engine_version="0.34.0")
+    report = launch.explain(deployment={"gpu": "H200"})
+    if planned:
+        assert report.plan is not None and report.plan.runner == ours, report.summary()
+    else:
+        assert report.plan is None
+        why = [r for c in report.candidates if c.backend == ours for r in c.reasons if r.code == "quant_unsupported"]
+        assert why and "map_mxfp4_backend" in why[0].source + why[0].detail, why
