@@ -260,6 +260,10 @@ class TritonMoeCore:
                 for t in gluon:
                     table[t] = {**table[t], **{g: tl_gemv[g] for g in ("gemm1", "gemm2") if table[t][g].get("GLUON")}}
                 name = f"{name} (tokens {gluon}: GLUON buckets run the tl GEMV of gemv_config: {why})"
+            gu = sorted(t for t, c in table.items() if c["gemm1"].get("GU_DOT"))
+            if gu and not s.gated:   # before any weight: the gate and up tiles of one MMA need a gated layer
+                raise RunnerInputError(f"{path}: tokens {gu}: gemm1: GU_DOT (the gate and up tiles as one MMA) is an "
+                                       f"option of gated layers; activation {s.activation} has no up rows")
             wgmma = sorted(t for t, c in table.items() if c["gemm2"].get("WGMMA"))
             for t in wgmma:  # against this layer's shapes, before any weight
                 try:

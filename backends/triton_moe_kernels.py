@@ -111,6 +111,10 @@ FORMATS = tuple(W_MODES)
 #: Weight modes whose GEMMs can read the weights through a TMA tensor descriptor (config ``TMA``): 16-bit and FP8
 TMA_W_MODES = (0, 1, 2, 3)
 TMA_FORMATS = tuple(f for f, m in W_MODES.items() if m in TMA_W_MODES)
+#: Weight modes whose gated first GEMM can run the gate and up tiles as one MMA (config ``GU_DOT``, with ``TMA``): 16-bit,
+#: fp8_tensor and fp8_channel (their scales are applied after the loop, so one accumulator holds both halves)
+GU_DOT_W_MODES = (0, 1, 2)
+GU_DOT_FORMATS = tuple(f for f, m in W_MODES.items() if m in GU_DOT_W_MODES)
 #: fp8_block tiles from this ``BLOCK_M`` whose weight rows lie in one block of ``group_n`` rows scale each K step's
 #: partial sum by one per-row factor (``SB_TILE`` in :func:`_moe_gemm_kernel`: one FFMA per accumulator element, the
 #: row scales loaded in the accumulator's layout). One H200, results/sbtile_h200_2026-12-04 (the same tiles, before /
@@ -729,7 +733,10 @@ def _moe_gemm_kernel(
 
     Rows: sorted rows of block ``pid_m`` (``sorted_ptr``); A row = ``slot // top_k`` (A_GATHER) or the
     sorted row; C row = slot (C_BY_SLOT) or the sorted row. ``B [E, rows, K]`` (int4: ``K/2`` bytes per
-    row); GATED reads the up rows at ``n_up + n`` and keeps two accumulators. W_MODE: 0 16-bit, 1 fp8
+    row); GATED reads the up rows at ``n_up + n`` and keeps two accumulators (B_DESC 2, ``GU_DOT``: one
+    ``[BLOCK_M, 2 * BLOCK_N]`` accumulator over the gate and up tiles, loaded as one ``[2, BLOCK_N, BLOCK_K]`` TMA box
+    of ``B`` viewed ``[2 E, n_up, K]``, so each K step is one MMA of twice the width, and split into the two after the
+    loop; B_DESC 1: a ``[BLOCK_N, BLOCK_K]`` box of ``B`` viewed ``[E * rows, K]``; 0: pointer loads). W_MODE: 0 16-bit, 1 fp8
     per-expert scale, 2 fp8 per-row scale, 3 fp8 block scales (``[group_n, group_k]`` blocks, BLOCK_K ==
     group_k), 4 int4, 5 int8 (groups of ``group_k`` along K, zero points; GROUP_TILE: ``BLOCK_K`` divides
     ``group_k``, so one scale per column and K tile, else one per element), 6 mxfp4, 7 nvfp4 (packed e2m1 ``B
@@ -833,7 +840,9 @@ def _moe_tile(
     offs_k = tl.arange(0, BLOCK_K)
 
     a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_k[None, :]
-    if B_DESC:       # b_ptr: a TMA descriptor over B viewed [E * rows, K], block [BLOCK_N, BLOCK_K] (W_MODE 0-3)
+    if B_DESC == 2:  # b_ptr: a TMA descriptor over B viewed [2 E, n_up, K], block [2, BLOCK_N, BLOCK_K] (GU_DOT)
+        b_plane = (expert * 2).to(tl.int32)
+    elif B_DESC:     # b_ptr: a TMA descriptor over B viewed [E * rows, K], block [BLOCK_N, BLOCK_K] (W_MODE 0-3)
         b_row = (expert * (stride_be // stride_bn)).to(tl.int32) + pid_n * BLOCK_N
     else:
         b_base = b_ptr + expert * stride_be
@@ -854,9 +863,12 @@ def _moe_tile(
     if A_SCALE == 1 or A_SCALE == 2:
         a_mult = tl.math.div_rn(tl.full([TILE_M], 448.0, tl.float32), a_amax)
 
-    acc = tl.zeros([TILE_M, BLOCK_N], dtype=tl.float32)
-    if GATED:
-        acc_u = tl.zeros([TILE_M, BLOCK_N], dtype=tl.float32)
+    if B_DESC == 2:  # GU_DOT: gate columns then up columns of one [TILE_M, 2 * BLOCK_N] accumulator (split after the loop)
+        acc2 = tl.zeros([TILE_M, 2 * BLOCK_N], dtype=tl.float32)
+    else:
+        acc = tl.zeros([TILE_M, BLOCK_N], dtype=tl.float32)
+        if GATED:
+            acc_u = tl.zeros([TILE_M, BLOCK_N], dtype=tl.float32)
     if W_MODE == 6 or W_MODE == 7:
         # Packed e2m1 (mxfp4 / nvfp4): [BLOCK_N, BLOCK_K / 2] bytes and [BLOCK_N, BLOCK_K / SCALE_GROUP] scales per
         # K tile, decoded to bf16 in registers (_fp4_tile), one dot per tile (module doc).
@@ -998,7 +1010,9 @@ def _moe_tile(
             else:
                 k_ok = offs_k < K - kb * BLOCK_K
                 a = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            if B_DESC:   # rows past this expert's N read the next rows or TMA's zero fill, K past K zeros: never stored
+            if B_DESC == 2:  # the gate and up tiles in one box (rows past n_up: TMA's zero fill, never stored)
+                b2 = tl.trans(tl.reshape(b_ptr.load([b_plane, pid_n * BLOCK_N, kb * BLOCK_K]), [2 * BLOCK_N, BLOCK_K]))
+            elif B_DESC:  # rows past this expert's N read the next rows or TMA's zero fill, K past K zeros: never stored
                 b = tl.trans(b_ptr.load([b_row, kb * BLOCK_K]))
                 if GATED:
                     bu = tl.trans(b_ptr.load([b_row + n_up, kb * BLOCK_K]))
@@ -1013,17 +1027,25 @@ def _moe_tile(
                 if GATED:
                     bu = tl.load(bu_ptrs, mask=b_mask, other=0.0)
             if W_MODE == 0:
-                acc = tl.dot(a, b, acc)
-                if GATED:
-                    acc_u = tl.dot(a, bu, acc_u)
+                if B_DESC == 2:
+                    acc2 = tl.dot(a, b2, acc2)
+                else:
+                    acc = tl.dot(a, b, acc)
+                    if GATED:
+                        acc_u = tl.dot(a, bu, acc_u)
             elif W_MODE == 1 or W_MODE == 2:
                 if A_FP8:                    # quantized before the GEMM (row_quant): the same e4m3 values
                     qa = a
+                elif B_DESC == 2:
+                    qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b2.dtype)
                 else:
                     qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b.dtype)
-                acc = tl.dot(qa, b, acc)
-                if GATED:
-                    acc_u = tl.dot(qa, bu, acc_u)
+                if B_DESC == 2:
+                    acc2 = tl.dot(qa, b2, acc2)
+                else:
+                    acc = tl.dot(qa, b, acc)
+                    if GATED:
+                        acc_u = tl.dot(qa, bu, acc_u)
             elif W_MODE == 3:
                 sa = tl.load(a_amax_ptr + a_row * stride_asm + kb, mask=row_ok, other=0.0)
                 if SB_TILE:                  # the tile lies in one block of group_n rows: one weight scale per K step
@@ -1093,6 +1115,8 @@ def _moe_tile(
                     if GATED:
                         bu_ptrs += BLOCK_K * stride_bk
 
+    if B_DESC == 2:  # gate columns [0, BLOCK_N), up columns [BLOCK_N, 2 BLOCK_N): the two accumulators of GATED
+        acc, acc_u = tl.split(tl.permute(tl.reshape(acc2, [TILE_M, 2, BLOCK_N]), (0, 2, 1)))
     if SPLIT_MODE == 1:                      # split-K partial sums (float32, before the epilogue)
         ws_ptrs = ws_ptr + pid_k * stride_wsk + offs_r.to(tl.int64)[:, None] * stride_wsm + offs_cn[None, :]
         ws_mask = row_ok[:, None] & n_ok[None, :]
@@ -1197,7 +1221,10 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     (weight modes :data:`TMA_W_MODES`: 16-bit and FP8): the weight tiles are loaded through a TMA tensor descriptor
     built here over ``b`` viewed ``[E * N_b, K]`` (``triton.tools.tensor_descriptor.TensorDescriptor``; a CUDA-graph
     capture keeps it, since it holds the weights' address); raises ValueError for another weight mode, GEMV, or
-    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule). Config ``MIN_M``
+    weights that are not contiguous with rows of a multiple of 16 bytes (TMA's stride rule). Config ``GU_DOT`` (with
+    ``TMA``, the gated first GEMM of :data:`GU_DOT_W_MODES`): the gate and up tiles in one TMA box and one MMA of
+    ``2 * BLOCK_N`` columns per K step (the kernel's B_DESC 2), the same sums per output element; raises ValueError
+    otherwise. Config ``MIN_M``
     (optional, 0 off): blocks whose rows from ``MIN_M`` on are padding run as ``[MIN_M, BLOCK_N]`` tiles (the kernel's
     MIN_M); raises ValueError unless it is a power of two from 16 below ``BLOCK_M``, of the MMA tiles (not GEMV), and
     for FP8 weights at least :data:`FP8_MIN_M`."""
@@ -1239,6 +1266,12 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     if a_fp8 and a_scale_mode not in (1, 2):
         raise ValueError("an e4m3 A of fp8_tensor/fp8_channel needs its amax (a_scale_mode 1 or 2): row_quant's input")
     tma = bool(config.get("TMA"))
+    gu_dot = bool(config.get("GU_DOT"))
+    if gu_dot and not (tma and gated and w_mode in GU_DOT_W_MODES and b.shape[1] == 2 * n_out and split_k == 1
+                       and not config.get("SWAP_AB")):
+        raise ValueError(f"GU_DOT (the gate and up tiles as one MMA) is an option of the gated first GEMM with TMA, weight "
+                         f"modes {GU_DOT_W_MODES} (16-bit, fp8_tensor, fp8_channel), gate and up rows [E, 2 * {n_out}, K], "
+                         f"no SPLIT_K or SWAP_AB; got TMA {tma}, gated {gated}, weight mode {w_mode}, b {tuple(b.shape)}")
     if tma and (w_mode not in TMA_W_MODES or gemv):
         raise ValueError(f"TMA (weights through a tensor descriptor) is an option of the 16-bit and FP8 weight modes "
                          f"{TMA_W_MODES}, not weight mode {w_mode}{' with GEMV' if gemv else ''}")
@@ -1278,7 +1311,10 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
     ws = None
     if split_k > 1 or gluon:  # float32 partial sums per split, sorted row and column (gate then up columns)
         ws = torch.empty(split_k, align.rows, 2 * n_out if gated else n_out, dtype=torch.float32, device=dev)
-    b_arg = TensorDescriptor.from_tensor(b.view(-1, b.shape[2]), [bn, bk]) if tma else b
+    if gu_dot:   # plane 2e: expert e's gate rows, 2e + 1 its up rows
+        b_arg = TensorDescriptor.from_tensor(b.view(2 * b.shape[0], n_out, b.shape[2]), [2, bn, bk])
+    else:
+        b_arg = TensorDescriptor.from_tensor(b.view(-1, b.shape[2]), [bn, bk]) if tma else b
     args = (
         a, b_arg, c, a_amax if a_amax is not None else dummy, scale,
         b_zero if b_zero is not None else scale, b_gscale if b_gscale is not None else dummy,
@@ -1299,7 +1335,7 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
         GROUP_TILE=w_mode in (4, 5) and group_k % bk == 0, EVEN_K=config.get("EVEN_K", True) and k % bk == 0,
         HAS_BIAS=bias is not None, BIAS_BEFORE_WEIGHT=bias_before_weight,
         SCALE_GROUP=group_k if w_mode in FP4_MODES else 1, FP4_ASM=bool(fp4_asm) and w_mode in FP4_MODES,
-        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=tma,
+        SWAP_AB=bool(config.get("SWAP_AB")) and w_mode in FP4_MODES, GEMV=gemv, PREFETCH=prefetch, A_FP8=a_fp8, B_DESC=2 if gu_dot else int(tma),
         SB_TILE=w_mode == 3 and bm >= SB_TILE_MIN_BLOCK_M and group_n % bn == 0 and (not gated or n_out % group_n == 0),
         MIN_M=min_m, BLOCK_M=bm, BLOCK_K=bk, GROUP_M=config["GROUP_M"], warmup=warmup)
     if gluon:                # the Gluon GEMV writes the sums, the reduction below runs the epilogue
@@ -2093,7 +2129,7 @@ FP8_MIN_M_WHY = ("a shorter FP8 tile sums in other last bits than the full tile,
 #: The boolean options a GEMM config of a tile file may set (:func:`_check_gemm_cfg`); the tuner keys and writes its
 #: candidates by these (benchmarks/tune_triton_moe.py cfg_key, _strip), so an option added here is timed and kept there.
 GEMM_CONFIG_FLAGS = ("SPLIT", "SWAP_AB", "GEMV", "PREQUANT", "TMA", "SPLIT_SLOTS", "PREFETCH", "GLUON", "WGMMA",
-                     "PINGPONG")
+                     "PINGPONG", "GU_DOT")
 
 #: Formats whose second GEMM may run the Gluon wgmma kernel (config ``WGMMA``: backends/triton_moe_wgmma.py, sm90)
 WGMMA_FORMATS = ("bf16", "fp16", "fp8_tensor", "fp8_channel")
@@ -2293,6 +2329,13 @@ def load_config_file(path: str) -> dict[int, dict]:
         if any(gemv) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: GEMV is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")
+        if out[int(tok)]["gemm2"].get("GU_DOT"):
+            raise ValueError(f"{where}.gemm2: GU_DOT is a first-GEMM option (the gate and up tiles of a gated layer)")
+        if out[int(tok)]["gemm1"].get("GU_DOT") and (fmt not in GU_DOT_FORMATS or not out[int(tok)]["gemm1"].get("TMA")):
+            said = f"key.format {fmt}" if fmt else "no key.format"
+            raise ValueError(f"{where}.gemm1: GU_DOT (the gate and up tiles as one MMA) needs TMA, in "
+                             f"{', '.join(GU_DOT_FORMATS)} files (this file: {said}, TMA "
+                             f"{bool(out[int(tok)]['gemm1'].get('TMA'))})")
         bm = out[int(tok)]["BLOCK_M"]
         if out[int(tok)]["gemm1"].get("WGMMA"):
             raise ValueError(f"{where}.gemm1: WGMMA is a second-GEMM option (its A is the first GEMM's sorted rows)")

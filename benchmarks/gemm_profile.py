@@ -19,6 +19,10 @@ configuration the runner uses (``backends/triton_configs/``) and CUDA-graph repl
   the Gluon wgmma kernel (``WGMMA``, backends/triton_moe_wgmma.py); ``max_abs_diff``: the layer's output against the
   runner's tiles' (``max_abs_ref`` its largest value); ``gemm2.wgmma.pp_n{BLOCK_N}_s{stages}``: its ``PINGPONG`` form
   (two 4-warp consumer warpgroups on alternate tiles, a 1-warp TMA producer);
+- ``gemm1.gu.file`` / ``gemm1.gu.n{BLOCK_N}_w{warps}_s{stages}`` (bf16 / fp16 / fp8_tensor / fp8_channel, gated): the first
+  GEMM with ``GU_DOT`` and ``TMA`` (gate and up tiles in one TMA box and one MMA), the file's tile or these shapes;
+  ``gemm1.tma.n{...}``: the same shapes with two accumulators (``TMA`` only), so each pair differs in ``GU_DOT`` alone;
+  ``max_abs_diff``: the first GEMM's rows in use against the file's tiles';
 - ``gemm1.unfused.*``: the first GEMM as one ``[BLOCK_M, BLOCK_N]`` accumulator over the ``2*I`` gate and up
   rows, bf16 out, no activation (the layout of a split GEMM + activation kernel), ``BLOCK_M`` 128;
 - ``gemm2.sorted``: the second GEMM writing sorted rows without the routing weight (the epilogue's
@@ -37,6 +41,7 @@ Prints a table and writes every number as JSON. Needs a CUDA GPU; not run in CI.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import platform
 import sys
@@ -57,6 +62,9 @@ WGMMA_VARIANTS = ((256, 4, 8), (256, 3, 8), (128, 4, 8), (128, 4, 4))
 #: (BLOCK_N, num_stages) of the ``gemm2.wgmma.pp_*`` variants (``PINGPONG``: two 4-warp consumers on alternate tiles
 #: and a 1-warp TMA producer; ``BLOCK_M * BLOCK_N`` at most 16384, so ``BLOCK_N`` 256 only at ``BLOCK_M`` 64)
 PINGPONG_VARIANTS = ((128, 4), (128, 5), (128, 6), (64, 6), (256, 4), (256, 5))
+#: (BLOCK_N, num_warps, num_stages) of the ``gemm1.gu.*`` variants (``GU_DOT`` with ``TMA``: the gate and up tiles as one
+#: MMA of ``2 * BLOCK_N`` columns), next to the file's own tile with it (``gemm1.gu.file``)
+GU_VARIANTS = ((64, 4, 4), (128, 8, 3), (128, 8, 4))
 UNFUSED = ({"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
            {"BLOCK_N": 256, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
            {"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4})
@@ -82,7 +90,7 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer, on
     rows: dict[str, dict] = {}
 
     def run(label: str, launches: list, flops: float = 0.0) -> None:
-        if only and label not in only:
+        if only and not any(fnmatch.fnmatchcase(label, pat) for pat in only):
             return
         try:
             us = timer(launches)
@@ -144,6 +152,29 @@ def profile_point(name: str, fmt: str, tokens: int, dev: torch.device, timer, on
     if fmt in K.TMA_FORMATS:   # the same tiles with the weight tiles through a TMA descriptor
         run("gemm1.tma", [lambda p=p: p.gemm1({**cfg["gemm1"], "TMA": True}) for p in passes], flops1)
         run("gemm2.tma", [lambda p=p: p.gemm2({**cfg["gemm2"], "TMA": True}) for p in passes], flops2)
+    if fmt in K.GU_DOT_FORMATS and bench.spec.gated and not cfg["gemm1"].get("SPLIT") and (
+            not only or any(fnmatch.fnmatchcase(f"gemm1.{x}.file", pat) for pat in only for x in ("gu", "tma"))
+            or any(pat.startswith(("gemm1.gu", "gemm1.tma.")) for pat in only)):
+        # GU_DOT: the gate and up tiles as one MMA, against two accumulators of the same shape (TMA both)
+        p = passes[0]
+        p.gemm1(cfg["gemm1"])
+        used = int(p.align.num_rows)
+        want = p.act.float()[:used].clone()
+        base1 = {kk: v for kk, v in cfg["gemm1"].items() if kk != "us"}
+        forms = [("file", base1)] + [(f"n{bn}_w{nw}_s{st}", {**base1, "BLOCK_N": bn, "num_warps": nw, "num_stages": st})
+                                     for bn, nw, st in GU_VARIANTS]
+        for name, c in forms:
+            for label, c1 in ((f"gemm1.gu.{name}", {**c, "TMA": True, "GU_DOT": True}),
+                              (f"gemm1.tma.{name}", {**c, "TMA": True})):
+                if name == "file" and label.startswith("gemm1.tma"):
+                    continue     # gemm1.tma above
+                run(label, [lambda p=p, c1=c1: p.gemm1(c1) for p in passes], flops1)
+                if label in rows and "us" in rows[label]:
+                    p.gemm1(c1)
+                    got = p.act.float()[:used]
+                    ok = torch.isfinite(want)
+                    rows[label]["max_abs_diff"] = float((got - want)[ok].abs().max()) if ok.any() else 0.0
+                    rows[label]["config"] = c1
 
     # the second GEMM writing sorted rows, no routing weight
     for p in passes:
@@ -215,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="JSON output file")
     p.add_argument("--points", nargs="+", default=list(DEFAULT_POINTS), help="LAYER:FORMAT:TOKENS")
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting new points after this long")
-    p.add_argument("--only", default="", help="comma-separated step labels to time (default: all)")
+    p.add_argument("--only", default="", help="comma-separated step labels to time, shell-style patterns allowed "
+                   "(gemm1.gu.*; default: all)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU")

@@ -1018,6 +1018,59 @@ def test_tma_weights_are_the_pointer_loads_bit_for_bit(quant, tokens, block_m, e
     check(spec, layer, x, ids, w, outs[True], f"TMA {quant}", seed, h16=bool(extra.get("SPLIT")))
 
 
+@pytest.mark.parametrize("quant, act, tokens, block_m, extra", [
+    ("bf16", "silu", 40, 16, {}), ("bf16", "silu", 300, 64, {"MIN_M": 16}), ("fp16", "gelu", 300, 64, {}),
+    ("fp8_channel", "silu", 40, 16, {"PREQUANT": True}), ("fp8_channel", "silu", 300, 64, {}),
+    ("fp8_tensor", "swiglu_oai", 300, 64, {}), ("bf16", "swiglu_oai", 300, 64, {})])
+@interp
+def test_gu_dot_is_the_two_accumulators(quant, act, tokens, block_m, extra):
+    """``GU_DOT`` (the gated first GEMM's gate and up tiles as one TMA box and one MMA of ``2 * BLOCK_N`` columns, split
+    after the loop): the layer's output within float32 rounding of the same tiles with two accumulators (TMA), with
+    gate/up rows past an expert's I (the descriptor's zero fill: I = 48 is not a multiple of BLOCK_N 32) never reaching
+    the output, biases (swiglu_oai) and the short tiles (MIN_M) included; within the tolerance of the float64 reference.
+    (The interpreter's dot is numpy's matmul, whose blocking may differ with the width: the GPU test checks bits.)"""
+    seed = fresh_seed()
+    spec = spec_of(quant, e=4, k=2, h=80, i=48, act=act)
+    layer = Layer(spec, seed)
+    core, pw = core_for(spec, layer)
+    x, ids, w = routing(spec, tokens, seed)
+    g = {"BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2, "TMA": True}
+    g1 = {**g, **extra}
+    g2 = {**g, **{k: v for k, v in extra.items() if k != "MIN_M"}}
+    outs = {}
+    for on in (False, True):
+        cfg = {"BLOCK_M": block_m, "gemm1": {**g1, "GU_DOT": True} if on else g1, "gemm2": g2}
+        core.config_for = lambda t, cfg=cfg: cfg
+        outs[on] = core.forward(x, ids, w, pw)
+    torch.testing.assert_close(outs[True].float(), outs[False].float(), rtol=1e-2, atol=1e-3 * float(outs[False].abs().max()),
+                               msg=lambda m: f"GU_DOT moved the output beyond rounding (seed {seed}): {m}")
+    check(spec, layer, x, ids, w, outs[True], f"GU_DOT {quant} {act}", seed)
+
+
+def test_gu_dot_refusals(tmp_path):
+    """GU_DOT is a first-GEMM option of 16-bit / fp8_tensor / fp8_channel files with TMA (the tile-file check), and of
+    gated layers (the core, before any weight); moe_gemm refuses it without TMA or for a non-gated GEMM."""
+    K = _K()
+    good = {"BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": True}
+    assert _file_with_gemm2(K, tmp_path / "a.json", "bf16", 128, {**good, "GU_DOT": True}, good, True, "")["gemm1"]["GU_DOT"]
+    _file_with_gemm2(K, tmp_path / "b.json", "bf16", 128, {**{k: v for k, v in good.items() if k != "TMA"}, "GU_DOT": True},
+                     good, False, "GU_DOT .* needs TMA")
+    _file_with_gemm2(K, tmp_path / "c.json", "fp8_block", 128, {**good, "BLOCK_K": 128, "GU_DOT": True},
+                     {**good, "BLOCK_K": 128}, False, "GU_DOT .* needs TMA, in bf16")
+    _file_with_gemm2(K, tmp_path / "d.json", "bf16", 128, good, {**good, "GU_DOT": True}, False, "first-GEMM option")
+    _defaults_never_set(K, "GU_DOT")
+    spec = spec_of("bf16", e=4, k=2, h=80, i=48, act="relu2")
+    cfgdir = tmp_path / "cfg"
+    cfgdir.mkdir()
+    name = K.config_file_name(spec.num_local_experts, spec.w13_rows, spec.hidden_size, "bf16", "cpu")
+    (cfgdir / name).write_text(json.dumps({"format_version": 1, "key": {
+        "E": spec.num_local_experts, "N": spec.w13_rows, "K": spec.hidden_size, "format": "bf16", "device": "cpu"},
+        "configs": {"64": {"BLOCK_M": 16, "gemm1": {**good, "BLOCK_N": 32, "BLOCK_K": 32, "GU_DOT": True},
+                           "gemm2": {**good, "BLOCK_N": 32, "BLOCK_K": 32}}}}))
+    with pytest.raises(RunnerInputError, match="GU_DOT .* gated layers"):
+        _tm().TritonMoeCore(spec, torch.device("cpu"), config_dir=str(cfgdir))
+
+
 def _file_with_gemm2(K, path, fmt: str, block_m: int, gemm1: dict, gemm2: dict, ok: bool, option: str):
     """Write a one-bucket (8192 tokens) tile file of format ``fmt`` with these GEMM configs and load it: the bucket
     where ``ok``, else the ValueError naming ``option`` is asserted (None returned)."""
@@ -1668,6 +1721,9 @@ def _sm90_compile(kernel, args, kwargs) -> dict:
             # element-by-element stores of 8/16-bit outputs (not st.global.v2/v4)
             "scalar_stores": len(re.findall(r"st\.global(?:\.[a-z0-9]+)*\.b(?:8|16) ", ck.asm["ptx"])),
             "tma_loads": ck.asm["ttgir"].count("async_tma_copy_global_to_local"),
+            # the widest wgmma (its N: the columns one warpgroup's MMA instruction computes)
+            "wgmma_n": max((int(n) for n in re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k", ck.asm["ptx"])),
+                           default=0),
             "funnel_shifts": ck.asm["ptx"].count("shf.r.wrap.b32")}
 
 
@@ -1794,6 +1850,24 @@ def test_tma_tiles_compile_for_sm90(monkeypatch, quant):
         # TMA copies in the pipelined TTGIR: the prologue's stages and the loop's, each a whole number of K steps
         assert d["tma_loads"] > 0 and d["tma_loads"] % (2 if gated else 1) == 0, d
         assert d["shared"] <= SMEM_SM90 and d["spill"] == 0 and d["mma"] > 0 and d["scalar_stores"] == 0, d
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp8_channel"])
+def test_gu_dot_tiles_compile_for_sm90(monkeypatch, quant):
+    """``GU_DOT`` on the first GEMM (TMA, BLOCK_M 128, BLOCK_N 128, 8 warps; Qwen3-30B-A3B, 8192 tokens), compiled for sm90
+    here: one TMA copy per K step where the two accumulators take two, each warpgroup's wgmma twice as wide (n256 against
+    n128), the same shared memory at most, no spill, vector stores only; the second GEMM is unchanged."""
+    g1 = {"BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": True}
+    plain, _ = _sm90_forward(monkeypatch, quant, 8192, lambda c: {**c, "BLOCK_M": 128, "gemm1": {**c["gemm1"], **g1}})
+    done, _ = _sm90_forward(monkeypatch, quant, 8192, lambda c: {
+        **c, "BLOCK_M": 128, "gemm1": {**c["gemm1"], **g1, "GU_DOT": True}})
+    one = [d for d in done if d["kernel"] == "_moe_gemm_kernel"]
+    two = [d for d in plain if d["kernel"] == "_moe_gemm_kernel"]
+    assert len(one) == 2 == len(two), [d["kernel"] for d in done]
+    assert one[0]["wgmma_n"] == 2 * two[0]["wgmma_n"] == 256, (one[0], two[0])
+    assert 2 * one[0]["tma_loads"] == two[0]["tma_loads"] > 0, (one[0], two[0])
+    assert one[0]["shared"] <= min(two[0]["shared"], SMEM_SM90) and one[0]["spill"] == 0 and one[0]["scalar_stores"] == 0
+    assert {k: v for k, v in one[1].items() if k != "config"} == {k: v for k, v in two[1].items() if k != "config"}
 
 
 def test_the_int_reference_dequantization_is_the_layouts_definition():
@@ -2098,6 +2172,38 @@ def test_gpu_tma_equals_the_pointer_loads(quant, tokens):
     assert torch.equal(outs[True], outs[False]), f"TMA changed the output (seed {seed})"
     check(spec, layer, x, ids, w, outs[True], f"TMA, {tokens} tokens", seed, h16=bool(base["gemm1"].get("SPLIT")))
     assert torch.equal(_replayed(core, pw, x, ids, w), outs[True]), f"graph replay differs from eager (seed {seed})"
+
+
+@pytest.mark.parametrize("quant, act, tokens, g1", [
+    ("bf16", "silu", 2048, {"BLOCK_N": 128, "num_warps": 8, "num_stages": 3}),
+    ("bf16", "silu", 2048, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4, "MIN_M": 64}),
+    ("fp8_channel", "silu", 2048, {"BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "PREQUANT": True}),
+    ("fp8_channel", "silu", 64, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}),
+    ("fp8_tensor", "silu", 2048, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}),
+    ("bf16", "swiglu_oai", 2048, {"BLOCK_N": 128, "num_warps": 8, "num_stages": 3})])
+@gpu_test
+def test_gpu_gu_dot_equals_the_two_accumulators(quant, act, tokens, g1):
+    """``GU_DOT`` on the GPU (the gate and up tiles as one TMA box and one wgmma of ``2 * BLOCK_N`` columns): the layer's
+    output against the same tiles with two accumulators (TMA), within rounding (their bits, recorded in the failure
+    message where they differ), within tolerance of float64, and CUDA-graph replay equal to eager; I = 512 and
+    BLOCK_N 128 / 64, gpt-oss's clamped SwiGLU with expert biases, PREQUANT and MIN_M included."""
+    spec, layer, seed = gpu_layer(quant, k=8, e=64, h=1024, i=512, act=act)
+    core, pw = core_for(spec, layer, "cuda", warmup=False)
+    base = core.config_for(tokens)
+    bk = 128 if quant.startswith("fp8") else 64
+    two = {**base, "gemm1": {"BLOCK_K": bk, "GROUP_M": 8, **g1, "TMA": True}}
+    one = {**two, "gemm1": {**two["gemm1"], "GU_DOT": True}}
+    x, ids, w = routing(spec, tokens, seed, "cuda")
+    outs = {}
+    for name, cfg in (("two", two), ("one", one)):
+        core.config_for = lambda t, cfg=cfg: cfg
+        outs[name] = core.forward(x, ids, w, pw)
+    diff = float((outs["one"].float() - outs["two"].float()).abs().max())
+    torch.testing.assert_close(outs["one"].float(), outs["two"].float(), rtol=1e-2,
+                               atol=1e-3 * float(outs["two"].abs().max()),
+                               msg=lambda m: f"GU_DOT moved the output (seed {seed}, max abs diff {diff}): {m}")
+    check(spec, layer, x, ids, w, outs["one"], f"GU_DOT {quant} {act}, {tokens} tokens", seed)
+    assert torch.equal(_replayed(core, pw, x, ids, w), outs["one"]), f"graph replay differs from eager (seed {seed})"
 
 
 @pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
