@@ -33,6 +33,8 @@ How (the search is separable, so it times sum-of-candidates, not their product):
 - fp8_channel: every candidate is also timed with ``PREQUANT`` switched (each GEMM's A quantized to e4m3 by
   one pass before it, ``triton_moe_kernels.row_quant``, instead of in its main loop; the timed call includes the
   pass), so a tuned entry keeps whichever is faster per GEMM.
+- ``--gu-dot`` (bf16, fp8_channel; gated layers): every first-GEMM candidate from ``BLOCK_M`` 64 is also timed with
+  ``GU_DOT`` and ``TMA`` (the gate and up tiles as one TMA box and one MMA of ``2 * BLOCK_N`` columns).
 - ``--tma`` (bf16, fp8_channel, fp8_block): every candidate from ``BLOCK_M`` 64 is also timed with ``TMA`` switched
   (the weight tiles loaded through a TMA tensor descriptor instead of per-thread pointer loads), so a tuned entry
   keeps whichever is faster per GEMM.
@@ -103,6 +105,8 @@ ALL_FORMATS = FORMATS + FP4_FORMATS
 TMA_MIN_BLOCK_M = 64
 #: Set by ``--tma``
 TRY_TMA = False
+#: Set by ``--gu-dot``
+TRY_GU_DOT = False
 #: --fp4: the issue-24 layers in their checkpoints' formats.
 FP4_PAIRS = (("gpt-oss-20b", "mxfp4"), ("gpt-oss-120b", "mxfp4"), ("Qwen3-30B-A3B", "nvfp4"), ("DeepSeek-V3", "nvfp4"))
 TOKENS = (1, 32, 256, 2048, 8192)
@@ -308,6 +312,9 @@ def gemm_candidates(phase: str, base: dict, bm: int, fmt: str, gated: bool, n_ou
         cands = cands + [_toggle(c, "PREQUANT") for c in [base, *cands]]
     if TRY_TMA and fmt in _K().TMA_FORMATS and bm >= TMA_MIN_BLOCK_M:   # and with the weights through TMA (--tma)
         cands = cands + [_toggle(c, "TMA") for c in [base, *cands, *splits]]
+    if TRY_GU_DOT and gated and fmt in _K().GU_DOT_FORMATS and bm >= TMA_MIN_BLOCK_M:
+        # and the gate and up tiles as one MMA (--gu-dot: GU_DOT needs TMA)
+        cands = cands + [{**c, "TMA": True, "GU_DOT": True} for c in [base, *cands] if not c.get("SPLIT")]
     for c in cands + splits:
         if c["BLOCK_N"] >= max(16, min_bn) and c["BLOCK_K"] >= 16 and c["num_stages"] >= 1 and c not in out \
                 and _fits(c, bm, fmt, gated, n_out, k_dim):
@@ -909,7 +916,7 @@ def summary(log: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global TRY_TMA, TMA_MIN_BLOCK_M
+    global TRY_TMA, TRY_GU_DOT, TMA_MIN_BLOCK_M
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output folder (triton_configs/ and tune_log.json)")
     p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget from the start (s)")
@@ -926,6 +933,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU through the interpreter")
     p.add_argument("--tma", action="store_true", help="also time each compute tile (BLOCK_M >= 64) of bf16 and FP8 "
                                                       "with its weights through a TMA descriptor (config TMA)")
+    p.add_argument("--gu-dot", action="store_true", help="also time each compute tile (BLOCK_M >= --tma-min-block-m) of "
+                   "a gated first GEMM of bf16 / fp8_channel with GU_DOT (the gate and up tiles as one MMA; with TMA)")
     p.add_argument("--tma-min-block-m", type=int, default=TMA_MIN_BLOCK_M,
                    help=f"with --tma: the smallest BLOCK_M tried with TMA (default {TMA_MIN_BLOCK_M}; 16 also tries the "
                         "weight-streaming tiles)")
@@ -933,6 +942,7 @@ def main(argv: list[str] | None = None) -> int:
                    "tune_log.json of an earlier run (no GPU): for runs whose files did not come back")
     args = p.parse_args(argv)
     TRY_TMA = args.tma
+    TRY_GU_DOT = args.gu_dot
     TMA_MIN_BLOCK_M = args.tma_min_block_m
     if args.files_from_log:
         for f in files_from_log(Path(args.files_from_log), Path(args.out)):
