@@ -191,6 +191,8 @@ OVERRIDES = {
                                             a2a_mode="normal", cuda_graph=True), "cuda_graph", True, False),
     "sglang-deepep-v2-runner": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=8, dp=8, a2a="deepep_v2"),
                                 "runner", "auto", "deep_gemm"),
+    "sglang-fp8-a2a-auto-deep-gemm": (dict(gpu="H200", model_config=DSV3, engine="sglang", engine_version="0.5.23", tp=8,
+                                           ep=8, a2a="deepep"), "runner", "auto", "deep_gemm"),
     "sglang-mori-normal": (dict(gpu="MI300X", model_config=DSV3, engine="sglang", tp=8, ep=8, a2a="mori"), "a2a_mode", "auto", "normal"),
     "sglang-pplx-low-latency": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=8, dp=8, a2a="pplx"),
                                 "a2a_mode", "auto", "low_latency"),
@@ -221,6 +223,22 @@ def test_each_predicted_override(hook):
     assert (found[0].field, found[0].asked, found[0].becomes) == (fld, asked, becomes)
     # a value the deployment gave itself is a silent override; a default is not
     assert found[0].explicit == (fld in dep and asked != "auto")
+
+
+@pytest.mark.parametrize("change, fires", [
+    ({}, True), ({"a2a": "mooncake"}, True), ({"gpu": "B200"}, True),
+    ({"a2a": "none", "ep": 1}, False),              # no all-to-all: Fp8MoEMethod's auto is triton
+    ({"engine_version": "0.5.18"}, False),          # releases not read
+    ({"gpu": "RTX PRO 6000"}, False)])              # SM120: DeepGEMM only with the DSV4 APIs (not stated)
+def test_sglang_fp8_auto_is_deep_gemm_under_deepep_mooncake_nixl(change, fires):
+    """SGLang's Fp8MoEMethod at model load: --moe-runner-backend auto with DeepEP, Mooncake or NIXL and DeepGEMM's JIT
+    on is deep_gemm (is_deepgemm_moe_runner_backend_enabled, read in the 0.5.19 and 0.5.23 wheels); the eleventh trial
+    found it not predicted."""
+    dep = {**OVERRIDES["sglang-fp8-a2a-auto-deep-gemm"][0], **change}
+    ch = _choice(moe_select.explain(dep), "sglang")
+    assert any(o.hook == "sglang-fp8-a2a-auto-deep-gemm" for o in ch.overrides) == fires, [o.render() for o in ch.overrides]
+    if fires:
+        assert ch.runner == "deep_gemm"
 
 
 def test_deepep_normal_with_graphs_is_refused_by_the_plan_but_sglang_runs_without_graphs():
