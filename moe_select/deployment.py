@@ -603,20 +603,24 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             # deployment's engine and version), or in the other 16-bit format. A format without a row has no fact
             # either way: stated, and judged (planned unverified).
             ckpt, wanted = format_row(quant), format_row(dep.quant)
+            # the checkpoint's serialization (quant_method fp8, ModelOpt, compressed-tensors): online facts that convert a
+            # quantized checkpoint name the ones they take (from_layout)
+            ckpt_layout = info.quant_params.get("layout") if info is not None else None
             unquantized = ckpt is not None and not ckpt.quantized
             # SGLang's --quantization nvfp4_online converts the expert weights of an FP8 checkpoint too and scales
             # activations per token (sgl-project/sglang PR #28354)
             per_token_online = (dep.quant == "nvfp4" and dep.quant_config is not None
                                 and dep.quant_config.activation_scale == "per_token")
-            # nvfp4_online converts BF16/FP16/FP8 experts; a 16-bit checkpoint is judged per engine below (online column)
-            if (quant.startswith("fp8") or (unquantized and not (wanted is not None and wanted.online_ways))) and per_token_online:
+            # nvfp4_online converts BF16/FP16/FP8 experts: judged per engine below (online column; an FP8 checkpoint by
+            # the facts whose from takes it); only a format row without online facts is planned here
+            if unquantized and not (wanted is not None and wanted.online_ways) and per_token_online:
                 notes.append(f"quant nvfp4 with activation_scale per_token given for a {quant} checkpoint: "
                              "online NVFP4 with per-token activation scales (SGLang --quantization nvfp4_online, "
                              "sgl-project/sglang PR #28354)")
                 made_online = True
             elif wanted is not None and wanted.quantized and (
                     (unquantized and wanted.online_ways)
-                    or (ckpt is not None and ckpt.quantized and any(w.takes(quant) for w in wanted.online_ways))):
+                    or (ckpt is not None and ckpt.quantized and any(w.takes(quant, ckpt_layout) for w in wanted.online_ways))):
                 # per engine and version: which engines make the format at load, with which flag (formats.yaml); a
                 # quantized checkpoint (FP8 -> NVFP4) by the facts whose from names its format
                 from .formats import online_engines, online_judgement
@@ -626,11 +630,13 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 versions: dict[str, str | None] = dict(engine_versions) if engine_versions is not None else (
                     {str(dep.engine): dep.engine_version} if dep.engine_version else {})
                 scale = dep.quant_config.activation_scale if dep.quant_config is not None else None
-                ok, text = online_judgement(wanted, quant, engines, versions, arch, scale, quantized=not unquantized)
+                ok, text = online_judgement(wanted, quant, engines, versions, arch, scale, quantized=not unquantized,
+                                            layout=ckpt_layout)
                 if ok:
                     notes.append(text)
                     made_online = True
-                    makers = online_engines(wanted, engines, versions, arch, scale, None if unquantized else quant)
+                    makers = online_engines(wanted, engines, versions, arch, scale, None if unquantized else quant,
+                                            None if unquantized else ckpt_layout)
                     if not unquantized:
                         online_from = quant
                 else:

@@ -162,6 +162,10 @@ class OnlineWay(Located):
     #: (unquantized) checkpoint only. SGLang's ``--quantization modelopt_fp4`` also converts an FP8 checkpoint's
     #: experts to NVFP4 (sgl-project/sglang PR #33115), a fact of its own row with ``from: [fp8_tensor, ...]``.
     from_formats: list[str] | None = Field(default=None, alias="from", min_length=1)
+    #: With ``from``: the checkpoint serializations (``quant_params.layout``) the fact takes; None: any. SGLang's
+    #: modelopt_fp4 takes quant_method fp8 checkpoints only (a ModelOpt FP8 one is overridden back to modelopt_fp8, a
+    #: compressed-tensors one raises 'does not match').
+    from_layout: list[CheckpointLayout] | None = Field(default=None, min_length=1)
     makes: bool = True
     why: str | None = None
     arch: list[str] | None = None
@@ -186,11 +190,13 @@ class OnlineWay(Located):
             raise ValueError(f"{self.engine} {self.how}: makes: false needs why (what the engine does instead)")
         return self
 
-    def takes(self, checkpoint: str | None) -> bool:
-        """Whether this fact speaks of a checkpoint in format ``checkpoint`` (None: a 16-bit one): one of
-        :attr:`from_formats`, or, where the fact names none, a format whose row is not quantized (or has no row)."""
+    def takes(self, checkpoint: str | None, layout: str | None = None) -> bool:
+        """Whether this fact speaks of a checkpoint in format ``checkpoint`` (None: a 16-bit one) serialized as
+        ``layout`` (None: not known, not judged): one of :attr:`from_formats` (and of :attr:`from_layout` where it says),
+        or, where the fact names none, a format whose row is not quantized (or has no row)."""
         if self.from_formats is not None:
-            return checkpoint in self.from_formats
+            return checkpoint in self.from_formats and (layout is None or self.from_layout is None
+                                                        or layout in self.from_layout)
         if checkpoint is None:
             return True
         row = lookup(checkpoint)
@@ -458,14 +464,16 @@ def per_channel(quant: str, params: dict[str, object] | None = None) -> bool | N
 
 
 def online_verdict(fmt: Format, engine: str, version: str | None, arch: str | None,
-                   activation_scale: str | None, checkpoint: str | None = None) -> tuple[str, list[OnlineWay]]:
+                   activation_scale: str | None, checkpoint: str | None = None,
+                   layout: str | None = None) -> tuple[str, list[OnlineWay]]:
     """What the ``online`` column of ``fmt`` says of serving engine ``engine`` at ``version`` (None: not known) on
     ``arch`` with ``activation_scale``: ``("makes", ways)`` when some fact that holds makes the format at load (the
     ways that do), ``("refuses", ways)`` when none makes it and a ``makes: false`` fact holds (a refusal on
     evidence), ``("version", ways)`` when only the unknown version decides (the ways whose version range it is),
     ``("none", [])`` when no fact names this engine at all (or a bare ``online: true`` names none). ``checkpoint``: the
-    format converted (None: a 16-bit checkpoint); only the facts that take it (:meth:`OnlineWay.takes`) speak."""
-    ways = [w for w in fmt.online_ways if w.engine == engine and w.takes(checkpoint)]
+    format converted (None: a 16-bit checkpoint), ``layout`` its serialization (None: not judged); only the facts that
+    take it (:meth:`OnlineWay.takes`) speak."""
+    ways = [w for w in fmt.online_ways if w.engine == engine and w.takes(checkpoint, layout)]
     held = [(w, w.holds(version, arch, activation_scale)) for w in ways]
     makes = [w for w, h in held if w.makes and h is True]
     if makes:
@@ -480,7 +488,8 @@ def online_verdict(fmt: Format, engine: str, version: str | None, arch: str | No
 
 
 def online_clause(fmt: Format, engine: str, version: str | None, arch: str | None,
-                  activation_scale: str | None, checkpoint: str | None = None) -> tuple[bool, str, str]:
+                  activation_scale: str | None, checkpoint: str | None = None,
+                  layout: str | None = None) -> tuple[bool, str, str]:
     """What ``fmt``'s ``online`` column says of serving engine ``engine`` at ``version`` (None: not known):
     ``(makes, words, where)``: whether the engine makes the format at load from a ``checkpoint`` checkpoint (None:
     a 16-bit one; a version not
@@ -488,7 +497,7 @@ def online_clause(fmt: Format, engine: str, version: str | None, arch: str | Non
     upstream sources; or the evidence it does not), and ``file:line`` of the facts read (of the column where no fact
     names the engine). :func:`online_judgement` and the selector's narrowing of ``engine: any`` read it."""
     at = f"{engine} {version}" if version else engine
-    verdict, ways = online_verdict(fmt, engine, version, arch, activation_scale, checkpoint)
+    verdict, ways = online_verdict(fmt, engine, version, arch, activation_scale, checkpoint, layout)
     where = ", ".join(w.where() for w in ways) or fmt.where("online")
     if verdict == "makes":
         return True, (f"{at} makes it with {' or '.join(w.how for w in ways)} [{'; '.join(w.source for w in ways)}]"
@@ -498,29 +507,33 @@ def online_clause(fmt: Format, engine: str, version: str | None, arch: str | Non
                       f"[{'; '.join(w.source for w in ways)}]"), where
     if verdict == "refuses":
         return False, f"{at} does not: " + "; ".join(f"{w.how}: {w.why} [{w.source}]" for w in ways), where
-    others = [w.text() for w in fmt.online_ways if w.engine == engine and w.makes and w.takes(checkpoint)]
+    others = [w.text() for w in fmt.online_ways if w.engine == engine and w.makes and w.takes(checkpoint, layout)]
     here = (f"from a {checkpoint} checkpoint, " if checkpoint is not None else "") + f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
     return False, (f"{at} ({here}): no fact says it makes it" + (f"; its facts: {', '.join(others)}" if others else "")), where
 
 
 def online_engines(fmt: Format, engines: Sequence[str], versions: Mapping[str, str | None], arch: str | None,
-                   activation_scale: str | None, checkpoint: str | None = None) -> list[str]:
+                   activation_scale: str | None, checkpoint: str | None = None, layout: str | None = None) -> list[str]:
     """The engines of ``engines`` that make ``fmt`` at load from a ``checkpoint`` checkpoint (None: a 16-bit one) at
     ``versions`` (engine -> version, None: not known; one whose unknown version decides is counted), per
     :func:`online_clause`."""
-    return [e for e in engines if online_clause(fmt, e, versions.get(e), arch, activation_scale, checkpoint)[0]]
+    return [e for e in engines if online_clause(fmt, e, versions.get(e), arch, activation_scale, checkpoint, layout)[0]]
 
 
 def online_judgement(fmt: Format, checkpoint: str, engines: Sequence[str], versions: Mapping[str, str | None],
-                     arch: str | None, activation_scale: str | None, quantized: bool = False) -> tuple[bool, str]:
+                     arch: str | None, activation_scale: str | None, quantized: bool = False,
+                     layout: str | None = None) -> tuple[bool, str]:
     """Whether serving ``fmt`` from a 16-bit checkpoint (format ``checkpoint``) is planned for ``engines`` (the
     deployment's engine, or each serving engine for ``engine: any``) at ``versions`` (engine -> version, None: not
     known), and the words: ``(True, note)`` when some engine makes it at load (the note names each engine's flag, the
     version it was read at and the source, and the engines that do not), ``(False, reason)`` when none does (each
-    engine's evidence, or that no fact names it). A version that is not known and decides is stated in the note."""
+    engine's evidence, or that no fact names it). A version that is not known and decides is stated in the note.
+    ``quantized``: ``checkpoint`` is a quantized format (serialized as ``layout``), judged by the facts whose ``from``
+    takes it (an FP8 checkpoint converted to NVFP4)."""
     said, makers = [], []
     for e in engines:
-        makes, words, _ = online_clause(fmt, e, versions.get(e), arch, activation_scale)
+        makes, words, _ = online_clause(fmt, e, versions.get(e), arch, activation_scale,
+                                        checkpoint if quantized else None, layout if quantized else None)
         said.append(words)
         if makes:
             makers.append(e)

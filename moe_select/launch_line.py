@@ -1731,19 +1731,26 @@ def _online_quant(launch: Launch) -> None:
     from .formats import lookup
     from .formats import table as formats
 
-    ckpt, layout = None, None
+    ckpt, layout, model_type = None, None, None
     if "model_config" in launch.deployment:
         from .model_config import read_model_config
 
         info = read_model_config(str(launch.deployment["model_config"]), engine=e)
-        ckpt, layout = info.quant, info.quant_params.get("layout")
+        ckpt, layout, model_type = info.quant, info.quant_params.get("layout"), info.model_type
     row = lookup(ckpt) if ckpt is not None else None
     # the online facts of this engine naming this value that speak of this checkpoint (a 16-bit one, or a quantized
     # format their from names: SGLang's modelopt_fp4 on an FP8 checkpoint)
     named = [(f, w) for f in formats().values() for w in f.online_ways
-             if w.engine == e and w.takes(ckpt) and (fv := online_flag(w.how, e)) is not None and fv[1] == value]
+             if w.engine == e and w.takes(ckpt, layout) and (fv := online_flag(w.how, e)) is not None and fv[1] == value]
     if row is None or (row.quantized and not named):
-        kind = layout if layout in ("awq", "gptq") else "fp8" if ckpt is not None and ckpt.startswith("fp8") else None
+        # the rows speak of AWQ / GPTQ checkpoints and of quant_method fp8 / compressed-tensors FP8 ones: a ModelOpt FP8
+        # checkpoint is overridden to the engine's ModelOpt method whatever is named (vLLM ModelOptFp8Config, SGLang
+        # _modelopt_override_quantization_method), and vLLM's DeepSeek-V4 FP8 override takes any name on a deepseek_v4
+        # model (DeepseekV4FP8Config.override_quantization_method): no engine error there (a review, 2026-12-05)
+        kind = layout if layout in ("awq", "gptq") else "fp8" if ckpt is not None and ckpt.startswith("fp8") \
+            and layout in ("fp8", "compressed-tensors") else None
+        if e == "vllm" and model_type == "deepseek_v4":
+            kind = None
         clash = next((m for m in table(e).quant_mismatch if m.checkpoint == kind and value.lower() in m.refuses), None)
         if clash is not None:  # the engine compares the method named with the checkpoint's and raises at startup
             launch.findings.append(Finding("engine_error", r.written, f"{value} is not this checkpoint's method ({kind} "
@@ -1776,7 +1783,7 @@ def _online_quant(launch: Launch) -> None:
         return
     # this flag at the declared version (another flag making the format does not make this one work)
     held = [w for w in ways if w.holds(launch.engine_version, None, "per_token" if scales == {"per_token"} else None) is True]
-    held += [w for w in fmt.online_ways if w.engine == e and not w.makes and w not in ways and w.takes(ckpt) and (fv := online_flag(w.how, e))
+    held += [w for w in fmt.online_ways if w.engine == e and not w.makes and w not in ways and w.takes(ckpt, layout) and (fv := online_flag(w.how, e))
              is not None and fv[1] == value and w.holds(launch.engine_version, None, None) is True]
     if any(w.makes for w in held):
         return

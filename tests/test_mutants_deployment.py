@@ -55,14 +55,16 @@ def test_the_checkpoints_quant_is_said_to_come_from_model_config(tmp_path):
 def test_nvfp4_per_token_of_an_fp8_checkpoint_is_online_nvfp4(tmp_path):
     """x_understand__mutmut_224 (``activation_scale == "PER_TOKEN"``: never true, so the FP8 checkpoint's quant
     nvfp4 was refused as a contradiction): quant nvfp4 with activation_scale per_token over a block-FP8 checkpoint
-    is SGLang's nvfp4_online, planned with a note and ``online`` in the parameters."""
+    is SGLang's nvfp4_online, planned with a note and ``online`` in the parameters (judged by the online column's FP8
+    fact since 2026-12-05: SGLang makes it, from a quant_method fp8 or ModelOpt FP8 checkpoint)."""
     _checkpoint(tmp_path, {**BASE, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})
     u = _understood(tmp_path, "arch: sm100\nmodel_config: ckpt\nquant: nvfp4\nquant_config: {activation_scale: per_token}\n")
     assert u.quant == "nvfp4"
-    assert u.notes == ["quant nvfp4 with activation_scale per_token given for a fp8_block checkpoint: online NVFP4 with "
-                       "per-token activation scales (SGLang --quantization nvfp4_online, sgl-project/sglang PR #28354)",
-                       "the checkpoint's fp8_block parameters (block [128, 128], layout fp8) describe its weights before online "
-                       "quantization: the served nvfp4 layer takes nvfp4's own"]
+    assert len(u.notes) == 2, u.notes
+    assert u.notes[0].startswith("quant nvfp4 for a (fp8_block) checkpoint: online quantization at load") \
+        and "--quantization nvfp4_online (on an FP8 checkpoint)" in u.notes[0], u.notes
+    assert u.notes[1] == ("the checkpoint's fp8_block parameters (block [128, 128], layout fp8) describe its weights "
+                          "before online quantization: the served nvfp4 layer takes nvfp4's own")
     assert u.quant_params["online"] is True and u.quant_params["activation_scale"] == "per_token"
 
 

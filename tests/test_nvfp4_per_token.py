@@ -141,7 +141,7 @@ def test_online_nvfp4_from_an_fp8_block_checkpoint_takes_nvfp4s_block_not_the_ch
     understood = moe_select.explain(dep).deployment
     assert understood.quant == "nvfp4"
     assert understood.quant_params == {"block": 16, "layout": "modelopt", "activation_scale": "per_token",
-                                       "online": True}
+                                       "online": True, "online_engines": ["sglang"], "online_from": "fp8_block"}
     assert ("the checkpoint's fp8_block parameters (block [128, 128], layout fp8) describe its weights before online quantization: "
             "the served nvfp4 layer takes nvfp4's own") in understood.notes
 

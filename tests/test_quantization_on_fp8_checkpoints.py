@@ -60,11 +60,13 @@ def test_sglang_modelopt_fp4_on_an_fp8_checkpoint_is_planned_as_online_nvfp4():
 
 
 def test_sglang_modelopt_fp4_on_an_fp8_checkpoint_before_the_fact_is_refused_naming_it():
+    """At 0.5.18 (not read) no fact says SGLang converts the FP8 checkpoint: the deployment check refuses quant nvfp4
+    (field quant), naming the fact and the release it starts at."""
     launch = from_command(_line("sglang", "modelopt_fp4"), engine_version="0.5.18")
-    report = launch.explain(deployment={"gpu": "B200"})
-    assert report.plan is None
-    details = [r.detail for c in report.candidates for r in c.reasons if r.code == "quant_unsupported"]
-    assert any("from the fp8_block checkpoint" in d and ">=0.5.19" in d for d in details), details
+    with pytest.raises(InputError) as exc:
+        launch.explain(deployment={"gpu": "B200"})
+    said = " ".join(i.message for i in exc.value.issues if i.field == "quant")
+    assert "fp8_block" in said and ">=0.5.19" in said and "no fact says it makes it" in said, exc.value.issues
 
 
 def test_vllm_has_no_fact_converting_an_fp8_checkpoint():
@@ -111,3 +113,70 @@ def test_vllm_mxfp4_moe_backend_outside_its_map_is_refused(value, ours, planned)
         assert report.plan is None
         why = [r for c in report.candidates if c.backend == ours for r in c.reasons if r.code == "quant_unsupported"]
         assert why and "map_mxfp4_backend" in why[0].source + why[0].detail, why
+
+
+# ------------------------------------------------------------------ the serializations the facts speak of (a review)
+def _modelopt_fp8(tmp_path):
+    import json
+    import shutil
+
+    d = tmp_path / "modelopt-fp8"
+    shutil.copytree(BF16, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8"}
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.mark.parametrize("engine, value", [("sglang", "modelopt_fp4"), ("sglang", "w4afp8"), ("vllm", "mxfp4"),
+                                           ("vllm", "modelopt_fp4"), ("vllm", "awq")])
+def test_a_modelopt_fp8_checkpoint_is_overridden_not_refused_nor_converted(tmp_path, engine, value):
+    """A ModelOpt FP8 checkpoint: SGLang's _modelopt_override_quantization_method maps any name but nvfp4_online and
+    quark_mxfp4 back to modelopt_fp8, vLLM's ModelOptFp8Config.override_quantization_method returns modelopt for
+    quant_algo FP8 whatever is named: no engine error, and served as the checkpoint's FP8 (no online NVFP4)."""
+    launch = from_command(_line(engine, value, _modelopt_fp8(tmp_path)), engine_version="0.5.23" if engine == "sglang"
+                          else "0.34.0")
+    assert not [f for f in launch.found("engine_error") if f.token.startswith("--quantization")], launch.findings
+    assert "quant" not in launch.deployment, launch.deployment
+
+
+def test_sglang_modelopt_fp4_on_a_compressed_tensors_fp8_checkpoint_is_not_online_nvfp4():
+    """compressed-tensors FP8: no override maps it and compatible_quantization_methods pairs modelopt_fp4 with quant_method
+    fp8 / modelopt only, so SGLang raises 'does not match' rather than converting; the from fact (from_layout fp8) does
+    not take it, and a deployment asking nvfp4 for it is refused."""
+    ct = CONFIGS / "llm-compressor__Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
+    launch = from_command(_line("sglang", "modelopt_fp4", ct), engine_version="0.5.23")
+    assert "quant" not in launch.deployment
+    with pytest.raises(InputError):
+        moe_select.explain({"gpu": "B200", "model_config": str(ct), "quant": "nvfp4", "engine": "sglang",
+                            "engine_version": "0.5.23"})
+
+
+def test_vllm_deepseek_v4_fp8_takes_any_quantization_name(tmp_path):
+    """vLLM's DeepseekV4FP8Config.override_quantization_method returns deepseek_v4_fp8 on a deepseek_v4 model whatever is
+    named (read in the 0.29.0 .. 0.34.0 wheels): no 'does not match' there."""
+    import json
+    import shutil
+
+    d = tmp_path / "dsv4"
+    shutil.copytree(CONFIGS / "deepseek-ai__DeepSeek-V3", d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model_type"] = "deepseek_v4"
+    (d / "config.json").write_text(json.dumps(cfg))
+    launch = from_command(_line("vllm", "mxfp4", d), engine_version="0.34.0")
+    assert not [f for f in launch.found("engine_error") if f.token.startswith("--quantization")], launch.findings
+    plain = from_command(_line("vllm", "mxfp4", CONFIGS / "deepseek-ai__DeepSeek-V3"), engine_version="0.34.0")
+    assert [f for f in plain.found("engine_error") if f.token.startswith("--quantization")], plain.findings
+
+
+def test_per_token_nvfp4_from_an_fp8_checkpoint_is_sglangs_alone():
+    """quant nvfp4 with per-token activation scales over an FP8 checkpoint: SGLang's nvfp4_online (its FP8 fact), not
+    vLLM's nvfp4_per_token, which converts 16-bit checkpoints only (vLLM raises 'does not match' on an FP8 one): engine vllm
+    is refused at the deployment check, engine any plans for sglang alone (a review found both planned for vLLM)."""
+    dep = {"gpu": "B200", "model_config": str(FP8), "quant": "nvfp4", "quant_config": {"activation_scale": "per_token"}}
+    with pytest.raises(InputError) as exc:
+        moe_select.explain({**dep, "engine": "vllm", "engine_version": "0.34.0"})
+    assert any(i.field == "quant" and "vllm 0.34.0" in i.message for i in exc.value.issues), exc.value.issues
+    r = moe_select.explain({**dep, "engine": "any"})
+    assert r.plan is not None and r.plan.engines == ["sglang"], r.summary()
+    assert r.deployment.quant_params["online_engines"] == ["sglang"]
