@@ -1093,11 +1093,12 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
 
 
 def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = None,
-              written: str = "", where: str = LINE) -> tuple[str, str | None, str | None]:
+              written: str = "", where: str = LINE, findings: list[Finding] | None = None) -> tuple[str, str | None, str | None]:
     """``(our a2a, our mode or None, note)`` for the engine's name (and SGLang's --deepep-mode) at the declared ``version``
     (None: the newest). vLLM: a row's name counts from its ``vllm_since``, an older spelling (``vllm_before``) below its
-    bound; a name that only rows of other releases give is refused (:class:`InputError`: that release's parser refuses
-    it at startup)."""
+    bound; a name that only rows of other releases give: that release's parser refuses it at startup, an
+    ``engine_error`` in ``findings`` (the line describes a deployment other releases run: planned as that row's, explain
+    exits 1), an :class:`InputError` where no ``findings`` is given."""
     v = _ver(version)
     for row in names().a2a:
         if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
@@ -1111,9 +1112,14 @@ def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = 
         other = [f"{r.vllm} from {r.vllm_since}" for r in names().a2a if r.vllm == theirs and r.vllm_since] + \
                 [f"{o.name} before {o.below}" for r in names().a2a for o in r.vllm_before if o.name == theirs]
         if other:
-            raise InputError(Issue(where, 0, written or theirs, f"{theirs!r}: vllm {version} (the declared version) takes no such "
-                                   f"--all2all-backend value ({'; '.join(other)}): it refuses it at startup "
-                                   "[backends/engines/names.yaml a2a]; declare the version that runs, or name its value"))
+            said = (f"{theirs!r}: vllm {version} (the declared version) takes no such --all2all-backend value "
+                    f"({'; '.join(other)}): it refuses it at startup; declare the version that runs, or name its value")
+            if findings is None:
+                raise InputError(Issue(where, 0, written or theirs, f"{said} [backends/engines/names.yaml a2a]"))
+            row = next(r for r in names().a2a if (r.vllm == theirs and r.vllm_since)
+                       or any(o.name == theirs for o in r.vllm_before))
+            findings.append(Finding("engine_error", written or theirs, said, row.source))
+            return row.ours, row.mode, None
     low = re.sub(r"[^a-z0-9_]", "_", theirs.lower())
     return low, mode, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged)"
 
@@ -1243,7 +1249,7 @@ def _map(launch: Launch, where: str) -> None:
         if "a2a" in v:
             ours, mode, note = _a2a_ours("vllm", _chosen("vllm", "a2a", str(v["a2a"].value), _w(launch, "a2a"), where,
                                                          launch.engine_version, launch.findings), None, launch.engine_version,
-                                         _w(launch, "a2a"), where)
+                                         _w(launch, "a2a"), where, launch.findings)
             if "ep" not in launch.deployment and ours != "none":
                 launch.findings.append(Finding("note", _w(launch, "a2a"), "vLLM uses an all-to-all only with --enable-expert-parallel: not read"))
             else:
