@@ -295,3 +295,26 @@ def test_vllm_name_of_a_runner_follows_the_checkpoint_format():
     assert "vllm has no name for triton_kernel on bf16" in _follow("vllm", "triton_kernel", "bf16")
     assert "vllm has no name for triton on mxfp4" in _follow("vllm", "triton", "mxfp4")
     assert _follow("vllm", "triton", "bf16") == "--moe-backend triton"
+
+
+def test_sglang_fp8_auto_deep_gemm_hook_is_fp8config_only(tmp_path):
+    """A compressed-tensors block-FP8 checkpoint runs CompressedTensorsW8A8Fp8MoE, whose create_moe_runner resolves auto to
+    triton without DeepGEMM's check (sglang 0.5.19 / 0.5.23): the Fp8Config hook does not fire there (a review found it
+    predicted deep_gemm)."""
+    import json
+    import shutil
+
+    d = tmp_path / "ct"
+    shutil.copytree(CFG / "deepseek-ai__DeepSeek-V3", d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128], "symmetric": True,
+            "dynamic": False}, "input_activations": {"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128,
+                                                     "dynamic": True, "symmetric": True}}}}
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = moe_select.explain(dict(gpu="H200", model_config=str(d), engine="sglang", engine_version="0.5.23", tp=8, ep=8,
+                                a2a="deepep"))
+    assert (r.deployment.quant, r.deployment.quant_params["layout"]) == ("fp8_block", "compressed-tensors")
+    assert not any(o.hook == "sglang-fp8-a2a-auto-deep-gemm" for o in _choice(r, "sglang").overrides)
