@@ -1026,15 +1026,8 @@ def _moe_tile(
                 b = tl.load(b_ptrs, mask=b_mask, other=0.0)
                 if GATED:
                     bu = tl.load(bu_ptrs, mask=b_mask, other=0.0)
-            if W_MODE == 0:
-                if B_DESC == 2:
-                    acc2 = tl.dot(a, b2, acc2)
-                else:
-                    acc = tl.dot(a, b, acc)
-                    if GATED:
-                        acc_u = tl.dot(a, bu, acc_u)
-            elif W_MODE == 1 or W_MODE == 2:
-                if A_FP8:                    # quantized before the GEMM (row_quant): the same e4m3 values
+            if W_MODE == 0 or W_MODE == 1 or W_MODE == 2:
+                if W_MODE == 0 or A_FP8:     # 16-bit, or FP8 quantized before the GEMM (row_quant): the values as stored
                     qa = a
                 elif B_DESC == 2:
                     qa = tl.clamp(a.to(tl.float32) * a_mult[:, None], -448.0, 448.0).to(b2.dtype)
