@@ -1103,20 +1103,24 @@ def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = 
     for row in names().a2a:
         if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
             return row.ours, row.mode if row.mode not in (None,) else mode, None
-        if engine == "vllm" and ((row.vllm == theirs and row.vllm_at(version) is not None) or theirs in row.vllm_read):
+        if engine == "vllm" and ((row.vllm == theirs and row.vllm_at(version) is not None
+                                  and (v is None or not row.vllm_before or v >= max(_ver(o.below) for o in row.vllm_before)))
+                                 or theirs in row.vllm_read):
             return row.ours, row.mode, None
     if engine == "vllm":
         for row in names().a2a:
             if any(o.name == theirs and (v is None or v < _ver(o.below)) for o in row.vllm_before):
                 return row.ours, row.mode, None
         other = [f"{r.vllm} from {r.vllm_since}" for r in names().a2a if r.vllm == theirs and r.vllm_since] + \
+                [f"{r.vllm} from {max(r.vllm_before, key=lambda o: _ver(o.below)).below}" for r in names().a2a
+                 if r.vllm == theirs and not r.vllm_since and r.vllm_before] + \
                 [f"{o.name} before {o.below}" for r in names().a2a for o in r.vllm_before if o.name == theirs]
         if other:
             said = (f"{theirs!r}: vllm {version} (the declared version) takes no such --all2all-backend value "
                     f"({'; '.join(other)}): it refuses it at startup; declare the version that runs, or name its value")
             if findings is None:
                 raise InputError(Issue(where, 0, written or theirs, f"{said} [backends/engines/names.yaml a2a]"))
-            row = next(r for r in names().a2a if (r.vllm == theirs and r.vllm_since)
+            row = next(r for r in names().a2a if (r.vllm == theirs and (r.vllm_since or r.vllm_before))
                        or any(o.name == theirs for o in r.vllm_before))
             findings.append(Finding("engine_error", written or theirs, said, row.source))
             return row.ours, row.mode, None

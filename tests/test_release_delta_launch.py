@@ -242,3 +242,17 @@ def test_vllm_eplb_switch_spellings_pass_through_as_written():
         launch = from_command(f"vllm serve {QWEN} -tp 8 -ep --all2all-backend deepep_low_latency {flag}", engine_version=version)
         out = emit(launch.explain(deployment={"gpu": "H200"}).plan, "vllm", engine_version=version, launch=launch)
         assert flag in out.argv and "True" not in out.argv and "False" not in out.argv, out.argv
+
+
+@pytest.mark.parametrize("a2a, version, refused", [
+    ("mori_high_throughput", "0.22.0", True), ("mori_high_throughput", "0.23.0", False),
+    ("flashinfer_nvlink_two_sided", "0.17.0", True), ("flashinfer_nvlink_two_sided", "0.18.0", False),
+    ("flashinfer_all2allv", "0.17.0", False), ("mori", "0.20.0", False)])
+def test_vllm_a2a_name_before_its_vllm_before_bound_is_an_engine_error(a2a, version, refused):
+    """A names.yaml row's vLLM name starts where its older spelling (vllm_before) ends: below that release the
+    All2AllBackend Literal has only the old name, so the new one is refused at startup (a review, 2026-12-05, found
+    mori_high_throughput at 0.22.0 and flashinfer_nvlink_two_sided at 0.17.0 accepted)."""
+    launch = _vllm(a2a, version)
+    errs = [f for f in launch.found("engine_error") if "takes no such --all2all-backend value" in f.message]
+    assert bool(errs) == refused, launch.findings
+    assert launch.deployment["a2a"] in ("mori", "flashinfer_two_sided")
