@@ -630,13 +630,11 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 versions: dict[str, str | None] = dict(engine_versions) if engine_versions is not None else (
                     {str(dep.engine): dep.engine_version} if dep.engine_version else {})
                 scale = dep.quant_config.activation_scale if dep.quant_config is not None else None
-                ok, text = online_judgement(wanted, quant, engines, versions, arch, scale, quantized=not unquantized,
-                                            layout=ckpt_layout)
+                ok, text = online_judgement(wanted, quant, engines, versions, arch, scale, ckpt_layout)
                 if ok:
                     notes.append(text)
                     made_online = True
-                    makers = online_engines(wanted, engines, versions, arch, scale, None if unquantized else quant,
-                                            None if unquantized else ckpt_layout)
+                    makers = online_engines(wanted, engines, versions, arch, scale, quant, ckpt_layout)
                     if not unquantized:
                         online_from = quant
                 else:

@@ -508,7 +508,8 @@ def online_clause(fmt: Format, engine: str, version: str | None, arch: str | Non
     if verdict == "refuses":
         return False, f"{at} does not: " + "; ".join(f"{w.how}: {w.why} [{w.source}]" for w in ways), where
     others = [w.text() for w in fmt.online_ways if w.engine == engine and w.makes and w.takes(checkpoint, layout)]
-    here = (f"from a {checkpoint} checkpoint, " if checkpoint is not None else "") + f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
+    converted = checkpoint is not None and (row := lookup(checkpoint)) is not None and row.quantized
+    here = (f"from a {checkpoint} checkpoint, " if converted else "") + f"arch {arch}" + (f", activation_scale {activation_scale or 'per_tensor'}" if fmt.name == "nvfp4" else "")
     return False, (f"{at} ({here}): no fact says it makes it" + (f"; its facts: {', '.join(others)}" if others else "")), where
 
 
@@ -521,19 +522,19 @@ def online_engines(fmt: Format, engines: Sequence[str], versions: Mapping[str, s
 
 
 def online_judgement(fmt: Format, checkpoint: str, engines: Sequence[str], versions: Mapping[str, str | None],
-                     arch: str | None, activation_scale: str | None, quantized: bool = False,
-                     layout: str | None = None) -> tuple[bool, str]:
+                     arch: str | None, activation_scale: str | None, layout: str | None = None) -> tuple[bool, str]:
     """Whether serving ``fmt`` from a 16-bit checkpoint (format ``checkpoint``) is planned for ``engines`` (the
     deployment's engine, or each serving engine for ``engine: any``) at ``versions`` (engine -> version, None: not
     known), and the words: ``(True, note)`` when some engine makes it at load (the note names each engine's flag, the
     version it was read at and the source, and the engines that do not), ``(False, reason)`` when none does (each
     engine's evidence, or that no fact names it). A version that is not known and decides is stated in the note.
-    ``quantized``: ``checkpoint`` is a quantized format (serialized as ``layout``), judged by the facts whose ``from``
-    takes it (an FP8 checkpoint converted to NVFP4)."""
+    A quantized ``checkpoint`` (serialized as ``layout``) is judged by the facts whose ``from`` takes it (an FP8
+    checkpoint converted to NVFP4), a 16-bit one by the others (:meth:`OnlineWay.takes`)."""
     said, makers = [], []
+    row = lookup(checkpoint)
+    quantized = row is not None and row.quantized
     for e in engines:
-        makes, words, _ = online_clause(fmt, e, versions.get(e), arch, activation_scale,
-                                        checkpoint if quantized else None, layout if quantized else None)
+        makes, words, _ = online_clause(fmt, e, versions.get(e), arch, activation_scale, checkpoint, layout)
         said.append(words)
         if makes:
             makers.append(e)

@@ -638,12 +638,11 @@ def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[Flag
                 return e, True, None
     inverse = t.inverse_enable_disable
     if inverse is not None and has_change(inverse, version, t.engine) is not False:
-        for prefix, other in (("--disable-", "--enable-"), ("--enable-", "--disable-")):
-            if key.startswith(prefix):
-                paired = next((f for f in t.flags if f.takes == "bool_optional" and other + key[len(prefix):] in f.names), None)
-                if paired is not None:
-                    return paired, True, (f"{other}{key[len(prefix):]} inverted: {t.engine}'s parser pairs --enable-X with --disable-X "
-                                     f"from {inverse.text()}")
+        hit = _inverse_pair(t, key)
+        if hit is not None:
+            paired, prefix, other = hit
+            return paired, True, (f"{other}{key[len(prefix):]} inverted: {t.engine}'s parser pairs --enable-X with --disable-X "
+                                  f"from {inverse.text()}")
     if t.parser != "click" and key.startswith("--"):
         hits = {e.name: e for e in t.flags for n in e.names if n.startswith("--") and n.startswith(key)}
         if len(hits) == 1:
@@ -653,23 +652,33 @@ def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[Flag
     return None, False, None
 
 
-def _inverse_before(t: EngineTable, name: str, version: str | None) -> str | None:
-    """Why the declared release ``version`` refuses ``name`` where it is the ``--disable-X`` of a bool_optional
-    ``--enable-X`` (or the reverse) that the table's ``inverse_enable_disable`` release first pairs, and ``version``
-    is older (its parser then has no such option: 'unrecognized arguments' at startup); None otherwise."""
-    inverse = t.inverse_enable_disable
-    if inverse is None or has_change(inverse, version, t.engine) is not False:
-        return None
-    key = name.replace("_", "-") if t.parser == "vllm_argparse" else name
+def _inverse_pair(t: EngineTable, key: str) -> tuple[FlagEntry, str, str] | None:
+    """``(entry, prefix, other)`` where ``key`` is the ``--disable-X`` of a bool_optional ``--enable-X`` of ``t`` (or the
+    reverse): the entry, ``key``'s prefix and the entry's; None otherwise."""
     for prefix, other in (("--disable-", "--enable-"), ("--enable-", "--disable-")):
         if key.startswith(prefix):
             pair = next((f for f in t.flags if f.takes == "bool_optional" and other + key[len(prefix):] in f.names), None)
             if pair is not None:
-                no = "--no-" + pair.name[2:]
-                return (f"{t.engine} {version} has no {name} ({UNRECOGNIZED.get(t.engine, 'unrecognized arguments')}): its "
-                        f"parser pairs {other}{key[len(prefix):]} with {prefix}{key[len(prefix):]} from {inverse.text()}; "
-                        f"write {no} (or leave out {pair.name})")
+                return pair, prefix, other
     return None
+
+
+def _inverse_before(t: EngineTable, name: str, version: str | None) -> tuple[str, str] | None:
+    """``(why, source)`` where the declared release ``version`` refuses ``name``, the ``--disable-X`` of a bool_optional
+    ``--enable-X`` (or the reverse) that the table's ``inverse_enable_disable`` release first pairs, ``version`` being
+    older (its parser then has no such option: 'unrecognized arguments' at startup); None otherwise."""
+    inverse = t.inverse_enable_disable
+    if inverse is None or has_change(inverse, version, t.engine) is not False:
+        return None
+    key = name.replace("_", "-") if t.parser == "vllm_argparse" else name
+    hit = _inverse_pair(t, key)
+    if hit is None:
+        return None
+    pair, prefix, other = hit
+    rest = key[len(prefix):]
+    return (f"{t.engine} {version} has no {name} ({UNRECOGNIZED.get(t.engine, 'unrecognized arguments')}): its parser "
+            f"pairs {other}{rest} with {prefix}{rest} from {inverse.text()}; write --no-{pair.name[2:]} (or leave out "
+            f"{pair.name})", inverse.by)
 
 
 def _other_engines_flag(name: str, engine: str) -> str:
@@ -855,8 +864,7 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             elif paired is not None:
                 # the table knows the flag's pair and the release that first reads this spelling: the parser of the
                 # declared release refuses it (a new user's eleventh trial: --disable-expert-parallel at vLLM 0.32.0)
-                launch.findings.append(Finding("engine_error", name, paired, t.inverse_enable_disable.by
-                                               if t.inverse_enable_disable is not None else t.sources.get("args", "")))
+                launch.findings.append(Finding("engine_error", name, *paired))
             else:
                 launch.findings.append(Finding("unknown", name, f"not in the {engine} table (checked at {t.checked_at})"
                                                f"{_other_engines_flag(name, engine) or _did_you_mean(name, _all_names(t))}; "
@@ -1057,14 +1065,14 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
     return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
 
 
-def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version: str | None = None,
-            findings: list[Finding] | None = None) -> str:
+def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version: str | None,
+            findings: list[Finding]) -> str:
     """``theirs`` (the value of ``engine``'s runner or all-to-all option, ``of``, as ``written``) as the engine reads it
     (its :class:`~moe_select.engine_tables.Choices` row's normalization where that is vLLM's lower-casing). Raises
     :class:`InputError` (the option as written) when the row says the option's values are closed and this is none of
     them: the engine refuses it at startup. A value of a later release than ``version`` (the declared one), or one it
     removed: an ``engine_error`` finding in ``findings`` (the line describes a deployment other releases run, so it is
-    planned, and explain exits 1; README "Launch lines"), an :class:`InputError` where no ``findings`` is given."""
+    planned, and explain exits 1; README "Launch lines")."""
     c = names().choices_of(engine, of)
     if c is None:
         return theirs
@@ -1086,19 +1094,17 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
             f"{theirs!r} was removed in {engine} {gone}: {engine} {version} (the declared version) refuses it at startup; "
             "declare the version that runs, or name another value") if gone is not None else None
     if said is not None:
-        if findings is None:
-            raise InputError(Issue(where, 0, written, f"{said} [{c.since_source or c.source}]"))
         findings.append(Finding("engine_error", written, said, c.since_source or c.source))
     return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
 
 
 def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = None,
-              written: str = "", where: str = LINE, findings: list[Finding] | None = None) -> tuple[str, str | None, str | None]:
+              written: str = "", findings: list[Finding] | None = None) -> tuple[str, str | None, str | None]:
     """``(our a2a, our mode or None, note)`` for the engine's name (and SGLang's --deepep-mode) at the declared ``version``
     (None: the newest). vLLM: a row's name counts from its ``vllm_since``, an older spelling (``vllm_before``) below its
     bound; a name that only rows of other releases give: that release's parser refuses it at startup, an
-    ``engine_error`` in ``findings`` (the line describes a deployment other releases run: planned as that row's, explain
-    exits 1), an :class:`InputError` where no ``findings`` is given."""
+    ``engine_error`` in ``findings`` (vLLM's caller gives them; the line describes a deployment other releases run:
+    planned as that row's, explain exits 1)."""
     v = _ver(version)
     for row in names().a2a:
         if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
@@ -1118,8 +1124,7 @@ def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = 
         if other:
             said = (f"{theirs!r}: vllm {version} (the declared version) takes no such --all2all-backend value "
                     f"({'; '.join(other)}): it refuses it at startup; declare the version that runs, or name its value")
-            if findings is None:
-                raise InputError(Issue(where, 0, written or theirs, f"{said} [backends/engines/names.yaml a2a]"))
+            assert findings is not None, "vLLM's a2a names are read with the launch's findings"
             row = next(r for r in names().a2a if (r.vllm == theirs and (r.vllm_since or r.vllm_before))
                        or any(o.name == theirs for o in r.vllm_before))
             findings.append(Finding("engine_error", written or theirs, said, row.source))
@@ -1253,7 +1258,7 @@ def _map(launch: Launch, where: str) -> None:
         if "a2a" in v:
             ours, mode, note = _a2a_ours("vllm", _chosen("vllm", "a2a", str(v["a2a"].value), _w(launch, "a2a"), where,
                                                          launch.engine_version, launch.findings), None, launch.engine_version,
-                                         _w(launch, "a2a"), where, launch.findings)
+                                         _w(launch, "a2a"), launch.findings)
             if "ep" not in launch.deployment and ours != "none":
                 launch.findings.append(Finding("note", _w(launch, "a2a"), "vLLM uses an all-to-all only with --enable-expert-parallel: not read"))
             else:
