@@ -611,11 +611,21 @@ class MethodRunners(Conditional):
     #: (SGLang's AWQ MoE scheme): a launch that names a runner fails at load, so a plan of one of ``runners`` is written
     #: with no runner option (the plan's ``runner_option_auto``); ``named`` (default): the option may name the runner.
     option: Literal["named", "auto"] = "named"
+    #: Runners of ``runners`` the method builds only with the runner option left at auto (the engine's auto choice
+    #: reaches them; its option has no value for them here, e.g. vLLM's MXFP4 map has no key for CUTLASS_MXFP4_MXFP4):
+    #: a plan of one is written as ``option: auto`` writes every runner of the row. Empty: as ``option`` says.
+    auto_only: list[str] = Field(default_factory=list)
+
+    def auto_for(self, runner: str) -> bool:
+        """True when a plan of ``runner`` under this method must leave the engine's runner option at auto."""
+        return runner in self.runners and (self.option == "auto" or runner in self.auto_only)
 
     @model_validator(mode="after")
     def _engine_scoped(self) -> "MethodRunners":
         if self.when is None or self.when.engine is None:
             raise ValueError("a method fact names the engine whose loader it describes (when.engine)")
+        if set(self.auto_only) - set(self.runners):
+            raise ValueError(f"auto_only names runners the method does not build: {sorted(set(self.auto_only) - set(self.runners))}")
         if self.when.unsatisfiable():
             raise ValueError(f"when can never match: {self.when.unsatisfiable()}")
         return self

@@ -100,6 +100,9 @@ IntCond = Union[list[int], IntRange]
 #: when it names any of them. ``phase: both`` runs prefill and decode; ``a2a_mode: auto`` may use two.
 SET_KEYS = ("phase", "a2a_mode")
 
+#: The value of ``activation_precision_not`` in a deployment's facts when it asks no activation precision.
+NONE_ASKED = "(none asked)"
+
 
 def _int_match(cond: IntCond, value: Fraction | int) -> bool:
     return value in cond if isinstance(cond, list) else cond.contains(value)
@@ -183,6 +186,10 @@ class When(Located):
     #: with this key holds only when it is asked, so a support row under it runs only on request (an
     #: engine's precision flag, backends/engines/); a deployment that asks none matches no such condition.
     activation_precision: list[Precision] | None = None
+    #: Activation precisions the fact does NOT hold for: unlike ``activation_precision``, a deployment that asks none
+    #: matches (it runs the runner's default, which is none of those asked by name), so a row can hold "unless this
+    #: precision is asked" (an engine whose auto choice reaches another runner only on request).
+    activation_precision_not: list[Precision] | None = None
     #: The engine makes the format at load from an unquantized checkpoint (online quantization, backends/formats.yaml
     #: ``online``): weights it quantizes itself may be laid out (padded) unlike a serialized checkpoint's.
     online: bool | None = None
@@ -238,7 +245,7 @@ class When(Located):
             elif isinstance(cond, bool):
                 if cond != value:
                     return False
-            elif key == "architecture_not":
+            elif key in ("architecture_not", "activation_precision_not"):
                 if value in cond:
                     return False
             elif key in SET_KEYS:
@@ -285,8 +292,8 @@ class When(Located):
                 parts.append(f"{key} " + ", ".join(b for b in bits if b))
             elif isinstance(cond, bool):
                 parts.append(f"{key} = {str(cond).lower()}")
-            elif key == "architecture_not":
-                parts.append(f"architecture not in [{', '.join(cond)}]")
+            elif key in ("architecture_not", "activation_precision_not"):
+                parts.append(f"{key.removesuffix('_not')} not in [{', '.join(cond)}]")
             else:
                 parts.append(f"{key} in [{', '.join(map(str, cond))}]")
         return ", ".join(parts) or "always"
@@ -507,6 +514,8 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "weight_only": weight_only,
         "activation_scale": activation_scale,
         "activation_precision": activation_precision,
+        # none asked is none of the named precisions (When.activation_precision_not), not an unstated input
+        "activation_precision_not": activation_precision or NONE_ASKED,
         "online": online,
         "vendor_library": vendor_library,
     }

@@ -1073,7 +1073,7 @@ def _unreleased_name(name: str, engine: str | None, ctx: _Ctx) -> Reason | None:
     first = c.first_release(theirs, version)
     if first is None:
         return None
-    if any(m.option == "auto" and name in m.runners and _holds(m, ctx, []) for m in ctx.catalog.common.methods):
+    if any(m.auto_for(name) and _holds(m, ctx, []) for m in ctx.catalog.common.methods):
         return None   # the engine's method builds the runner itself, the option left at auto: its values do not matter
     return Reason(code="engine_unsupported", backend=name, source=c.where(),
                   detail=f"{name} ({engine}'s {theirs}) first shipped in {engine} {first}: {engine} {version} does not "
@@ -1915,10 +1915,10 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
 
 def _option_auto(chosen: Candidate, ctx: _Ctx) -> dict[str, str]:
     """Engine -> why (with the fact's file:line) where an engine method that builds the chosen runner (a ``methods``
-    fact with ``option: auto``) holds for that engine's facts: the launch must leave the runner option at auto."""
+    fact with ``option: auto``, or naming it in ``auto_only``) holds for that engine's facts: the launch must leave the runner option at auto."""
     out: dict[str, str] = {}
     for m in ctx.catalog.common.methods:
-        if m.option != "auto" or chosen.backend not in m.runners:
+        if not m.auto_for(chosen.backend):
             continue
         for e in chosen.engines:
             facts = ctx.engine_facts.get(e, ctx.facts)
