@@ -446,6 +446,16 @@ class A2AName(Located):
     def _since_version(cls, v: str | None) -> str | None:
         return None if v is None else _pep440_version(v)
 
+    @property
+    def vllm_first(self) -> str | None:
+        """The first vLLM release whose option takes ``vllm`` for this row: ``vllm_since``, else the newest bound of
+        ``vllm_before`` (below it the older spelling), else None (every release that has the row's backend)."""
+        from packaging.version import Version
+
+        if self.vllm_since is not None:
+            return self.vllm_since
+        return max((o.below for o in self.vllm_before), key=Version, default=None)
+
     def vllm_at(self, version: str | None) -> str | None:
         """``vllm`` where a declared ``version`` (None: the newest) takes it for this row, else None."""
         from packaging.version import InvalidVersion, Version

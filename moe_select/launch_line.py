@@ -1109,23 +1109,21 @@ def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = 
     for row in names().a2a:
         if engine == "sglang" and row.sglang == theirs and (row.mode is None or row.sglang_mode == (mode or "auto")):
             return row.ours, row.mode if row.mode not in (None,) else mode, None
-        if engine == "vllm" and ((row.vllm == theirs and row.vllm_at(version) is not None
-                                  and (v is None or not row.vllm_before or v >= max(_ver(o.below) for o in row.vllm_before)))
+        first = row.vllm_first
+        if engine == "vllm" and ((row.vllm == theirs and (v is None or first is None or v >= _ver(first)))
                                  or theirs in row.vllm_read):
             return row.ours, row.mode, None
     if engine == "vllm":
         for row in names().a2a:
             if any(o.name == theirs and (v is None or v < _ver(o.below)) for o in row.vllm_before):
                 return row.ours, row.mode, None
-        other = [f"{r.vllm} from {r.vllm_since}" for r in names().a2a if r.vllm == theirs and r.vllm_since] + \
-                [f"{r.vllm} from {max(r.vllm_before, key=lambda o: _ver(o.below)).below}" for r in names().a2a
-                 if r.vllm == theirs and not r.vllm_since and r.vllm_before] + \
+        other = [f"{r.vllm} from {r.vllm_first}" for r in names().a2a if r.vllm == theirs and r.vllm_first] + \
                 [f"{o.name} before {o.below}" for r in names().a2a for o in r.vllm_before if o.name == theirs]
         if other:
             said = (f"{theirs!r}: vllm {version} (the declared version) takes no such --all2all-backend value "
                     f"({'; '.join(other)}): it refuses it at startup; declare the version that runs, or name its value")
             assert findings is not None, "vLLM's a2a names are read with the launch's findings"
-            row = next(r for r in names().a2a if (r.vllm == theirs and (r.vllm_since or r.vllm_before))
+            row = next(r for r in names().a2a if (r.vllm == theirs and r.vllm_first)
                        or any(o.name == theirs for o in r.vllm_before))
             findings.append(Finding("engine_error", written or theirs, said, row.source))
             return row.ours, row.mode, None
