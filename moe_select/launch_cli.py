@@ -83,6 +83,19 @@ def cli_launch(args: argparse.Namespace) -> Any:
     return launch
 
 
+def _declared(report: Any, engine: str) -> str | None:
+    """The version of ``engine`` the report's deployment declares or this machine has (``engine_version``, ``packages``,
+    detection: the report's environment), or None: an emitted line is written for it (not for the newest release the
+    facts assume)."""
+    from .catalog import default_catalog
+
+    pkg = default_catalog().engine_package(engine)
+    if pkg is None:
+        return None
+    state, found = report.environment.package(pkg.name, pkg.module)
+    return found if state == "present" and found not in (None, "unknown") else None
+
+
 def emit_text(args: argparse.Namespace, report: Any) -> str:
     """The emitted launch script of ``report``'s plan (``plan --emit``), told what the engine picks itself (the report's
     ``engine_choices``). Raises :class:`~moe_select.launch_emit.EmitError`."""
@@ -92,5 +105,5 @@ def emit_text(args: argparse.Namespace, report: Any) -> str:
     # what the engine picks with no runner option: its prediction for runner auto (for an asked runner the prediction
     # is the asked one, which presumes the option)
     auto = report.deployment.runner == "auto" and choice is not None
-    return emit(report.plan, args.emit, engine_version=getattr(args, "engine_version", None),
+    return emit(report.plan, args.emit, engine_version=getattr(args, "engine_version", None) or _declared(report, args.emit),
                 launch=getattr(args, "launch", None), predicted=choice.runner if auto and choice is not None else None).script()

@@ -1014,3 +1014,16 @@ def test_a_line_read_from_a_file_resolves_relative_paths_against_the_working_dir
     assert rc == 0 and data["deployment"]["model_config_path"].startswith(str(tmp_path / "models" / "q"))
     monkeypatch.chdir(tmp_path / "scripts")
     assert main(["explain", "--gpu", "H200", "--from-command", f"@{f}"]) == 2   # scripts/models/q: no such folder
+
+
+def test_plan_emit_writes_for_the_version_the_deployment_file_declares(tmp_path, capsys):
+    """``plan -d FILE --emit vllm`` writes the line for the file's ``engine_version`` (a review: it wrote the newest
+    releases' spelling, mori_high_throughput, for a file declaring vLLM 0.22.0, whose option takes mori); the command
+    line's --engine-version still wins."""
+    dep = tmp_path / "d.yaml"
+    dep.write_text(f"gpu: MI300X\nengine: vllm\nengine_version: '0.22.0'\nmodel_config: {CONFIGS / 'deepseek-ai__DeepSeek-V3'}\n"
+                   "tp: 1\ndp: 8\nep: 8\na2a: mori\na2a_mode: normal\nvendor_library: true\n")
+    assert main(["plan", "-d", str(dep), "--emit", "vllm"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("--all2all-backend mori")
+    assert main(["plan", "-d", str(dep), "--emit", "vllm", "--engine-version", "0.23.0"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("--all2all-backend mori_high_throughput")

@@ -65,3 +65,4 @@ def test_activation_precision_not_matches_a_deployment_that_asks_none():
         f = facts_of(**base, activation_precision=asked)
         assert (not_mxfp4.matches(f), mxfp4.matches(f)) == want, asked
     assert not_mxfp4.describe() == "activation_precision not in [mxfp4]"
+
