@@ -100,6 +100,9 @@ IntCond = Union[list[int], IntRange]
 #: when it names any of them. ``phase: both`` runs prefill and decode; ``a2a_mode: auto`` may use two.
 SET_KEYS = ("phase", "a2a_mode")
 
+#: Condition keys that hold for every value but those listed (the deployment's ``architecture``, ``activation_precision``).
+NEGATED = ("architecture_not", "activation_precision_not")
+
 #: The value of ``activation_precision_not`` in a deployment's facts when it asks no activation precision.
 NONE_ASKED = "(none asked)"
 
@@ -245,7 +248,7 @@ class When(Located):
             elif isinstance(cond, bool):
                 if cond != value:
                     return False
-            elif key in ("architecture_not", "activation_precision_not"):
+            elif key in NEGATED:
                 if value in cond:
                     return False
             elif key in SET_KEYS:
@@ -261,8 +264,11 @@ class When(Located):
         """Why no deployment can ever match (an empty list or range, sizes that are never positive), or None."""
         for key in self.keys():
             cond = getattr(self, key)
-            if isinstance(cond, list) and not cond:
+            if isinstance(cond, list) and not cond and key not in NEGATED:
                 return f"when.{key} is an empty list"
+            if key in NEGATED and getattr(self, key.removesuffix("_not")) is not None \
+                    and set(getattr(self, key.removesuffix("_not"))) <= set(cond):
+                return f"when.{key.removesuffix('_not')} names only values when.{key} excludes"
             positive = key in QUANTITIES and key not in MAY_BE_ZERO
             if isinstance(cond, IntRange) and cond.empty(positive=positive):
                 if cond.min is not None and cond.max is not None and cond.min > cond.max:
@@ -292,7 +298,7 @@ class When(Located):
                 parts.append(f"{key} " + ", ".join(b for b in bits if b))
             elif isinstance(cond, bool):
                 parts.append(f"{key} = {str(cond).lower()}")
-            elif key in ("architecture_not", "activation_precision_not"):
+            elif key in NEGATED:
                 parts.append(f"{key.removesuffix('_not')} not in [{', '.join(cond)}]")
             else:
                 parts.append(f"{key} in [{', '.join(map(str, cond))}]")

@@ -75,6 +75,9 @@ class Emitted:
         return "\n".join(lines + [cmd]) + "\n"
 
 
+#: How to declare the engine release a launch is written for (a flag, or the deployment that was planned).
+_NEWER = "declare a newer engine version: --engine-version, or the deployment's engine_version or packages"
+
 def prov_default(provenance: dict, key: str) -> bool:
     """Whether ``key`` of a plan's deployment took a default (its provenance starts with ``default``)."""
     return str(provenance.get(key, "default")).startswith("default")
@@ -112,11 +115,11 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
         has = has_change(entry.since, version, engine)
         if has is False and _ver(entry.since.version) is not None:
             raise EmitError(f"{entry.name} was added in {entry.since.text()}: {engine} {version} does not have it, and the plan needs it "
-                            f"(declare a newer --engine-version, or plan without it)")
+                            f"({_NEWER}, or plan without it)")
         if has is False:
             raise EmitError(f"{entry.name} was added by {entry.since.text()}, after {engine} {version} was released "
                             f"({release_date(engine, version)}: backends/engines/releases.yaml): {engine} {version} does not "
-                            f"have it, and the plan needs it (declare a newer --engine-version, or plan without it)")
+                            f"have it, and the plan needs it ({_NEWER}, or plan without it)")
         if has is None:
             comments.append(f"{entry.name}: added by {entry.since.text()}; no release is recorded for it: check that {engine} {version} has it")
     return entry.name
@@ -195,7 +198,7 @@ def _released(engine: str, of: str, value: str, version: str | None, comments: l
         return c.earlier[value]
     if c is not None and first is not None:
         raise EmitError(f"{value} first shipped in {engine} {first}: {engine} {version} does not take it "
-                        f"[{c.since_source or c.source}] (declare a newer --engine-version, or plan for that release)")
+                        f"[{c.since_source or c.source}] ({_NEWER}, or plan for that release)")
     return value
 
 
@@ -508,7 +511,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("vllm", "dp", version, comments), str(dp)]
         if d.ep > 1:
             argv.append(_flag("vllm", "ep_switch", version, comments))
-        argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted)
+        argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("vllm"))
         argv += _online_words(plan, "vllm", version, comments)
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Literal, Sequence
 
 from .capability import A2ACapability, CommonFacts, PackageTable, RunnerCapability
 from .catalog import Catalog, load_catalog, same_as_bundled
-from .conditions import IntRange, When
+from .conditions import NEGATED, IntRange, When
 from .errors import InputError, Issue
 from .policy import Rule, RuleFile, duplicate_rule_ids
 from .vocab import ENGINES, INSTALL_ENGINE, QUANTS, arch_in, declared_archs
@@ -75,6 +75,9 @@ def _covers(a: When, b: When) -> bool:
                 return False
         elif isinstance(ca, bool):
             if ca != cb:
+                return False
+        elif key in NEGATED:   # every value but those listed: b must exclude at least what a excludes
+            if not set(ca) <= set(cb):
                 return False
         elif not set(cb) <= set(ca):
             return False

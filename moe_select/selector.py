@@ -717,7 +717,15 @@ def _runner_ctx(ctx: _Ctx, runner: str) -> _Ctx:
     ``runner`` (:func:`asked_precision`); the lists it collects are shared with ``ctx``."""
     if ctx.facts.get("activation_precision") is None or asked_precision(ctx.u, runner) is not None:
         return ctx
-    return replace(ctx, facts={**ctx.facts, "activation_precision": None})
+    return replace(ctx, facts=_unasked(ctx.facts),
+                   engine_facts={e: _unasked(f) for e, f in ctx.engine_facts.items()})
+
+
+def _unasked(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """``facts`` with no activation precision asked (both keys that read it: When.activation_precision, _not)."""
+    from .conditions import NONE_ASKED
+
+    return {**facts, "activation_precision": None, "activation_precision_not": NONE_ASKED}
 
 
 def _row_precision(s: Support, u: Understood) -> str | None:
@@ -1917,6 +1925,7 @@ def _option_auto(chosen: Candidate, ctx: _Ctx) -> dict[str, str]:
     """Engine -> why (with the fact's file:line) where an engine method that builds the chosen runner (a ``methods``
     fact with ``option: auto``, or naming it in ``auto_only``) holds for that engine's facts: the launch must leave the runner option at auto."""
     out: dict[str, str] = {}
+    ctx = _runner_ctx(ctx, chosen.backend)
     for m in ctx.catalog.common.methods:
         if not m.auto_for(chosen.backend):
             continue
