@@ -242,6 +242,29 @@ def _replaces(ld: _Loader, display: str, kind: str, name: str, old: Any, line: i
     return False
 
 
+def _unread_files(ld: _Loader, folder: Path, prefix: str, operator: bool, bundled_dir: Path | None) -> None:
+    """Issues for what a plugin's or operator's capability folder holds that would silently not be read (a new operator's
+    trial: a corrected ``hpc_ops.yml`` left the bundled fact in force, and a folder of no capability file planned with
+    the bundled facts alone): a runner or a2a file not named ``*.yaml``, the engines' tables (bundled only), and a folder
+    with no capability file at all."""
+    for sub, what in (("", "runner"), ("a2a/", "a2a")):
+        for path in sorted((folder / sub).glob("*")) if (folder / sub).is_dir() else []:
+            if path.is_file() and path.suffix.lower() in (".yml", ".json", ".yaml") and path.suffix != ".yaml":
+                ld.issues.append(Issue(f"{prefix}{sub}{path.name}", 0, "",
+                                       f"{what} capability files are read as *.yaml only: rename it {path.stem}.yaml"))
+    engines = folder / "engines"
+    copied = engines.is_dir() and bundled_dir is not None and all(
+        f.is_dir() or same_as_bundled(f, bundled_dir / "engines" / f.relative_to(engines)) for f in engines.rglob("*"))
+    for name in ("engines", "names.yaml", "resolution.yaml"):
+        if (folder / name).exists() and not (name == "engines" and copied):   # a copied bundled folder keeps its copy
+            ld.issues.append(Issue(f"{prefix}{name}", 0, "", "the engines' tables (backends/engines/: names, flags, "
+                                   "resolution) are bundled only: a capability folder cannot add or change them yet; "
+                                   "remove it (a runner's engine names: see the README, 'Operator folders')"))
+    if operator and not any(folder.glob("*.yaml")) and not any((folder / "a2a").glob("*.yaml")):
+        ld.issues.append(Issue(prefix.rstrip("/"), 0, "", "no capability file in this folder (runner files *.yaml, "
+                               "a2a/*.yaml, common.yaml, vocabulary.yaml): is it the folder that holds them?"))
+
+
 def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, runners: dict[str, RunnerCapability],
                     a2a: dict[str, A2ACapability], failed: set[str], operator: bool = False,
                     bundled_dir: Path | None = None) -> None:
@@ -252,6 +275,8 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
     said in the file's origin; a ninth new user's trial found no way to version-bound a bundled fact); its
     ``common.yaml`` is read by :func:`load_catalog` (added to the bundled one). A file that is a byte-for-byte copy of
     the bundled one (``bundled_dir``: a copy of the whole bundled folder, then one file edited) is the bundled one."""
+    if origin:
+        _unread_files(ld, folder, prefix, operator, bundled_dir)
     for path in sorted(folder.glob("*.yaml")):
         if operator and bundled_dir is not None and same_as_bundled(path, bundled_dir / path.name):
             continue       # a copy of the bundled file (a copied folder): the bundled one stands
@@ -403,6 +428,13 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         index = {r.id: i for i, r in enumerate(rules)}
         new = []
         for r in layer_rules:
+            if r.id in index and r.id not in {b.id for b in bundled}:
+                # two operator (or plugin) layers give one new id: the flags' order would pick the plan (a new operator's
+                # trial); only a bundled rule is replaced in place
+                ld.issues.append(Issue(r.where().rsplit(":", 1)[0], r._line, "id",
+                                       f"rule id {r.id!r} is also given by {rules[index[r.id]].where()}, which is no bundled "
+                                       "rule: two operator rule files may not both give one id (keep one, or rename one)"))
+                continue
             if r.id in index:
                 overridden[r.id] = rules[index[r.id]].where()
                 replaced.setdefault(r.id, rules[index[r.id]])

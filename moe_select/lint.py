@@ -387,6 +387,11 @@ def lint_catalog(catalog: Catalog) -> list[Finding]:
         if not runnable:
             out.append(Finding(rule.where(), f"rule {rule.id} never fires: none of its runners can run where it matches"))
             continue
+        if rule.action == "prefer" and not rule.when.keys() and catalog.rules[i + 1:]:
+            # a rule with no conditions matches every deployment: every rule after it is second (a new operator's trial
+            # deleted a when: line, and the plans of every GPU cited it; check blamed only the bundled rules it shadows)
+            out.append(Finding(rule.where(), f"rule {rule.id} has no when: it matches every deployment, ahead of the "
+                               f"{len(catalog.rules) - i - 1} rule(s) after it (give it conditions, or mean it)", "warning"))
         if rule.action == "prefer":
             shadowed = False
             for earlier in catalog.rules[:i]:

@@ -199,6 +199,7 @@ def test_the_key_covers_every_file_load_catalog_reads(cache, tmp_path, monkeypat
     (rules / "50-site.yaml").write_text(RULE.format(runner="triton"))
     caps = tmp_path / "caps"
     (caps / "a2a").mkdir(parents=True)
+    (caps / "a2a" / "deepep.yaml").write_bytes((catmod.bundled_dirs()[0] / "a2a" / "deepep.yaml").read_bytes())
     read, hashed = set(), set()
     real_read, real_digest = catmod.read_input, catalog_cache._digest
 

@@ -17,7 +17,7 @@ import pytest
 import moe_select
 from moe_select.catalog import load_catalog
 from moe_select.errors import InputError
-from moe_select.lint import check
+from moe_select.lint import check, lint_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ROOT / "backends"
@@ -93,3 +93,48 @@ def test_two_operator_folders_may_not_both_replace_one_file(tmp_path):
     with pytest.raises(InputError, match=r"runner 'marlin' is already defined by .*/a/marlin\.yaml:\d+: two operator "
                                          r"folders give this file: keep one"):
         load_catalog(backends_dirs=[a, b], use_env=False)
+
+
+# ----------------------------------------------------------------- what an operator folder holds that would not be read
+def _issues(**kw) -> str:
+    with pytest.raises(InputError) as e:
+        load_catalog(use_env=False, plugins=False, **kw)
+    return str(e.value)
+
+
+def test_a_capability_file_not_named_yaml_is_an_error_not_ignored(tmp_path):
+    """A new operator's trial: a corrected hpc_ops.yml was silently not read (the bundled fact stayed in force, check
+    clean); .yml and .json runner or a2a files are errors naming the file, as is a folder with no capability file."""
+    (tmp_path / "b" / "a2a").mkdir(parents=True)
+    shutil.copy(BACKENDS / "hpc_ops.yaml", tmp_path / "b" / "hpc_ops.yml")
+    shutil.copy(BACKENDS / "a2a" / "deepep.yaml", tmp_path / "b" / "a2a" / "deepep.json")
+    text = _issues(backends_dirs=[tmp_path / "b"])
+    assert "hpc_ops.yml: runner capability files are read as *.yaml only: rename it hpc_ops.yaml" in text
+    assert "a2a/deepep.json: a2a capability files are read as *.yaml only" in text
+    (tmp_path / "empty").mkdir()
+    assert "no capability file in this folder" in _issues(backends_dirs=[tmp_path / "empty"])
+    (tmp_path / "t" / "engines").mkdir(parents=True)
+    (tmp_path / "t" / "engines" / "names.yaml").write_text("runners:\n  - {ours: acme_moe, sglang: acme_moe}\n")
+    shutil.copy(BACKENDS / "hpc_ops.yaml", tmp_path / "t" / "hpc_ops.yaml")
+    assert "the engines' tables" in _issues(backends_dirs=[tmp_path / "t"])
+
+
+def test_one_new_rule_id_in_two_operator_rule_files_is_an_error(tmp_path):
+    """Only a bundled rule is replaced in place; the same new id in two operator folders made the flags' order pick
+    the plan (a new operator's trial)."""
+    for name, runner in (("r1", "triton"), ("r2", "deep_gemm")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.yaml").write_text("schema_version: 1\nrules:\n  - id: acme-x\n"
+                                                f"    when: {{arch: [sm90], quant: [fp8_block]}}\n    prefer: [{runner}]\n")
+    assert "rule id 'acme-x' is also given by" in _issues(rules_dirs=[tmp_path / "r1", tmp_path / "r2"])
+    load_catalog([tmp_path / "r1"], use_env=False, plugins=False)   # one is fine
+
+
+def test_check_warns_of_a_rule_with_no_conditions_ahead_of_others(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "c.yaml").write_text("schema_version: 1\nrules:\n  - id: acme-all\n    prefer: [triton]\n")
+    found = lint_catalog(load_catalog([tmp_path / "r"], use_env=False, plugins=False))
+    warn = [f for f in found if f.severity == "warning" and "acme-all has no when" in f.message]
+    assert len(warn) == 1 and warn[0].where.endswith("c.yaml:3")
+    # the bundled catch-all (the last rule) is no such warning
+    assert not [f for f in lint_catalog(load_catalog(use_env=False, plugins=False)) if "has no when" in f.message]
