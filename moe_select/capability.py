@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .conditions import Conditional, Constraint, When, _check_requires, describe_conditions
 from .contracts import DispatchFormat
@@ -252,6 +252,22 @@ class EnginesFact(Located):
 
     values: list[Engine] = Field(min_length=1)
     source: str = Field(min_length=1)
+    #: Engine -> the value its runner option (``--moe-runner-backend``, ``--moe-backend``) takes for this runner, for a
+    #: runner no row of backends/engines/names.yaml names (an operator's runner in an engine build that registers it):
+    #: under that engine the runner is not refused for want of a names row, and ``plan --emit`` writes this value.
+    options: dict[Engine, str] = {}
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        import re
+
+        for engine, value in v.items():
+            if engine not in (info.data.get("values") or []):
+                raise ValueError(f"options names {engine}, which values does not: name the engines that ship the runner")
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", value):
+                raise ValueError(f"{value!r} is not a runner option value")
+        return v
 
 
 class Exhaustive(Located):

@@ -259,7 +259,7 @@ def _unread_files(ld: _Loader, folder: Path, prefix: str, operator: bool, bundle
         if (folder / name).exists() and not (name == "engines" and copied):   # a copied bundled folder keeps its copy
             ld.issues.append(Issue(f"{prefix}{name}", 0, "", "the engines' tables (backends/engines/: names, flags, "
                                    "resolution) are bundled only: a capability folder cannot add or change them yet; "
-                                   "remove it (a runner's engine names: see the README, 'Operator folders')"))
+                                   "remove it (a new runner's engine option value: its file's engines.options)"))
     if operator and not any(folder.glob("*.yaml")) and not any((folder / "a2a").glob("*.yaml")):
         ld.issues.append(Issue(prefix.rstrip("/"), 0, "", "no capability file in this folder (runner files *.yaml, "
                                "a2a/*.yaml, common.yaml, vocabulary.yaml): is it the folder that holds them?"))
@@ -560,6 +560,12 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
                  common: CommonFacts | None = None) -> None:
     """Names that must exist: runners and a2a backends named by rules, a2a restrictions of runner files,
     packages named by capability files (in the known-packages table)."""
+    from .engine_tables import names
+
+    for cap in runners.values():   # engines.options stands for a names.yaml row: not both (which one would be written?)
+        if cap.engines is not None and cap.engines.options and any(row.ours == cap.runner for row in names().runners):
+            ld.issues.append(Issue(cap._file, cap.engines._lines.get("options", cap.engines._line), "engines.options",
+                                   f"backends/engines/names.yaml already names {cap.runner} in the engines: leave options out"))
     for r in rules:
         named: list[tuple[str, str, str]] = [(name, r.action, r.action) for name in r.runners]
         if r.small_forwards is not None:

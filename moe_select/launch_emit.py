@@ -411,6 +411,10 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         comments.append(f"CUDA graphs off in the plan by default ({d.provenance.get('cuda_graph')}): no switch written, the "
                         f"engine decides its own capture")
     known, theirs = names().runner_for(engine, plan.runner, plan.quant)
+    if not known and engine in plan.runner_option_values:   # an operator's runner: its capability file's engines.options
+        theirs = plan.runner_option_values[engine]
+        comments.append(f"{engine}'s runner option value {theirs} for {plan.runner}: from its capability file (engines.options), "
+                        f"no row of backends/engines/names.yaml names it: a build of {engine} that registers it")
     if theirs is None:
         general = names().runner_for(engine, plan.runner)[1]
         shadow = names().format_name(engine, general, plan.quant)

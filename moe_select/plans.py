@@ -281,6 +281,10 @@ class Plan(BaseModel):
     #: of backends/common.yaml with ``option: auto``, its file:line): the engine builds the plan's runner itself and
     #: fails at load where the launch names one, so ``plan --emit`` writes no runner option for that engine.
     runner_option_auto: dict[str, str] = {}
+    #: Engine -> the value its runner option takes for the plan's runner, as the runner's own capability file gives it
+    #: (``engines.options``: an operator's runner in an engine build that registers it, no row of
+    #: backends/engines/names.yaml); ``plan --emit`` writes it where names.yaml has none.
+    runner_option_values: dict[str, str] = {}
     #: One plan per additional MoE layer kind (``mtp``, ``unquantized``), each a full plan of its own.
     layers: list["Plan"] = []
     files: dict[str, str]

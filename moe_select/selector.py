@@ -775,13 +775,13 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
         ctx.engine_used.append(cap.engines.where())
         # the runner's own file says the engine ships it, but the engine's closed runner option (as read) takes no such
         # name: the two facts disagree, so not supported (a ninth new user's trial: planned, then --emit refused it)
-        clash = _unnamed_for_engine(name, engine)
+        clash = _unnamed_for_engine(name, engine) if engine not in cap.engines.options else None
         if clash is not None:
             ctx.unknowns.append(Unknown(code="engine_unsupported", backend=name, source=clash.source,
                                         detail=f"{cap.engines.where()} says {engine} ships {name}; {clash.detail}: a stock "
                                                f"{engine} refuses it and --emit cannot write it",
-                                        settle=f"a names.yaml row mapping {name} to the value your {engine} build takes "
-                                               "(backends/engines/names.yaml)"))
+                                        settle=f"the value your {engine} build's runner option takes for {name}: "
+                                               f"engines.options in {cap.engines.where().rsplit(':', 1)[0]}"))
     # this install (engine moe_select) runs what has an adapter here: a runner without one is refused by no_adapter
     # (adapter_reasons), not by an engines list whose exhaustive decision cites another engine's code (an eighth new
     # user's trial: TensorRT-LLM's get_moe_cls was cited for moe_select)
@@ -1914,7 +1914,8 @@ def _make_plan(chosen: Candidate, chosen_by: ChosenBy, u: Understood, env: Envir
         cuda_graph=u.cuda_graph, engine=u.engine, engines=list(chosen.engines), chosen_by=chosen_by,
         alternatives=[c.backend for c in ranked if c.eligible and c.backend != chosen.backend],
         rejected=[c for c in ranked if not c.eligible], deployment=u, environment=env, packages=needs, jit=jit,
-        notes=notes, assumptions=list(chosen.assumptions), runner_option_auto=option_auto, files=files,
+        notes=notes, assumptions=list(chosen.assumptions), runner_option_auto=option_auto,
+        runner_option_values={str(k): v for k, v in cap.engines.options.items()} if cap is not None and cap.engines is not None else {}, files=files,
         rule_sources=list(catalog.rule_sources),
         backend_sources=list(catalog.backend_sources), written_by=writer(files),
         fingerprint=fingerprint(u, env, canonical_files(files, sources), chosen.backend),

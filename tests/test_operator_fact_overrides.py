@@ -138,3 +138,47 @@ def test_check_warns_of_a_rule_with_no_conditions_ahead_of_others(tmp_path):
     assert len(warn) == 1 and warn[0].where.endswith("c.yaml:3")
     # the bundled catch-all (the last rule) is no such warning
     assert not [f for f in lint_catalog(load_catalog(use_env=False, plugins=False)) if "has no when" in f.message]
+
+
+# ------------------------------------------------------------- an operator's runner in an engine build that registers it
+ACME = Path(__file__).resolve().parent / "fixtures" / "operator" / "acme_moe.yaml"
+QWEN_FP8 = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8")
+
+
+def test_an_operator_runner_gives_its_engine_option_value_in_its_own_file(tmp_path, capsys):
+    """A new operator's trial: an SGLang-only runner from a --backends folder stayed unverified under SGLang (no row of
+    the bundled names.yaml, which no folder can extend), so its rule never picked it and --emit refused it. The file's
+    ``engines.options`` gives the value the engine build's runner option takes: supported, chosen, written."""
+    from moe_select.cli import main
+
+    (tmp_path / "b").mkdir()
+    shutil.copy(ACME, tmp_path / "b" / "acme_moe.yaml")
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "acme.yaml").write_text("schema_version: 1\nrules:\n  - id: acme-hopper\n"
+                                              "    when: {arch: [sm90], quant: [fp8_block], engine: [sglang]}\n"
+                                              "    prefer: [acme_moe, triton]\n")
+    dep = {"gpu": "H100", "engine": "sglang", "model_config": QWEN_FP8}
+    r = moe_select.explain(dep, backends_dirs=[tmp_path / "b"], rules_dirs=[tmp_path / "r"])
+    assert r.plan is not None and (r.plan.runner, r.plan.evidence) == ("acme_moe", "supported"), r.summary()
+    assert r.plan.runner_option_values == {"sglang": "acme_moe"}
+    assert main(["plan", "--gpu", "H100", "--model-config", QWEN_FP8, "--engine", "sglang", "--backends",
+                 str(tmp_path / "b"), "--rules", str(tmp_path / "r"), "--emit", "sglang"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("--moe-runner-backend acme_moe")
+    # without it: unverified, and the settle names the field
+    (tmp_path / "b2").mkdir()
+    (tmp_path / "b2" / "acme_moe.yaml").write_text(ACME.read_text().replace("  options: {sglang: acme_moe}\n", ""))
+    r = moe_select.explain(dep, backends_dirs=[tmp_path / "b2"], rules_dirs=[tmp_path / "r"])
+    assert r.plan is not None and r.plan.runner == "triton"
+    assert any("engines.options" in (u.settle or "") for c in r.candidates if c.backend == "acme_moe" for u in c.unknowns)
+
+
+def test_engines_options_is_for_runners_names_yaml_does_not_name(tmp_path):
+    (tmp_path / "b").mkdir()
+    text = (BACKENDS / "hpc_ops.yaml").read_text()
+    line = "  values: [sglang, vllm]\n"
+    assert line in text
+    (tmp_path / "b" / "hpc_ops.yaml").write_text(text.replace(line, line + "  options: {sglang: hpc}\n", 1))
+    assert "already names hpc_ops" in _issues(backends_dirs=[tmp_path / "b"])
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "hpc_ops.yaml").write_text(text.replace(line, line + "  options: {trtllm: hpc}\n", 1))
+    assert "options names trtllm, which values does not" in _issues(backends_dirs=[tmp_path / "c"])
