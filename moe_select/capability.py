@@ -628,7 +628,7 @@ class MethodRunners(Conditional):
     #: with no runner option (the plan's ``runner_option_auto``); ``named`` (default): the option may name the runner.
     option: Literal["named", "auto"] = "named"
     #: Runners of ``runners`` the method builds only with the runner option left at auto (the engine's auto choice
-    #: reaches them; its option has no value for them here, e.g. vLLM's MXFP4 map has no key for CUTLASS_MXFP4_MXFP4):
+    #: reaches them; its option has no value for them here: backends/common.yaml says which):
     #: a plan of one is written as ``option: auto`` writes every runner of the row. Empty: as ``option`` says.
     auto_only: list[str] = Field(default_factory=list)
 

@@ -428,13 +428,6 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
         index = {r.id: i for i, r in enumerate(rules)}
         new = []
         for r in layer_rules:
-            if r.id in index and r.id not in {b.id for b in bundled}:
-                # two operator (or plugin) layers give one new id: the flags' order would pick the plan (a new operator's
-                # trial); only a bundled rule is replaced in place
-                ld.issues.append(Issue(r.where().rsplit(":", 1)[0], r._line, "id",
-                                       f"rule id {r.id!r} is also given by {rules[index[r.id]].where()}, which is no bundled "
-                                       "rule: two operator rule files may not both give one id (keep one, or rename one)"))
-                continue
             if r.id in index:
                 overridden[r.id] = rules[index[r.id]].where()
                 replaced.setdefault(r.id, rules[index[r.id]])

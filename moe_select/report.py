@@ -228,7 +228,8 @@ class Report(BaseModel):
                 out += [f"  {'':<{width}}    {x.render()}" for x in c.unknowns]
         out.append("")
         if self.overridden_rules:
-            out.append("Overridden bundled rules (operator rules with the same id replace them in place):")
+            out.append("Overridden rules (a rule of a later rules layer with the same id replaces a bundled or earlier "
+                       "operator rule in place; the layers' order decides):")
             out += [f"  {rid}: {how}" for rid, how in self.overridden_rules.items()]
         if self.origins:
             out.append("Files from plugins and operator folders:")

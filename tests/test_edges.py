@@ -288,7 +288,7 @@ def test_check_warns_when_an_override_moves_other_formats(tmp_path, capsys):
     rc = main(["explain", "--gpu", "H200", "--quant", "fp8_channel", "--model", "num_experts=8,top_k=2,hidden_size=256,"
                "moe_intermediate_size=256", "--rules", str(tmp_path)])
     out = capsys.readouterr().out
-    assert rc == 0 and "Overridden bundled rules" in out and "hopper-16bit-and-fp8-rowwise" in out
+    assert rc == 0 and "Overridden rules" in out and "hopper-16bit-and-fp8-rowwise" in out
 
 
 def test_check_a2a_no_runner_accepts(tmp_path):

@@ -119,17 +119,6 @@ def test_a_capability_file_not_named_yaml_is_an_error_not_ignored(tmp_path):
     assert "the engines' tables" in _issues(backends_dirs=[tmp_path / "t"])
 
 
-def test_one_new_rule_id_in_two_operator_rule_files_is_an_error(tmp_path):
-    """Only a bundled rule is replaced in place; the same new id in two operator folders made the flags' order pick
-    the plan (a new operator's trial)."""
-    for name, runner in (("r1", "triton"), ("r2", "deep_gemm")):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "a.yaml").write_text("schema_version: 1\nrules:\n  - id: acme-x\n"
-                                                f"    when: {{arch: [sm90], quant: [fp8_block]}}\n    prefer: [{runner}]\n")
-    assert "rule id 'acme-x' is also given by" in _issues(rules_dirs=[tmp_path / "r1", tmp_path / "r2"])
-    load_catalog([tmp_path / "r1"], use_env=False, plugins=False)   # one is fine
-
-
 def test_check_warns_of_a_rule_with_no_conditions_ahead_of_others(tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "c.yaml").write_text("schema_version: 1\nrules:\n  - id: acme-all\n    prefer: [triton]\n")

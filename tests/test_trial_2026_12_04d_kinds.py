@@ -164,7 +164,7 @@ def test_an_operator_runner_is_refused_under_an_engine_that_cannot_name_it(tmp_p
     ok = moe_select.explain({**dep, "engine": "sglang"}, backends_dirs=[ops])
     assert ok.plan is not None and ok.plan.runner == "my_moe" and ok.evidence == "unverified", ok.summary()
     [u] = [x for c in ok.candidates if c.backend == "my_moe" for x in c.unknowns if x.code == "engine_unsupported"]
-    assert "says sglang ships my_moe" in u.detail and "--emit cannot write it" in u.detail and "names.yaml" in u.settle
+    assert "says sglang ships my_moe" in u.detail and "--emit cannot write it" in u.detail and "engines.options" in u.settle
     strict = moe_select.explain({**dep, "engine": "sglang", "strict": True}, backends_dirs=[ops])
     assert strict.plan is None, strict.summary()
     shutil.rmtree(ops)
