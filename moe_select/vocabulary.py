@@ -37,6 +37,11 @@ SOURCE_PATTERN = (r"^(\(reported\) )?[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[A-Za-z0-9
                   r"|^this project: |^https://\S+")
 
 
+#: NVIDIA generations by name -> the arch names facts use (CUDA compute capabilities: Volta 7.0, Turing 7.5, Ampere 8.0
+#: and 8.6, Ada 8.9, Hopper 9.0; NVIDIA's CUDA GPUs table); only for the hint of an unknown arch name.
+_GENERATIONS = {"volta": "sm70", "turing": "sm75", "ampere": "sm8x (sm80, sm86, sm87)", "ada": "sm89",
+                "lovelace": "sm89", "hopper": "sm9x (sm90)"}
+
 class ArchEntry(Located):
     """One architecture: ``name`` (a base arch name: ``sm90``, ``gfx942``, ``cpu``), ``vendor`` (must agree
     with the name), ``bf16`` (False where the GPU computes no bfloat16: plans there compute weight-only
@@ -208,6 +213,9 @@ class VocabularyIndex:
                     + (_did_you_mean(spec, self.archs) or _did_you_mean(spec, self.families))
                     + ": declare it (backends/vocabulary.yaml, or a plugin's or --backends folder's vocabulary.yaml)"
                     + (f", or use the range {spec}+" if spec.startswith("sm") else ""))
+        gen = _GENERATIONS.get(spec.lower())
+        if gen is not None:   # an NVIDIA generation's name (a new operator's trial wrote archs: [hopper])
+            return f"unknown arch or family {spec!r}: NVIDIA's {spec} is {gen}"
         return f"unknown arch or family {spec!r}" + _did_you_mean(spec, [*self.archs, *self.families])
 
     def name_problem(self, kind: str, name: str) -> str | None:

@@ -171,3 +171,12 @@ def test_engines_options_is_for_runners_names_yaml_does_not_name(tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "hpc_ops.yaml").write_text(text.replace(line, line + "  options: {trtllm: hpc}\n", 1))
     assert "options names trtllm, which values does not" in _issues(backends_dirs=[tmp_path / "c"])
+
+
+def test_an_nvidia_generation_name_as_an_arch_says_its_arch_names():
+    """A new operator's trial wrote ``archs: [hopper]`` and got no hint; the families and archs it names are declared."""
+    from moe_select.vocabulary import VocabularyIndex
+
+    v = VocabularyIndex(load_catalog(use_env=False, plugins=False).vocabulary)
+    assert v.arch_spec_problem("hopper") == "unknown arch or family 'hopper': NVIDIA's hopper is sm9x (sm90)"
+    assert all(v.arch_spec_problem(a) is None for a in ("sm9x", "sm90", "sm8x", "sm80", "sm86", "sm87", "sm89", "sm75", "sm70"))
