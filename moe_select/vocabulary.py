@@ -39,7 +39,7 @@ SOURCE_PATTERN = (r"^(\(reported\) )?[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[A-Za-z0-9
 
 #: NVIDIA generations by name -> the arch names facts use (CUDA compute capabilities: Volta 7.0, Turing 7.5, Ampere 8.0
 #: and 8.6, Ada 8.9, Hopper 9.0; NVIDIA's CUDA GPUs table); only for the hint of an unknown arch name.
-_GENERATIONS = {"volta": "sm70", "turing": "sm75", "ampere": "sm8x (sm80, sm86, sm87)", "ada": "sm89",
+_GENERATIONS = {"volta": "sm70", "turing": "sm75", "ampere": "sm8x (sm80, sm86)", "ada": "sm89",
                 "lovelace": "sm89", "hopper": "sm9x (sm90)"}
 
 class ArchEntry(Located):
