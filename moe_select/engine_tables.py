@@ -40,8 +40,8 @@ Meaning = Literal[
     # attention data parallelism given as its size (one flag, not a switch beside dp): the deployment's dp
     "attn_dp",
     "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb",
-    "cuda_graph_off", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
-    "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_config",
+    "cuda_graph_off", "cuda_graph_backend", "cuda_graph_phases", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
+    "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_tokens", "spec_config",
     "disagg_mode", "kv_transfer_config", "server_role", "moe_config", "trt_backend",
     # an all-to-all buffer's per-rank token capacity (a variable an a2a file's ``capacity`` names): a2a_capacity
     "a2a_capacity",

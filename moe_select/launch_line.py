@@ -1318,6 +1318,13 @@ def _map(launch: Launch, where: str) -> None:
     # --- CUDA graphs
     if v.get("cuda_graph_off") is not None and v["cuda_graph_off"].value:
         _set(launch, "cuda_graph", False, _w(launch, "cuda_graph_off"))
+    # SGLang's decode-phase graph backend, as a flag or in its per-phase config: disabled is no decode capture
+    phases = v.get("cuda_graph_phases")
+    decode = phases.value.get("decode") if phases is not None and isinstance(phases.value, dict) else None
+    for r, backend in ((v.get("cuda_graph_backend"), v["cuda_graph_backend"].value if "cuda_graph_backend" in v else None),
+                       (phases, decode.get("backend") if isinstance(decode, dict) else None)):
+        if r is not None and str(backend).lower() == "disabled":
+            _set(launch, "cuda_graph", False, f"{r.written} (the decode phase's CUDA-graph backend disabled)")
     cc = v.get("compilation_config")
     cc_value = cc.value if cc is not None and isinstance(cc.value, dict) else {}
     if cc is not None and str(cc_value.get("cudagraph_mode", "")).upper() == "NONE":
@@ -1360,7 +1367,7 @@ def _map(launch: Launch, where: str) -> None:
     # --- tokens one rank passes to the MoE layer
     _tokens(launch, phase or "both")
     # --- a speculative draft: a line states whether the engine builds one (the checkpoint's MTP layers planned or not)
-    spec = [m for m in ("spec_algo", "spec_config") if m in v]
+    spec = [m for m in ("spec_algo", "spec_config", "spec_tokens") if m in v]
     _set(launch, "speculative", bool(spec), f"{_w(launch, *spec)} (a speculative draft: the checkpoint's MTP layers, if "
          "any, are planned)" if spec else "no speculative-decoding flag (no draft: the checkpoint's MTP layers are not built)")
     # --- nodes
@@ -1437,10 +1444,13 @@ def _tokens(launch: Launch, phase: str) -> None:
     sc = v.get("spec_config")
     if "spec_draft_tokens" in v:
         draft = int(v["spec_draft_tokens"].value)
+    elif "spec_tokens" in v:   # vLLM's num_speculative_tokens shorthand: the draft's tokens beside the one decoded
+        draft = 1 + int(v["spec_tokens"].value)
     elif sc is not None and isinstance(sc.value, dict):
         n = sc.value.get("num_speculative_tokens", sc.value.get("max_draft_len", sc.value.get("num_nextn_predict_layers")))
         draft = 1 + int(n) if isinstance(n, int) else 1
-    how_draft = f" x {draft} tokens per request ({_w(launch, 'spec_draft_tokens') or (sc.written if sc else '')})" if draft > 1 else ""
+    how_draft = (f" x {draft} tokens per request ({_w(launch, 'spec_draft_tokens') or _w(launch, 'spec_tokens') or (sc.written if sc else '')})"
+                 if draft > 1 else "")
     bs, how = _graph_batch(launch)
     if phase == "decode":
         if bs is not None:

@@ -1027,3 +1027,31 @@ def test_plan_emit_writes_for_the_version_the_deployment_file_declares(tmp_path,
     assert capsys.readouterr().out.rstrip().endswith("--all2all-backend mori")
     assert main(["plan", "-d", str(dep), "--emit", "vllm", "--engine-version", "0.23.0"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("--all2all-backend mori_high_throughput")
+
+
+def test_vllms_speculative_shorthands_build_the_draft_as_the_config_does():
+    """vLLM's -sc and --spec-method / --spec-model / --spec-tokens (EngineArgs.create_speculative_config folds them into
+    the speculative config; the 0.29.0 and 0.34.0 wheels) state a draft as --speculative-config does: the checkpoint's MTP
+    layers are planned, and the decode batch carries 1 + N tokens per request (a launch-line trial: -sc read as unknown,
+    and the same deployment got opposite verdicts)."""
+    m = str(CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4")
+    base = f"vllm serve {m} -tp 4 --max-cudagraph-capture-size 64"
+    lines = [f"{base} --speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": 2}}'",
+             f"{base} -sc '{{\"method\": \"mtp\", \"num_speculative_tokens\": 2}}'",
+             f"{base} --spec-method mtp --spec-tokens 2"]
+    got = [from_command(line).deployment for line in lines]
+    assert all(d["speculative"] is True for d in got), got
+    assert {d.get("decode_tokens_per_rank") for d in got} == {64 * 3}, [d.get("decode_tokens_per_rank") for d in got]
+    assert from_command(base).deployment["speculative"] is False
+
+
+@pytest.mark.parametrize("flags, off", [("--disable-decode-cuda-graph", True), ("--cuda-graph-backend-decode disabled", True),
+                                        ("--cuda-graph-backend-decode full", False),
+                                        ("--cuda-graph-config '{\"decode\": {\"backend\": \"disabled\"}}'", True),
+                                        ("--cuda-graph-config '{\"prefill\": {\"backend\": \"disabled\"}}'", False)])
+def test_sglangs_decode_phase_graph_options_turn_cuda_graphs_off(flags, off):
+    """SGLang's per-phase CUDA-graph options (0.5.19 .. 0.5.23: ExecGraph; --disable-cuda-graph is their deprecated
+    spelling): the decode phase disabled is a deployment without CUDA graphs; other backends and the prefill phase leave
+    them on (a launch-line trial: read as unknown, graphs assumed on)."""
+    line = from_command(f"python3 -m sglang.launch_server --model-path {CONFIGS / 'Qwen__Qwen3-30B-A3B'} --tp 2 {flags}")
+    assert (line.deployment.get("cuda_graph") is False) == off, line.deployment.get("cuda_graph")
