@@ -242,27 +242,37 @@ def _replaces(ld: _Loader, display: str, kind: str, name: str, old: Any, line: i
     return False
 
 
-def _unread_files(ld: _Loader, folder: Path, prefix: str, operator: bool, bundled_dir: Path | None) -> None:
-    """Issues for what a plugin's or operator's capability folder holds that would silently not be read (a new operator's
-    trial: a corrected ``hpc_ops.yml`` left the bundled fact in force, and a folder of no capability file planned with
-    the bundled facts alone): a runner or a2a file not named ``*.yaml``, the engines' tables (bundled only), and a folder
-    with no capability file at all."""
-    for sub, what in (("", "runner"), ("a2a/", "a2a")):
+def _unread_files(ld: _Loader, folder: Path, prefix: str, bundled_dir: Path | None) -> None:
+    """Issues for what an operator's capability folder (``--backends``, ``$MOE_SELECT_BACKENDS``) holds that would
+    silently not be read (a new operator's trial: a corrected ``hpc_ops.yml`` left the bundled fact in force): a runner or
+    a2a file named ``*.yml`` (one whose text has a top-level ``runner:`` or ``a2a:`` key; hidden files are skipped), and
+    engines' tables (``engines/*.yaml``, ``names.yaml``, ``resolution.yaml``: bundled only) that differ from the bundled
+    ones (a copy of the whole bundled folder keeps its identical copy; other files there are not read). A plugin package's
+    other files are its own (not looked at)."""
+    import re
+
+    for sub, key in (("", "runner"), ("a2a/", "a2a")):
         for path in sorted((folder / sub).glob("*")) if (folder / sub).is_dir() else []:
-            if path.is_file() and path.suffix.lower() in (".yml", ".json", ".yaml") and path.suffix != ".yaml":
-                ld.issues.append(Issue(f"{prefix}{sub}{path.name}", 0, "",
-                                       f"{what} capability files are read as *.yaml only: rename it {path.stem}.yaml"))
-    engines = folder / "engines"
-    copied = engines.is_dir() and bundled_dir is not None and all(
-        f.is_dir() or same_as_bundled(f, bundled_dir / "engines" / f.relative_to(engines)) for f in engines.rglob("*"))
-    for name in ("engines", "names.yaml", "resolution.yaml"):
-        if (folder / name).exists() and not (name == "engines" and copied):   # a copied bundled folder keeps its copy
-            ld.issues.append(Issue(f"{prefix}{name}", 0, "", "the engines' tables (backends/engines/: names, flags, "
-                                   "resolution) are bundled only: a capability folder cannot add or change them yet; "
-                                   "remove it (a new runner's engine option value: its file's engines.options)"))
-    if operator and not any(folder.glob("*.yaml")) and not any((folder / "a2a").glob("*.yaml")):
-        ld.issues.append(Issue(prefix.rstrip("/"), 0, "", "no capability file in this folder (runner files *.yaml, "
-                               "a2a/*.yaml, common.yaml, vocabulary.yaml): is it the folder that holds them?"))
+            if path.name.startswith(".") or not path.is_file() or path.suffix.lower() not in (".yml", ".yaml") \
+                    or path.suffix == ".yaml":
+                continue
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if re.search(rf"^{key}:", text, re.MULTILINE):
+                ld.issues.append(Issue(f"{prefix}{sub}{path.name}", 0, "", f"{key} capability files are read as *.yaml "
+                                       f"only (this one is not read): rename it {path.stem}.yaml"))
+    tables = [folder / "names.yaml", folder / "resolution.yaml", *sorted((folder / "engines").glob("*.yaml"))]
+    for path in tables:
+        rel = path.relative_to(folder)
+        bundled = (bundled_dir / "engines" / path.name) if bundled_dir is not None else None
+        if not path.is_file() or (rel.parts[0] == "engines" and bundled is not None and same_as_bundled(path, bundled)):
+            continue    # a copy of the bundled folder: its identical tables are the bundled ones
+        ld.issues.append(Issue(f"{prefix}{rel}", 0, "", "the engines' tables (backends/engines/: names, flags, resolution) "
+                               "are bundled only: a capability folder cannot add or change them (this file differs from "
+                               f"the installed backends/engines/{path.name}, or has no counterpart there: a copy of another "
+                               "release?); remove it (a new runner's engine option value: its file's engines.options)"))
 
 
 def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, runners: dict[str, RunnerCapability],
@@ -275,8 +285,8 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
     said in the file's origin; a ninth new user's trial found no way to version-bound a bundled fact); its
     ``common.yaml`` is read by :func:`load_catalog` (added to the bundled one). A file that is a byte-for-byte copy of
     the bundled one (``bundled_dir``: a copy of the whole bundled folder, then one file edited) is the bundled one."""
-    if origin:
-        _unread_files(ld, folder, prefix, operator, bundled_dir)
+    if operator:
+        _unread_files(ld, folder, prefix, bundled_dir)
     for path in sorted(folder.glob("*.yaml")):
         if operator and bundled_dir is not None and same_as_bundled(path, bundled_dir / path.name):
             continue       # a copy of the bundled file (a copied folder): the bundled one stands
@@ -555,10 +565,33 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
     packages named by capability files (in the known-packages table)."""
     from .engine_tables import names
 
-    for cap in runners.values():   # engines.options stands for a names.yaml row: not both (which one would be written?)
-        if cap.engines is not None and cap.engines.options and any(row.ours == cap.runner for row in names().runners):
-            ld.issues.append(Issue(cap._file, cap.engines._lines.get("options", cap.engines._line), "engines.options",
-                                   f"backends/engines/names.yaml already names {cap.runner} in the engines: leave options out"))
+    # engines.options stands for a names.yaml row of that engine: not both (which one would be written?), and never a value
+    # that is another runner's there (the engine would run that one: a review wrote {sglang: triton}) or its auto
+    t = names()
+    given: dict[tuple[str, str], str] = {}
+    for cap in sorted(runners.values(), key=lambda c: c.runner):
+        if cap.engines is None or not cap.engines.options:
+            continue
+        line = cap.engines._lines.get("options", cap.engines._line)
+        for eng, value in cap.engines.options.items():
+            engine = str(eng)
+            ch = t.choices_of(engine, "runner")
+            taken = {getattr(r, engine, None): r.ours for r in t.runners} | {f.name: f.ours for f in t.by_format
+                                                                            if f.engine == engine}
+            why = None
+            if engine not in ("sglang", "vllm", "trtllm"):
+                why = f"{engine} has no runner option"
+            elif any(r.ours == cap.runner and getattr(r, engine, None) for r in t.runners):
+                why = f"backends/engines/names.yaml already names {cap.runner} in {engine}: leave it out"
+            elif value.lower() == "auto" or (ch is not None and value in ch.also):
+                why = f"{value!r} is a value {engine} takes for its own choice or another runner, not {cap.runner}"
+            elif value in taken:
+                why = f"{value!r} is {engine}'s name for {taken[value]} (backends/engines/names.yaml): {engine} would run that"
+            elif (engine, value) in given:
+                why = f"{value!r} is also {given[(engine, value)]}'s {engine} value"
+            if why is not None:
+                ld.issues.append(Issue(cap._file, line, f"engines.options.{engine}", why))
+            given[(engine, value)] = cap.runner
     for r in rules:
         named: list[tuple[str, str, str]] = [(name, r.action, r.action) for name in r.runners]
         if r.small_forwards is not None:

@@ -167,14 +167,16 @@ def catalog_key(inputs: Inputs) -> str:
     # packaging: the catalog carries specifier verdicts computed with it (Catalog.version_verdicts)
     parts: list[Any] = [_FORMAT, __version__, sys.version, pydantic.VERSION, pydantic_core.__version__,
                         packaging.__version__, _code_stamp(), inputs.env]
+    # engines/: names.yaml is read by the cross-check of engines.options, and an operator folder's tables are compared
     parts += [str(inputs.backends_dir), _tree(inputs.backends_dir), _tree(inputs.backends_dir / "a2a"),
+              _tree(inputs.backends_dir / "engines"),
               str(inputs.rules_dir), _tree(inputs.rules_dir)]
     for folder, origin in inputs.plugins:
         parts += ["plugin", str(folder), origin, _tree(folder), _tree(folder / "a2a"), _tree(folder / "rules")]
     parts.append(sorted(inputs.adapters.items()))
     for given in inputs.backends:
         folder = given.absolute()
-        parts += ["backends", str(given), str(folder), _tree(folder), _tree(folder / "a2a")]
+        parts += ["backends", str(given), str(folder), _tree(folder), _tree(folder / "a2a"), _tree(folder / "engines")]
     for given in inputs.rules:
         parts += ["rules", *_rule_path(given)]
     return hashlib.sha256(repr(parts).encode()).hexdigest()

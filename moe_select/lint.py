@@ -370,6 +370,12 @@ def uncovered_findings(catalog: Catalog) -> list[Finding]:
 def lint_catalog(catalog: Catalog) -> list[Finding]:
     """Every finding in the catalog's rules and capability files (see module doc)."""
     out: list[Finding] = _source_findings(catalog)
+    for folder in catalog.backend_sources:   # an operator folder of no capability file: plans read the bundled facts alone
+        f = Path(folder)
+        if not any(f.glob("*.yaml")) and not any((f / "a2a").glob("*.yaml")):
+            out.append(Finding(folder, "no capability file in this operator folder (runner files *.yaml, a2a/*.yaml, "
+                               "common.yaml, vocabulary.yaml): plans read the bundled facts alone; is it the folder that "
+                               "holds them?", "warning"))
     disables = [r for r in catalog.rules if r.action == "disable" and not r.when.unsatisfiable()]
     for i, rule in enumerate(catalog.rules):
         why = rule.when.unsatisfiable()

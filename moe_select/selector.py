@@ -1105,8 +1105,8 @@ def _unnamed_for_engine(name: str, engine: str | None) -> Reason | None:
     return Reason(code="engine_unsupported", backend=name, source=ch.where(),
                   detail=f"no row of backends/engines/names.yaml gives {name} a name in {engine}, and {engine}'s runner "
                          f"option takes no such value: it refuses it at startup ({ch.source})",
-                  fix=f"a names.yaml row mapping {name} to the value {engine} takes (a release that ships it), or "
-                      f"another engine")
+                  fix=f"another engine; or, where a build of {engine} ships it, {engine} in the runner file's engines.values "
+                      f"and the value its runner option takes in engines.options")
 
 
 # ------------------------------------------------------------------------------------------ explain

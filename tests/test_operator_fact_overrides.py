@@ -104,19 +104,35 @@ def _issues(**kw) -> str:
 
 def test_a_capability_file_not_named_yaml_is_an_error_not_ignored(tmp_path):
     """A new operator's trial: a corrected hpc_ops.yml was silently not read (the bundled fact stayed in force, check
-    clean); .yml and .json runner or a2a files are errors naming the file, as is a folder with no capability file."""
+    clean). A .yml file with a top-level runner: or a2a: key is an error naming it; other files (data, dotfiles, editor
+    backups) are not (a review: a plugin's tuned.json and a .yamllint.yml were refused); engines' tables that differ from
+    the bundled ones are errors, naming the file; a copy of the bundled folder with junk beside its tables is fine."""
     (tmp_path / "b" / "a2a").mkdir(parents=True)
     shutil.copy(BACKENDS / "hpc_ops.yaml", tmp_path / "b" / "hpc_ops.yml")
-    shutil.copy(BACKENDS / "a2a" / "deepep.yaml", tmp_path / "b" / "a2a" / "deepep.json")
+    shutil.copy(BACKENDS / "a2a" / "deepep.yaml", tmp_path / "b" / "a2a" / "deepep.yml")
+    (tmp_path / "b" / "tuned_H100.json").write_text("{}")
+    (tmp_path / "b" / ".yamllint.yml").write_text("extends: default\n")
     text = _issues(backends_dirs=[tmp_path / "b"])
-    assert "hpc_ops.yml: runner capability files are read as *.yaml only: rename it hpc_ops.yaml" in text
-    assert "a2a/deepep.json: a2a capability files are read as *.yaml only" in text
-    (tmp_path / "empty").mkdir()
-    assert "no capability file in this folder" in _issues(backends_dirs=[tmp_path / "empty"])
+    assert "hpc_ops.yml: runner capability files are read as *.yaml only" in text and "rename it hpc_ops.yaml" in text
+    assert "a2a/deepep.yml: a2a capability files are read as *.yaml only" in text
+    assert "tuned_H100" not in text and "yamllint" not in text
     (tmp_path / "t" / "engines").mkdir(parents=True)
     (tmp_path / "t" / "engines" / "names.yaml").write_text("runners:\n  - {ours: acme_moe, sglang: acme_moe}\n")
     shutil.copy(BACKENDS / "hpc_ops.yaml", tmp_path / "t" / "hpc_ops.yaml")
-    assert "the engines' tables" in _issues(backends_dirs=[tmp_path / "t"])
+    assert "t/engines/names.yaml: the engines' tables" in _issues(backends_dirs=[tmp_path / "t"])
+    copy = tmp_path / "copy"
+    shutil.copytree(BACKENDS, copy)
+    for junk in ("engines/.DS_Store", "engines/names.yaml~", "engines/README.md", ".DS_Store"):
+        (copy / junk).write_text("x")
+    load_catalog(use_env=False, plugins=False, backends_dirs=[copy])
+
+
+def test_an_empty_operator_folder_plans_as_bundled_and_check_warns(tmp_path):
+    """A placeholder folder refuses nothing (a review: the load error blocked deployments that plan exactly as bundled);
+    check warns that it holds no capability file."""
+    (tmp_path / "empty").mkdir()
+    cat = load_catalog(use_env=False, plugins=False, backends_dirs=[tmp_path / "empty"])
+    assert [f for f in lint_catalog(cat) if f.severity == "warning" and "no capability file" in f.message]
 
 
 def test_check_warns_of_a_rule_with_no_conditions_ahead_of_others(tmp_path):
@@ -167,7 +183,7 @@ def test_engines_options_is_for_runners_names_yaml_does_not_name(tmp_path):
     line = "  values: [sglang, vllm]\n"
     assert line in text
     (tmp_path / "b" / "hpc_ops.yaml").write_text(text.replace(line, line + "  options: {sglang: hpc}\n", 1))
-    assert "already names hpc_ops" in _issues(backends_dirs=[tmp_path / "b"])
+    assert "already names hpc_ops in sglang" in _issues(backends_dirs=[tmp_path / "b"])
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "hpc_ops.yaml").write_text(text.replace(line, line + "  options: {trtllm: hpc}\n", 1))
     assert "options names trtllm, which values does not" in _issues(backends_dirs=[tmp_path / "c"])
@@ -180,3 +196,21 @@ def test_an_nvidia_generation_name_as_an_arch_says_its_arch_names():
     v = VocabularyIndex(load_catalog(use_env=False, plugins=False).vocabulary)
     assert v.arch_spec_problem("hopper") == "unknown arch or family 'hopper': NVIDIA's hopper is sm9x (sm90)"
     assert all(v.arch_spec_problem(a) is None for a in ("sm9x", "sm90", "sm8x", "sm80", "sm86", "sm89", "sm75", "sm70"))
+
+
+@pytest.mark.parametrize("options, why", [("{sglang: triton}", "is sglang's name for triton"),
+                                          ("{sglang: auto}", "takes for its own choice"),
+                                          ("{sglang: flashinfer_cutlass}", "is sglang's name for flashinfer_cutlass")])
+def test_engines_options_may_not_be_another_runners_value(tmp_path, options, why):
+    """A value that is another runner's in that engine (or its auto) would have --emit write a line that runs that one
+    while the plan says this one (a review wrote {sglang: triton} and read the line back as triton)."""
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "acme_moe.yaml").write_text(ACME.read_text().replace("{sglang: acme_moe}", options))
+    assert why in _issues(backends_dirs=[tmp_path / "b"])
+
+
+def test_engines_options_of_two_operator_runners_may_not_share_a_value(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "acme_moe.yaml").write_text(ACME.read_text())
+    (tmp_path / "b" / "acme_two.yaml").write_text(ACME.read_text().replace("runner: acme_moe", "runner: acme_two"))
+    assert "'acme_moe' is also acme_moe's sglang value" in _issues(backends_dirs=[tmp_path / "b"])
