@@ -1231,7 +1231,7 @@ def _map(launch: Launch, where: str) -> None:
                 _set(launch, "a2a_mode", mode, _w(launch, "a2a_mode"))
             if note:
                 launch.findings.append(Finding("note", _w(launch, "a2a"), note))
-            if ours != "none":
+            if ours != "none" and a2a_theirs not in _SGLANG_A2A_KEEPS_EP:
                 if ep is not None and ep != tp:
                     launch.findings.append(Finding("rewritten", _w(launch, "ep"), f"SGLang sets ep = tp ({tp}) for every all-to-all "
                                                    f"backend but none ({_w(launch, 'a2a')}): the {ep} asked for is not what runs",
@@ -1265,6 +1265,7 @@ def _map(launch: Launch, where: str) -> None:
                     _set(launch, "a2a_mode", mode, _w(launch, "a2a"))
             if note:
                 launch.findings.append(Finding("note", _w(launch, "a2a"), note))
+        _dbo(launch)
     else:  # trtllm
         backend = v["trt_backend"].value if "trt_backend" in v else None
         if backend is not None and str(backend) != "pytorch":
@@ -1434,6 +1435,32 @@ def _graph_batch(launch: Launch) -> tuple[int | None, str]:
     if "max_running" in v:
         return int(v["max_running"].value), _w(launch, "max_running")
     return None, ""
+
+
+#: SGLang all-to-all values that do not set ep = tp (not in _A2A_EP_SPANNING_BACKENDS, sgl-project/sglang@v0.5.23:
+#: python/sglang/srt/arg_groups/overrides.py; the same set in the 0.5.19 .. 0.5.22 wheels): the NPU's tensor-parallel MoE.
+_SGLANG_A2A_KEEPS_EP = ("ascend_tp",)
+
+#: The all-to-alls vLLM's dual-batch overlap runs over on CUDA (VllmConfig.__post_init__, use_ubatching), ours.
+_DBO_A2A = ("deepep", "nixl")
+
+
+def _dbo(launch: Launch) -> None:
+    """vLLM's ``--enable-dbo`` over an all-to-all it does not take: an engine error (the 0.29.0 .. 0.34.0 wheels assert it
+    at startup); where only ROCm would run it (allgather_reducescatter from 0.33.0, the line's GPU unknown here), a note."""
+    r = launch.values.get("dbo")
+    if r is None or not r.value:
+        return
+    a2a = launch.deployment.get("a2a", "none")
+    if a2a in _DBO_A2A:
+        return
+    theirs = str(launch.values["a2a"].value) if "a2a" in launch.values else "allgather_reducescatter"
+    rocm = theirs == "allgather_reducescatter" and (launch.engine_version is None or _ver(launch.engine_version) >= _ver("0.33.0"))
+    said = (f"vLLM's dual-batch overlap runs over deepep_low_latency, deepep_high_throughput or nixl_ep only on CUDA GPUs "
+            f"(VllmConfig.__post_init__ asserts it at startup); this line's all-to-all is {theirs}"
+            + (" (vLLM's default)" if "a2a" not in launch.values else "")
+            + ("; on ROCm from 0.33.0 allgather_reducescatter is taken too" if rocm else ""))
+    launch.findings.append(Finding("note" if rocm else "engine_error", r.written, said, _cite("vllm", r.entry)))
 
 
 def _tokens(launch: Launch, phase: str) -> None:

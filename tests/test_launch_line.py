@@ -1055,3 +1055,26 @@ def test_sglangs_decode_phase_graph_options_turn_cuda_graphs_off(flags, off):
     them on (a launch-line trial: read as unknown, graphs assumed on)."""
     line = from_command(f"python3 -m sglang.launch_server --model-path {CONFIGS / 'Qwen__Qwen3-30B-A3B'} --tp 2 {flags}")
     assert (line.deployment.get("cuda_graph") is False) == off, line.deployment.get("cuda_graph")
+
+
+def test_vllm_dual_batch_overlap_needs_a_deepep_or_nixl_all_to_all():
+    """--enable-dbo: VllmConfig.__post_init__ asserts the all-to-all is deepep_low_latency, deepep_high_throughput or
+    nixl_ep on CUDA (the 0.29.0 .. 0.34.0 wheels; ROCm also takes allgather_reducescatter from 0.33.0): an engine error at
+    a declared release before that, a note where only the GPU decides (a launch-line trial: planned and emitted)."""
+    m = str(CONFIGS / "deepseek-ai__DeepSeek-V3")
+    base = f"vllm serve {m} -tp 1 -dp 8 -ep --enable-dbo"
+    old = from_command(base, engine_version="0.32.0")
+    assert "--enable-dbo" in kinds(old, "engine_error")
+    new = from_command(base, engine_version="0.34.0")
+    assert "--enable-dbo" not in kinds(new, "engine_error") and "ROCm" in kinds(new, "note")["--enable-dbo"]
+    ok = from_command(base + " --all2all-backend deepep_low_latency", engine_version="0.32.0")
+    assert "--enable-dbo" not in kinds(ok, "engine_error") and "--enable-dbo" not in kinds(ok, "note")
+
+
+def test_sglang_ascend_tp_keeps_the_ep_asked():
+    """ascend_tp is no backend of SGLang's _A2A_EP_SPANNING_BACKENDS (0.5.19 .. 0.5.23 overrides.py): ep stays as given,
+    where deepep sets ep = tp (a launch-line trial read ep 4)."""
+    m = CONFIGS / "Qwen__Qwen3-30B-A3B"
+    tp4 = f"python3 -m sglang.launch_server --model-path {m} --tp 4"
+    assert from_command(f"{tp4} --moe-a2a-backend ascend_tp").deployment.get("ep", 1) == 1
+    assert from_command(f"{tp4} --moe-a2a-backend deepep").deployment["ep"] == 4
