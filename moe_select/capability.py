@@ -80,11 +80,14 @@ class Support(Fact):
     #: The reason code a negative row refuses with: ``quant_unsupported`` (the format on this GPU), or
     #: ``arch_unsupported`` where the upstream check refuses the GPU itself (a device gate, no build for it).
     #: ``engine_unsupported`` where the engine, as its ``when`` configures it, does not build the runner at all (a
-    #: switch of the engine's off, such as its vendor-library switch).
-    code: Literal["quant_unsupported", "arch_unsupported", "engine_unsupported"] = Field("quant_unsupported", description=(
-        "a negative row's reason code: quant_unsupported (default), arch_unsupported (the upstream check refuses "
-        "the GPU: a device gate, no kernels built for it) or engine_unsupported (the engine, configured as the row's "
-        "when says, does not build the runner: a switch off); only with supported: false"))
+    #: switch of the engine's off, such as its vendor-library switch). ``parallelism_unsupported`` where the kernel's
+    #: parallel-config check refuses what the row's ``when`` names (expert-parallel load balancing).
+    code: Literal["quant_unsupported", "arch_unsupported", "engine_unsupported", "parallelism_unsupported"] = Field(
+        "quant_unsupported", description=(
+            "a negative row's reason code: quant_unsupported (default), arch_unsupported (the upstream check refuses "
+            "the GPU: a device gate, no kernels built for it), engine_unsupported (the engine, configured as the row's "
+            "when says, does not build the runner: a switch off) or parallelism_unsupported (the kernel's parallel-config "
+            "check refuses what the row's when names); only with supported: false"))
     #: A negative row's reason in words (what the upstream check does), appended to the refusal's detail.
     why: str | None = Field(None, min_length=1, description="a negative row's reason in words (what the upstream "
                             "check does), shown with the refusal; only with supported: false")

@@ -199,6 +199,8 @@ class When(Located):
     #: The engine's vendor-library switch (the deployment's ``vendor_library``); a deployment that does not state it
     #: matches no such condition, and a refusal under it leaves the candidate unverified.
     vendor_library: bool | None = None
+    #: Expert-parallel load balancing on (the deployment's ``eplb``; off unless stated).
+    eplb: bool | None = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -465,7 +467,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              shared_intermediate_size: int | None = None, dense_intermediate_size: int | None = None, architecture: str | None = None,
              layer_kind: str = "main", main_quant: str | None = None,
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
-             activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None,
+             activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None, eplb: bool = False,
              max_tokens_given: bool = True, num_attention_heads: int | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``per_channel``: a weight-only
@@ -524,6 +526,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "activation_precision_not": activation_precision or NONE_ASKED,
         "online": online,
         "vendor_library": vendor_library,
+        "eplb": eplb,
     }
 
 

@@ -39,7 +39,7 @@ Meaning = Literal[
     "tp", "dp", "ep", "ep_switch", "pp", "pcp", "dp_local", "moe_dp", "moe_tp", "dp_attention", "nnodes",
     # attention data parallelism given as its size (one flag, not a switch beside dp): the deployment's dp
     "attn_dp",
-    "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb", "dbo",
+    "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb", "eplb_config", "dbo",
     "cuda_graph_off", "cuda_graph_backend", "cuda_graph_phases", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
     "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_tokens", "spec_config",
     "disagg_mode", "kv_transfer_config", "server_role", "moe_config", "trt_backend",

@@ -127,7 +127,7 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
 
 #: Meanings a launch line's flags are read for but that no plan field holds and no emitter writes: an emitted launch
 #: keeps them as the line gave them (the README: emit keeps the user's other flags).
-PASS_THROUGH = ("max_running", "eplb", "spec_algo", "spec_draft_tokens", "spec_config", "dp_local", "pp", "nnodes",
+PASS_THROUGH = ("max_running", "eplb_config", "spec_algo", "spec_draft_tokens", "spec_config", "dp_local", "pp", "nnodes",
                 "compilation_config", "cuda_graph_bs", "cuda_graph_max_bs", "trt_backend")
 
 
@@ -469,6 +469,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                 argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
         argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("sglang"))
         argv += _online_words(plan, "sglang", version, comments)
+        argv += [_flag("sglang", "eplb", version, comments)] if d.eplb else []
         if asked := _asked_of_runner(plan, d, comments):
             argv += _precision_flag("sglang", asked, version, comments, runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
@@ -517,6 +518,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv.append(_flag("vllm", "ep_switch", version, comments))
         argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("vllm"))
         argv += _online_words(plan, "vllm", version, comments)
+        argv += [_flag("vllm", "eplb", version, comments)] if d.eplb else []
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
@@ -546,6 +548,9 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             _precision_flag("trtllm", asked, version, comments, runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
             raise EmitError(f"TensorRT-LLM picks its all-to-all itself: a plan with a2a {plan.a2a} cannot be written as its launch")
+        if d.eplb:
+            raise EmitError("the deployment asks expert-parallel load balancing (eplb), and moe-select does not write "
+                            "TensorRT-LLM's load balancer (moe_config.load_balancer): plan without it, or write it yourself")
         argv = ["trtllm-serve", mdl, _flag("trtllm", "extra_options", version, comments), TRTLLM_YAML]
         yaml_doc = {"tensor_parallel_size": d.tp, "moe_expert_parallel_size": d.ep, "moe_tensor_parallel_size": d.tp // d.ep,
                     "moe_config": {"backend": theirs}}

@@ -1378,7 +1378,9 @@ def _map(launch: Launch, where: str) -> None:
                                        "fact reads it yet"))
     if v.get("shared_expert_fusion_off") is not None and v["shared_expert_fusion_off"].value:
         _set(launch, "shared_expert_fusion", False, _w(launch, "shared_expert_fusion_off"))
-    for m in ("eplb", "moe_read", "spec_algo", "dp_local", "pp", "trt_backend"):
+    if "eplb" in v and v["eplb"].value:    # expert-parallel load balancing: some kernels refuse it (their facts say which)
+        _set(launch, "eplb", True, _w(launch, "eplb"))
+    for m in ("eplb_config", "moe_read", "spec_algo", "dp_local", "pp", "trt_backend"):
         if m in v:
             launch.findings.append(Finding("note", v[m].written, "read; no deployment field holds it (planned without it)"))
     _capacity(launch)

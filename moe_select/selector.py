@@ -241,7 +241,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     checkpoint_layout=u.quant_params.get("layout"),
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
                     activation_precision=u.quant_params.get("activation_precision"),
-                    online=bool(u.quant_params.get("online")), vendor_library=u.vendor_library,
+                    online=bool(u.quant_params.get("online")), vendor_library=u.vendor_library, eplb=u.eplb,
                     max_tokens_given=not u.provenance.get("max_tokens_per_rank", "default").startswith("default"),
                     num_attention_heads=m.num_attention_heads)
 

@@ -1078,3 +1078,30 @@ def test_sglang_ascend_tp_keeps_the_ep_asked():
     tp4 = f"python3 -m sglang.launch_server --model-path {m} --tp 4"
     assert from_command(f"{tp4} --moe-a2a-backend ascend_tp").deployment.get("ep", 1) == 1
     assert from_command(f"{tp4} --moe-a2a-backend deepep").deployment["ep"] == 4
+
+
+def test_expert_parallel_load_balancing_is_a_deployment_input_some_kernels_refuse():
+    """--enable-eplb is the deployment's eplb: vLLM's TRT-LLM-gen BF16 / FP8 experts refuse it (_supports_parallel_config,
+    the 0.29.0 .. 0.34.0 wheels), so an explicit flashinfer_trtllm is refused and auto (ours and vLLM's predicted choice)
+    takes another runner; the emitted line keeps --enable-eplb (a launch-line trial: read, dropped, emitted as a line that
+    fails at startup)."""
+    m = str(CONFIGS / "deepseek-ai__DeepSeek-V3")
+    plain = from_command(f"vllm serve {m} -tp 8 -ep", engine_version="0.34.0")
+    eplb = from_command(f"vllm serve {m} -tp 8 -ep --enable-eplb", engine_version="0.34.0")
+    assert eplb.deployment["eplb"] is True and "eplb" not in plain.deployment
+    before, after = plain.explain(deployment={"gpu": "B200"}), eplb.explain(deployment={"gpu": "B200"})
+    assert before.plan is not None and before.plan.runner == "flashinfer_trtllm"
+    assert after.plan is not None and after.plan.runner != "flashinfer_trtllm"
+    assert {c.engine: c.runner for c in after.engine_choices}["vllm"] != "flashinfer_trtllm"
+    asked = from_command(f"vllm serve {m} -tp 8 -ep --enable-eplb --moe-backend flashinfer_trtllm", engine_version="0.34.0")
+    refused = asked.explain(deployment={"gpu": "B200"})
+    assert refused.plan is None
+    assert any(r.code == "parallelism_unsupported" and r.source.startswith("backends/flashinfer_trtllm.yaml")
+               for c in refused.candidates if c.backend == "flashinfer_trtllm" for r in c.reasons)
+    out = emit(after.plan, "vllm", engine_version="0.34.0")
+    assert "--enable-eplb" in out.argv
+    # NVFP4 takes it (the modular TRT-LLM-gen NVFP4 experts accept every parallel config)
+    nv = from_command(f"vllm serve {CONFIGS / 'nvidia__DeepSeek-V3.1-NVFP4'} -tp 8 -ep --enable-eplb --moe-backend "
+                      "flashinfer_trtllm", engine_version="0.34.0")
+    assert not [r for c in nv.explain(deployment={"gpu": "B200"}).candidates if c.backend == "flashinfer_trtllm"
+                for r in c.reasons if r.code == "parallelism_unsupported"]
