@@ -198,6 +198,8 @@ class _Entry(Located):
             for name in self.a2a:
                 if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
                     raise ValueError(f"a2a: {name[:40]!r} is not an all-to-all backend name (lower case, digits, _)")
+        elif self.means == "dbo" and set(scoped) == {"a2a"}:
+            pass    # the all-to-alls (ours) the engine's dual-batch overlap runs over
         elif scoped:
             raise ValueError(f"{', '.join(scoped)}: for means: dispatch_precision only (this entry means {self.means})")
         read_for = [k for k in ("runners", "formats") if getattr(self, k) is not None]

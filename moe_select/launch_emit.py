@@ -131,6 +131,15 @@ PASS_THROUGH = ("max_running", "eplb_config", "spec_algo", "spec_draft_tokens", 
                 "compilation_config", "cuda_graph_bs", "cuda_graph_max_bs", "trt_backend")
 
 
+def _eplb_words(engine: str, d: Any, launch: Any, version: str | None, comments: list[str]) -> list[str]:
+    """The engine's expert-parallel load-balancing switch where the deployment asks it (``eplb``); off, the line's own
+    spelling of it as it gave it (``--no-enable-eplb``), else nothing (the engines' default is off)."""
+    if d.eplb:
+        return [_flag(engine, "eplb", version, comments)]
+    r = launch.values.get("eplb") if launch is not None else None
+    return r.written.split() if r is not None and r.written.startswith("-") else []
+
+
 def _passed_through(launch: Any, argv: list[str]) -> list[str]:
     """The command-line flags of ``launch`` read for a :data:`PASS_THROUGH` meaning, as the line gave them (a flag the
     emitted words already hold is not repeated; a setting read from a config file stays in that file's content)."""
@@ -469,7 +478,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                 argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
         argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("sglang"))
         argv += _online_words(plan, "sglang", version, comments)
-        argv += [_flag("sglang", "eplb", version, comments)] if d.eplb else []
+        argv += _eplb_words("sglang", d, launch, version, comments)
         if asked := _asked_of_runner(plan, d, comments):
             argv += _precision_flag("sglang", asked, version, comments, runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
@@ -518,7 +527,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv.append(_flag("vllm", "ep_switch", version, comments))
         argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("vllm"))
         argv += _online_words(plan, "vllm", version, comments)
-        argv += [_flag("vllm", "eplb", version, comments)] if d.eplb else []
+        argv += _eplb_words("vllm", d, launch, version, comments)
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")

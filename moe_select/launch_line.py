@@ -1443,10 +1443,6 @@ def _graph_batch(launch: Launch) -> tuple[int | None, str]:
 #: python/sglang/srt/arg_groups/overrides.py; the same set in the 0.5.19 .. 0.5.22 wheels): the NPU's tensor-parallel MoE.
 _SGLANG_A2A_KEEPS_EP = ("ascend_tp",)
 
-#: The all-to-alls vLLM's dual-batch overlap runs over on CUDA (VllmConfig.__post_init__, use_ubatching), ours.
-_DBO_A2A = ("deepep", "nixl")
-
-
 def _dbo(launch: Launch) -> None:
     """vLLM's ``--enable-dbo`` over an all-to-all it does not take: an engine error (the 0.29.0 .. 0.34.0 wheels assert it
     at startup); where only ROCm would run it (allgather_reducescatter from 0.33.0, the line's GPU unknown here), a note."""
@@ -1454,11 +1450,12 @@ def _dbo(launch: Launch) -> None:
     if r is None or not r.value:
         return
     a2a = launch.deployment.get("a2a", "none")
-    if a2a in _DBO_A2A:
+    allowed = r.entry.a2a or []
+    if a2a in allowed:
         return
     theirs = str(launch.values["a2a"].value) if "a2a" in launch.values else "allgather_reducescatter"
     rocm = theirs == "allgather_reducescatter" and (launch.engine_version is None or _ver(launch.engine_version) >= _ver("0.33.0"))
-    said = (f"vLLM's dual-batch overlap runs over deepep_low_latency, deepep_high_throughput or nixl_ep only on CUDA GPUs "
+    said = (f"vLLM's dual-batch overlap runs over the all-to-alls {', '.join(allowed)} only on CUDA GPUs "
             f"(VllmConfig.__post_init__ asserts it at startup); this line's all-to-all is {theirs}"
             + (" (vLLM's default)" if "a2a" not in launch.values else "")
             + ("; on ROCm from 0.33.0 allgather_reducescatter is taken too" if rocm else ""))
