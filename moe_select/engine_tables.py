@@ -39,10 +39,10 @@ Meaning = Literal[
     "tp", "dp", "ep", "ep_switch", "pp", "pcp", "dp_local", "moe_dp", "moe_tp", "dp_attention", "nnodes",
     # attention data parallelism given as its size (one flag, not a switch beside dp): the deployment's dp
     "attn_dp",
-    "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb", "eplb_config", "dbo",
+    "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb", "eplb_config", "dbo", "waterfill",
     "cuda_graph_off", "cuda_graph_backend", "cuda_graph_phases", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
     "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_tokens", "spec_config",
-    "disagg_mode", "kv_transfer_config", "server_role", "moe_config", "trt_backend",
+    "disagg_mode", "kv_transfer_config", "kernel_config", "server_role", "moe_config", "trt_backend",
     # an all-to-all buffer's per-rank token capacity (a variable an a2a file's ``capacity`` names): a2a_capacity
     "a2a_capacity",
     # an NVFP4 activation-scale switch (a boolean variable: true is per-token, false per-tensor; quant_config.activation_scale)
@@ -198,8 +198,8 @@ class _Entry(Located):
             for name in self.a2a:
                 if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
                     raise ValueError(f"a2a: {name[:40]!r} is not an all-to-all backend name (lower case, digits, _)")
-        elif self.means == "dbo" and set(scoped) == {"a2a"}:
-            pass    # the all-to-alls (ours) the engine's dual-batch overlap runs over
+        elif self.means in ("dbo", "waterfill") and set(scoped) == {"a2a"}:
+            pass    # the all-to-alls (engine names) the engine's dual-batch overlap or load balancing runs over
         elif scoped:
             raise ValueError(f"{', '.join(scoped)}: for means: dispatch_precision only (this entry means {self.means})")
         read_for = [k for k in ("runners", "formats") if getattr(self, k) is not None]

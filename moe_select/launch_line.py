@@ -1221,6 +1221,18 @@ def _map(launch: Launch, where: str) -> None:
             _set(launch, "dp", 1, "SGLang's default: no attention data parallelism (--attn-dp-size / --enable-dp-attention "
                                   "not in the line)")
         a2a_theirs = v["a2a"].value if "a2a" in v else None
+        wf = v.get("waterfill")
+        if wf is not None and wf.value and str(a2a_theirs or "none") not in (wf.entry.a2a or []):
+            # SGLang's Waterfill overrides the all-to-all (and so ep) and enforces shared-expert fusion
+            launch.findings.append(Finding("rewritten", wf.written, f"SGLang overrides --moe-a2a-backend "
+                                           f"{a2a_theirs or 'none'} to {(wf.entry.a2a or ['?'])[0]}: Waterfill runs over "
+                                           f"{' or '.join(wf.entry.a2a or [])} only", _cite("sglang", wf.entry)))
+            a2a_theirs = (wf.entry.a2a or [None])[0]
+            launch.values["a2a"] = Read(wf.entry, a2a_theirs, wf.written)
+        if wf is not None and wf.value and v.get("shared_expert_fusion_off") is not None and v["shared_expert_fusion_off"].value:
+            launch.findings.append(Finding("rewritten", _w(launch, "shared_expert_fusion_off"), "SGLang enforces shared-expert "
+                                           "fusion under --enable-waterfill", _cite("sglang", wf.entry)))
+            del launch.values["shared_expert_fusion_off"]
         if a2a_theirs is not None:
             a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where, launch.engine_version,
                                  launch.findings)
@@ -1292,8 +1304,11 @@ def _map(launch: Launch, where: str) -> None:
                                            "option): planned with a2a none"))
     # --- runner
     runner_theirs: tuple[str, str] | None = None
-    if "runner" in v:
+    kc = v["kernel_config"].value if "kernel_config" in v and isinstance(v["kernel_config"].value, dict) else {}
+    if "runner" in v and not (kc.get("moe_backend") and str(v["runner"].value).lower() == "auto"):
         runner_theirs = (str(v["runner"].value), _w(launch, "runner"))
+    elif kc.get("moe_backend"):   # vLLM: --moe-backend left at auto keeps the kernel config's
+        runner_theirs = (str(kc["moe_backend"]), f"{v['kernel_config'].written}.moe_backend")
     elif e == "trtllm" and isinstance(v.get("moe_config") and v["moe_config"].value, dict) and v["moe_config"].value.get("backend"):
         runner_theirs = (str(v["moe_config"].value["backend"]), f"{v['moe_config'].written}.backend")
     if runner_theirs is not None:

@@ -1105,3 +1105,32 @@ def test_expert_parallel_load_balancing_is_a_deployment_input_some_kernels_refus
                       "flashinfer_trtllm", engine_version="0.34.0")
     assert not [r for c in nv.explain(deployment={"gpu": "B200"}).candidates if c.backend == "flashinfer_trtllm"
                 for r in c.reasons if r.code == "parallelism_unsupported"]
+
+
+def test_vllm_kernel_config_moe_backend_is_the_runner_where_the_option_is_auto():
+    """vLLM's --kernel-config JSON: its moe_backend runs where --moe-backend is left at auto (create_engine_config, the
+    0.29.0 and 0.34.0 wheels); a named --moe-backend overrides it. The emitted line keeps the kernel config (a launch-line
+    trial: read as unknown, planned as auto, emitted with another backend beside it)."""
+    m = CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4"
+    kc = "--kernel-config '{\"moe_backend\": \"flashinfer_cutlass\"}'"
+    assert from_command(f"vllm serve {m} -tp 4 {kc}").deployment["runner"] == "flashinfer_cutlass"
+    assert from_command(f"vllm serve {m} -tp 4 --moe-backend auto {kc}").deployment["runner"] == "flashinfer_cutlass"
+    assert from_command(f"vllm serve {m} -tp 4 --moe-backend marlin {kc}").deployment["runner"] == "marlin"
+    launch = from_command(f"vllm serve {m} -tp 4 {kc}")
+    out = emit(launch.explain(deployment={"gpu": "B200"}).plan, "vllm", launch=launch)
+    assert out.argv[out.argv.index("--moe-backend") + 1] == "flashinfer_cutlass" and "--kernel-config" in out.argv
+
+
+def test_sglang_waterfill_overrides_the_all_to_all_to_deepep():
+    """--enable-waterfill (SGLang 0.5.19 .. 0.5.23, overrides.py _a2a_backend_overrides, _a2a_fusion_adjustments): an
+    all-to-all other than deepep or megamoe is overridden to deepep, so ep = tp, and shared-expert fusion is enforced (a
+    launch-line trial: read as unknown, planned with a2a none and ep 1)."""
+    m = CONFIGS / "deepseek-ai__DeepSeek-R1"
+    base = f"python3 -m sglang.launch_server --model-path {m} --tp-size 8 --attn-dp-size 8 --enable-waterfill"
+    line = from_command(base, engine_version="0.5.23")
+    assert (line.deployment["a2a"], line.deployment["ep"]) == ("deepep", 8)
+    assert "--enable-waterfill" in kinds(line, "rewritten")
+    fused = from_command(base + " --disable-shared-experts-fusion", engine_version="0.5.23")
+    assert "shared_expert_fusion" not in fused.deployment and "--disable-shared-experts-fusion" in kinds(fused, "rewritten")
+    mega = from_command(base + " --moe-a2a-backend megamoe", engine_version="0.5.23")
+    assert "--enable-waterfill" not in kinds(mega, "rewritten")
