@@ -1227,7 +1227,7 @@ def _map(launch: Launch, where: str) -> None:
             launch.findings.append(Finding("rewritten", wf.written, f"SGLang overrides --moe-a2a-backend "
                                            f"{a2a_theirs or 'none'} to {(wf.entry.a2a or ['?'])[0]}: Waterfill runs over "
                                            f"{' or '.join(wf.entry.a2a or [])} only", _cite("sglang", wf.entry)))
-            a2a_theirs = (wf.entry.a2a or [None])[0]
+            a2a_theirs = wf.entry.a2a[0] if wf.entry.a2a else a2a_theirs
             launch.values["a2a"] = Read(wf.entry, a2a_theirs, wf.written)
         if wf is not None and wf.value and v.get("shared_expert_fusion_off") is not None and v["shared_expert_fusion_off"].value:
             launch.findings.append(Finding("rewritten", _w(launch, "shared_expert_fusion_off"), "SGLang enforces shared-expert "
