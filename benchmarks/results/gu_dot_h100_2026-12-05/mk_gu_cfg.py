@@ -1,10 +1,13 @@
 """Session 26: H100-named copies of the H200 tile files (old) and the same with GU_DOT (+TMA) on gemm1 at the 2048 and
 8192 buckets (new; 8192 also BLOCK_N 128, 8 warps, 4 stages: the profile's best), for an A/B on whatever card this is."""
-import copy, json, sys
+import copy
+import json
 from pathlib import Path
+
 import torch
 
-from moe_select.backends import triton_moe_kernels as K  # noqa: E402
+
+from moe_select.backends import triton_moe_kernels as K
 
 dev = torch.cuda.get_device_name(0)
 tag = dev.replace(" ", "_")
