@@ -266,8 +266,8 @@ def _unread_files(ld: _Loader, folder: Path, prefix: str, bundled_dir: Path | No
     tables = [folder / "names.yaml", folder / "resolution.yaml", *sorted((folder / "engines").glob("*.yaml"))]
     for path in tables:
         rel = path.relative_to(folder)
-        bundled = (bundled_dir / "engines" / path.name) if bundled_dir is not None else None
-        if not path.is_file() or (rel.parts[0] == "engines" and bundled is not None and same_as_bundled(path, bundled)):
+        if not path.is_file() or (rel.parts[0] == "engines" and bundled_dir is not None
+                                  and same_as_bundled(path, bundled_dir / "engines" / path.name)):
             continue    # a copy of the bundled folder: its identical tables are the bundled ones
         ld.issues.append(Issue(f"{prefix}{rel}", 0, "", "the engines' tables (backends/engines/: names, flags, resolution) "
                                "are bundled only: a capability folder cannot add or change them (this file differs from "
@@ -563,7 +563,7 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
                  common: CommonFacts | None = None) -> None:
     """Names that must exist: runners and a2a backends named by rules, a2a restrictions of runner files,
     packages named by capability files (in the known-packages table)."""
-    from .engine_tables import names
+    from .engine_tables import ENGINES, names
 
     # engines.options stands for a names.yaml row of that engine: not both (which one would be written?), and never a value
     # that is another runner's there (the engine would run that one: a review wrote {sglang: triton}) or its auto
@@ -579,7 +579,7 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
             taken = {getattr(r, engine, None): r.ours for r in t.runners} | {f.name: f.ours for f in t.by_format
                                                                             if f.engine == engine}
             why = None
-            if engine not in ("sglang", "vllm", "trtllm"):
+            if engine not in ENGINES:
                 why = f"{engine} has no runner option"
             elif any(r.ours == cap.runner and getattr(r, engine, None) for r in t.runners):
                 why = f"backends/engines/names.yaml already names {cap.runner} in {engine}: leave it out"

@@ -149,7 +149,9 @@ class _Entry(Located):
     #: dispatch it sets, ``a2a_modes`` the modes (None: any); with another all-to-all it is not read (``other_a2a:
     #: ignored``, a note) or the engine raises at startup (``raises``, an engine_error finding). ``auto_decides``: an
     #: explicit null value here still decides (the sources after it are not read), as a variable whose presence the engine
-    #: tests first.
+    #: tests first. ``a2a`` also on ``means: dbo`` (our all-to-all backends vLLM's dual-batch overlap runs over, compared
+    #: with the deployment's a2a) and ``means: waterfill`` (the engine's values SGLang's Waterfill runs over, the first the
+    #: one it overrides another to).
     layers: Literal["main", "all"] | None = None
     a2a: list[str] | None = None
     a2a_modes: list[Literal["normal", "low_latency"]] | None = None
@@ -199,7 +201,7 @@ class _Entry(Located):
                 if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
                     raise ValueError(f"a2a: {name[:40]!r} is not an all-to-all backend name (lower case, digits, _)")
         elif self.means in ("dbo", "waterfill") and set(scoped) == {"a2a"}:
-            pass    # the all-to-alls (engine names) the engine's dual-batch overlap or load balancing runs over
+            pass    # the all-to-alls dual-batch overlap or Waterfill runs over (the field's doc says in whose names)
         elif scoped:
             raise ValueError(f"{', '.join(scoped)}: for means: dispatch_precision only (this entry means {self.means})")
         read_for = [k for k in ("runners", "formats") if getattr(self, k) is not None]

@@ -78,6 +78,7 @@ class Emitted:
 #: How to declare the engine release a launch is written for (a flag, or the deployment that was planned).
 _NEWER = "declare a newer engine version: --engine-version, or the deployment's engine_version or packages"
 
+
 def prov_default(provenance: dict, key: str) -> bool:
     """Whether ``key`` of a plan's deployment took a default (its provenance starts with ``default``)."""
     return str(provenance.get(key, "default")).startswith("default")

@@ -1222,17 +1222,19 @@ def _map(launch: Launch, where: str) -> None:
                                   "not in the line)")
         a2a_theirs = v["a2a"].value if "a2a" in v else None
         wf = v.get("waterfill")
-        if wf is not None and wf.value and str(a2a_theirs or "none") not in (wf.entry.a2a or []):
+        if wf is not None and wf.value:
             # SGLang's Waterfill overrides the all-to-all (and so ep) and enforces shared-expert fusion
-            launch.findings.append(Finding("rewritten", wf.written, f"SGLang overrides --moe-a2a-backend "
-                                           f"{a2a_theirs or 'none'} to {(wf.entry.a2a or ['?'])[0]}: Waterfill runs over "
-                                           f"{' or '.join(wf.entry.a2a or [])} only", _cite("sglang", wf.entry)))
-            a2a_theirs = wf.entry.a2a[0] if wf.entry.a2a else a2a_theirs
-            launch.values["a2a"] = Read(wf.entry, a2a_theirs, wf.written)
-        if wf is not None and wf.value and v.get("shared_expert_fusion_off") is not None and v["shared_expert_fusion_off"].value:
-            launch.findings.append(Finding("rewritten", _w(launch, "shared_expert_fusion_off"), "SGLang enforces shared-expert "
-                                           "fusion under --enable-waterfill", _cite("sglang", wf.entry)))
-            del launch.values["shared_expert_fusion_off"]
+            allowed = wf.entry.a2a or []
+            if allowed and str(a2a_theirs or "none") not in allowed:
+                launch.findings.append(Finding("rewritten", wf.written, f"SGLang overrides --moe-a2a-backend "
+                                               f"{a2a_theirs or 'none'} to {allowed[0]}: Waterfill runs over "
+                                               f"{' or '.join(allowed)} only", _cite("sglang", wf.entry)))
+                a2a_theirs = allowed[0]
+                launch.values["a2a"] = Read(wf.entry, a2a_theirs, wf.written)
+            if v.get("shared_expert_fusion_off") is not None and v["shared_expert_fusion_off"].value:
+                launch.findings.append(Finding("rewritten", _w(launch, "shared_expert_fusion_off"), "SGLang enforces "
+                                               "shared-expert fusion under --enable-waterfill", _cite("sglang", wf.entry)))
+                del launch.values["shared_expert_fusion_off"]
         if a2a_theirs is not None:
             a2a_theirs = _chosen("sglang", "a2a", str(a2a_theirs), _w(launch, "a2a"), where, launch.engine_version,
                                  launch.findings)
@@ -1457,6 +1459,7 @@ def _graph_batch(launch: Launch) -> tuple[int | None, str]:
 #: SGLang all-to-all values that do not set ep = tp (not in _A2A_EP_SPANNING_BACKENDS, sgl-project/sglang@v0.5.23:
 #: python/sglang/srt/arg_groups/overrides.py; the same set in the 0.5.19 .. 0.5.22 wheels): the NPU's tensor-parallel MoE.
 _SGLANG_A2A_KEEPS_EP = ("ascend_tp",)
+
 
 def _dbo(launch: Launch) -> None:
     """vLLM's ``--enable-dbo`` over an all-to-all it does not take: an engine error (the 0.29.0 .. 0.34.0 wheels assert it

@@ -42,6 +42,7 @@ SOURCE_PATTERN = (r"^(\(reported\) )?[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(@[A-Za-z0-9
 _GENERATIONS = {"volta": "sm70", "turing": "sm75", "ampere": "sm8x (sm80, sm86)", "ada": "sm89",
                 "lovelace": "sm89", "hopper": "sm9x (sm90)"}
 
+
 class ArchEntry(Located):
     """One architecture: ``name`` (a base arch name: ``sm90``, ``gfx942``, ``cpu``), ``vendor`` (must agree
     with the name), ``bf16`` (False where the GPU computes no bfloat16: plans there compute weight-only
