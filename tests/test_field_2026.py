@@ -117,7 +117,10 @@ def test_w4a8_group_64_is_refused():
 
 
 # --------------------------------------------------------------- FlashInfer MegaMoE: an all-to-all fused into its runner
-MEGAMOE = {"gpu": "GB200", "engine": "sglang", "quant": "nvfp4", "model": DSV4_FLASH, "tp": 4, "ep": 4, "dp": 4}
+# SGLang's MegaMoE all-to-all validates the checkpoint's architecture (backends/a2a/flashinfer_megamoe.yaml): the report's
+# checkpoint is DeepSeek-V4-Flash, so the layer says so (an inline layer without one is unverified under that list)
+MEGAMOE = {"gpu": "GB200", "engine": "sglang", "quant": "nvfp4", "model": {**DSV4_FLASH, "architecture": "DeepseekV4ForCausalLM"},
+           "tp": 4, "ep": 4, "dp": 4}
 
 
 def test_flashinfer_megamoe_plans_with_its_own_all_to_all():
