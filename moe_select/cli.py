@@ -210,6 +210,12 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None, *
         data[k] = v
         if not str(data.key_sources.get(k, "")).startswith("command line"):
             data.key_sources[k] = f"command line ({flag_of(k)})"
+    # --gpu and --arch name the machine: one given alone replaces the base's other key (a file's gpu: L40S under --arch
+    # sm121 is not a contradiction of the user's, it is the file's machine overridden), and the understood key says so
+    for k, other in (("arch", "gpu"), ("gpu", "arch")):
+        if k in flags and other not in flags and other in data:
+            was = data.pop(other)
+            data.key_sources[k] = f"{data.key_sources[k]}, over the base's {other} {was}"
     if getattr(args, "activation_precision", None):  # one key of quant_config: the file's other keys are kept
         qc = data.get("quant_config")
         if qc is not None and not isinstance(qc, dict):

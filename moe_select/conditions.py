@@ -60,17 +60,22 @@ def fmt_num(x: Fraction | int) -> str:
 class IntRange(Located):
     """A numeric condition: ``min`` <= value <= ``max``, value a multiple of ``multiple_of`` and not a multiple of
     ``not_multiple_of`` (a kernel whose tile choice depends on another dimension's alignment: a field-round-36 kind, in
-    a runner file of backends/)."""
+    a runner file of backends/), and none of ``not_one_of`` (the shapes an engine ships a tuned kernel config for, which
+    then decide instead of the failing default: field round 40)."""
 
     min: int | None = None
     max: int | None = None
     multiple_of: int | None = Field(default=None, gt=0)
     not_multiple_of: int | None = Field(default=None, gt=1)
+    not_one_of: list[int] | None = Field(default=None, min_length=1)
 
     def contains(self, value: Fraction | int) -> bool:
-        """True when ``value`` is within the range, a multiple of ``multiple_of`` and not of ``not_multiple_of``."""
+        """True when ``value`` is within the range, a multiple of ``multiple_of``, not of ``not_multiple_of``, and none
+        of ``not_one_of``."""
         if not isinstance(value, (int, Fraction)):
             value = Fraction(value)
+        if self.not_one_of is not None and value in self.not_one_of:
+            return False
         if self.min is not None and value < self.min:
             return False
         if self.max is not None and value > self.max:
@@ -296,7 +301,8 @@ class When(Located):
             if isinstance(cond, IntRange):
                 bits = [f">= {cond.min}" if cond.min is not None else "", f"<= {cond.max}" if cond.max is not None else "",
                         f"multiple of {cond.multiple_of}" if cond.multiple_of else "",
-                        f"not a multiple of {cond.not_multiple_of}" if cond.not_multiple_of else ""]
+                        f"not a multiple of {cond.not_multiple_of}" if cond.not_multiple_of else "",
+                        f"not one of {cond.not_one_of}" if cond.not_one_of else ""]
                 parts.append(f"{key} " + ", ".join(b for b in bits if b))
             elif isinstance(cond, bool):
                 parts.append(f"{key} = {str(cond).lower()}")

@@ -54,3 +54,70 @@ def test_sglang_megamoe_unstated_architecture_is_not_refused_by_the_list():
 def test_megamoe_on_a_validated_checkpoint_plans():
     r = moe_select.explain({**MEGA, "engine_version": "0.5.23", "model_config": str(CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4")})
     assert r.plan is not None and r.plan.runner == "flashinfer_megamoe", r.summary()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Field round 40 (sgl-project/sglang#24975): SGLang before 0.5.14 runs FP8 W8A8 (no blocks) Triton MoE on sm89 / sm120
+# with its default 128x256x128 tile wherever no tuned file matches; the tile needs 147456 B of shared memory where those
+# GPUs allow 101376 B per block. The shapes the 0.5.13 wheel ships files for (intermediate per rank 192, 352, 384, 640,
+# 3584) are left out by an IntRange ``not_one_of``.
+MIXTRAL = {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336, "activation": "silu"}
+
+
+def _triton_smem(gpu: str, tp: int, version: str, **dep) -> list:
+    r = moe_select.explain({"gpu": gpu, "engine": "sglang", "engine_version": version, "quant": "fp8_tensor",
+                            "model": MIXTRAL, "tp": tp, "runner": "triton", **dep})
+    return [x for x in cand(r, "triton").reasons if x.code == "shape_unaligned" and "147456" in x.detail]
+
+
+@pytest.mark.parametrize("gpu, tp, version, refused", [
+    ("L40S", 2, "0.5.13", True),          # the report's shape: 7168 per rank, no tuned file
+    ("RTX 5090", 2, "0.5.13", True),      # sm120: the same 99 KB per block
+    ("RTX 4090", 4, "0.5.13", False),     # 3584 per rank: the wheel ships E=8,N=3584 for the RTX 4090
+    ("L40S", 2, "0.5.14", False),         # 0.5.14's low-smem default tile
+    ("H100", 2, "0.5.13", False),         # sm90: 227 KB per block
+])
+def test_sglang_fp8_default_tile_over_the_shared_memory_of_sm89_and_sm120(gpu, tp, version, refused):
+    assert bool(_triton_smem(gpu, tp, version)) == refused, (gpu, tp, version)
+
+
+def test_forwards_of_at_most_the_local_experts_take_the_small_tile():
+    assert not _triton_smem("L40S", 2, "0.5.13", max_tokens_per_rank=8)
+    assert _triton_smem("L40S", 2, "0.5.13", max_tokens_per_rank=9)
+
+
+def test_int_condition_not_one_of():
+    from moe_select.conditions import IntRange
+
+    r = IntRange(min=100, not_one_of=[352, 640])
+    assert r.contains(7168) and not r.contains(352) and not r.contains(640) and not r.contains(64)
+    with pytest.raises(ValueError):
+        IntRange(not_one_of=[])
+
+
+def test_l20_is_an_sm89_gpu():
+    """NVIDIA L20 (Ada, compute capability 8.9; the field round's checker found it refused as an unknown GPU), and the
+    names around it keep their own archs."""
+    from moe_select.vocab import gpu_arch
+
+    assert gpu_arch("L20") == gpu_arch("NVIDIA L20") == "sm89"
+    assert gpu_arch("H20") == "sm90" and gpu_arch("L40S") == "sm89" and gpu_arch("L4") == "sm89"
+    assert _triton_smem("L20", 2, "0.5.13")
+
+
+@pytest.mark.parametrize("file_key, flag, want", [
+    ("gpu: L40S", ["--arch", "sm121"], "sm121        command line (--arch), over the base's gpu L40S"),
+    ("arch: sm89", ["--gpu", "H100"], "command line (--gpu), over the base's arch sm89"),
+])
+def test_a_machine_flag_overrides_the_files_machine(tmp_path, capsys, file_key, flag, want):
+    """``--arch`` over a file's ``gpu:`` (and ``--gpu`` over its ``arch:``) is the file's machine overridden, as the help
+    says of every flag, not a contradiction (the round's checker got 'arch sm121 contradicts gpu L40S'); the understood
+    key says which base key it replaced. Both in the file still contradict (tests/test_inputs.py)."""
+    from moe_select.cli import main
+
+    f = tmp_path / "d.yaml"
+    f.write_text(f"{file_key}\nengine: sglang\nquant: fp8_tensor\nmodel: {{num_experts: 8, top_k: 2, hidden_size: 4096, "
+                 "moe_intermediate_size: 14336, activation: silu}\ntp: 2\n")
+    main(["explain", "--deployment", str(f), *flag])
+    out = capsys.readouterr().out
+    assert want in out and "contradicts" not in out, out[:600]
