@@ -621,7 +621,9 @@ class MethodRunners(Conditional):
     assumed (the selector's ``_method_reasons``)."""
 
     runners: list[str]
-    code: Literal["quant_unsupported"] = "quant_unsupported"
+    #: ``parallelism_unsupported`` where the method refuses a parallel feature (expert-parallel load balancing), not
+    #: the format
+    code: Literal["quant_unsupported", "parallelism_unsupported"] = "quant_unsupported"
     why: str = Field(min_length=1)
     source: str = Field(min_length=1)
     #: What to change where ``runners`` is empty (the method loads the layer with no runner: e.g. a release that fixes it)

@@ -366,6 +366,7 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
     pick = None
     open_before: list[str] = []
     first_open = None
+    refused_cands: list = []
     for e in order:
         if e.dispatch is not None and not set(e.dispatch) & set(formats):
             considered.append((e.name, e.runner, f"takes {'/'.join(e.dispatch)} dispatch; this is {'/'.join(formats)}"))
@@ -374,6 +375,8 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
             considered.append((e.name, None, "no runner of moe-select stands for it: not judged"))
             continue
         level, c = _level(candidates, e.runner, engine, reported)
+        if level == "refused" and c is not None:
+            refused_cands.append(c)
         considered.append((e.name, e.runner, level if level != "refused" else f"refused ({_why_refused(c, engine)})"))
         if level in ("supported", "known failure"):
             pick = (e, level)
@@ -391,6 +394,15 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
                             "no runner of moe-select stands for (not judged)", o.source,
                             log=o.log.format(backend=e.name, backends=listed), considered=considered)
     if pick is None:
+        # one reason every refused kernel shares (an engine method that loads the layer with none: EPLB on a method
+        # without it) is where the engine fails, not its oracle's "no backend" error
+        shared = (set.intersection(*({(r.code, r.detail, r.source) for r in c.reasons} for c in refused_cands))
+                  if refused_cands else set())
+        common = next((r for r in refused_cands[0].reasons if (r.code, r.detail, r.source) in shared), None) if shared else None
+        if common is not None:
+            return EngineChoice(engine, None, None, f"{o.name} oracle: the facts refuse every kernel of its list {listed} for "
+                                f"one reason, so the engine fails whatever it chooses: {common.detail} "
+                                f"[{common.source}]", o.source, considered=considered)
         return EngineChoice(engine, None, None, f"{o.name} oracle: the facts refuse every kernel of its list {listed} "
                             "(the engine raises 'No ... MoE backend supports the deployment configuration')", o.source,
                             considered=considered)

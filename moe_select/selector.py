@@ -472,7 +472,7 @@ def _method_reasons(methods: Iterable[MethodRunners], ctx: _Ctx, name: str, assu
             continue
         assert m.when is not None
         what = (f"{name} is not built by {m.why}, which builds {', '.join(m.runners)}" if m.runners
-                else f"{name} cannot load this layer: {m.why}")
+                else f"no runner can load this layer: {m.why}")   # the same words for every runner: printed once
         hit = unstated_refusal(m, ctx, m.when.keys(), m.when.matches)
         if hit is not None:
             keys, values = hit

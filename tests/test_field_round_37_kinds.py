@@ -45,7 +45,7 @@ def test_sglang_before_0_4_8_cannot_load_the_bf16_mtp_experts_of_an_nvfp4_checkp
     if refused:
         assert r.plan is None and mtp.plan is None
         assert all(x.code == "quant_unsupported" for x in hits)
-        assert "cannot load this layer" in hits[0].detail and "sglang>=0.4.8" in (hits[0].fix or "")
+        assert "no runner can load this layer" in hits[0].detail and "sglang>=0.4.8" in (hits[0].fix or "")
         # the main layers are not touched by it
         assert not _bound(r)
 

@@ -121,3 +121,49 @@ def test_a_machine_flag_overrides_the_files_machine(tmp_path, capsys, file_key, 
     main(["explain", "--deployment", str(f), *flag])
     out = capsys.readouterr().out
     assert want in out and "contradicts" not in out, out[:600]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# vLLM refuses expert-parallel load balancing per quantization method (RoutedExperts.__init__: NotImplementedError 'EPLB
+# is not supported <Method>' where supports_eplb is False; read in the 0.29.0 .. 0.34.0 wheels): methods rows of
+# backends/common.yaml with code parallelism_unsupported.
+def _vllm(model: str, eplb: bool, version: str = "0.34.0", **dep):
+    return moe_select.explain({"gpu": "H100", "engine": "vllm", "engine_version": version,
+                               "model_config": str(CONFIGS / model), "tp": 4, "ep": 4, "eplb": eplb, **dep})
+
+
+def _eplb_refusals(r) -> set[str]:
+    return {c.backend for c in r.candidates for x in c.reasons
+            if x.code == "parallelism_unsupported" and x.source.startswith("backends/common.yaml")}
+
+
+@pytest.mark.parametrize("model", ["openai__gpt-oss-120b", "Qwen__Qwen3-30B-A3B-AWQ"])
+def test_vllm_methods_without_eplb_refuse_every_runner(model):
+    on = _vllm(model, True)
+    assert on.plan is None and _eplb_refusals(on) == {c.backend for c in on.candidates}, on.summary()
+    text = on.render_text()
+    cands = text[text.index("Candidates ("):]
+    assert "Every runner is refused because" in text and "EPLB is not supported" not in cands, text   # printed once
+    if model.startswith("openai"):     # the engine's MXFP4 prediction names the method's failure, not its oracle's
+        assert "fails whatever it chooses" in text and "No ... MoE backend supports" not in text, text
+    off = _vllm(model, False)
+    assert off.plan is not None and not _eplb_refusals(off), off.summary()
+
+
+@pytest.mark.parametrize("model", ["Qwen__Qwen3-30B-A3B-FP8", "Qwen__Qwen3-30B-A3B", "nvidia__Qwen3-30B-A3B-NVFP4"])
+def test_vllm_methods_with_eplb_are_not_touched(model):
+    """quant_method fp8 (Fp8MoEMethod), unquantized and ModelOpt NVFP4 take EPLB in every release read."""
+    assert not _eplb_refusals(_vllm(model, True))
+
+
+def test_compressed_tensors_w4a16_with_eplb_takes_the_triton_experts_only():
+    r = moe_select.explain({"gpu": "H100", "engine": "vllm", "engine_version": "0.34.0", "quant": "int4_w4a16",
+                            "quant_config": {"group_size": 128, "layout": "compressed-tensors"}, "model": {
+                                "num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": 768,
+                                "activation": "silu"}, "tp": 4, "ep": 4, "eplb": True})
+    refused = _eplb_refusals(r)
+    assert "marlin" in refused and "triton" not in refused, r.summary()
+
+
+def test_releases_before_the_ones_read_are_not_claimed():
+    assert not _eplb_refusals(_vllm("openai__gpt-oss-120b", True, version="0.28.0"))
