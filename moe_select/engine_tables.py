@@ -58,6 +58,9 @@ Meaning = Literal[
     "ep_equals_tp", "retired_a2a", "retired_runner",
     # the engine's switch for the GPU vendor's kernel library (a boolean variable: the deployment's vendor_library)
     "vendor_library",
+    # the speculative draft's MoE runner and all-to-all (the deployment's layer_runners / layer_a2a of the checkpoint's
+    # MTP layer kind; a note where the checkpoint has none)
+    "draft_runner", "draft_a2a",
     # understood: it bears on the MoE layer, but no deployment field holds it (a note says so)
     "moe_read",
     # understood: it does not concern the MoE choice

@@ -437,9 +437,27 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     scoped = names().format_name(engine, theirs, plan.quant)
     if scoped is not None:
         comments.append(f"{engine}'s {theirs} runs {scoped.ours} on {plan.quant} checkpoints ({scoped.source})")
+    draft_words: list[str] = []
+    if plan.layers and engine == "sglang":
+        # SGLang's draft (MTP) layers take their own runner and all-to-all flags (--speculative-moe-*): written where
+        # the plan's differ from the main layers' (the engine's defaults otherwise: moe_select/deployment.py)
+        for k in plan.layers:
+            if k.deployment.layer_kind != "mtp":
+                continue
+            if k.runner != plan.runner:
+                ok, draft_theirs = names().runner_for("sglang", k.runner, k.quant)
+                if ok and draft_theirs:
+                    draft_words += ["--speculative-moe-runner-backend", draft_theirs]
+            draft_a2a = str(k.deployment.a2a)
+            if draft_a2a != str(plan.a2a):
+                row = next((r for r in names().a2a if r.ours == draft_a2a and r.mode is None), None)
+                value = "none" if draft_a2a == "none" else (row.sglang if row is not None else None)
+                if value:
+                    draft_words += ["--speculative-moe-a2a-backend", str(value)]
     if plan.layers:
         comments.append("the plan's other MoE layer kinds (" + ", ".join(f"{k.deployment.layer_kind}: {k.runner}" for k in plan.layers)
-                        + ") run as the engine decides for them: this launch sets the main layers' runner")
+                        + (") : the draft's flags written (--speculative-moe-*)" if draft_words else
+                           ") run as the engine decides for them: this launch sets the main layers' runner"))
     mdl = model or (launch.model if launch is not None else None) or d.model_config_path
     if mdl is None:
         raise EmitError("the plan has no model config path (a model: shape): give the model to launch")
@@ -478,6 +496,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             else:
                 argv += [_flag("sglang", "dp_attention", version, comments), _flag("sglang", "dp", version, comments), str(d.dp)]
         argv += _runner_words("sglang", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("sglang"))
+        argv += draft_words
         argv += _online_words(plan, "sglang", version, comments)
         argv += _eplb_words("sglang", d, launch, version, comments)
         if asked := _asked_of_runner(plan, d, comments):

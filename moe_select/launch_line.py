@@ -1327,6 +1327,25 @@ def _map(launch: Launch, where: str) -> None:
             _set(launch, "runner", ours, runner_theirs[1])
         if note:
             launch.findings.append(Finding("note", runner_theirs[1], note))
+    # --- the speculative draft's MoE runner and all-to-all (layer_runners / layer_a2a of the MTP layer kind; _draft_layers
+    # checks the checkpoint has one once its config is read)
+    if "draft_runner" in v:
+        theirs = _chosen(e, "runner", str(v["draft_runner"].value), _w(launch, "draft_runner"), where, launch.engine_version,
+                         launch.findings)
+        ours, note = _runner_ours(e, theirs)
+        if ours != "auto":
+            _set(launch, "layer_runners", {**(launch.deployment.get("layer_runners") or {}), "mtp": ours},
+                 f"{_w(launch, 'draft_runner')} (the draft's MoE layers)")
+        if note:
+            launch.findings.append(Finding("note", _w(launch, "draft_runner"), note))
+    if "draft_a2a" in v:
+        theirs = _chosen(e, "a2a", str(v["draft_a2a"].value), _w(launch, "draft_a2a"), where, launch.engine_version,
+                         launch.findings)
+        ours, _, note = _a2a_ours(e, theirs, None)
+        _set(launch, "layer_a2a", {**(launch.deployment.get("layer_a2a") or {}), "mtp": ours},
+             f"{_w(launch, 'draft_a2a')} (the draft's MoE layers)")
+        if note:
+            launch.findings.append(Finding("note", _w(launch, "draft_a2a"), note))
     # --- quantization (an engine's method name; only online quantization changes the checkpoint's format)
     if e == "sglang" and "quant" in v and str(v["quant"].value) == "nvfp4_online":
         # NVFP4 made at load with per-token FP32 activation scales (sgl-project/sglang#28354; the table's note)
@@ -1593,6 +1612,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         _set(launch, "model_config", path, f"{launch.model_written} ({how})")
     _format_runner(launch)
     _online_quant(launch)
+    _draft_layers(launch)
     _activation_scale(launch)
     _vendor_library(launch)
     _activation_precision(launch)
@@ -1780,6 +1800,37 @@ def online_flag(how: str, engine: str) -> tuple[str, str] | None:
         return None
     quant_names = {n for e in table(engine).flags if e.means == "quant" for n in e.names}
     return (words[0], words[1]) if words[0] in quant_names else None
+
+
+def _draft_layers(launch: Launch) -> None:
+    """The draft's MoE runner / all-to-all read from the line (``layer_runners.mtp`` / ``layer_a2a.mtp``) plan the
+    checkpoint's MTP layer kind: where the checkpoint has none (a draft of another model, or no config given), they are
+    taken back out, with a note (the deployment would refuse a layer kind the checkpoint lacks)."""
+    keys = [k for k in ("layer_runners", "layer_a2a") if "mtp" in (launch.deployment.get(k) or {})]
+    if not keys:
+        return
+    has_mtp = False
+    if "model_config" in launch.deployment:
+        from .model_config import read_model_config
+
+        try:
+            info = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine)
+        except Exception:   # the deployment check reports a config that does not read
+            return
+        has_mtp = any(k["kind"] == "mtp" for k in info.layer_kinds)
+    if has_mtp:
+        return
+    for k in keys:
+        rest = {n: r for n, r in launch.deployment[k].items() if n != "mtp"}
+        if rest:
+            launch.deployment[k] = rest
+        else:
+            del launch.deployment[k]
+            launch.provenance.pop(k, None)
+        launch.findings.append(Finding("note", _w(launch, "draft_runner" if k == "layer_runners" else "draft_a2a"),
+                                       "the draft's MoE layers: " + ("the checkpoint has no MTP layers (a draft of another "
+                                       "model is not planned)" if "model_config" in launch.deployment else
+                                       "planned with the checkpoint's MTP layers only (give the model config)")))
 
 
 def _online_quant(launch: Launch) -> None:

@@ -1783,8 +1783,11 @@ def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog:
     prov["quant"] = prov.get(f"layers.{kind['kind']}", "layer kind")
     prov["runner"] = prov.get(f"layers.{kind['kind']}", "layer kind")
     prov["dispatch_precision"] = f"{prov.get('dispatch_precision', 'default')} ({kind['kind']}: {kind.get('dispatch_precision', 'auto')})"
+    a2a = {"a2a": kind["a2a"], "a2a_mode": None} if kind.get("a2a") else {}   # the kind's own all-to-all (layer_a2a)
+    if a2a:
+        prov["a2a"] = prov.get(f"layers.{kind['kind']}", "layer kind")
     uk = u.model_copy(update={"quant": kind["quant"], "quant_params": dict(kind["quant_params"]), "runner": kind["runner"],
-                              "dispatch_precision": kind.get("dispatch_precision", "auto"),
+                              **a2a, "dispatch_precision": kind.get("dispatch_precision", "auto"),
                               "layer_kinds": [], "layers": list(kind["layers"]), "layer_kind": kind["kind"],
                               "main_quant": u.quant, "provenance": prov})
     return select(uk, env, catalog, measurements)

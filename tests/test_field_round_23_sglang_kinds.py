@@ -72,9 +72,14 @@ def test_gb10_fixed_small_forwards_or_block_planned(dep, extra):
     assert_planned(_explain(**GB10, **dep, **extra), "triton")
 
 
-def test_gb10_tile_not_claimed_on_sm120():
-    """RTX PRO 6000 (sm120, tuned configs for some shapes in the wheels): not refused by this fact at 0.5.13."""
+def test_gb10_tile_on_sm120_where_no_tuned_file_matches():
+    """RTX PRO 6000 (sm120: the same 99 KB per block): the wheels' tuned configs for sm120 are of a few intermediate widths
+    (field round 40, backends/triton.yaml's second row), so this layer's width is refused at 0.5.13 as on GB10, and a
+    width a tuned file has is not."""
     r = _explain(**{**GB10, "gpu": "RTX PRO 6000"}, engine_version="0.5.13", quant="fp8_channel")
+    assert _codes_from(r, "triton", "triton.yaml") == {"shape_unaligned"}, refusals(r, "triton")
+    model = {**SMALL, "moe_intermediate_size": 352}
+    r = _explain(**{**GB10, "gpu": "RTX PRO 6000", "model": model}, engine_version="0.5.13", quant="fp8_channel")
     assert not _codes_from(r, "triton", "triton.yaml"), refusals(r, "triton")
 
 
