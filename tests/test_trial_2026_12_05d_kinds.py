@@ -167,3 +167,60 @@ def test_compressed_tensors_w4a16_with_eplb_takes_the_triton_experts_only():
 
 def test_releases_before_the_ones_read_are_not_claimed():
     assert not _eplb_refusals(_vllm("openai__gpt-oss-120b", True, version="0.28.0"))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Field round 41 (sgl-project/sglang#40623): SGLang's draft (MTP / NextN) MoE layers take the target's runner and
+# all-to-all unless --speculative-moe-runner-backend / --speculative-moe-a2a-backend name theirs; from 0.5.22 a
+# flashinfer_megamoe target's draft gets flashinfer_trtllm and no all-to-all.
+DSV31 = str(CONFIGS / "nvidia__DeepSeek-V3.1-NVFP4")
+MEGA_DSV31 = {"gpu": "B200", "engine": "sglang", "model_config": DSV31, "tp": 4, "ep": 4, "dp": 4,
+              "a2a": "flashinfer_megamoe", "runner": "flashinfer_megamoe", "speculative": True}
+
+
+def _mtp(r):
+    return next(sub for sub in r.layers if sub.deployment.layer_kind == "mtp")
+
+
+def test_sglang_megamoe_draft_before_and_after_0_5_22():
+    old = moe_select.explain({**MEGA_DSV31, "engine_version": "0.5.21"})
+    assert old.plan is None and _mtp(old).deployment.runner == "flashinfer_megamoe"
+    assert _mtp(old).deployment.a2a == "flashinfer_megamoe"
+    new = moe_select.explain({**MEGA_DSV31, "engine_version": "0.5.23"})
+    assert new.plan is not None and new.plan.runner == "flashinfer_megamoe", new.summary()
+    sub = _mtp(new)
+    assert sub.deployment.runner == "flashinfer_trtllm" and sub.deployment.a2a == "none" and sub.plan is not None
+
+
+def test_sglang_draft_flags_are_the_mtp_layers(capsys):
+    from moe_select.cli import main
+    from moe_select.launch_line import from_command
+
+    line = ("python -m sglang.launch_server --model-path nvidia/DeepSeek-V3.1-NVFP4 --tp 4 --enable-dp-attention --dp 4 "
+            "--quantization modelopt_fp4 --moe-a2a-backend flashinfer_megamoe --moe-runner-backend flashinfer_megamoe "
+            "--speculative-algorithm EAGLE --speculative-moe-runner-backend flashinfer_trtllm --speculative-moe-a2a-backend none")
+    launch = from_command(line, engine_version="0.5.21", model_config=DSV31)
+    assert launch.deployment["layer_runners"] == {"mtp": "flashinfer_trtllm"}
+    assert launch.deployment["layer_a2a"] == {"mtp": "none"}
+    r = launch.explain(deployment={"gpu": "B200"})
+    assert r.plan is not None and _mtp(r).plan is not None, r.summary()      # the explicit draft flags: it runs
+    main(["plan", "--from-command", line, "--gpu", "B200", "--engine-version", "0.5.21", "--model-config", DSV31,
+          "--emit", "sglang"])
+    emitted = " ".join(capsys.readouterr().out.split())
+    assert "--speculative-moe-runner-backend flashinfer_trtllm" in emitted and "--speculative-moe-a2a-backend none" in emitted
+
+
+def test_draft_flags_without_mtp_layers_are_a_note():
+    from moe_select.launch_line import from_command
+
+    line = ("python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp 2 --speculative-algorithm EAGLE "
+            "--speculative-draft-model-path some/draft --speculative-moe-runner-backend triton")
+    launch = from_command(line, engine_version="0.5.23", model_config=str(CONFIGS / "Qwen__Qwen3-30B-A3B"))
+    assert "layer_runners" not in launch.deployment
+    assert any("no MTP layers" in f.message for f in launch.findings), launch.findings
+
+
+def test_layer_a2a_of_a_kind_the_checkpoint_lacks_is_an_input_error():
+    with pytest.raises(moe_select.InputError, match="layer_a2a"):
+        moe_select.explain({"gpu": "H100", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"),
+                            "tp": 2, "layer_a2a": {"mtp": "none"}})
