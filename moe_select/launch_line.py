@@ -603,6 +603,19 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
     return out, live
 
 
+def _live_note(e: FlagEntry | EnvEntry, launch: Launch) -> str:
+    """The understood finding's text of an entry read at the launch's release: its table note, except for a retired
+    runner variable the engine still reads there (its note says what happens once it is ignored: a field round 41 line
+    set VLLM_USE_FLASHINFER_MOE_FP8 at vLLM 0.14.1, where its FP8 oracle still picks FlashInfer's experts by it, and was
+    told it got the automatic choice)."""
+    if e.means == "retired_runner" and e.ignored is not None:
+        at = f"{launch.engine} {launch.engine_version}" if launch.engine_version else "the newest release checked"
+        return (f"still read at {at} (ignored from {e.ignored.text()}): the engine's own MoE backend choice follows it "
+                f"(FlashInfer's experts); moe-select plans without it: name the runner it selects (--runner; today "
+                f"{e.replacement or 'the runner flag'})")
+    return e.note or e.means
+
+
 def _replacement_since(engine: str, replacement: str) -> Change | None:
     """When ``engine``'s table says ``replacement`` (a flag or variable the table names as the newer way, possibly
     ``--flag value``) was added, or None."""
@@ -989,7 +1002,7 @@ def _read_env(launch: Launch, where: str) -> None:
             launch.findings += found
             if live:
                 launch.values[f"env:{name}"] = Read(e, value, written)
-                launch.findings.append(Finding("understood", written, e.note or e.means, _cite(launch.engine, e)))
+                launch.findings.append(Finding("understood", written, _live_note(e, launch), _cite(launch.engine, e)))
                 if e.means in ENV_CHOICES:  # a variable the engine still reads in place of a flag: it decides unless the flag is given
                     if e.means in launch.values:
                         launch.findings.append(Finding("note", written, f"{launch.values[e.means].written} is given too: the flag wins"))

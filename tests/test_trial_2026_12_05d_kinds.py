@@ -224,3 +224,47 @@ def test_layer_a2a_of_a_kind_the_checkpoint_lacks_is_an_input_error():
     with pytest.raises(moe_select.InputError, match="layer_a2a"):
         moe_select.explain({"gpu": "H100", "engine": "sglang", "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B"),
                             "tp": 2, "layer_a2a": {"mtp": "none"}})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Field round 41 (vllm-project/vllm#31628): vLLM before 0.15.0 indexes a Llama-4 checkpoint's fused FP8 expert tensors
+# on the CPU under expert parallelism (PyTorch < 2.11 has no CPU float8 indexing); and a retired FlashInfer variable
+# still read at the line's release is not described as ignored.
+SCOUT = str(CONFIGS / "meta-llama__Llama-4-Scout-17B-16E-Instruct")
+
+
+def _scout(version: str, **dep):
+    return moe_select.explain({"gpu": "H100", "engine": "vllm", "engine_version": version, "model_config": SCOUT,
+                               "quant": "fp8_tensor", "quant_config": {"layout": "modelopt"}, "tp": 1, "dp": 2, "ep": 2,
+                               **dep})
+
+
+def _llama4_loader(r) -> bool:
+    return any(x.code == "parallelism_unsupported" and "Float8_e4m3fn" in x.detail for c in r.candidates for x in c.reasons)
+
+
+@pytest.mark.parametrize("version, ep, refused", [
+    ("0.14.1", 2, True), ("0.10.0", 2, True), ("0.15.0", 2, False), ("0.14.1", 1, False)])
+def test_vllm_llama4_fused_fp8_experts_with_ep_before_0_15(version, ep, refused):
+    r = _scout(version, ep=ep, dp=ep)
+    assert _llama4_loader(r) == refused, r.summary()
+    if refused:
+        assert r.plan is None
+
+
+def test_llama4_per_expert_checkpoints_are_not_claimed():
+    """llm-compressor's FP8 Llama-4 stores experts one by one (compressed-tensors): another loader path."""
+    r = _scout("0.14.1", quant_config={"layout": "compressed-tensors"})
+    assert not _llama4_loader(r)
+
+
+def test_retired_flashinfer_variable_still_read_is_not_called_ignored():
+    from moe_select.launch_line import from_command
+
+    line = "VLLM_USE_FLASHINFER_MOE_FP8=1 VLLM_FLASHINFER_MOE_BACKEND=throughput vllm serve x -tp 2"
+    cfg = str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8")
+    old = from_command(line, engine_version="0.14.1", model_config=cfg)
+    said = [f.message for f in old.findings if f.token.startswith("VLLM_USE_FLASHINFER_MOE_FP8")]
+    assert said and all("got vLLM's automatic choice" not in m for m in said) and "still read at vllm 0.14.1" in said[0]
+    new = from_command(line, engine_version="0.30.0", model_config=cfg)
+    assert any(f.kind == "ignored" for f in new.findings if f.token.startswith("VLLM_USE_FLASHINFER_MOE_FP8"))
