@@ -215,7 +215,7 @@ def _deployment(args: argparse.Namespace, extra: dict[str, Any] | None = None, *
     for k, other in (("arch", "gpu"), ("gpu", "arch")):
         if k in flags and other not in flags and other in data:
             was = data.pop(other)
-            data.key_sources[k] = f"{data.key_sources[k]}, over the base's {other} {was}"
+            data.key_sources[k] = f"{data.key_sources[k]}; replaces the base's {other} {was}"
     if getattr(args, "activation_precision", None):  # one key of quant_config: the file's other keys are kept
         qc = data.get("quant_config")
         if qc is not None and not isinstance(qc, dict):

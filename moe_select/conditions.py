@@ -92,6 +92,8 @@ class IntRange(Located):
             return True
         if self.multiple_of and self.not_multiple_of and self.multiple_of % self.not_multiple_of == 0:
             return True  # every multiple of the one is a multiple of the other
+        if self.not_one_of and lo is not None and self.max is not None and self.max - lo < 4096:
+            return not any(self.contains(v) for v in range(lo, self.max + 1))   # a small range: every value listed
         if self.multiple_of and self.max is not None:
             lo = lo if lo is not None else self.max - self.multiple_of  # some multiple <= max exists
             first = -(-lo // self.multiple_of) * self.multiple_of  # smallest multiple >= lo

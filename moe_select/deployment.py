@@ -150,9 +150,8 @@ class Deployment(Located):
     #: Runner per additional MoE layer kind (``mtp``, ``unquantized``): ``runner`` applies to the main
     #: layers; other kinds are planned with ``auto`` unless named here.
     layer_runners: dict[str, Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]] | None = None
-    #: All-to-all per additional MoE layer kind (SGLang's ``--speculative-moe-a2a-backend``: the draft's): a kind not
-    #: named takes the deployment's ``a2a``, or the engine's default for it (SGLang from 0.5.22: ``none`` for a draft
-    #: of a FlashInfer MegaMoE deployment).
+    #: All-to-all per additional MoE layer kind (an engine's draft all-to-all flag: the draft's): a kind not named takes
+    #: the deployment's ``a2a``, or the engine's default for a draft (its table's ``draft`` section).
     layer_a2a: dict[str, Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]] | None = None
     #: Whether a speculative draft runs the checkpoint's own MTP (NextN) layers: ``false`` leaves a checkpoint's
     #: ``mtp`` layer kind out of the plan (the engine builds no draft, so no fact about those layers applies); not
@@ -454,14 +453,6 @@ def _undeclared_names(arch: str, model: ModelShape) -> list[str]:
     return out
 
 
-#: Where SGLang's draft MoE layers take the target's runner (deployment planning of the ``mtp`` layer kind)
-_SGLANG_DRAFT_HOW = ("SGLang's draft MoE runner is the target's unless --speculative-moe-runner-backend names one "
-                     "(sgl-project/sglang@v0.5.21:python/sglang/srt/layers/moe/utils.py:initialize_moe_config)")
-#: Where SGLang gives a FlashInfer MegaMoE target's draft no all-to-all
-_SGLANG_DRAFT_A2A_HOW = ("SGLang's draft all-to-all for a flashinfer_megamoe target from 0.5.22 "
-                         "(sgl-project/sglang@v0.5.22:python/sglang/srt/layers/moe/utils.py:_default_speculative_a2a_backend)")
-
-
 def _in_versions(version: str, spec: str) -> bool:
     """Whether engine ``version`` satisfies PEP 440 ``spec`` (False for a version that does not parse)."""
     from .versions import satisfies
@@ -506,7 +497,8 @@ def _release_check(engine: str, version: str) -> tuple[str | None, str | None]:
 
 def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: str | None = None,
                detected_gpu: str | None = None, a2a_backends: Mapping[str, Any] | None = None,
-               engine_versions: Mapping[str, str | None] | None = None) -> Understood:
+               engine_versions: Mapping[str, str | None] | None = None,
+               draft_rules: Mapping[str, Any] | None = None) -> Understood:
     """State every field of ``dep``: the arch from ``gpu`` (or the detected one for ``arch: auto``), the
     shape, quant and its parameters from ``model_config``, the a2a modes used (``a2a_backends``: the
     catalog's a2a capabilities, name -> :class:`~moe_select.capability.A2ACapability`), and the defaults.
@@ -713,23 +705,26 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     vllm_version = engine_versions.get("vllm") if engine_versions is not None else dep.engine_version
     draft_override_ignored = (dep.engine == "vllm" and model_wide and vllm_version is not None
                               and _in_versions(str(vllm_version), ">=0.29.0,<0.30.0"))
-    # SGLang's draft (MTP / NextN) MoE layers take the target's resolved runner and all-to-all unless
-    # --speculative-moe-runner-backend / --speculative-moe-a2a-backend name theirs (layers/moe/utils.py
-    # initialize_moe_config; read in the 0.5.14, 0.5.19 .. 0.5.23 wheels); from 0.5.22 a FlashInfer MegaMoE target gives its
-    # draft flashinfer_trtllm and no all-to-all (_default_speculative_moe_runner_backend, _default_speculative_a2a_backend:
-    # the mega kernel routes by global expert id and holds only the quantized layers it prepared; before, the draft's
-    # unquantized layers fell back to Triton with global ids, sgl-project/sglang#40623). A target left at auto: the
-    # draft planned on its own (the engine's resolved choice is not known here).
-    sglang_version = (engine_versions.get("sglang") if engine_versions is not None else dep.engine_version) \
-        if dep.engine == "sglang" else None
-    newest_rule = sglang_version is None or _in_versions(str(sglang_version), ">=0.5.22")
-    sglang_draft = dep.engine == "sglang" and dep.runner not in (None, "auto")
-    sglang_draft_runner, sglang_draft_how = dep.runner, (f"{dep.runner}, the target's: {_SGLANG_DRAFT_HOW}")
-    if sglang_draft and dep.runner == "flashinfer_megamoe" and newest_rule:
-        sglang_draft_runner, sglang_draft_how = "flashinfer_trtllm", (
-            "flashinfer_trtllm, SGLang's draft default for a flashinfer_megamoe target from 0.5.22 "
-            "(sgl-project/sglang@v0.5.22:python/sglang/srt/layers/moe/utils.py:_default_speculative_moe_runner_backend)")
-    sglang_draft_a2a = "none" if dep.engine == "sglang" and dep.a2a == "flashinfer_megamoe" and newest_rule else None
+    # The engine's own rule for a speculative draft's MoE layers (its table's draft section): the target's named runner
+    # and / or all-to-all, except where a default of the declared release gives the draft others. A target left at auto:
+    # the draft is planned on its own (the engine's resolved choice is not known here).
+    draft_runner = draft_a2a = None
+    draft_how = draft_a2a_how = ""
+    rules = (draft_rules or {}).get(str(dep.engine))
+    if rules is not None and any(k["kind"] == "mtp" for k in extra):
+        engine_version = (engine_versions.get(str(dep.engine)) if engine_versions is not None else dep.engine_version)
+
+        def holds(d: Any) -> bool:   # a default of the declared release (not declared: the newest, where they hold)
+            return d.version is None or engine_version is None or _in_versions(str(engine_version), d.version)
+
+        if "runner" in rules.inherits and dep.runner not in (None, "auto"):
+            draft_runner, draft_how = dep.runner, f"{dep.runner}, the target's ({rules.source})"
+            for d in rules.defaults:
+                if d.main_runner == dep.runner and d.runner is not None and holds(d):
+                    draft_runner, draft_how = d.runner, f"{d.runner}, the draft's default for a {dep.runner} target ({d.source})"
+        for d in rules.defaults:
+            if d.main_a2a == dep.a2a and d.a2a is not None and holds(d):
+                draft_a2a, draft_a2a_how = d.a2a, f"the draft's default for a {dep.a2a} target ({d.source})"
     wide_how = {"trtllm": "TensorRT-LLM's moe_config.backend is model-wide (NVIDIA/TensorRT-LLM@01f8de52fefe:"
                           "tensorrt_llm/_torch/modules/fused_moe/create_moe.py:get_moe_cls)",
                 "vllm": "vLLM's --moe-backend is the draft's too unless the speculative config names its own "
@@ -747,15 +742,15 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
             kind["runner"], how = asked, f"{asked} from layer_runners"
         elif model_wide:
             kind["runner"], how = dep.runner, f"{dep.runner}, the deployment's: {wide_how[str(dep.engine)]}"
-        elif sglang_draft and kind["kind"] == "mtp":
-            kind["runner"], how = sglang_draft_runner, sglang_draft_how
+        elif draft_runner is not None and kind["kind"] == "mtp":
+            kind["runner"], how = draft_runner, draft_how
         else:
             kind["runner"], how = "auto", "auto"
         a2a_asked = (dep.layer_a2a or {}).get(kind["kind"])
         if a2a_asked is not None:
             kind["a2a"], how = a2a_asked, f"{how}; a2a {a2a_asked} from layer_a2a"
-        elif sglang_draft_a2a is not None and kind["kind"] == "mtp":
-            kind["a2a"], how = sglang_draft_a2a, f"{how}; a2a {sglang_draft_a2a}: {_SGLANG_DRAFT_A2A_HOW}"
+        elif draft_a2a is not None and kind["kind"] == "mtp":
+            kind["a2a"], how = draft_a2a, f"{how}; a2a {draft_a2a}: {draft_a2a_how}"
         prov[f"layers.{kind['kind']}"] = (f"{cfg_path} ({kind['why']}; layers {_ranges(kind['layers'])}, {kind['quant']}; runner "
                                           + how + ")")
     for field, given in (("layer_runners", dep.layer_runners), ("layer_a2a", dep.layer_a2a)):

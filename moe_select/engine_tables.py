@@ -291,6 +291,36 @@ class QuantMismatch(Located):
     source: str = Field(pattern=CITATION.pattern)
 
 
+class DraftDefault(Located):
+    """What the engine gives a speculative draft's MoE layers for a target of one runner or all-to-all (our names), at
+    the engine releases ``version`` (a PEP 440 specifier of the engine's own package; absent: every release): the
+    draft's ``runner`` and / or ``a2a``."""
+
+    main_runner: str | None = None
+    main_a2a: str | None = None
+    runner: str | None = None
+    a2a: str | None = None
+    version: str | None = None
+    source: str = Field(pattern=CITATION.pattern)
+
+    @model_validator(mode="after")
+    def _said(self) -> "DraftDefault":
+        if (self.main_runner is None) == (self.main_a2a is None) or (self.runner is None and self.a2a is None):
+            raise ValueError("a draft default names one target key (main_runner or main_a2a) and what the draft gets "
+                             "(runner and / or a2a)")
+        return self
+
+
+class DraftRules(Located):
+    """How the engine plans a speculative draft's (MTP / NextN) MoE layers when the launch names nothing for them:
+    ``inherits`` the target's named runner and / or all-to-all (``runner``, ``a2a``), except where a ``defaults`` entry
+    holds (:class:`DraftDefault`). Read by :mod:`moe_select.deployment` for the checkpoint's ``mtp`` layer kind."""
+
+    inherits: list[Literal["runner", "a2a"]] = Field(min_length=1)
+    source: str = Field(pattern=CITATION.pattern)
+    defaults: list[DraftDefault] = []
+
+
 class EngineTable(Located):
     """One engine's launch vocabulary (see the module docstring)."""
 
@@ -310,6 +340,8 @@ class EngineTable(Located):
     #: From this release (``version``; None: never) every ``bool_optional`` flag named ``--enable-X`` also parses as
     #: ``--disable-X``, and ``--disable-X`` as ``--enable-X``, with the value inverted (the parser pairs them).
     inverse_enable_disable: Change | None = None
+    #: The speculative draft's MoE runner and all-to-all where the launch names none for it (:class:`DraftRules`).
+    draft: DraftRules | None = None
 
     @field_validator("sources")
     @classmethod

@@ -606,12 +606,11 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
 def _live_note(e: FlagEntry | EnvEntry, launch: Launch) -> str:
     """The understood finding's text of an entry read at the launch's release: its table note, except for a retired
     runner variable the engine still reads there (its note says what happens once it is ignored: a field round 41 line
-    set VLLM_USE_FLASHINFER_MOE_FP8 at vLLM 0.14.1, where its FP8 oracle still picks FlashInfer's experts by it, and was
-    told it got the automatic choice)."""
+    set such a variable at a release whose MoE oracle still chose by it, and was told it got the automatic choice)."""
     if e.means == "retired_runner" and e.ignored is not None:
         at = f"{launch.engine} {launch.engine_version}" if launch.engine_version else "the newest release checked"
-        return (f"still read at {at} (ignored from {e.ignored.text()}): the engine's own MoE backend choice follows it "
-                f"(FlashInfer's experts); moe-select plans without it: name the runner it selects (--runner; today "
+        return (f"still read at {at} (ignored from {e.ignored.text()}): the engine's own MoE backend choice follows it; "
+                f"moe-select plans without it: name the runner it selects (--runner; today "
                 f"{e.replacement or 'the runner flag'})")
     return e.note or e.means
 

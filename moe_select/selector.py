@@ -1157,7 +1157,8 @@ def explain(deployment: Deployment | str | Path | dict[str, Any], *, catalog: Ca
                                    prebuilt=deployment.prebuilt, where=deployment._file)
     environment = _with_engine_version(deployment, environment, catalog)
     u = understand(deployment, base_dir=base_dir, detected_arch=environment.arch, detected_gpu=environment.gpu,
-                   a2a_backends=catalog.a2a, engine_versions=engine_versions(environment, catalog))
+                   a2a_backends=catalog.a2a, engine_versions=engine_versions(environment, catalog),
+                   draft_rules=_draft_rules())
     # A runner no capability file describes is judged (unverified), not invalid input: see select().
     report = select(u, environment, catalog, tables)
     report.engine_choices = engine_choices(report, catalog, engine_env)
@@ -1774,6 +1775,14 @@ def install_refusals(u: Understood, env: Environment, catalog: Catalog, runners:
                             source=r.source, fix=r.fix, backend=name) if r.code != "no_adapter" else r.model_copy(update={"backend": name})
                      for r in found]
     return out
+
+
+def _draft_rules() -> dict[str, Any]:
+    """Each serving engine's rule for a speculative draft's MoE layers (its table's ``draft`` section; None where the
+    table states none), for :func:`moe_select.deployment.understand`."""
+    from .engine_tables import ENGINES, table
+
+    return {e: table(e).draft for e in ENGINES}
 
 
 def _select_kind(u: Understood, kind: dict[str, Any], env: Environment, catalog: Catalog,

@@ -106,8 +106,8 @@ def test_l20_is_an_sm89_gpu():
 
 
 @pytest.mark.parametrize("file_key, flag, want", [
-    ("gpu: L40S", ["--arch", "sm121"], "sm121        command line (--arch), over the base's gpu L40S"),
-    ("arch: sm89", ["--gpu", "H100"], "command line (--gpu), over the base's arch sm89"),
+    ("gpu: L40S", ["--arch", "sm121"], "sm121        command line (--arch); replaces the base's gpu L40S"),
+    ("arch: sm89", ["--gpu", "H100"], "command line (--gpu); replaces the base's arch sm89"),
 ])
 def test_a_machine_flag_overrides_the_files_machine(tmp_path, capsys, file_key, flag, want):
     """``--arch`` over a file's ``gpu:`` (and ``--gpu`` over its ``arch:``) is the file's machine overridden, as the help
@@ -268,3 +268,65 @@ def test_retired_flashinfer_variable_still_read_is_not_called_ignored():
     assert said and all("got vLLM's automatic choice" not in m for m in said) and "still read at vllm 0.14.1" in said[0]
     new = from_command(line, engine_version="0.30.0", model_config=cfg)
     assert any(f.kind == "ignored" for f in new.findings if f.token.startswith("VLLM_USE_FLASHINFER_MOE_FP8"))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# not_one_of beyond the one width (the session's review: mutations of lint's cover check, describe(), the 352 width and
+# the fp8_channel format went unseen).
+def test_not_one_of_in_the_cover_check_and_the_text():
+    from moe_select.conditions import IntRange, When
+    from moe_select.lint import _covers
+
+    wide = When(intermediate_per_rank=IntRange(not_one_of=[352]))
+    narrow = When(intermediate_per_rank=IntRange(not_one_of=[352, 640]))
+    assert _covers(wide, narrow) and not _covers(narrow, wide)      # narrow excludes 640, which wide holds
+    assert not _covers(narrow, When(intermediate_per_rank=[640]))
+    assert _covers(narrow, When(intermediate_per_rank=[7168]))
+    assert "not one of [352, 640]" in narrow.describe()
+
+
+def test_not_one_of_that_leaves_nothing_is_empty():
+    from moe_select.conditions import IntRange, When
+
+    assert IntRange(min=352, max=352, not_one_of=[352]).empty()
+    assert IntRange(max=2, not_one_of=[1, 2]).empty(positive=True)
+    assert not IntRange(min=352, max=353, not_one_of=[352]).empty()
+    assert When(intermediate_per_rank={"min": 352, "max": 352, "not_one_of": [352]}).unsatisfiable() is not None
+
+
+@pytest.mark.parametrize("gpu, width, quant, refused", [
+    ("RTX 6000 Ada", 352, "fp8_tensor", False),     # a width the wheel ships a file for (RTX 6000 Ada, E=128)
+    ("RTX 6000 Ada", 384, "fp8_channel", False),
+    ("RTX 6000 Ada", 768, "fp8_channel", True),     # per-channel FP8 takes the same default tile
+    ("L40S", 768, "fp8_block", False),              # block FP8: 64 x block_n x block_k, 3 stages (fits)
+])
+def test_default_tile_fact_over_widths_and_formats(gpu, width, quant, refused):
+    model = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermediate_size": width, "activation": "silu"}
+    r = moe_select.explain({"gpu": gpu, "engine": "sglang", "engine_version": "0.5.13", "quant": quant, "model": model,
+                            "tp": 1, "runner": "triton"})
+    hit = [x for x in cand(r, "triton").reasons if x.code == "shape_unaligned" and "147456" in x.detail]
+    assert bool(hit) == refused, (gpu, width, quant)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Field round 42 (sgl-project/sglang#29182): SGLang's Quark W4A4 MXFP4 MoE method builds only the AITER runner, which
+# computed MiniMax-M3's split SwiGLU-OAI as plain SiLU before 0.5.21.
+MM3 = {"gpu": "MI355X", "engine": "sglang", "quant": "mxfp4", "quant_config": {"layout": "quark"}, "tp": 4,
+       "vendor_library": True, "model": {"num_experts": 128, "top_k": 4, "hidden_size": 6144, "moe_intermediate_size": 3072,
+                                         "activation": "swiglu_oai_split", "swiglu_limit": 7.0, "routing": "sigmoid_topk",
+                                         "architecture": "MiniMaxM3SparseForCausalLM"}}
+
+
+@pytest.mark.parametrize("version, refused", [("0.5.19", True), ("0.5.20", True), ("0.5.22", False)])
+def test_sglang_quark_mxfp4_aiter_split_swiglu_oai(version, refused):
+    r = moe_select.explain({**MM3, "engine_version": version})
+    codes = {x.code for x in cand(r, "aiter").reasons}
+    assert ("activation_unsupported" in codes) == refused, (version, cand(r, "aiter").reasons)
+    assert (r.plan is None) == refused
+
+
+def test_sglang_quark_mxfp4_builds_aiter_only():
+    r = moe_select.explain({**MM3, "engine_version": "0.5.22"})
+    for other in ("triton", "triton_kernel", "cutlass"):
+        assert any(x.code == "quant_unsupported" and "QuarkW4A4MXFp4MoE" in x.detail for x in cand(r, other).reasons), other
+    assert not any("QuarkW4A4MXFp4MoE" in x.detail for x in cand(r, "aiter").reasons)
