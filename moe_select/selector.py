@@ -25,6 +25,7 @@ import difflib
 import os
 import weakref
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar, cast
 
@@ -422,6 +423,15 @@ def _parallel_fix(c: Constraint, ctx: _Ctx, engines: Sequence[str] | None) -> st
     return ctx.fixes[key]
 
 
+def _no_such_split(c: Constraint, facts: dict[str, Any]) -> bool:
+    """True for a constraint on the per-rank intermediate size where ep does not divide tp: ``moe_tp`` is then a fraction
+    (:func:`moe_select.conditions.moe_tp_of`), the size it gives (768 x 7 / 8 = 672) is a split no engine makes, and the
+    parallelism facts refuse the deployment on their own (a field round's checker read the number as a real size)."""
+    moe_tp = facts.get("moe_tp")
+    return (isinstance(moe_tp, Fraction) and moe_tp.denominator != 1
+            and "intermediate_per_rank" in {c.field, *_quantities_read(c)})
+
+
 def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backend: str | None,
                         assumed: list[str], engines: Sequence[str] | None = None) -> list[Reason]:
     """A reason per constraint of ``cons`` that applies and is violated in ``ctx``; a constraint on a
@@ -447,6 +457,8 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
             continue
         v = c.violation(ctx.facts)
         if v is None:
+            continue
+        if _no_such_split(c, ctx.facts):
             continue
         why = f" ({c.why})" if c.why else ""
         cond = c.describe_conditions()

@@ -330,3 +330,17 @@ def test_sglang_quark_mxfp4_builds_aiter_only():
     for other in ("triton", "triton_kernel", "cutlass"):
         assert any(x.code == "quant_unsupported" and "QuarkW4A4MXFp4MoE" in x.detail for x in cand(r, other).reasons), other
     assert not any("QuarkW4A4MXFp4MoE" in x.detail for x in cand(r, "aiter").reasons)
+
+
+def test_no_per_rank_intermediate_where_ep_does_not_divide_tp():
+    """tp 8 with ep 7: moe_tp is 8/7, so 'intermediate_per_rank = 672' named a split no engine makes (field round 40's
+    checker read it as a real size); the parallelism facts refuse the deployment, and no per-rank shape reason is
+    printed. With ep dividing tp the shape facts still speak (tp 8, ep 1: 96 per rank, under the 128 block)."""
+    dep = {"gpu": "H100", "engine": "sglang", "engine_version": "0.5.4",
+           "model_config": str(CONFIGS / "Qwen__Qwen3-30B-A3B-FP8"), "tp": 8}
+    r = moe_select.explain({**dep, "ep": 7})
+    codes = {x.code for c in r.candidates for x in c.reasons}
+    assert r.plan is None and "parallelism_unsupported" in codes and "shape_unaligned" not in codes, codes
+    assert "672" not in r.render_text()
+    r = moe_select.explain({**dep, "ep": 1})
+    assert any(x.code == "shape_unaligned" and "96" in x.detail for x in r.reasons), r.summary()
