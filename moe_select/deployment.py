@@ -702,7 +702,9 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     # Runner V2 (the default for every model there) loads the draft with the target's config, ignoring that override
     # until 0.30.0 (vllm-project/vllm#54788; the 0.28.0, 0.29.0 and 0.30.0 wheels).
     model_wide = dep.engine in ("trtllm", "vllm") and dep.runner not in (None, "auto")
-    vllm_version = engine_versions.get("vllm") if engine_versions is not None else dep.engine_version
+    # the version the engine's facts are read at (engine_versions), else the declared one
+    engine_version = (engine_versions.get(str(dep.engine)) if engine_versions is not None else dep.engine_version)
+    vllm_version = engine_version if dep.engine == "vllm" else None
     draft_override_ignored = (dep.engine == "vllm" and model_wide and vllm_version is not None
                               and _in_versions(str(vllm_version), ">=0.29.0,<0.30.0"))
     # The engine's own rule for a speculative draft's MoE layers (its table's draft section): the target's named runner
@@ -712,8 +714,6 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     draft_how = draft_a2a_how = ""
     rules = (draft_rules or {}).get(str(dep.engine))
     if rules is not None and any(k["kind"] == "mtp" for k in extra):
-        engine_version = (engine_versions.get(str(dep.engine)) if engine_versions is not None else dep.engine_version)
-
         def holds(d: Any) -> bool:   # a default of the declared release (not declared: the newest, where they hold)
             return d.version is None or engine_version is None or _in_versions(str(engine_version), d.version)
 

@@ -366,7 +366,7 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
     pick = None
     open_before: list[str] = []
     first_open = None
-    refused_cands: list = []
+    refused_cands: list[Any] = []
     for e in order:
         if e.dispatch is not None and not set(e.dispatch) & set(formats):
             considered.append((e.name, e.runner, f"takes {'/'.join(e.dispatch)} dispatch; this is {'/'.join(formats)}"))
@@ -396,9 +396,9 @@ def _oracle(engine: str, u: Any, facts: Mapping[str, Any], env: Mapping[str, str
     if pick is None:
         # one reason every refused kernel shares (an engine method that loads the layer with none: EPLB on a method
         # without it) is where the engine fails, not its oracle's "no backend" error
-        shared = (set.intersection(*({(r.code, r.detail, r.source) for r in c.reasons} for c in refused_cands))
-                  if refused_cands else set())
-        common = next((r for r in refused_cands[0].reasons if (r.code, r.detail, r.source) in shared), None) if shared else None
+        from .plans import shared_reasons
+
+        common = next(iter(shared_reasons(refused_cands)), None)
         if common is not None:
             return EngineChoice(engine, None, None, f"{o.name} oracle: the facts refuse every kernel of its list {listed} for "
                                 f"one reason, so the engine fails whatever it chooses: {common.detail} "

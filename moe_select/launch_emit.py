@@ -175,6 +175,33 @@ def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
     return None
 
 
+def _a2a_row(ours: str, mode: str | None) -> Any:
+    """The names.yaml row of our all-to-all ``ours`` in ``mode`` (else its row without a mode), or None."""
+    rows = [r for r in names().a2a if r.ours == ours]
+    return next((r for r in rows if r.mode == mode), None) or next((r for r in rows if r.mode is None), None)
+
+
+def _draft_words(plan: Any, version: str | None, comments: list[str]) -> list[str]:
+    """SGLang's flags of the speculative draft's (MTP) MoE runner and all-to-all (``means: draft_runner`` /
+    ``draft_a2a`` of its table), written where the plan's ``mtp`` layer kind differs from the main layers' (the engine's
+    draft rule otherwise: backends/engines/sglang.yaml ``draft``)."""
+    words: list[str] = []
+    for k in plan.layers:
+        if k.deployment.layer_kind != "mtp":
+            continue
+        if k.runner != plan.runner:
+            ok, theirs = names().runner_for("sglang", k.runner, k.quant)
+            if ok and theirs:
+                words += [_flag("sglang", "draft_runner", version, comments), theirs]
+        a2a = str(k.deployment.a2a)
+        if a2a != str(plan.a2a):
+            row = _a2a_row(a2a, None)
+            value = "none" if a2a == "none" else (row.sglang if row is not None else None)
+            if value:
+                words += [_flag("sglang", "draft_a2a", version, comments), str(value)]
+    return words
+
+
 def _a2a_words(engine: str, value: str, version: str | None, comments: list[str]) -> tuple[list[str], dict[str, str]]:
     """``engine``'s words and variables for all-to-all ``value``: its a2a flag and the value; at a release older than
     that flag (its ``since``), the way that release took it, with a comment: the retired switch whose table replacement
@@ -437,39 +464,21 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     scoped = names().format_name(engine, theirs, plan.quant)
     if scoped is not None:
         comments.append(f"{engine}'s {theirs} runs {scoped.ours} on {plan.quant} checkpoints ({scoped.source})")
-    draft_words: list[str] = []
-    if plan.layers and engine == "sglang":
-        # SGLang's draft (MTP) layers take their own runner and all-to-all flags (--speculative-moe-*): written where
-        # the plan's differ from the main layers' (the engine's defaults otherwise: moe_select/deployment.py)
-        for k in plan.layers:
-            if k.deployment.layer_kind != "mtp":
-                continue
-            if k.runner != plan.runner:
-                ok, draft_theirs = names().runner_for("sglang", k.runner, k.quant)
-                if ok and draft_theirs:
-                    draft_words += ["--speculative-moe-runner-backend", draft_theirs]
-            draft_a2a = str(k.deployment.a2a)
-            if draft_a2a != str(plan.a2a):
-                row = next((r for r in names().a2a if r.ours == draft_a2a and r.mode is None), None)
-                value = "none" if draft_a2a == "none" else (row.sglang if row is not None else None)
-                if value:
-                    draft_words += ["--speculative-moe-a2a-backend", str(value)]
-    if plan.layers:
-        comments.append("the plan's other MoE layer kinds (" + ", ".join(f"{k.deployment.layer_kind}: {k.runner}" for k in plan.layers)
-                        + (") : the draft's flags written (--speculative-moe-*)" if draft_words else
-                           ") run as the engine decides for them: this launch sets the main layers' runner"))
     mdl = model or (launch.model if launch is not None else None) or d.model_config_path
     if mdl is None:
         raise EmitError("the plan has no model config path (a model: shape): give the model to launch")
     version = engine_version or (launch.engine_version if launch is not None else None)
+    draft_words = _draft_words(plan, version, comments) if engine == "sglang" else []
+    if plan.layers:
+        comments.append("the plan's other MoE layer kinds (" + ", ".join(f"{k.deployment.layer_kind}: {k.runner}" for k in plan.layers)
+                        + ("): the draft's flags written (--speculative-moe-*)" if draft_words else
+                           ") run as the engine decides for them: this launch sets the main layers' runner"))
     prov = d.provenance
     argv: list[str]
     yaml_doc: dict[str, Any] | None = None
     a2a_row = None
     if plan.a2a != "none" or (d.ep > 1 and engine == "vllm"):
-        mode = plan.a2a_mode
-        rows = [r for r in names().a2a if r.ours == plan.a2a]
-        a2a_row = next((r for r in rows if r.mode == mode), None) or next((r for r in rows if r.mode is None), None)
+        a2a_row = _a2a_row(plan.a2a, plan.a2a_mode)
         if engine == "vllm" and a2a_row is not None and a2a_row.vllm is not None and a2a_row.vllm_at(version) is None:
             # a name vLLM takes only from a later release (names.yaml vllm_since): not for this one
             comments.append(f"vLLM's --all2all-backend {a2a_row.vllm} (a2a {plan.a2a}"
@@ -477,7 +486,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                             "does not take it")
             a2a_row = None
         if a2a_row is None and engine == "vllm" and len(plan.a2a_modes) == 1:
-            a2a_row = next((r for r in rows if r.mode == plan.a2a_modes[0]), None)
+            a2a_row = next((r for r in names().a2a if r.ours == plan.a2a and r.mode == plan.a2a_modes[0]), None)
     if engine == "sglang":
         argv = ["python3", "-m", "sglang.launch_server", "--model-path", mdl, _flag("sglang", "tp", version, comments), str(d.tp)]
         if d.ep > 1:

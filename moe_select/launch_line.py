@@ -134,6 +134,18 @@ class Launch:
     #: CUDA graphs turned off by a flag kept as written (vLLM's -O0, a compilation config's cudagraph_mode NONE): an
     #: emitted launch keeps that flag and adds no switch of its own.
     graph_off_kept: bool = False
+    #: The checkpoint config read for ``deployment["model_config"]`` (:meth:`model_info`), with the path it was read at.
+    _info: tuple[str, Any] | None = field(default=None, repr=False)
+
+    def model_info(self) -> Any:
+        """The checkpoint's config as this engine reads it (:func:`moe_select.model_config.read_model_config` of
+        ``deployment["model_config"]``), read once per path; raises what that raises (:class:`InputError`)."""
+        from .model_config import read_model_config
+
+        path = str(self.deployment["model_config"])
+        if self._info is None or self._info[0] != path:
+            self._info = (path, read_model_config(path, engine=self.engine))
+        return self._info[1]
 
     def detection_refusal(self, shell: Mapping[str, str]) -> str | None:
         """Why ``arch: auto`` cannot detect the GPUs this line's engine sees from here (None: it can): a container
@@ -1666,9 +1678,7 @@ def _activation_scale(launch: Launch) -> None:
             continue
         if "model_config" not in launch.deployment:
             continue
-        from .model_config import read_model_config
-
-        info = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine)
+        info = launch.model_info()
         if info.quant != "nvfp4" or info.quant_params.get("weight_only"):
             what = "a weight-only nvfp4" if info.quant == "nvfp4" else f"a {info.quant}"
             launch.findings.append(Finding("note", r.written, f"read for serialized NVFP4 (W4A4) checkpoints only; {what} checkpoint: "
@@ -1731,9 +1741,7 @@ def _precision_scope(launch: Launch, entry: Any) -> str | None:
         return (f"{launch.engine} reads it with {' or '.join(entry.runners)} only"
                 + (" (when it picks the MoE runner itself)" if "auto" in entry.runners else "") + f"; the line's runner is {theirs}")
     if entry.formats is not None and "model_config" in launch.deployment:
-        from .model_config import read_model_config
-
-        info = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine)
+        info = launch.model_info()
         if info.quant not in entry.formats:
             return f"{launch.engine} reads it for {', '.join(entry.formats)} checkpoints only; this one is {info.quant}"
     return None
@@ -1823,10 +1831,8 @@ def _draft_layers(launch: Launch) -> None:
         return
     has_mtp = False
     if "model_config" in launch.deployment:
-        from .model_config import read_model_config
-
         try:
-            info = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine)
+            info = launch.model_info()
         except Exception:   # the deployment check reports a config that does not read
             return
         has_mtp = any(k["kind"] == "mtp" for k in info.layer_kinds)
@@ -1863,9 +1869,7 @@ def _online_quant(launch: Launch) -> None:
 
     ckpt, layout, model_type = None, None, None
     if "model_config" in launch.deployment:
-        from .model_config import read_model_config
-
-        info = read_model_config(str(launch.deployment["model_config"]), engine=e)
+        info = launch.model_info()
         ckpt, layout, model_type = info.quant, info.quant_params.get("layout"), info.model_type
     row = lookup(ckpt) if ckpt is not None else None
     # the online facts of this engine naming this value that speak of this checkpoint (a 16-bit one, or a quantized
@@ -1934,9 +1938,7 @@ def _format_runner(launch: Launch) -> None:
     theirs = str(r.value)
     if not any(f.engine == launch.engine and f.name == theirs for f in names().by_format):
         return
-    from .model_config import read_model_config
-
-    quant = read_model_config(str(launch.deployment["model_config"]), engine=launch.engine).quant
+    quant = launch.model_info().quant
     scoped = names().format_name(launch.engine, theirs, quant)
     if scoped is None:
         return

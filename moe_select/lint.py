@@ -67,8 +67,7 @@ def _covers(a: When, b: When) -> bool:
                     return False
                 if ca.not_multiple_of and (not cb.not_multiple_of or ca.not_multiple_of % cb.not_multiple_of):
                     return False  # b excludes the multiples of a divisor of a's: then it excludes a's too
-                if ca.not_one_of and not set(ca.not_one_of) <= set(cb.not_one_of or []) \
-                        and not all(not cb.contains(v) for v in ca.not_one_of):
+                if ca.not_one_of and any(cb.contains(v) for v in ca.not_one_of):
                     return False  # a excludes values b may hold
                 if ca.min is not None and (cb.min is None or cb.min < ca.min):
                     return False

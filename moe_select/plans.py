@@ -103,6 +103,15 @@ class Unknown(BaseModel):
         return f"unverified ({self.code}): {self.detail}{only} [{self.source}] Settled by: {self.settle}."
 
 
+def shared_reasons(candidates: "list[Candidate]") -> list[Reason]:
+    """The reasons every one of ``candidates`` has (the same code, detail and source: a common fact, the all-to-all, an
+    engine method that builds no runner), in the first candidate's order; empty for no candidates."""
+    if not candidates:
+        return []
+    keys = set.intersection(*({(r.code, r.detail, r.source) for r in c.reasons} for c in candidates))
+    return [r for r in candidates[0].reasons if (r.code, r.detail, r.source) in keys]
+
+
 class Candidate(BaseModel):
     """One runner as evaluated: eligible or not, with every reason, the rule that prefers it, and its
     evidence (``evidence``: the best level over the engines checked, ``evidence_by_engine`` each engine's,

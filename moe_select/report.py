@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .deployment import Understood
 from .environment import Environment
-from .plans import Candidate, Plan, Reason, ranges_text
+from .plans import Candidate, Plan, Reason, ranges_text, shared_reasons
 
 
 class Report(BaseModel):
@@ -207,11 +207,11 @@ class Report(BaseModel):
         def key(r: Reason) -> tuple:
             return (r.code, r.detail, r.source)
 
-        shared = set.intersection(*(set(map(key, c.reasons)) for c in self.candidates)) if self.candidates else set()
-        if shared:
+        common = shared_reasons(self.candidates)
+        shared = set(map(key, common))
+        if common:
             out.append("Every runner is refused because:")
-            first = self.candidates[0].reasons
-            out += [f"  {r.render()}" for r in first if key(r) in shared]
+            out += [f"  {r.render()}" for r in common]
             out.append("")
         out.append("Candidates (in rule order; then runners no matching rule prefers)")
         width = max(len(c.backend) for c in self.candidates) if self.candidates else 8
