@@ -61,6 +61,9 @@ Meaning = Literal[
     # the speculative draft's MoE runner and all-to-all (the deployment's layer_runners / layer_a2a of the checkpoint's
     # MTP layer kind; a note where the checkpoint has none)
     "draft_runner", "draft_a2a",
+    # a switch that lets the engine load a quantization method it deprecated (vLLM's --allow-deprecated-quantization;
+    # names.yaml's quant choices row says which names and releases need it)
+    "allow_deprecated_quant",
     # understood: it bears on the MoE layer, but no deployment field holds it (a note says so)
     "moe_read",
     # understood: it does not concern the MoE choice
@@ -516,8 +519,8 @@ class Choices(Located):
     refused, with the names it takes; open: another value is planned as written and judged (a note)."""
 
     engine: Literal["sglang", "vllm", "trtllm"]
-    of: Literal["runner", "a2a"]
-    normalize: Literal["exact", "lower_underscore"] = "exact"
+    of: Literal["runner", "a2a", "quant"]
+    normalize: Literal["exact", "lower_underscore", "lower"] = "exact"
     closed: bool
     also: list[str] = []
     source: str = Field(pattern=CITATION.pattern)
@@ -535,6 +538,11 @@ class Choices(Located):
     #: The newest release whose values were read (PEP 440): a declared release up to it refuses a value the row does
     #: not take (the selector's unknown-runner check); a newer one may have added it.
     read_up_to: str | None = None
+    #: ``of: quant`` only: the releases (a PEP 440 specifier set) where the engine raises at startup for a value it
+    #: deprecated unless the launch allows deprecated values (vLLM's DEPRECATED_QUANTIZATION_METHODS and
+    #: --allow-deprecated-quantization, a flag of ``means: allow_deprecated_quant``), cited by ``deprecated_source``.
+    deprecated: dict[str, str] = {}
+    deprecated_source: str | None = Field(None, pattern=CITATION.pattern)
 
     @model_validator(mode="after")
     def _earlier_has_since(self) -> "Choices":
@@ -544,6 +552,45 @@ class Choices(Located):
         if self.earlier and self.earlier_source is None:
             raise ValueError("earlier needs earlier_source (where the older releases' way to that runner was read)")
         return self
+
+    @model_validator(mode="after")
+    def _deprecated_cited(self) -> "Choices":
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        if self.deprecated and (self.of != "quant" or self.deprecated_source is None):
+            raise ValueError("deprecated is read for of: quant only, with deprecated_source (where the list was read)")
+        for value, spec in self.deprecated.items():
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier:
+                raise ValueError(f"deprecated: {value}: {spec!r} is not a PEP 440 specifier set (e.g. '>=0.14.0,<0.20.0')") from None
+        return self
+
+    def deprecated_at(self, value: str, version: str | None) -> str | None:
+        """The ``deprecated`` specifier set holding the declared ``version`` for ``value`` (the engine raises unless
+        deprecated values are allowed), else None (none declared, or not a PEP 440 version)."""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        spec = self.deprecated.get(self.norm(value))
+        if spec is None or version is None:
+            return None
+        try:
+            return spec if Version(version) in SpecifierSet(spec) else None
+        except InvalidVersion:
+            return None
+
+    def beyond_read(self, version: str | None) -> bool:
+        """Whether the declared ``version`` is newer than ``read_up_to`` (a release whose values were not read: one it
+        lacks may be new there, so it is not refused)."""
+        from packaging.version import InvalidVersion, Version
+
+        if version is None or self.read_up_to is None:
+            return False
+        try:
+            return Version(version) > Version(self.read_up_to)
+        except InvalidVersion:
+            return False
 
     @field_validator("read_up_to")
     @classmethod
@@ -582,6 +629,8 @@ class Choices(Located):
         """``value`` as the engine reads it (``normalize``)."""
         if self.normalize == "lower_underscore":
             return value.lower().replace("-", "_")
+        if self.normalize == "lower":
+            return value.lower()
         return value
 
 
@@ -609,6 +658,8 @@ class NamesTable(Located):
         if of == "runner":
             got = [getattr(r, engine) for r in self.runners] + [f.name for f in self.by_format if f.engine == engine] \
                 + [r.name for r in self.retired if r.engine == engine]
+        elif of == "quant":   # the method names are the row's own (no table of ours maps them)
+            got = []
         elif engine == "sglang":
             got = [a.sglang for a in self.a2a]
         elif engine == "vllm":
@@ -649,6 +700,15 @@ class NamesTable(Located):
                 if (g.engine, g.ours) == (f.engine, f.ours) and set(g.formats) & set(f.formats):
                     raise ValueError(f"{f.where()}: {f.ours} on {', '.join(sorted(set(g.formats) & set(f.formats)))} has a {f.engine} "
                                      f"name at {g.where()} too: one name per runner and format")
+        for c in self.choices:
+            if sum(d.engine == c.engine and d.of == c.of for d in self.choices) > 1:
+                raise ValueError(f"{c.where()}: {c.engine} {c.of} has more than one choices row")
+            takes = self.accepted(c.engine, c.of)
+            for what in ("since", "removed", "deprecated"):
+                stray = [v for v in getattr(c, what) if c.norm(v) not in takes]
+                if stray:
+                    raise ValueError(f"{c.where()}: {what} names {', '.join(stray)}, which the option does not take (not in "
+                                     "also nor a row's name)")
         if self.trtllm_auto is not None:
             backends = {r.trtllm.upper() for r in self.runners if r.trtllm}
             for row in [*self.trtllm_auto.rows]:

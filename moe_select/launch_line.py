@@ -1091,27 +1091,38 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
 
 def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version: str | None,
             findings: list[Finding]) -> str:
-    """``theirs`` (the value of ``engine``'s runner or all-to-all option, ``of``, as ``written``) as the engine reads it
-    (its :class:`~moe_select.engine_tables.Choices` row's normalization where that is vLLM's lower-casing). Raises
-    :class:`InputError` (the option as written) when the row says the option's values are closed and this is none of
-    them: the engine refuses it at startup. A value of a later release than ``version`` (the declared one), or one it
-    removed: an ``engine_error`` finding in ``findings`` (the line describes a deployment other releases run, so it is
-    planned, and explain exits 1; README "Launch lines")."""
+    """``theirs`` (the value of ``engine``'s runner, all-to-all or quantization method option, ``of``, as ``written``)
+    as the engine reads it (its :class:`~moe_select.engine_tables.Choices` row's normalization where that is vLLM's
+    lower-casing). Raises :class:`InputError` (the option as written) when the row says the option's values are closed
+    and this is none of them: the engine refuses it at startup; at a declared ``version`` newer than the row's
+    ``read_up_to`` that is a note instead (that release's values were not read). A value of a later release than
+    ``version`` (the declared one), or one it removed: an ``engine_error`` finding in ``findings`` (the line describes
+    a deployment other releases run, so it is planned, and explain exits 1; README "Launch lines")."""
     c = names().choices_of(engine, of)
     if c is None:
         return theirs
     takes = names().accepted(engine, of)
+    article, what, flag = {"runner": ("a", "runner", "--runner"), "a2a": ("an", "all-to-all", "--a2a"),
+                           "quant": ("a", "quantization method", "--quant")}[of]
+    if c.closed and c.norm(theirs) not in takes and c.beyond_read(version):
+        # a release newer than the one whose values were read may take it: planned as written, judged
+        findings.append(Finding("note", written, f"{theirs!r} is not {article} {what} value {engine} takes up to "
+                                f"{c.read_up_to} (the newest release read; {c.since_source or c.source}): {engine} "
+                                f"{version} may take it (planned as written, judged)"))
+        return c.norm(theirs) if c.normalize != "exact" else theirs
     if c.closed and c.norm(theirs) not in takes:
-        article, what, flag = ("a", "runner", "--runner") if of == "runner" else ("an", "all-to-all", "--a2a")
         # retired names are known (the engine names them in its refusal) but no longer taken: not offered
         live = [n for n in takes if of != "runner" or names().retired_name(engine, n) is None]
         retired = [n for n in takes if n not in live]
+        # at a declared release, the values it takes (the others' names are no help there)
+        live = [n for n in live if c.first_release(n, version) is None and c.removed_in(n, version) is None] or live
         close = next((m for m in (_did_you_mean(v, live) for v in (c.norm(theirs), theirs.lower(), theirs.upper())) if m), "")
         raise InputError(Issue(where, 0, written, f"{theirs!r} is not {article} {what} value {engine} takes: it refuses it "
                                f"at startup{close}; it takes {', '.join(live)}"
                                + (f" (no longer: {', '.join(retired)})" if retired else "") + f" [{c.source}]"
                                + (f" ({c.note})" if c.note else "") + f". If a plugin or a newer {engine} adds {theirs!r}, "
-                               f"leave the option out of the line and name the {what} with {flag}"))
+                               f"leave the option out of the line and " + ("give the format with --quant" if of == "quant"
+                                                                           else f"name the {what} with {flag}")))
     first, gone = c.first_release(theirs, version), c.removed_in(theirs, version)
     said = (f"{theirs!r} first shipped in {engine} {first}: {engine} {version} (the declared version) refuses it at "
             "startup; declare the version that runs, or leave the option out") if first is not None else (
@@ -1119,7 +1130,7 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
             "declare the version that runs, or name another value") if gone is not None else None
     if said is not None:
         findings.append(Finding("engine_error", written, said, c.since_source or c.source))
-    return c.norm(theirs) if c.normalize == "lower_underscore" else theirs
+    return c.norm(theirs) if c.normalize != "exact" else theirs
 
 
 def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = None,
@@ -1635,6 +1646,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         path, how = resolve_model(launch.model, launch.model_written or launch.model, {**full_env, **(env or {})}, base, where)
         _set(launch, "model_config", path, f"{launch.model_written} ({how})")
     _format_runner(launch)
+    _quant_name(launch, where)
     _online_quant(launch)
     _draft_layers(launch)
     _activation_scale(launch)
@@ -1849,6 +1861,30 @@ def _draft_layers(launch: Launch) -> None:
                                        "the draft's MoE layers: " + ("the checkpoint has no MTP layers (a draft of another "
                                        "model is not planned)" if "model_config" in launch.deployment else
                                        "planned with the checkpoint's MTP layers only (give the model config)")))
+
+
+def _quant_name(launch: Launch, where: str) -> None:
+    """The quantization method flag's value checked against the engine's names (backends/engines/names.yaml ``choices``
+    ``of: quant``): :class:`InputError` for a name no release read takes (the engine refuses it at startup), an
+    ``engine_error`` finding for one the declared release does not take yet or any more, or one it deprecated without
+    the switch that allows it (vLLM >= 0.14.0 raises 'The quantization method ... is deprecated' unless
+    --allow-deprecated-quantization). The value is kept as the engine reads it (vLLM lower-cases it)."""
+    r = launch.values.get("quant")
+    if r is None:
+        return
+    e = launch.engine
+    value = _chosen(e, "quant", str(r.value), r.written, where, launch.engine_version, launch.findings)
+    if value != r.value:
+        launch.values["quant"] = Read(r.entry, value, r.written)
+    c = names().choices_of(e, "quant")
+    spec = c.deprecated_at(value, launch.engine_version) if c is not None else None
+    allow = launch.values.get("allow_deprecated_quant")
+    if spec is None or (allow is not None and allow.value):
+        return
+    launch.findings.append(Finding("engine_error", r.written, f"{value!r} is deprecated in {e} {launch.engine_version} "
+                                   f"(the declared version; deprecated {spec}): {e} raises at startup ('The quantization "
+                                   "method ... is deprecated') unless the line gives --allow-deprecated-quantization",
+                                   c.deprecated_source if c is not None else None))
 
 
 def _online_quant(launch: Launch) -> None:

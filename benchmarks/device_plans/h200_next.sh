@@ -1,0 +1,55 @@
+#!/bin/bash
+# The next H200 calls of issue 26 (written 2026-12-05, twenty-eighth session, when no device was lent). Run on the device
+# from the repository root with `.device/` carried (a copy of ../shared/device plus the sets below); each mode fits one
+# ten-minute call and writes under $OUT. Only on an H200: on another card it stops (an H100 tune is in the files already).
+#
+#   tune: tune_triton_moe.py --tma --gu-dot at 2048 and 8192 tokens (bf16, fp8_channel, fp8_block, the five layers):
+#         the H100 tune chose GU_DOT in 18 of 20 bf16/fp8_channel buckets there, the H200 files hold it at 7 points
+#         (benchmarks/README.md, "Tile files for the H100"). Its log comes back (files with '=' or ',' in their names do
+#         not); rebuild the files here with
+#           python benchmarks/tune_triton_moe.py --out DIR --files-from-log $OUT/tune_log.json
+#         and merge them bucket by bucket with benchmarks/merge_configs.py DIR/triton_configs.
+#   ab:   the layer with the merged files (.device/newh200/) against the files before (.device/oldh200/), interleaved
+#         twice, at 2048/8192 tokens (bf16, fp8_channel, fp8_block); then compare.py. Build the two sets before the call:
+#           mkdir -p .device/oldh200 .device/newh200
+#           for f in backends/triton_configs/*NVIDIA_H200.json; do cp $f .device/newh200/; git show HEAD~N:$f > .device/oldh200/$(basename $f); done
+#         (HEAD~N: the commit before the merge) and copy benchmarks/results/h100_tune_2026-12-05/compare.py to .device/.
+#   w4:   issue 24's W4A16 layers (DeepSeek-V3.1-NVFP4 and gpt-oss at 1-256 tokens) with the current files: the fraction
+#         of the H200 floor per token count (w4a16_layer.py).
+set -u
+MODE=${1:?usage: h200_next.sh tune|ab|w4}
+T0=$(date +%s)
+source .device/setup.sh > $OUT/setup.txt 2>&1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv >> $OUT/setup.txt
+DEV=$(python3 -c "import torch;print(torch.cuda.get_device_name(0))")
+echo "device: $DEV mode: $MODE" >> $OUT/setup.txt
+if [[ "$DEV" != *H200* ]]; then echo "not an H200: nothing run" >> $OUT/setup.txt; cat $OUT/setup.txt; exit 3; fi
+left() { echo $(( 570 - $(date +%s) + T0 )); }
+case $MODE in
+  tune)
+    L=$(left)
+    timeout $L python3 benchmarks/tune_triton_moe.py --out $OUT/tune --budget-s $(( L - 20 )) --tma --gu-dot --tokens 2048 8192 > $OUT/tune.txt 2>&1
+    echo "tune rc $? $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
+    cp $OUT/tune/*.json $OUT/ 2>/dev/null; ls $OUT/tune $OUT/tune/triton_configs >> $OUT/setup.txt 2>&1
+    cat $OUT/setup.txt; tail -30 $OUT/tune.txt ;;
+  ab)
+    for i in 1 2; do
+      for v in new old; do
+        L=$(left); [ $L -lt 60 ] && break
+        cp .device/${v}h200/*.json backends/triton_configs/
+        b=$(( L > 250 ? 110 : L - 40 ))
+        timeout $(( b + 30 )) python3 benchmarks/moe_layer.py --quants fp8_channel,bf16,fp8_block --runners triton --tokens 2048,8192 \
+          --models Qwen3-30B-A3B,Qwen3-235B-A22B,Mixtral-8x7B,DeepSeek-V3 --budget-s $b --out $OUT/layer_${v}_$i.json > $OUT/layer_${v}_$i.txt 2>&1
+        echo "$v $i $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
+      done
+    done
+    cp .device/newh200/*.json backends/triton_configs/
+    python3 .device/compare.py $OUT new old > $OUT/compare.txt 2>&1
+    cat $OUT/setup.txt $OUT/compare.txt ;;
+  w4)
+    L=$(left)
+    timeout $L python3 benchmarks/w4a16_layer.py --budget-s $(( L - 30 )) --out $OUT/w4.json > $OUT/w4.txt 2>&1
+    echo "w4 rc $? $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
+    cat $OUT/setup.txt; tail -40 $OUT/w4.txt ;;
+  *) echo "unknown mode $MODE"; exit 2 ;;
+esac

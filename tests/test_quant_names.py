@@ -1,0 +1,169 @@
+"""The quantization method flag's names per release (backends/engines/names.yaml ``choices`` ``of: quant``).
+
+vLLM's ModelConfig._verify_quantization raises 'Unknown quantization method' for a ``--quantization`` outside
+QUANTIZATION_METHODS, and from 0.14.0 'The quantization method ... is deprecated' for a name of
+DEPRECATED_QUANTIZATION_METHODS without --allow-deprecated-quantization; SGLang's parser takes QUANTIZATION_CHOICES
+only. The tables were read in every vLLM wheel 0.7.3 .. 0.34.0 and every SGLang release 0.4.0 .. 0.5.23 (PyPI,
+2026-12-05). Before them a misspelt or retired name (``--quantization nvfp4`` on vLLM, which dropped it in 0.9.0) was
+planned as the checkpoint's format with a note, exit 0, and the engine died at startup.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moe_select.cli import main
+from moe_select.engine_tables import NamesTable, names, table
+from moe_select.errors import InputError
+from moe_select.launch_line import Launch, from_command
+from moe_select.yamlio import load_text, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B")
+VLLM = "vllm serve Qwen/Qwen3-30B-A3B -tp 2 "
+SGLANG = "python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp 2 "
+
+
+def found(launch: Launch, kind: str) -> dict[str, str]:
+    return {f.token: f.message for f in launch.found(kind)}
+
+
+@pytest.mark.parametrize("line, needle", [
+    (VLLM + "--quantization foo_bar", "'foo_bar' is not a quantization method value vllm takes: it refuses it at startup"),
+    # SGLang has no plain nvfp4 name (nvfp4_online, modelopt_fp4): its parser refuses the choice
+    (SGLANG + "--quantization nvfp4", "'nvfp4' is not a quantization method value sglang takes"),
+    # SGLang matches choices exactly: upper case is refused
+    (SGLANG + "--quantization FP8", "(did you mean fp8"),
+])
+def test_a_name_no_release_takes_is_refused(line: str, needle: str) -> None:
+    with pytest.raises(InputError, match=None) as info:
+        from_command(line, model_config=QWEN)
+    msg = str(info.value)
+    assert needle in msg and "give the format with --quant" in msg, msg
+
+
+def test_the_names_offered_are_the_declared_releases():
+    with pytest.raises(InputError) as info:
+        from_command(VLLM + "--quantization fp8_per_blok", model_config=QWEN, engine_version="0.28.0")
+    msg = str(info.value)
+    assert "did you mean fp8_per_block" in msg and "bitsandbytes" not in msg   # gone in 0.28.0
+    with pytest.raises(InputError) as info:
+        from_command(VLLM + "--quantization fp8_per_blok", model_config=QWEN, engine_version="0.15.0")
+    msg = str(info.value)
+    assert "bitsandbytes" in msg and "fp8_per_block" not in msg   # 0.15.0 takes bitsandbytes, not fp8_per_block yet
+
+
+@pytest.mark.parametrize("line, version, kind, needle", [
+    (VLLM + "--quantization nvfp4", "0.28.0", "engine_error", "'nvfp4' was removed in vllm 0.9.0"),
+    (VLLM + "--quantization bitsandbytes", "0.28.0", "engine_error", "'bitsandbytes' was removed in vllm 0.28.0"),
+    (VLLM + "--quantization mxfp4_hadamard32", "0.33.0", "engine_error", "first shipped in vllm 0.34.0"),
+    (SGLANG + "--quantization marlin", "0.5.20", "engine_error", "'marlin' was removed in sglang 0.5.20"),
+    (SGLANG + "--quantization humming", "0.5.15", "engine_error", "first shipped in sglang 0.5.16"),
+])
+def test_a_name_of_other_releases_is_an_engine_error_at_the_declared_one(line, version, kind, needle):
+    launch = from_command(line, model_config=QWEN, engine_version=version)
+    msgs = found(launch, kind)
+    flag = line.split(" --quantization ")[1]
+    assert needle in msgs.get(f"--quantization {flag}", ""), msgs
+
+
+@pytest.mark.parametrize("line, version", [
+    (VLLM + "--quantization bitsandbytes", "0.27.1"), (VLLM + "--quantization mxfp4_hadamard32", "0.34.0"),
+    (SGLANG + "--quantization marlin", "0.5.19"), (SGLANG + "--quantization humming", "0.5.16"),
+])
+def test_the_release_that_takes_the_name_has_no_error(line, version):
+    launch = from_command(line, model_config=QWEN, engine_version=version)
+    assert not any("--quantization" in t for t in found(launch, "engine_error")), found(launch, "engine_error")
+
+
+def test_vllm_deprecated_names_raise_without_the_switch():
+    # experts_int8 was deprecated 0.14.0 .. 0.19.x (DEPRECATED_QUANTIZATION_METHODS), taken plainly before and after
+    for version, errs in (("0.13.0", False), ("0.14.0", True), ("0.19.1", True), ("0.20.0", False)):
+        launch = from_command(VLLM + "--quantization experts_int8", model_config=QWEN, engine_version=version)
+        msg = found(launch, "engine_error").get("--quantization experts_int8", "")
+        assert ("deprecated in vllm" in msg and "--allow-deprecated-quantization" in msg) is errs, (version, msg)
+    launch = from_command(VLLM + "--quantization experts_int8 --allow-deprecated-quantization", model_config=QWEN,
+                          engine_version="0.15.0")
+    assert "--quantization experts_int8" not in found(launch, "engine_error")
+    # --no-allow-deprecated-quantization (BooleanOptionalAction) does not allow it
+    launch = from_command(VLLM + "--quantization fbgemm_fp8 --no-allow-deprecated-quantization", model_config=QWEN,
+                          engine_version="0.34.0")
+    assert "deprecated" in found(launch, "engine_error").get("--quantization fbgemm_fp8", "")
+    # the switch itself came in 0.14.0: the 0.13.0 parser does not know it
+    launch = from_command(VLLM + "--quantization fp8 --allow-deprecated-quantization", model_config=QWEN,
+                          engine_version="0.13.0")
+    assert "--allow-deprecated-quantization" in found(launch, "engine_error")
+
+
+def test_vllm_lower_cases_the_name():
+    # ModelConfig.validate_quantization_before lower-cases it; the online fact reads the lower-case name
+    launch = from_command(VLLM + "--quantization FP8_PER_BLOCK", model_config=QWEN, engine_version="0.28.0")
+    assert launch.deployment["quant"] == "fp8_block"
+    assert not found(launch, "engine_error")
+
+
+def test_a_release_newer_than_the_ones_read_is_not_refused():
+    launch = from_command(VLLM + "--quantization foo_bar", model_config=QWEN, engine_version="0.35.0")
+    notes = [f.message for f in launch.found("note") if f.token == "--quantization foo_bar"]
+    assert any("up to 0.34.0" in n and "may take it" in n for n in notes), notes
+    assert not launch.found("engine_error")
+    launch = from_command(SGLANG + "--quantization foo_bar", model_config=QWEN, engine_version="0.5.24")
+    assert any("up to 0.5.23" in f.message for f in launch.found("note")), launch.found("note")
+
+
+def test_explain_exits_nonzero_on_a_refused_name(capsys):
+    rc = main(["explain", "--from-command", VLLM + "--quantization nvfp4", "--model-config", QWEN, "--gpu", "H200",
+               "--engine-version", "0.28.0"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "'nvfp4' was removed in vllm 0.9.0" in out, out
+    rc = main(["explain", "--from-command", VLLM + "--quantization foo", "--model-config", QWEN, "--gpu", "H200"])
+    assert rc == 2 and "is not a quantization method value vllm takes" in capsys.readouterr().err
+
+
+def test_every_online_flag_of_the_formats_is_a_name_its_release_takes():
+    """backends/formats.yaml's online facts write ``--quantization X`` at a version range: X is a name the engine took
+    then (the two tables agree; a format fact naming a method its release lacks would emit a line the engine refuses)."""
+    from packaging.specifiers import SpecifierSet
+
+    from moe_select.formats import table as formats
+    from moe_select.launch_line import online_flag
+
+    checked = 0
+    for f in formats().values():
+        for w in f.online_ways:
+            fv = online_flag(w.how, w.engine)
+            c = names().choices_of(w.engine, "quant")
+            if fv is None or c is None or not w.version:
+                continue
+            low = min((s.version for s in SpecifierSet(w.version) if s.operator in (">=", "==")), default=None)
+            if low is None:
+                continue
+            assert c.norm(fv[1]) in names().accepted(w.engine, "quant"), (f.name, w.how)
+            assert c.first_release(fv[1], low) is None and c.removed_in(fv[1], low) is None, (f.name, w.how, low)
+            checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("extra, msg", [
+    ("since: {nope: \"0.2.0\"}", "since names nope, which the option does not take"),
+    ("deprecated: {a: \">=0.2.0\"}", "deprecated is read for of: quant only"),
+])
+def test_the_quant_row_is_validated(extra, msg):
+    head = ("schema_version: 1\nrunners: []\na2a: []\nchoices:\n"
+            "  - {engine: vllm, of: quant, closed: true, also: [a, b], source: \"a/b#1\", " + extra + "}\n")
+    with pytest.raises(InputError, match=msg) as e:
+        validate(NamesTable, load_text(head, "n.yaml"), "n.yaml")
+    assert "n.yaml:" in str(e.value)
+    bad = head.replace(extra, "deprecated: {a: \"0.2\"}, deprecated_source: \"a/b#2\"")
+    with pytest.raises(InputError, match="not a PEP 440 specifier set"):
+        validate(NamesTable, load_text(bad, "n.yaml"), "n.yaml")
+    ok = head.replace(extra, "deprecated: {a: \">=0.2.0,<0.3.0\"}, deprecated_source: \"a/b#2\", since: {b: \"0.2.0\"}")
+    c = validate(NamesTable, load_text(ok, "n.yaml"), "n.yaml").choices_of("vllm", "quant")
+    assert c is not None and c.deprecated_at("a", "0.2.5") == ">=0.2.0,<0.3.0" and c.deprecated_at("a", "0.3.0") is None
+    assert c.first_release("b", "0.1.0") == "0.2.0"
+
+
+def test_the_allow_switch_is_in_the_vllm_table():
+    entry = next(e for e in table("vllm").flags if e.means == "allow_deprecated_quant")
+    assert entry.names == ["--allow-deprecated-quantization"] and entry.since is not None and entry.since.version == "0.14.0"
