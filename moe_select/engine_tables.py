@@ -510,6 +510,13 @@ class A2AName(Located):
             return self.vllm
 
 
+def _older(a: str, b: str) -> bool:
+    """Whether PEP 440 release ``a`` is older than ``b``."""
+    from packaging.version import Version
+
+    return Version(a) < Version(b)
+
+
 class Choices(Located):
     """What one engine's runner (``of: runner``) or all-to-all (``of: a2a``) option accepts, read after ``normalize``
     (``exact``: as written, argparse choices or a Literal; ``lower_underscore``: vLLM's
@@ -538,10 +545,12 @@ class Choices(Located):
     #: The newest release whose values were read (PEP 440): a declared release up to it refuses a value the row does
     #: not take (the selector's unknown-runner check); a newer one may have added it.
     read_up_to: str | None = None
-    #: ``of: quant`` only: the releases (a PEP 440 specifier set) where the engine raises at startup for a value it
-    #: deprecated unless the launch allows deprecated values (vLLM's DEPRECATED_QUANTIZATION_METHODS and
-    #: --allow-deprecated-quantization, a flag of ``means: allow_deprecated_quant``), cited by ``deprecated_source``.
-    deprecated: dict[str, str] = {}
+    #: ``of: quant`` only: the releases where the engine raises at startup for a value it deprecated unless the launch
+    #: allows deprecated values (vLLM's DEPRECATED_QUANTIZATION_METHODS and --allow-deprecated-quantization, a flag of
+    #: ``means: allow_deprecated_quant``): ``[first, end]`` (PEP 440; ``end``, the first release that no longer
+    #: raises, may be left out), cited by ``deprecated_source``. Versions, not specifier sets: a plan from the cached
+    #: catalog imports no packaging.specifiers.
+    deprecated: dict[str, list[str]] = {}
     deprecated_source: str | None = Field(None, pattern=CITATION.pattern)
 
     @model_validator(mode="after")
@@ -555,30 +564,33 @@ class Choices(Located):
 
     @model_validator(mode="after")
     def _deprecated_cited(self) -> "Choices":
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
         if self.deprecated and (self.of != "quant" or self.deprecated_source is None):
             raise ValueError("deprecated is read for of: quant only, with deprecated_source (where the list was read)")
-        for value, spec in self.deprecated.items():
-            try:
-                SpecifierSet(spec)
-            except InvalidSpecifier:
-                raise ValueError(f"deprecated: {value}: {spec!r} is not a PEP 440 specifier set (e.g. '>=0.14.0,<0.20.0')") from None
+        for value, bounds in self.deprecated.items():
+            if not 1 <= len(bounds) <= 2:
+                raise ValueError(f"deprecated: {value}: give [first] or [first, end] (PEP 440 releases), got {bounds}")
+            for b in bounds:
+                _pep440_version(b)
+            if len(bounds) == 2 and not _older(bounds[0], bounds[1]):
+                raise ValueError(f"deprecated: {value}: {bounds[0]} is not older than {bounds[1]}")
         return self
 
     def deprecated_at(self, value: str, version: str | None) -> str | None:
-        """The ``deprecated`` specifier set holding the declared ``version`` for ``value`` (the engine raises unless
-        deprecated values are allowed), else None (none declared, or not a PEP 440 version)."""
-        from packaging.specifiers import SpecifierSet
+        """The releases (``first .. end``, as text) where ``value`` is deprecated when they hold the declared
+        ``version`` (the engine raises unless deprecated values are allowed), else None (none declared, or not a
+        PEP 440 version, or a pre-release: not read)."""
         from packaging.version import InvalidVersion, Version
 
-        spec = self.deprecated.get(self.norm(value))
-        if spec is None or version is None:
+        bounds = self.deprecated.get(self.norm(value))
+        if bounds is None or version is None:
             return None
         try:
-            return spec if Version(version) in SpecifierSet(spec) else None
+            v = Version(version)
+            if v.is_prerelease or v.is_devrelease or v < Version(bounds[0]) or (len(bounds) == 2 and v >= Version(bounds[1])):
+                return None
         except InvalidVersion:
             return None
+        return f"from {bounds[0]}" + (f" until {bounds[1]}" if len(bounds) == 2 else "")
 
     def beyond_read(self, version: str | None) -> bool:
         """Whether the declared ``version`` is newer than ``read_up_to`` (a release whose values were not read: one it
@@ -621,7 +633,13 @@ class Choices(Located):
         if bound is None or version is None:
             return None
         try:
-            return bound if (Version(version) < Version(bound)) is before else None
+            v, b = Version(version), Version(bound)
+            # a pre-release may already take a value whose bound was read in final releases (SGLang 0.5.0rc2 lists
+            # mxfp4, first in 0.5.1 among the finals): not judged; a bound that is itself a pre-release (TensorRT-LLM's
+            # rcs) was read among pre-releases, and compares
+            if (v.is_prerelease or v.is_devrelease) and not (b.is_prerelease or b.is_devrelease):
+                return None
+            return bound if (v < b) is before else None
         except InvalidVersion:
             return None
 

@@ -129,7 +129,8 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
 #: Meanings a launch line's flags are read for but that no plan field holds and no emitter writes: an emitted launch
 #: keeps them as the line gave them (the README: emit keeps the user's other flags).
 PASS_THROUGH = ("max_running", "eplb_config", "spec_algo", "spec_draft_tokens", "spec_config", "dp_local", "pp", "nnodes",
-                "compilation_config", "cuda_graph_bs", "cuda_graph_max_bs", "trt_backend", "kernel_config")
+                "compilation_config", "cuda_graph_bs", "cuda_graph_max_bs", "trt_backend", "kernel_config",
+                "allow_deprecated_quant")
 
 
 def _eplb_words(engine: str, d: Any, launch: Any, version: str | None, comments: list[str]) -> list[str]:

@@ -1868,11 +1868,28 @@ def _quant_name(launch: Launch, where: str) -> None:
     ``of: quant``): :class:`InputError` for a name no release read takes (the engine refuses it at startup), an
     ``engine_error`` finding for one the declared release does not take yet or any more, or one it deprecated without
     the switch that allows it (vLLM >= 0.14.0 raises 'The quantization method ... is deprecated' unless
-    --allow-deprecated-quantization). The value is kept as the engine reads it (vLLM lower-cases it)."""
+    --allow-deprecated-quantization). The value is kept as the engine reads it (vLLM lower-cases it). vLLM: on a
+    quantized checkpoint the names are not judged (its override loop runs before the name check and may take any
+    name; a mismatch is quant_mismatch's), and 'None' / '' mean no method (a note; the flag is dropped)."""
     r = launch.values.get("quant")
     if r is None:
         return
     e = launch.engine
+    if e == "vllm":
+        if str(r.value).strip().lower() in ("", "none"):
+            # optional_type(str) (0.13.0 on; nullable_str before 0.9.0) reads them as no method: the checkpoint's own
+            launch.findings.append(Finding("note", r.written, "vLLM reads this as no quantization method: the format is "
+                                           "the checkpoint's"))
+            del launch.values["quant"]
+            return
+        if "model_config" in launch.deployment:
+            from .formats import lookup
+
+            row = lookup(launch.model_info().quant) if launch.model_info().quant else None
+            if row is not None and row.quantized:
+                # the checkpoint's override loop runs first and may replace the name, or the methods 'do not match'
+                # (vllm.yaml quant_mismatch): the names are not judged here (names.yaml, the vLLM quant row's comment)
+                return
     value = _chosen(e, "quant", str(r.value), r.written, where, launch.engine_version, launch.findings)
     if value != r.value:
         launch.values["quant"] = Read(r.entry, value, r.written)

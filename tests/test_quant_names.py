@@ -147,23 +147,84 @@ def test_every_online_flag_of_the_formats_is_a_name_its_release_takes():
 
 @pytest.mark.parametrize("extra, msg", [
     ("since: {nope: \"0.2.0\"}", "since names nope, which the option does not take"),
-    ("deprecated: {a: \">=0.2.0\"}", "deprecated is read for of: quant only"),
+    ("deprecated: {a: [\"0.2.0\"]}", "deprecated is read for of: quant only"),
 ])
 def test_the_quant_row_is_validated(extra, msg):
     head = ("schema_version: 1\nrunners: []\na2a: []\nchoices:\n"
-            "  - {engine: vllm, of: quant, closed: true, also: [a, b], source: \"a/b#1\", " + extra + "}\n")
+            "  - {engine: vllm, of: runner, closed: true, also: [a, b], source: \"a/b#1\", " + extra + "}\n")
     with pytest.raises(InputError, match=msg) as e:
         validate(NamesTable, load_text(head, "n.yaml"), "n.yaml")
     assert "n.yaml:" in str(e.value)
-    bad = head.replace(extra, "deprecated: {a: \"0.2\"}, deprecated_source: \"a/b#2\"")
-    with pytest.raises(InputError, match="not a PEP 440 specifier set"):
-        validate(NamesTable, load_text(bad, "n.yaml"), "n.yaml")
-    ok = head.replace(extra, "deprecated: {a: \">=0.2.0,<0.3.0\"}, deprecated_source: \"a/b#2\", since: {b: \"0.2.0\"}")
+    quant = head.replace("of: runner", "of: quant")
+    for bad, why in (("deprecated: {a: [\"0.3.0\", \"0.2.0\"]}, deprecated_source: \"a/b#2\"", "0.3.0 is not older than 0.2.0"),
+                     ("deprecated: {a: []}, deprecated_source: \"a/b#2\"", "give \\[first\\] or \\[first, end\\]"),
+                     ("deprecated: {a: [\"x.y\"]}, deprecated_source: \"a/b#2\"", "PEP 440"),
+                     ("deprecated: {zz: [\"0.2.0\"]}, deprecated_source: \"a/b#2\"", "deprecated names zz")):
+        with pytest.raises(InputError, match=why):
+            validate(NamesTable, load_text(quant.replace(extra, bad), "n.yaml"), "n.yaml")
+    ok = quant.replace(extra, "deprecated: {a: [\"0.2.0\", \"0.3.0\"]}, deprecated_source: \"a/b#2\", since: {b: \"0.2.0\"}")
     c = validate(NamesTable, load_text(ok, "n.yaml"), "n.yaml").choices_of("vllm", "quant")
-    assert c is not None and c.deprecated_at("a", "0.2.5") == ">=0.2.0,<0.3.0" and c.deprecated_at("a", "0.3.0") is None
-    assert c.first_release("b", "0.1.0") == "0.2.0"
+    assert c is not None and c.deprecated_at("a", "0.2.5") == "from 0.2.0 until 0.3.0" and c.deprecated_at("a", "0.3.0") is None
+    assert c.deprecated_at("a", "0.2.5rc1") is None   # a pre-release: not read
+    assert c.first_release("b", "0.1.0") == "0.2.0" and c.first_release("b", "0.2.0rc1") is None
+
+
+def test_vllm_names_are_not_judged_on_a_quantized_checkpoint():
+    """A trial of this change (2026-12-05): vLLM's _verify_quantization runs the checkpoint's overrides before its name
+    check, and AutoAWQConfig / AutoGPTQConfig take 'marlin' (0.28.0, 0.34.0), ModelOpt NVFP4's and gpt-oss MXFP4's
+    overrides ignore the name: those lines start, so a removed or unknown name is not refused there."""
+    awq = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-AWQ")
+    nvfp4 = str(ROOT / "examples" / "model_configs" / "nvidia__Qwen3-30B-A3B-NVFP4")
+    for line, cfg in (("vllm serve Qwen/Qwen3-30B-A3B-AWQ --quantization marlin", awq),
+                      ("vllm serve nvidia/Qwen3-30B-A3B-NVFP4 --quantization nvfp4", nvfp4),
+                      ("vllm serve nvidia/Qwen3-30B-A3B-NVFP4 --quantization whatever", nvfp4)):
+        launch = from_command(line, model_config=cfg, engine_version="0.28.0")
+        assert not any("--quantization" in t for t in found(launch, "engine_error")), (line, found(launch, "engine_error"))
+    # the known mismatches still raise (vllm.yaml quant_mismatch): an FP8 checkpoint named AWQ
+    fp8 = str(ROOT / "examples" / "model_configs" / "Qwen__Qwen3-30B-A3B-FP8")
+    launch = from_command("vllm serve Qwen/Qwen3-30B-A3B-FP8 --quantization awq", model_config=fp8, engine_version="0.28.0")
+    assert "does not match" in found(launch, "engine_error").get("--quantization awq", "")
+
+
+@pytest.mark.parametrize("value", ["None", "none", "''"])
+def test_vllm_none_means_no_method(value):
+    launch = from_command(VLLM + f"--quantization {value}", model_config=QWEN, engine_version="0.28.0")
+    assert "quant" not in launch.values and launch.deployment.get("quant") in (None, "bf16")
+    assert any("no quantization method" in f.message for f in launch.found("note"))
+
+
+def test_pre_releases_are_not_judged_by_final_release_bounds():
+    # SGLang 0.5.0rc2's choices list mxfp4 (first among the finals in 0.5.1): a pre-release is not refused
+    launch = from_command(SGLANG + "--quantization mxfp4", model_config=QWEN, engine_version="0.5.0rc2")
+    assert not any("--quantization" in t for t in found(launch, "engine_error")), found(launch, "engine_error")
+    launch = from_command(SGLANG + "--quantization mxfp4", model_config=QWEN, engine_version="0.4.10")
+    assert "first shipped in sglang 0.5.1" in found(launch, "engine_error")["--quantization mxfp4"]
 
 
 def test_the_allow_switch_is_in_the_vllm_table():
     entry = next(e for e in table("vllm").flags if e.means == "allow_deprecated_quant")
     assert entry.names == ["--allow-deprecated-quantization"] and entry.since is not None and entry.since.version == "0.14.0"
+
+
+def test_emit_keeps_the_allow_deprecated_switch():
+    """A trial of this change: the emitted line kept --quantization experts_int8 but dropped the switch, and did not
+    start at 0.17.0."""
+    from moe_select.launch_emit import emit
+
+    launch = from_command(VLLM + "--quantization experts_int8 --allow-deprecated-quantization", model_config=QWEN,
+                          engine_version="0.17.0")
+    report = launch.explain(deployment={"gpu": "H200"})
+    out = emit(report.plan, "vllm", launch=launch, engine_version="0.17.0")
+    assert "--allow-deprecated-quantization" in out.argv and "--quantization" in out.argv, out.argv
+    again = from_command(" ".join(out.argv), model_config=QWEN, engine_version="0.17.0")
+    assert not found(again, "engine_error"), found(again, "engine_error")
+
+
+def test_sglang_makes_mxfp8_online_from_0_5_9():
+    """A trial of this change: the online fact started at 0.5.10.post1 (older releases not read); the 0.5.9 wheel's
+    get_quant_config gives --quantization mxfp8 an unserialized Fp8Config(use_mxfp8) and Fp8MoEMethod quantizes the
+    experts (_process_mxfp8_moe_weights)."""
+    launch = from_command(SGLANG + "--quantization mxfp8", model_config=QWEN, engine_version="0.5.9")
+    assert launch.deployment["quant"] == "mxfp8"
+    launch = from_command(SGLANG + "--quantization mxfp8", model_config=QWEN, engine_version="0.5.8")
+    assert "first shipped in sglang 0.5.9" in found(launch, "engine_error")["--quantization mxfp8"]

@@ -3,7 +3,7 @@
 1. A method of another family that no override maps to the checkpoint's (vLLM ``mxfp4`` / ``modelopt_fp4``, SGLang
    ``w4afp8`` / ``mxfp4``) was ignored with exit 0; both engines raise 'does not match' in
    ``ModelConfig._verify_quantization`` (backends/engines/*.yaml ``quant_mismatch``).
-2. SGLang's ``--quantization modelopt_fp4`` on an FP8 checkpoint was planned as the FP8 checkpoint; from 0.5.19 (read in
+2. SGLang's ``--quantization modelopt_fp4`` on an FP8 checkpoint was planned as the FP8 checkpoint; from 0.5.18 (read in
    the wheels; sgl-project/sglang#33115) SGLang converts the experts to NVFP4 at load with per-tensor activation
    scales (backends/formats.yaml, nvfp4's ``online`` row with ``from``), so the plan is NVFP4, the emitted line keeps
    the flag, and a release without the fact refuses (no fact says it makes NVFP4 there).
@@ -60,13 +60,16 @@ def test_sglang_modelopt_fp4_on_an_fp8_checkpoint_is_planned_as_online_nvfp4():
 
 
 def test_sglang_modelopt_fp4_on_an_fp8_checkpoint_before_the_fact_is_refused_naming_it():
-    """At 0.5.18 (not read) no fact says SGLang converts the FP8 checkpoint: the deployment check refuses quant nvfp4
-    (field quant), naming the fact and the release it starts at."""
-    launch = from_command(_line("sglang", "modelopt_fp4"), engine_version="0.5.18")
+    """At 0.5.17 (which has neither the fp8 pairing nor make_modelopt_fp4_online_config_from_fp8) no fact says SGLang
+    converts the FP8 checkpoint: the deployment check refuses quant nvfp4 (field quant), naming the fact and the release
+    it starts at (0.5.18: a trial of 2026-12-05 read it there; the fact started at 0.5.19 before)."""
+    launch = from_command(_line("sglang", "modelopt_fp4"), engine_version="0.5.17")
     with pytest.raises(InputError) as exc:
         launch.explain(deployment={"gpu": "B200"})
     said = " ".join(i.message for i in exc.value.issues if i.field == "quant")
-    assert "fp8_block" in said and ">=0.5.19" in said and "no fact says it makes it" in said, exc.value.issues
+    assert "fp8_block" in said and ">=0.5.18" in said and "no fact says it makes it" in said, exc.value.issues
+    # 0.5.18 converts it
+    assert from_command(_line("sglang", "modelopt_fp4"), engine_version="0.5.18").deployment["quant"] == "nvfp4"
 
 
 def test_vllm_has_no_fact_converting_an_fp8_checkpoint():
