@@ -228,3 +228,14 @@ def test_sglang_makes_mxfp8_online_from_0_5_9():
     assert launch.deployment["quant"] == "mxfp8"
     launch = from_command(SGLANG + "--quantization mxfp8", model_config=QWEN, engine_version="0.5.8")
     assert "first shipped in sglang 0.5.9" in found(launch, "engine_error")["--quantization mxfp8"]
+
+
+def test_vllm_quantization_config_is_a_flag_from_0_22():
+    """A trial of this change: --quantization-config (ModelConfig.quantization_config, 0.22.0 on) was answered 'did you
+    mean --quantization'; it is read (not planned) from 0.22.0, and a release before it does not have it."""
+    line = VLLM + "--quantization fp8_per_block --quantization-config '{\"moe\": {\"activation\": \"fp8\"}}'"
+    launch = from_command(line, model_config=QWEN, engine_version="0.28.0")
+    assert not found(launch, "engine_error") and not found(launch, "unknown"), found(launch, "unknown")
+    assert any(f.token.startswith("--quantization-config") for f in launch.found("understood"))
+    launch = from_command(line, model_config=QWEN, engine_version="0.21.0")
+    assert any(t.startswith("--quantization-config") for t in found(launch, "engine_error"))
