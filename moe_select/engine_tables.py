@@ -510,13 +510,6 @@ class A2AName(Located):
             return self.vllm
 
 
-def _older(a: str, b: str) -> bool:
-    """Whether PEP 440 release ``a`` is older than ``b``."""
-    from packaging.version import Version
-
-    return Version(a) < Version(b)
-
-
 class Choices(Located):
     """What one engine's runner (``of: runner``) or all-to-all (``of: a2a``) option accepts, read after ``normalize``
     (``exact``: as written, argparse choices or a Literal; ``lower_underscore``: vLLM's
@@ -564,6 +557,8 @@ class Choices(Located):
 
     @model_validator(mode="after")
     def _deprecated_cited(self) -> "Choices":
+        from .versions import newer
+
         if self.deprecated and (self.of != "quant" or self.deprecated_source is None):
             raise ValueError("deprecated is read for of: quant only, with deprecated_source (where the list was read)")
         for value, bounds in self.deprecated.items():
@@ -571,7 +566,7 @@ class Choices(Located):
                 raise ValueError(f"deprecated: {value}: give [first] or [first, end] (PEP 440 releases), got {bounds}")
             for b in bounds:
                 _pep440_version(b)
-            if len(bounds) == 2 and not _older(bounds[0], bounds[1]):
+            if len(bounds) == 2 and not newer(bounds[1], bounds[0]):
                 raise ValueError(f"deprecated: {value}: {bounds[0]} is not older than {bounds[1]}")
         return self
 

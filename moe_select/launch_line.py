@@ -1109,7 +1109,7 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
         findings.append(Finding("note", written, f"{theirs!r} is not {article} {what} value {engine} takes up to "
                                 f"{c.read_up_to} (the newest release read; {c.since_source or c.source}): {engine} "
                                 f"{version} may take it (planned as written, judged)"))
-        return c.norm(theirs) if c.normalize != "exact" else theirs
+        return c.norm(theirs)
     if c.closed and c.norm(theirs) not in takes:
         # retired names are known (the engine names them in its refusal) but no longer taken: not offered
         live = [n for n in takes if of != "runner" or names().retired_name(engine, n) is None]
@@ -1130,7 +1130,7 @@ def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version
             "declare the version that runs, or name another value") if gone is not None else None
     if said is not None:
         findings.append(Finding("engine_error", written, said, c.since_source or c.source))
-    return c.norm(theirs) if c.normalize != "exact" else theirs
+    return c.norm(theirs)
 
 
 def _a2a_ours(engine: str, theirs: str, mode: str | None, version: str | None = None,
@@ -1885,7 +1885,8 @@ def _quant_name(launch: Launch, where: str) -> None:
         if "model_config" in launch.deployment:
             from .formats import lookup
 
-            row = lookup(launch.model_info().quant) if launch.model_info().quant else None
+            ckpt = launch.model_info().quant
+            row = lookup(ckpt) if ckpt else None
             if row is not None and row.quantized:
                 # the checkpoint's override loop runs first and may replace the name, or the methods 'do not match'
                 # (vllm.yaml quant_mismatch): the names are not judged here (names.yaml, the vLLM quant row's comment)
