@@ -216,6 +216,10 @@ class _Ctx:
     #: The all-to-all capacity entry that holds under this context's engine, with the deployment's needs of it
     #: (:class:`moe_select.capacity.Capacity`), or None (issue 23).
     capacity: Any = None
+    #: ``(id(facts), id(method)) -> (facts, verdict)``: the engine methods' verdicts (:func:`_method_verdict`), which
+    #: read the facts and the machine but not the runner; shared by the contexts of one select (a runner's own
+    #: context, :func:`_runner_ctx`, has other facts and so other keys; ``facts`` is kept so an id is never reused).
+    method_memo: dict[Any, Any] = field(default_factory=dict)
 
 
 def _add_capacity(ctx: _Ctx) -> None:
@@ -471,6 +475,31 @@ def _constraint_reasons(cons: Iterable[Constraint], ctx: _Ctx, owner: str, backe
     return out
 
 
+def _method_verdict(m: MethodRunners, ctx: _Ctx) -> tuple[tuple[list[str], tuple[Any, ...]] | None, bool, list[str], list[str]]:
+    """What engine method ``m`` says here, for any runner it does not build: ``(unstated hit, holds, assumptions,
+    engine facts used)``, where the hit is :func:`unstated_refusal`'s and the last two are what :func:`_holds` appends to
+    the plan's assumptions and ``ctx.engine_used`` when it holds. Computed once per facts and method (``check`` runs
+    every runner of every cell: the methods list is the longest the selector reads) and replayed by
+    :func:`_method_reasons`."""
+    key = (id(ctx.facts), id(m))
+    memo = ctx.method_memo.get(key)
+    if memo is not None and memo[0] is ctx.facts:
+        return memo[1]
+    assert m.when is not None
+    hit = unstated_refusal(m, ctx, m.when.keys(), m.when.matches)
+    assumptions: list[str] = []
+    used: list[str] = []
+    holds = False
+    if hit is None:
+        before = len(ctx.engine_used)
+        holds = _holds(m, ctx, assumptions)
+        used = ctx.engine_used[before:]
+        del ctx.engine_used[before:]
+    verdict = (hit, holds, assumptions, used)
+    ctx.method_memo[key] = (ctx.facts, verdict)
+    return verdict
+
+
 def _method_reasons(methods: Iterable[MethodRunners], ctx: _Ctx, name: str, assumed: list[str]) -> list[Reason]:
     """A reason for runner ``name`` per engine method of ``backends/common.yaml`` (:class:`MethodRunners`) that holds
     here and does not build it. Where the method's ``when`` reads an input the deployment leaves unstated
@@ -482,16 +511,17 @@ def _method_reasons(methods: Iterable[MethodRunners], ctx: _Ctx, name: str, assu
     for m in methods:
         if name in m.runners:
             continue
-        assert m.when is not None
         what = (f"{name} is not built by {m.why}, which builds {', '.join(m.runners)}" if m.runners
                 else f"no runner can load this layer: {m.why}")   # the same words for every runner: printed once
-        hit = unstated_refusal(m, ctx, m.when.keys(), m.when.matches)
+        hit, holds, assumptions, used = _method_verdict(m, ctx)
         if hit is not None:
             keys, values = hit
             assumed.append(f"{', '.join(keys)} not given: taken as not {', '.join(map(str, values))}; if it is, {what} "
                            f"[{m.where()}] ({'; '.join(_state_how(k) for k in keys)})")
             continue
-        if _holds(m, ctx, assumed):
+        if holds:
+            assumed.extend(assumptions)
+            ctx.engine_used.extend(used)
             out.append(Reason(code=m.code, detail=f"{what} (when {m.describe_conditions()})", source=m.where(),
                               backend=name, fix=f"runner: {' or '.join(m.runners)}" if m.runners else m.fix))
     return out
