@@ -208,6 +208,15 @@ class When(Located):
     vendor_library: bool | None = None
     #: Expert-parallel load balancing on (the deployment's ``eplb``; off unless stated).
     eplb: bool | None = None
+    #: A speculative draft runs the checkpoint's own MTP (NextN) layers (the deployment's ``speculative``); a deployment
+    #: that does not state it matches no such condition, and a refusal under it leaves the candidate unverified.
+    speculative: bool | None = None
+    #: The deployment states whether the engine fuses the shared experts into the routed experts' kernel (its
+    #: ``shared_expert_fusion``, said in the file or by a launch line); one that leaves it at this project's default (off)
+    #: matches no such condition, since the engines' own defaults differ (vLLM 0.11.1 .. 0.11.2 fuse under AITER unless
+    #: told not to), and a refusal under it leaves the candidate unverified. ``fused_shared_experts`` (a quantity) reads
+    #: the default as off.
+    shared_expert_fusion: bool | None = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -476,7 +485,8 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              layer_kind: str = "main", main_quant: str | None = None,
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None, eplb: bool = False,
-             max_tokens_given: bool = True, num_attention_heads: int | None = None) -> dict[str, Any]:
+             max_tokens_given: bool = True, num_attention_heads: int | None = None, speculative: bool | None = None,
+             shared_expert_fusion: bool | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``per_channel``: a weight-only
     int format with one scale per output channel (None: a format without groups); ``group_size_unset``: a per-channel
@@ -488,7 +498,8 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
     ``activation_precision``: the activation precision the deployment asks for (None: the runner's default);
     ``online``: the engine quantizes an unquantized checkpoint at load; ``vendor_library``: the engine's vendor-library switch
     (None: not given); ``max_tokens_given``: ``max_tokens_per_rank`` is the deployment's (False: this project's default,
-    so ``low_latency_tokens_per_rank`` is absent)."""
+    so ``low_latency_tokens_per_rank`` is absent); ``speculative``: a draft runs the checkpoint's MTP layers (None: not
+    given); ``shared_expert_fusion``: the fusion as the deployment states it (None: left at the default)."""
     moe_tp = moe_tp_of(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
@@ -535,6 +546,8 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "online": online,
         "vendor_library": vendor_library,
         "eplb": eplb,
+        "speculative": speculative,
+        "shared_expert_fusion": shared_expert_fusion,
     }
 
 

@@ -315,6 +315,8 @@ class Understood(BaseModel):
     cuda_graph: bool
     #: The engine's vendor-library switch (``Deployment.vendor_library``); None: not given.
     vendor_library: bool | None = None
+    #: Whether a speculative draft runs the checkpoint's own MTP layers (``Deployment.speculative``); None: not given.
+    speculative: bool | None = None
     #: Expert-parallel load balancing on (``Deployment.eplb``).
     eplb: bool = False
     require_adapter: bool
@@ -954,6 +956,6 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=engine, phase=dep.phase,
         max_tokens_per_rank=max_tokens, decode_tokens_per_rank=decode_tokens, a2a_capacity=dep.a2a_capacity, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
-        a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, dispatch_precision=dispatch_main, cuda_graph=cuda_graph, vendor_library=dep.vendor_library, eplb=dep.eplb,
+        a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, dispatch_precision=dispatch_main, cuda_graph=cuda_graph, vendor_library=dep.vendor_library, speculative=dep.speculative, eplb=dep.eplb,
         require_adapter=dep.require_adapter, strict=dep.strict, provenance=prov, notes=notes,
     )

@@ -58,6 +58,8 @@ Meaning = Literal[
     "ep_equals_tp", "retired_a2a", "retired_runner",
     # the engine's switch for the GPU vendor's kernel library (a boolean variable: the deployment's vendor_library)
     "vendor_library",
+    # a boolean variable that turns the engine's shared-expert fusion on or off (the deployment's shared_expert_fusion)
+    "shared_expert_fusion",
     # the speculative draft's MoE runner and all-to-all (the deployment's layer_runners / layer_a2a of the checkpoint's
     # MTP layer kind; a note where the checkpoint has none)
     "draft_runner", "draft_a2a",

@@ -1701,18 +1701,19 @@ def _activation_scale(launch: Launch) -> None:
 
 
 def _vendor_library(launch: Launch) -> None:
-    """The engine's vendor-library switch (``means: vendor_library``, a boolean variable the engine table names) as the
-    deployment's ``vendor_library``; a value that is no boolean is an engine_error finding (the engine raises when it
-    reads it)."""
+    """The engine's boolean switches read from the environment: the vendor-library switch (``means: vendor_library``)
+    as the deployment's ``vendor_library``, and a shared-expert fusion switch (``means: shared_expert_fusion``) as its
+    ``shared_expert_fusion``; a value that is no boolean is an engine_error finding (the engine raises when it reads
+    it)."""
     for key, r in launch.values.items():
-        if not key.startswith("env:") or r.entry.means != "vendor_library":
+        if not key.startswith("env:") or r.entry.means not in ("vendor_library", "shared_expert_fusion"):
             continue
-        # vLLM reads its switch as value.lower() in ('true', '1'), any other value off, never an error
+        # vLLM reads its switches as value.lower() in ('true', '1'), any other value off, never an error
         # (vllm-project/vllm@055e47c28003:vllm/foundation/system/envs.py); SGLang as an EnvBool
         value = str(r.value).lower() in ("true", "1") if launch.engine == "vllm" else _env_bool(launch, r)
         if value is None:
             continue
-        _set(launch, "vendor_library", value, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')})")
+        _set(launch, r.entry.means, value, f"{r.written} (set by the {launch.env_from.get(key[4:], 'environment')})")
 
 
 def _activation_precision(launch: Launch) -> None:

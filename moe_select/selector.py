@@ -54,7 +54,8 @@ MAX_ISSUES = 20
 #: Inputs a deployment may leave out; facts that read them are then reported as not checked (``architecture``: the
 #: checkpoint's model class, from model_config or model.architecture; a support row that holds only for some
 #: architectures leaves its cell unverified when the deployment does not say which).
-UNGIVEN = ("dp", "architecture", "architecture_not", "vendor_library", "checkpoint_layout", "quant_group_size_unset")
+UNGIVEN = ("dp", "architecture", "architecture_not", "vendor_library", "checkpoint_layout", "quant_group_size_unset",
+           "speculative", "shared_expert_fusion")
 
 #: The source of a ``not_preferred`` reason where no prefer rule matches the deployment: no rule file to name.
 NO_MATCHING_PREFER_RULE = "rules: no matching prefer rule"
@@ -69,6 +70,11 @@ STATE_HOW = {
                               "group_size is null (llm-compressor's strategy channel) or -1",
     "low_latency_tokens_per_rank": "state max_tokens_per_rank: the most tokens a rank's forward sends in the "
                                    "low-latency mode (the chunked-prefill size, or the decode CUDA-graph batch)",
+    "speculative": "state speculative: true or false (whether a speculative draft runs the checkpoint's own MTP layers; "
+                   "a launch line's speculative-decoding flag states it)",
+    "shared_expert_fusion": "state shared_expert_fusion: true or false (whether the engine fuses the shared experts into "
+                            "the routed experts' kernel: vLLM's VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS, SGLang's "
+                            "--disable-shared-experts-fusion)",
     "checkpoint_layout": "state quant_config.layout (awq, gptq, compressed-tensors, mxfp4, quark or fp8: the checkpoint's quant_method), or "
                          "give model_config: a checkpoint whose config says it",
 }
@@ -248,7 +254,9 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     activation_precision=u.quant_params.get("activation_precision"),
                     online=bool(u.quant_params.get("online")), vendor_library=u.vendor_library, eplb=u.eplb,
                     max_tokens_given=not u.provenance.get("max_tokens_per_rank", "default").startswith("default"),
-                    num_attention_heads=m.num_attention_heads)
+                    num_attention_heads=m.num_attention_heads, speculative=u.speculative,
+                    shared_expert_fusion=None if u.provenance.get("shared_expert_fusion", "default") == "default"
+                    else u.shared_expert_fusion)
 
 
 def engine_versions(env: Any, catalog: Any) -> dict[str, str | None]:
