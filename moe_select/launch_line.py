@@ -669,11 +669,24 @@ def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[Flag
                                   f"from {inverse.text()}")
     if t.parser != "click" and key.startswith("--"):
         hits = {e.name: e for e in t.flags for n in e.names if n.startswith("--") and n.startswith(key)}
+        # argparse matches the prefix against the options the release declares: a flag the table dates later (or
+        # earlier, removed) is not among them at ``version``
+        hits = {n: e for n, e in hits.items() if _declared_at(e, version, t.engine)} if len(hits) > 1 else hits
         if len(hits) == 1:
             e = next(iter(hits.values()))
             return e, False, (f"an abbreviation of {e.name} (argparse reads a unique prefix of a long option; a flag this table "
                               "lacks could make it ambiguous)")
+        if len(hits) > 1:
+            return None, False, f"ambiguous option: {name} could match {', '.join(sorted(hits))}"
     return None, False, None
+
+
+def _declared_at(e: FlagEntry, version: str | None, engine: str) -> bool:
+    """Whether the engine's parser declares flag ``e`` at ``version`` (None: the newest): added by then (``since``) and
+    not yet removed (``removed``); a release the table cannot place is taken as declaring it."""
+    since, removed = e.since, e.removed
+    return (since is None or has_change(since, version, engine) is not False) and \
+        (removed is None or has_change(removed, version, engine) is not True)
 
 
 def _inverse_pair(t: EngineTable, key: str) -> tuple[FlagEntry, str, str] | None:
@@ -878,11 +891,20 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             launch.values[entry.means] = Read(entry, dotted[entry.name], f"{entry.name}.{'.'.join(keys)}")
             i += step
             continue
+        if t.parser != "click" and not name.startswith("--") and len(name) > 2 and not eq and _lookup(t, name)[0] is None:
+            short = _lookup(t, name[:2])[0]
+            if short is not None and short.takes not in ("switch", "bool_optional", "list"):
+                # argparse: a single-dash option's value may follow it in the same word (-qfp8 is -q fp8)
+                name, eq, inline = name[:2], "=", name[2:]
         entry, negated, how = _lookup(t, name, version)
         if entry is None:
             dashed = name.replace("_", "-")
             paired = _inverse_before(t, name, version)
-            if engine == "sglang" and dashed != name and _lookup(t, dashed)[0] is not None:
+            if how is not None and how.startswith("ambiguous option"):
+                # argparse exits: "error: ambiguous option: --quant could match --quantization, --quantization-config"
+                launch.findings.append(Finding("engine_error", name, f"{how} ({engine}'s argparse exits at startup; write "
+                                               "the whole name)"))
+            elif engine == "sglang" and dashed != name and _lookup(t, dashed)[0] is not None:
                 launch.findings.append(Finding("engine_error", name, f"SGLang reads exact names ({UNRECOGNIZED[engine]}: {name}); "
                                                f"write {dashed}", "sgl-project/sglang#12818"))
             elif paired is not None:

@@ -239,3 +239,25 @@ def test_vllm_quantization_config_is_a_flag_from_0_22():
     assert any(f.token.startswith("--quantization-config") for f in launch.found("understood"))
     launch = from_command(line, model_config=QWEN, engine_version="0.21.0")
     assert any(t.startswith("--quantization-config") for t in found(launch, "engine_error"))
+
+
+@pytest.mark.parametrize("version, ambiguous", [("0.21.0", False), ("0.22.0", True), (None, True)])
+def test_vllm_quant_abbreviation_by_release(version, ambiguous):
+    """argparse reads ``--quant`` as a prefix of the options the release declares: --quantization alone before 0.22.0,
+    also --quantization-config from 0.22.0 (vllm/engine/arg_utils.py EngineArgs.add_cli_args), where the parser exits
+    with 'ambiguous option'."""
+    launch = from_command("vllm serve Qwen/Qwen3-30B-A3B --quant fp8 --tensor-parallel-size 2", model_config=QWEN,
+                          engine_version=version)
+    errors = [f for f in launch.findings if f.kind == "engine_error" and f.token == "--quant"]
+    if ambiguous:
+        assert errors and "--quantization-config" in errors[0].message
+        assert "quant" not in launch.deployment
+    else:
+        assert not errors and launch.deployment["quant"] == "fp8_tensor"
+
+
+def test_vllm_short_option_with_its_value_in_one_word():
+    """argparse splits a single-dash option from a value written in the same word: -qfp8 is -q fp8."""
+    launch = from_command("vllm serve Qwen/Qwen3-30B-A3B -qfp8", model_config=QWEN)
+    assert launch.deployment["quant"] == "fp8_tensor"
+    assert not [f for f in launch.findings if f.kind == "unknown"]
