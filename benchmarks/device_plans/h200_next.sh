@@ -1,4 +1,8 @@
 #!/bin/bash
+# Run on 2026-12-06 (twenty-ninth session): tune, ab and w4, then .device/run_s29ab.sh (the per-bucket best against the
+# files before); results/h200_tune_2026-12-06, benchmarks/README.md "The H200 tune with GU_DOT at 2048-8192 tokens". Next
+# on an H200: triton against deep_gemm in one run at fp8_channel 4096 / 8192 (the rule hopper-fp8-channel-largest-batches:
+# stage DeepGEMM with deep_gemm_from_source.sh first), and a tune whose GU_DOT tiles also try MIN_M.
 # The next H200 calls of issue 26 (written 2026-12-05, twenty-eighth session, when no device was lent). Run on the device
 # from the repository root with `.device/` carried (a copy of ../shared/device plus the sets below); each mode fits one
 # ten-minute call and writes under $OUT. Only on an H200: on another card it stops (an H100 tune is in the files already).
