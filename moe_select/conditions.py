@@ -41,7 +41,7 @@ Quantity = Literal[
     "experts_per_rank", "intermediate_per_rank", "num_shared_experts", "fused_shared_experts",
     "max_tokens_per_rank", "low_latency_tokens_per_rank", "n_group", "topk_group", "quant_block_n", "quant_block_k", "quant_group_size",
     "shared_intermediate_per_tp", "dense_intermediate_per_tp", "a2a_tokens_per_rank", "a2a_capacity", "experts_per_group",
-    "tp_dp", "num_attention_heads", "attn_tp",
+    "tp_dp", "num_attention_heads", "attn_tp", "ep_per_dp",
 ]
 QUANTITIES: tuple[str, ...] = Quantity.__args__  # type: ignore[attr-defined]
 #: Quantities that are 0 for many deployments (no shared experts, or shared-expert fusion off); every other is
@@ -152,6 +152,12 @@ class When(Located):
     experts_per_rank: IntCond | None = None
     num_shared_experts: IntCond | None = None
     fused_shared_experts: IntCond | None = None
+    #: ep over the attention data-parallel size (``[1]``: the expert group is the DP-attention group); a deployment
+    #: that does not give dp matches no such condition (dp is then explored as an unstated input).
+    ep_per_dp: IntCond | None = None
+    #: The dense MLP layers' intermediate size per tp rank, present only for a checkpoint with dense layers beside its
+    #: MoE layers (``first_k_dense_replace``, ``mlp_only_layers``, ...): ``{min: 1}`` holds where it has them.
+    dense_intermediate_per_tp: IntCond | None = None
     max_tokens_per_rank: IntCond | None = None
     low_latency_tokens_per_rank: IntCond | None = None
     n_group: IntCond | None = None
@@ -213,8 +219,8 @@ class When(Located):
     speculative: bool | None = None
     #: The deployment states whether the engine fuses the shared experts into the routed experts' kernel (its
     #: ``shared_expert_fusion``, said in the file or by a launch line); one that leaves it at this project's default (off)
-    #: matches no such condition, since the engines' own defaults differ (vLLM 0.11.1 .. 0.11.2 fuse under AITER unless
-    #: told not to), and a refusal under it leaves the candidate unverified. ``fused_shared_experts`` (a quantity) reads
+    #: matches no such condition, since the engines' own defaults differ (one fuses under its vendor library unless told
+    #: not to: backends/common.yaml, field round 45), and a refusal under it leaves the candidate unverified. ``fused_shared_experts`` (a quantity) reads
     #: the default as off.
     shared_expert_fusion: bool | None = None
 
@@ -525,6 +531,9 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         # the routed experts of one group of a grouped (deepseek_v3) router; absent without n_group
         "experts_per_group": Fraction(num_experts, n_group) if n_group else None,
         "tp_dp": tp * dp if dp else None,
+        # ep over the attention data-parallel size (1: the MoE expert group is the DP-attention group, where an engine may
+        # reduce-scatter the MoE output; absent where dp is not given)
+        "ep_per_dp": Fraction(ep, dp) if dp else None,
         "num_attention_heads": num_attention_heads,
         "attn_tp": _attn_tp(engine, tp, dp),
         "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
@@ -583,6 +592,7 @@ def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, An
               "intermediate_per_rank": Fraction(f["moe_intermediate_size"]) / moe_tp})
     if f.get("dp"):
         f["tp_dp"] = tp * f["dp"]
+        f["ep_per_dp"] = Fraction(ep, f["dp"])
     for key, per in (("shared_intermediate_per_tp", facts.get("shared_intermediate_per_tp")),
                      ("dense_intermediate_per_tp", facts.get("dense_intermediate_per_tp"))):
         if per is not None:

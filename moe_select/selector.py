@@ -73,8 +73,7 @@ STATE_HOW = {
     "speculative": "state speculative: true or false (whether a speculative draft runs the checkpoint's own MTP layers; "
                    "a launch line's speculative-decoding flag states it)",
     "shared_expert_fusion": "state shared_expert_fusion: true or false (whether the engine fuses the shared experts into "
-                            "the routed experts' kernel: vLLM's VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS, SGLang's "
-                            "--disable-shared-experts-fusion)",
+                            "the routed experts' kernel; a launch line's flag or variable states it)",
     "checkpoint_layout": "state quant_config.layout (awq, gptq, compressed-tensors, mxfp4, quark or fp8: the checkpoint's quant_method), or "
                          "give model_config: a checkpoint whose config says it",
 }
@@ -82,7 +81,7 @@ STATE_HOW = {
 STATE_HOW["architecture_not"] = STATE_HOW["architecture"]   # the same input, read by the allow-list condition
 
 #: Quantities among the :data:`UNGIVEN` inputs and what is derived from them (a fact stating ``dp`` states ``tp_dp``).
-_DERIVED = {"dp": lambda f: {"tp_dp": f["tp"] * f["dp"]}}
+_DERIVED = {"dp": lambda f: {"tp_dp": f["tp"] * f["dp"], "ep_per_dp": Fraction(f["ep"], f["dp"])}}
 
 
 def _quantities_read(c: Constraint) -> list[str]:

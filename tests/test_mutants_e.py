@@ -146,7 +146,8 @@ def _deepseek_like(**over: Any) -> dict[str, Any]:
 
 def test_facts_of_a_deployment_by_hand():
     """Every fact of the deployment above, worked out by hand: moe_tp 8/4 = 2, experts_per_rank (256 + 1)/4,
-    intermediate_per_rank 2048/2, experts_per_group 256/8, tp_dp 8 x 2, low-latency tokens 128 (the only mode).
+    intermediate_per_rank 2048/2, experts_per_group 256/8, tp_dp 8 x 2, ep_per_dp 4/2, low-latency tokens 128 (the only
+    mode).
     Kills conditions.x_facts_of__mutmut_50 (the key ``HIDDEN_SIZE``: no ``hidden_size`` fact)."""
     assert _deepseek_like() == {
         "arch": "sm90", "quant": "fp8_block", "a2a": "deepep", "a2a_mode": ("low_latency",), "activation": "silu",
@@ -160,20 +161,22 @@ def test_facts_of_a_deployment_by_hand():
         "num_attention_heads": None, "attn_tp": Fraction(4),
         "shared_intermediate_per_tp": None, "dense_intermediate_per_tp": None, "architecture": None, "architecture_not": None, "checkpoint_layout": None,
         "weight_only": False, "activation_scale": None, "activation_precision": None, "activation_precision_not": "(none asked)",
-        "online": False, "vendor_library": None, "eplb": False}
+        "online": False, "vendor_library": None, "eplb": False, "speculative": None, "shared_expert_fusion": None,
+        "ep_per_dp": Fraction(2)}
     assert When.model_validate({"hidden_size": [7168]}).matches(_deepseek_like())
     assert not When.model_validate({"hidden_size": [4096]}).matches(_deepseek_like())
 
 
 def test_with_parallelism_recomputes_the_experts_per_rank():
-    """From tp 8, ep 4 to tp 8, ep 8: moe_tp 1, experts_per_rank (256 + 1)/8, intermediate_per_rank 2048; tp_dp stays
-    8 x 2 = 16; no other fact changes and no key is added. Kills conditions.x_with_parallelism__mutmut_26 (the key
+    """From tp 8, ep 4 to tp 8, ep 8: moe_tp 1, experts_per_rank (256 + 1)/8, intermediate_per_rank 2048, ep_per_dp 8/2;
+    tp_dp stays 8 x 2 = 16; no other fact changes and no key is added. Kills conditions.x_with_parallelism__mutmut_26 (the key
     ``XXexperts_per_rankXX``: experts_per_rank stays 257/4 and a new key appears)."""
     before = _deepseek_like()
     after = with_parallelism(before, 8, 8)
     assert after.keys() == before.keys()
     assert {k: v for k, v in after.items() if before[k] != v} == {
-        "ep": 8, "moe_tp": Fraction(1), "experts_per_rank": Fraction(257, 8), "intermediate_per_rank": Fraction(2048)}
+        "ep": 8, "moe_tp": Fraction(1), "experts_per_rank": Fraction(257, 8), "intermediate_per_rank": Fraction(2048),
+        "ep_per_dp": Fraction(4)}
     assert after == _deepseek_like(ep=8)
 
 
