@@ -1,8 +1,12 @@
 #!/bin/bash
 # Run on 2026-12-06 (twenty-ninth session): tune, ab and w4, then .device/run_s29ab.sh (the per-bucket best against the
 # files before); results/h200_tune_2026-12-06, benchmarks/README.md "The H200 tune with GU_DOT at 2048-8192 tokens". Next
-# on an H200: triton against deep_gemm in one run at fp8_channel 4096 / 8192 (the rule hopper-fp8-channel-largest-batches:
-# stage DeepGEMM with deep_gemm_from_source.sh first), and a tune whose GU_DOT tiles also try MIN_M.
+# on an H200: `minm` below (prepared, never run: no machine came), then triton against deep_gemm in one run at
+# fp8_channel 4096 / 8192 (the rule hopper-fp8-channel-largest-batches: stage DeepGEMM with deep_gemm_from_source.sh).
+#   minm: the tune's tiles at the five 128-expert buckets the A/B kept (their old tiles had MIN_M), with that MIN_M,
+#         against the committed files, interleaved twice; build the sets first with
+#           python benchmarks/device_plans/minm_sets.py .device
+#         (writes .device/curh200 and .device/minmh200); merge the buckets that win with merge_configs.py.
 # The next H200 calls of issue 26 (written 2026-12-05, twenty-eighth session, when no device was lent). Run on the device
 # from the repository root with `.device/` carried (a copy of ../shared/device plus the sets below); each mode fits one
 # ten-minute call and writes under $OUT. Only on an H200: on another card it stops (an H100 tune is in the files already).
@@ -21,7 +25,7 @@
 #   w4:   issue 24's W4A16 layers (DeepSeek-V3.1-NVFP4 and gpt-oss at 1-256 tokens) with the current files: the fraction
 #         of the H200 floor per token count (w4a16_layer.py).
 set -u
-MODE=${1:?usage: h200_next.sh tune|ab|w4}
+MODE=${1:?usage: h200_next.sh tune|ab|w4|minm}
 T0=$(date +%s)
 source .device/setup.sh > $OUT/setup.txt 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv >> $OUT/setup.txt
@@ -55,5 +59,18 @@ case $MODE in
     timeout $L python3 benchmarks/w4a16_layer.py --budget-s $(( L - 30 )) --out $OUT/w4.json > $OUT/w4.txt 2>&1
     echo "w4 rc $? $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
     cat $OUT/setup.txt; tail -40 $OUT/w4.txt ;;
+  minm)
+    for i in 1 2; do
+      for v in minm cur; do
+        L=$(left); [ $L -lt 60 ] && break
+        cp .device/${v}h200/*.json backends/triton_configs/
+        timeout $L python3 benchmarks/moe_layer.py --quants bf16,fp8_channel --runners triton --tokens 2048,8192 \
+          --models Qwen3-30B-A3B,Qwen3-235B-A22B --budget-s 55 --out $OUT/layer_${v}_$i.json > $OUT/layer_${v}_$i.txt 2>&1
+        echo "$v $i $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
+      done
+    done
+    cp .device/curh200/*.json backends/triton_configs/
+    python3 .device/compare.py $OUT minm cur > $OUT/compare.txt 2>&1
+    cat $OUT/setup.txt $OUT/compare.txt ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac
