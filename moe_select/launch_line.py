@@ -648,8 +648,9 @@ def _all_names(t: EngineTable) -> list[str]:
 def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[FlagEntry | None, bool, str | None]:
     """``(entry, negated, how)`` for a flag name as the engine's parser finds it at ``version`` (None: the newest): exact
     (vLLM: ``_`` as ``-``), ``--no-X`` of a bool_optional flag, ``--disable-X`` of a bool_optional ``--enable-X`` (and the
-    reverse) from the table's ``inverse_enable_disable`` release, or (argparse) a unique prefix of a long option (``how``
-    says so)."""
+    reverse) from the table's ``inverse_enable_disable`` release, or (argparse) a unique prefix of a long option among
+    those declared at ``version`` (``how`` says so); ``(None, False, how)`` where such a prefix matches several of them
+    (argparse's 'ambiguous option'), else ``(None, False, None)``."""
     key = name
     if t.parser == "vllm_argparse" and key.startswith("--"):
         key = key.replace("_", "-")
@@ -900,7 +901,7 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
         if entry is None:
             dashed = name.replace("_", "-")
             paired = _inverse_before(t, name, version)
-            if how is not None and how.startswith("ambiguous option"):
+            if how is not None:   # without an entry, _lookup says only why a prefix matched none: ambiguity
                 # argparse exits: "error: ambiguous option: --quant could match --quantization, --quantization-config"
                 launch.findings.append(Finding("engine_error", name, f"{how} ({engine}'s argparse exits at startup; write "
                                                "the whole name)"))
@@ -1672,7 +1673,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
     _online_quant(launch)
     _draft_layers(launch)
     _activation_scale(launch)
-    _vendor_library(launch)
+    _env_switches(launch)
     _activation_precision(launch)
     _dispatch_precision(launch)
     return launch
@@ -1722,7 +1723,7 @@ def _activation_scale(launch: Launch) -> None:
              "per-token FP32 activation scales)")
 
 
-def _vendor_library(launch: Launch) -> None:
+def _env_switches(launch: Launch) -> None:
     """The engine's boolean switches read from the environment: the vendor-library switch (``means: vendor_library``)
     as the deployment's ``vendor_library``, and a shared-expert fusion switch (``means: shared_expert_fusion``) as its
     ``shared_expert_fusion``; a value that is no boolean is an engine_error finding (the engine raises when it reads

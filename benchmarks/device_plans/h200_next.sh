@@ -33,6 +33,24 @@ DEV=$(python3 -c "import torch;print(torch.cuda.get_device_name(0))")
 echo "device: $DEV mode: $MODE" >> $OUT/setup.txt
 if [[ "$DEV" != *H200* ]]; then echo "not an H200: nothing run" >> $OUT/setup.txt; cat $OUT/setup.txt; exit 3; fi
 left() { echo $(( 570 - $(date +%s) + T0 )); }
+# interleave NEW OLD QUANTS MODELS BUDGET: the triton layer at 2048 / 8192 tokens with the tile files of .device/NEWh200
+# then .device/OLDh200, twice, each run up to BUDGET s (less when the call's time runs short); then NEW's files back
+# and compare.py NEW OLD
+interleave() {
+  for i in 1 2; do
+    for v in $1 $2; do
+      L=$(left); [ $L -lt 60 ] && break
+      cp .device/${v}h200/*.json backends/triton_configs/
+      b=$(( L > $5 + 140 ? $5 : L - 40 ))
+      timeout $(( b + 30 )) python3 benchmarks/moe_layer.py --quants $3 --runners triton --tokens 2048,8192 \
+        --models $4 --budget-s $b --out $OUT/layer_${v}_$i.json > $OUT/layer_${v}_$i.txt 2>&1
+      echo "$v $i $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
+    done
+  done
+  cp .device/$1h200/*.json backends/triton_configs/
+  python3 .device/compare.py $OUT $1 $2 > $OUT/compare.txt 2>&1
+  cat $OUT/setup.txt $OUT/compare.txt
+}
 case $MODE in
   tune)
     L=$(left)
@@ -41,36 +59,13 @@ case $MODE in
     cp $OUT/tune/*.json $OUT/ 2>/dev/null; ls $OUT/tune $OUT/tune/triton_configs >> $OUT/setup.txt 2>&1
     cat $OUT/setup.txt; tail -30 $OUT/tune.txt ;;
   ab)
-    for i in 1 2; do
-      for v in new old; do
-        L=$(left); [ $L -lt 60 ] && break
-        cp .device/${v}h200/*.json backends/triton_configs/
-        b=$(( L > 250 ? 110 : L - 40 ))
-        timeout $(( b + 30 )) python3 benchmarks/moe_layer.py --quants fp8_channel,bf16,fp8_block --runners triton --tokens 2048,8192 \
-          --models Qwen3-30B-A3B,Qwen3-235B-A22B,Mixtral-8x7B,DeepSeek-V3 --budget-s $b --out $OUT/layer_${v}_$i.json > $OUT/layer_${v}_$i.txt 2>&1
-        echo "$v $i $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
-      done
-    done
-    cp .device/newh200/*.json backends/triton_configs/
-    python3 .device/compare.py $OUT new old > $OUT/compare.txt 2>&1
-    cat $OUT/setup.txt $OUT/compare.txt ;;
+    interleave new old fp8_channel,bf16,fp8_block Qwen3-30B-A3B,Qwen3-235B-A22B,Mixtral-8x7B,DeepSeek-V3 110 ;;
   w4)
     L=$(left)
     timeout $L python3 benchmarks/w4a16_layer.py --budget-s $(( L - 30 )) --out $OUT/w4.json > $OUT/w4.txt 2>&1
     echo "w4 rc $? $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
     cat $OUT/setup.txt; tail -40 $OUT/w4.txt ;;
   minm)
-    for i in 1 2; do
-      for v in minm cur; do
-        L=$(left); [ $L -lt 60 ] && break
-        cp .device/${v}h200/*.json backends/triton_configs/
-        timeout $L python3 benchmarks/moe_layer.py --quants bf16,fp8_channel --runners triton --tokens 2048,8192 \
-          --models Qwen3-30B-A3B,Qwen3-235B-A22B --budget-s 55 --out $OUT/layer_${v}_$i.json > $OUT/layer_${v}_$i.txt 2>&1
-        echo "$v $i $(( $(date +%s) - T0 )) s" >> $OUT/setup.txt
-      done
-    done
-    cp .device/curh200/*.json backends/triton_configs/
-    python3 .device/compare.py $OUT minm cur > $OUT/compare.txt 2>&1
-    cat $OUT/setup.txt $OUT/compare.txt ;;
+    interleave minm cur bf16,fp8_channel Qwen3-30B-A3B,Qwen3-235B-A22B 55 ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac
