@@ -2,15 +2,16 @@
 
 :func:`emit` returns the MoE flags, environment and (TensorRT-LLM) the ``--extra_llm_api_options`` YAML that
 make the engine run the plan: the runner and all-to-all in the engine's own names (``backends/engines/names.yaml``),
-the parallel sizes as the engine spells them, CUDA graphs off when the plan says so, the phase, and the
-token budget when the deployment gave one. With the :class:`~moe_select.launch_line.Launch` the plan came
+the parallel sizes as the engine spells them, CUDA graphs off when the plan says so, the phase, the
+token budget and the shared-expert fusion when the deployment gave them. With the :class:`~moe_select.launch_line.Launch` the plan came
 from, the user's other flags are kept as written. Every flag written is checked against the engine's table at
 the declared version (absent there, or removed by then: refused); a flag whose table entry records no release
 is written with a comment saying so.
 
 Raises :class:`EmitError` (exit 1, naming what the engine lacks) where the engine cannot express the plan: the
 plan does not hold for that engine, the engine has no name for the runner or the all-to-all, vLLM's EP
-(a switch: EP = tp x dp x pcp) cannot give ep = E with 1 < E < tp, or a flag is missing at the version.
+(a switch: EP = tp x dp x pcp) cannot give ep = E with 1 < E < tp, shared-expert fusion is asked where the engine
+has no switch for it, or a flag is missing at the version.
 Reading the emitted launch back (:func:`moe_select.launch_line.from_command`) gives the same plan.
 """
 from __future__ import annotations
@@ -299,6 +300,39 @@ def _vendor_switch(plan: Any, engine: str, comments: list[str]) -> dict[str, str
     return {var: "1" if on else "0"}
 
 
+def _fusion_words(plan: Any, engine: str, version: str | None, comments: list[str]) -> tuple[list[str], dict[str, str]]:
+    """``(flag words, variables)`` for the deployment's ``shared_expert_fusion`` where it states it (a default is this
+    project's, off, and writes nothing: the engine decides as it would). SGLang: fusion off is its
+    ``means: shared_expert_fusion_off`` switch (``--disable-shared-experts-fusion``); on has no switch (SGLang fuses
+    where its model code and runner allow, and turns it off itself for some runners and all-to-alls: the engine
+    prediction's resolutions), so a comment says so. vLLM: its ``means: shared_expert_fusion`` variable, read on ROCm
+    under AITER only, on a ``gfx`` plan where the declared release reads it; fusion off elsewhere is what vLLM does.
+    Raises :class:`EmitError` where the deployment asks fusion on and the engine has no way to be asked (writing the
+    launch would drop the request)."""
+    d = plan.deployment
+    if prov_default(d.provenance, "shared_expert_fusion"):
+        return [], {}
+    on = bool(d.shared_expert_fusion)
+    if engine == "sglang":
+        if not on:
+            return [_flag("sglang", "shared_expert_fusion_off", version, comments)], {}
+        comments.append("shared_expert_fusion on: SGLang has no switch that turns it on; it fuses the shared experts where "
+                        "its model code and MoE runner allow (its startup log says which) and turns the fusion off itself "
+                        "for some runners and all-to-alls (explain's engine prediction lists those resolutions)")
+        return [], {}
+    var = _env_read_at(engine, "shared_expert_fusion", version)
+    if var is not None and str(plan.arch).startswith("gfx"):
+        comments.append(f"{var}={int(on)}: the deployment's shared_expert_fusion ({table(engine).cite(next(e for e in table(engine).env if e.name == var))})")
+        return [], {var: "1" if on else "0"}
+    if on:
+        where = (f"{var}, read on ROCm under AITER only, is not read on {plan.arch}" if var is not None
+                 else f"its table (backends/engines/{engine}.yaml) has no flag or variable for it"
+                 + (f" that {engine} {version} reads" if version else ""))
+        raise EmitError(f"the deployment asks shared-expert fusion on, and {engine} cannot be asked for it: {where}; "
+                        f"moe-select cannot write this plan as a {engine} launch (plan with shared_expert_fusion false)")
+    return [], {}
+
+
 def _asked_of_runner(plan: Any, d: Any, comments: list[str]) -> str | None:
     """The activation precision the deployment ``d`` asks of the plan's runner (``quant_config.activation_precision``),
     or None; where ``activation_precision_runners`` names other runners, None and a comment saying it is not written
@@ -509,6 +543,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         argv += draft_words
         argv += _online_words(plan, "sglang", version, comments)
         argv += _eplb_words("sglang", d, launch, version, comments)
+        fusion_words, fusion_env = _fusion_words(plan, "sglang", version, comments)
+        argv += fusion_words
         if asked := _asked_of_runner(plan, d, comments):
             argv += _precision_flag("sglang", asked, version, comments, runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
@@ -558,6 +594,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("vllm"))
         argv += _online_words(plan, "vllm", version, comments)
         argv += _eplb_words("vllm", d, launch, version, comments)
+        fusion_words, fusion_env = _fusion_words(plan, "vllm", version, comments)
+        argv += fusion_words
         if d.ep > 1:
             if a2a_row is None or a2a_row.vllm is None:
                 raise EmitError(f"vLLM has no --all2all-backend for {plan.a2a}" + (f" ({plan.a2a_mode})" if plan.a2a_mode else "")
@@ -587,6 +625,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             _precision_flag("trtllm", asked, version, comments, runner=plan.runner, quant=plan.quant)
         if plan.a2a != "none":
             raise EmitError(f"TensorRT-LLM picks its all-to-all itself: a plan with a2a {plan.a2a} cannot be written as its launch")
+        fusion_words, fusion_env = _fusion_words(plan, "trtllm", version, comments)
         if d.eplb:
             raise EmitError("the deployment asks expert-parallel load balancing (eplb), and moe-select does not write "
                             "TensorRT-LLM's load balancer (moe_config.load_balancer): plan without it, or write it yourself")
@@ -630,6 +669,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     else:
         env = {}
     env.update(dispatch_env)
+    env.update(fusion_env)
     for k, v in _vendor_switch(plan, engine, comments).items():
         env.setdefault(k, v)
     if launch is not None:  # what the line asked and the engine refuses is not written: never dropped silently
