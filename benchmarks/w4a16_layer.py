@@ -27,7 +27,8 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
   0.5), frac >= 0.8 at 32-256 tokens. The flops floor (``2 T K 3 I H`` at the measured bf16 peak) is recorded too.
 - error: rel_error of the first tokens (up to 8) against the float64 reference (``reference_moe`` on the weights
   dequantized by ``reference_dequantize``), with the one table's tolerance for bf16 activations.
-- variants (``--variants``, at 1, 32 and 256 tokens): ``swap_ab`` (the transposed tile for ``BLOCK_M`` <= 32)
+- variants (``--variants``, at 1, 32 and 256 tokens): ``swap_ab`` (the transposed tile for ``BLOCK_M`` <= 32, with the
+  portable decode, the only one it runs; GEMV buckets skipped)
   and ``portable`` (the bit-field decode of the canonical layout instead of the PTX decode of the shuffled one); ``gemv`` (at 1, 8 and 32 tokens: the
   kernels' GEMV mode forced, ``triton_moe_kernels.gemv_config`` at every bucket: no MMA, ``BLOCK_M`` ``min(4,
   pow2(T))``, split-K where the programs are few) and ``mma`` (at the same counts: the MMA tiles forced where a
@@ -193,9 +194,10 @@ def set_variant(core, variant: str, saved: dict) -> None:
         saved["asm"] = core.fp4_asm
     core._table = json.loads(json.dumps(saved["table"]))
     core.fp4_asm = saved["asm"]
-    if variant == "swap_ab":
+    if variant == "swap_ab":       # with the portable decode, the only one SWAP_AB runs (the core refuses the PTX one)
+        core.fp4_asm = False
         for c in core._table.values():
-            if c["BLOCK_M"] <= 32:
+            if c["BLOCK_M"] <= 32 and not any(c[g].get("GEMV") for g in ("gemm1", "gemm2")):
                 c["gemm1"]["SWAP_AB"] = c["gemm2"]["SWAP_AB"] = True
     elif variant == "portable":
         core.fp4_asm = False
@@ -224,6 +226,20 @@ def set_variant(core, variant: str, saved: dict) -> None:
     elif variant not in ("default", "direct"):          # direct: direct_search, after the others
         raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, gemv, mma, direct, gluon:RxW:RxW)")
     core._table = {int(k): v for k, v in core._table.items()}
+
+
+def not_applicable(core, variant: str, tokens: int) -> str | None:
+    """Why ``variant`` (after :func:`set_variant`) does not apply to the tile of ``tokens``' bucket, or None: ``swap_ab``
+    is an option of MMA tiles of ``BLOCK_M`` <= 32 (a GEMV tile has no MMA; the core refuses both together), and the
+    ``portable`` decode cannot run a Gluon GEMV bucket (``GLUON`` takes the PTX decode only). Such a point is listed as
+    skipped with this reason, not timed as a failure."""
+    c = core.config_for(tokens)
+    gemms = [c[g] for g in ("gemm1", "gemm2") if g in c]
+    if variant == "swap_ab" and not all(g.get("SWAP_AB") for g in gemms):
+        return "swap_ab: the bucket's tile is a GEMV tile or has BLOCK_M above 32 (no transposed MMA tile there)"
+    if variant == "portable" and any(g.get("GLUON") for g in gemms):
+        return "portable: the bucket's Gluon GEMV runs the PTX decode only"
+    return None
 
 
 def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start: float) -> None:
@@ -269,13 +285,17 @@ def run_layer(name: str, args, ml, ceil: dict, clock, dev, result: dict, t_start
     pw_default = pw
     for variant in ["default", *[v for v in args.variants.split(",") if v and v != "direct"]]:
         set_variant(runner.core, variant, saved)
-        pw = portable_weights(pw_default) if variant == "portable" else pw_default
+        pw = portable_weights(pw_default) if variant in ("portable", "swap_ab") else pw_default
         for t in tokens:
             if variant != "default" and t not in (GEMV_VARIANT_TOKENS if variant in ("gemv", "mma") else
                                                   GLUON_VARIANT_TOKENS if variant.startswith("gluon:") else VARIANT_TOKENS):
                 continue
             if time.time() - t_start > args.budget_s:
                 result["skipped"].append({"layer": name, "variant": variant, "tokens": t, "why": "time budget"})
+                continue
+            if (why := not_applicable(runner.core, variant, t)) is not None:
+                result["skipped"].append({"layer": name, "variant": variant, "tokens": t, "why": why})
+                print(f"skipped {name} {variant} T={t}: {why}", flush=True)
                 continue
             try:
                 sets = [inputs(model, t, dev, seed=100 * t + j) for j in range(ml.SETS)]
