@@ -134,6 +134,9 @@ class Launch:
     #: CUDA graphs turned off by a flag kept as written (vLLM's -O0, a compilation config's cudagraph_mode NONE): an
     #: emitted launch keeps that flag and adds no switch of its own.
     graph_off_kept: bool = False
+    #: Earlier occurrences of a flag given again (argparse keeps the last value, but checks each value against the
+    #: option's choices as it reads it): each is checked as the last one is (:func:`_check_shadowed`).
+    shadowed: list[Read] = field(default_factory=list)
     #: The checkpoint config read for ``deployment["model_config"]`` (:meth:`model_info`), with the path it was read at.
     _info: tuple[str, Any] | None = field(default=None, repr=False)
 
@@ -967,6 +970,7 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             key = f"{entry.means}:{entry.name}" if entry.means == "dispatch_precision" else entry.means
             if key in launch.values and entry.means not in ("config_file", "extra_options"):
                 launch.findings.append(Finding("note", written, f"given again: the last one wins (was {launch.values[key].written})"))
+                launch.shadowed.append(launch.values[key])
             launch.values[key] = Read(entry, value, written)
             launch.findings.append(Finding("understood", written, (entry.note or entry.means), _cite(engine, entry)))
         i += step
@@ -1110,6 +1114,24 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
         return f"{engine}_{low}", (f"{engine}'s {theirs} is not our {low} (backends/engines/names.yaml): planned as "
                                    f"{engine}_{low}, a runner no capability file describes (judged, unverified)")
     return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
+
+
+#: The meanings whose values :func:`_chosen` checks, and which of its choice lists each is.
+_CHOICE_OF = {"runner": "runner", "draft_runner": "runner", "a2a": "a2a", "draft_a2a": "a2a", "quant": "quant"}
+
+
+def _check_shadowed(launch: Launch, where: str) -> None:
+    """Each earlier occurrence of a runner, all-to-all or quantization option given again, checked against the engine's
+    values as the last one is (:func:`_chosen`: an :class:`InputError` for a closed list's stranger, an engine_error
+    finding for a value of another release). SGLang's and vLLM's argparse check every occurrence's value against the
+    option's ``choices`` as it consumes it (CPython Lib/argparse.py ``_get_values`` -> ``_check_value``), so an invalid
+    earlier value stops the engine although a valid one follows."""
+    if launch.engine not in ("sglang", "vllm"):    # trtllm-serve's options (click) convert the last value only
+        return
+    for r in launch.shadowed:
+        of = _CHOICE_OF.get(r.entry.means)
+        if of is not None and isinstance(r.value, str):
+            _chosen(launch.engine, of, r.value, r.written, where, launch.engine_version, launch.findings)
 
 
 def _chosen(engine: str, of: str, theirs: str, written: str, where: str, version: str | None,
@@ -1650,6 +1672,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
                     findings=findings, container=docker or None)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     _parse_args(launch, args, model_style, where, base)
+    _check_shadowed(launch, where)
     if engine == "trtllm" and launch.config:
         _read_trtllm_yaml(launch)
     _read_env(launch, where)
