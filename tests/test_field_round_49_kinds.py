@@ -1,0 +1,43 @@
+"""Field round 49 of issue 21 (tests/cases/field_round_49.yaml), the kind fixed (backends/flashinfer_mxfp4.yaml
+constraints), tested on deployments other than the round's case; read in the SGLang PyPI wheels 0.5.11 .. 0.5.23.
+
+SGLang sends DeepSeek-V4's FP4 experts under --moe-runner-backend flashinfer_mxfp4 to Mxfp4FlashinferCutlassMoEMethod on
+SM90 (from 0.5.12) and SM120 (from 0.5.18), whose create_weights raises ValueError unless hidden_size and the per-rank
+intermediate are multiples of 128; SM100/SM103 pad instead.
+"""
+from __future__ import annotations
+
+import pytest
+
+import moe_select
+from report_helpers import report_codes
+
+V4_PRO = {"num_experts": 384, "top_k": 6, "hidden_size": 7168, "moe_intermediate_size": 3072, "activation": "silu_clamped",
+          "swiglu_limit": 10.0, "routing": "custom", "num_shared_experts": 1, "architecture": "DeepseekV4ForCausalLM"}
+DEP = {"engine": "sglang", "quant": "mxfp4", "model": V4_PRO, "ep": 1, "a2a": "none", "runner": "flashinfer_mxfp4"}
+
+
+def _unaligned(report) -> bool:
+    return any(r.code == "shape_unaligned" and "Mxfp4FlashinferCutlassMoEMethod" in r.detail for r in report.reasons)
+
+
+@pytest.mark.parametrize("gpu, version, tp, refused", [
+    ("H100", "0.5.23", 16, True),    # 192 per rank
+    ("H100", "0.5.15", 8, False),    # 384 per rank
+    ("H100", "0.5.11", 16, False),   # no such method before 0.5.12
+    ("RTX PRO 6000", "0.5.18", 16, True),   # SM120 from 0.5.18
+    ("RTX PRO 6000", "0.5.15", 16, False),  # not yet routed there
+    ("B200", "0.5.23", 16, False),   # SM100 pads
+])
+def test_sm90_cutlass_mxfp4_needs_128_per_rank(gpu, version, tp, refused):
+    r = moe_select.explain({**DEP, "gpu": gpu, "engine_version": version, "tp": tp})
+    assert _unaligned(r) is refused, report_codes(r)
+
+
+def test_other_architectures_and_runners_are_not_refused_by_it():
+    r = moe_select.explain({**DEP, "gpu": "H100", "engine_version": "0.5.23", "tp": 16, "runner": "marlin"})
+    assert not _unaligned(r), report_codes(r)
+    gptoss = {**V4_PRO, "architecture": "GptOssForCausalLM", "activation": "swiglu_oai", "swiglu_limit": 7.0,
+              "routing": "renormalize", "num_shared_experts": 0}
+    r = moe_select.explain({**DEP, "gpu": "H100", "engine_version": "0.5.23", "tp": 16, "model": gptoss})
+    assert not _unaligned(r), report_codes(r)
