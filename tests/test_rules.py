@@ -24,16 +24,18 @@ def write(d, name, text):
 
 def test_bundled_choice_for_reference():
     """The Hopper bf16 / row-wise FP8 rules as measured (benchmarks/README.md, issue 11 table): triton for a
-    128-expert layer at every token count (deep_gemm's bf16 GEMMs no faster in the same run of 2026-12-04), torch_grouped_mm
-    for 8 experts per rank unless the forwards stay within 256 tokens per rank (bf16, fp8_tensor); fp8_channel on triton,
-    deep_gemm above 2048 tokens on up to 128 experts (results/deep_gemm_h200_2026-12-04/layer_same_run.json)."""
+    128-expert layer at every token count (deep_gemm's bf16 GEMMs no faster in the same run of 2026-12-04), triton for the
+    8-expert layer's bf16 too (one H100 run of 2026-12-06: 1.03-1.06x torch_grouped_mm), torch_grouped_mm for its
+    fp8_tensor unless the forwards stay within 256 tokens per rank; fp8_channel on triton, deep_gemm above 2048 tokens
+    on up to 8 experts (results/deep_gemm_h200_2026-12-04/layer_same_run.json, results/h100_dg_2026-12-06/layer_dg.json:
+    on 128 experts triton is now the faster)."""
     assert moe_select.plan({**H200_BF16_HERE, "max_tokens_per_rank": 2048}).runner == "triton"
     # bf16 at 8192 tokens on 128 experts: triton (1346 vs 1364 us of deep_gemm on Qwen3-30B-A3B, same run)
     big = moe_select.plan(H200_BF16_HERE)
     assert big.runner == "triton" and big.chosen_by.rule == "hopper-16bit-and-fp8-rowwise" and big.ranges == []
     mixtral = {**H200_BF16_HERE, "model": {"num_experts": 8, "top_k": 2, "hidden_size": 4096, "moe_intermediate_size": 14336}}
     p = moe_select.plan(mixtral)
-    assert p.runner == "torch_grouped_mm" and p.chosen_by.rule == "hopper-16bit-and-fp8-rowwise-few-experts"
+    assert p.runner == "triton" and p.chosen_by.rule == "hopper-16bit-and-fp8-rowwise"
     assert moe_select.plan({**mixtral, "max_tokens_per_rank": 256}).runner == "triton"
     # fp8_channel with triton's PREQUANT tiles (benchmarks/README.md): triton up to 2048 tokens (1496 vs 2027 us of
     # torch_grouped_mm at 2048), deep_gemm above (2586 vs 2877 us at 4096, 5366 vs 5723 at 8192, same run)
@@ -42,12 +44,29 @@ def test_bundled_choice_for_reference():
     fp8 = moe_select.plan({**mixtral, "quant": "fp8_channel", "max_tokens_per_rank": 8192})
     assert fp8.runner == "deep_gemm" and [(r.max_tokens, r.runner) for r in fp8.ranges] == [(2048, "triton"), (None, "deep_gemm")]
     assert fp8.chosen_by.rule == "hopper-fp8-channel-largest-batches"
+    # 128 experts: triton at every token count in fp8_channel (H100, 2026-12-06)
+    q = moe_select.plan({**H200_BF16_HERE, "quant": "fp8_channel", "max_tokens_per_rank": 8192})
+    assert q.runner == "triton" and q.ranges == [], q.chosen_by
     # fp8_tensor keeps the 8-expert rule (its PREQUANT tiles not timed there)
-    assert moe_select.plan({**mixtral, "quant": "fp8_tensor", "max_tokens_per_rank": 2048}).runner == "torch_grouped_mm"
+    tensor = {**mixtral, "quant": "fp8_tensor"}
+    assert moe_select.plan({**tensor, "max_tokens_per_rank": 2048}).runner == "torch_grouped_mm"
     # the measured condition is the model's expert count: Mixtral over ep 2 stays on torch_grouped_mm, while a
     # 128-expert layer split to 8 experts per rank (small per-expert GEMMs, not measured) stays on triton
-    assert moe_select.plan({**mixtral, "tp": 2, "ep": 2}).runner == "torch_grouped_mm"
+    assert moe_select.plan({**tensor, "tp": 2, "ep": 2}).runner == "torch_grouped_mm"
     assert moe_select.plan({**H200_BF16_HERE, "tp": 16, "ep": 16}).runner == "triton"
+
+
+def test_fp8_block_on_256_experts_keeps_4096_token_forwards_on_triton():
+    """results/h100_dg_2026-12-06/layer_block.json: on DeepSeek-V3's 256 experts triton was 1.20x faster than deep_gemm at
+    4096 tokens and deep_gemm 1.09x faster at 8192; on 128 experts deep_gemm led from 4096."""
+    dsv3 = {**H200_BF16_HERE, "quant": "fp8_block", "model": {"num_experts": 256, "top_k": 8, "hidden_size": 7168,
+                                                               "moe_intermediate_size": 2048}}
+    big = moe_select.plan({**dsv3, "max_tokens_per_rank": 8192})
+    assert big.runner == "deep_gemm" and [(r.max_tokens, r.runner) for r in big.ranges] == [(4096, "triton"), (None, "deep_gemm")]
+    mid = moe_select.plan({**dsv3, "max_tokens_per_rank": 4096})
+    assert mid.runner == "triton" and mid.chosen_by.rule == "hopper-fp8-block-many-experts"
+    q128 = moe_select.plan({**H200_BF16_HERE, "quant": "fp8_block", "max_tokens_per_rank": 8192})
+    assert [(r.max_tokens, r.runner) for r in q128.ranges] == [(2048, "triton"), (None, "deep_gemm")]
 
 
 def test_operator_rule_overrides_bundled_one_by_id_in_place(tmp_path):

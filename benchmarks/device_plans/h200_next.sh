@@ -1,8 +1,9 @@
 #!/bin/bash
 # Run on 2026-12-06 (twenty-ninth session): tune, ab and w4, then .device/run_s29ab.sh (the per-bucket best against the
 # files before); results/h200_tune_2026-12-06, benchmarks/README.md "The H200 tune with GU_DOT at 2048-8192 tokens". Next
-# on an H200: `minm` below (prepared, never run: no machine came), then triton against deep_gemm in one run at
-# fp8_channel 4096 / 8192 (the rule hopper-fp8-channel-largest-batches: stage DeepGEMM with deep_gemm_from_source.sh).
+# on an H200: `minm` below (prepared, never run: no machine came). The same-run triton / deep_gemm A/B at 4096 / 8192 ran
+# on an H100 on 2026-12-06 (results/h100_dg_2026-12-06/run_s30a.sh, run_s30b.sh; the rules follow it); on an H200 the
+# same two scripts would confirm it there (stage DeepGEMM first with deep_gemm_from_source.sh).
 #   minm: the tune's tiles at the five 128-expert buckets the A/B kept (their old tiles had MIN_M), with that MIN_M,
 #         against the committed files, interleaved twice; build the sets first with
 #           python benchmarks/device_plans/minm_sets.py .device
