@@ -289,11 +289,56 @@ class QuantMismatch(Located):
     """Quantization method names (``--quantization``) the engine refuses at startup for a checkpoint of one kind: it
     compares the method named with the checkpoint's own ``quant_method`` ('does not match') unless an override maps one
     to the other, and the overrides of a family read only their own ``quant_method``. ``checkpoint``: ``awq`` or
-    ``gptq`` (a weight-only int checkpoint's layout), or ``fp8`` (an FP8 checkpoint of any serialization)."""
+    ``gptq`` (a weight-only int checkpoint's layout), ``fp8`` (a ``quant_method: fp8`` checkpoint) or ``fp8_ct`` (a
+    compressed-tensors FP8 checkpoint). Either ``refuses`` (a block-list: these names raise) or ``accepts`` (an
+    allow-list: every name but these raises, read where the whole check was: ``_verify_quantization`` and every
+    ``override_quantization_method`` of the release; a name an override claims only under a condition of the checkpoint
+    is listed, so nothing is refused on a condition not read), at the engine releases ``version`` (a PEP 440 specifier;
+    absent: every release; an undeclared version is judged at the newest release whose quantization names were read,
+    backends/engines/names.yaml ``read_up_to``)."""
 
-    checkpoint: Literal["awq", "gptq", "fp8"]
-    refuses: list[str] = Field(min_length=1)
+    checkpoint: Literal["awq", "gptq", "fp8", "fp8_ct"]
+    refuses: list[str] = []
+    accepts: list[str] = []
+    version: str | None = None
     source: str = Field(pattern=CITATION.pattern)
+
+    @field_validator("version")
+    @classmethod
+    def _specifier(cls, v: str | None) -> str | None:
+        if v is not None:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            try:
+                SpecifierSet(v)
+            except InvalidSpecifier as exc:
+                raise ValueError(f"{v!r} is not a PEP 440 version specifier ({exc})") from None
+        return v
+
+    @model_validator(mode="after")
+    def _one_list(self) -> "QuantMismatch":
+        if bool(self.refuses) == bool(self.accepts):
+            raise ValueError("give refuses (the names that raise) or accepts (the only names that do not), one of them")
+        return self
+
+    def holds_at(self, version: str | None, newest: str | None) -> bool:
+        """Whether the entry speaks of the engine release ``version`` (None: ``newest``, the newest release read; with
+        neither, only an entry of every release holds)."""
+        if self.version is None:
+            return True
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        at = version or newest
+        try:
+            return at is not None and Version(at) in SpecifierSet(self.version)
+        except InvalidVersion:
+            return False
+
+    def refuses_name(self, value: str) -> bool:
+        """Whether the engine raises for the method ``value`` (lower-cased) on this kind of checkpoint."""
+        v = value.lower()
+        return v in self.refuses if self.refuses else v not in self.accepts
 
 
 class DraftDefault(Located):

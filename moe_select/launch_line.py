@@ -1952,6 +1952,12 @@ def _quant_name(launch: Launch, where: str) -> None:
                                    c.deprecated_source if c is not None else None))
 
 
+#: vLLM model types whose FP8 checkpoints any --quantization name resolves to deepseek_v4_fp8
+#: (DeepseekV4FP8Config.override_quantization_method: deepseek_v4 in 0.28.0; the text and v41 variants in 0.34.0, read by a
+#: helper in the wheels, 2026-12-06): no 'does not match' there.
+_VLLM_DSV4_FP8_TYPES = ("deepseek_v4", "deepseek_v4_text", "deepseek_v41", "deepseek_v41_text")
+
+
 def _online_quant(launch: Launch) -> None:
     """The quantization method flag (``means: quant``) read through backends/formats.yaml's ``online`` column (issue 21):
     on a 16-bit checkpoint, a value that an online fact of this engine names is the format the engine makes at load, so
@@ -1982,16 +1988,23 @@ def _online_quant(launch: Launch) -> None:
         # checkpoint is overridden to the engine's ModelOpt method whatever is named (vLLM ModelOptFp8Config, SGLang
         # _modelopt_override_quantization_method), and vLLM's DeepSeek-V4 FP8 override takes any name on a deepseek_v4
         # model (DeepseekV4FP8Config.override_quantization_method): no engine error there (a review, 2026-12-05)
-        kind = layout if layout in ("awq", "gptq") else "fp8" if ckpt is not None and ckpt.startswith("fp8") \
-            and layout in ("fp8", "compressed-tensors") else None
-        if e == "vllm" and model_type == "deepseek_v4":
+        fp8 = ckpt is not None and ckpt.startswith("fp8")
+        kind = layout if layout in ("awq", "gptq") else "fp8" if fp8 and layout == "fp8" else \
+            "fp8_ct" if fp8 and layout == "compressed-tensors" else None
+        if e == "vllm" and model_type in _VLLM_DSV4_FP8_TYPES:
             kind = None
-        clash = next((m for m in table(e).quant_mismatch if m.checkpoint == kind and value.lower() in m.refuses), None)
+        c = names().choices_of(e, "quant")
+        rows = [m for m in table(e).quant_mismatch if m.checkpoint == kind
+                and m.holds_at(launch.engine_version, c.read_up_to if c is not None else None)]
+        # an allow-list of the release first (the whole check read), then the block-lists
+        clash = next((m for m in sorted(rows, key=lambda m: not m.accepts) if m.refuses_name(value)), None)
         if clash is not None:  # the engine compares the method named with the checkpoint's and raises at startup
+            at = launch.engine_version or (f"{c.read_up_to}, the newest read" if c is not None else "the newest read")
+            takes = (f"; at {e} {at} this checkpoint takes only {', '.join(clash.accepts)}" if clash.accepts else "")
             launch.findings.append(Finding("engine_error", r.written, f"{value} is not this checkpoint's method ({kind} "
                                            f"checkpoint: {ckpt}): {e} raises at startup ('Quantization method specified in "
-                                           f"the model config ... does not match'); leave the flag out (the checkpoint "
-                                           f"names its method) or name one of its own", clash.source))
+                                           f"the model config ... does not match'){takes}; leave the flag out (the "
+                                           f"checkpoint names its method) or name one of its own", clash.source))
             return
         launch.findings.append(Finding("note", r.written, f"the format is read from the checkpoint ({ckpt or 'not read'}: "
                                        "moe-select's quant: auto); give --quant for online quantization of an unquantized checkpoint"))

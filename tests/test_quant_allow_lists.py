@@ -1,0 +1,71 @@
+"""A launch line's --quantization on an already-quantized checkpoint, judged by the engines' allow-lists where the whole
+check was read (backends/engines/vllm.yaml and sglang.yaml ``quant_mismatch`` ``accepts``: vLLM 0.28.0 .. 0.34.0, SGLang
+0.5.13 and 0.5.23), else by the block-lists; ``quant_method: fp8`` and compressed-tensors FP8 checkpoints are two kinds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moe_select.engine_tables import table
+from moe_select.launch_line import from_command
+
+C = Path(__file__).resolve().parents[1] / "examples" / "model_configs"
+FP8 = str(C / "Qwen__Qwen3-30B-A3B-FP8")                                          # quant_method fp8 (block)
+CT_FP8 = str(C / "llm-compressor__Llama-4-Scout-17B-16E-Instruct-FP8-dynamic")   # compressed-tensors FP8
+AWQ = str(C / "Qwen__Qwen3-30B-A3B-AWQ")
+VLLM = "vllm serve x -tp 1 --quantization {}"
+SGL = "python3 -m sglang.launch_server --model-path x --tp 1 --quantization {}"
+
+
+def _verdict(line: str, model: str, version: str | None) -> str:
+    launch = from_command(line, model_config=model, engine_version=version)
+    kinds = {f.kind for f in launch.findings if f.token.startswith("--quantization")}
+    return "engine_error" if "engine_error" in kinds else "ok"
+
+
+@pytest.mark.parametrize("engine_line, model, value, version, verdict", [
+    # vLLM allow-lists (0.28.0 .. 0.34.0; undeclared: the newest read)
+    (VLLM, FP8, "fp8", "0.30.0", "ok"),
+    (VLLM, FP8, "humming", None, "ok"),
+    (VLLM, FP8, "fp8_per_block", "0.34.0", "engine_error"),   # an online shorthand on a serialized FP8 checkpoint
+    (VLLM, FP8, "fp8_per_block", "0.25.0", "ok"),             # before the read range: only the block-list speaks
+    (VLLM, CT_FP8, "fp8", "0.28.0", "engine_error"),          # compressed-tensors FP8 takes no `fp8`
+    (VLLM, CT_FP8, "compressed-tensors", "0.28.0", "ok"),
+    (VLLM, AWQ, "marlin", "0.34.0", "ok"),                    # AutoAWQ's override claims it
+    (VLLM, AWQ, "moe_wna16", "0.34.0", "ok"),                 # claimed for 4-bit AWQ (a condition of the checkpoint)
+    (VLLM, AWQ, "bitsandbytes", "0.34.0", "engine_error"),
+    (VLLM, AWQ, "gptq", "0.20.0", "engine_error"),            # the block-list holds at every release
+    # SGLang allow-lists (0.5.13, 0.5.23)
+    (SGL, FP8, "w8a8_fp8", "0.5.23", "engine_error"),
+    (SGL, FP8, "modelopt_fp4", "0.5.23", "ok"),               # online NVFP4 from the FP8 checkpoint
+    (SGL, CT_FP8, "w8a8_fp8", "0.5.13", "ok"),                # compatible_quantization_methods
+    (SGL, AWQ, "marlin", "0.5.13", "ok"),
+    (SGL, AWQ, "w8a8_int8", "0.5.23", "engine_error"),
+    (SGL, AWQ, "w8a8_int8", "0.5.20", "ok"),                  # not read: no allow-list, not on the block-list
+])
+def test_quantization_name_on_a_quantized_checkpoint(engine_line, model, value, version, verdict):
+    assert _verdict(engine_line.format(value), model, version) == verdict
+
+
+def test_the_refusal_names_what_the_release_takes():
+    launch = from_command(VLLM.format("fp8"), model_config=CT_FP8, engine_version="0.30.0")
+    f = next(x for x in launch.findings if x.kind == "engine_error")
+    assert "takes only compressed-tensors, humming" in f.message and "vllm/config/model.py" in (f.source or "")
+
+
+def test_every_allow_list_names_the_engines_own_values():
+    """An allow-list names only values the engine's --quantization takes (the names table's choices), or SGLang's
+    `unquant` (its no-method value)."""
+    from moe_select.engine_tables import names
+
+    for engine in ("vllm", "sglang"):
+        takes = set(names().accepted(engine, "quant")) | {"unquant", "auto_awq", "auto_gptq", "marlin"}
+        for m in table(engine).quant_mismatch:
+            assert set(m.accepts) <= takes, (engine, m.checkpoint, set(m.accepts) - takes)
+
+
+def test_deepseek_v4_family_takes_any_name_under_vllm():
+    from moe_select import launch_line
+
+    assert {"deepseek_v4", "deepseek_v41_text"} <= set(launch_line._VLLM_DSV4_FP8_TYPES)
