@@ -293,27 +293,24 @@ class QuantMismatch(Located):
     compressed-tensors FP8 checkpoint). Either ``refuses`` (a block-list: these names raise) or ``accepts`` (an
     allow-list: every name but these raises, read where the whole check was: ``_verify_quantization`` and every
     ``override_quantization_method`` of the release; a name an override claims only under a condition of the checkpoint
-    is listed, so nothing is refused on a condition not read), at the engine releases ``version`` (a PEP 440 specifier;
-    absent: every release; an undeclared version is judged at the newest release whose quantization names were read,
+    is listed, so nothing is refused on a condition not read), at the engine ``releases`` (``[first, last]``; absent:
+    every release; an undeclared version is judged at the newest release whose quantization names were read,
     backends/engines/names.yaml ``read_up_to``)."""
 
     checkpoint: Literal["awq", "gptq", "fp8", "fp8_ct"]
     refuses: list[str] = []
     accepts: list[str] = []
-    version: str | None = None
+    #: ``[first, last]``: the engine releases the entry speaks of, both included (PEP 440 versions, not a specifier set:
+    #: a plan from the cached catalog imports no packaging.specifiers); empty: every release.
+    releases: list[str] = []
     source: str = Field(pattern=CITATION.pattern)
 
-    @field_validator("version")
+    @field_validator("releases")
     @classmethod
-    def _specifier(cls, v: str | None) -> str | None:
-        if v is not None:
-            from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-            try:
-                SpecifierSet(v)
-            except InvalidSpecifier as exc:
-                raise ValueError(f"{v!r} is not a PEP 440 version specifier ({exc})") from None
-        return v
+    def _two_versions(cls, v: list[str]) -> list[str]:
+        if v and len(v) != 2:
+            raise ValueError("releases is [first, last] (both included), or left out for every release")
+        return [_pep440_version(x) for x in v]
 
     @model_validator(mode="after")
     def _one_list(self) -> "QuantMismatch":
@@ -324,14 +321,13 @@ class QuantMismatch(Located):
     def holds_at(self, version: str | None, newest: str | None) -> bool:
         """Whether the entry speaks of the engine release ``version`` (None: ``newest``, the newest release read; with
         neither, only an entry of every release holds)."""
-        if self.version is None:
+        if not self.releases:
             return True
-        from packaging.specifiers import SpecifierSet
         from packaging.version import InvalidVersion, Version
 
         at = version or newest
         try:
-            return at is not None and Version(at) in SpecifierSet(self.version)
+            return at is not None and Version(self.releases[0]) <= Version(at) <= Version(self.releases[1])
         except InvalidVersion:
             return False
 

@@ -306,7 +306,8 @@ def _fusion_words(plan: Any, engine: str, version: str | None, comments: list[st
     ``means: shared_expert_fusion_off`` switch (``--disable-shared-experts-fusion``); on has no switch (SGLang fuses
     where its model code and runner allow, and turns it off itself for some runners and all-to-alls: the engine
     prediction's resolutions), so a comment says so. vLLM: its ``means: shared_expert_fusion`` variable, read on ROCm
-    under AITER only, on a ``gfx`` plan where the declared release reads it; fusion off elsewhere is what vLLM does.
+    with the vendor library's fused MoE only, on a ``gfx`` plan where the declared release reads it; fusion off elsewhere
+    is what vLLM does.
     Raises :class:`EmitError` where the deployment asks fusion on and the engine has no way to be asked (writing the
     launch would drop the request)."""
     d = plan.deployment
@@ -325,7 +326,7 @@ def _fusion_words(plan: Any, engine: str, version: str | None, comments: list[st
         comments.append(f"{var}={int(on)}: the deployment's shared_expert_fusion ({table(engine).cite(next(e for e in table(engine).env if e.name == var))})")
         return [], {var: "1" if on else "0"}
     if on:
-        where = (f"{var}, read on ROCm under AITER only, is not read on {plan.arch}" if var is not None
+        where = (f"{var}, read on ROCm with the vendor library's fused MoE only, is not read on {plan.arch}" if var is not None
                  else f"its table (backends/engines/{engine}.yaml) has no flag or variable for it"
                  + (f" that {engine} {version} reads" if version else ""))
         raise EmitError(f"the deployment asks shared-expert fusion on, and {engine} cannot be asked for it: {where}; "

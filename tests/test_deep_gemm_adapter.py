@@ -291,7 +291,9 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
 @pytest.mark.parametrize("quant, e, k, h, i, tokens, want, small", [
     # (layer, largest forward per rank) -> the runner of the largest forwards, measured fastest there, and the runner
     # of the rule's small forwards (None: no token ranges). deep_gemm and triton in one run
-    # (benchmarks/results/deep_gemm_h200_2026-12-04/layer_same_run.json), Mixtral-8x7B at 256 from moe_layer_dg*.txt
+    # (benchmarks/results/deep_gemm_h200_2026-12-04/layer_same_run.json), Mixtral-8x7B at 256 from moe_layer_dg*.txt;
+    # then again in one run on an H100 (benchmarks/results/h100_dg_2026-12-06/): triton on 128-expert fp8_channel, 256-expert
+    # fp8_block up to 4096, the 8-expert bf16 layer
     ("fp8_block", 8, 2, 4096, 14336, 256, "deep_gemm", (128, "triton")),    # Mixtral-8x7B: 535 vs 739 us (12-02)
     ("fp8_block", 8, 2, 4096, 14336, 128, "triton", None),                  # below every measured deep_gemm win
     ("fp8_block", 128, 8, 2048, 768, 2048, "triton", None),                 # Qwen3-30B-A3B: 358 vs 385 us
@@ -299,16 +301,18 @@ def test_sm90_support_stands_on_the_passing_gpu_run():
     ("fp8_block", 128, 8, 2048, 768, 256, "triton", None),                  # 197 vs 268 us (12-02)
     ("fp8_block", 128, 8, 4096, 1536, 2048, "triton", None),                # Qwen3-235B-A22B: 1129 vs 1206 us
     ("fp8_block", 256, 8, 7168, 2048, 2048, "triton", None),                # DeepSeek-V3: 3496 vs 4642 us
-    ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm", (2048, "triton")), # 7524 vs 9560 us
-    ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm", (2048, "triton")), # the default largest forward: 8192
-    ("bf16", 8, 2, 4096, 14336, 2048, "torch_grouped_mm", None),            # no bf16 rule prefers deep_gemm
+    ("fp8_block", 256, 8, 7168, 2048, 8192, "deep_gemm", (4096, "triton")), # 7524 vs 9560 us; H100: 9401 vs 10252
+    ("fp8_block", 256, 8, 7168, 2048, None, "deep_gemm", (4096, "triton")), # the default largest forward: 8192
+    ("fp8_block", 256, 8, 7168, 2048, 4096, "triton", None),                # H100: 6190 vs 7403 us (H200: a tie)
+    ("bf16", 8, 2, 4096, 14336, 2048, "triton", None),                      # no bf16 rule prefers deep_gemm; H100: triton
+                                                                            # 2637 vs torch_grouped_mm 2726 us
     ("fp8_channel", 8, 2, 4096, 14336, 8192, "deep_gemm", (2048, "triton")),  # Mixtral-8x7B: 5366 vs 5723 us
     ("fp8_channel", 8, 2, 4096, 14336, 2048, "triton", None),               # 1475 vs 1453 us: a tie
     ("fp8_channel", 8, 2, 4096, 14336, 1024, "triton", None),               # torch_grouped_mm no longer first
     ("fp8_channel", 8, 2, 4096, 14336, 256, "triton", None),                # 422 vs 547 us (12-02)
     ("fp8_channel", 128, 8, 4096, 1536, 2048, "triton", None),              # Qwen3-235B-A22B: 1038 vs 1227 us
-    ("fp8_channel", 128, 8, 4096, 1536, 4096, "deep_gemm", (2048, "triton")),  # 1664 vs 1819 us
-    ("fp8_channel", 128, 8, 4096, 1536, 8192, "deep_gemm", (2048, "triton")),  # 2975 vs 3126 us
+    ("fp8_channel", 128, 8, 4096, 1536, 4096, "triton", None),              # H100: 1710 vs 1971 us (H200 12-04: 1664 vs 1819 dg)
+    ("fp8_channel", 128, 8, 4096, 1536, 8192, "triton", None),              # H100: 2939 vs 3132 us
     ("fp8_channel", 256, 8, 7168, 2048, 2048, "triton", None),              # DeepSeek-V3: 3249 vs 4675 us
     ("fp8_channel", 256, 8, 7168, 2048, 8192, "triton", None),              # 7798 vs 7955 us
     ("bf16", 128, 8, 2048, 768, 8192, "triton", None),                      # Qwen3-30B-A3B: 1346 vs 1364 us

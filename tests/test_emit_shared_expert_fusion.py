@@ -62,7 +62,7 @@ def test_vllm_on_rocm_writes_the_aiter_fusion_variable(on):
 
 
 def test_engines_that_cannot_be_asked_for_fusion_refuse_to_emit_it():
-    with pytest.raises(EmitError, match="read on ROCm under AITER only, is not read on sm90"):
+    with pytest.raises(EmitError, match="read on ROCm with the vendor library's fused MoE only, is not read on sm90"):
         emit(_plan(gpu="H200", engine="vllm", shared_expert_fusion=True), "vllm")
     with pytest.raises(EmitError, match=r"trtllm cannot be asked for it: its table \(backends/engines/trtllm.yaml\)"):
         emit(_plan(gpu="B200", engine="trtllm", shared_expert_fusion=True), "trtllm")

@@ -74,6 +74,20 @@ def test_vllm_nvfp4_clamp_set_at_0240_leaves_only_a_wrong_marlin():
     assert "marlin.yaml" in marlin.reasons[0].source
 
 
+def test_vllm_nvfp4_boundaries_read_by_the_audit():
+    """0.25.0: the TRT-LLM NVFP4 experts already take the split SwiGLU-OAI and the oracle's list has Humming (plans
+    there); 0.28.0: Marlin's NVFP4 config still drops the activation's alpha / beta (refused on Hopper)."""
+    r = _m3("0.25.0")
+    assert r.plan is not None and r.plan.runner == "flashinfer_trtllm" and r.plan.evidence == "supported", report_codes(r)
+    humming = next(c for c in moe_select.explain({"gpu": "B200", "engine": "vllm", "engine_version": "0.25.0",
+                                                   "model_config": QWEN_NVFP4, "tp": 1, "runner": "humming"}).candidates
+                   if c.backend == "humming")
+    assert not any("select_nvfp4_moe_backend" in x.detail for x in humming.reasons), humming.reasons
+    r = _m3("0.28.0", gpu="H200", runner="marlin")
+    marlin = next(c for c in r.candidates if c.backend == "marlin")
+    assert any(x.code == "activation_unsupported" for x in marlin.reasons), marlin.reasons
+
+
 def test_vllm_nvfp4_marlin_split_swiglu_from_0290():
     # on Hopper (no FlashInfer NVFP4 kernels) Marlin is what runs; from 0.29.0 with the activation's alpha / beta
     r = _m3("0.29.0", gpu="H200", runner="marlin")

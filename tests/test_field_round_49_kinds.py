@@ -2,7 +2,7 @@
 constraints), tested on deployments other than the round's case; read in the SGLang PyPI wheels 0.5.11 .. 0.5.23.
 
 SGLang sends DeepSeek-V4's FP4 experts under --moe-runner-backend flashinfer_mxfp4 to Mxfp4FlashinferCutlassMoEMethod on
-SM90 (from 0.5.12) and SM120 (from 0.5.18), whose create_weights raises ValueError unless hidden_size and the per-rank
+SM90 (from 0.5.12) and SM120 / SM121 (from 0.5.16), whose create_weights raises ValueError unless hidden_size and the per-rank
 intermediate are multiples of 128; SM100/SM103 pad instead.
 """
 from __future__ import annotations
@@ -25,8 +25,9 @@ def _unaligned(report) -> bool:
     ("H100", "0.5.23", 16, True),    # 192 per rank
     ("H100", "0.5.15", 8, False),    # 384 per rank
     ("H100", "0.5.11", 16, False),   # no such method before 0.5.12
-    ("RTX PRO 6000", "0.5.18", 16, True),   # SM120 from 0.5.18
+    ("RTX PRO 6000", "0.5.16", 16, True),   # SM120 from 0.5.16
     ("RTX PRO 6000", "0.5.15", 16, False),  # not yet routed there
+    ("GB10", "0.5.23", 16, True),           # SM121: is_sm120_supported takes any 12.x
     ("B200", "0.5.23", 16, False),   # SM100 pads
 ])
 def test_sm90_cutlass_mxfp4_needs_128_per_rank(gpu, version, tp, refused):

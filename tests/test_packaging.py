@@ -41,7 +41,7 @@ def test_wheel_works_without_the_source_tree(wheel, tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     code = ("import moe_select, sys; "
-            "r = moe_select.explain({'gpu': 'H200', 'quant': 'bf16', 'engine': 'moe_select', 'model': {'num_experts': 8, "
+            "r = moe_select.explain({'gpu': 'H200', 'quant': 'fp8_tensor', 'engine': 'moe_select', 'model': {'num_experts': 8, "
             "'top_k': 2, 'hidden_size': 64, 'moe_intermediate_size': 32}}); "
             "assert moe_select.__file__.startswith(sys.argv[1]), moe_select.__file__; print(r.plan.runner)\n"
             "try:\n    import backends\nexcept ImportError:\n    print('no-top-level-backends')\n")

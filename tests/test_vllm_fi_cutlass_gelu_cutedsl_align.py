@@ -312,8 +312,17 @@ def _ll(act: str, **extra: Any) -> dict[str, Any]:
 
 
 def _refused_activation(r: Any, act: str) -> str:
+    """CuTe-DSL refused for the activation by its own file; where the model's swiglu_limit puts the layer on vLLM's NVFP4
+    clamp set (0.23.0 .. 0.27.1, backends/common.yaml methods: CuTe-DSL not in it), that methods row refuses it too."""
     assert r.plan is None
-    detail = only_refusal(r, CUTEDSL, "activation_unsupported", "flashinfer_cutedsl.yaml")
+    codes = refusals(r, CUTEDSL)
+    assert codes.get("activation_unsupported", "").startswith("backends/flashinfer_cutedsl.yaml:"), codes
+    others = {c: src for c, src in codes.items() if c != "activation_unsupported"}
+    assert others in ({}, {"quant_unsupported": others.get("quant_unsupported")}), codes
+    if others:
+        clamp = next(x for x in cand(r, CUTEDSL).reasons if x.code == "quant_unsupported")
+        assert others["quant_unsupported"].startswith("backends/common.yaml:") and "swiglu_limit" in clamp.detail, clamp
+    detail = next(x.detail for x in cand(r, CUTEDSL).reasons if x.code == "activation_unsupported")
     assert act in detail, detail
     return detail
 
