@@ -308,7 +308,11 @@ def test_mxfp4_composite_is_sglangs(seed):
     # sgl-project/sglang#32668: sm120 (is_sm120_supported), not sm121.
     assert eligible({**dep, "gpu": "RTX PRO 6000", "engine": "sglang"}, "flashinfer_mxfp4")
     # Issue 18: SGLang's per-arch dispatch was not read as a check that refuses sm121: unverified, not refused.
-    assert unverified({**dep, "gpu": "GB10", "engine": "sglang"}, "flashinfer_mxfp4") == {"arch_unsupported"}
+    # (gpt-oss named: an unstated architecture could be DeepSeek-V4's, whose FP4 experts take SGLang's CUTLASS MXFP4
+    # method on SM12x with its 128 alignment, backends/flashinfer_mxfp4.yaml constraints: another unknown)
+    named = {**dep, "model": {**gpt_oss, "architecture": "GptOssForCausalLM"}}
+    assert unverified({**named, "gpu": "GB10", "engine": "sglang"}, "flashinfer_mxfp4") == {"arch_unsupported"}
+    assert unverified({**dep, "gpu": "GB10", "engine": "sglang"}, "flashinfer_mxfp4") == {"arch_unsupported", "shape_unaligned"}
 
 
 # -------------------------------------------------------------------------------- flashinfer_cutedsl
