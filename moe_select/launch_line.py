@@ -1113,6 +1113,11 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
     if any(r.ours == low for r in names().runners):  # the same spelling names another kernel of ours
         return f"{engine}_{low}", (f"{engine}'s {theirs} is not our {low} (backends/engines/names.yaml): planned as "
                                    f"{engine}_{low}, a runner no capability file describes (judged, unverified)")
+    scoped = [f for f in names().by_format if f.engine == engine and f.name == theirs]
+    if scoped:   # a name of ours on some formats only (_format_runner reads the checkpoint's)
+        on = "; ".join(f"{', '.join(f.formats)}: {f.ours}" for f in scoped)
+        return low, (f"{engine}'s {theirs} is our runner on some checkpoint formats only (backends/engines/names.yaml "
+                     f"by_format: {on}); on another format planned as {low} (judged; a capability file may describe it)")
     return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
 
 

@@ -42,3 +42,43 @@ def test_other_architectures_and_runners_are_not_refused_by_it():
               "routing": "renormalize", "num_shared_experts": 0}
     r = moe_select.explain({**DEP, "gpu": "H100", "engine_version": "0.5.23", "tp": 16, "model": gptoss})
     assert not _unaligned(r), report_codes(r)
+
+
+# --- vllm-project/vllm#43979: --moe-backend emulation is our triton on MXFP4 / NVFP4; gpt-oss's Quark emulation buffer
+GPTOSS_120B = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / "model_configs" / "openai__gpt-oss-120b")
+QUARK_GPTOSS = {"gpu": "MI300X", "engine": "vllm", "quant": "mxfp4",
+                "quant_config": {"layout": "quark", "activation_precision": "fp8_tensor"}, "runner": "triton",
+                "model": {"num_experts": 128, "top_k": 4, "hidden_size": 2880, "moe_intermediate_size": 2880,
+                          "activation": "swiglu_oai", "swiglu_limit": 7.0, "routing": "renormalize",
+                          "architecture": "GptOssForCausalLM"}}
+
+
+def test_vllm_emulation_reads_as_triton_on_mxfp4_only():
+    from moe_select.launch_line import from_command
+
+    line = "vllm serve x -tp 4 --moe-backend emulation"
+    assert from_command(line, model_config=GPTOSS_120B, engine_version="0.25.0").deployment["runner"] == "triton"
+    fp8 = str(__import__("pathlib").Path(GPTOSS_120B).parent / "Qwen__Qwen3-30B-A3B-FP8")
+    assert from_command(line, model_config=fp8, engine_version="0.25.0").deployment["runner"] == "emulation"
+
+
+def test_a_triton_plan_on_vllm_mxfp4_is_written_as_emulation():
+    from moe_select.launch_emit import emit
+
+    r = moe_select.explain({"gpu": "MI100", "engine": "vllm", "engine_version": "0.27.0", "model_config": GPTOSS_120B,
+                            "tp": 4, "runner": "triton"})
+    assert r.plan is not None and r.plan.runner == "triton", report_codes(r)
+    argv = emit(r.plan, "vllm", engine_version="0.27.0").argv
+    assert argv[argv.index("--moe-backend") + 1] == "emulation"
+
+
+@pytest.mark.parametrize("version, tp, layout, refused", [
+    ("0.25.0", 4, "quark", True), ("0.20.0", 8, "quark", True), ("0.25.0", 2, "quark", False),
+    ("0.26.0", 4, "quark", False), ("0.25.0", 4, "mxfp4", False),
+])
+def test_quark_gptoss_emulation_buffer_block_aligned(version, tp, layout, refused):
+    dep = {**QUARK_GPTOSS, "engine_version": version, "tp": tp,
+           "quant_config": {**QUARK_GPTOSS["quant_config"], "layout": layout}}
+    r = moe_select.explain(dep)
+    hit = any(x.code == "shape_unaligned" and "Quark" in x.detail for x in r.reasons)
+    assert hit is refused, report_codes(r)

@@ -759,11 +759,11 @@ def test_emit_writes_vllms_triton_for_triton_kernel_on_mxfp4_only():
     assert any("triton runs triton_kernel on mxfp4 checkpoints" in c for c in out.comments)
     back = from_command(out.argv, model_config=str(CONFIGS / "openai__gpt-oss-20b"))
     assert back.deployment["runner"] == "triton_kernel"
-    # vLLM cannot be told to run our Triton kernel on an MXFP4 checkpoint (its triton is triton_kernel there; the facts
-    # refuse that plan anyway, so the same plan with the runner swapped stands for it) ...
-    assert names().runner_for("vllm", "triton", "mxfp4") == (True, None)
-    with pytest.raises(EmitError, match="its 'triton' runs triton_kernel there"):
-        emit(oss.model_copy(update={"runner": "triton"}), "vllm")
+    # our Triton kernel on an MXFP4 checkpoint is vLLM's emulation (its triton is triton_kernel there; field round 49,
+    # names.yaml by_format): the same plan with the runner swapped is written with it
+    assert names().runner_for("vllm", "triton", "mxfp4") == (True, "emulation")
+    swapped = emit(oss.model_copy(update={"runner": "triton"}), "vllm")
+    assert swapped.argv[swapped.argv.index("--moe-backend") + 1] == "emulation"
     # ... nor triton_kernel on another format (vLLM has no name for it).
     bf16 = _plan("vllm", gpu="H100", model="Qwen__Qwen3-30B-A3B", runner="triton")
     assert emit(bf16, "vllm").argv[emit(bf16, "vllm").argv.index("--moe-backend") + 1] == "triton"
