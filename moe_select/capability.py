@@ -623,8 +623,10 @@ class MethodRunners(Conditional):
     runners: list[str]
     #: ``parallelism_unsupported`` where the method refuses a parallel feature (expert-parallel load balancing), not
     #: the format; ``engine_unsupported`` where the engine's model code cannot load the layer at those releases whatever
-    #: the format's method (a model block that drops a module its loader still maps: field round 45)
-    code: Literal["quant_unsupported", "parallelism_unsupported", "engine_unsupported"] = "quant_unsupported"
+    #: the format's method (a model block that drops a module its loader still maps: field round 45);
+    #: ``activation_unsupported`` where the method builds the other runners but never hands them the model's activation
+    #: parameters (a clamp the format's oracle does not pass: field round 50), so they compute another activation
+    code: Literal["quant_unsupported", "parallelism_unsupported", "engine_unsupported", "activation_unsupported"] = "quant_unsupported"
     why: str = Field(min_length=1)
     source: str = Field(min_length=1)
     #: What to change where ``runners`` is empty (the method loads the layer with no runner: e.g. a release that fixes it)
