@@ -1135,6 +1135,10 @@ def _check_shadowed(launch: Launch, where: str) -> None:
         return
     for r in launch.shadowed:
         of = _CHOICE_OF.get(r.entry.means)
+        if launch.engine == "vllm" and of == "quant":
+            # vLLM's --quantization is typed QuantizationMethods | str: argparse gets a metavar, not choices
+            # (vllm-project/vllm@v0.34.0:vllm/engine/arg_utils.py:literal_to_kwargs), so only the last value is checked
+            continue
         if of is not None and isinstance(r.value, str):
             _chosen(launch.engine, of, r.value, r.written, where, launch.engine_version, launch.findings)
 

@@ -26,6 +26,13 @@ def test_an_invalid_earlier_occurrence_is_refused(line, bad):
     assert bad in str(exc.value)
 
 
+def test_vllm_quantization_is_not_an_argparse_choice():
+    # QuantizationMethods | str: a metavar, not choices (vllm/engine/arg_utils.py literal_to_kwargs): an earlier
+    # occurrence is never validated, the last one is what ModelConfig reads
+    launch = from_command("vllm serve x -tp 1 --quantization fp9 --quantization fp8", model_config=DSV3)
+    assert not any(f.kind == "engine_error" and "fp9" in f.token for f in launch.findings)
+
+
 def test_valid_occurrences_the_last_wins_with_a_note():
     launch = from_command(SGL + "--moe-runner-backend triton --moe-runner-backend deep_gemm", model_config=DSV3)
     assert launch.deployment["runner"] == "deep_gemm"
