@@ -530,10 +530,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "n_group": n_group, "topk_group": topk_group,
         # the routed experts of one group of a grouped (deepseek_v3) router; absent without n_group
         "experts_per_group": Fraction(num_experts, n_group) if n_group else None,
-        "tp_dp": tp * dp if dp else None,
-        # ep over the attention data-parallel size (1: the MoE expert group is the DP-attention group, where an engine may
-        # reduce-scatter the MoE output; absent where dp is not given)
-        "ep_per_dp": Fraction(ep, dp) if dp else None,
+        **dp_quantities(tp, ep, dp),
         "num_attention_heads": num_attention_heads,
         "attn_tp": _attn_tp(engine, tp, dp),
         "quant_block_n": block[0] if block else None, "quant_block_k": block[1] if block else None,
@@ -575,6 +572,14 @@ PARALLEL_QUANTITIES = ("tp", "ep", "moe_tp", "experts_per_rank", "intermediate_p
                        "dense_intermediate_per_tp", "tp_dp")
 
 
+def dp_quantities(tp: int, ep: int, dp: int | None) -> dict[str, Any]:
+    """The quantities derived from the deployment's ``dp`` (None where it is not given): ``tp_dp`` (tp x dp, vLLM's MoE
+    group when tp is written as its tensor-parallel size beside dp) and ``ep_per_dp`` (ep / dp as a Fraction; 1: the MoE
+    expert group is the DP-attention group, where an engine may reduce-scatter the MoE output). The one place
+    :func:`facts_of`, :func:`with_parallelism` and the selector's unstated-dp exploration compute them."""
+    return {"tp_dp": tp * dp if dp else None, "ep_per_dp": Fraction(ep, dp) if dp else None}
+
+
 def _attn_tp(engine: str | None, tp: int, dp: int | None) -> Fraction:
     """The ranks one attention layer's heads are split over: SGLang's ``tp / dp`` (its dp is attention data
     parallelism inside the tp group: parallel_state.py, attn_tp_size = tp_size // attn_cp_size // attn_dp_size; dp not
@@ -591,8 +596,7 @@ def with_parallelism(facts: Mapping[str, Any], tp: int, ep: int) -> dict[str, An
     f.update({"tp": tp, "ep": ep, "moe_tp": moe_tp, "experts_per_rank": Fraction(slots, ep),
               "intermediate_per_rank": Fraction(f["moe_intermediate_size"]) / moe_tp})
     if f.get("dp"):
-        f["tp_dp"] = tp * f["dp"]
-        f["ep_per_dp"] = Fraction(ep, f["dp"])
+        f.update(dp_quantities(tp, ep, f["dp"]))
     for key, per in (("shared_intermediate_per_tp", facts.get("shared_intermediate_per_tp")),
                      ("dense_intermediate_per_tp", facts.get("dense_intermediate_per_tp"))):
         if per is not None:

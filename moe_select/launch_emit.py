@@ -24,6 +24,7 @@ from typing import Any
 
 from .engine_tables import EnvEntry, FlagEntry, names, table
 from .errors import MoeSelectError
+from .vocab import arch_in
 
 #: File name of the TensorRT-LLM YAML an emitted launch writes (a here-document in the script).
 TRTLLM_YAML = "moe-select-llm-api.yaml"
@@ -322,7 +323,7 @@ def _fusion_words(plan: Any, engine: str, version: str | None, comments: list[st
                         "for some runners and all-to-alls (explain's engine prediction lists those resolutions)")
         return [], {}
     var = _env_read_at(engine, "shared_expert_fusion", version)
-    if var is not None and str(plan.arch).startswith("gfx"):
+    if var is not None and arch_in(str(plan.arch), ["rocm"]):
         comments.append(f"{var}={int(on)}: the deployment's shared_expert_fusion ({table(engine).cite(next(e for e in table(engine).env if e.name == var))})")
         return [], {var: "1" if on else "0"}
     if on:

@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from . import capacity as a2a_capacity
 from .capability import A2ACapability, Fact, MethodRunners, PackageNeedFact, RunnerCapability, Support, Unavailable
 from .catalog import Catalog, default_catalog
-from .conditions import Conditional, Constraint, facts_of, fmt_num, parallel_fixes_for_engines
+from .conditions import Conditional, Constraint, dp_quantities, facts_of, fmt_num, parallel_fixes_for_engines
 from .deployment import Deployment, Understood, load_deployment, understand
 from .environment import Environment, declared, detect, normalize_package_name
 from .errors import InputError, Issue, SelectionError
@@ -81,7 +81,7 @@ STATE_HOW = {
 STATE_HOW["architecture_not"] = STATE_HOW["architecture"]   # the same input, read by the allow-list condition
 
 #: Quantities among the :data:`UNGIVEN` inputs and what is derived from them (a fact stating ``dp`` states ``tp_dp``).
-_DERIVED = {"dp": lambda f: {"tp_dp": f["tp"] * f["dp"], "ep_per_dp": Fraction(f["ep"], f["dp"])}}
+_DERIVED = {"dp": lambda f: dp_quantities(f["tp"], f["ep"], f["dp"])}
 
 
 def _quantities_read(c: Constraint) -> list[str]:
