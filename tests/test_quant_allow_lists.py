@@ -69,3 +69,23 @@ def test_deepseek_v4_family_takes_any_name_under_vllm():
     from moe_select import launch_line
 
     assert {"deepseek_v4", "deepseek_v41_text"} <= set(launch_line._VLLM_DSV4_FP8_TYPES)
+
+
+def test_a_malformed_entry_is_refused_at_load():
+    """An entry gives refuses or accepts (one of them) and releases as [first, last] PEP 440 versions."""
+    from pydantic import ValidationError
+
+    from moe_select.engine_tables import QuantMismatch
+
+    src = "vllm-project/vllm@v0.28.0:vllm/config/model.py:ModelConfig._verify_quantization"
+    with pytest.raises(ValidationError, match="one of them"):
+        QuantMismatch(checkpoint="fp8", refuses=["awq"], accepts=["fp8"], source=src)
+    with pytest.raises(ValidationError, match="one of them"):
+        QuantMismatch(checkpoint="fp8", source=src)
+    with pytest.raises(ValidationError, match=r"\[first, last\]"):
+        QuantMismatch(checkpoint="fp8", accepts=["fp8"], releases=["0.28.0"], source=src)
+    with pytest.raises(ValidationError):
+        QuantMismatch(checkpoint="fp8", accepts=["fp8"], releases=["0.28.0", "not-a-version"], source=src)
+    ok = QuantMismatch(checkpoint="fp8", accepts=["fp8"], releases=["0.28.0", "0.34.0"], source=src)
+    assert ok.holds_at("0.28.0", None) and ok.holds_at("0.34.0", None) and not ok.holds_at("0.35.0", None)
+    assert ok.holds_at(None, "0.30.0") and not ok.holds_at(None, None)
