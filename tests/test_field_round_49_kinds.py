@@ -82,3 +82,24 @@ def test_quark_gptoss_emulation_buffer_block_aligned(version, tp, layout, refuse
     r = moe_select.explain(dep)
     hit = any(x.code == "shape_unaligned" and "Quark" in x.detail for x in r.reasons)
     assert hit is refused, report_codes(r)
+
+
+# --- the Quark OCP-MX method's emulation (our triton) on ROCm: backends/triton.yaml support rows (checkpoint_layout quark)
+@pytest.mark.parametrize("gpu, version, act, layout, supported", [
+    ("MI300X", "0.25.0", "fp8_tensor", "quark", True),    # W4A8 static: the EMULATION fallback (round 49's report)
+    ("MI300X", "0.25.0", "bf16", "quark", True),          # W4A16
+    ("MI300X", "0.16.0", "fp8_tensor", "quark", True),    # the emulate flag
+    ("MI355X", "0.34.0", "bf16", "quark", True),
+    ("MI300X", "0.15.0", "fp8_tensor", "quark", False),   # not read before 0.16.0: no row
+    ("MI300X", "0.25.0", "fp8_tensor", "mxfp4", False),   # gpt-oss's own layout: Mxfp4MoEMethod, not Quark's
+    ("H100", "0.25.0", "fp8_tensor", "quark", False),     # ROCm rows only
+])
+def test_quark_ocp_mx_emulation_rows(gpu, version, act, layout, supported):
+    dep = {**QUARK_GPTOSS, "gpu": gpu, "engine_version": version, "tp": 2,
+           "quant_config": {"layout": layout, "activation_precision": act}}
+    r = moe_select.explain(dep)
+    tri = next(c for c in r.candidates if c.backend == "triton")
+    quant_doubt = [x for x in [*tri.reasons, *tri.unknowns] if x.code == "quant_unsupported"]
+    assert (not quant_doubt) is supported, report_codes(r)
+    if supported:
+        assert r.plan is not None and r.plan.runner == "triton", report_codes(r)
