@@ -1,5 +1,5 @@
 """A launch line's --quantization on an already-quantized checkpoint, judged by the engines' allow-lists where the whole
-check was read (backends/engines/vllm.yaml and sglang.yaml ``quant_mismatch`` ``accepts``: vLLM 0.28.0 .. 0.34.0, SGLang
+check was read (backends/engines/vllm.yaml and sglang.yaml ``quant_mismatch`` ``accepts``: vLLM 0.20.0 .. 0.23.0 and 0.24.0 .. 0.34.0, SGLang
 0.5.13 and 0.5.23), else by the block-lists; ``quant_method: fp8`` and compressed-tensors FP8 checkpoints are two kinds."""
 from __future__ import annotations
 
@@ -25,11 +25,15 @@ def _verdict(line: str, model: str, version: str | None) -> str:
 
 
 @pytest.mark.parametrize("engine_line, model, value, version, verdict", [
-    # vLLM allow-lists (0.28.0 .. 0.34.0; undeclared: the newest read)
+    # vLLM allow-lists (0.20.0 .. 0.34.0; undeclared: the newest read)
     (VLLM, FP8, "fp8", "0.30.0", "ok"),
     (VLLM, FP8, "humming", None, "ok"),
     (VLLM, FP8, "fp8_per_block", "0.34.0", "engine_error"),   # an online shorthand on a serialized FP8 checkpoint
-    (VLLM, FP8, "fp8_per_block", "0.25.0", "ok"),             # before the read range: only the block-list speaks
+    (VLLM, FP8, "fp8_per_block", "0.25.0", "engine_error"),   # 0.24.0 .. 0.28.0 gave the same lists (harness run)
+    (VLLM, FP8, "fp8_per_block", "0.21.0", "engine_error"),
+    (VLLM, FP8, "fp8_per_block", "0.19.0", "ok"),             # before the read range: only the block-list speaks
+    (VLLM, FP8, "gguf", "0.22.0", "ok"),                      # GGUFConfig's override claims any checkpoint (to 0.23.0)
+    (VLLM, FP8, "gguf", "0.24.0", "engine_error"),
     (VLLM, CT_FP8, "fp8", "0.28.0", "engine_error"),          # compressed-tensors FP8 takes no `fp8`
     (VLLM, CT_FP8, "compressed-tensors", "0.28.0", "ok"),
     (VLLM, AWQ, "marlin", "0.34.0", "ok"),                    # AutoAWQ's override claims it
