@@ -1,6 +1,6 @@
 """A launch line's --quantization on an already-quantized checkpoint, judged by the engines' allow-lists where the whole
 check was read (backends/engines/vllm.yaml and sglang.yaml ``quant_mismatch`` ``accepts``: vLLM 0.20.0 .. 0.23.0 and 0.24.0 .. 0.34.0, SGLang
-0.5.13 and 0.5.23), else by the block-lists; ``quant_method: fp8`` and compressed-tensors FP8 checkpoints are two kinds."""
+0.5.13 .. 0.5.23), else by the block-lists; ``quant_method: fp8`` and compressed-tensors FP8 checkpoints are two kinds."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,13 +40,18 @@ def _verdict(line: str, model: str, version: str | None) -> str:
     (VLLM, AWQ, "moe_wna16", "0.34.0", "ok"),                 # claimed for 4-bit AWQ (a condition of the checkpoint)
     (VLLM, AWQ, "bitsandbytes", "0.34.0", "engine_error"),
     (VLLM, AWQ, "gptq", "0.20.0", "engine_error"),            # the block-list holds at every release
-    # SGLang allow-lists (0.5.13, 0.5.23)
+    # SGLang allow-lists (0.5.13 .. 0.5.23)
     (SGL, FP8, "w8a8_fp8", "0.5.23", "engine_error"),
     (SGL, FP8, "modelopt_fp4", "0.5.23", "ok"),               # online NVFP4 from the FP8 checkpoint
     (SGL, CT_FP8, "w8a8_fp8", "0.5.13", "ok"),                # compatible_quantization_methods
     (SGL, AWQ, "marlin", "0.5.13", "ok"),
     (SGL, AWQ, "w8a8_int8", "0.5.23", "engine_error"),
-    (SGL, AWQ, "w8a8_int8", "0.5.20", "ok"),                  # not read: no allow-list, not on the block-list
+    (SGL, AWQ, "w8a8_int8", "0.5.20", "engine_error"),        # 0.5.14 .. 0.5.22 read too (the harness, 2026-12-06)
+    (SGL, AWQ, "w8a8_int8", "0.5.12", "ok"),                  # not read: no allow-list, not on the block-list
+    (SGL, FP8, "humming", "0.5.15", "engine_error"),          # humming's override from 0.5.16
+    (SGL, FP8, "humming", "0.5.16", "ok"),
+    (SGL, AWQ, "marlin", "0.5.19", "ok"),
+    (SGL, AWQ, "marlin", "0.5.20", "engine_error"),           # dropped from AWQ's overrides in 0.5.20
 ])
 def test_quantization_name_on_a_quantized_checkpoint(engine_line, model, value, version, verdict):
     assert _verdict(engine_line.format(value), model, version) == verdict
