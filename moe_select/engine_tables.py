@@ -289,20 +289,23 @@ class QuantMismatch(Located):
     """Quantization method names (``--quantization``) the engine refuses at startup for a checkpoint of one kind: it
     compares the method named with the checkpoint's own ``quant_method`` ('does not match') unless an override maps one
     to the other, and the overrides of a family read only their own ``quant_method``. ``checkpoint``: ``awq`` or
-    ``gptq`` (a weight-only int checkpoint's layout), ``fp8`` (a ``quant_method: fp8`` checkpoint) or ``fp8_ct`` (a
-    compressed-tensors FP8 checkpoint). Either ``refuses`` (a block-list: these names raise) or ``accepts`` (an
+    ``gptq`` (a weight-only int checkpoint's layout), ``fp8`` (a ``quant_method: fp8`` checkpoint), ``fp8_ct`` (a
+    compressed-tensors FP8 checkpoint) or ``mxfp4`` (a ``quant_method: mxfp4`` checkpoint in gpt-oss's layout; under
+    vLLM only a ``gpt_oss`` model's, the one its Mxfp4Config override claims). Either ``refuses`` (a block-list: these names raise) or ``accepts`` (an
     allow-list: every name but these raises, read where the whole check was: ``_verify_quantization`` and every
     ``override_quantization_method`` of the release; a name an override claims only under a condition of the checkpoint
     is listed, so nothing is refused on a condition not read), at the engine ``releases`` (``[first, last]``; absent:
     every release; an undeclared version is judged at the newest release whose quantization names were read,
-    backends/engines/names.yaml ``read_up_to``)."""
+    backends/engines/names.yaml ``read_up_to``). ``error``: the engine's message where it is not the 'does not match'
+    one (an override that raises for a name, e.g. vLLM's humming on gpt-oss)."""
 
-    checkpoint: Literal["awq", "gptq", "fp8", "fp8_ct"]
+    checkpoint: Literal["awq", "gptq", "fp8", "fp8_ct", "mxfp4"]
     refuses: list[str] = []
     accepts: list[str] = []
     #: ``[first, last]``: the engine releases the entry speaks of, both included (PEP 440 versions, not a specifier set:
     #: a plan from the cached catalog imports no packaging.specifiers); empty: every release.
     releases: list[str] = []
+    error: str | None = None
     source: str = Field(pattern=CITATION.pattern)
 
     @field_validator("releases")

@@ -1999,8 +1999,9 @@ def _online_quant(launch: Launch) -> None:
         # model (DeepseekV4FP8Config.override_quantization_method): no engine error there (a review, 2026-12-05)
         fp8 = ckpt is not None and ckpt.startswith("fp8")
         kind = layout if layout in ("awq", "gptq") else "fp8" if fp8 and layout == "fp8" else \
-            "fp8_ct" if fp8 and layout == "compressed-tensors" else None
-        if e == "vllm" and model_type in _VLLM_DSV4_FP8_TYPES:
+            "fp8_ct" if fp8 and layout == "compressed-tensors" else "mxfp4" if ckpt == "mxfp4" and layout == "mxfp4" \
+            else None
+        if e == "vllm" and (model_type in _VLLM_DSV4_FP8_TYPES or (kind == "mxfp4" and model_type != "gpt_oss")):
             kind = None
         c = names().choices_of(e, "quant")
         rows = [m for m in table(e).quant_mismatch if m.checkpoint == kind
@@ -2010,10 +2011,10 @@ def _online_quant(launch: Launch) -> None:
         if clash is not None:  # the engine compares the method named with the checkpoint's and raises at startup
             at = launch.engine_version or (f"{c.read_up_to}, the newest read" if c is not None else "the newest read")
             takes = (f"; at {e} {at} this checkpoint takes only {', '.join(clash.accepts)}" if clash.accepts else "")
+            said = clash.error or "Quantization method specified in the model config ... does not match"
             launch.findings.append(Finding("engine_error", r.written, f"{value} is not this checkpoint's method ({kind} "
-                                           f"checkpoint: {ckpt}): {e} raises at startup ('Quantization method specified in "
-                                           f"the model config ... does not match'){takes}; leave the flag out (the "
-                                           f"checkpoint names its method) or name one of its own", clash.source))
+                                           f"checkpoint: {ckpt}): {e} raises at startup (\"{said}\"){takes}; leave the flag "
+                                           f"out (the checkpoint names its method) or name one of its own", clash.source))
             return
         launch.findings.append(Finding("note", r.written, f"the format is read from the checkpoint ({ckpt or 'not read'}: "
                                        "moe-select's quant: auto); give --quant for online quantization of an unquantized checkpoint"))

@@ -98,3 +98,25 @@ def test_a_malformed_entry_is_refused_at_load():
     ok = QuantMismatch(checkpoint="fp8", accepts=["fp8"], releases=["0.28.0", "0.34.0"], source=src)
     assert ok.holds_at("0.28.0", None) and ok.holds_at("0.34.0", None) and not ok.holds_at("0.35.0", None)
     assert ok.holds_at(None, "0.30.0") and not ok.holds_at(None, None)
+
+
+GPTOSS = str(C / "openai__gpt-oss-20b")   # quant_method mxfp4, model_type gpt_oss
+
+
+@pytest.mark.parametrize("engine_line, value, version, verdict", [
+    (VLLM, "humming", "0.21.0", "engine_error"),   # HummingConfig's override raises on gpt-oss MXFP4 (use --moe-backend)
+    (VLLM, "humming", "0.34.0", "engine_error"),
+    (VLLM, "humming", "0.20.0", "ok"),             # 0.20.0 takes it
+    (VLLM, "fp8", "0.34.0", "ok"),                 # Mxfp4Config's override claims the checkpoint whatever is named
+    (SGL, "fp8", "0.5.20", "engine_error"),        # no override: 'does not match'
+    (SGL, "mxfp4", "0.5.20", "ok"),
+    (SGL, "quark_mxfp4", "0.5.23", "engine_error"),   # passes the check, but requantizes only FP8 (left out)
+])
+def test_quantization_name_on_gpt_oss_mxfp4(engine_line, value, version, verdict):
+    assert _verdict(engine_line.format(value), GPTOSS, version) == verdict
+
+
+def test_humming_on_gpt_oss_quotes_the_engines_own_message():
+    launch = from_command(VLLM.format("humming"), model_config=GPTOSS, engine_version="0.30.0")
+    f = next(x for x in launch.findings if x.kind == "engine_error")
+    assert "--moe-backend humming" in f.message and "does not match" not in f.message
