@@ -70,3 +70,15 @@ def test_vllm_dsv4_router_expert_counts(gpu, engine, version, experts, refused):
     r = moe_select.explain({"gpu": gpu, "engine": engine, "engine_version": version, "quant": "mxfp4", "tp": 4,
                             "ep": 1, "a2a": "none", "runner": "auto", "model": {**V4, "num_experts": experts}})
     assert _router(r) is refused, report_codes(r)
+
+
+def test_the_router_fact_leaves_other_models_alone_when_the_architecture_is_unstated():
+    """A 160-expert GLM-style layer (routing deepseek_v3, no architecture) under vLLM: no unknown from the DeepSeek-V4
+    router fact (scoped to its own sqrtsoftplus routing, `custom`): field round 14's GLM-4.7 case planned cutlass once it
+    was added unscoped."""
+    glm = {"num_experts": 160, "top_k": 8, "hidden_size": 5120, "moe_intermediate_size": 1536, "activation": "silu",
+           "routing": "deepseek_v3", "num_shared_experts": 1}
+    r = moe_select.explain({"gpu": "RTX PRO 6000", "engine": "vllm", "quant": "fp8_block", "model": glm, "tp": 4, "ep": 1,
+                            "a2a": "none", "runner": "auto"})
+    texts = [u.detail for c in r.candidates for u in [*c.reasons, *c.unknowns]]
+    assert not any("topk_hash_softplus_sqrt" in t for t in texts), report_codes(r)
