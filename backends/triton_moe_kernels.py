@@ -751,7 +751,10 @@ def _moe_gemm_kernel(
     ``sum_k w[n, k] * a[m, k]`` in float32 (exact products of bf16 values), for blocks of 1-16 rows; at
     ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
     so the loop holds no cross-thread reduction; PREFETCH, at ``BLOCK_M`` 1: a register double buffer, the next K
-    tile's weights, scales and A row loaded before this tile's FMAs and decoded after them). SPLIT_MODE
+    tile's weights, scales and A row loaded before this tile's FMAs and decoded after them). PREFETCH on the packed-FP4
+    MMA tiles (W_MODE 6, 7, not GEMV): the next K tile's packed codes and scales loaded before this tile's decode and
+    MMAs (Triton stages through shared memory only the loads that feed ``tl.dot``; these feed the register decode, so
+    without it each K step waits for its own loads: the L1TEX-scoreboard stall ncu found, benchmarks/README.md). SPLIT_MODE
     (GEMV): 0 one program per output tile; 1 split-K: ``SPLIT_K`` programs per output tile, each over its share of
     the K tiles, store float32 partial sums (gate then up columns) at ``ws[split, sorted row, column]`` and skip
     the epilogue; 2 the reduction: sums the ``SPLIT_K`` partials in a fixed order (deterministic) and runs the
@@ -965,13 +968,25 @@ def _moe_tile(
                 if GATED:
                     acc_u = tl.reshape(tl.sum(acc2u, 1), (1, BLOCK_N))
         else:
-            for kb in range(0, tl.cdiv(K, BLOCK_K)):
+            num_kt = tl.cdiv(K, BLOCK_K)
+            if PREFETCH:    # MMA tiles: the block scales one K tile ahead, in registers (module doc)
+                _, qs, _, qsu = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K, offs_kh, offs_g, EVEN_K, GATED,
+                                           SCALE_GROUP)
+            for kb in range(0, num_kt):
                 if EVEN_K:
                     a = tl.load(a_ptrs, mask=row_ok[:, None], other=0.0)
                 else:
                     a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k < K - kb * BLOCK_K)[None, :], other=0.0)
-                q, qs, qu, qsu = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K - kb * BLOCK_K, offs_kh, offs_g,
-                                            EVEN_K, GATED, SCALE_GROUP)
+                if PREFETCH:  # this tile's codes (staged by the pipeliner), tile kb + 1's scales (the last: itself)
+                    q, _, qu, _ = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K - kb * BLOCK_K, offs_kh, offs_g,
+                                             EVEN_K, GATED, SCALE_GROUP)
+                    d = tl.minimum(kb + 1, num_kt - 1) - kb
+                    _, qsn, _, qsun = _fp4_loads(q_ptrs, qs_ptrs + d * ((BLOCK_K // SCALE_GROUP) * stride_sk), qu_ptrs,
+                                                 qsu_ptrs + d * ((BLOCK_K // SCALE_GROUP) * stride_sk),
+                                                 K - (kb + d) * BLOCK_K, offs_kh, offs_g, EVEN_K, GATED, SCALE_GROUP)
+                else:
+                    q, qs, qu, qsu = _fp4_loads(q_ptrs, qs_ptrs, qu_ptrs, qsu_ptrs, K - kb * BLOCK_K, offs_kh, offs_g,
+                                                EVEN_K, GATED, SCALE_GROUP)
                 w = _fp4_tile(q, qs, W_MODE, SCALE_GROUP, FP4_ASM)
                 if SWAP_AB:
                     acc = tl.dot(w, tl.trans(a), acc)
@@ -983,6 +998,8 @@ def _moe_tile(
                         acc_u = tl.dot(wu, tl.trans(a), acc_u)
                     else:
                         acc_u = tl.dot(a, tl.trans(wu), acc_u)
+                if PREFETCH:
+                    qs, qsu = qsn, qsun
                 a_ptrs += BLOCK_K
                 q_ptrs += (BLOCK_K // 2) * stride_bk
                 qs_ptrs += (BLOCK_K // SCALE_GROUP) * stride_sk
@@ -1281,9 +1298,10 @@ def moe_gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, align: Alignment
                          f"mode at BLOCK_M 1 with the PTX decode, without SPLIT_K or PREFETCH; got BLOCK_M {bm}, "
                          f"GEMV {gemv}, SPLIT_K {split_k}, PREFETCH {prefetch}, weight mode {w_mode}, "
                          f"PTX decode {bool(fp4_asm)}")
-    if prefetch and not (gemv and bm == 1):
-        raise ValueError(f"PREFETCH (the next K tile's loads before this one's FMAs) is an option of the GEMV mode at "
-                         f"BLOCK_M 1, not of {'GEMV at BLOCK_M ' + str(bm) if gemv else 'the MMA tiles'}")
+    if prefetch and not ((gemv and bm == 1) or (not gemv and w_mode in FP4_MODES)):
+        raise ValueError(f"PREFETCH (the next K tile's loads before this one's FMAs or MMAs) is an option of the GEMV mode "
+                         f"at BLOCK_M 1 and of the packed-FP4 MMA tiles, not of "
+                         f"{'GEMV at BLOCK_M ' + str(bm) if gemv else 'weight mode ' + str(w_mode)}")
     min_m = int(config.get("MIN_M", 0))
     if min_m and (gemv or min_m < 16 or min_m >= bm or min_m & (min_m - 1)):
         raise ValueError(f"MIN_M {min_m}: a power of two from 16 below BLOCK_M ({bm}), of the MMA tiles (not GEMV)")
@@ -2197,8 +2215,6 @@ def _check_gemm_cfg(c: Any, where: str, direct: bool = False) -> dict:
                          f"or 8), got BLOCK_N {c['BLOCK_N']}, num_warps {c['num_warps']}")
     if c.get("PINGPONG") and not c.get("WGMMA"):
         raise ValueError(f"{where}: PINGPONG is a form of the WGMMA kernel: set WGMMA with it")
-    if c.get("PREFETCH") and not (direct or c.get("GEMV")):
-        raise ValueError(f"{where}: PREFETCH is an option of the GEMV mode (at BLOCK_M 1) and of DIRECT buckets' GEMMs")
     for k in keys:
         v = c[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -2319,6 +2335,10 @@ def load_config_file(path: str) -> dict[int, dict]:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: TMA is an option of {', '.join(TMA_FORMATS)} files only (this file: {said})")
         gemv = [bool(out[int(tok)][g].get("GEMV")) for g in ("gemm1", "gemm2")]
+        if any(out[int(tok)][g].get("PREFETCH") for g in ("gemm1", "gemm2")) and fmt not in FP4_FORMATS:
+            said = f"key.format {fmt}" if fmt else "no key.format"
+            raise ValueError(f"{where}: PREFETCH (the next K tile's packed codes loaded ahead) is an option of packed-FP4 "
+                             f"files (mxfp4, nvfp4) only (this file: {said})")
         if any(gemv) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"
             raise ValueError(f"{where}: GEMV is an option of packed-FP4 files (mxfp4, nvfp4) only (this file: {said})")

@@ -29,7 +29,9 @@ NVFP4 layers) in nvfp4), one rank (tp = ep = 1):
   dequantized by ``reference_dequantize``), with the one table's tolerance for bf16 activations.
 - variants (``--variants``, at 1, 32 and 256 tokens): ``swap_ab`` (the transposed tile for ``BLOCK_M`` <= 32, with the
   portable decode, the only one it runs; GEMV buckets skipped)
-  and ``portable`` (the bit-field decode of the canonical layout instead of the PTX decode of the shuffled one); ``gemv`` (at 1, 8 and 32 tokens: the
+  and ``portable`` (the bit-field decode of the canonical layout instead of the PTX decode of the shuffled one);
+  ``prefetch`` (``PREFETCH`` on every MMA tile: the next K tile's packed codes and scales loaded one iteration ahead;
+  GEMV buckets skipped); ``gemv`` (at 1, 8 and 32 tokens: the
   kernels' GEMV mode forced, ``triton_moe_kernels.gemv_config`` at every bucket: no MMA, ``BLOCK_M`` ``min(4,
   pow2(T))``, split-K where the programs are few) and ``mma`` (at the same counts: the MMA tiles forced where a
   table picks GEMV, ``default_config(..., gemv=False)``; files are kept as they are; the default is MMA: GEMV is
@@ -201,6 +203,12 @@ def set_variant(core, variant: str, saved: dict) -> None:
                 c["gemm1"]["SWAP_AB"] = c["gemm2"]["SWAP_AB"] = True
     elif variant == "portable":
         core.fp4_asm = False
+    elif variant == "prefetch":    # the MMA tiles' register double buffer of packed codes and scales (not GEMV / DIRECT)
+        for c in core._table.values():
+            if not c.get("DIRECT"):
+                for g in ("gemm1", "gemm2"):
+                    if not c[g].get("GEMV"):
+                        c[g]["PREFETCH"] = True
     elif variant in ("gemv", "mma"):
         from moe_select.backends import triton_moe_kernels as K
 
@@ -224,7 +232,7 @@ def set_variant(core, variant: str, saved: dict) -> None:
         core._table[b] = {"BLOCK_M": 1, **{g: gluon_gemm(spec_, c[g]) for g, spec_ in
                                              zip(("gemm1", "gemm2"), variant.split(":")[1:3], strict=True)}}
     elif variant not in ("default", "direct"):          # direct: direct_search, after the others
-        raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, gemv, mma, direct, gluon:RxW:RxW)")
+        raise ValueError(f"unknown variant {variant!r} (swap_ab, portable, prefetch, gemv, mma, direct, gluon:RxW:RxW)")
     core._table = {int(k): v for k, v in core._table.items()}
 
 
@@ -239,6 +247,8 @@ def not_applicable(core, variant: str, tokens: int) -> str | None:
         return "swap_ab: the bucket's tile is a GEMV tile or has BLOCK_M above 32 (no transposed MMA tile there)"
     if variant == "portable" and any(g.get("GLUON") for g in gemms):
         return "portable: the bucket's Gluon GEMV runs the PTX decode only"
+    if variant == "prefetch" and not any(g.get("PREFETCH") and not g.get("GEMV") for g in gemms):
+        return "prefetch: the bucket's tiles are GEMV tiles (PREFETCH on the MMA tiles only)"
     return None
 
 

@@ -268,7 +268,7 @@ def _set_configs(core, **over):
     gemv=False)``)."""
     s = core.spec
     for b, c in core._table.items():
-        if "SWAP_AB" in over and c["gemm1"].get("GEMV"):
+        if ("SWAP_AB" in over or "PREFETCH" in over) and c["gemm1"].get("GEMV"):
             c.clear()
             c.update(_K().default_config(s.num_local_experts, s.w13_rows, s.hidden_size, s.quant, b, s.top_k,
                                          gated=s.gated, gemv=False))
@@ -342,6 +342,28 @@ def test_fp4_options_and_edges(case):
         ids[:] = -1
     out = core.forward(x, ids, w, pw)
     check(spec, layer, x, ids, w, out, f"{case} ({quant})", seed, on_input=case == "weight_on_input")
+
+
+@pytest.mark.parametrize("shape", ["even_k", "masked_k", "swap_ab"])
+@interp
+def test_fp4_prefetch_mma_tiles_give_the_same_bits(shape):
+    """PREFETCH on the MMA tiles (the next K tile's packed codes and scales loaded one iteration ahead): the same
+    products in the same order, so the same output bits as without it, and within the float64 reference's tolerance;
+    several K tiles (K 192 = 3 tiles of 64; masked: H 96 with BLOCK_K 64, nvfp4 I 48), SWAP_AB tiles too."""
+    seed = fresh_seed()
+    quant = FP4[seed % 2]
+    h, i = (192, 128) if shape != "masked_k" else ((96, 64) if quant == "mxfp4" else (64, 48))
+    spec = spec_of(quant, "silu", h=h, i=i, k=2)
+    layer = Fp4Layer(spec, seed)
+    core, pw = core_for(spec, layer)
+    over = {"BLOCK_K": 64, **({"SWAP_AB": True} if shape == "swap_ab" else {})}
+    _set_configs(core, **over)
+    x, ids, w = routing(spec, 9, seed)
+    plain = core.forward(x, ids, w, pw)
+    _set_configs(core, PREFETCH=True)
+    ahead = core.forward(x, ids, w, pw)
+    assert torch.equal(plain, ahead), (shape, quant, seed, (plain.float() - ahead.float()).abs().max())
+    check(spec, layer, x, ids, w, ahead, f"prefetch {shape} ({quant})", seed)
 
 
 @interp
@@ -992,14 +1014,17 @@ def _sm90():
     return mod
 
 
-@pytest.mark.parametrize("quant, model, tokens, swap", [
-    ("mxfp4", "gpt-oss-20b", 1, False), ("mxfp4", "gpt-oss-20b", 2048, False), ("mxfp4", "gpt-oss-120b", 32, True),
-    ("nvfp4", "Qwen3-30B-A3B", 1, False), ("nvfp4", "Qwen3-30B-A3B", 256, True), ("nvfp4", "DeepSeek-V3", 8192, False)])
-def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
+@pytest.mark.parametrize("quant, model, tokens, swap, prefetch", [
+    ("mxfp4", "gpt-oss-20b", 1, False, False), ("mxfp4", "gpt-oss-20b", 2048, False, False),
+    ("mxfp4", "gpt-oss-120b", 32, True, False), ("nvfp4", "Qwen3-30B-A3B", 1, False, False),
+    ("nvfp4", "Qwen3-30B-A3B", 256, True, False), ("nvfp4", "DeepSeek-V3", 8192, False, False),
+    ("mxfp4", "gpt-oss-20b", 256, False, True), ("nvfp4", "Qwen3-30B-A3B", 32, False, True)])
+def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap, prefetch):
     """Every kernel of a forward, with the default configuration, compiled for sm90 with the PTX decode (SWAP_AB
     tiles: with the portable decode, the only one they take): it compiles (ptxas accepts the inline PTX), fits an sm90
     CTA's shared memory, uses tensor cores (the MMA tiles: the default; the opt-in GEMV mode, which uses none, is
-    compiled by test_triton_w4a16_gemv), runs the decode's funnel shifts (none without it) and spills no register."""
+    compiled by test_triton_w4a16_gemv), runs the decode's funnel shifts (none without it) and spills no register;
+    also with PREFETCH on the MMA tiles."""
     helpers = _sm90()
     if not helpers._ptxas_runs():
         pytest.skip("needs triton's bundled ptxas (and triton imported without TRITON_INTERPRET)")
@@ -1020,6 +1045,8 @@ def test_fp4_kernels_compile_for_sm90(monkeypatch, quant, model, tokens, swap):
     core = _tm().TritonMoeCore(spec, meta, fp4_decode="portable" if swap else "auto")
     if swap:
         _set_configs(core, SWAP_AB=True)
+    if prefetch:    # the MMA tiles' register double buffer of packed codes and scales
+        _set_configs(core, PREFETCH=True)
     pw = core.prepare_weights(torch.empty(e, n13, h // 2, dtype=torch.uint8, device=meta),
                               torch.empty(e, h, i // 2, dtype=torch.uint8, device=meta), **kw)
     x = torch.empty(tokens, h, dtype=torch.bfloat16, device=meta)

@@ -191,6 +191,9 @@ def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
         small = {**good, "gemm1": _gemm(bn=4, bk=128, warps=2, stages=1, prefetch=True), "gemm2": {**g, "PREFETCH": True}}
         assert K.load_config_file(_file(tmp_path, fmt, small))[1] == small
     mma = {k: v for k, v in g.items() if k != "GEMV"}
+    for fmt in FP4:   # PREFETCH on the packed-FP4 MMA tiles (the next K tile's codes and scales loaded ahead)
+        ahead = {"BLOCK_M": 16, "gemm1": {**mma, "PREFETCH": True}, "gemm2": {**mma, "PREFETCH": True}}
+        assert K.load_config_file(_file(tmp_path, fmt, ahead))[1] == ahead
     bad = [("bf16", {**good, "gemm1": mma, "gemm2": mma, "BLOCK_M": 16}, "DIRECT is an option of packed-FP4 files"),
            ("mxfp4", {**good, "DIRECT": 1}, "DIRECT must be true or false, got 1"),
            ("nvfp4", {**good, "BLOCK_M": 2}, "DIRECT .* needs BLOCK_M 1"),
@@ -199,7 +202,8 @@ def test_config_files_take_direct_for_fp4_at_block_m_1_only(tmp_path):
            ("mxfp4", {**good, "gemm1": {**g, "SPLIT_SLOTS": True}}, "gemm1: SPLIT_SLOTS is a second-GEMM option"),
            ("nvfp4", {"BLOCK_M": 16, "gemm1": mma, "gemm2": {**mma, "SPLIT_SLOTS": True}}, "SPLIT_SLOTS is a second-GEMM"),
            ("nvfp4", {**good, "gemm2": {**g, "SPLIT_SLOTS": "yes"}}, "SPLIT_SLOTS must be true or false"),
-           ("nvfp4", {"BLOCK_M": 16, "gemm1": mma, "gemm2": {**mma, "PREFETCH": True}}, "gemm2: PREFETCH is an option of"),
+           ("bf16", {"BLOCK_M": 16, "gemm1": mma, "gemm2": {**mma, "PREFETCH": True}},
+            "PREFETCH .* is an option of packed-FP4 files"),
            ("mxfp4", {**good, "DIRECT": False, "BLOCK_M": 2, "gemm1": {**g, "PREFETCH": True}},
             "gemm1: PREFETCH in the GEMV mode needs BLOCK_M 1"),
            ("mxfp4", {**good, "DIRECT": False, "gemm1": {**g, "BLOCK_N": 8}}, "gemm1: BLOCK_N must be a power of two >= 16"),

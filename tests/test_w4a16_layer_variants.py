@@ -45,3 +45,16 @@ def test_portable_skips_the_gluon_gemv_bucket_only():
     assert "Gluon GEMV" in W.not_applicable(core, "portable", 1)
     assert W.not_applicable(core, "portable", 32) is None and W.not_applicable(core, "portable", 256) is None
     assert W.not_applicable(core, "default", 1) is None
+
+
+def test_prefetch_sets_the_mma_tiles_only():
+    core, saved = _core(), {}
+    core._table["8"] = {"BLOCK_M": 1, "DIRECT": True, "gemm1": {"GEMV": True}, "gemm2": {"GEMV": True}}
+    saved.clear()
+    W.set_variant(core, "prefetch", saved)
+    assert core._table[32]["gemm1"]["PREFETCH"] and core._table[256]["gemm2"]["PREFETCH"]
+    assert "PREFETCH" not in core._table[1]["gemm1"] and "PREFETCH" not in core._table[8]["gemm2"]
+    assert W.not_applicable(core, "prefetch", 32) is None and W.not_applicable(core, "prefetch", 256) is None
+    assert "GEMV tiles" in W.not_applicable(core, "prefetch", 1)
+    W.set_variant(core, "default", saved)
+    assert "PREFETCH" not in core._table[32]["gemm1"]
