@@ -528,7 +528,10 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         argv = ["python3", "-m", "sglang.launch_server", "--model-path", mdl, _flag("sglang", "tp", version, comments), str(d.tp)]
         if d.ep > 1:
             argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
-        if d.dp:
+        attn_dp_asked = launch is not None and any(m in launch.values for m in ("attn_dp", "dp_attention"))
+        if d.dp and (d.dp > 1 or attn_dp_asked):
+            # dp 1 is no attention data parallelism: nothing written unless the line itself enabled it (a new user's
+            # trial found --enable-dp-attention --dp-size 1 added to every line)
             # attention data parallelism: --attn-dp-size N where the declared release has it (0.5.22 on, the newest when
             # none is declared; SGLang's own deprecation message asks for it, and the old pair is slated for removal),
             # else --enable-dp-attention --dp-size N (0.5.22 and 0.5.23 still rewrite that pair to it, with a warning)

@@ -743,12 +743,21 @@ def _did_you_mean(name: str, options: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
+#: Flag meanings that are parallel sizes: at least 1 (a 0 was read as the default 1 before: a new user's trial found
+#: `-tp 0` planned and emitted as `--tensor-parallel-size 1`)
+_SIZES = ("tp", "dp", "pp", "pcp", "ep", "attn_dp", "moe_dp")   # not vLLM's -dpl (0: a node with no local DP ranks)
+
+
 def _convert(entry: FlagEntry, raw: str, written: str, where: str) -> Any:
     if entry.takes == "int":
         try:
-            return int(raw)
+            value = int(raw)
         except ValueError:
             raise InputError(Issue(where, 0, written, f"{written} takes an integer, got {raw[:40]!r}")) from None
+        if entry.means in _SIZES and value < 1:
+            raise InputError(Issue(where, 0, written, f"{written}: a parallel size is at least 1, got {value} (the engine "
+                                   "refuses it; leave the flag out for its default)"))
+        return value
     if entry.takes == "json":
         try:
             return json.loads(raw)
@@ -1306,7 +1315,10 @@ def _map(launch: Launch, where: str) -> None:
             if (_num(launch, "dp") or 1) > 1:
                 launch.findings.append(Finding("note", _w(launch, "dp"), "data-parallel replicas without attention data "
                                                "parallelism (--enable-dp-attention; from 0.5.22 --attn-dp-size): each replica "
-                                               "is its own MoE group of tp ranks, planned once"))
+                                               "is its own MoE group of tp ranks, planned once; written back as given"))
+                # no plan field holds the replicas: plan --emit writes the flag back as the line gave it (a new user's
+                # trial found a 2-replica launch emitted as one)
+                launch.kept.append(v["dp"].written.split())
             _set(launch, "dp", 1, "SGLang's default: no attention data parallelism (--attn-dp-size / --enable-dp-attention "
                                   "not in the line)")
         a2a_theirs = v["a2a"].value if "a2a" in v else None

@@ -1,0 +1,50 @@
+"""A new user's trial of 2026-12-06 (break51): launch lines and ``plan --emit`` round trips that lost or added
+something. SGLang data-parallel replicas (``--dp-size`` without attention DP) are written back as given; attention DP
+is written only where the plan has it (dp above 1) or the line enabled it; a parallel size of 0 is refused, not read
+as 1."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moe_select.errors import InputError
+from moe_select.launch_emit import emit
+from moe_select.launch_line import from_command
+
+CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "model_configs"
+QWEN = str(CONFIGS / "Qwen__Qwen3-30B-A3B")
+SGL = "python3 -m sglang.launch_server --model-path x "
+
+
+def _emitted(line: str, version: str | None = None) -> list[str]:
+    launch = from_command(line, model_config=QWEN, engine_version=version)
+    report = launch.explain(deployment={"gpu": "H100"})
+    assert report.plan is not None, report.summary()
+    return emit(report.plan, launch.engine, launch=launch, engine_version=version).argv
+
+
+@pytest.mark.parametrize("version", [None, "0.5.4.post1", "0.5.23"])
+def test_sglang_replicas_are_written_back(version):
+    argv = _emitted(SGL + "--tp 4 --dp-size 2 --mem-fraction-static 0.8", version)
+    i = argv.index("--dp-size")
+    assert argv[i + 1] == "2" and "--enable-dp-attention" not in argv and "--attn-dp-size" not in argv, argv
+    back = from_command(argv, model_config=QWEN, engine_version=version)
+    assert back.deployment["dp"] == 1 and ["--dp-size", "2"] in back.kept, back.kept
+
+
+@pytest.mark.parametrize("version", [None, "0.5.4.post1"])
+def test_no_attention_dp_is_added_to_a_line_without_it(version):
+    argv = _emitted(SGL + "--tp 8", version)
+    assert not {"--enable-dp-attention", "--attn-dp-size", "--dp-size"} & set(argv), argv
+
+
+def test_attention_dp_the_line_asked_for_is_kept():
+    argv = _emitted(SGL + "--tp 8 --enable-dp-attention --dp-size 4", "0.5.4.post1")
+    assert "--enable-dp-attention" in argv and argv[argv.index("--dp-size") + 1] == "4", argv
+
+
+@pytest.mark.parametrize("line", ["vllm serve x -tp 0", "vllm serve x -tp 2 -dp 0", SGL + "--tp 0", SGL + "--tp 4 --dp-size 0"])
+def test_a_parallel_size_of_zero_is_refused(line):
+    with pytest.raises(InputError, match="at least 1"):
+        from_command(line, model_config=QWEN)
