@@ -529,6 +529,18 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         bad("dp", f"tp {dep.tp} with dp {dep.dp} ({here('dp')}): SGLang asserts tp_size % dp_size == 0 at startup "
             f"({dep.tp} % {dep.dp} = {dep.tp % dep.dp}) [sgl-project/sglang@008b79d2358b:python/sglang/srt/arg_groups/"
             "parallel_hook.py:handle_data_parallelism]; give a dp that divides tp")
+    # vLLM's expert-parallel group is its tensor-parallel size times dp, whichever way the deployment writes tp (the
+    # whole group, ep = tp, or vLLM's tensor-parallel size beside dp, ep = tp x dp): ep is a multiple of dp (a new user's
+    # trial, break51: tp 8, ep 8 with dp 3 planned with exit 0, and only --emit refused it). An input check for the same
+    # reason as SGLang's above. Without expert parallelism tp stays ambiguous (tp 1 with dp 2 is vLLM's -tp 1 -dp 2,
+    # field rounds 21 and 23): not checked.
+    if dep.engine == "vllm" and dep.dp and dep.dp > 1 and dep.ep > 1:
+        group, name = dep.ep, "ep"
+        if group % dep.dp:
+            bad("dp", f"{name} {group} with dp {dep.dp} ({here('dp')}): vLLM's MoE group is its tensor-parallel size times "
+                f"the data-parallel size ({group} % {dep.dp} = {group % dep.dp}) [vllm-project/vllm@002d6073aa03:vllm/"
+                "model_executor/layers/fused_moe/config.py:FusedMoEParallelConfig.make]; give a dp that divides "
+                f"{name}, or {name} as tp x dp")
     # The engine's version: a final release the release table lists, or newer than every release it lists (a new user's
     # trial, 2026-12-04: sglang 0.11.0, vllm 0.16.5 were accepted and judged); pre-releases, dev builds and local
     # labels (+cu128) are builds of their release and pass.

@@ -48,3 +48,27 @@ def test_attention_dp_the_line_asked_for_is_kept():
 def test_a_parallel_size_of_zero_is_refused(line):
     with pytest.raises(InputError, match="at least 1"):
         from_command(line, model_config=QWEN)
+
+
+@pytest.mark.parametrize("tp, ep, dp, refused", [
+    (8, 8, 3, True), (8, 8, 16, True), (24, 24, 16, True),
+    (8, 8, 2, False), (4, 8, 2, False), (16, 1, 16, False), (8, 1, 1, False),
+    (8, 1, 3, False)])    # no expert parallelism: vLLM's -tp 8 -dp 3 (tp read beside dp), not checked
+def test_vllm_group_is_a_multiple_of_dp(tp, ep, dp, refused):
+    """vLLM's expert-parallel group is its tensor-parallel size times dp: an ep that dp does not divide was planned with
+    exit 0 and refused only by plan --emit (break51); now an input error naming dp, as SGLang's tp % dp is."""
+    import moe_select
+
+    dep = {"gpu": "H100", "engine": "vllm", "model_config": QWEN, "tp": tp, "ep": ep, "dp": dp}
+    if refused:
+        with pytest.raises(InputError, match="vLLM's MoE group is its tensor-parallel size times"):
+            moe_select.explain(dep)
+    else:
+        assert moe_select.explain(dep).plan is not None
+
+
+def test_an_unstated_dp_leaves_vllm_plans_alone():
+    import moe_select
+
+    r = moe_select.explain({"gpu": "H100", "engine": "vllm", "model_config": QWEN, "tp": 1, "ep": 1})
+    assert not any("data-parallel size" in u.detail for c in r.candidates for u in c.unknowns)
