@@ -32,6 +32,7 @@ BASE = {
     "deepep_v2": dict(gpu="H200", model_config=DSV3, a2a="deepep_v2", engine_version="0.5.21"),
     "pplx": dict(gpu="H200", model_config=DSV3, a2a="pplx"),
     "nixl": dict(gpu="H200", model_config=DSV3, a2a="nixl"),
+    "mooncake": dict(gpu="H200", model_config=DSV3, a2a="mooncake"),
     "mori": dict(gpu="MI300X", model_config=DSV3, a2a="mori"),
     "flashinfer": dict(gpu="B200", model_config=NVFP4, a2a="flashinfer"),
 }
@@ -41,6 +42,7 @@ CAPS = {
     "deepep_v2": ("SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 128, "prefill"),
     "pplx": ("SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 128, "prefill"),
     "nixl": ("SGLANG_NIXL_EP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 128, "decode"),
+    "mooncake": ("SGLANG_MOONCAKE_EP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 128, "decode"),
     "mori": ("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 4096, "prefill"),
     "flashinfer": ("SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 4096, "decode"),
 }

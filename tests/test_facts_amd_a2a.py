@@ -173,15 +173,17 @@ def test_aiter_takes_mori_not_deepep_or_mooncake(tmp_path, capsys):
                   runner="aiter")
     assert out["status"] == "ok", out["reasons"]
     # Issue 18: the a2a arch lists (DeepEP, Mooncake) and aiter's a2a list name what was verified, and no check
-    # refuses a ROCm GPU (SGLang even registers DeepEP/Mooncake fused functions for aiter): DeepEP is unverified;
-    # Mooncake is refused on its own facts (vLLM does not ship it, SGLang's per-rank token cap).
+    # refuses a ROCm GPU (SGLang even registers DeepEP/Mooncake fused functions for aiter): both are unverified
+    # (Mooncake's per-rank cap was once checked against moe-select's default token count, which refused it here; a
+    # default is not checked: break51).
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=DEEPSEEK_R1, tp=8, ep=8, a2a="deepep",
                   runner="aiter")
     aiter = candidate(out, "aiter")
     assert aiter["evidence"] == "unverified" and "a2a_unsupported" in {u["code"] for u in aiter["unknowns"]}
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=DEEPSEEK_R1, tp=8, ep=8, a2a="mooncake",
                   runner="aiter")
-    assert not candidate(out, "aiter")["eligible"]
+    aiter = candidate(out, "aiter")
+    assert aiter["evidence"] == "unverified" and "a2a_unsupported" in {u["code"] for u in aiter["unknowns"]}
 
 
 # ------------------------------------------------------------------------------ common
@@ -315,8 +317,13 @@ def test_mooncake_is_sglang_low_latency_with_token_cap(tmp_path, capsys):
     out = explain(tmp_path, capsys, **dep, engine="sglang")
     assert not reasons_from(out, "backends/a2a/mooncake.yaml")
     assert out["deployment"]["a2a_modes"] == ["low_latency"]
-    out = explain(tmp_path, capsys, **dict(dep, max_tokens_per_rank=4096), engine="sglang")
-    assert any("max_tokens_per_rank = 4096 is above 1024" in r["detail"] for r in reasons_from(out, "backends/a2a/mooncake.yaml"))
+    out = explain(tmp_path, capsys, **dict(dep, phase="both", max_tokens_per_rank=4096), engine="sglang")
+    assert any("a2a_tokens_per_rank = 4096 is above a2a_capacity (128)" in r["detail"]
+               for r in reasons_from(out, "backends/a2a/mooncake.yaml"))
+    out = explain(tmp_path, capsys, **dict(dep, phase="both", max_tokens_per_rank=4096,
+                                           a2a_capacity=2048),
+                  engine="sglang")
+    assert any("a2a_capacity = 2048 is above 1024" in r["detail"] for r in reasons_from(out, "backends/a2a/mooncake.yaml"))
     out = explain(tmp_path, capsys, **dep, engine="vllm")
     assert any(r["code"] == "a2a_unsupported" and "not shipped by vllm" in r["detail"]
                for r in reasons_from(out, "backends/a2a/mooncake.yaml"))

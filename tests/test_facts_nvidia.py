@@ -141,9 +141,9 @@ def test_pplx_is_deep_gemm_only_in_sglang():
 def test_deep_gemm_mooncake_is_sglangs():
     # SGLang's Fp8MoEMethod counts Mooncake as a DeepEP-class a2a for DeepGEMM
     # (sgl-project/sglang@00563d368df9 fp8.py); vLLM's DeepGemmExperts pairs with none/DeepEP.
-    # (Mooncake EP dispatches at most 1024 tokens per rank per forward in SGLang: backends/a2a/mooncake.yaml.)
+    # (Mooncake EP's buffer holds 128 tokens per rank per forward by default in SGLang: backends/a2a/mooncake.yaml.)
     dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "mooncake", "runner": "deep_gemm",
-           "max_tokens_per_rank": 512}
+           "max_tokens_per_rank": 128}
     assert explain(**dep, engine="sglang").status == "ok"
     assert explain(**dep, engine="vllm").status == "rejected"
 
