@@ -489,6 +489,16 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         theirs = plan.runner_option_values[engine]
         comments.append(f"{engine}'s runner option value {theirs} for {plan.runner}: from its capability file (engines.options), "
                         f"no row of backends/engines/names.yaml names it: a build of {engine} that registers it")
+    if theirs is None and not known and launch is not None and launch.engine == engine:
+        # a value the engine takes (its choices) that no row maps to a runner of ours, asked for by the line itself (vLLM's
+        # --moe-backend batched_triton): written back as the line gave it (break51: a line that planned could not be
+        # emitted again)
+        r = launch.values.get("runner")
+        c = names().choices_of(engine, "runner")
+        if r is not None and str(r.value) == plan.runner and c is not None and str(r.value) in c.also:
+            theirs = str(r.value)
+            comments.append(f"{engine}'s runner value {theirs} written as the line gave it: no row of "
+                            "backends/engines/names.yaml maps it to a runner of moe-select, so the plan rests on no fact of it")
     if theirs is None:
         general = names().runner_for(engine, plan.runner)[1]
         shadow = names().format_name(engine, general, plan.quant)

@@ -72,3 +72,21 @@ def test_an_unstated_dp_leaves_vllm_plans_alone():
 
     r = moe_select.explain({"gpu": "H100", "engine": "vllm", "model_config": QWEN, "tp": 1, "ep": 1})
     assert not any("data-parallel size" in u.detail for c in r.candidates for u in c.unknowns)
+
+
+def test_a_runner_value_the_engine_takes_without_a_row_is_written_back():
+    """vLLM's --moe-backend batched_triton (a value since 0.27.0 that names.yaml maps to no runner of ours) planned from
+    a line is emitted as the line gave it, with a comment, instead of refused (break51)."""
+    launch = from_command("vllm serve x -tp 2 --moe-backend batched_triton", model_config=QWEN)
+    report = launch.explain(deployment={"gpu": "H100"})
+    assert report.plan is not None and report.plan.runner == "batched_triton"
+    out = emit(report.plan, "vllm", launch=launch)
+    assert out.argv[out.argv.index("--moe-backend") + 1] == "batched_triton"
+    assert any("written as the line gave it" in c for c in out.comments)
+
+
+def test_the_readme_says_what_mpirun_does():
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "(`mpirun`, `bash -c`) is refused" not in text
+    launch = from_command("mpirun -np 8 vllm serve x", model_config=QWEN)
+    assert any("mpirun" in f.token for f in launch.findings if f.kind == "note")
