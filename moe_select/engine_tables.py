@@ -118,8 +118,12 @@ class Change(Located):
         return None if v is None else _pep440_version(v)
 
     def text(self) -> str:
-        """``vllm-project/vllm#33535 (2026-02-02, v0.15.0)``."""
+        """``vllm-project/vllm#33535 (2026-02-02, v0.15.0)``; a change this project read in the releases themselves
+        (``by`` "this project: ...") reads ``v0.5.20 (this project read: ...)``, so "removed by" never names this
+        project as the remover (a new user's trial, break51)."""
         bits = [b for b in (self.date, f"v{self.version}" + (" as announced" if self.announced else "") if self.version else None) if b]
+        if self.by.startswith("this project:") and bits:
+            return f"{', '.join(bits)} (this project read: {self.by.removeprefix('this project:').strip()})"
         return self.by + (f" ({', '.join(bits)})" if bits else "")
 
 

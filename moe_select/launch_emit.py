@@ -165,6 +165,23 @@ def _passed_through(launch: Any, argv: list[str]) -> list[str]:
     return out
 
 
+def _replacement_words(engine: str, token: str, version: str | None, argv: list[str]) -> list[str]:
+    """``[replacement, value...]`` for a launch line's ``token`` (``--flag value``) whose table entry is removed and
+    names a ``replacement`` flag of the same meaning, live at ``version`` and not already in ``argv``; else ``[]``."""
+    words = token.split()
+    if not words or not words[0].startswith("-"):
+        return []
+    flag, _, inline = words[0].partition("=")
+    entry = next((e for e in table(engine).flags if flag in e.names), None)
+    if entry is None or entry.removed is None or not entry.replacement or entry.takes in ("switch", "bool_optional"):
+        return []
+    live = _live_flag(engine, entry.means, version)
+    if live is None or entry.replacement not in live.names or entry.replacement in argv:
+        return []
+    values = ([inline] if inline else []) + words[1:]
+    return [entry.replacement, *values] if values else []
+
+
 def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
     """The variable of ``engine``'s table that sets ``means`` and that the declared release reads (added by then, not
     removed or ignored by then: versions, else release dates, as the launch-line reader judges them), or None."""
@@ -691,5 +708,13 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         written = " ".join(argv + [f"{k}={v}" for k, v in env.items()])
         for f in launch.findings:
             if f.kind == "engine_error" and f.token not in written:
+                repl = _replacement_words(engine, f.token, version, argv)
+                if repl:
+                    # a removed flag whose table entry names its replacement, live at this release and of the same
+                    # meaning: written as that, with the line's value (break51: the decode-graph cap was dropped to a
+                    # comment while the message named --cuda-graph-max-bs-decode)
+                    argv += repl
+                    comments.append(f"{f.token} from the launch line written as {' '.join(repl)} ({f.message})")
+                    continue
                 comments.append(f"not written: {f.token} from the launch line ({f.message})")
     return Emitted(engine=engine, argv=argv, env=env, yaml=yaml_doc, comments=comments, head={"sglang": 3, "vllm": 3, "trtllm": 2}[engine])

@@ -604,7 +604,8 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
             when = entry.removed.text() + by_date(entry.removed) + (
                 "" if r else f" (no release recorded; judged removed at {engine} {version})" if v is not None else "")
             kind = "removed"
-            out.append(Finding(kind, written, f"removed by {when}{new}", entry.removed.by))
+            out.append(Finding(kind, written, f"removed {'in' if entry.removed.by.startswith('this project:') else 'by'} "
+                               f"{when}{new}", entry.removed.by))
             live = False
     if live and entry.ignored is not None:
         r = at_or_after(entry.ignored)

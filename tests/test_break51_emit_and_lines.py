@@ -90,3 +90,18 @@ def test_the_readme_says_what_mpirun_does():
     assert "(`mpirun`, `bash -c`) is refused" not in text
     launch = from_command("mpirun -np 8 vllm serve x", model_config=QWEN)
     assert any("mpirun" in f.token for f in launch.findings if f.kind == "note")
+
+
+def test_a_removed_flag_is_written_as_its_replacement_with_the_lines_value():
+    """SGLang's --cuda-graph-max-bs (gone in 0.5.20; the table names --cuda-graph-max-bs-decode) was dropped to a comment
+    by plan --emit although the refusal named the replacement (break51); the finding no longer reads 'removed by this
+    project'."""
+    launch = from_command(SGL + "--tp 8 --cuda-graph-max-bs 128", model_config=QWEN, engine_version="0.5.23")
+    f = next(x for x in launch.findings if x.kind == "engine_error")
+    assert "removed in v0.5.20" in f.message and "removed by this project" not in f.message
+    report = launch.explain(deployment={"gpu": "H100"})
+    argv = emit(report.plan, "sglang", launch=launch, engine_version="0.5.23").argv
+    assert argv[argv.index("--cuda-graph-max-bs-decode") + 1] == "128" and "--cuda-graph-max-bs" not in argv
+    # at a release that still takes the old name, nothing is replaced
+    launch = from_command(SGL + "--tp 8 --cuda-graph-max-bs 128", model_config=QWEN, engine_version="0.5.13")
+    assert not any(x.kind == "engine_error" for x in launch.findings)
