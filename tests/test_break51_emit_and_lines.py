@@ -105,3 +105,23 @@ def test_a_removed_flag_is_written_as_its_replacement_with_the_lines_value():
     # at a release that still takes the old name, nothing is replaced
     launch = from_command(SGL + "--tp 8 --cuda-graph-max-bs 128", model_config=QWEN, engine_version="0.5.13")
     assert not any(x.kind == "engine_error" for x in launch.findings)
+
+
+@pytest.mark.parametrize("gpu, folder, precision", [
+    ("B200", "nvidia__Qwen3-30B-A3B-NVFP4", "nvfp4"), ("H100", "nvidia__Qwen3-30B-A3B-NVFP4", "nvfp4"),
+    ("L40S", "nvidia__Qwen3-30B-A3B-NVFP4", "nvfp4"), ("H100", "openai__gpt-oss-20b", "bf16")])
+def test_vllm_emulation_plans_fp4_checkpoints_on_nvidia_gpus(gpu, folder, precision):
+    """vLLM's --moe-backend emulation (our triton on mxfp4 / nvfp4) was refused on every GPU by the FP8 / int8
+    Triton-experts list (break51): the NVFP4 oracle's emulation experts (NVFP4 activations) and gpt-oss's OCP-MX ones
+    (bf16, needing amd-quark) are support rows now; an undeclared amd-quark is an assumption."""
+    launch = from_command("vllm serve x -tp 2 --moe-backend emulation", model_config=str(CONFIGS / folder),
+                          engine_version="0.25.0")
+    report = launch.explain(deployment={"gpu": gpu})
+    assert report.plan is not None and report.plan.runner == "triton", report.summary()
+    assert report.plan.activation_precision == precision
+    if folder.startswith("openai"):
+        assert any(a.startswith("amd-quark") for a in report.plan.assumptions), report.plan.assumptions
+    before = from_command("vllm serve x -tp 2 --moe-backend emulation", model_config=str(CONFIGS / folder),
+                          engine_version="0.19.1")
+    r = before.explain(deployment={"gpu": gpu})       # 0.19.1: no --moe-backend emulation (EMULATION from 0.20.0)
+    assert r.plan is None, r.summary()
