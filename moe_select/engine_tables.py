@@ -174,6 +174,10 @@ class _Entry(Located):
     #: write it (None: every runner / format).
     runners: list[str] | None = None
     formats: list[str] | None = None
+    #: ``means: activation_precision`` with ``runners: [auto]`` only: the runners (our names) the engine's own pick can
+    #: be under it (an MXFP4 variable: FlashInfer's TRT-LLM-gen experts on sm100, its CUTLASS ones on sm90): ``plan
+    #: --emit`` writes the variable, and no runner option, for a plan of one of them (None: never).
+    picks: list[str] | None = None
 
     @model_validator(mode="after")
     def _values_fit_meaning(self) -> "_Entry":

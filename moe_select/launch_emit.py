@@ -182,6 +182,26 @@ def _replacement_words(engine: str, token: str, version: str | None, argv: list[
     return [entry.replacement, *values] if values else []
 
 
+def _precision_env(engine: str, precision: str, version: str | None, runner: str, predicted: str | None) -> str | None:
+    """The variable of ``engine``'s table that asks activation ``precision`` (``means: activation_precision``, value "1")
+    and that the declared release reads, where it applies to the plan's ``runner``: read under the engine's own pick
+    (``runners: [auto]``) only where that pick (``predicted``; where the tables cannot predict it, the variable's
+    ``picks``) is the runner; else None."""
+    from .launch_line import _changes
+
+    for e in table(engine).env:
+        if e.means != "activation_precision" or (e.values or {}).get("1") != precision:
+            continue
+        found, live = _changes(e, e.name, version, engine)
+        if not live or any(f.kind in ("newer", "removed", "ignored") for f in found):
+            continue
+        if e.runners is not None and not (runner in e.runners or ("auto" in e.runners and (
+                predicted == runner or (predicted is None and runner in (e.picks or []))))):
+            continue
+        return e.name
+    return None
+
+
 def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
     """The variable of ``engine``'s table that sets ``means`` and that the declared release reads (added by then, not
     removed or ignored by then: versions, else release dates, as the launch-line reader judges them), or None."""
@@ -540,6 +560,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     prov = d.provenance
     argv: list[str]
     yaml_doc: dict[str, Any] | None = None
+    precision_env: dict[str, str] = {}
     a2a_row = None
     if plan.a2a != "none" or (d.ep > 1 and engine == "vllm"):
         a2a_row = _a2a_row(plan.a2a, plan.a2a_mode)
@@ -600,8 +621,20 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                 chunk = d.max_tokens_per_rank * (d.dp if d.dp and plan.a2a != "none" else 1)
                 argv += [_flag("sglang", "chunked_prefill", version, comments), str(chunk)]
     elif engine == "vllm":
+        auto_only = plan.runner_option_auto.get("vllm")
         if asked := _asked_of_runner(plan, d, comments):
-            _precision_flag("vllm", asked, version, comments, runner=plan.runner, quant=plan.quant)
+            try:
+                _precision_flag("vllm", asked, version, comments, runner=plan.runner, quant=plan.quant)
+            except EmitError:
+                # vLLM's MXFP4 precision variables (read only where vLLM picks the backend itself): written, with no
+                # --moe-backend, where the release reads them and vLLM's own pick is the plan's runner (break51: a line
+                # that set one planned and could not be emitted again)
+                var = _precision_env("vllm", asked, version, plan.runner, predicted)
+                if var is None:
+                    raise
+                precision_env[var] = "1"
+                auto_only = (f"{var}=1 asks activation precision {asked}, and vLLM reads it only where it picks the MoE "
+                             f"backend itself ({plan.runner} by the engine prediction)")
         dp = d.dp or 1
         if dp > 1 and d.ep == d.tp * dp:
             # the deployment's tp is vLLM's tensor-parallel size beside dp (ep = tp x dp): the other reading the facts
@@ -623,7 +656,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += [_flag("vllm", "dp", version, comments), str(dp)]
         if d.ep > 1:
             argv.append(_flag("vllm", "ep_switch", version, comments))
-        argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted, plan.runner_option_auto.get("vllm"))
+        argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted, auto_only)
         argv += _online_words(plan, "vllm", version, comments)
         argv += _eplb_words("vllm", d, launch, version, comments)
         fusion_words, fusion_env = _fusion_words(plan, "vllm", version, comments)
@@ -702,6 +735,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         env = {}
     env.update(dispatch_env)
     env.update(fusion_env)
+    env.update(precision_env)
     for k, v in _vendor_switch(plan, engine, comments).items():
         env.setdefault(k, v)
     if launch is not None:  # what the line asked and the engine refuses is not written: never dropped silently

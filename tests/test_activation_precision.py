@@ -213,11 +213,21 @@ def test_the_read_launch_plans_and_emits_the_flag_back():
 
 
 def test_an_engine_without_a_flag_for_the_precision_cannot_emit_it():
+    # vLLM 0.24.0 on reads no MXFP4 precision variable (ignored from 0.24.0) and has no flag for it
     r = _explain("B200", "mxfp8", engine="vllm", runner="flashinfer_trtllm",
-                 packages={"flashinfer-python": "0.6.18", "vllm": "0.23.0"})
+                 packages={"flashinfer-python": "0.6.18", "vllm": "0.24.0"})
     assert r.plan is not None
     with pytest.raises(EmitError, match="no flag asking runner flashinfer_trtllm on mxfp4 for activation precision mxfp8"):
-        emit(r.plan, "vllm", engine_version="0.23.0")
+        emit(r.plan, "vllm", engine_version="0.24.0")
+
+
+def test_a_release_that_reads_the_precision_variable_gets_it_without_a_runner_option():
+    # vLLM 0.23.0 still reads VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 where it picks the backend itself, and its pick under
+    # it is FlashInfer's TRT-LLM-gen experts (the variable's picks): written, with no --moe-backend (break51)
+    r = _explain("B200", "mxfp8", engine="vllm", runner="flashinfer_trtllm",
+                 packages={"flashinfer-python": "0.6.18", "vllm": "0.23.0"})
+    out = emit(r.plan, "vllm", engine_version="0.23.0")
+    assert out.env == {"VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8": "1"} and "--moe-backend" not in out.argv
 
 
 # ------------------------------------------------------------------------------------------------- the tables

@@ -125,3 +125,17 @@ def test_vllm_emulation_plans_fp4_checkpoints_on_nvidia_gpus(gpu, folder, precis
                           engine_version="0.19.1")
     r = before.explain(deployment={"gpu": gpu})       # 0.19.1: no --moe-backend emulation (EMULATION from 0.20.0)
     assert r.plan is None, r.summary()
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.20.0"])
+@pytest.mark.parametrize("var", ["VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8", "VLLM_USE_FLASHINFER_MOE_MXFP4_BF16"])
+def test_vllm_mxfp4_precision_variables_are_written_back(version, var):
+    """A line whose MXFP4 precision came from VLLM_USE_FLASHINFER_MOE_MXFP4_* (read only where vLLM picks the backend
+    itself, 0.10.1 .. 0.23.x) planned flashinfer_trtllm and could not be emitted (break51): the variable is written, with
+    no --moe-backend (which would turn it off)."""
+    gptoss = str(CONFIGS / "openai__gpt-oss-120b")
+    launch = from_command(f"{var}=1 vllm serve x --tensor-parallel-size 4", model_config=gptoss, engine_version=version)
+    report = launch.explain(deployment={"gpu": "B200"})
+    assert report.plan is not None and report.plan.runner == "flashinfer_trtllm"
+    out = emit(report.plan, "vllm", launch=launch, engine_version=version)
+    assert out.env.get(var) == "1" and "--moe-backend" not in out.argv, (out.env, out.argv)
