@@ -534,7 +534,9 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     # trial, break51: tp 8, ep 8 with dp 3 planned with exit 0, and only --emit refused it). An input check for the same
     # reason as SGLang's above. Without expert parallelism tp stays ambiguous (tp 1 with dp 2 is vLLM's -tp 1 -dp 2,
     # field rounds 21 and 23): not checked.
-    if dep.engine == "vllm" and dep.dp and dep.dp > 1 and dep.ep > 1:
+    if dep.engine == "vllm" and dep.dp and dep.dp > 1 and dep.ep > 1 and dep.ep == dep.tp:
+        # (ep as the group written as tp: an ep that is neither tp nor tp x dp is the ep constraint's refusal,
+        # backends/common.yaml, ep one_of [tp, tp_dp])
         group, name = dep.ep, "ep"
         if group % dep.dp:
             bad("dp", f"{name} {group} with dp {dep.dp} ({here('dp')}): vLLM's MoE group is its tensor-parallel size times "

@@ -175,8 +175,8 @@ class _Entry(Located):
     runners: list[str] | None = None
     formats: list[str] | None = None
     #: ``means: activation_precision`` with ``runners: [auto]`` only: the runners (our names) the engine's own pick can
-    #: be under it (an MXFP4 variable: FlashInfer's TRT-LLM-gen experts on sm100, its CUTLASS ones on sm90): ``plan
-    #: --emit`` writes the variable, and no runner option, for a plan of one of them (None: never).
+    #: be under it (the variable's comment says on which GPUs): ``plan --emit`` writes the variable, and no runner
+    #: option, for a plan of one of them (None: never).
     picks: list[str] | None = None
 
     @model_validator(mode="after")
@@ -457,8 +457,17 @@ class FormatName(Located):
     engine: Literal["sglang", "vllm", "trtllm"]
     name: str = Field(min_length=1)
     formats: list[str] = Field(min_length=1)
-    ours: str
+    #: None with ``raises``: the engine has no backend of that name for these formats and raises at startup (vLLM's
+    #: ``--moe-backend triton`` on NVFP4: map_nvfp4_backend's ValueError); a launch line naming it is an engine error.
+    ours: str | None = None
+    raises: str | None = None
     source: str = Field(pattern=CITATION.pattern)
+
+    @model_validator(mode="after")
+    def _ours_or_raises(self) -> "FormatName":
+        if (self.ours is None) == (self.raises is None):
+            raise ValueError("give ours (the runner the name means on these formats) or raises (the engine's error), one")
+        return self
 
     @field_validator("formats")
     @classmethod
@@ -758,13 +767,13 @@ class NamesTable(Located):
             if r.kernel is not None and r.kernel not in ours:
                 raise ValueError(f"{r.where()}: kernel {r.kernel!r} is no runner of this table")
         for i, f in enumerate(self.by_format):
-            if f.ours not in ours:
+            if f.ours is not None and f.ours not in ours:
                 raise ValueError(f"{f.where()}: ours {f.ours!r} is no runner of this table")
             for g in self.by_format[:i]:
                 if (g.engine, g.name) == (f.engine, f.name) and set(g.formats) & set(f.formats):
                     raise ValueError(f"{f.where()}: {f.engine} name {f.name!r} on {', '.join(sorted(set(g.formats) & set(f.formats)))} "
                                      f"is given at {g.where()} too: one runner per name and format")
-                if (g.engine, g.ours) == (f.engine, f.ours) and set(g.formats) & set(f.formats):
+                if f.ours is not None and (g.engine, g.ours) == (f.engine, f.ours) and set(g.formats) & set(f.formats):
                     raise ValueError(f"{f.where()}: {f.ours} on {', '.join(sorted(set(g.formats) & set(f.formats)))} has a {f.engine} "
                                      f"name at {g.where()} too: one name per runner and format")
         for c in self.choices:
@@ -868,7 +877,8 @@ def names_markdown(t: NamesTable | None = None) -> list[str]:
     if t.by_format:
         label = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
         out += ["", "By checkpoint format (the engine dispatches its own name on the format): "
-                + "; ".join(f"{label[f.engine]} `{f.name}` on {', '.join(f.formats)} is `{f.ours}`" for f in t.by_format) + "."]
+                + "; ".join(f"{label[f.engine]} `{f.name}` on {', '.join(f.formats)} is "
+                    + (f"`{f.ours}`" if f.ours is not None else "refused at startup") for f in t.by_format) + "."]
     if t.trtllm_auto is not None:
         by_name = {(r.trtllm or "").upper(): r.ours for r in t.runners if r.trtllm}
         out += ["", "TensorRT-LLM's `moe_config.backend: AUTO` (the first row that holds; a backend that cannot serve the layer "

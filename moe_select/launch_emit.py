@@ -540,13 +540,14 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         general = names().runner_for(engine, plan.runner)[1]
         shadow = names().format_name(engine, general, plan.quant)
         raise EmitError(f"{engine} has no name for the runner {plan.runner}" + ("" if known else " (no row in backends/engines/names.yaml)")
-                        + (f" on {plan.quant} checkpoints: its {general!r} runs {shadow.ours} there ({shadow.source})" if shadow else "")
+                        + (f" on {plan.quant} checkpoints: its {general!r} runs {shadow.ours} there ({shadow.source})"
+                           if shadow and shadow.ours else "")
                         + ": it cannot run this plan; "
                         + (f"the plan is already for {engine}, whose own choice here no runner of moe-select stands for "
                            "(explain's engine prediction names it)" if d.engine == engine
                            else f"plan with --engine {engine} to get a runner it has"))
     scoped = names().format_name(engine, theirs, plan.quant)
-    if scoped is not None:
+    if scoped is not None and scoped.ours is not None:
         comments.append(f"{engine}'s {theirs} runs {scoped.ours} on {plan.quant} checkpoints ({scoped.source})")
     mdl = model or (launch.model if launch is not None else None) or d.model_config_path
     if mdl is None:

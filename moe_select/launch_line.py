@@ -1125,7 +1125,7 @@ def _runner_ours(engine: str, theirs: str) -> tuple[str, str | None]:
                                    f"{engine}_{low}, a runner no capability file describes (judged, unverified)")
     scoped = [f for f in names().by_format if f.engine == engine and f.name == theirs]
     if scoped:   # a name of ours on some formats only (_format_runner reads the checkpoint's)
-        on = "; ".join(f"{', '.join(f.formats)}: {f.ours}" for f in scoped)
+        on = "; ".join(f"{', '.join(f.formats)}: {f.ours or 'refused at startup'}" for f in scoped)
         return low, (f"{engine}'s {theirs} is our runner on some checkpoint formats only (backends/engines/names.yaml "
                      f"by_format: {on}); on another format planned as {low} (judged; a capability file may describe it)")
     return low, f"{theirs} has no row in backends/engines/names.yaml: planned as {low} (judged; a capability file may describe it)"
@@ -2078,6 +2078,11 @@ def _format_runner(launch: Launch) -> None:
     quant = launch.model_info().quant
     scoped = names().format_name(launch.engine, theirs, quant)
     if scoped is None:
+        return
+    if scoped.ours is None:   # the engine has no backend of that name for this format: it raises at startup
+        launch.findings.append(Finding("engine_error", r.written, f"{launch.engine} has no {theirs} MoE backend for a {quant} "
+                                       f"checkpoint and raises at startup ('{scoped.raises}'); leave the option out or name "
+                                       f"one of the format's backends", scoped.source))
         return
     _set(launch, "runner", scoped.ours, f"{r.written} ({launch.engine}'s {theirs} on a {quant} checkpoint)")
     launch.findings.append(Finding("note", r.written, f"{launch.engine} runs {theirs} as {scoped.ours} on a {quant} checkpoint "

@@ -139,3 +139,17 @@ def test_vllm_mxfp4_precision_variables_are_written_back(version, var):
     assert report.plan is not None and report.plan.runner == "flashinfer_trtllm"
     out = emit(report.plan, "vllm", launch=launch, engine_version=version)
     assert out.env.get(var) == "1" and "--moe-backend" not in out.argv, (out.env, out.argv)
+
+
+@pytest.mark.parametrize("folder", ["nvidia__Qwen3-30B-A3B-NVFP4"])
+def test_vllm_triton_on_nvfp4_is_refused_as_a_launch_line(folder):
+    """vLLM's own --moe-backend triton on an NVFP4 checkpoint raises (map_nvfp4_backend: 'moe_backend='triton' is not
+    supported for NvFP4 MoE'; field round 27's NVFP4 reports): an engine error as the line is read, while a plan of our
+    triton there is written as emulation."""
+    launch = from_command("vllm serve x -tp 1 --moe-backend triton", model_config=str(CONFIGS / folder),
+                          engine_version="0.20.0")
+    f = [x for x in launch.findings if x.kind == "engine_error" and "--moe-backend" in x.token]
+    assert f and "not supported for NvFP4 MoE" in f[0].message
+    ok = from_command("vllm serve x -tp 1 --moe-backend emulation", model_config=str(CONFIGS / folder),
+                      engine_version="0.20.0")
+    assert not [x for x in ok.findings if x.kind == "engine_error"]

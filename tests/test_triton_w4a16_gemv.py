@@ -244,8 +244,8 @@ def test_moe_gemm_refuses_gemv_misuse():
     for w_mode, bm, cfg, msg in ((0, 4, g, "GEMV is an option of packed-FP4 weights"), (6, 4, {**g, "SWAP_AB": True}, "exclude"),
                                  (6, 16, {**mma, "SPLIT_K": 2}, "GEMV mode only"), (6, 4, mma, "below the MMA tile's 16 rows"),
                                  (6, 32, g, "at most 16"), (6, 4, {**g, "SPLIT_K": 0}, "positive split"),
-                                 (6, 4, {**g, "PREFETCH": True}, "GEMV mode at BLOCK_M 1, not of GEMV at BLOCK_M 4"),
-                                 (6, 16, {**mma, "PREFETCH": True}, "not of the MMA tiles")):
+                                 (6, 4, {**g, "PREFETCH": True}, "GEMV mode at BLOCK_M 1 and of the packed-FP4 MMA tiles, not of GEMV at BLOCK_M 4"),
+                                 (0, 16, {**mma, "PREFETCH": True}, "not of weight mode 0")):
         with pytest.raises(ValueError, match=msg):
             K.moe_gemm(a, b, c, align(bm), top_k=1, n_out=64, gather=False, by_slot=False, w_mode=w_mode, group_k=32,
                        config=cfg)
