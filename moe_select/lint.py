@@ -566,6 +566,7 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True,
     capability: list[Any] = []
     vocabularies: list[tuple[Path, Any]] = []
     issues: list[Issue] = []
+    dup_issues: list[Issue] = []
     for p in map(Path, paths):
         try:
             exists = p.exists()
@@ -595,10 +596,18 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True,
                 folder = p.resolve()
                 if p.is_dir() and folder != bundled and bundled not in folder.parents and p not in cap_dirs:
                     cap_dirs.append(p)     # an operator's capability folder: linted whole, as --backends reads it
-        issues += duplicate_rule_ids(rules_here)
+        dup_issues += duplicate_rule_ids(rules_here)
     if issues:
-        raise InputError(issues)
-    catalog = _load(rule_paths, use_env, cap_dirs)
+        raise InputError(issues + dup_issues)
+    # duplicate ids do not stop the load: the catalog's own checks (unknown runners, undeclared archs) are reported with
+    # them in one pass, as explain --rules does (a new user's trial, break51: check showed one class of error per run)
+    try:
+        catalog = _load(rule_paths, use_env, cap_dirs)
+    except InputError as exc:
+        seen = {(i.file, i.line, i.field, i.message) for i in exc.issues}
+        raise InputError([*exc.issues, *(i for i in dup_issues if (i.file, i.line, i.field, i.message) not in seen)]) from None
+    if dup_issues:
+        raise InputError(dup_issues)
     issues = _given_names(catalog, capability, vocabularies)
     if issues:
         raise InputError(issues)

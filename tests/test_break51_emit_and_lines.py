@@ -153,3 +153,19 @@ def test_vllm_triton_on_nvfp4_is_refused_as_a_launch_line(folder):
     ok = from_command("vllm serve x -tp 1 --moe-backend emulation", model_config=str(CONFIGS / folder),
                       engine_version="0.20.0")
     assert not [x for x in ok.findings if x.kind == "engine_error"]
+
+
+def test_check_reports_every_error_class_of_a_rules_folder_in_one_run(tmp_path):
+    """A duplicate rule id used to stop `check` before the catalog's own checks (unknown runner, undeclared arch), which
+    `explain --rules` reports in the same pass (break51)."""
+    from moe_select.lint import check
+
+    d = tmp_path / "rules1"
+    d.mkdir()
+    (d / "a.yaml").write_text("schema_version: 1\nrules:\n"
+                              "  - {id: dup, when: {arch: [sm900]}, prefer: [triton, tritonn], note: x}\n"
+                              "  - {id: dup, when: {arch: [sm90]}, prefer: [triton], note: y}\n")
+    with pytest.raises(InputError) as exc:
+        check([d], use_env=False)
+    text = "\n".join(str(i) for i in exc.value.issues)
+    assert "duplicate rule id" in text and "unknown runner 'tritonn'" in text and "'sm900' is not declared" in text, text
