@@ -652,6 +652,12 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                                 f"plan with ep 1 or ep {d.tp}" + (f", or ep {d.tp * dp} with tp as vLLM's tensor-parallel size"
                                                                   if dp > 1 else ""))
             vllm_tp = d.tp // dp
+        line_tp = launch.values.get("tp") if launch is not None and launch.engine == "vllm" else None
+        if line_tp is not None and line_tp.value is not None and int(line_tp.value) != vllm_tp:
+            # a dp given beside the line (--dp) regroups the same MoE group: say so rather than rewrite it silently
+            # (a new user's trial, break51: -tp 4 -dp 2 with --dp 4 was emitted as -tp 2 -dp 4 without a word)
+            comments.append(f"the line's {line_tp.written} written as {vllm_tp}: the MoE group (tp x dp = {vllm_tp * dp}) is "
+                            f"kept with data-parallel size {dp}, so each replica's tensor-parallel size changes")
         argv = ["vllm", "serve", mdl, _flag("vllm", "tp", version, comments), str(vllm_tp)]
         if dp > 1:
             argv += [_flag("vllm", "dp", version, comments), str(dp)]

@@ -169,3 +169,17 @@ def test_check_reports_every_error_class_of_a_rules_folder_in_one_run(tmp_path):
         check([d], use_env=False)
     text = "\n".join(str(i) for i in exc.value.issues)
     assert "duplicate rule id" in text and "unknown runner 'tritonn'" in text and "'sm900' is not declared" in text, text
+
+
+def test_an_emit_that_regroups_the_lines_tp_says_so():
+    """-tp 4 -dp 2 with a dp of 4 given beside the line keeps the MoE group of 8 and writes -tp 2 -dp 4: a comment says
+    the line's tp was rewritten (break51: silent before); a plain round trip writes no such comment."""
+    launch = from_command("vllm serve x -tp 4 -dp 2 --enable-expert-parallel", model_config=QWEN)
+    report = launch.explain(deployment={"gpu": "H100", "dp": 4})
+    out = emit(report.plan, "vllm", launch=launch)
+    assert out.argv[out.argv.index("--tensor-parallel-size") + 1] == "2"
+    assert any("-tp 4 written as 2" in c for c in out.comments), out.comments
+    plain = from_command("vllm serve x -tp 4 -dp 2 --enable-expert-parallel", model_config=QWEN)
+    out = emit(plain.explain(deployment={"gpu": "H100"}).plan, "vllm", launch=plain)
+    assert out.argv[out.argv.index("--tensor-parallel-size") + 1] == "4"
+    assert not any("written as" in c and "-tp" in c for c in out.comments), out.comments
