@@ -752,9 +752,9 @@ def _moe_gemm_kernel(
     ``BLOCK_M`` 1 the products are summed elementwise over the K tiles and reduced over K once, after the loop,
     so the loop holds no cross-thread reduction; PREFETCH, at ``BLOCK_M`` 1: a register double buffer, the next K
     tile's weights, scales and A row loaded before this tile's FMAs and decoded after them). PREFETCH on the packed-FP4
-    MMA tiles (W_MODE 6, 7, not GEMV): the next K tile's packed codes and scales loaded before this tile's decode and
-    MMAs (Triton stages through shared memory only the loads that feed ``tl.dot``; these feed the register decode, so
-    without it each K step waits for its own loads: the L1TEX-scoreboard stall ncu found, benchmarks/README.md). SPLIT_MODE
+    MMA tiles (W_MODE 6, 7, not GEMV): the next K tile's block scales loaded before this tile's decode and MMAs (the
+    codes go through the pipeliner's shared-memory stages; the scales were the loop's direct loads, each waited on in
+    its own K step: the L1TEX-scoreboard stall ncu found, benchmarks/README.md). SPLIT_MODE
     (GEMV): 0 one program per output tile; 1 split-K: ``SPLIT_K`` programs per output tile, each over its share of
     the K tiles, store float32 partial sums (gate then up columns) at ``ws[split, sorted row, column]`` and skip
     the epilogue; 2 the reduction: sums the ``SPLIT_K`` partials in a fixed order (deterministic) and runs the
@@ -2337,7 +2337,7 @@ def load_config_file(path: str) -> dict[int, dict]:
         gemv = [bool(out[int(tok)][g].get("GEMV")) for g in ("gemm1", "gemm2")]
         if any(out[int(tok)][g].get("PREFETCH") for g in ("gemm1", "gemm2")) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"
-            raise ValueError(f"{where}: PREFETCH (the next K tile's packed codes loaded ahead) is an option of packed-FP4 "
+            raise ValueError(f"{where}: PREFETCH (the next K tile's loads issued ahead) is an option of packed-FP4 "
                              f"files (mxfp4, nvfp4) only (this file: {said})")
         if any(gemv) and fmt not in FP4_FORMATS:
             said = f"key.format {fmt}" if fmt else "no key.format"

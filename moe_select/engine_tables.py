@@ -338,7 +338,12 @@ class QuantMismatch(Located):
 
         at = version or newest
         try:
-            return at is not None and Version(self.releases[0]) <= Version(at) <= Version(self.releases[1])
+            # a post-release, release candidate or local build is its release's (0.5.15.post1 is 0.5.15: a review,
+            # 2026-12-06, found it between two ranges)
+            if at is None:
+                return False
+            base = Version(at).release
+            return Version(self.releases[0]).release <= base <= Version(self.releases[1]).release
         except InvalidVersion:
             return False
 

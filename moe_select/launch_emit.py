@@ -185,8 +185,8 @@ def _replacement_words(engine: str, token: str, version: str | None, argv: list[
 def _precision_env(engine: str, precision: str, version: str | None, runner: str, predicted: str | None) -> str | None:
     """The variable of ``engine``'s table that asks activation ``precision`` (``means: activation_precision``, value "1")
     and that the declared release reads, where it applies to the plan's ``runner``: read under the engine's own pick
-    (``runners: [auto]``) only where that pick (``predicted``; where the tables cannot predict it, the variable's
-    ``picks``) is the runner; else None."""
+    (``runners: [auto]``) only for a runner the variable ``picks`` and that the engine's own prediction (``predicted``,
+    None where the tables cannot predict it) does not contradict; else None."""
     from .launch_line import _changes
 
     for e in table(engine).env:
@@ -195,8 +195,8 @@ def _precision_env(engine: str, precision: str, version: str | None, runner: str
         found, live = _changes(e, e.name, version, engine)
         if not live or any(f.kind in ("newer", "removed", "ignored") for f in found):
             continue
-        if e.runners is not None and not (runner in e.runners or ("auto" in e.runners and (
-                predicted == runner or (predicted is None and runner in (e.picks or []))))):
+        if e.runners is not None and not (runner in e.runners or ("auto" in e.runners and runner in (e.picks or [])
+                                                                  and predicted in (None, runner))):
             continue
         return e.name
     return None
@@ -578,6 +578,12 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if d.ep > 1:
             argv += [_flag("sglang", "ep", version, comments), str(d.ep)]
         attn_dp_asked = launch is not None and any(m in launch.values for m in ("attn_dp", "dp_attention"))
+        if d.dp and d.dp > 1 and launch is not None and not attn_dp_asked and "dp" in launch.values:
+            # the line's replicas (--dp-size without attention DP, kept as written) and a plan with attention DP: both
+            # would be --dp-size (argparse keeps the last), so the launch cannot say both
+            raise EmitError(f"the line's {launch.values['dp'].written} is data-parallel replicas, and the plan has attention "
+                            f"data parallelism {d.dp}: SGLang takes one --dp-size (and raises for replicas beside "
+                            "--attn-dp-size); plan without dp, or drop the replicas from the line")
         if d.dp and (d.dp > 1 or attn_dp_asked):
             # dp 1 is no attention data parallelism: nothing written unless the line itself enabled it (a new user's
             # trial found --enable-dp-attention --dp-size 1 added to every line)

@@ -1014,6 +1014,9 @@ def _read_trtllm_yaml(launch: Launch) -> None:
             continue
         if e.takes == "int" and not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
             raise InputError(Issue(launch.config_file or LINE, line, key, f"{key} takes an integer, got {value!r}"))
+        if e.takes == "int" and e.means in _SIZES and isinstance(value, int) and value < 1:
+            raise InputError(Issue(launch.config_file or LINE, line, key, f"{key}: a parallel size is at least 1, got "
+                                   f"{value} (leave the key out for its default)"))
         if e.takes == "bool" and not isinstance(value, bool):
             raise InputError(Issue(launch.config_file or LINE, line, key, f"{key} takes true or false, got {value!r}"))
         if live:
@@ -2083,6 +2086,9 @@ def _format_runner(launch: Launch) -> None:
         launch.findings.append(Finding("engine_error", r.written, f"{launch.engine} has no {theirs} MoE backend for a {quant} "
                                        f"checkpoint and raises at startup ('{scoped.raises}'); leave the option out or name "
                                        f"one of the format's backends", scoped.source))
+        # the plan is for the line without it (the engine's own choice), not for a runner of ours the name means
+        # elsewhere: plan --emit would otherwise write another backend in its place (a review, 2026-12-06)
+        _set(launch, "runner", "auto", f"{r.written} refused on a {quant} checkpoint: the engine's own choice")
         return
     _set(launch, "runner", scoped.ours, f"{r.written} ({launch.engine}'s {theirs} on a {quant} checkpoint)")
     launch.findings.append(Finding("note", r.written, f"{launch.engine} runs {theirs} as {scoped.ours} on a {quant} checkpoint "

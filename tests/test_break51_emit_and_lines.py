@@ -67,13 +67,6 @@ def test_vllm_group_is_a_multiple_of_dp(tp, ep, dp, refused):
         assert moe_select.explain(dep).plan is not None
 
 
-def test_an_unstated_dp_leaves_vllm_plans_alone():
-    import moe_select
-
-    r = moe_select.explain({"gpu": "H100", "engine": "vllm", "model_config": QWEN, "tp": 1, "ep": 1})
-    assert not any("data-parallel size" in u.detail for c in r.candidates for u in c.unknowns)
-
-
 def test_a_runner_value_the_engine_takes_without_a_row_is_written_back():
     """vLLM's --moe-backend batched_triton (a value since 0.27.0 that names.yaml maps to no runner of ours) planned from
     a line is emitted as the line gave it, with a comment, instead of refused (break51)."""
@@ -150,6 +143,11 @@ def test_vllm_triton_on_nvfp4_is_refused_as_a_launch_line(folder):
                           engine_version="0.20.0")
     f = [x for x in launch.findings if x.kind == "engine_error" and "--moe-backend" in x.token]
     assert f and "not supported for NvFP4 MoE" in f[0].message
+    # the plan is the line without it (the engine's own choice), never our triton written back as emulation
+    assert launch.deployment["runner"] == "auto"
+    report = launch.explain(deployment={"gpu": "H100"})
+    out = emit(report.plan, "vllm", launch=launch, engine_version="0.20.0")
+    assert "emulation" not in out.argv and "triton" not in out.argv, out.argv
     ok = from_command("vllm serve x -tp 1 --moe-backend emulation", model_config=str(CONFIGS / folder),
                       engine_version="0.20.0")
     assert not [x for x in ok.findings if x.kind == "engine_error"]
@@ -183,3 +181,41 @@ def test_an_emit_that_regroups_the_lines_tp_says_so():
     out = emit(plain.explain(deployment={"gpu": "H100"}).plan, "vllm", launch=plain)
     assert out.argv[out.argv.index("--tensor-parallel-size") + 1] == "4"
     assert not any("written as" in c and "-tp" in c for c in out.comments), out.comments
+
+
+def test_a_precision_variable_is_written_only_for_a_runner_it_picks():
+    """VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 steers vLLM to FlashInfer's TRT-LLM-gen experts: never written for a plan of
+    flashinfer_cutlass (its CUTLASS twin is) or marlin, whatever the prediction says (a review, 2026-12-06)."""
+    from moe_select.launch_emit import _precision_env
+
+    assert _precision_env("vllm", "mxfp8", "0.20.0", "flashinfer_cutlass", "flashinfer_cutlass") \
+        == "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8_CUTLASS"
+    assert _precision_env("vllm", "mxfp8", "0.20.0", "flashinfer_trtllm", None) == "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8"
+    assert _precision_env("vllm", "bf16", "0.20.0", "marlin", "marlin") is None
+    assert _precision_env("vllm", "mxfp8", "0.20.0", "flashinfer_trtllm", "marlin") is None
+    assert _precision_env("vllm", "mxfp8", "0.24.0", "flashinfer_trtllm", None) is None     # ignored from 0.24.0
+
+
+def test_a_plans_attention_dp_and_the_lines_replicas_cannot_both_be_written():
+    from moe_select.launch_emit import EmitError
+
+    launch = from_command(SGL + "--tp 4 --dp-size 2", model_config=QWEN, engine_version="0.5.4.post1")
+    report = launch.explain(deployment={"gpu": "H100", "dp": 4})
+    with pytest.raises(EmitError, match="replicas"):
+        emit(report.plan, "sglang", launch=launch, engine_version="0.5.4.post1")
+
+
+def test_a_trtllm_yaml_parallel_size_of_zero_is_refused(tmp_path):
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text("tensor_parallel_size: 0\n")
+    with pytest.raises(InputError, match="at least 1"):
+        from_command(f"trtllm-serve x --tp_size 2 --extra_llm_api_options {cfg}", model_config=QWEN)
+
+
+def test_an_allow_list_holds_at_its_post_releases():
+    from moe_select.launch_line import from_command as fc
+
+    awq = str(CONFIGS / "Qwen__Qwen3-30B-A3B-AWQ")
+    for v in ("0.5.15", "0.5.15.post1", "0.5.16"):
+        launch = fc(SGL + "--tp 1 --quantization w8a8_int8", model_config=awq, engine_version=v)
+        assert any(f.kind == "engine_error" for f in launch.findings if f.token.startswith("--quantization")), v

@@ -82,3 +82,4 @@ def test_the_router_fact_leaves_other_models_alone_when_the_architecture_is_unst
                             "a2a": "none", "runner": "auto"})
     texts = [u.detail for c in r.candidates for u in [*c.reasons, *c.unknowns]]
     assert not any("topk_hash_softplus_sqrt" in t for t in texts), report_codes(r)
+
