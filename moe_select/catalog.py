@@ -576,8 +576,8 @@ def _cross_check(ld: _Loader, runners: dict[str, RunnerCapability], a2a: dict[st
         for eng, value in cap.engines.options.items():
             engine = str(eng)
             ch = t.choices_of(engine, "runner")
-            taken = {getattr(r, engine, None): r.ours for r in t.runners} | {f.name: f.ours for f in t.by_format
-                                                                            if f.engine == engine}
+            taken = {getattr(r, engine, None): r.ours for r in t.runners} | {
+                f.name: f.ours for f in t.by_format if f.engine == engine and f.ours is not None}   # (not a refusal row)
             why = None
             if engine not in ENGINES:
                 why = f"{engine} has no runner option"

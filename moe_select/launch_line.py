@@ -614,7 +614,8 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
                                + (f" ({entry.note})" if entry.note else "") + new, entry.ignored.by))
             live = False
     if live and entry.deprecated is not None and at_or_after(entry.deprecated) is not False:
-        out.append(Finding("deprecated", written, f"deprecated by {entry.deprecated.text()}{by_date(entry.deprecated)}{new}",
+        out.append(Finding("deprecated", written, f"deprecated {'in' if entry.deprecated.by.startswith('this project:') else 'by'} "
+                           f"{entry.deprecated.text()}{by_date(entry.deprecated)}{new}",
                            entry.deprecated.by))
     return out, live
 
