@@ -64,3 +64,14 @@ def func_src(path, fname, cls=None):
         if not cls and isinstance(node, ast.FunctionDef) and node.name == fname:
             return ast.unparse(_strip(node))
     raise KeyError((path, cls, fname))
+
+
+def outcome(verify, self, markers=(("does not match", "mismatch"), ("Unknown quantization", "unknown"))) -> str:
+    """``ok:<method>`` where the engine's ``verify(self)`` passes (the method it ends up using), else ``RAISE:<kind>``:
+    the first of ``markers`` (message fragment, kind) the ValueError's message holds, or its first 60 characters."""
+    try:
+        verify(self)
+        return "ok:" + str(self.quantization)
+    except ValueError as e:
+        m = str(e)
+        return "RAISE:" + next((kind for frag, kind in markers if frag in m), m[:60])

@@ -12,7 +12,7 @@ import logging
 import glob
 import re
 sys.path.insert(0, os.path.dirname(__file__))
-from extract import classes_in, build_class, func_src, parse
+from extract import classes_in, build_class, func_src, outcome, parse
 
 V = sys.argv[1]
 ROOT = f"{os.environ.get('ALLOW_SRC', '/tmp/allow')}/sglang-{V}/sglang/srt"
@@ -129,16 +129,7 @@ def run(cfg, user, draft=False):
                                  _find_quant_modelslim_config=lambda: None,
                                  is_draft_model=draft, is_draft_quantization_explicit=False,
                                  hf_config=None)
-    try:
-        verify(self)
-        return "ok:" + str(self.quantization)
-    except ValueError as e:
-        m = str(e)
-        if "does not match" in m:
-            return "RAISE:mismatch"
-        if "Unknown quantization" in m:
-            return "RAISE:unknown"
-        return "RAISE:" + m[:60]
+    return outcome(verify, self)
 
 
 CKPTS = json.load(open(os.path.join(os.path.dirname(__file__), "ckpts_vllm.json")))

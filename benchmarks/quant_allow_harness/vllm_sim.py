@@ -12,7 +12,7 @@ import logging
 import glob
 from collections.abc import Mapping
 sys.path.insert(0, os.path.dirname(__file__))
-from extract import classes_in, build_class, func_src, parse
+from extract import classes_in, build_class, func_src, outcome, parse
 
 V = sys.argv[1]
 ROOT = f"{os.environ.get('ALLOW_SRC', '/tmp/allow')}/vllm-{V}/vllm"
@@ -180,18 +180,8 @@ def run(cfg, user, model_type="qwen3_moe"):
         model_arch_config=types.SimpleNamespace(quantization_config=normalize(cfg)),
         hf_config=types.SimpleNamespace(model_type=model_type, quantization_config=cfg),
         allow_deprecated_quantization=False)
-    try:
-        verify(self)
-        return "ok:" + str(self.quantization)
-    except ValueError as e:
-        m = str(e)
-        if "does not match" in m:
-            return "RAISE:mismatch"
-        if "Unknown quantization" in m:
-            return "RAISE:unknown"
-        if "deprecated" in m:
-            return "RAISE:deprecated"
-        return "RAISE:" + m[:60]
+    return outcome(verify, self, (("does not match", "mismatch"), ("Unknown quantization", "unknown"),
+                                  ("deprecated", "deprecated")))
 
 
 CKPTS = json.load(open(os.path.join(os.path.dirname(__file__), "ckpts_vllm.json")))
