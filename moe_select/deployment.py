@@ -537,12 +537,11 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     if dep.engine == "vllm" and dep.dp and dep.dp > 1 and dep.ep > 1 and dep.ep == dep.tp:
         # (ep as the group written as tp: an ep that is neither tp nor tp x dp is the ep constraint's refusal,
         # backends/common.yaml, ep one_of [tp, tp_dp])
-        group, name = dep.ep, "ep"
-        if group % dep.dp:
-            bad("dp", f"{name} {group} with dp {dep.dp} ({here('dp')}): vLLM's MoE group is its tensor-parallel size times "
-                f"the data-parallel size ({group} % {dep.dp} = {group % dep.dp}) [vllm-project/vllm@002d6073aa03:vllm/"
-                "model_executor/layers/fused_moe/config.py:FusedMoEParallelConfig.make]; give a dp that divides "
-                f"{name}, or {name} as tp x dp")
+        if dep.ep % dep.dp:
+            bad("dp", f"ep {dep.ep} with dp {dep.dp} ({here('dp')}): vLLM's MoE group is its tensor-parallel size times "
+                f"the data-parallel size ({dep.ep} % {dep.dp} = {dep.ep % dep.dp}) [vllm-project/vllm@002d6073aa03:vllm/"
+                "model_executor/layers/fused_moe/config.py:FusedMoEParallelConfig.make]; give a dp that divides ep, or "
+                "ep as tp x dp")
     # The engine's version: a final release the release table lists, or newer than every release it lists (a new user's
     # trial, 2026-12-04: sglang 0.11.0, vllm 0.16.5 were accepted and judged); pre-releases, dev builds and local
     # labels (+cu128) are builds of their release and pass.

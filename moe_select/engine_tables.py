@@ -117,12 +117,23 @@ class Change(Located):
     def _pep440(cls, v: str | None) -> str | None:
         return None if v is None else _pep440_version(v)
 
+    @property
+    def read_here(self) -> bool:
+        """True for a change this project read in the releases themselves (``by`` "this project: ..."), not one an
+        upstream PR or commit made."""
+        return self.by.startswith("this project:")
+
+    def verb(self, what: str) -> str:
+        """``removed by`` / ``deprecated by``, or ``... in`` for a change :attr:`read_here` (whose :meth:`text` leads
+        with the release), so the wording never names this project as the one who made it (break51)."""
+        return f"{what} {'in' if self.read_here else 'by'}"
+
     def text(self) -> str:
         """``vllm-project/vllm#33535 (2026-02-02, v0.15.0)``; a change this project read in the releases themselves
         (``by`` "this project: ...") reads ``v0.5.20 (this project read: ...)``, so "removed by" never names this
         project as the remover (a new user's trial, break51)."""
         bits = [b for b in (self.date, f"v{self.version}" + (" as announced" if self.announced else "") if self.version else None) if b]
-        if self.by.startswith("this project:") and bits:
+        if self.read_here and bits:
             return f"{', '.join(bits)} (this project read: {self.by.removeprefix('this project:').strip()})"
         return self.by + (f" ({', '.join(bits)})" if bits else "")
 

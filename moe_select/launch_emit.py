@@ -187,13 +187,8 @@ def _precision_env(engine: str, precision: str, version: str | None, runner: str
     and that the declared release reads, where it applies to the plan's ``runner``: read under the engine's own pick
     (``runners: [auto]``) only for a runner the variable ``picks`` and that the engine's own prediction (``predicted``,
     None where the tables cannot predict it) does not contradict; else None."""
-    from .launch_line import _changes
-
     for e in table(engine).env:
-        if e.means != "activation_precision" or (e.values or {}).get("1") != precision:
-            continue
-        found, live = _changes(e, e.name, version, engine)
-        if not live or any(f.kind in ("newer", "removed", "ignored") for f in found):
+        if e.means != "activation_precision" or (e.values or {}).get("1") != precision or not _env_live(e, version, engine):
             continue
         if e.runners is not None and not (runner in e.runners or ("auto" in e.runners and runner in (e.picks or [])
                                                                   and predicted in (None, runner))):
@@ -202,17 +197,18 @@ def _precision_env(engine: str, precision: str, version: str | None, runner: str
     return None
 
 
-def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
-    """The variable of ``engine``'s table that sets ``means`` and that the declared release reads (added by then, not
-    removed or ignored by then: versions, else release dates, as the launch-line reader judges them), or None."""
+def _env_live(e: EnvEntry, version: str | None, engine: str) -> bool:
+    """Whether the declared release reads variable ``e`` (added by then, not removed or ignored by then: versions, else
+    release dates, as the launch-line reader judges them)."""
     from .launch_line import _changes
 
-    for e in table(engine).env:
-        if e.means == means:
-            found, live = _changes(e, e.name, version, engine)
-            if live and not any(f.kind in ("newer", "removed", "ignored") for f in found):
-                return e.name
-    return None
+    return _changes(e, e.name, version, engine)[1]    # (not live once newer, removed or ignored: as _live_flag reads it)
+
+
+def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
+    """The variable of ``engine``'s table that sets ``means`` and that the declared release reads (:func:`_env_live`),
+    or None."""
+    return next((e.name for e in table(engine).env if e.means == means and _env_live(e, version, engine)), None)
 
 
 def _a2a_row(ours: str, mode: str | None) -> Any:

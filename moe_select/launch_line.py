@@ -604,8 +604,7 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
             when = entry.removed.text() + by_date(entry.removed) + (
                 "" if r else f" (no release recorded; judged removed at {engine} {version})" if v is not None else "")
             kind = "removed"
-            out.append(Finding(kind, written, f"removed {'in' if entry.removed.by.startswith('this project:') else 'by'} "
-                               f"{when}{new}", entry.removed.by))
+            out.append(Finding(kind, written, f"{entry.removed.verb('removed')} {when}{new}", entry.removed.by))
             live = False
     if live and entry.ignored is not None:
         r = at_or_after(entry.ignored)
@@ -614,9 +613,8 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
                                + (f" ({entry.note})" if entry.note else "") + new, entry.ignored.by))
             live = False
     if live and entry.deprecated is not None and at_or_after(entry.deprecated) is not False:
-        out.append(Finding("deprecated", written, f"deprecated {'in' if entry.deprecated.by.startswith('this project:') else 'by'} "
-                           f"{entry.deprecated.text()}{by_date(entry.deprecated)}{new}",
-                           entry.deprecated.by))
+        out.append(Finding("deprecated", written, f"{entry.deprecated.verb('deprecated')} {entry.deprecated.text()}"
+                           f"{by_date(entry.deprecated)}{new}", entry.deprecated.by))
     return out, live
 
 
@@ -750,15 +748,22 @@ def _did_you_mean(name: str, options: Iterable[str]) -> str:
 _SIZES = ("tp", "dp", "pp", "pcp", "ep", "attn_dp", "moe_dp")   # not vLLM's -dpl (0: a node with no local DP ranks)
 
 
+def _size_refused(means: str, value: Any) -> str | None:
+    """Why ``value`` of a flag or key of ``means`` is refused as a parallel size (:data:`_SIZES`: at least 1), or None."""
+    if means in _SIZES and isinstance(value, int) and not isinstance(value, bool) and value < 1:
+        return f"a parallel size is at least 1, got {value}"
+    return None
+
+
 def _convert(entry: FlagEntry, raw: str, written: str, where: str) -> Any:
     if entry.takes == "int":
         try:
             value = int(raw)
         except ValueError:
             raise InputError(Issue(where, 0, written, f"{written} takes an integer, got {raw[:40]!r}")) from None
-        if entry.means in _SIZES and value < 1:
-            raise InputError(Issue(where, 0, written, f"{written}: a parallel size is at least 1, got {value} (the engine "
-                                   "refuses it; leave the flag out for its default)"))
+        if (why := _size_refused(entry.means, value)) is not None:
+            raise InputError(Issue(where, 0, written, f"{written}: {why} (the engine refuses it; leave the flag out for "
+                                   "its default)"))
         return value
     if entry.takes == "json":
         try:
@@ -1015,9 +1020,8 @@ def _read_trtllm_yaml(launch: Launch) -> None:
             continue
         if e.takes == "int" and not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
             raise InputError(Issue(launch.config_file or LINE, line, key, f"{key} takes an integer, got {value!r}"))
-        if e.takes == "int" and e.means in _SIZES and isinstance(value, int) and value < 1:
-            raise InputError(Issue(launch.config_file or LINE, line, key, f"{key}: a parallel size is at least 1, got "
-                                   f"{value} (leave the key out for its default)"))
+        if e.takes == "int" and (why := _size_refused(e.means, value)) is not None:
+            raise InputError(Issue(launch.config_file or LINE, line, key, f"{key}: {why} (leave the key out for its default)"))
         if e.takes == "bool" and not isinstance(value, bool):
             raise InputError(Issue(launch.config_file or LINE, line, key, f"{key} takes true or false, got {value!r}"))
         if live:

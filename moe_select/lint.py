@@ -604,8 +604,7 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True,
     try:
         catalog = _load(rule_paths, use_env, cap_dirs)
     except InputError as exc:
-        got = {(i.file, i.line, i.field, i.message) for i in exc.issues}
-        raise InputError([*exc.issues, *(i for i in dup_issues if (i.file, i.line, i.field, i.message) not in got)]) from None
+        raise InputError([*exc.issues, *(i for i in dup_issues if i not in exc.issues)]) from None
     if dup_issues:
         raise InputError(dup_issues)
     issues = _given_names(catalog, capability, vocabularies)

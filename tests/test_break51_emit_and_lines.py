@@ -166,6 +166,7 @@ def test_check_reports_every_error_class_of_a_rules_folder_in_one_run(tmp_path):
     with pytest.raises(InputError) as exc:
         check([d], use_env=False)
     text = "\n".join(str(i) for i in exc.value.issues)
+    assert len(set(exc.value.issues)) == len(exc.value.issues), text    # each issue once (the catalog reports ids too)
     assert "duplicate rule id" in text and "unknown runner 'tritonn'" in text and "'sm900' is not declared" in text, text
 
 
