@@ -16,7 +16,9 @@ quantities this module computes per engine:
   dp under DP attention; divided again over tp / dp ranks where the entry's ``prefill_scatter`` says the engine
   scatters it before the dispatch), decode ``decode_tokens_per_rank`` (the decode CUDA-graph batch x tokens per request).
   A need left at its default is not checked (the report says so): the default is this project's guess, not the
-  engine's.
+  engine's. Where the deployment gives no decode batch but the engine sets its own (the engine table's
+  ``graph_defaults``: SGLang's limit from the GPU's memory and tp, sgl-project/sglang#28914) and every rank decodes its
+  own batch (one attention rank per DP group), that limit is the decode need (:func:`engine_decode_need`).
 
 The constraint (``a2a_tokens_per_rank`` at most ``a2a_capacity``) refuses with the variable, the need, where each
 number came from and the fix (:func:`describe`, :func:`fix`). Torch-free, pure.
@@ -55,6 +57,11 @@ class Capacity:
     needs: list[Need] = field(default_factory=list)
     #: The phases whose forwards pass through the buffer but whose need is not given (not checked).
     unknown: list[str] = field(default_factory=list)
+    #: Why the engine's own decode batch limit was not taken as the decode need, where one is known (for the note).
+    remark: str | None = None
+    #: The engine's version the facts are read at (declared or detected, else the newest checked): the fix names
+    #: the flags that release has.
+    engine_version: str | None = None
 
     @property
     def need(self) -> int | None:
@@ -73,6 +80,37 @@ def phase_needs(u: Understood) -> dict[str, Need]:
     return out
 
 
+def engine_decode_need(u: Understood, facts: Mapping[str, Any],
+                       requires_ok: Callable[[dict[str, str] | None], bool]) -> tuple[Need | None, str | None]:
+    """The decode batch limit the engine of ``facts`` sets itself when the deployment gives none (its table's ``graph_defaults``,
+    the entry whose release range holds: ``requires_ok`` is the selector's package-version test, which reads a
+    deployment without ``engine_version`` at the newest release checked), as the decode need per rank: ``(need,
+    None)``; or ``(None, why not)`` where a limit is known but is not each rank's batch (attention ranks share a DP
+    group's batch: each dispatches its share, not checked); ``(None, None)`` where the engine sets none here (no
+    table entry, CUDA graphs off, a GPU whose memory is not known, a branch the memory range does not decide)."""
+    from .engine_tables import ENGINES, table
+    from .vocab import gpu_memory_gib
+
+    engine = str(facts.get("engine"))
+    if engine not in ENGINES or not u.cuda_graph or "decode" not in u.phases or u.gpu is None:
+        return None, None
+    entry = next((g for g in table(engine).graph_defaults if requires_ok({engine: g.version})), None)
+    memory = gpu_memory_gib(u.gpu) if entry is not None else None
+    if entry is None or memory is None:
+        return None, None
+    row = entry.max_bs(memory[0], u.tp)
+    if row is None:
+        return None, None
+    said = (f"{engine}'s own decode CUDA-graph batch limit, no flag giving one: {row.max_bs} on {u.gpu} ({memory[1]}) at "
+            f"tp {u.tp} [{row.where()}]")
+    attn_tp = facts.get("attn_tp", u.tp)
+    if attn_tp != 1:
+        return None, f"{said}; attention over {attn_tp} ranks per DP group, each dispatching its share of the batch"
+    if u.speculative:
+        said += " (x the draft's tokens per request with speculative decoding: at least this)"
+    return Need("decode", row.max_bs, said), None
+
+
 def bounded_phases(fact: CapacityFact, a2a: A2ACapability, u: Understood) -> list[str]:
     """The phases of ``u`` whose forwards pass through the buffer of ``fact``: in ``fact.phases`` (None: any) and, where
     ``fact.modes`` is given, running in one of those modes (``a2a_mode``, or ``auto``'s mode for that phase)."""
@@ -87,15 +125,21 @@ def bounded_phases(fact: CapacityFact, a2a: A2ACapability, u: Understood) -> lis
 
 
 def capacity_for(u: Understood, a2a: A2ACapability | None, facts: Mapping[str, Any],
-                 requires_ok: Callable[[CapacityFact], bool]) -> Capacity | None:
+                 requires_ok: Callable[[dict[str, str] | None], bool], engine_version: str | None = None) -> Capacity | None:
     """The first ``capacity`` entry of ``a2a`` whose ``when`` matches ``facts`` (one engine's) and whose ``requires``
-    holds (``requires_ok``: the selector's package-version test), with the deployment's needs of it; None when none
-    applies (another engine, another version, or an a2a without a capacity)."""
+    holds (``requires_ok``: the selector's package-version test of a ``requires`` mapping), with the deployment's needs
+    of it (a decode need not given: the engine's own limit, :func:`engine_decode_need`); None when none applies (another
+    engine, another version, or an a2a without a capacity)."""
     if a2a is None:
         return None
     for fact in a2a.capacity:
-        if (fact.when is None or fact.when.matches(facts)) and requires_ok(fact):
+        if (fact.when is None or fact.when.matches(facts)) and requires_ok(fact.requires):
             given = phase_needs(u)
+            remark = None
+            if "decode" not in given:
+                own, remark = engine_decode_need(u, facts, requires_ok)
+                if own is not None:
+                    given["decode"] = own
             ranks = max(1, u.tp // max(1, u.dp or 1))
             if fact.prefill_scatter and "prefill" in given and ranks > 1:
                 n = given["prefill"]
@@ -115,7 +159,8 @@ def capacity_for(u: Understood, a2a: A2ACapability | None, facts: Mapping[str, A
                            + (f" ({fact.default_note})" if fact.default_note else "") + f" [{fact.where('default')}]")
             phases = bounded_phases(fact, a2a, u)
             return Capacity(fact=fact, a2a=a2a.a2a, engine=str(facts.get("engine")), capacity=value, capacity_how=how,
-                            needs=[given[p] for p in phases if p in given], unknown=[p for p in phases if p not in given])
+                            needs=[given[p] for p in phases if p in given], unknown=[p for p in phases if p not in given],
+                            remark=remark if "decode" in phases else None, engine_version=engine_version)
     return None
 
 
@@ -138,12 +183,14 @@ def describe(cap: Capacity) -> str:
             f"{_WHEN[cap.fact.checked]}")
 
 
-def _flag(engine: str, means: str) -> str | None:
-    from .engine_tables import ENGINES, table
+def _flag(engine: str, means: str, version: str | None) -> str | None:
+    """The engine's flag of ``means`` that release ``version`` has (None: the newest), or None."""
+    from .engine_tables import ENGINES
+    from .launch_emit import _live_flag
 
     if engine not in ENGINES:
         return None
-    entry = next((e for e in table(engine).flags if e.means == means and not e.removed), None)
+    entry = _live_flag(engine, means, version)
     return entry.name if entry is not None else None
 
 
@@ -163,11 +210,11 @@ def fix(cap: Capacity, field_name: str) -> str | None:
         if n.tokens <= cap.capacity:
             continue
         if n.phase == "decode":
-            flag = _flag(cap.engine, "cuda_graph_max_bs")
+            flag = _flag(cap.engine, "cuda_graph_max_bs", cap.engine_version)
             parts.append(f"a decode CUDA-graph batch x tokens per request <= {cap.capacity} (decode_tokens_per_rank"
                          + (f"; {cap.engine} {flag}" if flag else "") + ")")
         else:
-            flag = _flag(cap.engine, "chunked_prefill")
+            flag = _flag(cap.engine, "chunked_prefill", cap.engine_version)
             parts.append(f"a prefill chunk per rank <= {cap.capacity} (max_tokens_per_rank"
                          + (f"; {cap.engine} {flag}" if flag else "") + ")")
     return ", or ".join(parts) or None
@@ -181,7 +228,7 @@ def unchecked(cap: Capacity) -> str | None:
             "decode": "decode_tokens_per_rank (decode CUDA-graph batch x tokens per request)"}
     return (f"a2a {cap.a2a} under {cap.engine}: {', '.join(cap.unknown)} tokens per rank not given ("
             + "; ".join(keys[p] for p in cap.unknown) + f"): not checked against {cap.fact.variable} ({cap.capacity}) "
-            f"[{cap.fact.where()}]")
+            f"[{cap.fact.where()}]" + (f" ({cap.remark})" if cap.remark and "decode" in cap.unknown else ""))
 
 
-__all__ = ["Need", "Capacity", "phase_needs", "bounded_phases", "capacity_for", "quantities", "describe", "fix", "unchecked"]
+__all__ = ["Need", "Capacity", "phase_needs", "engine_decode_need", "bounded_phases", "capacity_for", "quantities", "describe", "fix", "unchecked"]

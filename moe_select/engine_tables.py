@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .conditions import When
+from .conditions import IntRange, When
 from .errors import InputError, Issue
 from .located import Located
 from .releases import Releases, _load, _pep440_version, engines_dir, release_date, releases  # noqa: F401 (re-exported)
@@ -394,6 +394,54 @@ class DraftRules(Located):
     defaults: list[DraftDefault] = []
 
 
+class GraphDefaultRow(Located):
+    """One branch of an engine's own decode CUDA-graph batch limit: ``max_bs`` where the GPU's memory (GiB, the
+    vocabulary's ``memory_gib``) is at least ``memory_min`` and below ``memory_below``, and the tensor-parallel size
+    is within ``tp`` (None: any)."""
+
+    memory_min: float | None = Field(default=None, ge=0)
+    memory_below: float | None = Field(default=None, gt=0)
+    tp: IntRange | None = None
+    max_bs: int = Field(ge=1)
+
+    def covers(self, memory: tuple[float, float], tp: int) -> bool:
+        """Whether the branch holds for every GPU memory in the range ``memory`` (a product name may cover boards of
+        several sizes) at tensor-parallel size ``tp``."""
+        lo, hi = memory
+        return ((self.memory_min is None or lo >= self.memory_min)
+                and (self.memory_below is None or hi < self.memory_below)
+                and (self.tp is None or self.tp.contains(tp)))
+
+
+class GraphDefault(Located):
+    """The decode CUDA-graph batch limit the engine sets itself when no flag gives one (the flag whose ``means`` is
+    ``cuda_graph_max_bs``), for the engine releases ``version`` (a PEP 440 specifier of the engine's package; a
+    deployment without ``engine_version`` is read at the newest release the table was checked at): the first of
+    ``rows`` that holds (:class:`GraphDefaultRow`). Read by :mod:`moe_select.capacity` as the decode need of an
+    all-to-all buffer when the deployment gives none."""
+
+    version: str
+    rows: list[GraphDefaultRow] = Field(min_length=1)
+    checked: str = Field(min_length=1)
+    source: str = Field(pattern=CITATION.pattern)
+
+    @field_validator("version")
+    @classmethod
+    def _spec(cls, v: str) -> str:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier:
+            raise ValueError(f"version {v!r} is not a PEP 440 specifier (e.g. '>=0.5.13,<0.5.23')") from None
+        return v
+
+    def max_bs(self, memory: tuple[float, float], tp: int) -> "GraphDefaultRow | None":
+        """The row that decides for a GPU of ``memory`` GiB (a range) at ``tp``, or None where none holds for the
+        whole range (the engine's branch is not known)."""
+        return next((r for r in self.rows if r.covers(memory, tp)), None)
+
+
 class EngineTable(Located):
     """One engine's launch vocabulary (see the module docstring)."""
 
@@ -415,6 +463,8 @@ class EngineTable(Located):
     inverse_enable_disable: Change | None = None
     #: The speculative draft's MoE runner and all-to-all where the launch names none for it (:class:`DraftRules`).
     draft: DraftRules | None = None
+    #: The decode CUDA-graph batch limit the engine sets itself, per release range (:class:`GraphDefault`).
+    graph_defaults: list[GraphDefault] = []
 
     @field_validator("sources")
     @classmethod

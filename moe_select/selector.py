@@ -231,7 +231,8 @@ def _add_capacity(ctx: _Ctx) -> None:
     """Set ``a2a_capacity`` and ``a2a_tokens_per_rank`` in ``ctx.facts`` (shared with ``engine_facts``) from the a2a
     file's capacity entry that holds under this engine (:mod:`moe_select.capacity`)."""
     ctx.capacity = a2a_capacity.capacity_for(ctx.u, ctx.catalog.a2a.get(ctx.u.a2a), ctx.facts,
-                                             lambda f: _requires(f.requires, ctx)[0])
+                                             lambda req: _requires(req, ctx)[0],
+                                             engine_versions(ctx.env, ctx.catalog).get(str(ctx.facts.get("engine"))))
     ctx.facts.update(a2a_capacity.quantities(ctx.capacity))
 
 

@@ -27,7 +27,8 @@ least X.Y, future ones included (vLLM's ``Platform.has_device_capability(75)`` i
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any, Iterable
+import re
+from typing import TYPE_CHECKING, Any, Collection, Iterable
 
 from .formats import Quant  # noqa: F401  (one table of formats; re-exported; QUANTS: __getattr__)
 from .vocab_names import (  # noqa: F401  (the name syntax, re-exported: one import for callers)
@@ -115,13 +116,38 @@ def gpu_arch(name: str, vocabulary: "Vocabulary | VocabularyIndex | None" = None
     'RTX-PRO-6000', 'Tesla T4', 'AMD Instinct MI250X'; memory/form-factor suffixes too: 'H100 80GB HBM3',
     'A100-SXM4-80GB'), or None for a product no vocabulary declares (give ``arch:`` then)."""
     products = _index(vocabulary).products
+    product = _product_of(name, products)
+    return products[product] if product is not None else None
+
+
+def _product_of(name: str, products: "Collection[str]") -> str | None:
+    """The declared product ``name`` names (exactly, or with a memory / form-factor suffix), or None."""
     key = product_key(name)
     if key in products:
-        return products[key]
-    for gpu in sorted(products, key=len, reverse=True):
-        if key.startswith(gpu + " "):
-            return products[gpu]
-    return None
+        return key
+    return next((gpu for gpu in sorted(products, key=len, reverse=True) if key.startswith(gpu + " ")), None)
+
+
+_MEMORY_SUFFIX = re.compile(r"(?:^| )(\d{1,4})GB(?: |$)")
+
+
+def gpu_memory_gib(name: str, vocabulary: "Vocabulary | VocabularyIndex | None" = None) -> tuple[tuple[float, float], str] | None:
+    """``((min, max) GiB, how)`` of one device of the GPU product ``name``: the size the name states (``'A100-SXM4-80GB'``,
+    ``'H100 80GB HBM3'``), else the vocabulary's ``memory_gib`` of the product (a range where the name covers several
+    boards); None where neither says. ``how`` says which."""
+    key = product_key(name)
+    m = _MEMORY_SUFFIX.search(key)
+    product = _product_of(name, _index(vocabulary).products)
+    if m is not None and product is not None:
+        gib = float(m.group(1))
+        return (gib, gib), f"{gib:g} GB as the name {name!r} states"
+    if product is None:
+        return None
+    memory = _index(vocabulary).memory.get(product)
+    if memory is None:
+        return None
+    lo, hi = memory
+    return memory, f"{product}: {lo:g}" + (f" .. {hi:g}" if hi != lo else "") + " GiB (backends/vocabulary.yaml memory_gib)"
 
 
 def close_products(name: str, vocabulary: "Vocabulary | VocabularyIndex | None" = None, n: int = 3) -> list[str]:

@@ -54,6 +54,12 @@ class ArchEntry(Located):
     bf16: bool = True
     products: list[str] = []
     source: str = Field(pattern=SOURCE_PATTERN)
+    #: Memory of one device of each product in GiB, as its vendor states it (a ``[min, max]`` range where one product
+    #: name covers boards of several sizes); read by engine defaults that depend on it (an engine's decode CUDA-graph
+    #: batch). A product not listed has no known memory.
+    memory_gib: dict[str, float | list[float]] = {}
+    #: Where the memory sizes come from (required with ``memory_gib``).
+    memory_source: str | None = Field(default=None, pattern=SOURCE_PATTERN)
 
     @field_validator("name")
     @classmethod
@@ -76,7 +82,22 @@ class ArchEntry(Located):
     def _vendor(self) -> "ArchEntry":
         if vendor_of(self.name) != self.vendor:
             raise ValueError(f"{self.name} is a {vendor_of(self.name)} name, not {self.vendor}")
+        if self.memory_gib and self.memory_source is None:
+            raise ValueError("memory_gib needs memory_source (where the sizes come from)")
+        for product, gib in self.memory_gib.items():
+            if product not in self.products:
+                raise ValueError(f"memory_gib: {product!r} is not one of this arch's products ({', '.join(self.products)})")
+            lo, hi = (gib[0], gib[-1]) if isinstance(gib, list) else (gib, gib)
+            if (isinstance(gib, list) and len(gib) != 2) or not 0 < lo <= hi:
+                raise ValueError(f"memory_gib: {product}: give a positive size, or [min, max] with min <= max")
         return self
+
+    def memory(self, product: str) -> tuple[float, float] | None:
+        """``(min, max)`` GiB of one device of ``product``, or None when not listed."""
+        gib = self.memory_gib.get(product)
+        if gib is None:
+            return None
+        return (gib[0], gib[1]) if isinstance(gib, list) else (gib, gib)
 
 
 class Family(Located):
@@ -190,6 +211,8 @@ class VocabularyIndex:
         self.routings = {r.name: r for r in vocabulary.routings}
         self.engines = {e.name: e for e in vocabulary.engines}
         self.products = {p: a.name for a in vocabulary.archs for p in a.products}
+        #: product name -> (min, max) GiB of one device, where the vocabulary says
+        self.memory = {p: m for a in vocabulary.archs for p in a.products if (m := a.memory(p)) is not None}
 
     def arch_spec_problem(self, spec: str) -> str | None:
         """Why ``spec`` cannot name architectures in a fact or rule (not a declared arch or family, nor a
