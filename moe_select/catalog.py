@@ -186,6 +186,25 @@ def env_paths(name: str, what: str) -> list[Path]:
     return [Path(p) for p in parts]
 
 
+def path_list(value: Iterable[str | Path] | str | Path, name: str) -> tuple[str, ...]:
+    """The folders or files ``value`` names (``rules_dirs`` / ``backends_dirs`` of the Python API: a list or tuple of
+    paths), as strings. Raises :class:`InputError` naming ``name`` for a single path given as a string or Path (it
+    would be read as its characters), a non-path entry, or an empty one (read as the current folder otherwise, which
+    the command line refuses too)."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        raise InputError(Issue(f"<{name}>", 0, name, f"{shorten(str(value))!s}: give a list of folders or files "
+                               f"([{str(value)!r}]), not one path as a string"))
+    out = []
+    for n, d in enumerate(value, 1):
+        if not isinstance(d, (str, os.PathLike)):
+            raise InputError(Issue(f"<{name}>", 0, f"{name}[{n}]", f"{shorten(repr(d))} is not a path"))
+        if str(d) == "":
+            raise InputError(Issue(f"<{name}>", 0, f"{name}[{n}]", "is empty: name a folder or file (write . for the "
+                                   "current folder)"))
+        out.append(str(d))
+    return tuple(out)
+
+
 def backend_dirs_from_env() -> list[Path]:
     """Operator capability folders named by ``$MOE_SELECT_BACKENDS`` (``os.pathsep``-separated). Raises
     :class:`InputError` when it is set but empty or has an empty entry (:func:`env_paths`)."""
@@ -236,9 +255,12 @@ def _replaces(ld: _Loader, display: str, kind: str, name: str, old: Any, line: i
         ld.origins[display] = f"{ld.origins.get(display, '')} (replaces {old.where()})".strip()
         ld.replaced[display] = old.where()
         return True
-    why = (": two operator folders give this file: keep one" if operator
+    first = old.where(kind)   # the line of its runner: / a2a: key, not of the mapping's first key
+    same_folder = Path(first.rsplit(":", 1)[0]).parent == Path(display).parent
+    why = ((": two files of one operator folder give it: keep one" if same_folder
+            else ": two operator folders give it: keep one") if operator
            else ": a plugin adds runners, it does not replace them" if kind == "runner" else "")
-    ld.issues.append(Issue(display, line, kind, f"{kind} {name!r} is already defined by {old.where()}{why}"))
+    ld.issues.append(Issue(display, line, kind, f"{kind} {name!r} is already defined by {first}{why}"))
     return False
 
 
@@ -307,7 +329,7 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         if cap.runner != path.stem:
             ld.issues.append(Issue(display, cap._lines.get("runner", 0), "runner",
                                    f"runner {shorten(cap.runner)} must match the file name {shorten(path.stem)}"))
-        if cap.runner in runners and not _replaces(ld, display, "runner", cap.runner, runners[cap.runner], cap._line,
+        if cap.runner in runners and not _replaces(ld, display, "runner", cap.runner, runners[cap.runner], cap._lines.get("runner", cap._line),
                                                    operator):
             continue
         runners[cap.runner] = cap
@@ -323,7 +345,8 @@ def _capability_dir(ld: _Loader, folder: Path, prefix: str, origin: str | None, 
         if acap.a2a != path.stem:
             ld.issues.append(Issue(display, acap._lines.get("a2a", 0), "a2a",
                                    f"a2a {shorten(acap.a2a)} must match the file name {shorten(path.stem)}"))
-        if acap.a2a in a2a and not _replaces(ld, display, "a2a", acap.a2a, a2a[acap.a2a], acap._line, operator):
+        if acap.a2a in a2a and not _replaces(ld, display, "a2a", acap.a2a, a2a[acap.a2a], acap._lines.get("a2a", acap._line),
+                                             operator):
             continue
         a2a[acap.a2a] = acap
 
@@ -334,6 +357,7 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     ``plugins``; ``backends_dirs`` and ``$MOE_SELECT_BACKENDS`` when ``use_env``) and the rule files
     (bundled, then each operator directory or file of ``rules_dirs``, then ``$MOE_SELECT_RULES`` when
     ``use_env``). Raises :class:`InputError` listing every problem with file, line and field."""
+    rules_dirs, backends_dirs = path_list(rules_dirs, "rules_dirs"), path_list(backends_dirs, "backends_dirs")
     bdir, rdir = bundled_dirs()
     bdir = backends_dir or bdir
     ld = _Loader()
@@ -644,7 +668,7 @@ def default_catalog(rules_dirs: Iterable[str | Path] = (), backends_dirs: Iterab
     cache (:mod:`moe_select.catalog_cache`) when no input changed since. Raises :class:`InputError` for an
     empty ``$MOE_SELECT_RULES``, ``$MOE_SELECT_BACKENDS`` or ``$MOE_SELECT_CACHE_DIR`` every time, whether
     or not the catalog is in memory already."""
-    rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
+    rd, bd = path_list(rules_dirs, "rules_dirs"), path_list(backends_dirs, "backends_dirs")
     key = (rd, bd, os.environ.get(RULES_ENV), os.environ.get(BACKENDS_ENV))  # None (unset) is not "" (an error)
     cache_dir()  # an empty $MOE_SELECT_CACHE_DIR: refused in every call, not only in those that read the cache
     with _lock:
@@ -663,7 +687,7 @@ def cached_load_catalog(rules_dirs: Sequence[str | Path] = (), backends_dirs: Se
     (every file's contents, the folders' entries, plugins, environment variables, moe_select's code) that
     an earlier process validated, from the on-disk cache (:mod:`moe_select.catalog_cache`). Raises what
     :func:`load_catalog` raises."""
-    rd, bd = tuple(str(d) for d in rules_dirs), tuple(str(d) for d in backends_dirs)
+    rd, bd = path_list(rules_dirs, "rules_dirs"), path_list(backends_dirs, "backends_dirs")
     catalog = load_cached(lambda: _inputs(rd, bd), lambda: load_catalog(list(rd), backends_dirs=list(bd)), Catalog)
     remember(catalog.version_verdicts)
     from . import formats, vocab

@@ -24,6 +24,8 @@ declares (``vocabulary.yaml``; a did-you-mean) are load errors (:class:`InputErr
 """
 from __future__ import annotations
 
+import os
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -604,7 +606,11 @@ def check(paths: Iterable[str | Path] = (), *, use_env: bool = True,
     try:
         catalog = _load(rule_paths, use_env, cap_dirs)
     except InputError as exc:
-        raise InputError([*exc.issues, *(i for i in dup_issues if i not in exc.issues)]) from None
+        # the catalog names a file as it read it (absolute where the path was), the duplicate-id pass as given
+        def spot(i: Issue) -> tuple[str, int, str]:
+            return os.path.abspath(i.file), i.line, i.field
+        had = {spot(i) for i in exc.issues}
+        raise InputError([*exc.issues, *(i for i in dup_issues if spot(i) not in had)]) from None
     if dup_issues:
         raise InputError(dup_issues)
     issues = _given_names(catalog, capability, vocabularies)

@@ -34,6 +34,8 @@ KIND = "moe-select-measurements"
 SCHEMA = 1
 
 #: The interval of the median every point carries (``method.interval``): distribution-free, from order statistics.
+#: The fewest samples a point's interval is taken from (with 6, the order-statistic interval is [min, max], 96.9 %).
+MIN_INTERVAL_SAMPLES = 6
 INTERVAL = ("95 % interval of the median from order statistics (distribution-free): the sorted samples' ranks "
             "l and n+1-l, l the largest rank with P(Binomial(n, 1/2) < l) <= 2.5 %; needs n >= 6 samples")
 #: Two runners tie at a token count when their 95 % intervals overlap (``method.tie_rule``).
@@ -96,7 +98,8 @@ class Point(BaseModel):
 
     runner: str
     tokens: int = Field(ge=1)
-    samples: int = Field(ge=1)
+    #: At least :data:`MIN_INTERVAL_SAMPLES`: fewer give no 95 % interval of the median (:data:`INTERVAL`).
+    samples: int = Field(ge=MIN_INTERVAL_SAMPLES)
     median_us: float = Field(gt=0)
     p10_us: float = Field(gt=0)
     p90_us: float = Field(gt=0)

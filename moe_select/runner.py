@@ -167,9 +167,13 @@ class MoeRunner:
         expert ids), ``topk_weights [T, K]`` float32 -> ``[T, H]`` in ``hidden_states.dtype``.
 
         With tp or ep > 1 and ``a2a: none`` the result is this rank's partial sum. Raises
-        :class:`RunnerInputError` on a wrong shape, dtype or device, or weights from another runner."""
+        :class:`RunnerInputError` on an input that is no tensor, a wrong shape, dtype or device, or weights from another
+        runner."""
         if self._check:
             s = self.spec
+            for name, t in (("hidden_states", hidden_states), ("topk_ids", topk_ids), ("topk_weights", topk_weights)):
+                if not isinstance(t, torch.Tensor):
+                    raise RunnerInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
             hs, ids, tw = hidden_states.shape, topk_ids.shape, topk_weights.shape
             if len(hs) != 2 or hs[1] != s.hidden_size:
                 raise RunnerInputError(f"hidden_states must be [T, H={s.hidden_size}], got {list(hs)}")

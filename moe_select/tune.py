@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, TextIO
 
 from .errors import InputError, MoeSelectError, ResolveError
+from .measurements import MIN_INTERVAL_SAMPLES as _MIN_SAMPLES
 from .measurements import (DRIFT_THRESHOLD, INTERVAL, KIND, SCHEMA, TARGET_REL_HALF_WIDTH, TIE_RULE, LayerKey, MachineKey,
                            Measurements, Method, Point, layer_key, machine_key_mismatch, utc_now)
 
@@ -60,8 +61,8 @@ BUDGET_S = 1.0
 MARGIN = 0.05
 #: The interval's confidence level.
 LEVEL = 0.95
-#: The fewest samples the interval is taken from (with 6, the order-statistic interval is [min, max], 96.9 %).
-MIN_INTERVAL_SAMPLES = 6
+#: The fewest samples the interval is taken from (:data:`moe_select.measurements.MIN_INTERVAL_SAMPLES`).
+MIN_INTERVAL_SAMPLES = _MIN_SAMPLES
 
 
 @dataclass(frozen=True)
@@ -831,7 +832,7 @@ def cli_tune(args: Any, deployment: Callable[..., tuple[Any, Any]], has_deployme
         raise InputError("give --deployment FILE or deployment flags (see moe-select tune --help)" +
                          (f"; {args.check} records no deployment" if old is not None else ""), file="<command line>")
     settings = _settings(args, old.method if old is not None else None)
-    given_tokens = parse_tokens(args.tokens) if args.tokens else None  # refused before anything is built
+    given_tokens = parse_tokens(args.tokens) if args.tokens is not None else None  # refused before anything is built
     launch = getattr(args, "launch", None)
     session = open_session(dep, device=args.device, allow_jit=args.allow_jit, rules_dirs=args.rules,
                            backends_dirs=getattr(args, "backends", []), base_dir=base, given=given)

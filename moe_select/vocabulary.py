@@ -343,6 +343,18 @@ def merge(files: list[Vocabulary]) -> tuple[Vocabulary, list[Issue]]:
                 if key == "archs":
                     names += [("product", p) for p in entry.products]
                 clash = next(((k, nm) for k, nm in names if (k, nm) in seen), None)
+                # a product that extends one declared on another arch ("H100 NVL" after "H100") would silently change
+                # what that name means: gpu: H100 NVL is read as H100 (a memory / form-factor suffix) before this file
+                longer = next(((p, old) for k, p in names if k == "product" for (kk, old) in seen
+                               if kk == "product" and p.startswith(old + " ")
+                               and getattr(seen[("product", old)], "name", None) != getattr(entry, "name", None)), None)
+                if clash is None and longer is not None:
+                    first = seen[("product", longer[1])]
+                    issues.append(Issue(entry._file, entry._lines.get("products", entry._line), key,
+                                        f"product {longer[0]!r} extends {longer[1]!r} (declared at {first.where()}), which "
+                                        f"already names it (a suffix is read as the board's memory or form factor): a "
+                                        "vocabulary file adds names, it does not change what one means"))
+                    continue
                 if clash is not None:
                     first = seen[clash]
                     issues.append(Issue(entry._file, entry._line, key, f"{clash[0]} {clash[1]!r} is already declared at "

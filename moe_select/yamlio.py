@@ -443,16 +443,27 @@ def _within(exc: InputError, part: str) -> InputError:
 
 
 def _construct_mapping(loader: _MarkedLoader, node: yaml.MappingNode) -> MarkedDict:
+    explicit = sum(1 for k, _ in node.value if k.tag != _TAG + "merge")
     loader.flatten_mapping(node)
+    merged = len(node.value) - explicit   # flatten_mapping puts the merged pairs (``<<: *anchor``) first
     out = MarkedDict()
     out.file, out.line = loader.filename, node.start_mark.line + 1
-    for key_node, value_node in node.value:
+    from_merge: set[Any] = set()
+    for n, (key_node, value_node) in enumerate(node.value):
         key = loader.construct_object(key_node, deep=True)
         try:
             hash(key)
         except TypeError:
             raise InputError(Issue(loader.filename, key_node.start_mark.line + 1, "", "a mapping key must be a scalar")) from None
         name = _cut(key) if isinstance(key, str) else shorten(key)
+        if n < merged or key in from_merge:
+            # YAML's merge key: a key written beside ``<<`` overrides the merged one, and of several merged mappings
+            # the first listed wins (flatten_mapping lists them last first)
+            out.pop(key, None)
+            if n < merged:
+                from_merge.add(key)
+            else:
+                from_merge.discard(key)
         if key in out:
             raise InputError(
                 Issue(loader.filename, key_node.start_mark.line + 1, name,

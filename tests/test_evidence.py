@@ -245,7 +245,7 @@ def test_weakest_level():
 
 def test_resolve_strict_refuses_an_unverified_plan(tmp_path):
     caps, rules = setup(tmp_path, {"site_open": runner_file("site_open", archs=("sm90",))}, ["site_open"])
-    r = explain({"arch": "cpu", "quant": "bf16", "engine": "vllm", "runner": "torch_native", "cuda_graph": False}, caps, rules)
+    r = explain({"arch": "cpu", "quant": "bf16", "engine": "moe_select", "runner": "torch_native", "cuda_graph": False}, caps, rules)
     plan = r.plan
     assert plan is not None
     from moe_select.resolver import strict_reasons

@@ -41,18 +41,21 @@ def test_a_deployment_for_another_machine_takes_the_tables_torch_as_assumed():
 
 
 def test_emit_for_the_plans_own_engine_does_not_advise_planning_for_it():
-    """A vLLM CPU plan (torch_native, unverified under vLLM) cannot be written as a vLLM launch: the refusal said 'plan
-    with --engine vllm', which it was; now it says vLLM's own choice is what explain's prediction names."""
+    """A vLLM plan on a runner vLLM has no name for cannot be written as a vLLM launch: the refusal said 'plan with
+    --engine vllm', which it was; now it says vLLM's own choice is what explain's prediction names. (torch_native is
+    refused under vLLM since 2026-12-06, so such a plan is a plan file of an older moe-select: this install's CPU plan
+    with its engine set to vllm.)"""
     from moe_select.launch_emit import EmitError, emit
 
-    plan = moe_select.explain({"arch": "cpu", "engine": "vllm", "model": SMALL, "quant": "bf16"}).plan
-    assert plan is not None and plan.runner == "torch_native"
+    here = moe_select.explain({"arch": "cpu", "engine": "moe_select", "model": SMALL, "quant": "bf16"}).plan
+    assert here is not None and here.runner == "torch_native"
+    plan = here.model_copy(update={"engine": "vllm", "engines": ["vllm"],
+                                   "deployment": here.deployment.model_copy(update={"engine": "vllm"})})
     with pytest.raises(EmitError) as exc:
         emit(plan, "vllm")
     assert "plan with --engine vllm" not in str(exc.value) and "the plan is already for vllm" in str(exc.value)
-    any_plan = moe_select.explain({"arch": "cpu", "model": SMALL, "quant": "bf16"}).plan
-    with pytest.raises(EmitError, match="plan with --engine sglang"):
-        emit(any_plan, "sglang")
+    with pytest.raises(EmitError, match="plan with --engine sglang"):   # a plan for another engine: plan for this one
+        emit(here, "sglang")
 
 
 def test_a_runner_without_a_file_is_refused_for_this_install_with_a_close_match():
