@@ -185,12 +185,11 @@ def describe(cap: Capacity) -> str:
 
 def _flag(engine: str, means: str, version: str | None) -> str | None:
     """The engine's flag of ``means`` that release ``version`` has (None: the newest), or None."""
-    from .engine_tables import ENGINES
-    from .launch_emit import _live_flag
+    from .engine_tables import ENGINES, table
 
     if engine not in ENGINES:
         return None
-    entry = _live_flag(engine, means, version)
+    entry = table(engine).flag_at(means, version)
     return entry.name if entry is not None else None
 
 

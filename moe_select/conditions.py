@@ -135,6 +135,10 @@ class When(Located):
     a2a: list[str] | None = None
     a2a_mode: list[Literal["normal", "low_latency"]] | None = Field(
         default=None, validation_alias=AliasChoices("a2a_mode", "deepep_mode"))
+    #: The all-to-all mode the deployment asks for, as written (``auto`` included; SGLang's ``--deepep-mode``), where
+    #: ``a2a_mode`` reads the modes it uses: a fact about the engine's setting itself (an all-to-all that refuses
+    #: ``auto``).
+    a2a_mode_asked: list[Literal["auto", "normal", "low_latency"]] | None = None
     activation: list[Activation] | None = None
     routing: list[Routing] | None = None
     engine: list[Engine] | None = None
@@ -492,7 +496,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None, eplb: bool = False,
              max_tokens_given: bool = True, num_attention_heads: int | None = None, speculative: bool | None = None,
-             shared_expert_fusion: bool | None = None) -> dict[str, Any]:
+             shared_expert_fusion: bool | None = None, a2a_mode_asked: str | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
     the FP8 block shape ``(bn, bk)``; ``group_size``: elements along K sharing a scale; ``per_channel``: a weight-only
     int format with one scale per output channel (None: a format without groups); ``group_size_unset``: a per-channel
@@ -505,11 +509,13 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
     ``online``: the engine quantizes an unquantized checkpoint at load; ``vendor_library``: the engine's vendor-library switch
     (None: not given); ``max_tokens_given``: ``max_tokens_per_rank`` is the deployment's (False: this project's default,
     so ``low_latency_tokens_per_rank`` is absent); ``speculative``: a draft runs the checkpoint's MTP layers (None: not
-    given); ``shared_expert_fusion``: the fusion as the deployment states it (None: left at the default)."""
+    given); ``shared_expert_fusion``: the fusion as the deployment states it (None: left at the default);
+    ``a2a_mode_asked``: the all-to-all mode as the deployment asks it (``auto`` or a mode; None: a backend without modes)."""
     moe_tp = moe_tp_of(tp, ep) if ep else Fraction(0)
     slots = num_experts + fused_shared_experts
     return {
-        "arch": arch, "quant": quant, "a2a": a2a, "a2a_mode": tuple(a2a_modes) or None, "activation": activation,
+        "arch": arch, "quant": quant, "a2a": a2a, "a2a_mode": tuple(a2a_modes) or None, "a2a_mode_asked": a2a_mode_asked,
+        "activation": activation,
         "routing": routing, "engine": engine, "phase": tuple(phases), "cuda_graph": cuda_graph, "tp": tp, "ep": ep,
         "dp": dp, "moe_tp": moe_tp, "num_experts": num_experts, "top_k": top_k, "hidden_size": hidden_size,
         "moe_intermediate_size": moe_intermediate_size, "num_shared_experts": num_shared_experts,

@@ -943,7 +943,8 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
                 bad(mode_key, f"a2a {dep.a2a} has no {a2a_mode} mode (it has {', '.join(cap.modes)})")
         a2a_modes = [m for m in cap.modes_used(a2a_mode, PHASES_OF[dep.phase]) if m in cap.modes]
         no_graph = next((f"a2a {dep.a2a} {m} mode, used for decode, cannot be captured [{cap.modes[m].where()}]"
-                         for m in cap.graph_modes(a2a_mode, PHASES_OF[dep.phase]) if not cap.modes[m].cuda_graph), None)
+                         for m in cap.graph_modes(a2a_mode, PHASES_OF[dep.phase])
+                         if m in cap.modes and not cap.modes[m].cuda_graph), None)   # a mode it lacks: refused above
     elif a2a_mode is not None:
         bad(mode_key, f"{mode_key} is given but a2a {dep.a2a} has no modes")
 

@@ -394,6 +394,9 @@ class DraftRules(Located):
     defaults: list[DraftDefault] = []
 
 
+_SPEC_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9][0-9A-Za-z.*+!-]*\s*$")
+
+
 class GraphDefaultRow(Located):
     """One branch of an engine's own decode CUDA-graph batch limit: ``max_bs`` where the GPU's memory (GiB, the
     vocabulary's ``memory_gib``) is at least ``memory_min`` and below ``memory_below``, and the tensor-parallel size
@@ -428,12 +431,10 @@ class GraphDefault(Located):
     @field_validator("version")
     @classmethod
     def _spec(cls, v: str) -> str:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-        try:
-            SpecifierSet(v)
-        except InvalidSpecifier:
-            raise ValueError(f"version {v!r} is not a PEP 440 specifier (e.g. '>=0.5.13,<0.5.23')") from None
+        # the clauses' form only: importing packaging.specifiers here would cost every process that reads the table
+        # (a cached catalog plans without it, benchmarks/README.md "Planning latency")
+        if not all(_SPEC_CLAUSE.match(c) for c in v.split(",")):
+            raise ValueError(f"version {v!r} is not a PEP 440 specifier (e.g. '>=0.5.13,<0.5.23')")
         return v
 
     def max_bs(self, memory: tuple[float, float], tp: int) -> "GraphDefaultRow | None":
@@ -493,6 +494,27 @@ class EngineTable(Located):
                 raise ValueError(f"{entry.where()}: source {entry.source[:60]!r} is not a citation (key:symbol of sources:, "
                                  "owner/repo@commit:path[:symbol] or owner/repo#N)")
         return self
+
+    def flag_at(self, means: str, version: str | None) -> "FlagEntry | None":
+        """The first flag of ``means`` that release ``version`` (None: the newest) has by the versions its entries
+        state: added by then (``since.version``), not removed or ignored by then; a change that states no version
+        (a date only) is taken as made. None when no flag holds. (The emitter's own choice,
+        :mod:`moe_select.launch_emit`, reads dates too.)"""
+        from packaging.version import InvalidVersion, Version
+
+        def at(change: Change | None) -> bool:   # the change is made at ``version``
+            if change is None:
+                return False
+            if version is None or change.version is None:
+                return True
+            try:
+                return Version(version) >= Version(change.version)
+            except InvalidVersion:
+                return True
+        for e in self.flags:
+            if e.means == means and (e.since is None or at(e.since)) and not at(e.removed) and not at(e.ignored):
+                return e
+        return None
 
     def cite(self, entry: _Entry) -> str:
         """The full citation of ``entry`` (a ``key:symbol`` source expanded through ``sources``)."""

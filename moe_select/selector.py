@@ -256,7 +256,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     max_tokens_given=not u.provenance.get("max_tokens_per_rank", "default").startswith("default"),
                     num_attention_heads=m.num_attention_heads, speculative=u.speculative,
                     shared_expert_fusion=None if u.provenance.get("shared_expert_fusion", "default") == "default"
-                    else u.shared_expert_fusion)
+                    else u.shared_expert_fusion, a2a_mode_asked=u.a2a_mode)
 
 
 def engine_versions(env: Any, catalog: Any) -> dict[str, str | None]:

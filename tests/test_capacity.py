@@ -32,7 +32,7 @@ BASE = {
     "deepep_v2": dict(gpu="H200", model_config=DSV3, a2a="deepep_v2", engine_version="0.5.21"),
     "pplx": dict(gpu="H200", model_config=DSV3, a2a="pplx"),
     "nixl": dict(gpu="H200", model_config=DSV3, a2a="nixl"),
-    "mooncake": dict(gpu="H200", model_config=DSV3, a2a="mooncake"),
+    "mooncake": dict(gpu="H200", model_config=DSV3, a2a="mooncake", a2a_mode="low_latency"),  # auto: SGLang raises
     "mori": dict(gpu="MI300X", model_config=DSV3, a2a="mori"),
     "flashinfer": dict(gpu="B200", model_config=NVFP4, a2a="flashinfer"),
 }

@@ -63,7 +63,7 @@ def test_a_quantization_file_added_after_planning_is_refused_at_resolve(tmp_path
 
 
 def _plan_args(out: Path) -> list[str]:
-    return ["plan", "--arch", "cpu", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32",
+    return ["plan", "--arch", "cpu", "--engine", "moe_select", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32",
             "-o", str(out)]
 
 
@@ -117,7 +117,7 @@ def test_plan_with_relative_rules_resolves_from_another_directory(tmp_path, monk
     _rules(tmp_path / "ops", "  - id: mine\n    when: {arch: [cpu]}\n    prefer: [torch_native]\n")
     monkeypatch.chdir(tmp_path)
     f = tmp_path / "plan.json"
-    assert main(["plan", "--arch", "auto", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,"
+    assert main(["plan", "--arch", "auto", "--engine", "moe_select", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,"
                  "moe_intermediate_size=32", "--rules", "ops", "-o", str(f)]) == 0
     plan = json.loads(f.read_text())
     assert plan["rule_sources"] == [str(tmp_path / "ops")] and plan["chosen_by"]["rule"] == "mine"
@@ -129,7 +129,7 @@ def test_plan_with_relative_rules_resolves_from_another_directory(tmp_path, monk
 def test_a_single_rules_file_plan_resolves(tmp_path):
     f = _rules(tmp_path, "  - id: mine\n    when: {arch: [cpu]}\n    prefer: [torch_native]\n")
     _rules(tmp_path, "  - id: other\n    prefer: [triton]\n", name="zz-other.yaml")  # same folder, not passed
-    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL}, rules_dirs=[f])
+    plan = moe_select.plan({"arch": "auto", "engine": "moe_select", "quant": "bf16", "model": SMALL}, rules_dirs=[f])
     assert moe_select.resolve(plan).name == "torch_native"
 
 
@@ -161,7 +161,7 @@ def test_plan_is_written_atomically(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("version, says", [(1, "older moe-select"), (99, "newer moe-select"), ("2", "no valid schema_version"),
                                            (None, "no valid schema_version")])
 def test_plan_of_another_schema_version_is_refused_with_replan(tmp_path, version, says):
-    plan = json.loads(moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL}).to_json())
+    plan = json.loads(moe_select.plan({"arch": "auto", "engine": "moe_select", "quant": "bf16", "model": SMALL}).to_json())
     plan["schema_version"] = version
     plan.pop("rule_sources")  # an older plan lacks newer keys: the version is what is reported
     f = tmp_path / "plan.json"
@@ -183,7 +183,7 @@ def _fake_smi(tmp_path: Path, monkeypatch, body: str) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # all GPUs visible, unless a test sets it
 
 
-ARGS = ["explain", "--arch", "auto", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"]
+ARGS = ["explain", "--arch", "auto", "--engine", "moe_select", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"]
 
 
 @pytest.mark.parametrize("body, says", [
@@ -411,7 +411,7 @@ def test_ep_not_dividing_tp_is_refused_by_the_planner_not_crashed_at_resolve(cap
 
     model = "num_experts=64,top_k=2,hidden_size=64,moe_intermediate_size=32"
     for tp, ep in ((4, 8), (8, 3)):
-        rc = main(["plan", "--arch", "cpu", "--quant", "bf16", "--model", model, "--tp", str(tp), "--ep", str(ep)])
+        rc = main(["plan", "--arch", "cpu", "--engine", "moe_select", "--quant", "bf16", "--model", model, "--tp", str(tp), "--ep", str(ep)])
         err = capsys.readouterr().err
         assert rc == 1 and "torch_native: tp = %d is not a multiple of ep (%d)" % (tp, ep) in err, err
         assert "backends/torch_native.yaml:" in err

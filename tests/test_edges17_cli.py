@@ -14,7 +14,7 @@ from moe_select.cli import main
 from conftest import CONFIGS
 
 MODEL = "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32"
-PLAN = ["plan", "--arch", "cpu", "--quant", "bf16", "--model", MODEL]
+PLAN = ["plan", "--arch", "cpu", "--engine", "moe_select", "--quant", "bf16", "--model", MODEL]  # this install (no serving engine runs a CPU plan)
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="gives files to other users (os.lchown): run as root")
 OTHER, FOLDER_OWNER = 3001, 2001  # uids of nobody on this machine: "another user" and the sticky folder's owner

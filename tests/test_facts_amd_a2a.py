@@ -181,7 +181,7 @@ def test_aiter_takes_mori_not_deepep_or_mooncake(tmp_path, capsys):
     aiter = candidate(out, "aiter")
     assert aiter["evidence"] == "unverified" and "a2a_unsupported" in {u["code"] for u in aiter["unknowns"]}
     out = explain(tmp_path, capsys, gpu="MI300X", quant="fp8_block", model=DEEPSEEK_R1, tp=8, ep=8, a2a="mooncake",
-                  runner="aiter")
+                  a2a_mode="low_latency", runner="aiter")
     aiter = candidate(out, "aiter")
     assert aiter["evidence"] == "unverified" and "a2a_unsupported" in {u["code"] for u in aiter["unknowns"]}
 
@@ -313,7 +313,7 @@ def test_mooncake_is_sglang_low_latency_with_token_cap(tmp_path, capsys):
     # sglang token_dispatcher/mooncake.py: low-latency only, per-rank cap asserted <= 1024; vLLM's All2AllBackend
     # has no mooncake; Mooncake EP has no ROCm build.
     dep = dict(gpu="H200", quant="bf16", model=QWEN3_30B, tp=8, ep=8, a2a="mooncake", phase="decode",
-               max_tokens_per_rank=128)
+               max_tokens_per_rank=128, a2a_mode="low_latency")   # auto: SGLang's Mooncake dispatcher raises
     out = explain(tmp_path, capsys, **dep, engine="sglang")
     assert not reasons_from(out, "backends/a2a/mooncake.yaml")
     assert out["deployment"]["a2a_modes"] == ["low_latency"]
@@ -339,7 +339,7 @@ def test_pplx_is_sglang_only_and_needs_dp_attention(tmp_path, capsys):
     assert any("pplx" in r["detail"] for r in reasons_from(out, "backends/a2a/pplx.yaml"))
     out = explain(tmp_path, capsys, **dep, engine="sglang", dp=1)
     assert any("dp = 1 is below 2" in r["detail"] for r in reasons_from(out, "backends/a2a/pplx.yaml"))
-    out = explain(tmp_path, capsys, **dep, engine="sglang", dp=4)
+    out = explain(tmp_path, capsys, **dep, engine="sglang", dp=4, decode_tokens_per_rank=128)   # SGLang's own: 512 (round 53)
     assert not reasons_from(out, "backends/a2a/pplx.yaml")
     assert out["deployment"]["a2a_modes"] == ["low_latency"]
 

@@ -125,7 +125,8 @@ def test_pplx_is_deep_gemm_only_in_sglang():
     # dp stated: SGLang's pplx needs attention DP >= 2 (backends/a2a/pplx.yaml), so without it the plan is unverified
     r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, a2a="pplx")
     assert r.status == "ok" and r.plan.runner == "deep_gemm" and r.plan.evidence == "unverified"
-    r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, dp=8, a2a="pplx")
+    # a decode batch stated: SGLang's own limit on an H200 at tp 8 (512) outgrows pplx's default 128 (field round 53)
+    r = explain(gpu="H200", quant="fp8_block", model=DSV3, tp=8, ep=8, dp=8, a2a="pplx", decode_tokens_per_rank=128)
     assert r.status == "ok" and r.plan.runner == "deep_gemm" and r.plan.evidence == "supported"
     # Issue 18: SGLang's pplx check lives on the a2a side (moe_hook.handle_a2a_moe), not in a runner list that
     # could be exhaustive: Triton with pplx is unverified for SGLang (vLLM has no pplx), not refused.
@@ -143,7 +144,7 @@ def test_deep_gemm_mooncake_is_sglangs():
     # (sgl-project/sglang@00563d368df9 fp8.py); vLLM's DeepGemmExperts pairs with none/DeepEP.
     # (Mooncake EP's buffer holds 128 tokens per rank per forward by default in SGLang: backends/a2a/mooncake.yaml.)
     dep = {"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "a2a": "mooncake", "runner": "deep_gemm",
-           "max_tokens_per_rank": 128}
+           "max_tokens_per_rank": 128, "a2a_mode": "low_latency"}
     assert explain(**dep, engine="sglang").status == "ok"
     assert explain(**dep, engine="vllm").status == "rejected"
 

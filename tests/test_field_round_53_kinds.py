@@ -90,7 +90,8 @@ def test_the_20_to_35_gib_branch_changed_in_0_5_20():
     # RTX 4090 (24 GiB) at tp 4: 80 through 0.5.19, 160 from 0.5.20; Mooncake's capacity is 128
     def need(version):
         r = moe_select.explain({"gpu": "RTX 4090", "engine": "sglang", "engine_version": version, "quant": "bf16",
-                                "model": QWEN, "tp": 4, "ep": 4, "dp": 4, "a2a": "mooncake"})
+                                "model": QWEN, "tp": 4, "ep": 4, "dp": 4, "a2a": "mooncake",
+                                "a2a_mode": "low_latency"})
         return _cap(r)
     assert not need("0.5.19")
     assert any("a2a_tokens_per_rank = 160" in c for c in need("0.5.20"))

@@ -204,29 +204,31 @@ def test_a_planning_process_reads_the_table_from_the_cached_catalog(tmp_path):
 
 # ------------------------------------------------------------------------- a format without a row
 
-def _env(plan):
-    return Environment(detected=True, arch="cpu", packages={n.name: detect_package(n.name, n.module) for n in plan.packages})
+def _env(plan, arch="cpu"):
+    return Environment(detected=True, arch=arch, packages={n.name: detect_package(n.name, n.module) for n in plan.packages})
 
 
 def test_a_format_without_a_row_is_planned_unverified():
-    # int4_w4a4: no row (int4_w4a8 has one since issue 21: the did-you-mean names it)
-    rep = moe_select.explain({"arch": "cpu", "quant": "int4_w4a4", "model": SMALL})
+    # int4_w4a4: no row (int4_w4a8 has one since issue 21: the did-you-mean names it); a serving engine's plan (this
+    # install's own adapters refuse a format they do not implement: no_adapter)
+    rep = moe_select.explain({"gpu": "H200", "engine": "sglang", "quant": "int4_w4a4", "model": SMALL})
     assert rep.plan is not None and rep.plan.evidence == "unverified"
     assert any("no row in backends/formats.yaml" in n and "'int4_w4a8'" in n for n in rep.deployment.notes)
 
 
 @pytest.mark.parametrize("verify", [False, True])
 def test_resolve_refuses_a_format_without_a_row_with_no_adapter(verify):
-    plan = moe_select.plan({"arch": "cpu", "quant": "w4a8_foo", "model": SMALL, "runner": "torch_native"})
+    # a serving engine's plan (SGLang's triton, unverified on a format without a row), resolved on its GPU
+    plan = moe_select.plan({"gpu": "H200", "engine": "sglang", "quant": "w4a8_foo", "model": SMALL, "runner": "triton"})
     with pytest.raises(ResolveError) as exc:
-        moe_select.resolve(plan, environment=_env(plan), device="cpu", registry=Registry(), verify=verify)
+        moe_select.resolve(plan, environment=_env(plan, "sm90"), device="cpu", registry=Registry(), verify=verify)
     assert set(exc.value.codes) == {"no_adapter"}  # the adapter's own facts may add theirs (plan-only for w4a8_foo)
     ours = [r for r in exc.value.reasons if r.source == "backends/formats.yaml"]
     assert len(ours) == 1 and "no format row: no scales, no tolerance for quant 'w4a8_foo'" in ours[0].detail
 
 
 def test_verify_refuses_a_format_without_a_row_with_no_adapter():
-    plan = moe_select.plan({"arch": "cpu", "quant": "bf16", "model": SMALL, "runner": "torch_native"})
+    plan = moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "bf16", "model": SMALL, "runner": "torch_native"})
     runner = moe_select.resolve(plan, environment=_env(plan), device="cpu", registry=Registry())
     runner.spec = type(runner.spec)(**{**runner.spec.__dict__, "quant": "int4_w4a4"})
     with pytest.raises(ResolveError) as exc:

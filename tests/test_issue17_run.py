@@ -116,7 +116,7 @@ def test_run_nproc_says_each_step_and_keeps_json_clean(tmp_path, capsys):
 # ------------------------------------------------------------------------------------- row 11 (resolve)
 def _plan(tmp_path: Path, capsys) -> dict:
     out = tmp_path / "plan.json"
-    assert main(["plan", "--arch", "cpu", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32",
+    assert main(["plan", "--arch", "cpu", "--engine", "moe_select", "--quant", "bf16", "--model", "num_experts=8,top_k=2,hidden_size=64,moe_intermediate_size=32",
                  "-o", str(out)]) == 0
     capsys.readouterr()
     return json.loads(out.read_text())

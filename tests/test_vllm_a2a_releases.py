@@ -112,7 +112,7 @@ def test_mooncake_refused_in_every_release(vllm):
 def test_mooncake_not_refused_as_unshipped_under_sglang():
     """The vLLM refusal does not reach SGLang (--moe-a2a-backend mooncake)."""
     r = _explain(engine="sglang", gpu="H200", a2a="mooncake", runner="deep_gemm", quant="fp8_block", tp=4, ep=4, dp=4,
-                 engine_version="0.5.23")
+                 engine_version="0.5.23", a2a_mode="low_latency")
     assert not any(x.code == "a2a_unsupported" and x.source.startswith("backends/a2a/mooncake.yaml") for x in r.reasons)
 
 
