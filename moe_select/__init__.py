@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers see of the lazy expor
     from .errors import MoeSelectError as MoeSelectError
     from .errors import ResolveError as ResolveError
     from .errors import RunnerInputError as RunnerInputError
+    from .errors import RunnerOutputError as RunnerOutputError
     from .errors import SelectionError as SelectionError
     from .plans import REASON_CODES as REASON_CODES
     from .plans import Plan as Plan
@@ -49,6 +50,7 @@ _LAZY = {
     "SelectionError": ("moe_select.errors", "SelectionError"),
     "ResolveError": ("moe_select.errors", "ResolveError"),
     "RunnerInputError": ("moe_select.errors", "RunnerInputError"),
+    "RunnerOutputError": ("moe_select.errors", "RunnerOutputError"),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -88,6 +88,11 @@ class RunnerInputError(MoeSelectError, ValueError):
     """A tensor passed to ``MoeRunner.prepare_weights`` or ``MoeRunner.run`` is wrong (shape, dtype, device)."""
 
 
+class RunnerOutputError(MoeSelectError, RuntimeError):
+    """A runner's core returned what the runner contract does not allow from ``MoeRunner.run`` (no tensor, another
+    shape than ``[T, H]``, another dtype than the input's): the core's fault, not the caller's."""
+
+
 def first_line(obj: object) -> str:
     """First line of ``str(obj)`` (for compact table cells)."""
     return str(obj).splitlines()[0] if str(obj) else ""

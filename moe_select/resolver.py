@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .catalog import load_catalog
 from .environment import Environment, detect
-from .errors import InputError, MoeSelectError, ResolveError
+from .errors import InputError, ResolveError
 from .plans import Plan, Reason, range_view
 from .versions import satisfies
 from .yamlio import load_file, shorten
@@ -629,19 +629,31 @@ def _prepare(p: Plan, catalog: Any, registry: Registry, *, environment: Environm
     if not reasons:
         built, reasons = _rank_parts(p, registry, group, rank, ep_rank, tp_rank, device, catalog)
     cores: dict[str, Any] = {}
-    if not reasons and p.ranges and built is not None:  # a measured plan's cores, before the ranks agree
+    if not reasons and built is not None:  # the cores (a measured plan's, one per range runner), before the ranks agree
         spec, dev, dispatcher = built
-        for name in dict.fromkeys(r.runner for r in p.ranges):
+        for name in dict.fromkeys(r.runner for r in p.ranges) if p.ranges else [p.runner]:
             make = registry.core(name, dispatcher.format)
             if make is None:
                 reasons.append(Reason(code="no_adapter", detail=f"dispatcher {p.a2a} hands over the {dispatcher.format} dispatch "
-                                      f"format; no {name} core is registered for it", source=fact_file(catalog, name, "registers")))
+                                      f"format; no {name} core is registered for it (registered: {sorted(registry.pairs())})",
+                                      source=fact_file(catalog, name, "registers")))
                 continue
+            what = f"the {name} core" + (" (tokens up to its range)" if p.ranges else "")
             try:
-                cores[name] = make(spec, dev)
-            except (MoeSelectError, RuntimeError, ValueError, TypeError) as exc:
-                reasons.append(Reason(code="no_adapter", detail=f"building the {name} core (tokens up to its range) raised "
-                                      f"{type(exc).__name__}: {exc}", source=fact_file(catalog, name)))
+                # any exception: a plugin's core may raise its own class, an assertion or an OSError loading a library; a
+                # raw one here left this rank without a runner and the others with one (a trial, break53)
+                core = make(spec, dev)
+            except Exception as exc:
+                reasons.append(Reason(code="no_adapter", detail=f"building {what} raised {type(exc).__name__}: {exc}",
+                                      source=fact_file(catalog, name)))
+                continue
+            missing = [m for m in ("prepare_weights", "forward") if not callable(getattr(core, m, None))]
+            if missing:
+                reasons.append(Reason(code="no_adapter", detail=f"{what} registered for {name} built a "
+                                      f"{type(core).__name__}, which has no {' or '.join(missing)} (the runner contract)",
+                                      source=fact_file(catalog, name, "registers")))
+                continue
+            cores[name] = core
     if not reasons and measured and p.measurements is not None and built is not None:
         spec, dev, dispatcher = built
         differences = _tile_differences(p, registry, catalog, spec, dev, dispatcher.format, cores)
@@ -739,18 +751,22 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
             runner = MoeRunner(p, spec, cores[p.runner], dispatcher, dev,
                                ranges=[(r.max_tokens, r.runner, cores[r.runner]) for r in p.ranges])
         else:
-            make_core = registry.core(p.runner, dispatcher.format)
-            if make_core is None:  # a dispatcher whose format is none the capability file promises (registers)
-                raise ResolveError([Reason(code="no_adapter", detail=f"dispatcher {p.a2a} hands over the {dispatcher.format} "
-                                           f"dispatch format; no {p.runner} core is registered for it (registered: "
-                                           f"{sorted(registry.pairs())})", source=fact_file(catalog, p.runner, "registers"))],
-                                   rank=rank)
-            runner = MoeRunner(p, spec, make_core(spec, dev), dispatcher, dev)
+            runner = MoeRunner(p, spec, cores[p.runner], dispatcher, dev)
     if verify:
         from .verify import verify_runner
 
-        for single in runner.per_range():  # each range's runner against the float64 reference
-            verify_runner(single)
+        failed: list[Reason] = []
+        try:
+            for single in runner.per_range():  # each range's runner against the float64 reference
+                verify_runner(single)
+        except ResolveError as exc:
+            failed = [r for r in exc.reasons if isinstance(r, Reason)]
+        if group is not None:   # a rank whose verification failed makes every rank refuse (a trial, break53)
+            from .parallel import agree_on_plan
+
+            agree_on_plan(p, group, local_reasons=failed, timeout_s=timeout_s, environment=env)
+        if failed:
+            raise ResolveError(failed, rank=rank)
     return runner
 
 

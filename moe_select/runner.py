@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from .errors import RunnerInputError
+from .errors import RunnerInputError, RunnerOutputError
 from .layer import LayerSpec
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
@@ -153,13 +153,22 @@ class MoeRunner:
                                            f"{sc.dtype}")
                 if not bool(torch.isfinite(sc).all()):
                     raise RunnerInputError(f"w{p}_{c.name} holds NaN or infinite values: a scale must be finite")
-        try:
-            if self._cores:  # one prepared set per runner of the ranges (layouts differ: module doc)
-                return PreparedWeights(self, tuple(c.prepare_weights(w13, w2, **scales) for c in self._cores))
-            return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
-        except TypeError as exc:  # a keyword this runner's core does not take: say which scales the format takes
-            raise RunnerInputError(f"prepare_weights for {s.quant} ({self.plan.runner}): {exc}; {s.quant} takes "
-                                   + (takes or "no scales") + " (backends/formats.yaml)") from None
+        import inspect
+
+        for core in self._cores or (self.core,):
+            # a keyword this runner's core does not take: say which scales the format takes. Only the call's binding is
+            # the caller's error: a TypeError raised inside the core is the core's, and keeps its traceback (a trial:
+            # a core's own bug was reported as the caller's scales, from None)
+            try:
+                inspect.signature(core.prepare_weights).bind(w13, w2, **scales)
+            except TypeError as exc:
+                raise RunnerInputError(f"prepare_weights for {s.quant} ({self.plan.runner}): {exc}; {s.quant} takes "
+                                       + (takes or "no scales") + " (backends/formats.yaml)") from None
+            except ValueError:   # no signature to read (a builtin): the call decides
+                pass
+        if self._cores:  # one prepared set per runner of the ranges (layouts differ: module doc)
+            return PreparedWeights(self, tuple(c.prepare_weights(w13, w2, **scales) for c in self._cores))
+        return PreparedWeights(self, self.core.prepare_weights(w13, w2, **scales))
 
     def run(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
             weights: PreparedWeights) -> torch.Tensor:
@@ -168,7 +177,7 @@ class MoeRunner:
 
         With tp or ep > 1 and ``a2a: none`` the result is this rank's partial sum. Raises
         :class:`RunnerInputError` on an input that is no tensor, a wrong shape, dtype or device, or weights from another
-        runner."""
+        runner; :class:`RunnerOutputError` where the core returns no ``[T, H]`` tensor of the input's dtype."""
         if self._check:
             s = self.spec
             for name, t in (("hidden_states", hidden_states), ("topk_ids", topk_ids), ("topk_weights", topk_weights)):
@@ -200,8 +209,15 @@ class MoeRunner:
                                            f"got values in [{lo}, {hi}]")
         if self._slots:  # one core per token range: picked on the host, no device sync
             i = self._slots[bisect_left(self._bounds, hidden_states.shape[0])]
-            return self.dispatcher.run(self._cores[i], hidden_states, topk_ids, topk_weights, weights.data[i])
-        return self.dispatcher.run(self.core, hidden_states, topk_ids, topk_weights, weights.data)
+            out = self.dispatcher.run(self._cores[i], hidden_states, topk_ids, topk_weights, weights.data[i])
+        else:
+            out = self.dispatcher.run(self.core, hidden_states, topk_ids, topk_weights, weights.data)
+        if self._check and (not isinstance(out, torch.Tensor) or out.shape != hidden_states.shape
+                            or out.dtype != hidden_states.dtype):
+            got = f"{list(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise RunnerOutputError(f"{self.plan.runner} returned {got}; the runner contract is [T, H] = "
+                                    f"{list(hidden_states.shape)} {hidden_states.dtype} (the input's dtype)")
+        return out
 
     def __repr__(self) -> str:
         s = self.spec

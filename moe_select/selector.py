@@ -803,9 +803,10 @@ def check_runner(cap: RunnerCapability, ctx: _Ctx, needs: list[PackageNeed], ass
     ctx = _runner_ctx(ctx, cap.runner)
     u, name, out = ctx.u, cap.runner, []
     engine = ctx.facts.get("engine")
-    # an engine the runner's own engines fact does not name: where its list is open, the engine's closed runner option
+    # an engine the runner's own engines fact does not name (or a file with no engines fact: an operator's or plugin's
+    # runner, which a trial found planned supported under every serving engine): the engine's closed runner option
     # (names.yaml) still decides
-    unnamed = _unnamed_for_engine(name, engine) if cap.engines is not None and engine not in cap.engines.values else None
+    unnamed = _unnamed_for_engine(name, engine) if cap.engines is None or engine not in cap.engines.values else None
     if unnamed is not None:
         out.append(unnamed)
     unreleased = _unreleased_name(name, engine, ctx)

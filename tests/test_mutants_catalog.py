@@ -88,15 +88,17 @@ def test_a_formats_file_in_an_operator_folder_is_an_issue_of_that_file_without_a
 def test_an_a2a_backend_defined_twice_is_reported_at_the_second_file(tmp_path):
     """x__capability_dir__mutmut_114 (the issue's file ``display`` -> None): two operator folders' a2a/none.yaml (the
     first replaces the bundled file: an operator's correction, the ninth new user's trial) both name a backend: the
-    issue is the second file's, line 1 (where its mapping starts), field a2a, and it names the first."""
+    issue is the second file's, at its a2a: key (the break52 trial: the mapping's first line was named), field a2a, and
+    it names the first."""
     ops = _ops(tmp_path, {"a2a/none.yaml": A2A_NONE})
     ops2 = tmp_path / "ops2"
     (ops2 / "a2a").mkdir(parents=True)
     (ops2 / "a2a" / "none.yaml").write_text(A2A_NONE)
     [issue] = _issues(backends_dirs=[ops, ops2])
-    assert (issue.file, issue.line, issue.field) == (f"{ops2}/a2a/none.yaml", 1, "a2a")
+    key = A2A_NONE.splitlines().index(next(x for x in A2A_NONE.splitlines() if x.startswith("a2a:"))) + 1
+    assert (issue.file, issue.line, issue.field) == (f"{ops2}/a2a/none.yaml", key, "a2a")
     assert re.fullmatch(rf"a2a 'none' is already defined by {re.escape(str(ops))}/a2a/none\.yaml:\d+: two operator "
-                        r"folders give this file: keep one", issue.message), issue.message
+                        r"folders give it: keep one", issue.message), issue.message
 
 
 def test_a_misnamed_runner_is_reported_at_its_runner_line(tmp_path):

@@ -150,7 +150,8 @@ def test_facts_of_a_deployment_by_hand():
     mode).
     Kills conditions.x_facts_of__mutmut_50 (the key ``HIDDEN_SIZE``: no ``hidden_size`` fact)."""
     assert _deepseek_like() == {
-        "arch": "sm90", "quant": "fp8_block", "a2a": "deepep", "a2a_mode": ("low_latency",), "activation": "silu",
+        "arch": "sm90", "quant": "fp8_block", "a2a": "deepep", "a2a_mode": ("low_latency",), "a2a_mode_asked": None,
+        "activation": "silu",
         "routing": "deepseek_v3", "engine": "sglang", "phase": ("decode",), "cuda_graph": True, "tp": 8, "ep": 4,
         "dp": 2, "moe_tp": Fraction(2), "num_experts": 256, "top_k": 8, "hidden_size": 7168,
         "moe_intermediate_size": 2048, "num_shared_experts": 1, "fused_shared_experts": 1,

@@ -91,7 +91,7 @@ def test_an_operator_packages_yaml_is_refused(tmp_path):
 def test_two_operator_folders_may_not_both_replace_one_file(tmp_path):
     a, b = _edited_marlin(tmp_path / "a"), _edited_marlin(tmp_path / "b")
     with pytest.raises(InputError, match=r"runner 'marlin' is already defined by .*/a/marlin\.yaml:\d+: two operator "
-                                         r"folders give this file: keep one"):
+                                         r"folders give it: keep one"):
         load_catalog(backends_dirs=[a, b], use_env=False)
 
 

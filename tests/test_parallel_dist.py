@@ -19,7 +19,7 @@ SITE_RULES = "schema_version: 1\nrules:\n  - id: site\n    when: {arch: [cpu]}\n
 
 def hopper(gpu: str, **packages) -> Environment:
     """A Hopper machine as resolve would detect it, with this machine's package versions."""
-    here = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL}).environment.packages
+    here = moe_select.plan({"arch": "auto", "engine": "moe_select", "quant": "bf16", "model": SMALL}).environment.packages
     return Environment(detected=True, arch="sm90", gpu=gpu, packages={**here, **packages})
 
 

@@ -71,7 +71,7 @@ rules:
 PLAN_AND_RESOLVE = """\
 import json, moe_select
 model = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32}
-report = moe_select.explain({"arch": "cpu", "quant": "bf16", "model": model})
+report = moe_select.explain({"arch": "cpu", "engine": "moe_select", "quant": "bf16", "model": model})
 p = report.plan
 runner = moe_select.resolve(p)
 print(json.dumps({"runner": p.runner, "evidence": p.evidence, "rule": p.chosen_by.rule, "module": p.module,
@@ -81,7 +81,8 @@ print(json.dumps({"runner": p.runner, "evidence": p.evidence, "rule": p.chosen_b
 
 def test_recipe_a_runner(tmp_path):
     """(a): a capability file, an adapter and a rule naming it: the runner is chosen on its rule's cells with
-    evidence supported (every part of the deployment is a fact of its file) and resolves to its core."""
+    evidence supported (every part of the deployment is a fact of its file) and resolves to its core. Planned for this
+    install (engine moe_select): a serving engine's closed runner option refuses a name it does not take."""
     recipe = {"toy_runner.yaml": RUNNER, "adapter.py": ADAPTER, "rules/10-toy.yaml": RULE}
     assert len(recipe) == readme_count("a")
     env = install_plugin(tmp_path, "toy_runner_pkg", recipe)
@@ -103,8 +104,9 @@ FORMAT_ROW = f"""\
     params: {{group_size: 128}}
 """
 SUPPORT_ROW = f"""\
-  - archs: [cpu]
+  - archs: [sm90]
     formats: [int4_w4a8_tensor]
+    when: {{engine: [sglang]}}
     source: {SRC}
 """
 PLAN_FORMAT = """\
@@ -114,7 +116,7 @@ import moe_select
 from moe_select.catalog import load_catalog
 
 model = {"num_experts": 8, "top_k": 2, "hidden_size": 256, "moe_intermediate_size": 128}
-dep = {"arch": "cpu", "quant": "int4_w4a8_tensor", "model": model}
+dep = {"arch": "sm90", "engine": "sglang", "runner": "triton", "quant": "int4_w4a8_tensor", "model": model}
 out = {}
 for name, folder, quant in (("before", None, "int4_w4a8_tensor"), ("after", Path(sys.argv[1]), "int4_w4a8_tensor"), ("bf16", None, "bf16")):
     cat = load_catalog(backends_dir=folder, use_env=False, plugins=False)
@@ -128,20 +130,20 @@ print(json.dumps(out))
 
 def test_recipe_b_format(tmp_path):
     """(b): a row in backends/formats.yaml and a support row in the capability file of the runner that runs it
-    (here torch_native on cpu), done in a copy of the bundled capability folder (format rows are bundled only:
-    a plugin cannot add one yet). Before, the format is planned unverified (no row, no fact: one unknown more
-    than bf16 on the same deployment); after, with bf16's evidence level and unknowns, at the activation
-    precision its row fixes. A runner with an adapter here (torch_native) would also need
-    the adapter's code to compute it; a plan-only runner needs none."""
+    (here SGLang's triton on sm90, plan-only in this install), done in a copy of the bundled capability folder (format
+    rows are bundled only: a plugin cannot add one yet). Before, the format is planned unverified (no row, no fact:
+    one unknown more than bf16 on the same deployment); after, with bf16's evidence level and unknowns, at the
+    activation precision its row fixes. A runner with an adapter here (torch_native under this install) would also need
+    the adapter's code to compute it (it refuses the format as no_adapter until then); a plan-only runner needs none."""
     from moe_select.catalog import bundled_dirs
 
     folder = tmp_path / "backends"
     shutil.copytree(bundled_dirs()[0], folder, ignore=shutil.ignore_patterns("__pycache__", "*.py", "triton_configs"))
-    edited = {folder / "formats.yaml": FORMAT_ROW, folder / "torch_native.yaml": SUPPORT_ROW}
+    edited = {folder / "formats.yaml": FORMAT_ROW, folder / "triton.yaml": SUPPORT_ROW}
     assert len(edited) == readme_count("b")
     fmt = folder / "formats.yaml"
     fmt.write_text(fmt.read_text(encoding="utf-8") + FORMAT_ROW, encoding="utf-8")
-    tn = folder / "torch_native.yaml"
+    tn = folder / "triton.yaml"
     text = tn.read_text(encoding="utf-8")
     at = text.index("\nactivations:") + 1  # the support list ends where the activations begin
     tn.write_text(text[:at] + SUPPORT_ROW + text[at:], encoding="utf-8")
@@ -151,10 +153,10 @@ def test_recipe_b_format(tmp_path):
 
     got = json.loads(run.stdout.strip().splitlines()[-1])
     before, after, bf16 = got["before"], got["after"], got["bf16"]
-    assert (before["evidence"], before["runner"]) == ("unverified", "torch_native")
+    assert (before["evidence"], before["runner"]) == ("unverified", "triton")
     assert before["unknowns"] == sorted(bf16["unknowns"] + ["quant_unsupported"])  # the format is what no fact covers
     # after: the format is as settled as bf16 is for the same runner (the rest of the facts decide the level)
-    assert after == {**bf16, "precision": "fp8_tensor"} and after["runner"] == "torch_native"
+    assert after == {**bf16, "precision": "fp8_tensor"} and after["runner"] == "triton"
 
 
 # ---------------------------------------------------------------------------------- (c) a GPU architecture
@@ -218,7 +220,8 @@ def register(registry):
 PLAN_A2A = """\
 import json, moe_select
 model = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32}
-report = moe_select.explain({"arch": "cpu", "quant": "bf16", "model": model, "tp": 2, "ep": 2, "a2a": "toy_a2a"})
+report = moe_select.explain({"arch": "cpu", "engine": "moe_select", "quant": "bf16", "model": model, "tp": 2, "ep": 2,
+                             "a2a": "toy_a2a"})
 p = report.plan
 try:
     moe_select.resolve(p, ep_rank=0, tp_rank=0)

@@ -59,7 +59,8 @@ def test_invalid_plan_file_names_line_and_field(tmp_path):
 
 
 def test_plan_for_another_arch_is_refused():
-    plan = moe_select.plan({"gpu": "H200", "quant": "bf16", "model": SMALL, "runner": "torch_native", "cuda_graph": False})
+    plan = moe_select.plan({"gpu": "H200", "engine": "moe_select", "quant": "bf16", "model": SMALL, "runner": "torch_native",
+                            "cuda_graph": False})
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan)
     assert exc.value.codes == ["plan_mismatch"]
@@ -69,7 +70,7 @@ def test_plan_for_another_arch_is_refused():
 def test_changed_rule_file_is_a_plan_mismatch(tmp_path):
     rules = tmp_path / "rules.yaml"
     rules.write_text("schema_version: 1\nrules:\n  - id: mine\n    when: {arch: [cpu]}\n    prefer: [torch_native]\n")
-    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL}, rules_dirs=[tmp_path])
+    plan = moe_select.plan({"arch": "auto", "engine": "moe_select", "quant": "bf16", "model": SMALL}, rules_dirs=[tmp_path])
     assert plan.chosen_by.rule == "mine"
     rules.write_text(rules.read_text() + "    note: edited\n")
     with pytest.raises(ResolveError) as exc:

@@ -211,11 +211,11 @@ def test_mxfp4_by_dequantization(activation):
 def test_mxfp4_plans_on_cpu_with_the_block_constraint():
     import moe_select
 
-    plan = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
+    plan = moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
                             "moe_intermediate_size": 2880, "activation": "silu"}})
     assert plan.runner == "torch_native" and plan.activation_precision == "bf16"
     # gpt-oss's swiglu_oai comes with expert biases, which torch_native adds (test_expert_biases_match_the_reference)
-    gpt_oss = moe_select.plan({"arch": "cpu", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
+    gpt_oss = moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "mxfp4", "model": {"num_experts": 32, "top_k": 4, "hidden_size": 2880,
                                "moe_intermediate_size": 2880, "activation": "swiglu_oai"}})
     assert gpt_oss.runner == "torch_native"
     report = moe_select.explain({"arch": "cpu", "quant": "mxfp4", "runner": "torch_native", "engine": "moe_select", "model": {
@@ -300,7 +300,7 @@ def test_a_scale_without_an_expert_dimension_is_a_runner_input_error():
     from moe_select.ops import quantize_named
     from moe_select.registry import Registry
 
-    plan = moe_select.plan({"arch": "cpu", "quant": "nvfp4", "model": {"num_experts": 4, "top_k": 2, "hidden_size": 64,
+    plan = moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "nvfp4", "model": {"num_experts": 4, "top_k": 2, "hidden_size": 64,
                                                                        "moe_intermediate_size": 32}})
     runner = moe_select.resolve(plan, registry=Registry())
     g = torch.Generator().manual_seed(3)

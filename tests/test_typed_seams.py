@@ -17,7 +17,7 @@ SHAPE = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size
 
 
 def test_understood_model_is_a_shape_and_the_plan_json_keeps_its_mapping():
-    plan = moe_select.plan({"arch": "cpu", "quant": "bf16", "model": SHAPE})
+    plan = moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "bf16", "model": SHAPE})
     assert isinstance(plan.deployment.model, ModelShape)
     assert plan.deployment.model.n_group == 4 and plan.deployment.model.swiglu_limit is None
     written = json.loads(plan.to_json())["deployment"]["model"]

@@ -17,7 +17,7 @@ SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size
 
 
 def _plan(quant="bf16", model=SMALL, **kw):
-    return moe_select.plan({"arch": "cpu", "quant": quant, "model": model, "runner": "torch_native", **kw})
+    return moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": quant, "model": model, "runner": "torch_native", **kw})
 
 
 def _resolve(plan, **kw):

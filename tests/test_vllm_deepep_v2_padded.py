@@ -203,8 +203,8 @@ def test_sglang_deepep_v2_formats_unchanged():
     # SGLang 0.5.21: 0.5.19 (assumed without engine_version) and 0.5.20 fail DeepEP V2's prefill into DeepGEMM
     # (sgl-project/sglang#38160, backends/a2a/deepep_v2.yaml).
     r = moe_select.explain({**DEP, "engine": "sglang", "engine_version": "0.5.21", "gpu": "H200", "tp": 4, "ep": 4,
-                            "dp": 4, "quant": "fp8_block", "runner": "deep_gemm"})
-    assert_planned(r, "deep_gemm")
+                            "dp": 4, "quant": "fp8_block", "runner": "deep_gemm", "decode_tokens_per_rank": 64})
+    assert_planned(r, "deep_gemm")    # (a decode batch stated: SGLang's own, 512 on an H200 at tp 4, outgrows 128)
     assert sorted(r.plan.dispatch_formats) == ["batched", "standard"]
 
 
