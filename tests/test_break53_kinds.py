@@ -1,5 +1,5 @@
-"""An engine author's trial (2026-12-06, break53), the defects fixed as kinds: a runner file without an ``engines`` fact
-planned supported under serving engines; a core's constructor raising past ``resolve`` (and after the ranks agreed); a
+"""An engine author's trial (2026-12-06, break53), the defects fixed as kinds: a core's constructor raising past
+``resolve`` (and after the ranks agreed); a
 core without the runner contract's methods; a core returning another shape or dtype; a core's own TypeError reported as
 the caller's scales; a verification failing on one rank only."""
 from __future__ import annotations
@@ -15,34 +15,6 @@ from moe_select.backends.torch_native import TorchNativeCore
 
 SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32, "activation": "silu",
          "routing": "renormalize"}
-SRC = '"this project: tests/test_break53_kinds.py"'
-RUNNER = f"""\
-schema_version: 3
-runner: acme_v3
-summary: an operator's runner with no engines fact (the reference core under another name)
-source: {SRC}
-module: null
-support:
-  - {{archs: [cpu, sm90], formats: [bf16], source: {SRC}}}
-activations: {{values: [silu], source: {SRC}}}
-routing: {{values: any, source: {SRC}}}
-dispatch: {{formats: [standard], source: {SRC}}}
-cuda_graph: {{supported: false, source: {SRC}}}
-"""
-
-
-@pytest.mark.parametrize("engine, refused", [("sglang", True), ("vllm", True), ("trtllm", True), ("moe_select", False)])
-def test_a_runner_file_without_engines_is_refused_under_closed_runner_options(tmp_path, engine, refused):
-    (tmp_path / "acme_v3.yaml").write_text(RUNNER)
-    r = moe_select.explain({"arch": "sm90", "engine": engine, "quant": "bf16", "model": SMALL, "runner": "acme_v3",
-                            "cuda_graph": False}, backends_dirs=[str(tmp_path)])
-    acme = next(c for c in r.candidates if c.backend == "acme_v3")
-    codes = [x.code for x in acme.reasons]
-    assert ("engine_unsupported" in codes) is refused, codes
-    if refused:
-        assert "no row of backends/engines/names.yaml gives acme_v3 a name" in acme.reasons[codes.index("engine_unsupported")].detail
-
-
 def _plan_and_env():
     plan = moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "bf16", "model": SMALL, "runner": "torch_native"})
     env = Environment(detected=True, arch="cpu", packages={n.name: detect_package(n.name, n.module) for n in plan.packages})
