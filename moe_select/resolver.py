@@ -86,6 +86,10 @@ def load_plan(plan: Plan | dict | str | Path) -> Plan:
     if isinstance(plan, Plan):
         _check_deployments(plan)  # model_copy(update=...) skips validation (issue 17)
         return plan
+    if isinstance(plan, str) and plan.lstrip().startswith("{"):
+        # the plan's JSON text, not a path: it was opened as a file name and echoed whole in the error (a trial, break53)
+        raise InputError("a plan given as JSON text: pass a path to the plan file, or the parsed object "
+                         "(json.loads(text))", file="<plan>", field="plan")
     if isinstance(plan, (str, Path)):
         data = load_file(plan, kind="plan file")
         name = str(plan)
@@ -311,7 +315,7 @@ def check_environment(plan: Plan, env: Environment, *, require_prebuilt: bool = 
             why = env.lookalike(need.name)
             out.append(Reason(code="dependency_missing", detail=f"{need.needed_by} needs {need.name}{spec} (import {need.module}); "
                               "not installed on this machine" + (f": {why}" if why else ""), source=need.source, fix=need.install or f"pip install '{need.name}{need.version or ''}'"))
-        elif need.state == "present" and need.found not in (None, "unknown") and found != need.found:
+        elif need.state == "present" and need.found not in (None, "unknown") and not _same_version(need.found, found):
             out.append(Reason(code="plan_mismatch", detail=f"{need.name}: {need.found} when planned, {found} on this machine",
                               source=need.source, fix="plan again on this machine"))
         elif found != "unknown" and not satisfies(found, need.version):
@@ -662,6 +666,20 @@ def _prepare(p: Plan, catalog: Any, registry: Registry, *, environment: Environm
     return p, env, reasons, built, cores
 
 
+def _same_version(planned: str, found: str | None) -> bool:
+    """Whether the version a plan was made at is the one found here: equal, or the same public version where one of
+    them names no local build (PEP 440: ``2.13.0`` is ``2.13.0+cpu``; ``2.13.0+cu130`` is not ``2.13.0+cpu``)."""
+    if found == planned:
+        return True
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        a, b = Version(planned), Version(str(found))
+    except InvalidVersion:
+        return False
+    return a.public == b.public and (a.local is None or b.local is None)
+
+
 def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int | None = None, tp_rank: int | None = None,
             group: Any = None, environment: Environment | None = None, require_prebuilt: bool = False,
             verify: bool = False, registry: Registry | None = None, timeout_s: float = 60.0, catalog: Any = None,
@@ -693,6 +711,9 @@ def resolve(plan: Plan | dict | str | Path, *, device: Any = None, ep_rank: int 
     registry = registry or REGISTRY
     if not (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool) and 0 < timeout_s < float("inf")):
         raise InputError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}", file="<resolve>", field="timeout_s")
+    for flag, value in (("verify", verify), ("require_prebuilt", require_prebuilt)):
+        if not isinstance(value, bool):   # "no" or "0" would read as true (a trial, break53)
+            raise InputError(f"{flag} must be True or False, got {value!r}", file="<resolve>", field=flag)
     if strict is not None and not isinstance(strict, bool):
         raise InputError(f"strict must be True, False or None (the plan's own), got {strict!r}", file="<resolve>",
                          field="strict")

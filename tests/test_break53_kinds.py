@@ -100,3 +100,22 @@ def test_a_cores_own_type_error_is_not_blamed_on_the_scales(monkeypatch):
 
     with pytest.raises(RunnerInputError, match="unknown argument"):   # the caller's own error still is the caller's
         runner.prepare_weights(*_weights(runner), w13_scale=torch.ones(1))
+
+
+def test_resolve_flags_are_booleans_and_a_plan_text_is_not_a_path():
+    plan, env = _plan_and_env()
+    for flag in ("verify", "require_prebuilt"):
+        with pytest.raises(moe_select.InputError, match=f"{flag} must be True or False, got 'no'"):
+            moe_select.resolve(plan, environment=env, device="cpu", **{flag: "no"})
+    with pytest.raises(moe_select.InputError, match="a plan given as JSON text") as exc:
+        moe_select.resolve(plan.to_json(), environment=env, device="cpu")
+    assert len(str(exc.value)) < 300
+
+
+@pytest.mark.parametrize("planned, found, same", [
+    ("2.13.0", "2.13.0+cpu", True), ("2.13.0+cpu", "2.13.0", True), ("2.13.0+cu130", "2.13.0+cpu", False),
+    ("2.13.0", "2.13.1", False), ("2.13.0", "2.13.0", True)])
+def test_a_local_build_label_alone_is_the_same_version(planned, found, same):
+    from moe_select.resolver import _same_version
+
+    assert _same_version(planned, found) is same
