@@ -167,7 +167,25 @@ def _override_findings(catalog: Catalog) -> list[Finding]:
             now = f"{after[0]} (rule {after[1]})" if after else "no rule's choice (refused unless another rule matches)"
             out.append(Finding(new.where(), f"overriding rule {rid} (bundled at {old.where()}) also changes {arch} "
                                f"{', '.join(quants)}, outside the new rule's conditions: {was} -> {now}", "warning"))
+        # the cells above are arch x format only: an override that narrows another condition (an engine, an activation)
+        # moves the deployments outside it without a cell to show it (a new user's trial, break52: an engine or
+        # activation narrowed, check clean, SGLang's gpt-oss plan moved to another runner)
+        narrowed = [k for k in new.when.keys() if k not in ("arch", "quant") and getattr(new.when, k) != getattr(old.when, k)]
+        if narrowed and new.prefer is not None:
+            said = ", ".join(f"{k}: {_cond(getattr(new.when, k))} (bundled: {_cond(getattr(old.when, k))})" for k in narrowed)
+            out.append(Finding(new.where(), f"overriding rule {rid} (bundled at {old.where()}) changes {said}: deployments "
+                               f"the bundled rule matched outside that now miss it (check compares arch x format cells "
+                               f"only: explain one such deployment to see where it goes)", "warning"))
     return out
+
+
+def _cond(value: Any) -> str:
+    """A condition's value as a rule file writes it (None: any)."""
+    if value is None:
+        return "any"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value.model_dump(exclude_none=True) if hasattr(value, "model_dump") else value)
 
 
 _COMMENT_WHEN = re.compile(r"when:\s*(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")

@@ -111,3 +111,23 @@ def test_check_reports_a_duplicate_rule_id_once(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("duplicate rule id 'my-rule'") == 1, err
     json.dumps(err)
+
+
+@pytest.mark.parametrize("extra, says", [(", activation: [silu]", "changes activation: [silu] (bundled: any)"),
+                                         (", engine: [vllm]", "changes engine: [vllm] (bundled: any)")])
+def test_check_warns_of_an_override_narrowing_another_condition(tmp_path, capsys, extra, says):
+    (tmp_path / "ops.yaml").write_text("schema_version: 1\nrules:\n  - id: hopper-mxfp4\n"
+                                       f"    when: {{arch: [sm90], quant: [mxfp4]{extra}}}\n"
+                                       "    prefer: [triton_kernel, flashinfer_mxfp4, flashinfer_cutlass, marlin]\n")
+    main(["check", str(tmp_path)])
+    out = capsys.readouterr()
+    assert f"overriding rule hopper-mxfp4 (bundled at rules/10-nvidia.yaml:" in out.out + out.err
+    assert says in out.out + out.err
+
+
+def test_check_does_not_warn_of_an_override_keeping_the_other_conditions(tmp_path, capsys):
+    (tmp_path / "ops.yaml").write_text("schema_version: 1\nrules:\n  - id: hopper-mxfp4\n"
+                                       "    when: {arch: [sm90], quant: [mxfp4]}\n    prefer: [marlin, triton_kernel]\n")
+    main(["check", str(tmp_path)])
+    out = capsys.readouterr()
+    assert "check compares arch x format cells only" not in out.out + out.err
