@@ -121,7 +121,7 @@ def test_check_warns_of_an_override_narrowing_another_condition(tmp_path, capsys
                                        "    prefer: [triton_kernel, flashinfer_mxfp4, flashinfer_cutlass, marlin]\n")
     main(["check", str(tmp_path)])
     out = capsys.readouterr()
-    assert f"overriding rule hopper-mxfp4 (bundled at rules/10-nvidia.yaml:" in out.out + out.err
+    assert "overriding rule hopper-mxfp4 (bundled at rules/10-nvidia.yaml:" in out.out + out.err
     assert says in out.out + out.err
 
 
