@@ -160,7 +160,7 @@ def capacity_for(u: Understood, a2a: A2ACapability | None, facts: Mapping[str, A
             phases = bounded_phases(fact, a2a, u)
             return Capacity(fact=fact, a2a=a2a.a2a, engine=str(facts.get("engine")), capacity=value, capacity_how=how,
                             needs=[given[p] for p in phases if p in given], unknown=[p for p in phases if p not in given],
-                            remark=remark if "decode" in phases else None, engine_version=engine_version)
+                            remark=remark, engine_version=engine_version)
     return None
 
 

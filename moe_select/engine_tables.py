@@ -128,6 +128,28 @@ class Change(Located):
         with the release), so the wording never names this project as the one who made it (break51)."""
         return f"{what} {'in' if self.read_here else 'by'}"
 
+    def made_at(self, version: str | None, engine: str) -> bool | None:
+        """Whether ``engine`` release ``version`` (None or unparsable: the tables' newest) has this change: by version
+        where the change names one, else by date (the release's date, backends/engines/releases.yaml, after the change's
+        merge date: a release of the merge day may have been cut before it); None where neither is known."""
+        from packaging.version import InvalidVersion, Version
+
+        def ver(text: str | None) -> Version | None:
+            try:
+                return None if text is None else Version(text)
+            except InvalidVersion:
+                return None
+        v = ver(version)
+        if v is None:
+            return True
+        cv = ver(self.version)
+        if cv is not None:
+            return v >= cv
+        released = release_date(engine, version) if version is not None else None
+        if self.date is not None and released is not None:   # a release of the merge day is judged without it
+            return released > self.date
+        return None
+
     def text(self) -> str:
         """``vllm-project/vllm#33535 (2026-02-02, v0.15.0)``; a change this project read in the releases themselves
         (``by`` "this project: ...") reads ``v0.5.20 (this project read: ...)``, so "removed by" never names this
@@ -265,6 +287,14 @@ class _Entry(Located):
         if key not in (self.values or {}):
             return None, None
         return key, (None if key == value else f"{value[:40]!r} read as {key!r}")
+
+    def live_at(self, version: str | None, engine: str) -> bool:
+        """Whether ``engine`` release ``version`` (None: the tables' newest) honours this entry: added by then, not
+        removed or ignored by then (:meth:`Change.made_at`; an undecided removal or ignoring counts as made). The
+        launch-line reader's findings (:func:`moe_select.launch_line._changes`) say why where it does not."""
+        return ((self.since is None or self.since.made_at(version, engine) is not False)
+                and (self.removed is None or self.removed.made_at(version, engine) is False)
+                and (self.ignored is None or self.ignored.made_at(version, engine) is False))
 
 
 class FlagEntry(_Entry):
@@ -496,25 +526,9 @@ class EngineTable(Located):
         return self
 
     def flag_at(self, means: str, version: str | None) -> "FlagEntry | None":
-        """The first flag of ``means`` that release ``version`` (None: the newest) has by the versions its entries
-        state: added by then (``since.version``), not removed or ignored by then; a change that states no version
-        (a date only) is taken as made. None when no flag holds. (The emitter's own choice,
-        :mod:`moe_select.launch_emit`, reads dates too.)"""
-        from packaging.version import InvalidVersion, Version
-
-        def at(change: Change | None) -> bool:   # the change is made at ``version``
-            if change is None:
-                return False
-            if version is None or change.version is None:
-                return True
-            try:
-                return Version(version) >= Version(change.version)
-            except InvalidVersion:
-                return True
-        for e in self.flags:
-            if e.means == means and (e.since is None or at(e.since)) and not at(e.removed) and not at(e.ignored):
-                return e
-        return None
+        """The first flag of ``means`` that release ``version`` (None: the newest) honours (:meth:`_Entry.live_at`),
+        or None."""
+        return next((e for e in self.flags if e.means == means and e.live_at(version, self.engine)), None)
 
     def cite(self, entry: _Entry) -> str:
         """The full citation of ``entry`` (a ``key:symbol`` source expanded through ``sources``)."""

@@ -86,26 +86,15 @@ def prov_default(provenance: dict, key: str) -> bool:
     return str(provenance.get(key, "default")).startswith("default")
 
 
-def _live_flag(engine: str, means: str, version: str | None) -> FlagEntry | None:
-    """The first flag entry of ``means`` that the declared ``version`` (None: the newest) has and still honours (added
-    by then, not removed or ignored by then: :func:`~moe_select.launch_line._changes`), or None."""
-    from .launch_line import _changes
-
-    for e in table(engine).flags:
-        if e.means == means and _changes(e, e.name, version, engine)[1]:
-            return e
-    return None
-
-
 def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> str:
     """The canonical spelling of the flag of ``means``, checked at ``version``: the first entry that release has (a
     flag renamed between releases is written as the declared one spells it), else the first not removed (an
     :class:`EmitError` where it is newer than the release)."""
     from .engine_tables import release_date
-    from .launch_line import _ver, has_change
+    from .launch_line import _ver
 
     t = table(engine)
-    entry: FlagEntry | None = _live_flag(engine, means, version) \
+    entry: FlagEntry | None = table(engine).flag_at(means, version) \
         or next((e for e in t.flags if e.means == means and e.removed is None), None)
     if entry is not None and version is None and entry.since is not None and entry.since.version is not None:
         older = [e.name for e in t.flags if e.means == means and e is not entry]
@@ -115,7 +104,7 @@ def _flag(engine: str, means: str, version: str | None, comments: list[str]) -> 
     if entry is None:
         raise EmitError(f"{engine}'s table has no flag for {means}: moe-select cannot write this plan as a {engine} launch")
     if entry.since is not None and version is not None:
-        has = has_change(entry.since, version, engine)
+        has = entry.since.made_at(version, engine)
         if has is False and _ver(entry.since.version) is not None:
             raise EmitError(f"{entry.name} was added in {entry.since.text()}: {engine} {version} does not have it, and the plan needs it "
                             f"({_NEWER}, or plan without it)")
@@ -175,7 +164,7 @@ def _replacement_words(engine: str, token: str, version: str | None, argv: list[
     entry = next((e for e in table(engine).flags if flag in e.names), None)
     if entry is None or entry.removed is None or not entry.replacement or entry.takes in ("switch", "bool_optional"):
         return []
-    live = _live_flag(engine, entry.means, version)
+    live = table(engine).flag_at(entry.means, version)
     if live is None or entry.replacement not in live.names or entry.replacement in argv:
         return []
     values = ([inline] if inline else []) + words[1:]
@@ -188,7 +177,7 @@ def _precision_env(engine: str, precision: str, version: str | None, runner: str
     (``runners: [auto]``) only for a runner the variable ``picks`` and that the engine's own prediction (``predicted``,
     None where the tables cannot predict it) does not contradict; else None."""
     for e in table(engine).env:
-        if e.means != "activation_precision" or (e.values or {}).get("1") != precision or not _env_live(e, version, engine):
+        if e.means != "activation_precision" or (e.values or {}).get("1") != precision or not e.live_at(version, engine):
             continue
         if e.runners is not None and not (runner in e.runners or ("auto" in e.runners and runner in (e.picks or [])
                                                                   and predicted in (None, runner))):
@@ -197,18 +186,10 @@ def _precision_env(engine: str, precision: str, version: str | None, runner: str
     return None
 
 
-def _env_live(e: EnvEntry, version: str | None, engine: str) -> bool:
-    """Whether the declared release reads variable ``e`` (added by then, not removed or ignored by then: versions, else
-    release dates, as the launch-line reader judges them)."""
-    from .launch_line import _changes
-
-    return _changes(e, e.name, version, engine)[1]    # (not live once newer, removed or ignored: as _live_flag reads it)
-
-
 def _env_read_at(engine: str, means: str, version: str | None) -> str | None:
-    """The variable of ``engine``'s table that sets ``means`` and that the declared release reads (:func:`_env_live`),
-    or None."""
-    return next((e.name for e in table(engine).env if e.means == means and _env_live(e, version, engine)), None)
+    """The variable of ``engine``'s table that sets ``means`` and that the declared release reads
+    (:meth:`~moe_select.engine_tables._Entry.live_at`), or None."""
+    return next((e.name for e in table(engine).env if e.means == means and e.live_at(version, engine)), None)
 
 
 def _a2a_row(ours: str, mode: str | None) -> Any:
@@ -586,7 +567,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             # attention data parallelism: --attn-dp-size N where the declared release has it (0.5.22 on, the newest when
             # none is declared; SGLang's own deprecation message asks for it, and the old pair is slated for removal),
             # else --enable-dp-attention --dp-size N (0.5.22 and 0.5.23 still rewrite that pair to it, with a warning)
-            attn = _live_flag("sglang", "attn_dp", version)
+            attn = table("sglang").flag_at("attn_dp", version)
             if attn is not None:
                 argv += [_flag("sglang", "attn_dp", version, comments), str(d.dp)]
                 if version is None and attn.since is not None:

@@ -551,24 +551,6 @@ def _ver(text: str | None) -> Any:
         return None
 
 
-def has_change(change: Change, version: str | None, engine: str) -> bool | None:
-    """Whether ``engine`` release ``version`` (None: the tables' newest) has ``change``: by version where the change
-    names one, else by date (the release's date, backends/engines/releases.yaml, after the change's merge date: a
-    release of the merge day may have been cut before it); None where neither is known."""
-    from .engine_tables import release_date
-
-    v = _ver(version)
-    if v is None:
-        return True
-    cv = _ver(change.version)
-    if cv is not None:
-        return v >= cv
-    released = release_date(engine, version)
-    if change.date is not None and released is not None:   # a release of the merge day is judged without it
-        return released > change.date
-    return None
-
-
 def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, engine: str) -> tuple[list[Finding], bool]:
     """The findings of an entry's changes at ``version`` (None: the tables' newest), and whether the engine
     still honours it (False when removed or ignored there)."""
@@ -580,7 +562,7 @@ def _changes(entry: FlagEntry | EnvEntry, written: str, version: str | None, eng
     released = release_date(engine, version) if v is not None else None
 
     def at_or_after(c: Change) -> bool | None:
-        return has_change(c, version, engine)
+        return c.made_at(version, engine)
 
     def by_date(c: Change) -> str:
         """How a date-only change was judged, for the finding (empty where its version decided)."""
@@ -665,7 +647,7 @@ def _lookup(t: EngineTable, name: str, version: str | None = None) -> tuple[Flag
             if e.takes == "bool_optional" and "--" + key[5:] in e.names:
                 return e, True, None
     inverse = t.inverse_enable_disable
-    if inverse is not None and has_change(inverse, version, t.engine) is not False:
+    if inverse is not None and inverse.made_at(version, t.engine) is not False:
         hit = _inverse_pair(t, key)
         if hit is not None:
             paired, prefix, other = hit
@@ -689,8 +671,8 @@ def _declared_at(e: FlagEntry, version: str | None, engine: str) -> bool:
     """Whether the engine's parser declares flag ``e`` at ``version`` (None: the newest): added by then (``since``) and
     not yet removed (``removed``); a release the table cannot place is taken as declaring it."""
     since, removed = e.since, e.removed
-    return (since is None or has_change(since, version, engine) is not False) and \
-        (removed is None or has_change(removed, version, engine) is not True)
+    return (since is None or since.made_at(version, engine) is not False) and \
+        (removed is None or removed.made_at(version, engine) is not True)
 
 
 def _inverse_pair(t: EngineTable, key: str) -> tuple[FlagEntry, str, str] | None:
@@ -709,7 +691,7 @@ def _inverse_before(t: EngineTable, name: str, version: str | None) -> tuple[str
     ``--enable-X`` (or the reverse) that the table's ``inverse_enable_disable`` release first pairs, ``version`` being
     older (its parser then has no such option: 'unrecognized arguments' at startup); None otherwise."""
     inverse = t.inverse_enable_disable
-    if inverse is None or has_change(inverse, version, t.engine) is not False:
+    if inverse is None or inverse.made_at(version, t.engine) is not False:
         return None
     key = name.replace("_", "-") if t.parser == "vllm_argparse" else name
     hit = _inverse_pair(t, key)

@@ -25,7 +25,6 @@ declares (``vocabulary.yaml``; a did-you-mean) are load errors (:class:`InputErr
 from __future__ import annotations
 
 import os
-
 import re
 from dataclasses import dataclass
 from pathlib import Path

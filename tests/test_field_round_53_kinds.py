@@ -150,3 +150,12 @@ def test_an_undeclared_product_memory_is_a_load_error(tmp_path):
     with pytest.raises(InputError, match=r"vocabulary.yaml:3.*X2"):
         moe_select.explain({"arch": "sm131", "quant": "bf16", "model": QWEN},
                            backends_dirs=[str(tmp_path)])
+
+
+@pytest.mark.parametrize("version, flag", [("0.5.13", "--cuda-graph-max-bs"), ("0.5.16", "--cuda-graph-max-bs-decode"),
+                                           ("0.5.20", "--cuda-graph-max-bs-decode")])
+def test_the_capacity_fix_names_the_flag_the_release_has(version, flag):
+    # --cuda-graph-max-bs-decode from 0.5.14, --cuda-graph-max-bs removed in 0.5.20 (backends/engines/sglang.yaml)
+    r = moe_select.explain(_deepep(engine_version=version))
+    fix = next(x.fix for x in r.reasons if "a2a_tokens_per_rank" in x.detail)
+    assert f"sglang {flag})" in fix, fix
