@@ -302,7 +302,9 @@ def _apply_hooks(engine: str, u: Any, facts: Mapping[str, Any], state: dict[str,
             if k == "runner":
                 runner_hook = h.id
             log = h.log.format(a2a=u.a2a, ep=old, tp=u.tp, architecture=architecture, asked=old) if h.log else None
-            out.append(Override(k, old, new, given.get(k, False) and old == getattr(u, k, old), h.id, log, h.source))
+            # an explicit auto is a request for the engine's choice, not a value it overrides
+            out.append(Override(k, old, new, given.get(k, False) and old == getattr(u, k, old) and old != "auto", h.id, log,
+                                h.source))
     return out, runner_hook
 
 

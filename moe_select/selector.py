@@ -1240,11 +1240,13 @@ def engine_choices(report: Report, catalog: Catalog, env: dict[str, str] | None 
 
 
 def _architecture(u: Understood) -> str | None:
-    """``architectures[0]`` of the deployment's checkpoint config (None without one, or unreadable)."""
+    """``architectures[0]`` of the deployment's checkpoint config; without one, the inline model's ``architecture`` (a
+    stated input the engines' architecture hooks read as well: field round 56's DeepSeek-V4 case named it inline and the
+    prediction skipped its hook); None where neither says, or the config is unreadable."""
     import json
 
     if not u.model_config_path:
-        return None
+        return u.model.architecture or None
     path = Path(u.model_config_path)
     path = path / "config.json" if path.is_dir() else path
     try:

@@ -35,6 +35,10 @@ BASE = {
     "mooncake": dict(gpu="H200", model_config=DSV3, a2a="mooncake", a2a_mode="low_latency"),  # auto: SGLang raises
     "mori": dict(gpu="MI300X", model_config=DSV3, a2a="mori"),
     "flashinfer": dict(gpu="B200", model_config=NVFP4, a2a="flashinfer"),
+    # SGLang 0.5.17's startup check of DeepSeek-V4's prefill chunk per rank against the Mega MoE cap (field round 56)
+    "megamoe": dict(gpu="B200", a2a="megamoe", engine_version="0.5.17", quant="mxfp4",
+                    model=dict(num_experts=256, top_k=6, hidden_size=4096, moe_intermediate_size=2048,
+                               activation="silu_clamped", swiglu_limit=10.0, architecture="DeepseekV4ForCausalLM")),
 }
 #: a2a -> (variable, default, the phase whose need the test raises: a phase the buffer carries)
 CAPS = {
@@ -45,6 +49,7 @@ CAPS = {
     "mooncake": ("SGLANG_MOONCAKE_EP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 128, "decode"),
     "mori": ("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 4096, "prefill"),
     "flashinfer": ("SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK", 4096, "decode"),
+    "megamoe": ("SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK", 1024, "prefill"),
 }
 
 

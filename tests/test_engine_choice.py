@@ -197,6 +197,13 @@ OVERRIDES = {
     "sglang-pplx-low-latency": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=8, dp=8, a2a="pplx"),
                                 "a2a_mode", "auto", "low_latency"),
     "sglang-pplx-runner": (dict(gpu="H200", model_config=DSV3, engine="sglang", tp=8, ep=8, dp=8, a2a="pplx"), "runner", "auto", "deep_gemm"),
+    # field round 56: under megamoe Fp8MoEMethod's auto is Triton (DeepGEMM only for deepep / mooncake / nixl)
+    "sglang-megamoe-auto-triton": (dict(gpu="B200", model_config=DSV3, engine="sglang", engine_version="0.5.18", tp=8, ep=8,
+                                        a2a="megamoe", max_tokens_per_rank=4096), "runner", "auto", "triton"),
+    "sglang-megamoe-dsv4-fp4-auto-triton": (dict(gpu="B200", engine="sglang", engine_version="0.5.13", quant="mxfp4", tp=4,
+                                                 ep=4, a2a="megamoe", model=dict(num_experts=256, top_k=6, hidden_size=4096,
+                                                 moe_intermediate_size=2048, activation="silu_clamped", swiglu_limit=10.0,
+                                                 architecture="DeepseekV4ForCausalLM")), "runner", "auto", "triton"),
     "sglang-rocm-auto-aiter": (dict(gpu="MI300X", model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine="sglang",
                                     vendor_library=True), "runner", "auto", "aiter"),
     "sglang-rocm-auto-triton": (dict(gpu="MI355X", model_config=str(CFG / "Qwen__Qwen3-30B-A3B"), engine="sglang",
