@@ -169,6 +169,26 @@ def plugin_backend_dirs() -> list[tuple[Path, str]]:
     return out
 
 
+def _import_relative(folder: Path) -> str:
+    """The display prefix of a plugin package's files: its path below the ``sys.path`` entry it was found on
+    (``acme_moe/``), the same on every host whatever the install prefix (a plan's ``files`` are keyed by it: a trial,
+    break53, resolved a plan where the byte-identical plugin sat in another virtual environment and was refused,
+    every plugin file 'gone' and 'new'); the absolute folder where no ``sys.path`` entry holds it."""
+    import sys
+
+    where = folder.resolve()
+    found: list[Path] = []
+    for entry in sys.path:
+        try:
+            rel = where.relative_to(Path(entry or ".").resolve())
+        except (ValueError, OSError):
+            continue
+        if rel.parts:
+            found.append(rel)
+    # the nearest entry (the site folder the package was found on, not a parent such as the working directory)
+    return f"{min(found, key=lambda r: len(r.parts)).as_posix()}/" if found else f"{folder}/"
+
+
 def env_paths(name: str, what: str) -> list[Path]:
     """The paths ``$name`` lists (``os.pathsep``-separated; ``what`` they are, for the message), ``[]`` when it
     is not set. Raises :class:`InputError` naming the variable when it is set but empty, or lists an empty
@@ -380,8 +400,9 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
             if not folder.is_dir():
                 ld.issues.append(Issue(origin, 0, "", f"the plugin's package was not found ({folder})"))
                 continue
-            _capability_dir(ld, folder, f"{folder}/", origin, runners, a2a, failed)
-            _vocabulary_file(ld, folder, f"{folder}/", origin, vocab_files)
+            shown = _import_relative(folder)
+            _capability_dir(ld, folder, shown, origin, runners, a2a, failed)
+            _vocabulary_file(ld, folder, shown, origin, vocab_files)
             if (folder / "rules").is_dir():
                 plugin_rule_dirs.append((folder / "rules", origin))
     backend_sources: list[str] = []
@@ -416,7 +437,8 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
     if bundled_rules:
         layers.append(("bundled", [(p, f"rules/{p.name}") for p in sorted(rdir.glob("*.yaml"))]))
     for folder, origin in plugin_rule_dirs:
-        paths = [(p, str(p)) for p in sorted(folder.glob("*.yaml"))]
+        shown = _import_relative(folder)
+        paths = [(p, f"{shown}{p.name}") for p in sorted(folder.glob("*.yaml"))]
         ld.origins.update({d: origin for _, d in paths})
         layers.append((str(folder), paths))
     rule_sources: list[str] = []

@@ -42,10 +42,26 @@ class Registry:
         #: (:meth:`recording`): what a refusal names, whatever else the process registered.
         self.registered_by: dict[str, list[tuple[str, str]]] = {}
 
-    def recording(self, module: str) -> "_Recording":
-        """A registrar that forwards to this registry and records, under ``module``, the cores registered through it."""
+    def recording(self, module: str, owns: frozenset[str] | None = None) -> "_Recording":
+        """A registrar that forwards to this registry and records, under ``module``, the cores registered through it.
+        ``owns``: the runners whose capability files name ``module`` (None: any); a core for another runner is a
+        :class:`RegistrationError` before the registry is touched (a plugin that registered under a runner it does
+        not own took that runner from its own module for the rest of the process: break53)."""
         self.registered_by[module] = []
-        return _Recording(self, self.registered_by[module])
+        return _Recording(self, self.registered_by[module], module, owns)
+
+    def unregister_core(self, runner: str, dispatch_format: str, factory: CoreFactory) -> None:
+        """Remove (``runner``, ``dispatch_format``) where ``factory`` holds it (a module whose ``register`` failed
+        midway takes back what it registered); a key another factory holds is left alone."""
+        with self._lock:
+            if self._cores.get((runner, dispatch_format)) is factory:
+                del self._cores[(runner, dispatch_format)]
+
+    def unregister_dispatcher(self, a2a: str, factory: DispatcherFactory) -> None:
+        """Remove dispatcher ``a2a`` where ``factory`` holds it."""
+        with self._lock:
+            if self._dispatchers.get(a2a) is factory:
+                del self._dispatchers[a2a]
 
     def register_core(self, runner: str, dispatch_format: str, factory: CoreFactory) -> None:
         """Register ``factory`` as ``runner``'s core for ``dispatch_format`` (``standard`` or ``batched``).
@@ -96,16 +112,41 @@ if TYPE_CHECKING:  # pragma: no cover - mypy: a Registry is what an adapter's re
 
 class _Recording:
     """What :meth:`Registry.recording` returns: a :class:`~moe_select.contracts.Registrar` that forwards every
-    registration to the registry and appends the cores' ``(runner, dispatch format)`` to ``made``."""
+    registration to the registry and appends the cores' ``(runner, dispatch format)`` to ``made``; refuses a core for
+    a runner outside ``owns`` (None: any); :meth:`undo` takes back what this registrar added."""
 
-    def __init__(self, registry: Registry, made: list[tuple[str, str]]) -> None:
-        self._registry, self._made = registry, made
+    def __init__(self, registry: Registry, made: list[tuple[str, str]], module: str = "?",
+                 owns: frozenset[str] | None = None) -> None:
+        self._registry, self._made, self._module, self._owns = registry, made, module, owns
+        self._added: list[tuple[str, str, object]] = []   # (kind, key, factory) this registrar put in the registry
 
     def register_core(self, runner: str, dispatch_format: str, factory: CoreFactory) -> None:
-        """Forward to :meth:`Registry.register_core`; recorded when it succeeds."""
+        """Forward to :meth:`Registry.register_core`; recorded when it succeeds. Raises :class:`RegistrationError`
+        for a runner this module does not own."""
+        if self._owns is not None and runner not in self._owns:
+            raise RegistrationError(f"{_name(factory)} registers a core for runner {runner!r}, whose capability file does "
+                                    f"not name module {self._module} (this module implements "
+                                    f"{', '.join(sorted(self._owns)) or 'no runner'})")
+        new = self._registry.core(runner, dispatch_format) is None
         self._registry.register_core(runner, dispatch_format, factory)
+        if new:
+            self._added.append(("core", f"{runner}\0{dispatch_format}", factory))
         self._made.append((runner, dispatch_format))
 
     def register_dispatcher(self, a2a: str, factory: DispatcherFactory) -> None:
         """Forward to :meth:`Registry.register_dispatcher`."""
+        new = self._registry.dispatcher(a2a) is None
         self._registry.register_dispatcher(a2a, factory)
+        if new:
+            self._added.append(("dispatcher", a2a, factory))
+
+    def undo(self) -> None:
+        """Take back every core and dispatcher this registrar added (its module's ``register`` failed)."""
+        for kind, key, factory in reversed(self._added):
+            if kind == "core":
+                runner, fmt = key.split("\0")
+                self._registry.unregister_core(runner, fmt, factory)  # type: ignore[arg-type]
+            else:
+                self._registry.unregister_dispatcher(key, factory)  # type: ignore[arg-type]
+        self._added.clear()
+        self._made.clear()

@@ -239,6 +239,14 @@ def _input_file_reasons(plan: Plan) -> list[Reason]:
     from .model_config import ABSENT
 
     out = []
+    folders = sorted({str(Path(k).parent) for k in plan.deployment.input_files})
+    if len(folders) > 1:
+        # one checkpoint's config files, read from one folder; their paths are not in the fingerprint (the contents
+        # are), so an entry moved elsewhere (an absent hf_quant_config.json pointed at a path that will never exist:
+        # a trial, break53) would silently stop being checked
+        return [Reason(code="plan_mismatch", detail="the plan's model-config files are not in one folder ("
+                       + ", ".join(folders) + "): deployment.input_files was edited", source="plan: deployment.input_files",
+                       fix="plan again with the checkpoint that will load")]
     for path, digest in sorted(plan.deployment.input_files.items()):
         if digest == ABSENT:
             if os.path.lexists(path):
@@ -425,10 +433,26 @@ def _device(device: Any, plan: Plan, rank: int | None) -> torch.device:
     return dev
 
 
-def _load_adapter(module: str, what: str, registry: Registry) -> list[Reason]:
+def _load_adapter(module: str, what: str, registry: Registry, owns: frozenset[str] | None = None) -> list[Reason]:
+    """Import ``module`` and call its ``register(registry)`` through a recording registrar (``owns``: the runners whose
+    capability files name the module; a core for another is refused, and a ``register`` that fails takes back what it
+    added). The reasons it is refused: a module that is not there (no_adapter where its package is installed but the
+    module is not: a misspelt ``module:``; dependency_missing where the package or a module it imports is missing), an
+    import that raises, no ``register``, a registration refused."""
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
+        missing = getattr(exc, "name", None)
+        top = module.split(".")[0]
+        if isinstance(exc, ModuleNotFoundError) and missing and module.startswith(missing) and missing != top \
+                and (module == missing or module[len(missing)] == "."):
+            # the package is there, the module the capability file names is not: a misspelt module, not a dependency
+            return [Reason(code="no_adapter", detail=f"{what} module {module} does not exist: package {top} is installed "
+                           f"but has no {missing} (is the capability file's module spelt right?)", source=module,
+                           fix=f"name a module of {top} that defines register(registry)")]
+        if isinstance(exc, ModuleNotFoundError) and missing == top:
+            return [Reason(code="dependency_missing", detail=f"{what} module {module}: package {top} is not installed",
+                           source=module, fix=f"install the distribution that provides {top}")]
         return [Reason(code="dependency_missing", detail=f"importing {what} module {module} failed: {exc}", source=module)]
     except (Exception, SystemExit) as exc:  # an adapter that fails at import is refused here, not raised raw
         return [Reason(code="no_adapter", detail=f"importing {what} module {module} raised {type(exc).__name__}: {exc}",
@@ -438,11 +462,14 @@ def _load_adapter(module: str, what: str, registry: Registry) -> list[Reason]:
         return [Reason(code="no_adapter", detail=f"{what} module {module} has no register(registry) function", source=module)]
     from .registry import RegistrationError
 
+    recording = registry.recording(module, owns)
     try:
-        reg(registry.recording(module))
+        reg(recording)
     except RegistrationError as exc:
+        recording.undo()
         return [Reason(code="no_adapter", detail=f"{what} module {module} could not register: {exc}", source=module)]
     except Exception as exc:  # register() that raises or takes other arguments
+        recording.undo()
         return [Reason(code="no_adapter", detail=f"{what} module {module}: register(registry) raised {type(exc).__name__}: "
                        f"{exc}", source=module)]
     registry.loaded_modules.add(module)
@@ -457,7 +484,8 @@ def _adapter_reasons(p: Plan, registry: Registry, catalog: Any) -> list[Reason]:
         return [Reason(code="no_adapter", detail=f"{p.runner} has no adapter in this install (plan-only); "
                        "install a plugin that registers one under the moe_select.adapters entry-point group",
                        source=fact_file(catalog, p.runner))]
-    reasons = _load_adapter(module, f"runner {p.runner}", registry)
+    owns = frozenset(r for r, cap in catalog.runners.items() if cap.module == module or catalog.plugins.get(r) == module)
+    reasons = _load_adapter(module, f"runner {p.runner}", registry, owns | {p.runner})
     if p.a2a_module is None:
         reasons.append(Reason(code="no_adapter", detail=f"a2a {p.a2a} has no dispatcher in this install",
                               source=fact_file(catalog, p.a2a, a2a=True)))
@@ -466,7 +494,11 @@ def _adapter_reasons(p: Plan, registry: Registry, catalog: Any) -> list[Reason]:
     if reasons:
         return reasons
     promised = sorted(set(p.registers) | set(p.dispatch_formats))
-    missing = [f for f in promised if registry.core(p.runner, f) is None]
+    # what this module's register(registry) registered, not what the process holds: a core registered as a side effect of
+    # importing some other module passes only where something happened to import it first (break53, D7), which is the
+    # late failure this check exists to catch
+    made = set(registry.registered_by.get(module, []))
+    missing = [f for f in promised if (p.runner, f) not in made or registry.core(p.runner, f) is None]
     if missing:
         return [Reason(code="no_adapter", detail=f"module {module} did not register a {p.runner} core for "
                        + ", ".join(f"{f} dispatch" for f in missing)
