@@ -223,6 +223,9 @@ class EngineChoice:
     differs: bool = False
     cost: str | None = None
     follow: str | None = None
+    #: What the engine gives the checkpoint's speculative-draft (MTP) layers where the deployment names no runner for
+    #: them (:class:`DraftChoice`; empty where the engine's table has no draft rule or no such layers are planned).
+    drafts: list["DraftChoice"] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``engine_choices`` of ``explain --json``)."""
@@ -230,7 +233,8 @@ class EngineChoice:
                 "source": self.source, "log": self.log, "evidence": self.evidence,
                 "overrides": [o.__dict__ for o in self.overrides], "a2a_modes": dict(self.modes),
                 "considered": [{"name": n, "runner": r, "verdict": v} for n, r, v in self.considered],
-                "plan_runner": self.plan_runner, "differs": self.differs, "cost": self.cost, "follow": self.follow}
+                "plan_runner": self.plan_runner, "differs": self.differs, "cost": self.cost, "follow": self.follow,
+                "drafts": [d.__dict__ for d in self.drafts]}
 
     def render(self) -> list[str]:
         """Text lines of ``explain``."""
@@ -248,7 +252,84 @@ class EngineChoice:
             out.append(f"    differs from the plan ({self.plan_runner or 'refused'}): {self.cost}")
             if self.follow:
                 out.append(f"    to run the plan: {self.follow}")
+        for d in self.drafts:
+            out += d.render()
         return out
+
+
+@dataclass
+class DraftChoice:
+    """The runner an engine gives the checkpoint's ``kind`` layers (a speculative draft's MTP / NextN MoE layers) when
+    the launch names none for them: ``runner`` (ours; None: not predicted), ``how`` (the engine table's draft rule),
+    ``evidence`` the selector's verdict on it for those layers, ``plan_runner`` the layers' plan, ``cost`` where they
+    differ, ``follow`` the flag that gives the draft the plan's runner."""
+
+    kind: str
+    layers: str
+    runner: str | None
+    how: str
+    evidence: str | None = None
+    plan_runner: str | None = None
+    cost: str | None = None
+    follow: str | None = None
+
+    def render(self) -> list[str]:
+        """Text lines of ``explain`` (under the engine's choice)."""
+        out = [f"    {self.kind} layers {self.layers}: runner {self.runner or 'not predicted'}: {self.how}"]
+        if self.cost:
+            out.append(f"      differs from their plan ({self.plan_runner or 'refused'}): {self.cost}")
+        if self.follow:
+            out.append(f"      to run their plan: {self.follow}")
+        return out
+
+
+def _draft_choices(engine: str, choice: EngineChoice, report: Any, reported: frozenset[str],
+                   requires_met: "RequiresCheck | None") -> list[DraftChoice]:
+    """What ``engine`` runs the ``mtp`` layer kind on where the deployment leaves that kind's runner and the target's at
+    auto: its table's draft rule gives the draft the target's resolved runner (``choice.runner``), or a default of the
+    release for that runner (SGLang: layers/moe/utils.py; field round 57, sgl-project/sglang#30210: the draft of an
+    NVFP4 DeepSeek-family target inherited flashinfer_trtllm, whose BF16 path the release's FlashInfer runs out of
+    bounds, while moe-select planned the draft on its own). A runner the deployment names is the deployment's, planned
+    as such (moe_select/deployment.py), so nothing is predicted for it."""
+    from .deployment import _ranges
+
+    rules = table(engine).draft
+    u = report.deployment
+    if rules is None or "runner" not in rules.inherits or u.runner != "auto":
+        return []
+    out = []
+    for sub in report.layers:
+        d = sub.deployment
+        if d.layer_kind != "mtp" or d.runner != "auto":   # a runner the deployment gives them is planned as such
+            continue
+        layers = _ranges(d.layers)
+        if choice.runner is None:
+            out.append(DraftChoice("mtp", layers, None, f"the target's resolved runner ({rules.source}), which is not "
+                                   "predicted here"))
+            continue
+        runner, how = choice.runner, f"the target's resolved runner, which the draft inherits [{rules.source}]"
+        for dd in rules.defaults:
+            if dd.main_runner == choice.runner and dd.runner is not None and (
+                    dd.version is None or requires_met is None or requires_met({engine: dd.version})[0]):
+                runner, how = dd.runner, f"the draft's default for a {choice.runner} target [{dd.source}]"
+        cands = {c.backend: c for c in sub.candidates}
+        level, c = _level(cands, runner, engine, reported)
+        dc = DraftChoice("mtp", layers, runner, how, evidence=level, plan_runner=sub.plan.runner if sub.plan else None)
+        if runner != dc.plan_runner:
+            if level in ("refused", "known failure"):
+                dc.cost = (f"the engine's draft runner is {'a known failure' if level == 'known failure' else 'refused'} "
+                           f"for these layers: {_why_refused(c, engine)}")
+            elif level == "unverified":
+                dc.cost = f"no fact says {runner} runs these layers under {engine} (unverified)"
+            else:
+                dc.cost = f"both run these layers ({runner} {level}); their plan follows the rules"
+            if dc.plan_runner is not None:
+                known, theirs = names().runner_for(engine, dc.plan_runner, d.quant)
+                flag = next((e.name for e in table(engine).flags if e.means == "draft_runner" and not e.removed), None)
+                dc.follow = (f"{flag} {theirs}" if flag and known and theirs else
+                             f"{engine} has no flag for the draft's runner here: the draft runs {runner}")
+        out.append(dc)
+    return out
 
 
 def _text(v: Any) -> str:
@@ -555,6 +636,7 @@ def predict(report: Any, facts_by_engine: Mapping[str, Mapping[str, Any]], rules
             # runnable, not what the engine will be told to run (a ninth new user's trial: vLLM 0.11.0, AWQ)
             choice.how += f"; {untold}: it cannot be told to run the plan's {plan_runner}"
             choice.follow = None
+        choice.drafts = _draft_choices(engine, choice, report, reported, requires_met)
         out.append(choice)
     return out
 
@@ -588,4 +670,5 @@ def _no_runner_option(engine: str, requires_met: RequiresCheck | None) -> str | 
     return None if met else f"{flag.name} came in {flag.since.text()} ({why})"
 
 
-__all__ = ["Hook", "Oracle", "Resolution", "resolution", "Override", "EngineChoice", "RequiresCheck", "predict"]
+__all__ = ["Hook", "Oracle", "Resolution", "resolution", "Override", "EngineChoice", "DraftChoice", "RequiresCheck",
+           "predict"]

@@ -94,3 +94,38 @@ def release_date(engine: str, version: str | None) -> str | None:
     return max(below)[1] if below else None
 
 
+class Pins(Located):
+    """``backends/engines/pins.yaml``: the exact versions each engine release's PyPI wheel requires of the kernel
+    packages ``backends/packages.yaml`` names (engine -> release -> distribution -> version)."""
+
+    schema_version: Literal[1]
+    source: str = Field(min_length=1)
+    engines: dict[Literal["sglang", "vllm", "trtllm"], dict[str, dict[str, str]]]
+
+    @field_validator("engines")
+    @classmethod
+    def _versions(cls, v: dict[str, dict[str, dict[str, str]]]) -> dict[str, dict[str, dict[str, str]]]:
+        for rels in v.values():
+            for release, pins in rels.items():
+                _pep440_version(release)
+                for version in pins.values():
+                    _pep440_version(version)
+        return v
+
+
+@functools.lru_cache(maxsize=None)
+def pins() -> Pins:
+    """The validated ``pins.yaml``."""
+    return _load(engines_dir() / "pins.yaml", Pins)
+
+
+def pinned(engine: str, release: str | None, package: str) -> str | None:
+    """The version of ``package`` that ``engine`` ``release``'s wheel requires exactly (``pins.yaml``), or None (no
+    release, one not listed, or a package it does not pin). A release is looked up as written, then by its public
+    version (``0.5.15+cu130`` is ``0.5.15``)."""
+    if release is None:
+        return None
+    table = pins().engines.get(engine, {})  # type: ignore[call-overload]
+    row = table.get(release) or table.get(release.split("+")[0])
+    return row.get(package) if row else None
+

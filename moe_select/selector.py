@@ -302,16 +302,38 @@ def _requires(req: dict[str, str] | None, ctx: _Ctx) -> tuple[bool, list[str], s
             differs.append(f"{name} is not installed")
             continue
         version = found if found not in (None, "unknown") else (known.checked_up_to if known else None)
+        why = "the newest version checked"
         if found in (None, "unknown"):
+            pin = _engine_pin(ctx, name)
+            if pin is not None:
+                version, why = pin   # what the declared engine release installs (backends/engines/pins.yaml)
             if version is None:
                 assumed.append(f"{name} {spec} assumed (version not known)")
                 continue
-            assumed.append(f"{name} {spec} decided assuming {version}, the newest version checked (not declared)")
+            assumed.append(f"{name} {spec} decided assuming {version}, {why} (not declared)")
         if not satisfies(version, spec):  # type: ignore[arg-type]
             ok = False
             differs.append(f"{name} is {version}" if found not in (None, "unknown")
-                           else f"{name} assumed {version}, the newest version checked (not declared)")
+                           else f"{name} assumed {version}, {why} (not declared)")
     return ok, assumed, "; ".join(differs)
+
+
+def _engine_pin(ctx: _Ctx, name: str) -> tuple[str, str] | None:
+    """``(version, why)`` of package ``name`` as the deployment's serving engine release installs it (its wheel's exact
+    requirement, backends/engines/pins.yaml), where that release is given or detected (not assumed); None otherwise."""
+    from .releases import pinned
+
+    engine = str(ctx.facts.get("engine"))
+    if engine not in ENGINES:
+        return None
+    pkg = ctx.catalog.engine_package(engine)
+    if pkg is None:
+        return None
+    state, release = ctx.env.package(pkg.name, pkg.module)
+    if state != "present" or release in (None, "unknown"):
+        return None
+    pin = pinned(engine, release, name)
+    return (pin, f"the version {engine} {release} pins") if pin is not None else None
 
 
 def _holds(fact: Conditional, ctx: _Ctx, assumed: list[str]) -> bool:
@@ -566,6 +588,12 @@ def _package_reasons(pkgs: Iterable[PackageNeedFact], ctx: _Ctx, owner: str, bac
                               f"({where}){assumed_}", source=p.where(), backend=backend,
                               fix=f"pip install '{p.name}{p.version}'" + (" or other versions of " + ", ".join(p.requires)
                                                                           if p.requires else "")))
+        elif state != "absent" and found in (None, "unknown") and p.version and (pin := _engine_pin(ctx, p.name)) \
+                and not satisfies(pin[0], p.version):
+            # not declared: the version the declared engine release installs (its wheel's exact requirement)
+            out.append(Reason(code="dependency_missing", detail=f"{owner} needs {p.name}{spec}{with_}; {p.name} assumed "
+                              f"{pin[0]}, {pin[1]} (not declared)", source=p.where(), backend=backend,
+                              fix=f"pip install '{p.name}{p.version}' and declare it (packages: {p.name}: <version>)"))
     return out
 
 
