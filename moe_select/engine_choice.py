@@ -287,10 +287,10 @@ def _draft_choices(engine: str, choice: EngineChoice, report: Any, reported: fro
                    requires_met: "RequiresCheck | None") -> list[DraftChoice]:
     """What ``engine`` runs the ``mtp`` layer kind on where the deployment leaves that kind's runner and the target's at
     auto: its table's draft rule gives the draft the target's resolved runner (``choice.runner``), or a default of the
-    release for that runner (SGLang: layers/moe/utils.py; field round 57, sgl-project/sglang#30210: the draft of an
-    NVFP4 DeepSeek-family target inherited flashinfer_trtllm, whose BF16 path the release's FlashInfer runs out of
-    bounds, while moe-select planned the draft on its own). A runner the deployment names is the deployment's, planned
-    as such (moe_select/deployment.py), so nothing is predicted for it."""
+    release for that runner (field round 57, sgl-project/sglang#30210: a DeepSeek-family target's draft inherited a
+    runner whose BF16 path the release's pinned kernel package runs out of bounds, while moe-select planned the draft
+    on its own). A runner the deployment names is the deployment's, planned as such (moe_select/deployment.py), so
+    nothing is predicted for it."""
     from .deployment import _ranges
 
     rules = table(engine).draft

@@ -304,9 +304,8 @@ def _requires(req: dict[str, str] | None, ctx: _Ctx) -> tuple[bool, list[str], s
         version = found if found not in (None, "unknown") else (known.checked_up_to if known else None)
         why = "the newest version checked"
         if found in (None, "unknown"):
-            pin = _engine_pin(ctx, name)
-            if pin is not None:
-                version, why = pin   # what the declared engine release installs (backends/engines/pins.yaml)
+            # a fact's version window is read at the newest version checked, not at the engine release's pin: the windows
+            # were read against that version, and their audit against each release's pin (pins.yaml) is not done yet
             if version is None:
                 assumed.append(f"{name} {spec} assumed (version not known)")
                 continue
@@ -320,7 +319,9 @@ def _requires(req: dict[str, str] | None, ctx: _Ctx) -> tuple[bool, list[str], s
 
 def _engine_pin(ctx: _Ctx, name: str) -> tuple[str, str] | None:
     """``(version, why)`` of package ``name`` as the deployment's serving engine release installs it (its wheel's exact
-    requirement, backends/engines/pins.yaml), where that release is given or detected (not assumed); None otherwise."""
+    requirement, backends/engines/pins.yaml): the release given or detected, else the one the engine is assumed at (the
+    newest checked, as its facts are read: a trial, break54, saw the verdict flip when that very release was declared);
+    None where the release pins no such package."""
     from .releases import pinned
 
     engine = str(ctx.facts.get("engine"))
@@ -330,10 +331,14 @@ def _engine_pin(ctx: _Ctx, name: str) -> tuple[str, str] | None:
     if pkg is None:
         return None
     state, release = ctx.env.package(pkg.name, pkg.module)
-    if state != "present" or release in (None, "unknown"):
+    if state == "present" and release not in (None, "unknown"):
+        said = f"the version {engine} {release} pins"
+    elif state != "absent" and pkg.checked_up_to:
+        release, said = pkg.checked_up_to, f"the version {engine} {pkg.checked_up_to} pins ({engine} assumed at it, the newest checked)"
+    else:
         return None
     pin = pinned(engine, release, name)
-    return (pin, f"the version {engine} {release} pins") if pin is not None else None
+    return (pin, said) if pin is not None else None
 
 
 def _holds(fact: Conditional, ctx: _Ctx, assumed: list[str]) -> bool:

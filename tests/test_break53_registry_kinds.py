@@ -11,19 +11,11 @@ import sys
 import pytest
 
 import moe_select
-from moe_select.environment import Environment, detect_package
 from moe_select.errors import ResolveError
 from moe_select.registry import Registry, RegistrationError
 from moe_select.backends.torch_native import TorchNativeCore
 
-SMALL = {"num_experts": 8, "top_k": 2, "hidden_size": 64, "moe_intermediate_size": 32, "activation": "silu",
-         "routing": "renormalize"}
-
-
-def _plan_and_env():
-    plan = moe_select.plan({"arch": "cpu", "engine": "moe_select", "quant": "bf16", "model": SMALL, "runner": "torch_native"})
-    env = Environment(detected=True, arch="cpu", packages={n.name: detect_package(n.name, n.module) for n in plan.packages})
-    return plan, env
+from test_break53_kinds import _plan_and_env
 
 
 class _Core(TorchNativeCore):

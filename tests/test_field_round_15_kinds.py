@@ -40,8 +40,11 @@ QWEN3_30B = "examples/model_configs/Qwen__Qwen3-30B-A3B"
 
 def _dg(version: str, a2a: str, gpu: str = "H200") -> Any:
     ep = 1 if a2a == "none" else 4
+    # sgl-deep-gemm declared at the newest version checked: 0.5.12's own pin (0.1.0) has no BF16 grouped GEMM, which
+    # deep_gemm.yaml's >=0.1.1 need refuses on its own (tests/test_field_round_57_kinds.py); this file tests the rows
     return moe_select.explain({"gpu": gpu, "engine": "sglang", "engine_version": version, "model_config": QWEN3_30B,
-                               "quant": "bf16", "tp": 4, "ep": ep, "a2a": a2a, "runner": "deep_gemm"})
+                               "quant": "bf16", "tp": 4, "ep": ep, "a2a": a2a, "runner": "deep_gemm",
+                               "packages": {"sgl-deep-gemm": "0.1.7"}})
 
 
 def _deep_gemm_row(r: Any) -> set[str]:
@@ -211,9 +214,12 @@ SUPER = {"num_experts": 512, "top_k": 22, "hidden_size": 4096, "moe_intermediate
 
 
 def _trt(version: str, gpu: str = "B300", activation: str = "relu2", engine: str = "vllm", quant: str = "bf16") -> Any:
+    # FlashInfer declared at the newest version checked: the releases' own pins (backends/engines/pins.yaml) are older
+    # than the BF16 TRT-LLM-gen launcher's fix (flashinfer_trtllm.yaml's >=0.6.18rc2 need refuses them on its own);
+    # this file tests the engines' activation window
     return moe_select.explain({"gpu": gpu, "engine": engine, "engine_version": version, "quant": quant,
                                "model": dict(SUPER, activation=activation), "tp": 2, "ep": 1, "a2a": "none",
-                               "runner": "flashinfer_trtllm"})
+                               "runner": "flashinfer_trtllm", "packages": {"flashinfer-python": "0.6.18"}})
 
 
 def _trt_refusals(r: Any) -> set[str]:

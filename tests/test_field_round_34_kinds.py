@@ -51,8 +51,11 @@ def test_vllm_029_ignores_the_drafts_own_moe_backend(version, refused):
 @pytest.mark.parametrize("version, refused", [("0.5.6.post2", False), ("0.5.9", True), ("0.5.11", True),
                                               ("0.5.12", False)])
 def test_sglang_drafts_never_run_flashinfer_trtllm_in_0_5_7_to_0_5_11(version, refused):
+    # FlashInfer declared past the BF16 launcher's fix: these releases' own pins are refused by flashinfer_trtllm.yaml's
+    # >=0.6.18rc2 need on their own (tests/test_field_round_57_kinds.py); this test is the engine's window
     dep = {"gpu": "B200", "engine": "sglang", "engine_version": version, "model_config": NVFP4, "tp": 4,
-           "runner": "flashinfer_trtllm", "layer_runners": {"mtp": "flashinfer_trtllm"}}
+           "runner": "flashinfer_trtllm", "layer_runners": {"mtp": "flashinfer_trtllm"},
+           "packages": {"flashinfer-python": "0.6.18"}}
     r = moe_select.explain(dep)
     assert (r.plan is None) == refused, r.summary()
     if refused:

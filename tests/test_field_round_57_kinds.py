@@ -105,3 +105,16 @@ def test_pins_name_known_packages_and_released_versions():
         for release, row in rels.items():
             assert release in dated[engine], (engine, release)
             assert set(row) <= known, (engine, release, set(row) - known)
+
+
+def test_the_pin_refuses_what_the_release_installs_without():
+    """SGLang 0.5.12 pins sgl-deep-gemm 0.1.0, which has no BF16 grouped GEMM (deep_gemm.yaml's >=0.1.1 need): its bf16
+    DeepGEMM runner is refused at the pin, and planned once a newer one is declared."""
+    qwen = str(ROOT / "examples/model_configs/Qwen__Qwen3-30B-A3B")
+    dep = {"gpu": "H200", "engine": "sglang", "engine_version": "0.5.12", "model_config": qwen, "tp": 4, "ep": 4,
+           "a2a": "deepep", "runner": "deep_gemm"}
+    r = moe_select.explain(dep)
+    said = [x.detail for x in r.reasons if x.code == "dependency_missing"]
+    assert r.plan is None and any("sgl-deep-gemm assumed 0.1.0, the version sglang 0.5.12 pins" in d for d in said), said
+    ok = moe_select.explain({**dep, "packages": {"sgl-deep-gemm": "0.1.2"}})
+    assert ok.plan is not None and ok.plan.runner == "deep_gemm", report_codes(ok)

@@ -55,7 +55,10 @@ def test_trtllm_bf16_over_deepep_v2_from_vllm_0_29(cuda_graph):
 def test_trtllm_bf16_over_deepep_v2_refused_before_the_fix(version):
     """Before 0.29.0 the bf16 modular class passed the model's top-k to a kernel that reads DeepEP V2's expanded ids:
     refused (a2a_unsupported, the exhaustive list of flashinfer_trtllm.yaml)."""
-    r = _explain(**DP4_V2, engine_version=version, model_config=QWEN, runner="flashinfer_trtllm")
+    # FlashInfer declared past the BF16 launcher's fix: these releases' pins (0.6.14, 0.6.16.post3) are refused on
+    # their own by flashinfer_trtllm.yaml's >=0.6.18rc2 need (tests/test_field_round_57_kinds.py)
+    r = _explain(**DP4_V2, engine_version=version, model_config=QWEN, runner="flashinfer_trtllm",
+                 packages={"flashinfer-python": "0.6.18"})
     assert r.plan is None and _codes(r) == {"a2a_unsupported"}
     assert r.reasons[0].source.startswith("backends/flashinfer_trtllm.yaml:")
 

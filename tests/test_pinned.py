@@ -314,7 +314,6 @@ def _catalog_with(module: str, registers: list[str]):
 
 @pytest.mark.parametrize("module, registers, missing, registered", [
     ("pin_only_batched", ["standard"], ["standard"], "[('torch_native', 'batched')]"),
-    ("pin_other_runner", ["standard"], ["standard"], "[('triton', 'standard')]"),
     ("pin_only_standard", ["standard", "batched"], ["batched"], "[('torch_native', 'standard')]"),
 ])
 def test_a_promised_registration_that_was_not_made_is_refused_at_resolve(adapters, module, registers, missing, registered):
@@ -331,6 +330,23 @@ def test_a_promised_registration_that_was_not_made_is_refused_at_resolve(adapter
     assert reason.detail == (f"module {module} did not register a torch_native core for "
                              + ", ".join(f"{f} dispatch" for f in missing) + f" (registered: {registered})")
     assert reason.source == f"backends/torch_native.yaml:{line_of(BACKENDS / 'torch_native.yaml', 'registers: [standard]')}"
+
+
+def test_a_module_registering_another_runners_core_is_refused_at_resolve(adapters):
+    """A module that registers a core under a runner whose capability file does not name it (here triton's) is refused
+    for that, naming both; nothing it registered stays (break53, D7)."""
+    from moe_select.errors import ResolveError
+    from moe_select.registry import Registry
+
+    cat = _catalog_with("pin_other_runner", ["standard"])
+    plan = moe_select.plan({"arch": "auto", "quant": "bf16", "model": SMALL, "require_adapter": True}, catalog=cat)
+    reg = Registry()
+    with pytest.raises(ResolveError) as exc:
+        moe_select.resolve(plan, registry=reg, catalog=cat)
+    (reason,) = exc.value.reasons
+    assert reason.code == "no_adapter" and "module pin_other_runner could not register" in reason.detail
+    assert "runner 'triton', whose capability file does not name module pin_other_runner" in reason.detail
+    assert reg.pairs() == set()
 
 
 def test_every_promised_registration_made_resolves(adapters):

@@ -78,7 +78,8 @@ def test_nixl_ep_from_0_18(vllm, shipped):
 @pytest.mark.parametrize(("vllm", "shipped"), [("0.14.0", False), ("0.17.0", False), ("0.18.0", True), ("0.29.0", True)])
 def test_flashinfer_one_sided_from_0_18(vllm, shipped):
     """flashinfer_nvlink_one_sided (MoeAlltoAll) is first in 0.18.0; flashinfer_all2allv before is the two-sided kernel."""
-    r = _explain(gpu="B200", a2a="flashinfer", runner="triton", engine_version=vllm)
+    # FlashInfer declared in MoeAlltoAll's range: 0.14.0's own pin (0.5.3) predates it, refused on its own
+    r = _explain(gpu="B200", a2a="flashinfer", runner="triton", engine_version=vllm, packages={"flashinfer-python": "0.6.18"})
     _shipped_or_refused(r, shipped, "triton", "a2a/flashinfer.yaml", "flashinfer_nvlink_one_sided from 0.18.0")
 
 
