@@ -514,9 +514,26 @@ def load_catalog(rules_dirs: Sequence[str | Path] = (), *, use_env: bool = True,
                    origins=ld.origins, replaced_files=ld.replaced, plugins=plugin_adapters() if plugins else {},
                    vocabulary=vocabulary,
                    formats=formats_rows,
-                   version_verdicts={(assumed[name], spec): satisfies(assumed[name], spec)
-                                     for name, spec in [*_specifiers([runners, a2a, common, rules]), *_oracle_specifiers()]
-                                     if name in assumed})
+                   version_verdicts=_version_verdicts(assumed, [*_specifiers([runners, a2a, common, rules]),
+                                                                *_oracle_specifiers()]))
+
+
+def _version_verdicts(assumed: dict[str, str], specs: list[tuple[str, str]]) -> dict[tuple[str, str], bool]:
+    """``(version, spec) -> satisfied`` for every specifier the files name against the version each package is
+    assumed at (the newest checked) and every version an engine release pins (backends/engines/pins.yaml, read for
+    package needs): a process that plans from the cached catalog decides them without :mod:`packaging.specifiers`."""
+    from .releases import pins
+
+    pinned: dict[str, set[str]] = {}
+    for rels in pins().engines.values():
+        for row in rels.values():
+            for name, version in row.items():
+                pinned.setdefault(name, set()).add(version)
+    out = {}
+    for name, spec in specs:
+        for version in ({assumed[name]} if name in assumed else set()) | pinned.get(name, set()):
+            out[version, spec] = satisfies(version, spec)
+    return out
 
 
 def _oracle_specifiers() -> list[tuple[str, str]]:

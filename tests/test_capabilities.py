@@ -39,7 +39,7 @@ def test_plan_only_format_of_a_runner_with_an_adapter():
                                                       "moe_intermediate_size": 768}, "runner": "flashinfer_cutlass"}
     plan = moe_select.plan(dep)
     assert plan.runner == "flashinfer_cutlass" and plan.module is None  # FlashInfer runs it; this install cannot
-    env = Environment(detected=True, arch="sm100", gpu="B200", packages={"flashinfer-python": plan.packages[0].found or "0.6.4"},
+    env = Environment(detected=True, arch="sm100", gpu="B200", packages={"flashinfer-python": "0.6.4"},
                       prebuilt={"flashinfer-python": True})
     with pytest.raises(ResolveError) as exc:
         moe_select.resolve(plan, environment=env, registry=Registry())

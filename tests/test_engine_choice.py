@@ -200,6 +200,9 @@ OVERRIDES = {
     # field round 56: under megamoe Fp8MoEMethod's auto is Triton (DeepGEMM only for deepep / mooncake / nixl)
     "sglang-megamoe-auto-triton": (dict(gpu="B200", model_config=DSV3, engine="sglang", engine_version="0.5.18", tp=8, ep=8,
                                         a2a="megamoe", max_tokens_per_rank=4096), "runner", "auto", "triton"),
+    "sglang-megamoe-auto-triton-fallback-blocks": (dict(gpu="H100", model_config=DSV3, engine="sglang", engine_version="0.5.23",
+                                                        tp=8, ep=8, a2a="megamoe", max_tokens_per_rank=4096),
+                                                   "runner", "auto", "triton"),
     "sglang-megamoe-dsv4-fp4-auto-triton": (dict(gpu="B200", engine="sglang", engine_version="0.5.13", quant="mxfp4", tp=4,
                                                  ep=4, a2a="megamoe", model=dict(num_experts=256, top_k=6, hidden_size=4096,
                                                  moe_intermediate_size=2048, activation="silu_clamped", swiglu_limit=10.0,

@@ -331,7 +331,9 @@ def test_cutedsl_needs_0_6_4():
     # FlashInfer PR #2398 (CuteDslMoEWrapper, v0.6.4).
     dep = {"gpu": "B200", "quant": "nvfp4", "model": QWEN, "engine": "vllm", "runner": "flashinfer_cutedsl"}
     assert codes({**dep, "packages": {"flashinfer-python": "0.6.3"}}, "flashinfer_cutedsl") == {"dependency_missing"}
-    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.4"}}, "flashinfer_cutedsl")
+    # with the nvidia-cutlass-dsl 0.6.4 .. 0.6.6 work with (the engine release's own pin, 4.8.0 for vLLM 0.34.0, is refused
+    # by the package interaction of field round 12)
+    assert eligible({**dep, "packages": {"flashinfer-python": "0.6.4", "nvidia-cutlass-dsl": "4.3.1"}}, "flashinfer_cutedsl")
 
 
 # ---------------------------------------------------------------------------------- a2a flashinfer

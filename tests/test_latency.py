@@ -292,7 +292,12 @@ def test_catalog_version_verdicts_are_packaging_verdicts():
     assert any(n == "vllm" for n, _ in _oracle_specifiers())
     assumed = {(cat.packages_table[n].checked_up_to, s) for n, s in named
                if n in cat.packages_table and cat.packages_table[n].checked_up_to}
-    assert assumed == set(cat.version_verdicts)
+    # ... and every version an engine release pins (backends/engines/pins.yaml: package needs are judged at it)
+    from moe_select.releases import pins
+
+    pinned = {(v, s) for n, s in named for rels in pins().engines.values() for row in rels.values()
+              for name, v in row.items() if name == n}
+    assert assumed | pinned == set(cat.version_verdicts)
 
 
 def test_a_cached_catalog_plans_without_packaging_specifiers(tmp_path):

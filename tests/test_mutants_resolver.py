@@ -456,7 +456,7 @@ _FI_MODEL = {"num_experts": 128, "top_k": 8, "hidden_size": 2048, "moe_intermedi
 
 def _fi_plan() -> Plan:
     return moe_select.plan({"gpu": "H200", "quant": "bf16", "model": _FI_MODEL, "runner": "flashinfer_cutlass",
-                            "prebuilt": {"flashinfer-python": False},
+                            "engine": "moe_select", "prebuilt": {"flashinfer-python": False},
                             "packages": {"flashinfer-python": "0.6.4", "torch": "2.11.0"}})
 
 

@@ -139,7 +139,8 @@ def test_dependency_missing_absent_and_too_old():
     r = find({"gpu": "H200", "quant": "fp8_block", "model": DSV3, "tp": 8, "ep": 8, "runner": "deep_gemm", "engine": "sglang",
               "packages": {"deep_gemm": None}}, "dependency_missing")
     assert "needs sgl-deep-gemm (import deep_gemm)" in r.detail and "not installed" in r.detail and "sgl-deep-gemm" in r.fix
-    r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 1, "runner": "flashinfer_cutlass",
+    # this install's flashinfer_cutlass adapter (the serving engines call FlashInfer at the version they pin)
+    r = find({"gpu": "H200", "quant": "bf16", "model": QWEN, "tp": 1, "runner": "flashinfer_cutlass", "engine": "moe_select",
               "packages": {"flashinfer-python": "0.5.3"}}, "dependency_missing")
     assert ">=0.6.4" in r.detail and "0.5.3" in r.detail
 
