@@ -219,6 +219,54 @@ def _draft_words(plan: Any, version: str | None, comments: list[str]) -> list[st
     return words
 
 
+def _vllm_draft_backend(plan: Any, argv: list[str], version: str | None, comments: list[str]) -> list[str]:
+    """``argv`` with the plan's speculative-draft (MTP) runner written where it differs from the main layers': vLLM gives
+    the draft the target's ``--moe-backend`` unless the speculative config names its own (``moe_backend``, from 0.28.0;
+    0.29.x ignores it, vllm-project/vllm#54788), so the line's ``--speculative-config`` gets that key. Raises
+    :class:`EmitError` where the release cannot say it (a trial, break54: the emitted line ran the draft on a runner the
+    plan refuses for it)."""
+    import json
+
+    from .versions import at_least
+
+    k = next((k for k in plan.layers if k.deployment.layer_kind == "mtp" and k.runner != plan.runner), None)
+    if k is None:
+        return argv
+    ok, theirs = names().runner_for("vllm", k.runner, k.quant)
+    if version is not None and (not at_least(version, "0.28.0") or (at_least(version, "0.29.0") and not at_least(version, "0.30.0"))):
+        raise EmitError(f"vLLM {version} runs the speculative draft's MoE layers on the target's --moe-backend "
+                        f"({plan.runner}), and the plan gives them {k.runner}: "
+                        + ("the speculative config has no moe_backend before 0.28.0" if not at_least(version, "0.28.0") else
+                           "0.29.x ignores the speculative config's moe_backend (vllm-project/vllm#54788, fixed in 0.30.0)")
+                        + f"; plan with layer_runners: {{mtp: {plan.runner}}} to see whether the target's runner serves them")
+    if not ok or not theirs:
+        raise EmitError(f"vLLM has no --moe-backend name for the draft's runner {k.runner}")
+    out = list(argv)
+    for i, word in enumerate(out):
+        flag, eq, value = word.partition("=")
+        if flag != "--speculative-config":
+            continue
+        text = value if eq else (out[i + 1] if i + 1 < len(out) else "")
+        try:
+            cfg = json.loads(text)
+        except ValueError:
+            break
+        if not isinstance(cfg, dict):
+            break
+        cfg["moe_backend"] = theirs
+        new = json.dumps(cfg, separators=(",", ":"))
+        if eq:
+            out[i] = f"--speculative-config={new}"
+        else:
+            out[i + 1] = new
+        comments.append(f"the draft's MoE layers run {theirs} (the plan's mtp runner): moe_backend in --speculative-config "
+                        "(vllm-project/vllm@v0.28.0:vllm/config/speculative.py:SpeculativeConfig.moe_backend)")
+        return out
+    comments.append(f"the plan's mtp layers run {theirs}: give the speculative config \"moe_backend\": \"{theirs}\" "
+                    f"(otherwise vLLM runs them on --moe-backend {plan.runner})")
+    return out
+
+
 def _a2a_words(engine: str, value: str, version: str | None, comments: list[str]) -> tuple[list[str], dict[str, str]]:
     """``engine``'s words and variables for all-to-all ``value``: its a2a flag and the value; at a release older than
     that flag (its ``since``), the way that release took it, with a comment: the retired switch whose table replacement
@@ -534,6 +582,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     if plan.layers:
         comments.append("the plan's other MoE layer kinds (" + ", ".join(f"{k.deployment.layer_kind}: {k.runner}" for k in plan.layers)
                         + ("): the draft's flags written (--speculative-moe-*)" if draft_words else
+                           "): vLLM runs the draft's on --moe-backend unless the speculative config names its own"
+                           if engine == "vllm" else
                            ") run as the engine decides for them: this launch sets the main layers' runner"))
     prov = d.provenance
     argv: list[str]
@@ -728,6 +778,8 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     env.update(precision_env)
     for k, v in _vendor_switch(plan, engine, comments).items():
         env.setdefault(k, v)
+    if engine == "vllm":
+        argv = _vllm_draft_backend(plan, argv, version, comments)
     if launch is not None:  # what the line asked and the engine refuses is not written: never dropped silently
         written = " ".join(argv + [f"{k}={v}" for k, v in env.items()])
         for f in launch.findings:

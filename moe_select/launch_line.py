@@ -1439,6 +1439,25 @@ def _map(launch: Launch, where: str) -> None:
              f"{_w(launch, 'draft_a2a')} (the draft's MoE layers)")
         if note:
             launch.findings.append(Finding("note", _w(launch, "draft_a2a"), note))
+    # vLLM's draft runner in the speculative config (SpeculativeConfig.moe_backend, from 0.28.0: the draft's kernel
+    # config takes it in place of --moe-backend; a trial, break54, saw it ignored and the target's runner planned)
+    sc = v.get("spec_config")
+    if e == "vllm" and sc is not None and isinstance(sc.value, dict) and sc.value.get("moe_backend") not in (None, "", "auto"):
+        from .versions import at_least
+
+        written = f"{sc.written} moe_backend"
+        source = "vllm-project/vllm@v0.28.0:vllm/config/speculative.py:SpeculativeConfig.moe_backend"
+        if launch.engine_version is not None and not at_least(launch.engine_version, "0.28.0"):
+            launch.findings.append(Finding("note", written, "vLLM's SpeculativeConfig has no moe_backend before 0.28.0: not "
+                                           "read (the draft runs the target's --moe-backend)", source))
+        else:
+            theirs = _chosen(e, "runner", str(sc.value["moe_backend"]), written, where, launch.engine_version, launch.findings)
+            ours, note = _runner_ours(e, theirs)
+            if ours != "auto":
+                _set(launch, "layer_runners", {**(launch.deployment.get("layer_runners") or {}), "mtp": ours},
+                     f"{written} (the draft's MoE layers; {source})")
+            if note:
+                launch.findings.append(Finding("note", written, note))
     # --- quantization (an engine's method name; only online quantization changes the checkpoint's format)
     if e == "sglang" and "quant" in v and str(v["quant"].value) == "nvfp4_online":
         # NVFP4 made at load with per-token FP32 activation scales (sgl-project/sglang#28354; the table's note)

@@ -89,3 +89,52 @@ def test_the_mega_moe_switch_sets_the_all_to_all(version, read):
         assert d["ep"] == 4
     off = from_command("SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE=0 " + LINE, model_config=QWEN3_FP8, engine_version=version)
     assert off.deployment.get("a2a", "none") != "megamoe"
+
+
+# ------------------------------------------------------------------ vLLM: the speculative draft's own moe_backend
+NVFP4 = str(ROOT / "examples/model_configs/nvidia__DeepSeek-V3.1-NVFP4")
+VLINE = ("vllm serve nvidia/DeepSeek-V3.1-NVFP4 -tp 8 --speculative-config "
+         "'{\"method\":\"mtp\",\"num_speculative_tokens\":1%s}'")
+
+
+@pytest.mark.parametrize("version, read", [("0.27.1", False), ("0.28.0", True), ("0.34.0", True)])
+def test_vllm_reads_the_drafts_moe_backend_from_0_28(version, read):
+    launch = from_command(VLINE % ',"moe_backend":"triton"' + " --moe-backend flashinfer_trtllm", model_config=NVFP4,
+                          engine_version=version)
+    mtp = (launch.deployment.get("layer_runners") or {}).get("mtp")
+    assert (mtp == "triton") is read, (launch.deployment, [f.message for f in launch.findings])
+    if not read:
+        assert any("no moe_backend before 0.28.0" in f.message for f in launch.findings)
+
+
+def _emit(version: str, flashinfer: str | None = None):
+    """A vLLM MTP launch of DeepSeek-V3.1-NVFP4 on B200 whose plan gives the bf16 draft another runner than the NVFP4
+    main layers (flashinfer_trtllm's BF16 path is refused below FlashInfer 0.6.18rc2: the release's pin, or the
+    FlashInfer declared)."""
+    from moe_select.launch_emit import emit
+
+    launch = from_command(VLINE % "", model_config=NVFP4, engine_version=version)
+    report = launch.explain(deployment={"gpu": "B200", **({"packages": {"flashinfer-python": flashinfer}} if flashinfer else {})})
+    mtp = next(k for k in report.plan.layers if k.deployment.layer_kind == "mtp")
+    assert mtp.runner != report.plan.runner, (mtp.runner, report.plan.runner)
+    return report, mtp, (lambda: emit(report.plan, "vllm", launch=launch, engine_version=version))
+
+
+def test_vllm_emit_writes_the_drafts_runner_into_the_speculative_config():
+    import json
+
+    report, mtp, run = _emit("0.28.0")
+    out = run()
+    i = out.argv.index("--speculative-config")
+    cfg = json.loads(out.argv[i + 1])
+    assert cfg["method"] == "mtp" and cfg["moe_backend"] == mtp.runner, cfg
+    assert out.argv[out.argv.index("--moe-backend") + 1] == report.plan.runner
+
+
+@pytest.mark.parametrize("version, flashinfer", [("0.24.0", None), ("0.29.0", "0.6.17")])
+def test_vllm_emit_refuses_a_draft_runner_the_release_cannot_take(version, flashinfer):
+    from moe_select.launch_emit import EmitError
+
+    _, _, run = _emit(version, flashinfer)
+    with pytest.raises(EmitError, match="speculative draft's MoE layers"):
+        run()
