@@ -40,6 +40,8 @@ Meaning = Literal[
     # attention data parallelism given as its size (one flag, not a switch beside dp): the deployment's dp
     "attn_dp",
     "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb", "eplb_config", "dbo", "waterfill",
+    # a boolean variable that, set, makes the engine run the all-to-all its entry's ``a2a`` names, whatever was given
+    "a2a_switch",
     "cuda_graph_off", "cuda_graph_backend", "cuda_graph_phases", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",
     "chunked_prefill", "max_batched_tokens", "max_running", "spec_algo", "spec_draft_tokens", "spec_tokens", "spec_config",
     "disagg_mode", "kv_transfer_config", "kernel_config", "server_role", "moe_config", "trt_backend",
@@ -249,7 +251,7 @@ class _Entry(Located):
             for name in self.a2a:
                 if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
                     raise ValueError(f"a2a: {name[:40]!r} is not an all-to-all backend name (lower case, digits, _)")
-        elif self.means in ("dbo", "waterfill") and set(scoped) == {"a2a"}:
+        elif self.means in ("dbo", "waterfill", "a2a_switch") and set(scoped) == {"a2a"}:
             pass    # the all-to-alls dual-batch overlap or Waterfill runs over (the field's doc says in whose names)
         elif scoped:
             raise ValueError(f"{', '.join(scoped)}: for means: dispatch_precision only (this entry means {self.means})")
@@ -616,6 +618,17 @@ class Retired(Located):
     since: str | None = None
 
 
+class RunnerAlias(Located):
+    """A runner-option value that is an all-to-all: the engine rewrites ``name`` to ``--moe-a2a-backend`` ``a2a`` with its
+    runner at auto, from release ``since`` (PEP 440), and raises when another all-to-all than none or ``a2a`` is given."""
+
+    engine: Literal["sglang", "vllm", "trtllm"]
+    name: str
+    a2a: str
+    since: str
+    source: str = Field(pattern=CITATION.pattern)
+
+
 class OlderName(Located):
     """The spelling an engine's releases before ``below`` take for a row (renamed since): the launch writer writes it
     for a declared engine version below ``below``."""
@@ -822,8 +835,14 @@ class NamesTable(Located):
     a2a: list[A2AName]
     trtllm_auto: TrtllmAuto | None = None
     retired: list[Retired] = []
+    #: Runner-option values the engine reads as an all-to-all (:class:`RunnerAlias`).
+    runner_aliases: list[RunnerAlias] = []
     #: What each engine's runner and all-to-all options accept (:class:`Choices`); an option without a row is open.
     choices: list[Choices] = []
+
+    def runner_alias(self, engine: str, name: str) -> RunnerAlias | None:
+        """The :class:`RunnerAlias` of ``engine``'s runner value ``name``, or None."""
+        return next((a for a in self.runner_aliases if a.engine == engine and a.name == name), None)
 
     def choices_of(self, engine: str, of: str) -> Choices | None:
         """The :class:`Choices` row of ``engine``'s runner or all-to-all option (``of``), or None."""

@@ -1313,7 +1313,7 @@ def _map(launch: Launch, where: str) -> None:
             _set(launch, "dp", 1, "SGLang's default: no attention data parallelism (--attn-dp-size / --enable-dp-attention "
                                   "not in the line)")
         a2a_theirs = v["a2a"].value if "a2a" in v else None
-        a2a_theirs = _sglang_mega_moe_spellings(launch, a2a_theirs)
+        a2a_theirs = _sglang_a2a_spellings(launch, a2a_theirs)
         wf = v.get("waterfill")
         if wf is not None and wf.value:
             # SGLang's Waterfill overrides the all-to-all (and so ep) and enforces shared-expert fusion
@@ -1738,37 +1738,40 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
 ENV_TRUE, ENV_FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")
 
 
-def _sglang_mega_moe_spellings(launch: Launch, a2a_theirs: Any) -> Any:
-    """SGLang's two other spellings of its DeepGEMM Mega MoE all-to-all, read as ``--moe-a2a-backend megamoe`` (a trial,
-    break54, saw both planned as a plain runner at ep 1): ``--moe-runner-backend megamoe`` from 0.5.18, an alias the
-    engine rewrites to the all-to-all with the runner at auto (a given all-to-all other than none or megamoe raises), and
-    ``SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE`` set in 0.5.12 .. 0.5.17, which overrides any all-to-all to megamoe. Returns the
-    all-to-all the engine runs (and updates ``launch.values``)."""
+def _sglang_a2a_spellings(launch: Launch, a2a_theirs: Any) -> Any:
+    """SGLang's other spellings of an all-to-all, read as ``--moe-a2a-backend`` (a trial, break54, saw them planned as a
+    plain runner at ep 1): a set variable of ``means: a2a_switch``, which overrides any all-to-all to the one its table
+    entry names, and a runner value the table's choices row aliases to an all-to-all (``runner_aliases``: the engine
+    rewrites it to that all-to-all with the runner at auto, from the release it names; a given all-to-all other than none
+    or that one raises). Returns the all-to-all the engine runs (and updates ``launch.values``)."""
     from .versions import at_least
 
     v = launch.values
     a2a_entry = next(e for e in table("sglang").flags if e.means == "a2a" and not e.removed)
-    mega = v.get("env:SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE")
-    if mega is not None and _env_bool(launch, mega) and str(a2a_theirs or "none") != "megamoe":
-        launch.findings.append(Finding("rewritten", mega.written, f"SGLang sets --moe-a2a-backend megamoe when "
-                                       f"SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE is set (over {a2a_theirs or 'none'})",
-                                       _cite("sglang", mega.entry)))
-        a2a_theirs = "megamoe"
-        v["a2a"] = Read(a2a_entry, a2a_theirs, mega.written)
-    r = v.get("runner")
-    version = launch.engine_version
-    if r is not None and str(r.value) == "megamoe" and (version is None or at_least(version, "0.5.18")):
-        source = "sgl-project/sglang@v0.5.23:python/sglang/srt/arg_groups/mega_moe_hook.py:handle_moe_runner_backend_alias"
-        if str(a2a_theirs or "none") in ("none", "megamoe"):
-            launch.findings.append(Finding("rewritten", r.written, "SGLang reads --moe-runner-backend megamoe as "
-                                           "--moe-a2a-backend megamoe with the runner at auto (from 0.5.18)", source))
-            a2a_theirs = "megamoe"
+    for key, r in list(v.items()):
+        if not (key.startswith("env:") and r.entry.means == "a2a_switch" and r.entry.a2a):
+            continue
+        to = r.entry.a2a[0]
+        if _env_bool(launch, r) and str(a2a_theirs or "none") != to:
+            launch.findings.append(Finding("rewritten", r.written, f"SGLang sets --moe-a2a-backend {to} when "
+                                           f"{r.entry.name} is set (over {a2a_theirs or 'none'})", _cite("sglang", r.entry)))
+            a2a_theirs = to
             v["a2a"] = Read(a2a_entry, a2a_theirs, r.written)
+    runner = v.get("runner")
+    alias = names().runner_alias("sglang", str(runner.value)) if runner is not None else None
+    version = launch.engine_version
+    if runner is not None and alias is not None and (version is None or at_least(version, alias.since)):
+        if str(a2a_theirs or "none") in ("none", alias.a2a):
+            launch.findings.append(Finding("rewritten", runner.written, f"SGLang reads --moe-runner-backend {runner.value} "
+                                           f"as --moe-a2a-backend {alias.a2a} with the runner at auto (from {alias.since})",
+                                           alias.source))
+            a2a_theirs = alias.a2a
+            v["a2a"] = Read(a2a_entry, a2a_theirs, runner.written)
             del v["runner"]
         else:
-            launch.findings.append(Finding("engine_error", r.written, f"SGLang raises for --moe-runner-backend megamoe "
-                                           f"with --moe-a2a-backend {a2a_theirs}: the alias takes none or megamoe only",
-                                           source))
+            launch.findings.append(Finding("engine_error", runner.written, f"SGLang raises for --moe-runner-backend {runner.value} "
+                                           f"with --moe-a2a-backend {a2a_theirs}: the alias takes none or {alias.a2a} only",
+                                           alias.source))
     return a2a_theirs
 
 
