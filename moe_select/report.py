@@ -62,9 +62,11 @@ class Report(BaseModel):
         return f"moe-select: refused {d}: {who} rejected ({', '.join(codes)})"
 
     def refused_layer_kinds(self) -> list[str]:
-        """The layer kinds (``mtp``, ...) no runner serves, when the main layers have an eligible runner: the
-        refusal is theirs, not the main layers' (empty otherwise)."""
-        if self.plan is not None or not any(c.eligible for c in self.candidates):
+        """The layer kinds (``mtp``, ...) no runner serves, when the main layers have an eligible runner (the one the
+        deployment asks for, where it asks one: a trial, break54, saw the headline blame the mtp layers while the asked
+        runner was refused for the main layers): the refusal is theirs, not the main layers' (empty otherwise)."""
+        asked = self.deployment.runner
+        if self.plan is not None or not any(c.eligible and (asked == "auto" or c.backend == asked) for c in self.candidates):
             return []
         return [str(sub.deployment.layer_kind) for sub in self.layers if sub.plan is None]
 

@@ -138,3 +138,38 @@ def test_vllm_emit_refuses_a_draft_runner_the_release_cannot_take(version, flash
     _, _, run = _emit(version, flashinfer)
     with pytest.raises(EmitError, match="speculative draft's MoE layers"):
         run()
+
+
+# ------------------------------------------------------------------ SGLang: a DeepEP v2 speculative draft
+def _fp8_with_bf16_mtp(tmp_path) -> str:
+    """DeepSeek-V3's config with its MTP layer (61) left unquantized: the checkpoint's mtp layer kind, bf16."""
+    import json
+
+    cfg = json.loads((Path(DSV3) / "config.json").read_text())
+    cfg["quantization_config"]["modules_to_not_convert"] = ["model.layers.61"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("version, draft_a2a, refused", [("0.5.18", None, False), ("0.5.21", None, True),
+                                                          ("0.5.23", None, True), ("0.5.23", "none", False)])
+def test_sglang_refuses_a_deepep_v2_draft_from_0_5_19(tmp_path, version, draft_a2a, refused):
+    dep = {"gpu": "H200", "engine": "sglang", "engine_version": version, "model_config": _fp8_with_bf16_mtp(tmp_path),
+           "tp": 8, "ep": 8, "dp": 8, "a2a": "deepep_v2", "speculative": True, "decode_tokens_per_rank": 64,
+           **({"layer_a2a": {"mtp": draft_a2a}} if draft_a2a else {})}
+    r = moe_select.explain(dep)
+    mtp = next(s for s in r.layers if s.deployment.layer_kind == "mtp")
+    said = [x for x in mtp.reasons if x.code == "a2a_unsupported" and "not validated as a speculative draft" in x.detail]
+    assert bool(said) is refused, report_codes(r)
+    assert (r.plan is None) is refused
+
+
+def test_the_headline_blames_the_asked_runner_before_the_mtp_layers():
+    """vLLM 0.34 with --moe-backend flashinfer_trtllm over DeepEP low-latency and MTP: the asked runner is refused for the
+    main layers (its exhaustive a2a list), so the summary names it, not the mtp layers."""
+    r = moe_select.explain({"gpu": "B200", "engine": "vllm", "engine_version": "0.34.0", "model_config": NVFP4, "tp": 8,
+                            "ep": 8, "dp": 1, "a2a": "deepep", "a2a_mode": "low_latency", "runner": "flashinfer_trtllm",
+                            "speculative": True, "decode_tokens_per_rank": 64})
+    assert r.plan is None
+    assert "flashinfer_trtllm rejected" in r.summary() and "no runner for the mtp layers" not in r.summary(), r.summary()
+    assert "The main layers have an eligible runner" not in r.render_text()
