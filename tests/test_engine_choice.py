@@ -238,7 +238,8 @@ def test_each_predicted_override(hook):
 @pytest.mark.parametrize("change, fires", [
     ({}, True), ({"a2a": "mooncake"}, True), ({"gpu": "B200"}, True),
     ({"a2a": "none", "ep": 1}, False),              # no all-to-all: Fp8MoEMethod's auto is triton
-    ({"engine_version": "0.5.18"}, False),          # releases not read
+    ({"engine_version": "0.5.18"}, True), ({"engine_version": "0.5.13"}, True),   # read back to 0.5.13 (break54)
+    ({"engine_version": "0.5.12"}, False),          # releases not read
     ({"gpu": "RTX PRO 6000"}, False)])              # SM120: DeepGEMM only with the DSV4 APIs (not stated)
 def test_sglang_fp8_auto_is_deep_gemm_under_deepep_mooncake_nixl(change, fires):
     """SGLang's Fp8MoEMethod at model load: --moe-runner-backend auto with DeepEP, Mooncake or NIXL and DeepGEMM's JIT
