@@ -324,10 +324,8 @@ def _draft_choices(engine: str, choice: EngineChoice, report: Any, reported: fro
             else:
                 dc.cost = f"both run these layers ({runner} {level}); their plan follows the rules"
             if dc.plan_runner is not None:
-                known, theirs = names().runner_for(engine, dc.plan_runner, d.quant)
-                flag = next((e.name for e in table(engine).flags if e.means == "draft_runner" and not e.removed), None)
-                dc.follow = (f"{flag} {theirs}" if flag and known and theirs else
-                             f"{engine} has no flag for the draft's runner here: the draft runs {runner}")
+                dc.follow = (_follow(engine, dc.plan_runner, d.quant, means="draft_runner")
+                             or f"{engine} has no flag for the draft's runner here: the draft runs {runner}")
         out.append(dc)
     return out
 
@@ -540,14 +538,15 @@ def _trtllm_auto(u: Any, facts: Mapping[str, Any], rules: Sequence[Any], candida
     return EngineChoice("trtllm", None, None, "no AUTO row matches", auto.source)
 
 
-def _follow(engine: str, runner: str, quant: str | None = None) -> str | None:
-    """The flag (or key) that makes ``engine`` run our ``runner`` on a ``quant`` checkpoint."""
+def _follow(engine: str, runner: str, quant: str | None = None, means: str = "runner") -> str | None:
+    """The flag (or key) that makes ``engine`` run our ``runner`` on a ``quant`` checkpoint (``means``: the flag's
+    meaning, ``draft_runner`` for a speculative draft's layers); None where the engine has no such flag."""
     known, theirs = names().runner_for(engine, runner, quant)
     if not known or theirs is None:
         return f"{engine} has no name for {runner}" + (f" on {quant}" if known and quant else "") + " (names.yaml): it cannot be told to run it"
-    if engine == "trtllm":
+    if engine == "trtllm" and means == "runner":
         return f"moe_config.backend: {theirs}"
-    flag = next((e.name for e in table(engine).flags if e.means == "runner" and not e.removed), None)
+    flag = next((e.name for e in table(engine).flags if e.means == means and not e.removed), None)
     return f"{flag} {theirs}" if flag else None
 
 

@@ -1423,14 +1423,7 @@ def _map(launch: Launch, where: str) -> None:
     # --- the speculative draft's MoE runner and all-to-all (layer_runners / layer_a2a of the MTP layer kind; _draft_layers
     # checks the checkpoint has one once its config is read)
     if "draft_runner" in v:
-        theirs = _chosen(e, "runner", str(v["draft_runner"].value), _w(launch, "draft_runner"), where, launch.engine_version,
-                         launch.findings)
-        ours, note = _runner_ours(e, theirs)
-        if ours != "auto":
-            _set(launch, "layer_runners", {**(launch.deployment.get("layer_runners") or {}), "mtp": ours},
-                 f"{_w(launch, 'draft_runner')} (the draft's MoE layers)")
-        if note:
-            launch.findings.append(Finding("note", _w(launch, "draft_runner"), note))
+        _draft_runner(launch, str(v["draft_runner"].value), _w(launch, "draft_runner"), where, "the draft's MoE layers")
     if "draft_a2a" in v:
         theirs = _chosen(e, "a2a", str(v["draft_a2a"].value), _w(launch, "draft_a2a"), where, launch.engine_version,
                          launch.findings)
@@ -1451,13 +1444,7 @@ def _map(launch: Launch, where: str) -> None:
             launch.findings.append(Finding("note", written, "vLLM's SpeculativeConfig has no moe_backend before 0.28.0: not "
                                            "read (the draft runs the target's --moe-backend)", source))
         else:
-            theirs = _chosen(e, "runner", str(sc.value["moe_backend"]), written, where, launch.engine_version, launch.findings)
-            ours, note = _runner_ours(e, theirs)
-            if ours != "auto":
-                _set(launch, "layer_runners", {**(launch.deployment.get("layer_runners") or {}), "mtp": ours},
-                     f"{written} (the draft's MoE layers; {source})")
-            if note:
-                launch.findings.append(Finding("note", written, note))
+            _draft_runner(launch, str(sc.value["moe_backend"]), written, where, f"the draft's MoE layers; {source}")
     # --- quantization (an engine's method name; only online quantization changes the checkpoint's format)
     if e == "sglang" and "quant" in v and str(v["quant"].value) == "nvfp4_online":
         # NVFP4 made at load with per-token FP32 activation scales (sgl-project/sglang#28354; the table's note)
@@ -1736,6 +1723,18 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
 
 #: How SGLang's EnvBool reads a boolean variable (environ.py EnvBool.parse, read in the v0.5.23 wheel).
 ENV_TRUE, ENV_FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")
+
+
+def _draft_runner(launch: Launch, value: str, written: str, where: str, why: str) -> None:
+    """The speculative draft's runner ``value`` as the line ``written`` gives it (a draft-runner flag, or vLLM's
+    speculative config): checked against the engine's choices, read into ``layer_runners.mtp`` (its provenance says
+    ``why``) unless it is the engine's auto, with the note of a name read another way."""
+    theirs = _chosen(launch.engine, "runner", value, written, where, launch.engine_version, launch.findings)
+    ours, note = _runner_ours(launch.engine, theirs)
+    if ours != "auto":
+        _set(launch, "layer_runners", {**(launch.deployment.get("layer_runners") or {}), "mtp": ours}, f"{written} ({why})")
+    if note:
+        launch.findings.append(Finding("note", written, note))
 
 
 def _sglang_a2a_spellings(launch: Launch, a2a_theirs: Any) -> Any:

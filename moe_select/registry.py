@@ -118,7 +118,9 @@ class _Recording:
     def __init__(self, registry: Registry, made: list[tuple[str, str]], module: str = "?",
                  owns: frozenset[str] | None = None) -> None:
         self._registry, self._made, self._module, self._owns = registry, made, module, owns
-        self._added: list[tuple[str, str, object]] = []   # (kind, key, factory) this registrar put in the registry
+        #: what this registrar put in the registry (keys another factory held before are not its to take back)
+        self._added_cores: list[tuple[str, str, CoreFactory]] = []
+        self._added_dispatchers: list[tuple[str, DispatcherFactory]] = []
 
     def register_core(self, runner: str, dispatch_format: str, factory: CoreFactory) -> None:
         """Forward to :meth:`Registry.register_core`; recorded when it succeeds. Raises :class:`RegistrationError`
@@ -130,7 +132,7 @@ class _Recording:
         new = self._registry.core(runner, dispatch_format) is None
         self._registry.register_core(runner, dispatch_format, factory)
         if new:
-            self._added.append(("core", f"{runner}\0{dispatch_format}", factory))
+            self._added_cores.append((runner, dispatch_format, factory))
         self._made.append((runner, dispatch_format))
 
     def register_dispatcher(self, a2a: str, factory: DispatcherFactory) -> None:
@@ -138,15 +140,14 @@ class _Recording:
         new = self._registry.dispatcher(a2a) is None
         self._registry.register_dispatcher(a2a, factory)
         if new:
-            self._added.append(("dispatcher", a2a, factory))
+            self._added_dispatchers.append((a2a, factory))
 
     def undo(self) -> None:
         """Take back every core and dispatcher this registrar added (its module's ``register`` failed)."""
-        for kind, key, factory in reversed(self._added):
-            if kind == "core":
-                runner, fmt = key.split("\0")
-                self._registry.unregister_core(runner, fmt, factory)  # type: ignore[arg-type]
-            else:
-                self._registry.unregister_dispatcher(key, factory)  # type: ignore[arg-type]
-        self._added.clear()
+        for runner, fmt, core in self._added_cores:
+            self._registry.unregister_core(runner, fmt, core)
+        for a2a, dispatcher in self._added_dispatchers:
+            self._registry.unregister_dispatcher(a2a, dispatcher)
+        self._added_cores.clear()
+        self._added_dispatchers.clear()
         self._made.clear()

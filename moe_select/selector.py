@@ -302,18 +302,17 @@ def _requires(req: dict[str, str] | None, ctx: _Ctx) -> tuple[bool, list[str], s
             differs.append(f"{name} is not installed")
             continue
         version = found if found not in (None, "unknown") else (known.checked_up_to if known else None)
-        why = "the newest version checked"
         if found in (None, "unknown"):
             # a fact's version window is read at the newest version checked, not at the engine release's pin: the windows
             # were read against that version, and their audit against each release's pin (pins.yaml) is not done yet
             if version is None:
                 assumed.append(f"{name} {spec} assumed (version not known)")
                 continue
-            assumed.append(f"{name} {spec} decided assuming {version}, {why} (not declared)")
+            assumed.append(f"{name} {spec} decided assuming {version}, the newest version checked (not declared)")
         if not satisfies(version, spec):  # type: ignore[arg-type]
             ok = False
             differs.append(f"{name} is {version}" if found not in (None, "unknown")
-                           else f"{name} assumed {version}, {why} (not declared)")
+                           else f"{name} assumed {version}, the newest version checked (not declared)")
     return ok, assumed, "; ".join(differs)
 
 
