@@ -708,27 +708,25 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         notes.append(f"the checkpoint's MTP layers ({', '.join(_ranges(k['layers']) for k in mtp_kinds)}) are planned as a "
                      "speculative draft would run them; speculative: false (no draft, or a draft of another model) leaves "
                      "them out")
-    # TensorRT-LLM's MoE backend is one model-wide setting (moe_config.backend: get_moe_cls reads the model's one config
-    # for every MoE layer, the MTP layers' included): a runner named for the deployment is every layer kind's there (a
-    # new user's trial, 2026-12-04: the MTP layer was planned as auto, beside a backend the line named)
-    # vLLM's --moe-backend (kernel_config.moe_backend) is the speculative draft's too: the draft's VllmConfig is the
-    # target's unless speculative_config.moe_backend replaces it (v1/spec_decode/llm_base_proposer.py:
-    # _create_draft_vllm_config, read in the 0.25.0 wheel; field round 34, vllm-project/vllm#51960), and 0.29.x's Model
-    # Runner V2 (the default for every model there) loads the draft with the target's config, ignoring that override
-    # until 0.30.0 (vllm-project/vllm#54788; the 0.28.0, 0.29.0 and 0.30.0 wheels).
-    model_wide = dep.engine in ("trtllm", "vllm") and dep.runner not in (None, "auto")
+    # A runner named for the deployment is the draft's too where the engine's table says its runner setting is
+    # model-wide (draft: resolved: false: TensorRT-LLM's moe_config.backend, vLLM's --moe-backend; a new user's trial,
+    # 2026-12-04: the MTP layer was planned as auto beside a backend the line named), unless the release takes a
+    # draft-only runner (own_runner); where it reads that key but ignores it (vLLM 0.29.x, own_runner's ignored), a
+    # layer_runners.mtp is planned as the target's runner, with a note.
+    rules = (draft_rules or {}).get(str(dep.engine))
     # the version the engine's facts are read at (engine_versions), else the declared one
     engine_version = (engine_versions.get(str(dep.engine)) if engine_versions is not None else dep.engine_version)
-    vllm_version = engine_version if dep.engine == "vllm" else None
-    draft_override_ignored = (dep.engine == "vllm" and model_wide and vllm_version is not None
-                              and _in_versions(str(vllm_version), ">=0.29.0,<0.30.0"))
+    model_wide = (rules is not None and not rules.resolved and "runner" in rules.inherits
+                  and dep.runner not in (None, "auto"))
+    own = (rules.own_runner_at(str(engine_version)) if rules is not None and model_wide and engine_version is not None
+           else None)
+    draft_override_ignored = own is not None and own.ignored is not None
     # The engine's own rule for a speculative draft's MoE layers (its table's draft section): the target's named runner
     # and / or all-to-all, except where a default of the declared release gives the draft others. A target left at auto:
     # the draft is planned on its own (the engine's resolved choice is not known here).
     draft_runner = draft_a2a = None
     draft_how = draft_a2a_how = ""
-    rules = (draft_rules or {}).get(str(dep.engine))
-    if rules is not None and any(k["kind"] == "mtp" for k in extra):
+    if rules is not None and rules.resolved and any(k["kind"] == "mtp" for k in extra):
         def holds(d: Any) -> bool:   # a default of the declared release (not declared: the newest, where they hold)
             return d.version is None or engine_version is None or _in_versions(str(engine_version), d.version)
 
@@ -740,23 +738,20 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         for d in rules.defaults:
             if d.main_a2a == dep.a2a and d.a2a is not None and holds(d):
                 draft_a2a, draft_a2a_how = d.a2a, f"the draft's default for a {dep.a2a} target ({d.source})"
-    wide_how = {"trtllm": "TensorRT-LLM's moe_config.backend is model-wide (NVIDIA/TensorRT-LLM@01f8de52fefe:"
-                          "tensorrt_llm/_torch/modules/fused_moe/create_moe.py:get_moe_cls)",
-                "vllm": "vLLM's --moe-backend is the draft's too unless the speculative config names its own "
-                        "(vllm-project/vllm@v0.25.0:vllm/v1/spec_decode/llm_base_proposer.py:_create_draft_vllm_config)"}
     for kind in extra:
         asked = (dep.layer_runners or {}).get(kind["kind"])
         if asked is not None and draft_override_ignored and kind["kind"] == "mtp" and asked != dep.runner:
-            kind["runner"], how = dep.runner, (f"{dep.runner}, the deployment's: layer_runners asks {asked}, but vLLM "
-                                               f"{vllm_version}'s Model Runner V2 loads the draft with the target's config "
-                                               "and ignores the draft's moe_backend (vllm-project/vllm#54788; fixed in 0.30.0)")
-            notes.append(f"layer_runners.mtp {asked}: vLLM {vllm_version} runs the MTP layers on the target's "
-                         f"--moe-backend ({dep.runner}) whatever the speculative config names (Model Runner V2, "
-                         "vllm-project/vllm#54788, fixed in 0.30.0): planned so")
+            assert own is not None and own.ignored is not None
+            kind["runner"], how = dep.runner, (f"{dep.runner}, the deployment's: layer_runners asks {asked}, but "
+                                               f"{dep.engine} {engine_version}: {own.ignored} ({own.source})")
+            notes.append(f"layer_runners.mtp {asked}: {dep.engine} {engine_version} runs the MTP layers on the target's "
+                         f"runner ({dep.runner}) whatever the draft names: {own.ignored} ({own.source}): planned so")
         elif asked is not None:
             kind["runner"], how = asked, f"{asked} from layer_runners"
         elif model_wide:
-            kind["runner"], how = dep.runner, f"{dep.runner}, the deployment's: {wide_how[str(dep.engine)]}"
+            assert rules is not None
+            kind["runner"], how = dep.runner, (f"{dep.runner}, the deployment's: {dep.engine}'s MoE runner setting is the "
+                                               f"speculative draft's too ({rules.source})")
         elif draft_runner is not None and kind["kind"] == "mtp":
             kind["runner"], how = draft_runner, draft_how
         else:

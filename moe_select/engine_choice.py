@@ -295,7 +295,9 @@ def _draft_choices(engine: str, choice: EngineChoice, report: Any, reported: fro
 
     rules = table(engine).draft
     u = report.deployment
-    if rules is None or "runner" not in rules.inherits or u.runner != "auto":
+    # an engine whose draft inherits only a named runner (resolved: false) resolves the draft's auto by itself: not
+    # predicted here (the named runner is planned for the draft as the deployment's, moe_select/deployment.py)
+    if rules is None or not rules.resolved or "runner" not in rules.inherits or u.runner != "auto":
         return []
     out = []
     for sub in report.layers:

@@ -416,14 +416,65 @@ class DraftDefault(Located):
         return self
 
 
+class DraftOwnRunner(Located):
+    """A window of engine releases (``version``, a PEP 440 specifier of the engine's own package) in which a runner
+    named for the speculative draft alone (vLLM's ``--speculative-config`` ``moe_backend``) is read: taken, or read and
+    ``ignored`` (why: the draft runs the target's runner whatever it names). Releases in no window of the engine's list
+    do not have the key."""
+
+    version: str
+    ignored: str | None = None
+    source: str = Field(pattern=CITATION.pattern)
+
+    @field_validator("version")
+    @classmethod
+    def _spec(cls, v: str) -> str:
+        if not all(_SPEC_CLAUSE.match(c) for c in v.split(",")):
+            raise ValueError(f"{v!r} is not a PEP 440 version specifier (write e.g. \">=0.28.0,<0.29.0\")")
+        return v
+
+
 class DraftRules(Located):
     """How the engine plans a speculative draft's (MTP / NextN) MoE layers when the launch names nothing for them:
-    ``inherits`` the target's named runner and / or all-to-all (``runner``, ``a2a``), except where a ``defaults`` entry
-    holds (:class:`DraftDefault`). Read by :mod:`moe_select.deployment` for the checkpoint's ``mtp`` layer kind."""
+    ``inherits`` the target's runner and / or all-to-all (``runner``, ``a2a``), except where a ``defaults`` entry
+    holds (:class:`DraftDefault`). ``resolved``: the draft inherits the target's resolved runner, the engine's own auto
+    choice included (SGLang); false: only a runner the launch names, a model-wide setting, while under auto each layer
+    kind resolves its own (vLLM's ``--moe-backend``, TensorRT-LLM's ``moe_config.backend``). ``own_runner``: the
+    release windows of a draft-only runner key of the speculative config, ``own_runner_key``, that is not a flag of the
+    flags table (:class:`DraftOwnRunner`, in release order). Read by :mod:`moe_select.deployment` for the checkpoint's ``mtp`` layer kind, by
+    :mod:`moe_select.launch_line` and :mod:`moe_select.launch_emit` for that key."""
 
     inherits: list[Literal["runner", "a2a"]] = Field(min_length=1)
+    resolved: bool = True
     source: str = Field(pattern=CITATION.pattern)
     defaults: list[DraftDefault] = []
+    own_runner: list[DraftOwnRunner] = []
+    #: The key of the speculative config (``means: spec_config``) that names the draft's own runner.
+    own_runner_key: str | None = None
+
+    @model_validator(mode="after")
+    def _key(self) -> "DraftRules":
+        if bool(self.own_runner) != (self.own_runner_key is not None):
+            raise ValueError("own_runner and own_runner_key come together (the speculative config's key and the "
+                             "releases that read it)")
+        return self
+
+    def own_runner_at(self, version: str | None) -> DraftOwnRunner | None:
+        """The ``own_runner`` window holding engine ``version`` (None: not declared, judged at the newest window, the
+        list's last); None where no window holds it (the release has no such key) or the engine has none."""
+        from .versions import satisfies
+
+        if not self.own_runner:
+            return None
+        if version is None:
+            return self.own_runner[-1]
+        for w in self.own_runner:
+            try:
+                if satisfies(version, w.version):
+                    return w
+            except ValueError:
+                return None
+        return None
 
 
 _SPEC_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9][0-9A-Za-z.*+!-]*\s*$")

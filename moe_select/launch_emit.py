@@ -219,32 +219,36 @@ def _draft_words(plan: Any, version: str | None, comments: list[str]) -> list[st
     return words
 
 
-def _vllm_draft_backend(plan: Any, argv: list[str], version: str | None, comments: list[str]) -> list[str]:
-    """``argv`` with the plan's speculative-draft (MTP) runner written where it differs from the main layers': vLLM gives
-    the draft the target's ``--moe-backend`` unless the speculative config names its own (``moe_backend``, from 0.28.0;
-    0.29.x ignores it, vllm-project/vllm#54788), so the line's ``--speculative-config`` gets that key. Raises
-    :class:`EmitError` where the release cannot say it (a trial, break54: the emitted line ran the draft on a runner the
+def _draft_own_runner(engine: str, plan: Any, argv: list[str], version: str | None, comments: list[str]) -> list[str]:
+    """``argv`` with the plan's speculative-draft (MTP) runner written where it differs from the main layers', for an
+    engine whose runner setting is model-wide and whose speculative config names a draft's own runner (the table's
+    ``draft.own_runner_key``: vLLM's ``moe_backend``, otherwise the draft runs the target's ``--moe-backend``), so the
+    line's speculative config (``means: spec_config``) gets that key. Raises :class:`EmitError` where the release has
+    no such key or ignores it (``draft.own_runner``; a trial, break54: the emitted line ran the draft on a runner the
     plan refuses for it)."""
     import json
 
-    from .versions import at_least
-
+    rules = table(engine).draft
     k = next((k for k in plan.layers if k.deployment.layer_kind == "mtp" and k.runner != plan.runner), None)
-    if k is None:
+    if k is None or rules is None or rules.own_runner_key is None:
         return argv
-    ok, theirs = names().runner_for("vllm", k.runner, k.quant)
-    if version is not None and (not at_least(version, "0.28.0") or (at_least(version, "0.29.0") and not at_least(version, "0.30.0"))):
-        raise EmitError(f"vLLM {version} runs the speculative draft's MoE layers on the target's --moe-backend "
-                        f"({plan.runner}), and the plan gives them {k.runner}: "
-                        + ("the speculative config has no moe_backend before 0.28.0" if not at_least(version, "0.28.0") else
-                           "0.29.x ignores the speculative config's moe_backend (vllm-project/vllm#54788, fixed in 0.30.0)")
-                        + f"; plan with layer_runners: {{mtp: {plan.runner}}} to see whether the target's runner serves them")
+    key = rules.own_runner_key
+    own = rules.own_runner_at(version)
+    if own is None or own.ignored is not None:
+        why = (f"{own.ignored} ({own.source})" if own is not None else
+               f"its speculative config has no {key} (releases {' | '.join(w.version for w in rules.own_runner)} have: "
+               f"{rules.own_runner[0].source})")
+        raise EmitError(f"{engine} {version} runs the speculative draft's MoE layers on the target's runner "
+                        f"({plan.runner}), and the plan gives them {k.runner}: {why}; plan with layer_runners: "
+                        f"{{mtp: {plan.runner}}} to see whether the target's runner serves them")
+    ok, theirs = names().runner_for(engine, k.runner, k.quant)
     if not ok or not theirs:
-        raise EmitError(f"vLLM has no --moe-backend name for the draft's runner {k.runner}")
+        raise EmitError(f"{engine} has no runner name for the draft's runner {k.runner}")
+    flags = {n for f in table(engine).flags if f.means == "spec_config" for n in f.names}
     out = list(argv)
     for i, word in enumerate(out):
         flag, eq, value = word.partition("=")
-        if flag != "--speculative-config":
+        if flag not in flags:
             continue
         text = value if eq else (out[i + 1] if i + 1 < len(out) else "")
         try:
@@ -253,17 +257,16 @@ def _vllm_draft_backend(plan: Any, argv: list[str], version: str | None, comment
             break
         if not isinstance(cfg, dict):
             break
-        cfg["moe_backend"] = theirs
+        cfg[key] = theirs
         new = json.dumps(cfg, separators=(",", ":"))
         if eq:
-            out[i] = f"--speculative-config={new}"
+            out[i] = f"{flag}={new}"
         else:
             out[i + 1] = new
-        comments.append(f"the draft's MoE layers run {theirs} (the plan's mtp runner): moe_backend in --speculative-config "
-                        "(vllm-project/vllm@v0.28.0:vllm/config/speculative.py:SpeculativeConfig.moe_backend)")
+        comments.append(f"the draft's MoE layers run {theirs} (the plan's mtp runner): {key} in {flag} ({own.source})")
         return out
-    comments.append(f"the plan's mtp layers run {theirs}: give the speculative config \"moe_backend\": \"{theirs}\" "
-                    f"(otherwise vLLM runs them on --moe-backend {plan.runner})")
+    comments.append(f"the plan's mtp layers run {theirs}: give the speculative config \"{key}\": \"{theirs}\" "
+                    f"(otherwise {engine} runs them on the target's runner, {plan.runner})")
     return out
 
 
@@ -778,8 +781,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
     env.update(precision_env)
     for k, v in _vendor_switch(plan, engine, comments).items():
         env.setdefault(k, v)
-    if engine == "vllm":
-        argv = _vllm_draft_backend(plan, argv, version, comments)
+    argv = _draft_own_runner(engine, plan, argv, version, comments)
     if launch is not None:  # what the line asked and the engine refuses is not written: never dropped silently
         written = " ".join(argv + [f"{k}={v}" for k, v in env.items()])
         for f in launch.findings:

@@ -1432,19 +1432,24 @@ def _map(launch: Launch, where: str) -> None:
              f"{_w(launch, 'draft_a2a')} (the draft's MoE layers)")
         if note:
             launch.findings.append(Finding("note", _w(launch, "draft_a2a"), note))
-    # vLLM's draft runner in the speculative config (SpeculativeConfig.moe_backend, from 0.28.0: the draft's kernel
-    # config takes it in place of --moe-backend; a trial, break54, saw it ignored and the target's runner planned)
+    # A draft-only runner key of the speculative config (the engine table's draft.own_runner: vLLM's
+    # SpeculativeConfig.moe_backend, from 0.28.0: the draft's kernel config takes it in place of --moe-backend; a trial,
+    # break54, saw it ignored and the target's runner planned). A release that reads and ignores it (own_runner's
+    # ignored) is read as given: moe_select/deployment.py plans the target's runner for the draft there, with a note.
     sc = v.get("spec_config")
-    if e == "vllm" and sc is not None and isinstance(sc.value, dict) and sc.value.get("moe_backend") not in (None, "", "auto"):
-        from .versions import at_least
-
-        written = f"{sc.written} moe_backend"
-        source = "vllm-project/vllm@v0.28.0:vllm/config/speculative.py:SpeculativeConfig.moe_backend"
-        if launch.engine_version is not None and not at_least(launch.engine_version, "0.28.0"):
-            launch.findings.append(Finding("note", written, "vLLM's SpeculativeConfig has no moe_backend before 0.28.0: not "
-                                           "read (the draft runs the target's --moe-backend)", source))
+    rules = table(e).draft
+    key = rules.own_runner_key if rules is not None else None
+    if (rules is not None and key is not None and sc is not None and isinstance(sc.value, dict)
+            and sc.value.get(key) not in (None, "", "auto")):
+        written = f"{sc.written} {key}"
+        own = rules.own_runner_at(launch.engine_version)
+        if own is None:
+            first = rules.own_runner[0]
+            launch.findings.append(Finding("note", written, f"{e} {launch.engine_version} does not read the speculative "
+                                           f"config's {key} (releases {' | '.join(w.version for w in rules.own_runner)} "
+                                           "do): not read (the draft runs the target's runner)", first.source))
         else:
-            _draft_runner(launch, str(sc.value["moe_backend"]), written, where, f"the draft's MoE layers; {source}")
+            _draft_runner(launch, str(sc.value[key]), written, where, f"the draft's MoE layers; {own.source}")
     # --- quantization (an engine's method name; only online quantization changes the checkpoint's format)
     if e == "sglang" and "quant" in v and str(v["quant"].value) == "nvfp4_online":
         # NVFP4 made at load with per-token FP32 activation scales (sgl-project/sglang#28354; the table's note)

@@ -104,7 +104,7 @@ def test_vllm_reads_the_drafts_moe_backend_from_0_28(version, read):
     mtp = (launch.deployment.get("layer_runners") or {}).get("mtp")
     assert (mtp == "triton") is read, (launch.deployment, [f.message for f in launch.findings])
     if not read:
-        assert any("no moe_backend before 0.28.0" in f.message for f in launch.findings)
+        assert any("does not read the speculative config's moe_backend" in f.message for f in launch.findings)
 
 
 def _emit(version: str, flashinfer: str | None = None):
@@ -173,3 +173,46 @@ def test_the_headline_blames_the_asked_runner_before_the_mtp_layers():
     assert r.plan is None
     assert "flashinfer_trtllm rejected" in r.summary() and "no runner for the mtp layers" not in r.summary(), r.summary()
     assert "The main layers have an eligible runner" not in r.render_text()
+
+
+# --- the draft-only runner key as a table fact (session 34): vLLM's speculative-config moe_backend windows are the
+# engine table's draft.own_runner, read by launch_line, launch_emit and deployment alike (they were literals in each)
+
+def test_the_draft_only_runner_key_is_the_vllm_tables():
+    from moe_select.engine_tables import table
+
+    rules = table("vllm").draft
+    assert rules is not None and rules.own_runner_key == "moe_backend" and not rules.resolved
+    assert rules.own_runner_at("0.27.1") is None
+    assert rules.own_runner_at("0.28.0").ignored is None
+    assert "54788" in rules.own_runner_at("0.29.1").source and rules.own_runner_at("0.29.1").ignored
+    assert rules.own_runner_at("0.30.0").ignored is None and rules.own_runner_at(None) is rules.own_runner[-1]
+    # the other engines: SGLang's draft flag is a flag of its table (no key); TensorRT-LLM's backend is model-wide
+    assert table("sglang").draft.own_runner_key is None and table("sglang").draft.resolved
+    assert table("trtllm").draft.own_runner_key is None and not table("trtllm").draft.resolved
+
+
+def test_an_own_runner_window_without_its_key_is_refused():
+    from pydantic import ValidationError
+
+    from moe_select.engine_tables import DraftRules
+
+    with pytest.raises(ValidationError, match="own_runner and own_runner_key come together"):
+        DraftRules(inherits=["runner"], source="vllm-project/vllm#54788",
+                   own_runner=[{"version": ">=0.28.0", "source": "vllm-project/vllm#54788"}])
+    with pytest.raises(ValidationError, match="PEP 440"):
+        DraftRules(inherits=["runner"], source="vllm-project/vllm#54788", own_runner_key="moe_backend",
+                   own_runner=[{"version": "0.28+", "source": "vllm-project/vllm#54788"}])
+
+
+@pytest.mark.parametrize("version, why", [("0.27.1", "has no moe_backend"), ("0.29.0", "Model Runner V2"),
+                                          ("0.30.0", None)])
+def test_emit_follows_the_tables_windows(version, why):
+    from moe_select.launch_emit import EmitError
+
+    report, mtp, run = _emit(version, "0.6.17")
+    if why is None:
+        assert '"moe_backend"' in " ".join(run().argv)
+    else:
+        with pytest.raises(EmitError, match=why):
+            run()
