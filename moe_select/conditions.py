@@ -218,6 +218,8 @@ class When(Located):
     vendor_library: bool | None = None
     #: Expert-parallel load balancing on (the deployment's ``eplb``; off unless stated).
     eplb: bool | None = None
+    #: LoRA adapters served (the deployment's ``lora``; off unless stated).
+    lora: bool | None = None
     #: A speculative draft runs the checkpoint's own MTP (NextN) layers (the deployment's ``speculative``); a deployment
     #: that does not state it matches no such condition, and a refusal under it leaves the candidate unverified.
     speculative: bool | None = None
@@ -495,6 +497,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
              layer_kind: str = "main", main_quant: str | None = None,
              checkpoint_layout: str | None = None, weight_only: bool = False, activation_scale: str | None = None,
              activation_precision: str | None = None, online: bool = False, vendor_library: bool | None = None, eplb: bool = False,
+             lora: bool = False,
              max_tokens_given: bool = True, num_attention_heads: int | None = None, speculative: bool | None = None,
              shared_expert_fusion: bool | None = None, a2a_mode_asked: str | None = None) -> dict[str, Any]:
     """Flat facts of a deployment, as conditions and constraints read them (module doc). ``block``:
@@ -558,6 +561,7 @@ def facts_of(*, arch: str, quant: str, a2a: str, a2a_modes: Sequence[str] = (), 
         "online": online,
         "vendor_library": vendor_library,
         "eplb": eplb,
+        "lora": lora,
         "speculative": speculative,
         "shared_expert_fusion": shared_expert_fusion,
     }

@@ -171,6 +171,10 @@ class Deployment(Located):
     #: Expert-parallel load balancing (redundant experts moved at run time: vLLM's and SGLang's ``--enable-eplb``); off by
     #: default, as in the engines. Some kernels refuse it (an engine's parallel-config check).
     eplb: bool = False
+    #: LoRA adapters served (vLLM's ``--enable-lora``, SGLang's ``--enable-lora`` / ``--lora-paths``): the engines then
+    #: build their MoE layers' LoRA path, which runs only some runners and parallel layouts (backends/common.yaml says
+    #: which, per release). Off by default, as in the engines.
+    lora: bool = False
     #: Only runners this install has an adapter for (README "Python API"): with ``engine: any`` (or none given)
     #: the deployment is planned for ``engine: moe_select``, this install's adapters; with a serving engine, a
     #: candidate is also checked under ``moe_select`` and refused (``no_adapter``) where this install's facts refuse.
@@ -319,6 +323,8 @@ class Understood(BaseModel):
     speculative: bool | None = None
     #: Expert-parallel load balancing on (``Deployment.eplb``).
     eplb: bool = False
+    #: LoRA adapters served (``Deployment.lora``).
+    lora: bool = False
     require_adapter: bool
     strict: bool = False
     provenance: dict[str, str]
@@ -965,6 +971,6 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         quant_params=quant_params, layer_kinds=extra, layers=main_layers, engine=engine, phase=dep.phase,
         max_tokens_per_rank=max_tokens, decode_tokens_per_rank=decode_tokens, a2a_capacity=dep.a2a_capacity, tp=dep.tp,
         ep=dep.ep, dp=dep.dp, moe_tp=moe_tp, shared_expert_fusion=dep.shared_expert_fusion, a2a=dep.a2a,
-        a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, dispatch_precision=dispatch_main, cuda_graph=cuda_graph, vendor_library=dep.vendor_library, speculative=dep.speculative, eplb=dep.eplb,
+        a2a_mode=a2a_mode, a2a_modes=a2a_modes, runner=dep.runner, dispatch_precision=dispatch_main, cuda_graph=cuda_graph, vendor_library=dep.vendor_library, speculative=dep.speculative, eplb=dep.eplb, lora=dep.lora,
         require_adapter=dep.require_adapter, strict=dep.strict, provenance=prov, notes=notes,
     )

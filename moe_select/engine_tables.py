@@ -40,6 +40,8 @@ Meaning = Literal[
     # attention data parallelism given as its size (one flag, not a switch beside dp): the deployment's dp
     "attn_dp",
     "runner", "a2a", "a2a_mode", "quant", "shared_expert_fusion_off", "eplb", "eplb_config", "dbo", "waterfill",
+    # LoRA adapters served: a switch, or a list of adapters that turns it on (the deployment's lora)
+    "lora",
     # a boolean variable that, set, makes the engine run the all-to-all its entry's ``a2a`` names, whatever was given
     "a2a_switch",
     "cuda_graph_off", "cuda_graph_backend", "cuda_graph_phases", "cuda_graph_max_bs", "cuda_graph_bs", "cuda_graph_config", "compilation_config",

@@ -133,6 +133,19 @@ def _eplb_words(engine: str, d: Any, launch: Any, version: str | None, comments:
     return r.written.split() if r is not None and r.written.startswith("-") else []
 
 
+def _lora_words(engine: str, d: Any, launch: Any, version: str | None, comments: list[str]) -> list[str]:
+    """LoRA adapters where the deployment serves them (``lora``): the line's own LoRA flag as it gave it (SGLang's
+    ``--lora-paths`` with its adapters), else the engine's switch; off, the line's own spelling of off
+    (``--no-enable-lora``), else nothing (the engines' default is off). The adapters' other flags (vLLM's
+    ``--lora-modules``, ``--max-lora-rank``) are not read and stay as the line gave them."""
+    r = launch.values.get("lora") if launch is not None else None
+    if d.lora:
+        if r is not None and r.written.startswith("-") and r.value not in (None, False, "", []):
+            return r.written.split()
+        return [_flag(engine, "lora", version, comments)]
+    return r.written.split() if r is not None and r.written.startswith("-") else []
+
+
 def _passed_through(launch: Any, argv: list[str]) -> list[str]:
     """The command-line flags of ``launch`` read for a :data:`PASS_THROUGH` meaning, as the line gave them (a flag the
     emitted words already hold is not repeated; a setting read from a config file stays in that file's content)."""
@@ -633,6 +646,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         argv += draft_words
         argv += _online_words(plan, "sglang", version, comments)
         argv += _eplb_words("sglang", d, launch, version, comments)
+        argv += _lora_words("sglang", d, launch, version, comments)
         fusion_words, fusion_env = _fusion_words(plan, "sglang", version, comments)
         argv += fusion_words
         if asked := _asked_of_runner(plan, d, comments):
@@ -702,6 +716,7 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         argv += _runner_words("vllm", theirs, version, comments, plan.runner, predicted, auto_only)
         argv += _online_words(plan, "vllm", version, comments)
         argv += _eplb_words("vllm", d, launch, version, comments)
+        argv += _lora_words("vllm", d, launch, version, comments)
         fusion_words, fusion_env = _fusion_words(plan, "vllm", version, comments)
         argv += fusion_words
         if d.ep > 1:
@@ -734,6 +749,9 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
         if plan.a2a != "none":
             raise EmitError(f"TensorRT-LLM picks its all-to-all itself: a plan with a2a {plan.a2a} cannot be written as its launch")
         fusion_words, fusion_env = _fusion_words(plan, "trtllm", version, comments)
+        if d.lora:
+            raise EmitError("the deployment serves LoRA adapters (lora), and moe-select does not write TensorRT-LLM's "
+                            "LoRA settings (lora_config): plan without it, or write it yourself")
         if d.eplb:
             raise EmitError("the deployment asks expert-parallel load balancing (eplb), and moe-select does not write "
                             "TensorRT-LLM's load balancer (moe_config.load_balancer): plan without it, or write it yourself")

@@ -1520,6 +1520,8 @@ def _map(launch: Launch, where: str) -> None:
         _set(launch, "shared_expert_fusion", False, _w(launch, "shared_expert_fusion_off"))
     if "eplb" in v and v["eplb"].value:    # expert-parallel load balancing: some kernels refuse it (their facts say which)
         _set(launch, "eplb", True, _w(launch, "eplb"))
+    if "lora" in v and v["lora"].value not in (None, False, "", []):   # LoRA adapters: the engines' MoE LoRA path
+        _set(launch, "lora", True, _w(launch, "lora"))
     for m in ("eplb_config", "moe_read", "spec_algo", "dp_local", "pp", "trt_backend"):
         if m in v:
             launch.findings.append(Finding("note", v[m].written, "read; no deployment field holds it (planned without it)"))

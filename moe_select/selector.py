@@ -252,7 +252,7 @@ def _facts(u: Understood, engine: str | None) -> dict[str, Any]:
                     checkpoint_layout=u.quant_params.get("layout"),
                     weight_only=bool(u.quant_params.get("weight_only")), activation_scale=activation_scale_of(u),
                     activation_precision=u.quant_params.get("activation_precision"),
-                    online=bool(u.quant_params.get("online")), vendor_library=u.vendor_library, eplb=u.eplb,
+                    online=bool(u.quant_params.get("online")), vendor_library=u.vendor_library, eplb=u.eplb, lora=u.lora,
                     max_tokens_given=not u.provenance.get("max_tokens_per_rank", "default").startswith("default"),
                     num_attention_heads=m.num_attention_heads, speculative=u.speculative,
                     shared_expert_fusion=None if u.provenance.get("shared_expert_fusion", "default") == "default"
