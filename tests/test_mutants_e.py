@@ -162,7 +162,7 @@ def test_facts_of_a_deployment_by_hand():
         "num_attention_heads": None, "attn_tp": Fraction(4),
         "shared_intermediate_per_tp": None, "dense_intermediate_per_tp": None, "architecture": None, "architecture_not": None, "checkpoint_layout": None,
         "weight_only": False, "activation_scale": None, "activation_precision": None, "activation_precision_not": "(none asked)",
-        "online": False, "vendor_library": None, "eplb": False, "speculative": None, "shared_expert_fusion": None,
+        "online": False, "vendor_library": None, "eplb": False, "lora": False, "speculative": None, "shared_expert_fusion": None,
         "ep_per_dp": Fraction(2)}
     assert When.model_validate({"hidden_size": [7168]}).matches(_deepseek_like())
     assert not When.model_validate({"hidden_size": [4096]}).matches(_deepseek_like())
