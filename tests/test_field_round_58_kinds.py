@@ -109,3 +109,49 @@ def test_emit_refuses_lora_for_tensorrt_llm():
     assert plan is not None
     with pytest.raises(EmitError, match="LoRA"):
         emit(plan, "trtllm")
+
+
+# --- what runs under LoRA (backends/common.yaml methods rows; read in the vLLM and SGLang wheels by a helper)
+QWEN3_FP8 = str(ROOT / "examples/model_configs/Qwen__Qwen3-30B-A3B-FP8")
+
+
+def _runner(engine: str, version: str, cfg: str, runner: str = "auto", lora: bool = True, gpu: str = "H100"):
+    return moe_select.explain({"gpu": gpu, "engine": engine, "engine_version": version, "model_config": cfg, "tp": 2,
+                               "runner": runner, "lora": lora})
+
+
+def _lora_refused(report, runner: str) -> bool:
+    c = next((c for c in report.candidates if c.backend == runner), None)
+    return c is not None and any("LoRA" in r.detail for r in c.reasons if r.code == "engine_unsupported")
+
+
+@pytest.mark.parametrize("version, allowed", [("0.11.1", {"triton"}), ("0.13.0", {"triton"}), ("0.19.0", {"triton"}),
+                                              ("0.20.0", {"triton", "marlin"}), ("0.34.0", {"triton", "marlin"})])
+def test_vllm_fp8_under_lora_runs_lora_capable_experts_only(version, allowed):
+    r = _runner("vllm", version, QWEN3_FP8)
+    assert r.plan is not None and r.plan.runner in allowed, report_codes(r)
+    for name in ("deep_gemm", "flashinfer_cutlass", "cutlass"):
+        assert _lora_refused(r, name), (name, report_codes(r))
+    # without LoRA the same release does not refuse them for that reason
+    off = _runner("vllm", version, QWEN3_FP8, lora=False)
+    assert not any(_lora_refused(off, n) for n in ("deep_gemm", "flashinfer_cutlass"))
+
+
+def test_vllm_0_12_fp8_under_lora_builds_no_runner():
+    r = _runner("vllm", "0.12.0", QWEN3_FP8)
+    assert r.plan is None and _lora_refused(r, "triton"), report_codes(r)
+
+
+@pytest.mark.parametrize("version, runner, refused", [("0.20.0", "flashinfer_cutlass", True), ("0.20.0", "triton", False),
+                                                      ("0.26.0", "flashinfer_trtllm", False)])
+def test_vllm_16_bit_layers_under_lora(version, runner, refused):
+    r = _runner("vllm", version, QWEN3, runner=runner, gpu="B200")
+    assert _lora_refused(r, runner) is refused, report_codes(r)
+
+
+@pytest.mark.parametrize("version, runner, refused", [("0.5.15", "deep_gemm", True), ("0.5.15", "triton", False),
+                                                      ("0.5.18", "flashinfer_cutlass", True), ("0.5.19", "deep_gemm", False)])
+def test_sglang_moe_lora_runs_triton_or_marlin(version, runner, refused):
+    # 0.5.19 was not read: no fact, so not refused for LoRA
+    r = _runner("sglang", version, QWEN3_FP8, runner=runner)
+    assert _lora_refused(r, runner) is refused, report_codes(r)
