@@ -9,8 +9,9 @@ import argparse
 import json
 import os
 import sys
+import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from .errors import InputError, MoeSelectError, ResolveError
 
@@ -798,11 +799,27 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class UsageError(SystemExit):
+    """argparse's usage error (exit status 2) with its message and the parser's usage kept, so that :func:`main` can
+    also print the ``invalid_input`` JSON for ``--json`` (a fleet trial, break55: ``--tp abc`` left stdout empty)."""
+
+    def __init__(self, message: str, usage: str, prog: str) -> None:
+        super().__init__(2)
+        self.message, self.usage, self.prog = message, usage, prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """The CLI's parser: a usage error raises :class:`UsageError` (a SystemExit of status 2, as argparse's own)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage(), self.prog)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argparse parser of every subcommand (:data:`COMMANDS`), or, given ``command`` (one of them), of
     that one only: parsing its arguments gives the same result, without building the other parsers (an
     argparse parser costs about a millisecond: gettext looks for a message catalog at each message)."""
-    p = argparse.ArgumentParser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
+    p = _Parser(prog="moe-select", description="Choose, check and build the MoE kernel backend of a deployment.")
     p.add_argument("--version", action=_VersionAction, help="the moe-select, fact-file and schema versions, and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")  # usage names them all
     for name, (help_line, add_arguments) in COMMANDS.items():
@@ -849,7 +866,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(signal, "SIGPIPE"):
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     given = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(argv)
+    try:
+        args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(argv)
+    except UsageError as exc:
+        sys.stderr.write(exc.usage)
+        print(f"{exc.prog}: error: {exc.message}", file=sys.stderr)
+        if "--json" in given:   # README: exit 2 with the invalid_input JSON on stdout, whatever found the input bad
+            m = re.match(r"argument ([^:]+): ", exc.message)
+            print(json.dumps({"status": "invalid_input", "issues": [
+                {"file": "<command line>", "line": 0, "field": m.group(1) if m else "", "message": exc.message}]}, indent=2))
+        return 2
     args.given_argv = given          # the words as typed (messages about a stray word name the word before it)
     short = argv is None and args.command not in ("run", "tune")
     if short:

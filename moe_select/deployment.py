@@ -703,6 +703,18 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
     kinds = list(info.layer_kinds) if info is not None and model is not None else []
     main_layers = list(kinds[0]["layers"]) if kinds else []
     extra: list[dict[str, Any]] = [dict(kind) for kind in kinds[1:]]
+    # The checkpoint's MTP layers in its main format are main layers, unless the deployment names a runner, all-to-all
+    # or dispatch precision for the mtp kind (a speculative draft's, e.g. SGLang's --speculative-moe-runner-backend): then
+    # they are planned as that kind, in the main format (a fleet trial, break55: DeepSeek-V3's NextN layer was 'not in
+    # this checkpoint').
+    named_mtp = any("mtp" in (given or {}) for given in (dep.layer_runners, dep.layer_a2a,
+                                                        dep.dispatch_precision if isinstance(dep.dispatch_precision, dict) else None))
+    if named_mtp and kinds and kinds[0].get("mtp") and not any(k["kind"] == "mtp" for k in extra):
+        in_main = list(kinds[0]["mtp"])
+        main_layers = [i for i in main_layers if i not in in_main]
+        extra.append({"kind": "mtp", "layers": in_main, "quant": quant, "quant_params": dict(quant_params),
+                      "why": "the checkpoint's multi-token-prediction layers, in its main format, planned on their own as "
+                             "the deployment names them"})
     mtp_kinds = [k for k in extra if k["kind"] == "mtp"]
     if mtp_kinds and dep.speculative is False:
         # no draft runs: the engine builds no MTP layer, so none is planned (its refusals would block a deployment that

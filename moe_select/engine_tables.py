@@ -306,6 +306,17 @@ class FlagEntry(_Entry):
 
     names: list[str] = Field(min_length=1)
     takes: Takes
+    #: A mapping value's keys, every one the engine's releases read take (the union), where the engine builds the value
+    #: as a model that forbids any other (TensorRT-LLM's ``moe_config``: a pydantic model with extra keys forbidden): a
+    #: key outside it is an engine error at startup, cited by ``keys_source``. None: the value's keys are not checked.
+    keys: list[str] | None = None
+    keys_source: str | None = None
+
+    @model_validator(mode="after")
+    def _keys_cited(self) -> "FlagEntry":
+        if (self.keys is None) != (self.keys_source is None):
+            raise ValueError("keys and keys_source come together (the value's keys and where the engine forbids others)")
+        return self
 
     @property
     def name(self) -> str:

@@ -782,8 +782,13 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             argv += words
         argv += _passed_through(launch, argv)
         if launch.config and engine == "trtllm" and yaml_doc is not None:
+            # the line's moe_config keys kept, but not one TensorRT-LLM's model of it forbids (the reader's engine
+            # error names it: written, the launch would fail at startup)
+            allowed = next((e.keys for e in table("trtllm").config_keys if "moe_config" in e.names), None)
+            theirs_mc = dict(launch.config.get("moe_config") or {})
+            dropped = [k for k in theirs_mc if allowed is not None and str(k) not in allowed]
             yaml_doc = {**{k: v for k, v in launch.config.items()}, **yaml_doc,
-                        "moe_config": {**(launch.config.get("moe_config") or {}), **yaml_doc["moe_config"]}}
+                        "moe_config": {**{k: v for k, v in theirs_mc.items() if k not in dropped}, **yaml_doc["moe_config"]}}
         # the line's own assignments, and the values docker run -e passes into the container (-e NAME=value, or -e NAME
         # with the value the line or the host gave: a new user's trial found an exported, passed value dropped); the
         # image's own variables are the image's

@@ -704,6 +704,28 @@ def _inverse_before(t: EngineTable, name: str, version: str | None) -> tuple[str
             f"{pair.name})", inverse.by)
 
 
+def _parser_refusal(t: EngineTable, name: str, version: str | None) -> str:
+    """What the engine's parser says to a flag its release lacks: argparse (SGLang) reads a prefix of longer flags the
+    release has as an ambiguous abbreviation (``ambiguous option``, exit 2: SGLang 0.5.20's --cuda-graph-max-bs, a prefix
+    of --cuda-graph-max-bs-decode), else 'unrecognized arguments'."""
+    if t.parser == "argparse":
+        longer = sorted({n for e in t.flags for n in e.names if n.startswith(name + "-")
+                         and (e.since is None or e.since.made_at(version, t.engine) is not False)
+                         and (e.removed is None or e.removed.made_at(version, t.engine) is False)})
+        if longer:
+            return f"error: ambiguous option: {name} could match {', '.join(longer)}"
+    return UNRECOGNIZED[t.engine]
+
+
+def _live_replacement(t: EngineTable, entry: FlagEntry, version: str | None) -> FlagEntry | None:
+    """The table entry of ``entry``'s ``replacement`` where it has the same meaning and is the flag release ``version``
+    takes for it (what plan --emit writes in place of a removed flag: launch_emit._replacement_words), else None."""
+    if entry.removed is None or not entry.replacement or entry.takes in ("switch", "bool_optional"):
+        return None
+    live = t.flag_at(entry.means, version)
+    return live if live is not None and entry.replacement in live.names else None
+
+
 def _other_engines_flag(name: str, engine: str) -> str:
     """Where ``name`` is another engine's flag whose meaning ``engine`` has a flag for: `` (sglang's flag for tp; vllm
     writes --tensor-parallel-size or -tp)``; else ''. (A ninth new user's trial: ``--tp-size`` under vLLM was told
@@ -772,7 +794,19 @@ def _config_file(path: str, flag: str, where: str, base: Path | None) -> tuple[d
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), flag, f"{flag} {path}: the file holds a "
                                f"{type(data).__name__ if data is not None else 'nothing'}, not a mapping of settings"))
-    return _plain(data), str(p), {str(k): int(data.key_lines.get(k, data.line)) for k in data}
+    lines = {str(k): int(data.key_lines.get(k, data.line)) for k in data}
+    for k, v in data.items():   # a mapping value's keys too ("moe_config.backend"), for provenance naming their line
+        if isinstance(v, MarkedDict):
+            lines.update({f"{k}.{s}": int(v.key_lines.get(s, v.line)) for s in v})
+    return _plain(data), str(p), lines
+
+
+def _sub_written(launch: "Launch", read: "Read", sub: str) -> str:
+    """Where ``read``'s key ``sub`` was written: the config file's line of that key where the value came from the file
+    (``extra.yaml:2: moe_config.backend``), else ``read``'s own provenance with ``.sub``."""
+    m = re.match(r"^(.*):(\d+): (\S+)$", read.written)
+    line = launch.config_lines.get(f"{m.group(3)}.{sub}") if m else None
+    return f"{m.group(1)}:{line}: {m.group(3)}.{sub}" if m and line else f"{read.written}.{sub}"
 
 
 def _plain(x: Any) -> Any:
@@ -956,8 +990,17 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
         found, live = _changes(entry, written, version, engine)
         for f in found:
             if f.kind in ("removed", "newer"):  # a flag the declared release's parser does not have: it exits at startup
-                f = Finding("engine_error", f.token, f.message + f" ({UNRECOGNIZED[engine]})", f.source)
+                f = Finding("engine_error", f.token, f.message + f" ({_parser_refusal(t, name, version)})", f.source)
             launch.findings.append(f)
+        repl = None if live else _live_replacement(t, entry, version)
+        if repl is not None and entry.means not in ("not_moe", "model") and entry.means not in launch.values:
+            # a removed flag whose replacement of the same meaning the release has: plan --emit writes the line with the
+            # replacement and this value, so the plan reads the value too (a fleet trial, break55: the emitted line's
+            # --cuda-graph-max-bs-decode 128 read back as another decode budget than the line it came from)
+            launch.values[entry.means] = Read(repl, value, written)
+            launch.findings.append(Finding("note", written, f"its value planned as {repl.name}'s, as plan --emit writes "
+                                           f"the line ({repl.name} {raw})",
+                                           _cite(engine, repl)))
         if entry.means == "not_moe":
             launch.findings.append(Finding("not_moe", name, entry.note or "", None))
             launch.kept.append(args[i:i + step])
@@ -997,6 +1040,13 @@ def _read_trtllm_yaml(launch: Launch) -> None:
             continue
         found, live = _changes(e, written, launch.engine_version, "trtllm")
         launch.findings += found
+        if e.keys is not None and isinstance(value, dict):
+            for sub in value:
+                if str(sub) not in e.keys:
+                    launch.findings.append(Finding(
+                        "engine_error", f"{key}.{sub}",
+                        f"{key} has no key {sub!r}{_did_you_mean(str(sub), e.keys)}: TensorRT-LLM builds {key} as a model "
+                        "that forbids other keys and fails at startup ('Extra inputs are not permitted')", e.keys_source))
         if e.means == "not_moe":
             launch.findings.append(Finding("not_moe", key, ""))
             continue
@@ -1405,7 +1455,7 @@ def _map(launch: Launch, where: str) -> None:
     elif kc.get("moe_backend"):   # vLLM: --moe-backend left at auto keeps the kernel config's
         runner_theirs = (str(kc["moe_backend"]), f"{v['kernel_config'].written}.moe_backend")
     elif e == "trtllm" and isinstance(v.get("moe_config") and v["moe_config"].value, dict) and v["moe_config"].value.get("backend"):
-        runner_theirs = (str(v["moe_config"].value["backend"]), f"{v['moe_config'].written}.backend")
+        runner_theirs = (str(v["moe_config"].value["backend"]), _sub_written(launch, v["moe_config"], "backend"))
     if runner_theirs is not None:
         gone = names().retired_name(e, runner_theirs[0], launch.engine_version)
         if gone is not None:  # the engine raises for it at startup (issue 20: TensorRT-LLM's WIDEEP)
@@ -1567,9 +1617,9 @@ def _graph_batch(launch: Launch) -> tuple[int | None, str]:
     if isinstance(v.get("cuda_graph_config") and v["cuda_graph_config"].value, dict):
         cfg = v["cuda_graph_config"].value
         if cfg.get("max_batch_size"):
-            return int(cfg["max_batch_size"]), f"{v['cuda_graph_config'].written}.max_batch_size"
+            return int(cfg["max_batch_size"]), _sub_written(launch, v["cuda_graph_config"], "max_batch_size")
         if cfg.get("batch_sizes"):
-            return max(cfg["batch_sizes"]), f"{v['cuda_graph_config'].written}.batch_sizes"
+            return max(cfg["batch_sizes"]), _sub_written(launch, v["cuda_graph_config"], "batch_sizes")
     elif isinstance(v.get("compilation_config") and v["compilation_config"].value, dict):
         cfg = v["compilation_config"].value
         if cfg.get("max_cudagraph_capture_size"):
@@ -1969,7 +2019,7 @@ def _draft_layers(launch: Launch) -> None:
             info = launch.model_info()
         except Exception:   # the deployment check reports a config that does not read
             return
-        has_mtp = any(k["kind"] == "mtp" for k in info.layer_kinds)
+        has_mtp = any(k["kind"] == "mtp" or k.get("mtp") for k in info.layer_kinds)
     if has_mtp:
         return
     for k in keys:

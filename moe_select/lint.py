@@ -509,6 +509,8 @@ def _engine_packages(catalog: Catalog) -> dict[str, str]:
 
 
 _VOCABULARY_KEYS = ("archs", "families", "activations", "routings", "engines")
+#: Keys of a deployment file (moe_select.deployment.Deployment) that no rule, capability, formats or vocabulary file has
+_DEPLOYMENT_KEYS = ("gpu", "model_config", "model", "tp", "ep", "engine_version", "layer_runners")
 
 
 def _kind(path: Path) -> tuple[str, Any]:
@@ -520,6 +522,14 @@ def _kind(path: Path) -> tuple[str, Any]:
     data = load_file(path, kind="rule or capability file")
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), "", "the file must hold a mapping"))
+    if "schema_version" not in data and any(k in data for k in _DEPLOYMENT_KEYS):
+        # a fleet trial (break55): a deployment with runner: or a2a: was linted as a capability file (a dozen schema
+        # errors, 'did you mean engines?'): check lints facts and policy, not deployments
+        key = next(k for k in _DEPLOYMENT_KEYS if k in data)
+        raise InputError(Issue(str(path), int(data.key_lines.get(key, data.line)), key,
+                               "a deployment file: check lints rule and capability files (backends/, rules/); gate a "
+                               f"deployment with `moe-select explain -d {path} --strict` (exit 1 when it is refused or "
+                               "only unverified)"))
     model = (RuleFile if "rules" in data else RunnerCapability if "runner" in data else A2ACapability if "a2a" in data
              else CommonFacts if "constraints" in data else PackageTable if "packages" in data
              else FormatsFile if "formats" in data

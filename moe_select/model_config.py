@@ -1099,6 +1099,11 @@ def _layer_kinds(text: MarkedDict, q: MarkedDict | None, quant: str, params: dic
         excluded = rules.covered_layers(layers + mtp)
     main = [i for i in layers if i not in excluded] + [i for i in mtp if i not in excluded]
     kinds = [{"kind": "main", "layers": main, "quant": quant, "quant_params": dict(params), "why": "the checkpoint's format"}]
+    if in_main := [i for i in mtp if i not in excluded]:
+        # MTP (NextN) layers in the main format are planned with the main layers, and on their own where a deployment
+        # names a runner or all-to-all for them (moe_select/deployment.py; a fleet trial, break55: DeepSeek-V3's one
+        # NextN layer was 'not in this checkpoint' for layer_runners.mtp)
+        kinds[0]["mtp"] = in_main
     skipped_main = sorted(excluded & set(layers))
     skipped_mtp = sorted(excluded & set(mtp))
     if skipped_main:

@@ -1334,6 +1334,17 @@ def _with_engine_version(dep: Deployment, env: Environment, catalog: Catalog) ->
     """``env`` with the deployment's ``engine_version`` as the version of the engine's own package (issue 20): the
     same as declaring that package under ``packages`` (both, differing: an error); over a detected version too (the
     plan is for that engine version). Raises :class:`InputError` for an engine_version without one serving engine."""
+    from .deployment import _release_check
+
+    # a serving engine's package declared under packages is its engine_version: a final version that is no release of
+    # the engine is the same input error (a fleet trial, break55: packages {vllm: 0.16.5} planned, engine_version 0.16.5
+    # refused)
+    for e in ENGINES:
+        ep = catalog.engine_package(e)
+        names = {normalize_package_name(ep.name), normalize_package_name(ep.module)} if ep is not None else set()
+        for k, v in (dep.packages or {}).items():
+            if v is not None and normalize_package_name(k) in names and (gone := _release_check(e, v)[0]):
+                raise InputError(Issue(dep._file, dep._lines.get("packages", dep._line), f"packages.{k}", gone))
     if dep.engine_version is None:
         return env
     line = dep._lines.get("engine_version", dep._line)

@@ -95,12 +95,28 @@ class VocabRef:
         return f"VocabRef({self.kind!r})"
 
 
+def _gpu_named(v: str) -> str | None:
+    """The arch of the GPU product ``v`` names (a rule or fact that wrote a product where an arch belongs: a fleet
+    trial, break55, wrote arch: [H100] and was told 'h100', then 'sm100'), or None."""
+    try:
+        from .vocab import gpu_arch
+
+        return gpu_arch(v)
+    except Exception:   # noqa: BLE001 (no vocabulary loadable here: no product hint, the message stands)
+        return None
+
+
 def _arch_spec(v: str) -> str:
     if not _SPEC_RE.match(v):
+        if (arch := _gpu_named(v)) is not None:
+            raise ValueError(f"{shorten(v)} is a GPU product, not an arch: write its arch {arch!r} (or a family such as "
+                             f"{arch[:-1]}x, or a range such as {arch}+)" if arch.startswith("sm") else
+                             f"{shorten(v)} is a GPU product, not an arch: write its arch {arch!r}")
         # a letter O for a zero, capitals, spaces: say the spelling meant (an eighth new user's trial)
         fixed = v.strip().lower().replace(" ", "").replace("_", "")
         fixed = fixed[:2] + fixed[2:].replace("o", "0") if fixed.startswith(("sm", "gfx")) else fixed
-        hint = f" (did you mean {fixed!r}?)" if fixed != v and _SPEC_RE.match(fixed) else ""
+        hint = (f" (did you mean {fixed!r}?)" if fixed != v and _SPEC_RE.match(fixed) and fixed.startswith(("sm", "gfx", "cpu"))
+                else "")
         raise ValueError(f"{shorten(v)} is not an arch, family or range{hint} (write e.g. sm90, gfx942, cpu, a family "
                          "such as sm10x or gfx9, or a range such as sm80+)")
     return v

@@ -1,0 +1,143 @@
+"""A fleet planner's trial (2026-12-06, break55: deployment files gated in CI, launch lines round-tripped), the defects
+fixed as kinds: TensorRT-LLM's moe_config keys checked against MoeConfig's (a strict model: an unknown key fails at
+startup) and their own lines named; `check` on a deployment file says what gates deployments; `--json` usage errors
+print the invalid_input JSON; an engine's package declared at a version that is no release is refused as engine_version
+is; the checkpoint's MTP layers in its main format are planned as their own kind where the deployment names them; a GPU
+product written where an arch belongs is answered with its arch; SGLang's removed --cuda-graph-max-bs is read as plan
+--emit writes it, and its parser's refusal is the ambiguous-prefix one."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import moe_select
+from moe_select.errors import InputError
+from moe_select.launch_emit import emit
+from moe_select.launch_line import from_command
+from report_helpers import report_codes
+
+ROOT = Path(__file__).resolve().parents[1]
+DSV3 = str(ROOT / "examples/model_configs/deepseek-ai__DeepSeek-V3")
+QWEN3 = str(ROOT / "examples/model_configs/Qwen__Qwen3-30B-A3B")
+
+
+def _trt(tmp_path, text: str, gpu: str = "B200"):
+    f = tmp_path / "extra.yaml"
+    f.write_text(text)
+    launch = from_command(f"trtllm-serve {DSV3} --tp_size 8 --ep_size 8 --extra_llm_api_options {f}")
+    return launch, launch.explain(deployment={"gpu": gpu})
+
+
+@pytest.mark.parametrize("key", ["backnd", "max_num_token"])
+def test_an_unknown_moe_config_key_is_an_engine_error_and_not_written(tmp_path, key):
+    launch, report = _trt(tmp_path, f"moe_config:\n  {key}: DEEPGEMM\n")
+    errors = [f for f in launch.findings if f.kind == "engine_error"]
+    assert [f.token for f in errors] == [f"moe_config.{key}"], [(f.kind, f.token) for f in launch.findings]
+    assert "Extra inputs are not permitted" in errors[0].message and "MoeConfig" in (errors[0].source or "")
+    out = emit(report.plan, "trtllm", launch=launch)
+    assert out.yaml is not None and key not in json.dumps(out.yaml), out.yaml
+    assert any(f"moe_config.{key}" in c for c in out.comments), out.comments   # said, not dropped silently
+
+
+def test_known_moe_config_keys_pass(tmp_path):
+    launch, _ = _trt(tmp_path, "moe_config:\n  backend: DEEPGEMM\n  max_num_tokens: 8192\n  disable_finalize_fusion: true\n")
+    assert not [f for f in launch.findings if f.kind == "engine_error"], [(f.kind, f.token) for f in launch.findings]
+
+
+def test_a_nested_keys_provenance_names_its_own_line(tmp_path):
+    launch, report = _trt(tmp_path, "moe_config:\n  backend: DEEPGEMM\ncuda_graph_config:\n  enable_padding: true\n"
+                          "  max_batch_size: 256\n")
+    prov = report.deployment.provenance
+    assert "extra.yaml:2: moe_config.backend" in prov["runner"], prov["runner"]
+    assert "extra.yaml:5: cuda_graph_config.max_batch_size" in prov["decode_tokens_per_rank"], prov
+
+
+def test_check_on_a_deployment_file_names_the_gate(tmp_path):
+    from moe_select.lint import _kind
+
+    f = tmp_path / "dep.yaml"
+    f.write_text(f"gpu: H200\nengine: sglang\nmodel_config: {DSV3}\ntp: 8\nep: 8\na2a: deepep\nrunner: deep_gemm\n")
+    with pytest.raises(InputError) as exc:
+        _kind(f)
+    msg = str(exc.value)
+    assert "a deployment file" in msg and "explain -d" in msg and "--strict" in msg and "schema_version" not in msg
+
+
+@pytest.mark.parametrize("argv, field", [(["--tp", "abc"], "--tp"), (["--tp", "2", "--tp", "4"], "--tp")])
+def test_json_usage_errors_print_invalid_input(capsys, argv, field):
+    from moe_select.cli import main
+
+    rc = main(["explain", "--gpu", "H100", "--model-config", QWEN3, *argv, "--json"])
+    out = capsys.readouterr()
+    assert rc == 2
+    doc = json.loads(out.out)
+    assert doc["status"] == "invalid_input" and doc["issues"][0]["field"] == field, doc
+    assert "error:" in out.err
+    # without --json: stdout stays empty, the usage and error on stderr as argparse prints them
+    assert main(["explain", "--gpu", "H100", "--model-config", QWEN3, *argv]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "usage:" in out.err
+
+
+@pytest.mark.parametrize("version, bad", [("0.16.5", True), ("0.16.0", False)])
+def test_an_engine_package_that_is_no_release_is_refused(version, bad):
+    dep = {"gpu": "H100", "engine": "vllm", "model_config": QWEN3, "packages": {"vllm": version}}
+    if bad:
+        with pytest.raises(InputError, match="packages.vllm.*0.16.5 is not a release of vllm"):
+            moe_select.explain(dep)
+    else:
+        assert moe_select.explain(dep).plan is not None
+
+
+def test_mtp_layers_in_the_main_format_are_planned_when_named():
+    r = moe_select.explain({"gpu": "H200", "engine": "sglang", "model_config": DSV3, "tp": 8, "runner": "deep_gemm",
+                            "layer_runners": {"mtp": "triton"}, "speculative": True})
+    kinds = {sub.deployment.layer_kind: sub for sub in r.layers}
+    assert "mtp" in kinds and kinds["mtp"].deployment.layers == [61], report_codes(r)
+    assert kinds["mtp"].plan is not None and kinds["mtp"].plan.runner == "triton"
+    assert 61 not in r.deployment.layers
+    # not named: the MTP layer stays a main layer
+    plain = moe_select.explain({"gpu": "H200", "engine": "sglang", "model_config": DSV3, "tp": 8})
+    assert 61 in plain.deployment.layers and not plain.layers
+
+
+def test_the_draft_runner_flag_is_read_and_written_back():
+    line = (f"python -m sglang.launch_server --model-path {DSV3} --tp 8 --speculative-algorithm EAGLE "
+            "--speculative-moe-runner-backend triton --moe-runner-backend deep_gemm")
+    launch = from_command(line)
+    assert launch.deployment["layer_runners"] == {"mtp": "triton"}, [f.message for f in launch.findings]
+    r = launch.explain(deployment={"gpu": "H200"})
+    out = emit(r.plan, "sglang", launch=launch)
+    i = out.argv.index("--speculative-moe-runner-backend")
+    assert out.argv[i + 1] == "triton", out.argv
+
+
+@pytest.mark.parametrize("spec", ["H100", "h100"])
+def test_a_gpu_name_where_an_arch_belongs_gets_its_arch(tmp_path, spec):
+    from moe_select.lint import check
+
+    d = tmp_path / "rules"
+    d.mkdir()
+    (d / "90-x.yaml").write_text(f"schema_version: 1\nrules:\n  - id: x\n    when: {{arch: [{spec}]}}\n"
+                                 "    disable: [deep_gemm]\n    reason: test\n")
+    with pytest.raises(InputError) as exc:
+        check([d], use_env=False)
+    msg = str(exc.value)
+    assert "is a GPU product, not an arch" in msg and "'sm90'" in msg and "sm100" not in msg, msg
+
+
+def test_sglangs_removed_capture_limit_is_read_as_emit_writes_it():
+    line = f"python -m sglang.launch_server --model-path {QWEN3} --tp 4 --cuda-graph-max-bs 128"
+    launch = from_command(line, engine_version="0.5.23")
+    err = next(f for f in launch.findings if f.kind == "engine_error")
+    assert "ambiguous option" in err.message and "--cuda-graph-max-bs-decode" in err.message, err.message
+    r = launch.explain(deployment={"gpu": "H200"})
+    assert r.deployment.decode_tokens_per_rank == 128, r.deployment.provenance
+    out = emit(r.plan, "sglang", launch=launch, engine_version="0.5.23")
+    back = from_command(" ".join(out.argv), engine_version="0.5.23").explain(deployment={"gpu": "H200"})
+    assert back.deployment.decode_tokens_per_rank == 128
+    # a release that still has the alias reads it as before
+    old = from_command(line, engine_version="0.5.19")
+    assert not [f for f in old.findings if f.kind == "engine_error"]
