@@ -809,9 +809,12 @@ class UsageError(SystemExit):
 
 
 class _Parser(argparse.ArgumentParser):
-    """The CLI's parser: a usage error raises :class:`UsageError` (a SystemExit of status 2, as argparse's own)."""
+    """The CLI's parser: a usage error prints what argparse prints (usage and message, on stderr) and raises
+    :class:`UsageError` (a SystemExit of status 2, as argparse's own)."""
 
     def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise UsageError(message, self.format_usage(), self.prog)
 
 
@@ -868,14 +871,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(argv)
-    except UsageError as exc:
-        sys.stderr.write(exc.usage)
-        print(f"{exc.prog}: error: {exc.message}", file=sys.stderr)
+    except UsageError as exc:   # (its usage and message are on stderr already)
         if "--json" in given:   # README: exit 2 with the invalid_input JSON on stdout, whatever found the input bad
             m = re.match(r"argument ([^:]+): ", exc.message)
             print(json.dumps({"status": "invalid_input", "issues": [
                 {"file": "<command line>", "line": 0, "field": m.group(1) if m else "", "message": exc.message}]}, indent=2))
-        return 2
+        raise   # SystemExit(2), as argparse exits
     args.given_argv = given          # the words as typed (messages about a stray word name the word before it)
     short = argv is None and args.command not in ("run", "tune")
     if short:

@@ -190,9 +190,10 @@ def __getattr__(name: str) -> Any:
 def _register_arch_matcher() -> None:
     """Give :mod:`moe_select.formats` (which this module builds on, so it cannot import it) the arch matcher its
     online-quantization facts read."""
-    from . import formats
+    from . import formats, vocab_names
 
     formats.ARCH_IN = arch_in
+    vocab_names.GPU_ARCH = gpu_arch
 
 
 _register_arch_matcher()

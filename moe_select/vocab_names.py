@@ -6,7 +6,7 @@ the data model never imports the module that reads it."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Callable, Literal
 
 from pydantic import AfterValidator, WithJsonSchema
 
@@ -95,14 +95,19 @@ class VocabRef:
         return f"VocabRef({self.kind!r})"
 
 
+#: The arch of a GPU product name, or None (:func:`moe_select.vocab.gpu_arch`, set by that module when it loads: it
+#: builds on this one, which therefore cannot import it).
+GPU_ARCH: "Callable[[str], str | None] | None" = None
+
+
 def _gpu_named(v: str) -> str | None:
     """The arch of the GPU product ``v`` names (a rule or fact that wrote a product where an arch belongs: a fleet
     trial, break55, wrote arch: [H100] and was told 'h100', then 'sm100'), or None."""
+    if GPU_ARCH is None:
+        return None
     try:
-        from .vocab import gpu_arch
-
-        return gpu_arch(v)
-    except Exception:   # noqa: BLE001 (no vocabulary loadable here: no product hint, the message stands)
+        return GPU_ARCH(v)
+    except Exception:   # noqa: BLE001 (no vocabulary loadable: no product hint, the message stands)
         return None
 
 

@@ -237,9 +237,9 @@ class VocabularyIndex:
                     + (_did_you_mean(spec, self.archs) or _did_you_mean(spec, self.families))
                     + ": declare it (backends/vocabulary.yaml, or a plugin's or --backends folder's vocabulary.yaml)"
                     + (f", or use the range {spec}+" if spec.startswith("sm") else ""))
-        from .vocab import gpu_arch
+        from .vocab_names import product_key
 
-        if (arch := gpu_arch(spec, self)) is not None:   # a product where an arch belongs (a fleet trial, break55)
+        if (arch := self.products.get(product_key(spec))) is not None:   # a product where an arch belongs (break55)
             return f"{spec!r} is a GPU product, not an arch: write its arch {arch!r}"
         gen = _GENERATIONS.get(spec.lower())
         if gen is not None:   # an NVIDIA generation's name (a new operator's trial wrote archs: [hopper])

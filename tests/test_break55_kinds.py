@@ -69,14 +69,16 @@ def test_check_on_a_deployment_file_names_the_gate(tmp_path):
 def test_json_usage_errors_print_invalid_input(capsys, argv, field):
     from moe_select.cli import main
 
-    rc = main(["explain", "--gpu", "H100", "--model-config", QWEN3, *argv, "--json"])
+    with pytest.raises(SystemExit) as exc:
+        main(["explain", "--gpu", "H100", "--model-config", QWEN3, *argv, "--json"])
     out = capsys.readouterr()
-    assert rc == 2
+    assert exc.value.code == 2
     doc = json.loads(out.out)
     assert doc["status"] == "invalid_input" and doc["issues"][0]["field"] == field, doc
     assert "error:" in out.err
     # without --json: stdout stays empty, the usage and error on stderr as argparse prints them
-    assert main(["explain", "--gpu", "H100", "--model-config", QWEN3, *argv]) == 2
+    with pytest.raises(SystemExit):
+        main(["explain", "--gpu", "H100", "--model-config", QWEN3, *argv])
     out = capsys.readouterr()
     assert out.out == "" and "usage:" in out.err
 

@@ -84,7 +84,7 @@ def test_trtllm_gen_situ_mxfp4_planned():
     assert r.plan is not None and r.plan.runner == "trtllm_gen", [(x.code, x.detail) for x in r.reasons]
 
 
-@pytest.mark.parametrize(("version", "ok"), [("1.3.0rc24", False), ("1.3.0rc23", False), ("1.3.0", True)])
+@pytest.mark.parametrize(("version", "ok"), [("1.3.0rc24", False), ("1.3.0rc23", False), ("1.3.0rc29", True)])
 def test_trtllm_gen_situ_nvfp4_after_18709(version, ok):
     """Kimi K3 NVFP4 on GB200, trtllm_gen asked for: refused (activation_unsupported) up to 1.3.0rc24 (Kimi K3's runtime
     admitted only MXFP4 on TRTLLM until NVIDIA/TensorRT-LLM#18709), planned after it."""
@@ -99,7 +99,7 @@ def test_trtllm_gen_situ_nvfp4_after_18709(version, ok):
 def test_trtllm_gen_situ_not_fp8_block():
     """SiTU has no FP8 block-scale cubin: refused (activation_unsupported) at any version."""
     r = _explain(gpu="B200", engine="trtllm", quant="fp8_block", model=K3, tp=8, ep=8, runner="trtllm_gen",
-                 packages={"tensorrt-llm": "1.3.0"})
+                 packages={"tensorrt-llm": "1.3.0rc29"})
     assert r.plan is None and _codes(r) == {"activation_unsupported"}, [(x.code, x.detail) for x in r.reasons]
 
 

@@ -413,7 +413,7 @@ def test_trtllm_yaml_values_name_their_file_and_line(tmp_path):
 
 def test_a_refused_runner_value_lists_what_the_engine_takes_now(tmp_path):
     """The values offered for a runner name the engine refuses are those it takes; a retired one (TensorRT-LLM's
-    WIDEEP, NVIDIA/TensorRT-LLM#17408) is named apart, not offered, and the YAML key's line is named."""
+    WIDEEP, NVIDIA/TensorRT-LLM#17408) is named apart, not offered, and the YAML key's own line is named (break55: it named its parent's)."""
     cfg = tmp_path / "extra.yaml"
     cfg.write_text("moe_config:\n  backend: FOO\n")
     with pytest.raises(InputError) as err:
@@ -421,7 +421,7 @@ def test_a_refused_runner_value_lists_what_the_engine_takes_now(tmp_path):
     msg = str(err.value)
     takes = msg.split("it takes ", 1)[1].split(" [", 1)[0]
     assert "CUTLASS" in takes and "(no longer: WIDEEP)" in takes and "WIDEEP," not in takes, msg
-    assert "extra.yaml:1: moe_config.backend" in msg, msg
+    assert "extra.yaml:2: moe_config.backend" in msg, msg
 
 # ------------------------------------------------------------------------------------ wrappers, env, models
 def test_docker_run_and_cuda_visible_devices(hf_cache):
