@@ -307,6 +307,15 @@ def _fails_at_startup(launch: Any, report: Any = None) -> bool:
               f"{plan.runner_option_auto[launch.engine]}; leave the option out (plan --emit writes the line without it)",
               file=sys.stderr)
         return True
+    close = launch.misspelt() if launch is not None else []
+    if close:
+        strict = bool(getattr(getattr(report, "deployment", None), "strict", False))
+        print(f"moe-select: {'--strict: ' if strict else 'warning: '}the launch line gives "
+              + "; ".join(f"{tok} (not in the {launch.engine} table; did you mean {flag}, its {means}?)" for tok, flag, means in close)
+              + ": if misspelt, the engine's parser refuses it; the plan is made without it"
+              + (" (refused under --strict)" if strict else ""), file=sys.stderr)
+        if strict:
+            return True
     if errors:
         print(f"moe-select: the launch line fails at startup as written ({len(errors)} engine error(s): "
               f"{'; '.join(f.token for f in errors)[:200]}); the plan is for the deployment it describes "

@@ -703,7 +703,11 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
             if d.ep not in (1, d.tp):
                 raise EmitError(f"vLLM's --enable-expert-parallel is a switch (EP = tp x dp x pcp = {d.tp}): it cannot give ep {d.ep}; "
                                 f"plan with ep 1 or ep {d.tp}" + (f", or ep {d.tp * dp} with tp as vLLM's tensor-parallel size"
-                                                                  if dp > 1 else ""))
+                                                                  if dp > 1 else
+                                                                  f", or state dp {d.ep // d.tp} (ep {d.ep} = tp {d.tp} x dp "
+                                                                  f"{d.ep // d.tp}: vLLM's -tp {d.tp} -dp {d.ep // d.tp} "
+                                                                  "--enable-expert-parallel)"
+                                                                  if d.ep > d.tp and d.ep % d.tp == 0 else ""))
             vllm_tp = d.tp // dp
         line_tp = launch.values.get("tp") if launch is not None and launch.engine == "vllm" else None
         if line_tp is not None and line_tp.value is not None and int(line_tp.value) != vllm_tp:
@@ -783,6 +787,9 @@ def emit(plan: Any, engine: str, *, engine_version: str | None = None, launch: A
                             f"checkpoint)")
         for words in launch.kept:
             argv += words
+        for tok, flag, means in launch.misspelt():
+            comments.append(f"{tok} kept as the line gave it: not in the {engine} table, close to {flag} ({means}), which "
+                            "the plan did not read from it; if misspelt, the engine refuses the line")
         argv += _passed_through(launch, argv)
         if launch.config and engine == "trtllm" and yaml_doc is not None:
             # the line's moe_config keys kept, but not one TensorRT-LLM's model of it forbids (the reader's engine

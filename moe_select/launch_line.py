@@ -124,6 +124,9 @@ class Launch:
     config_file: str | None = None
     #: The config file's line of each top-level key (errors and readings name ``file:line``).
     config_lines: dict[str, int] = field(default_factory=dict)
+    #: Files the launch text writes with here-documents before its command (name -> content): a config flag naming
+    #: one reads it from here, not from disk (plan --emit trtllm's script reads back).
+    here_docs: dict[str, str] = field(default_factory=dict)
     deployment: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, str] = field(default_factory=dict)
     #: A ``docker run`` line's container: ``{"gpus": its --gpus value or None, "env": its -e variables}``; None else.
@@ -208,6 +211,20 @@ class Launch:
         if why:
             raise InputError(Issue(LINE, 0, "arch", f"{why}; give the GPU the engine runs on (--gpu or --arch)"))
 
+    def misspelt(self) -> list[tuple[str, str, str]]:
+        """``(token, flag, meaning)`` for each flag of the line the engine's table lacks whose closest table flag decides
+        the plan (not ``not_moe``): a likely misspelling (a fleet trial, break55: ``--tensor-paralel-size 4`` was kept
+        as written and the deployment planned at tp 1). The table lists the flags that matter, not every flag of the
+        engine, so this is no proof the engine refuses it: ``--strict`` refuses such a line, else a warning."""
+        t = table(self.engine)
+        out = []
+        for f in self.findings:
+            m = re.search(r"did you mean (\S+?)(?: or |\?)", f.message) if f.kind == "unknown" else None
+            entry = next((e for e in t.flags if m and m.group(1) in e.names), None)
+            if m and entry is not None and entry.means not in ("not_moe",):
+                out.append((f.token, m.group(1), entry.means))
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the ``launch`` key of ``explain --json``)."""
         return {"engine": self.engine, "launcher": self.launcher, "engine_version": self.engine_version,
@@ -284,10 +301,44 @@ def _unbalanced(line: str) -> str | None:
     return f"unbalanced {quote} quote at column {start + 1}: {line[start:start + 40]!r}"
 
 
-def split_text(text: str, where: str = LINE) -> tuple[list[str], dict[str, str]]:
+#: A here-document that writes a file (``cat > FILE <<'EOF'`` or ``cat <<EOF > FILE``), as plan --emit trtllm writes
+#: its options file: group 1 or 4 the file, 3 the terminator (2 its quote).
+_HEREDOC = re.compile(r"""^\s*cat\s+(?:>\s*(\S+)\s+)?<<-?\s*(['"]?)(\w+)\2(?:\s*>\s*(\S+))?\s*$""")
+
+
+def _here_docs(text: str, docs: dict[str, str] | None) -> str:
+    """``text`` with its file-writing here-documents blanked (lines kept, so later lines keep their numbers) and their
+    content put in ``docs`` (file name -> text): a launch script that writes its config file before the command (plan
+    --emit trtllm's) reads back (a fleet trial, break55: 'a second command moe_config:'). Without ``docs``: as given."""
+    if docs is None:
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _HEREDOC.match(lines[i])
+        name = (m.group(1) or m.group(4)) if m else None
+        if m is None or name is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == m.group(3)), None)
+        if end is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        docs[name.strip("'\"")] = "\n".join(lines[i + 1:end]) + "\n"
+        out += [""] * (end - i + 1)
+        i = end + 1
+    return "\n".join(out)
+
+
+def split_text(text: str, where: str = LINE, docs: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The command's words and the environment the text sets (``export`` lines, ``VAR=value`` lines), as a
-    shell reads a documentation snippet. Raises :class:`InputError` for an unbalanced quote (naming it) and
-    for more than one command (naming the second)."""
+    shell reads a documentation snippet; ``docs`` (given): filled with the files the text writes by here-documents
+    (:func:`_here_docs`). Raises :class:`InputError` for an unbalanced quote (naming it) and for more than one command
+    (naming the second)."""
+    text = _here_docs(text, docs)
     joined = re.sub(r"\\[ \t]*\r?\n", " ", text)
     env: dict[str, str] = {}
     command: list[str] | None = None
@@ -779,18 +830,22 @@ def _convert(entry: FlagEntry, raw: str, written: str, where: str) -> Any:
     return raw
 
 
-def _config_file(path: str, flag: str, where: str, base: Path | None) -> tuple[dict[str, Any], str, dict[str, int]]:
+def _config_file(path: str, flag: str, where: str, base: Path | None,
+                 docs: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str, dict[str, int]]:
     """A YAML config file of the launch (``--config``, ``--extra_llm_api_options``): (its mapping, its path, the line
     of each top-level key). Raises :class:`InputError` naming the flag for a missing file or one that is not a
     mapping."""
-    from .yamlio import MarkedDict, load_file
+    from .yamlio import MarkedDict, load_file, load_text
 
     p = Path(path)
     if not p.is_absolute() and base is not None:
         p = base / p
-    if not p.is_file():
+    if docs is not None and path in docs:   # written by the launch text's own here-document
+        data = load_text(docs[path], str(path), engine_yaml=True)
+    elif not p.is_file():
         raise InputError(Issue(where, 0, flag, f"{flag} {path}: no such file (give the YAML file the launch reads)"))
-    data = load_file(p, str(path), kind=f"{flag} file", engine_yaml=True)   # YAML 1.1, as the engine reads it
+    else:
+        data = load_file(p, str(path), kind=f"{flag} file", engine_yaml=True)   # YAML 1.1, as the engine reads it
     if not isinstance(data, MarkedDict):
         raise InputError(Issue(str(path), getattr(data, "line", 0), flag, f"{flag} {path}: the file holds a "
                                f"{type(data).__name__ if data is not None else 'nothing'}, not a mapping of settings"))
@@ -850,7 +905,7 @@ def _parse_args(launch: Launch, args: list[str], model_style: str, where: str, b
             path = val if eq else (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None)
             if path is None:
                 raise InputError(Issue(where, 0, name, f"{name} without its value (give the YAML file)"))
-            cfg, full, lines = _config_file(path, name, where, base)
+            cfg, full, lines = _config_file(path, name, where, base, launch.here_docs)
             launch.config, launch.config_file, launch.config_lines = cfg, full, lines
             launch.values[entry.means] = Read(entry, full, f"{name} {path}")
             drop = {i} if eq else {i, i + 1}
@@ -1709,8 +1764,9 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
         raise InputError(Issue(where, 0, "engine_version", f"{engine_version!r} is not a PEP 440 version (e.g. 0.11.1)"))
     findings: list[Finding] = []
     line_env: dict[str, str] = {}
+    docs: dict[str, str] = {}
     if isinstance(argv, str):
-        words, line_env = split_text(argv, where)
+        words, line_env = split_text(argv, where, docs)
     else:
         words = list(argv)
         if not words:
@@ -1745,7 +1801,7 @@ def from_command(argv: str | Sequence[str], env: Mapping[str, str] | None = None
             findings.append(Finding("note", ", ".join(kept_out), "in the host environment given (the shell or --env file), "
                                     "but docker run passes a variable to the container only with -e/--env: not read"))
     launch = Launch(engine=engine, launcher=launcher, engine_version=engine_version, argv=args, env=full_env, env_from=env_from,
-                    findings=findings, container=docker or None)
+                    findings=findings, container=docker or None, here_docs=docs)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     _parse_args(launch, args, model_style, where, base)
     _check_shadowed(launch, where)

@@ -143,3 +143,41 @@ def test_sglangs_removed_capture_limit_is_read_as_emit_writes_it():
     # a release that still has the alias reads it as before
     old = from_command(line, engine_version="0.5.19")
     assert not [f for f in old.findings if f.kind == "engine_error"]
+
+
+def test_the_trtllm_emit_reads_back(tmp_path):
+    """plan --emit trtllm writes its options file with a here-document before the command: the script reads back."""
+    r = moe_select.explain({"gpu": "B200", "engine": "trtllm", "model_config": QWEN3, "tp": 4, "ep": 4})
+    script = emit(r.plan, "trtllm").script()
+    launch = from_command(script)
+    assert launch.deployment["tp"] == 4 and launch.deployment["ep"] == 4, launch.deployment
+    back = launch.explain(deployment={"gpu": "B200"})
+    assert back.plan is not None and back.plan.runner == r.plan.runner, (back.plan, r.plan.runner)
+    # a file named by the line and written by no here-document is still read from disk (and refused when absent)
+    with pytest.raises(InputError, match="no such file"):
+        from_command(script.replace("--extra_llm_api_options moe-select-llm-api.yaml", "--extra_llm_api_options other.yaml"),
+                     base_dir=tmp_path)
+
+
+def test_a_misspelt_plan_deciding_flag_is_refused_under_strict(capsys):
+    from moe_select.cli import main
+
+    line = f"vllm serve {QWEN3} --tensor-paralel-size 4 --max-model-len 4096"
+    launch = from_command(line)
+    assert launch.misspelt() == [("--tensor-paralel-size", "--tensor-parallel-size", "tp")]
+    assert main(["explain", "--gpu", "H100", "--brief", "--strict", "--from-command", line]) == 1
+    assert "did you mean --tensor-parallel-size" in capsys.readouterr().err
+    assert main(["explain", "--gpu", "H100", "--brief", "--from-command", line]) == 0       # a warning only
+    assert "warning" in capsys.readouterr().err
+    # flags the table does not list and that are close to none that decides the plan: nothing said
+    assert not from_command(f"vllm serve {QWEN3} -tp 4 --port 8000 --served-model-name x").misspelt()
+    out = emit(launch.explain(deployment={"gpu": "H100"}).plan, "vllm", launch=launch)
+    assert any("--tensor-paralel-size kept as the line gave it" in c for c in out.comments), out.comments
+
+
+def test_ep_above_tp_without_dp_names_the_dp_that_makes_it():
+    from moe_select.launch_emit import EmitError
+
+    r = moe_select.explain({"gpu": "H100", "engine": "vllm", "model_config": QWEN3, "tp": 2, "ep": 4})
+    with pytest.raises(EmitError, match="state dp 2"):
+        emit(r.plan, "vllm")
