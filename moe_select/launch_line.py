@@ -217,7 +217,7 @@ class Launch:
         as written and the deployment planned at tp 1). The table lists the flags that matter, not every flag of the
         engine, so this is no proof the engine refuses it: ``--strict`` refuses such a line, else a warning."""
         t = table(self.engine)
-        out = []
+        out: list[tuple[str, str, str]] = []
         for f in self.findings:
             m = re.search(r"did you mean (\S+?)(?: or |\?)", f.message) if f.kind == "unknown" else None
             entry = next((e for e in t.flags if m and m.group(1) in e.names), None)
