@@ -293,7 +293,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0 if report.plan else 1
 
 
-def _fails_at_startup(launch: Any, report: Any = None) -> bool:
+def _fails_at_startup(launch: Any, report: Any = None, emitting: bool = False) -> bool:
     """True, with one line on stderr, when the launch line as written is refused by the engine at startup (its
     ``engine_error`` findings, or a runner option it names where the engine's quantization method asserts auto: the
     plan's ``runner_option_auto``): the report still plans the deployment it describes, and ``plan --emit`` writes the
@@ -309,7 +309,8 @@ def _fails_at_startup(launch: Any, report: Any = None) -> bool:
         return True
     close = launch.misspelt() if launch is not None else []
     if close:
-        strict = bool(getattr(getattr(report, "deployment", None), "strict", False))
+        # (plan --emit writes the line, with a comment on the flag: a warning there, not a refusal)
+        strict = bool(getattr(getattr(report, "deployment", None), "strict", False)) and not emitting
         print(f"moe-select: {'--strict: ' if strict else 'warning: '}the launch line gives "
               + "; ".join(f"{tok} (not in the {launch.engine} table; did you mean {flag}, its {means}?)" for tok, flag, means in close)
               + ": if misspelt, the engine's parser refuses it; the plan is made without it"
@@ -352,7 +353,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     # the emitted line leaves the engine errors out (its comments say so): only the plan JSON of a failing line exits 1
-    return 1 if _fails_at_startup(getattr(args, "launch", None), report) and not getattr(args, "emit", None) else 0
+    emitting = bool(getattr(args, "emit", None))
+    return 1 if _fails_at_startup(getattr(args, "launch", None), report, emitting) and not emitting else 0
 
 
 #: Most symbolic links followed from ``-o``'s path (Linux's MAXSYMLINKS).

@@ -756,6 +756,15 @@ def understand(dep: Deployment, *, base_dir: Path | None = None, detected_arch: 
         for d in rules.defaults:
             if d.main_a2a == dep.a2a and d.a2a is not None and holds(d):
                 draft_a2a, draft_a2a_how = d.a2a, f"the draft's default for a {dep.a2a} target ({d.source})"
+    # an engine whose one runner setting is the draft's too and that has no draft-only key (TensorRT-LLM's
+    # moe_config.backend): a draft runner other than the deployment's cannot be written (a review: it was planned, and
+    # plan --emit dropped it with a comment)
+    asked_mtp = (dep.layer_runners or {}).get("mtp")
+    if (rules is not None and not rules.resolved and rules.own_runner_key is None and asked_mtp is not None
+            and asked_mtp != dep.runner):
+        bad("layer_runners", f"layer_runners.mtp {asked_mtp} ({here('layer_runners')}): {dep.engine}'s MoE runner setting "
+            f"is model-wide, the speculative draft's too, and it has no draft-only one ({rules.source}): give runner: "
+            f"{asked_mtp} for every layer, or leave layer_runners.mtp out")
     for kind in extra:
         asked = (dep.layer_runners or {}).get(kind["kind"])
         if asked is not None and draft_override_ignored and kind["kind"] == "mtp" and asked != dep.runner:

@@ -152,8 +152,10 @@ def _passed_through(launch: Any, argv: list[str]) -> list[str]:
     out: list[str] = []
     for r in launch.values.values():
         flag = r.written.split()[0] if r.written else ""
-        if flag.startswith("-") and flag.partition("=")[0] not in r.entry.names:
+        given = next((e for e in table(launch.engine).flags if flag.partition("=")[0] in e.names), None)
+        if given is not None and given is not r.entry and given.replacement in r.entry.names:
             # a removed flag read as its live replacement (launch_line._live_replacement): written under the replacement
+            # (only then: a line's --no-X is read under X's entry and stays as written)
             flag = r.entry.name
         if r.entry.means not in PASS_THROUGH or not flag.startswith("-") or flag in argv or flag in out:
             continue

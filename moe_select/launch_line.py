@@ -221,13 +221,16 @@ class Launch:
         for f in self.findings:
             m = re.search(r"did you mean (\S+?)(?: or |\?)", f.message) if f.kind == "unknown" else None
             entry = next((e for e in t.flags if m and m.group(1) in e.names), None)
-            if m and entry is not None and entry.means not in ("not_moe",):
+            # a typo: at most two edits away (a review found real flags near table ones: --deepep-config, --lora-backend,
+            # --enable-lora-bias, which difflib's did-you-mean names but no typo makes)
+            if m and entry is not None and entry.means not in ("not_moe",) and _edits(f.token, m.group(1)) <= 2:
                 out.append((f.token, m.group(1), entry.means))
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the ``launch`` key of ``explain --json``)."""
         return {"engine": self.engine, "launcher": self.launcher, "engine_version": self.engine_version,
+                "misspelt": [{"token": tok, "flag": flag, "means": means} for tok, flag, means in self.misspelt()],
                 "table_checked_at": table(self.engine).checked_at, "model": self.model, "env": self.env_from,
                 "understood": {k: {"value": r.value, "written": r.written, "source": _cite(self.engine, r.entry)}
                                for k, r in self.values.items()},
@@ -306,10 +309,12 @@ def _unbalanced(line: str) -> str | None:
 _HEREDOC = re.compile(r"""^\s*cat\s+(?:>\s*(\S+)\s+)?<<-?\s*(['"]?)(\w+)\2(?:\s*>\s*(\S+))?\s*$""")
 
 
-def _here_docs(text: str, docs: dict[str, str] | None) -> str:
+def _here_docs(text: str, docs: dict[str, str] | None, expands: set[str] | None = None) -> str:
     """``text`` with its file-writing here-documents blanked (lines kept, so later lines keep their numbers) and their
     content put in ``docs`` (file name -> text): a launch script that writes its config file before the command (plan
-    --emit trtllm's) reads back (a fleet trial, break55: 'a second command moe_config:'). Without ``docs``: as given."""
+    --emit trtllm's) reads back (a fleet trial, break55: 'a second command moe_config:'); ``<<-`` strips the body's leading
+    tabs, and the names of bodies under an unquoted terminator (the shell expands their variables) go to ``expands``.
+    Without ``docs``: as given."""
     if docs is None:
         return text
     lines = text.split("\n")
@@ -322,12 +327,19 @@ def _here_docs(text: str, docs: dict[str, str] | None) -> str:
             out.append(lines[i])
             i += 1
             continue
-        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == m.group(3)), None)
+        dash = "<<-" in lines[i]
+        end = next((j for j in range(i + 1, len(lines))
+                    if (lines[j].lstrip("\t") if dash else lines[j]).rstrip("\r") == m.group(3)), None)
         if end is None:
             out.append(lines[i])
             i += 1
             continue
-        docs[name.strip("'\"")] = "\n".join(lines[i + 1:end]) + "\n"
+        body = [ln.lstrip("\t") if dash else ln for ln in lines[i + 1:end]]
+        # an unquoted terminator: the shell expands $VAR in the body (marked for split_text, which knows the variables)
+        key = os.path.normpath(name.strip("'\""))
+        docs[key] = "\n".join(body) + "\n"
+        if not m.group(2) and expands is not None:
+            expands.add(key)
         out += [""] * (end - i + 1)
         i = end + 1
     return "\n".join(out)
@@ -338,7 +350,8 @@ def split_text(text: str, where: str = LINE, docs: dict[str, str] | None = None)
     shell reads a documentation snippet; ``docs`` (given): filled with the files the text writes by here-documents
     (:func:`_here_docs`). Raises :class:`InputError` for an unbalanced quote (naming it) and for more than one command
     (naming the second)."""
-    text = _here_docs(text, docs)
+    expands: set[str] = set()
+    text = _here_docs(text, docs, expands)
     joined = re.sub(r"\\[ \t]*\r?\n", " ", text)
     env: dict[str, str] = {}
     command: list[str] | None = None
@@ -366,6 +379,9 @@ def split_text(text: str, where: str = LINE, docs: dict[str, str] | None = None)
         command = words
     if command is None:
         raise InputError(Issue(where, 0, "", "no command in the launch line"))
+    for k in expands:
+        if docs is not None and k in docs:
+            docs[k] = expand(docs[k], env)
     return [expand(w, env) for w in command], env
 
 
@@ -763,7 +779,7 @@ def _parser_refusal(t: EngineTable, name: str, version: str | None) -> str:
         longer = sorted({n for e in t.flags for n in e.names if n.startswith(name + "-")
                          and (e.since is None or e.since.made_at(version, t.engine) is not False)
                          and (e.removed is None or e.removed.made_at(version, t.engine) is False)})
-        if longer:
+        if len(longer) >= 2:   # a unique prefix is read as that flag (argparse's allow_abbrev)
             return f"error: ambiguous option: {name} could match {', '.join(longer)}"
     return UNRECOGNIZED[t.engine]
 
@@ -791,6 +807,17 @@ def _other_engines_flag(name: str, engine: str) -> str:
         if mine is not None:
             return f" ({other}'s flag for {hit.means}; {engine} writes {' or '.join(mine.names)})"
     return ""
+
+
+def _edits(a: str, b: str) -> int:
+    """The Levenshtein distance of ``a`` and ``b`` (insertions, deletions, substitutions)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
 
 
 def _did_you_mean(name: str, options: Iterable[str]) -> str:
@@ -840,8 +867,8 @@ def _config_file(path: str, flag: str, where: str, base: Path | None,
     p = Path(path)
     if not p.is_absolute() and base is not None:
         p = base / p
-    if docs is not None and path in docs:   # written by the launch text's own here-document
-        data = load_text(docs[path], str(path), engine_yaml=True)
+    if docs is not None and os.path.normpath(path) in docs:   # written by the launch text's own here-document
+        data = load_text(docs[os.path.normpath(path)], str(path), engine_yaml=True)
     elif not p.is_file():
         raise InputError(Issue(where, 0, flag, f"{flag} {path}: no such file (give the YAML file the launch reads)"))
     else:

@@ -181,3 +181,41 @@ def test_ep_above_tp_without_dp_names_the_dp_that_makes_it():
     r = moe_select.explain({"gpu": "H100", "engine": "vllm", "model_config": QWEN3, "tp": 2, "ep": 4})
     with pytest.raises(EmitError, match="state dp 2"):
         emit(r.plan, "vllm")
+
+
+# --- the review of session 34's change (helper, 2026-12-06)
+@pytest.mark.parametrize("line, flagged", [
+    ("python -m sglang.launch_server --model-path {m} --tp 8 --ep 8 --moe-a2a-backend deepep --deepep-config /x.json", False),
+    ("python -m sglang.launch_server --model-path {m} --tp 8 --enable-lora --lora-backend triton --max-loras-per-batch 4", False),
+    ("vllm serve {m} -tp 2 --enable-lora --enable-lora-bias --data-parallel-start-rank 0", False),
+    ("vllm serve {m} --tensor-paralel-size 4", True),
+])
+def test_only_typos_of_plan_deciding_flags_count(line, flagged):
+    assert bool(from_command(line.format(m=QWEN3)).misspelt()) is flagged
+
+
+def test_a_negated_flag_is_written_as_given():
+    line = f"vllm serve {QWEN3} -tp 2 --no-allow-deprecated-quantization"
+    launch = from_command(line, engine_version="0.20.0")
+    out = emit(launch.explain(deployment={"gpu": "H100"}).plan, "vllm", launch=launch, engine_version="0.20.0")
+    assert "--no-allow-deprecated-quantization" in out.argv and "--allow-deprecated-quantization" not in out.argv, out.argv
+
+
+def test_trtllm_cannot_give_the_draft_its_own_runner():
+    dsv31 = str(ROOT / "examples/model_configs/nvidia__DeepSeek-V3.1-NVFP4")
+    with pytest.raises(InputError, match="layer_runners.mtp .*model-wide"):
+        moe_select.explain({"gpu": "B200", "engine": "trtllm", "model_config": dsv31, "tp": 8, "ep": 8,
+                            "runner": "trtllm_gen", "layer_runners": {"mtp": "trtllm_cutlass"}, "speculative": True})
+
+
+def test_here_documents_as_the_shell_reads_them(tmp_path):
+    tab = "\t"
+    script = ("export B=DEEPGEMM\n"
+              f"cat > ./x.yaml <<-EOF\n{tab}moe_config:\n{tab}  backend: $B\n{tab}EOF\n"
+              f"trtllm-serve {DSV3} --tp_size 8 --ep_size 8 --extra_llm_api_options x.yaml\n")
+    launch = from_command(script, base_dir=tmp_path)
+    assert launch.values["moe_config"].value == {"backend": "DEEPGEMM"}, launch.values["moe_config"].value
+    # a quoted terminator leaves $B as written (the shell does not expand it): a backend TensorRT-LLM refuses
+    quoted = script.replace("<<-EOF", "<<-'EOF'")
+    with pytest.raises(InputError, match="'\\$B' is not a runner value trtllm takes"):
+        from_command(quoted, base_dir=tmp_path)

@@ -207,6 +207,16 @@ OVERRIDES = {
                                                  ep=4, a2a="megamoe", model=dict(num_experts=256, top_k=6, hidden_size=4096,
                                                  moe_intermediate_size=2048, activation="silu_clamped", swiglu_limit=10.0,
                                                  architecture="DeepseekV4ForCausalLM")), "runner", "auto", "triton"),
+    # field round 59: DeepSeek-V4's FP4 experts under DeepEP (Fp8MoEMethod: deep_gemm) and without an all-to-all from
+    # 0.5.19 (the model override: flashinfer_mxfp4)
+    "sglang-dsv4-fp4-a2a-auto-deep-gemm": (dict(gpu="B200", engine="sglang", engine_version="0.5.16", tp=8, ep=8, dp=8,
+                                                a2a="deepep", model_config=str(ROOT / "tests/cases/models/"
+                                                                               "deepseek-ai__DeepSeek-V4-Flash-0731"),
+                                                speculative=False), "runner", "auto", "deep_gemm"),
+    "sglang-dsv4-fp4-auto-flashinfer-mxfp4": (dict(gpu="H200", engine="sglang", engine_version="0.5.19", tp=4,
+                                                   model_config=str(ROOT / "tests/cases/models/"
+                                                                    "deepseek-ai__DeepSeek-V4-Flash-0731"),
+                                                   speculative=False), "runner", "auto", "flashinfer_mxfp4"),
     "sglang-rocm-auto-aiter": (dict(gpu="MI300X", model_config=str(CFG / "Qwen__Qwen3-30B-A3B-FP8"), engine="sglang",
                                     vendor_library=True), "runner", "auto", "aiter"),
     "sglang-rocm-auto-triton": (dict(gpu="MI355X", model_config=str(CFG / "Qwen__Qwen3-30B-A3B"), engine="sglang",
