@@ -221,8 +221,8 @@ class Launch:
         for f in self.findings:
             m = re.search(r"did you mean (\S+?)(?: or |\?)", f.message) if f.kind == "unknown" else None
             entry = next((e for e in t.flags if m and m.group(1) in e.names), None)
-            # a typo: at most two edits away (a review found real flags near table ones: --deepep-config, --lora-backend,
-            # --enable-lora-bias, which difflib's did-you-mean names but no typo makes)
+            # a typo: at most two edits away (a review found real engine flags near table ones, an all-to-all's config
+            # file and LoRA options, which difflib's did-you-mean names but no typo makes)
             if m and entry is not None and entry.means not in ("not_moe",) and _edits(f.token, m.group(1)) <= 2:
                 out.append((f.token, m.group(1), entry.means))
         return out
