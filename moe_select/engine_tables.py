@@ -442,9 +442,7 @@ class DraftOwnRunner(Located):
     @field_validator("version")
     @classmethod
     def _spec(cls, v: str) -> str:
-        if not all(_SPEC_CLAUSE.match(c) for c in v.split(",")):
-            raise ValueError(f"{v!r} is not a PEP 440 version specifier (write e.g. \">=0.28.0,<0.29.0\")")
-        return v
+        return _checked_spec(v)
 
 
 class DraftRules(Located):
@@ -493,6 +491,15 @@ class DraftRules(Located):
 _SPEC_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9][0-9A-Za-z.*+!-]*\s*$")
 
 
+def _checked_spec(v: str) -> str:
+    """``v`` where it is a PEP 440 specifier of engine releases; raises ValueError. The clauses' form only: importing
+    packaging.specifiers here would cost every process that reads the tables (a cached catalog plans without it,
+    benchmarks/README.md "Planning latency")."""
+    if not all(_SPEC_CLAUSE.match(c) for c in v.split(",")):
+        raise ValueError(f"version {v!r} is not a PEP 440 specifier (e.g. '>=0.5.13,<0.5.23')")
+    return v
+
+
 class GraphDefaultRow(Located):
     """One branch of an engine's own decode CUDA-graph batch limit: ``max_bs`` where the GPU's memory (GiB, the
     vocabulary's ``memory_gib``) is at least ``memory_min`` and below ``memory_below``, and the tensor-parallel size
@@ -527,11 +534,7 @@ class GraphDefault(Located):
     @field_validator("version")
     @classmethod
     def _spec(cls, v: str) -> str:
-        # the clauses' form only: importing packaging.specifiers here would cost every process that reads the table
-        # (a cached catalog plans without it, benchmarks/README.md "Planning latency")
-        if not all(_SPEC_CLAUSE.match(c) for c in v.split(",")):
-            raise ValueError(f"version {v!r} is not a PEP 440 specifier (e.g. '>=0.5.13,<0.5.23')")
-        return v
+        return _checked_spec(v)
 
     def max_bs(self, memory: tuple[float, float], tp: int) -> "GraphDefaultRow | None":
         """The row that decides for a GPU of ``memory`` GiB (a range) at ``tp``, or None where none holds for the
