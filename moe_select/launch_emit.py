@@ -178,12 +178,12 @@ def _replacement_words(engine: str, token: str, version: str | None, argv: list[
     words = token.split()
     if not words or not words[0].startswith("-"):
         return []
+    from .launch_line import _live_replacement
+
     flag, _, inline = words[0].partition("=")
     entry = next((e for e in table(engine).flags if flag in e.names), None)
-    if entry is None or entry.removed is None or not entry.replacement or entry.takes in ("switch", "bool_optional"):
-        return []
-    live = table(engine).flag_at(entry.means, version)
-    if live is None or entry.replacement not in live.names or entry.replacement in argv:
+    live = _live_replacement(table(engine), entry, version) if entry is not None else None
+    if live is None or entry is None or not entry.replacement or entry.replacement in argv:
         return []
     values = ([inline] if inline else []) + words[1:]
     return [entry.replacement, *values] if values else []

@@ -786,7 +786,8 @@ def _parser_refusal(t: EngineTable, name: str, version: str | None) -> str:
 
 def _live_replacement(t: EngineTable, entry: FlagEntry, version: str | None) -> FlagEntry | None:
     """The table entry of ``entry``'s ``replacement`` where it has the same meaning and is the flag release ``version``
-    takes for it (what plan --emit writes in place of a removed flag: launch_emit._replacement_words), else None."""
+    takes for it (what plan --emit writes in place of a removed flag: launch_emit._replacement_words calls it too), else
+    None."""
     if entry.removed is None or not entry.replacement or entry.takes in ("switch", "bool_optional"):
         return None
     live = t.flag_at(entry.means, version)
